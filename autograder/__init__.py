@@ -1,0 +1,20 @@
+"""An auto-graded PyTorch course kit: attention from scratch.
+
+Students call :func:`check` in their notebooks; instructors use the
+``autograder`` command (build, check, validate, grade).
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+__all__ = ["check", "__version__"]
+
+
+def check(exercise: str | None = None, *, language: str | None = None):
+    """Self-check one exercise (``check("2.4")``) or every exercise of the notebook (``check()``).
+
+    Finds the student's functions in the calling notebook's namespace, runs the
+    public checks and shows the result (HTML in JupyterLab, text in a terminal).
+    """
+    from .selfcheck import check as _check
+
+    return _check(exercise, language=language, _depth=2)

@@ -1,0 +1,550 @@
+"""The check catalog: declarations, the context a check runs in, and scoring.
+
+One module per assignment declares its *public* checks (``autograder/checks/<module>.py``,
+shipped to students). Hidden checks live in ``autograder/hidden/<module>.py`` and
+known mistakes in ``autograder/mistakes/<module>.py``; neither is ever shipped.
+
+A check is a function ``run(ctx)`` on the trusted side. It builds inputs, asks
+``ctx.call(...)`` to run the student's function (in-process for self-check, in a
+sandbox worker for grading), gets back a :class:`plain.Value`, and compares with
+``ctx.expect_*``. A failed expectation raises :class:`CheckFailed` with a message
+in zh and en; when the failure is numerical, the framework compares the
+student's output with each known mistake on the same inputs and names a match.
+
+Points: an exercise's points come from course.yml and are shared among its
+checks by ``weight``; a forbidden call anywhere in an exercise scores it 0.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import importlib
+import importlib.util
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, NamedTuple, Protocol
+
+import numpy as np
+import torch
+
+from .. import plain
+from ..probes import Reply, Request
+
+
+# -- declarations --------------------------------------------------------------
+class Audience(str, enum.Enum):
+    PUBLIC = "public"    # runs in self-check and in the autograder
+    HIDDEN = "hidden"    # autograder only
+
+
+class Kind(str, enum.Enum):
+    SHAPE = "shape"          # shape, dtype, device of every output
+    PROPERTY = "property"    # rows sum to 1, exact zeros, round trips, finiteness
+    FACT = "fact"            # the chapter's numbers
+    NUMERIC = "numeric"      # agreement with a reference on seeded random inputs
+    GRADIENT = "gradient"    # gradients against torch
+    EDGE = "edge"            # T = 1, one head, fully padded rows, inputs near 1e4
+    FORBIDDEN = "forbidden"  # forbidden library calls
+
+
+class Msg(NamedTuple):
+    """A message in both languages."""
+
+    zh: str
+    en: str
+
+    def get(self, language: str) -> str:
+        return self.zh if str(getattr(language, "value", language)) == "zh" else self.en
+
+
+@dataclass(frozen=True)
+class Check:
+    exercise: str
+    name: str
+    audience: Audience
+    kind: Kind
+    title: Msg
+    run: Callable[["Context"], None]
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong implementation with the same signature as the student's function."""
+
+    exercise: str
+    name: str
+    message: Msg
+    fn: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ExerciseSpec:
+    """Per-exercise facts the catalog owns (the rest is in course.yml)."""
+
+    exercise: str
+    forbidden: tuple[str, ...] = ()
+
+
+CHECKS: dict[str, list[Check]] = {}
+MISTAKES: dict[str, list[Mistake]] = {}
+SPECS: dict[str, ExerciseSpec] = {}
+
+
+def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en: str,
+          weight: float = 1.0) -> Callable[[Callable[["Context"], None]], Callable[["Context"], None]]:
+    """Decorator: declare a check of ``exercise``."""
+
+    def register(fn: Callable[["Context"], None]) -> Callable[["Context"], None]:
+        existing = CHECKS.setdefault(exercise, [])
+        if any(c.name == name for c in existing):
+            raise ValueError(f"check {exercise}/{name} declared twice")
+        existing.append(Check(exercise, name, audience, kind, Msg(zh, en), fn, weight))
+        return fn
+
+    return register
+
+
+def mistake(exercise: str, name: str, zh: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: declare a known mistake of ``exercise`` (same signature as the student's function)."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        existing = MISTAKES.setdefault(exercise, [])
+        if any(m.name == name for m in existing):
+            raise ValueError(f"mistake {exercise}/{name} declared twice")
+        existing.append(Mistake(exercise, name, Msg(zh, en), fn))
+        return fn
+
+    return register
+
+
+def exercise(exercise_id: str, forbidden: Iterable[str] = ()) -> None:
+    """Declare per-exercise facts (the forbidden calls, as exercises.md names them)."""
+    SPECS[exercise_id] = ExerciseSpec(exercise_id, tuple(forbidden))
+
+
+# -- outcomes ------------------------------------------------------------------
+class Status(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_ATTEMPTED = "not_attempted"
+    MISSING = "missing"          # the function is not defined
+    ERROR = "error"              # the student's code raised
+    FORBIDDEN = "forbidden"      # a forbidden call was made
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"          # the worker died (exit, memory, signal)
+    TOO_LARGE = "too_large"
+
+
+class CheckFailed(Exception):
+    """A failed expectation; ``diagnose`` asks the framework to look for a known mistake."""
+
+    def __init__(self, message: Msg, *, diagnose: bool = False, status: Status = Status.FAILED):
+        super().__init__(message.en)
+        self.message = message
+        self.diagnose = diagnose
+        self.status = status
+
+
+@dataclass
+class CheckResult:
+    exercise: str
+    check: str
+    audience: str
+    kind: str
+    title: Msg
+    status: Status
+    points: float
+    max_points: float
+    message: Msg | None = None
+    mistake: str | None = None
+    mistake_message: Msg | None = None
+    forbidden: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "exercise": self.exercise, "check": self.check, "audience": self.audience, "kind": self.kind,
+            "title": self.title._asdict(), "status": self.status.value, "passed": self.passed,
+            "points": round(self.points, 6), "max_points": round(self.max_points, 6),
+            "message": self.message._asdict() if self.message else None,
+            "mistake": self.mistake,
+            "mistake_message": self.mistake_message._asdict() if self.mistake_message else None,
+            "forbidden": self.forbidden, "seconds": round(self.seconds, 4),
+        }
+
+
+# -- running student code ------------------------------------------------------
+class Runner(Protocol):
+    """Runs one request against the student's code: in-process or in a sandbox worker."""
+
+    def __call__(self, request: Request) -> Reply: ...
+
+
+class Diagnoser(Protocol):
+    """Finds the known mistake whose output on ``request`` matches the student's ``got``."""
+
+    def __call__(self, exercise: str, request: Request, got: plain.Value) -> Mistake | None: ...
+
+
+def stable_seed(*parts: Any) -> int:
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+PUBLIC_SEED = "public-self-check"
+
+
+@dataclass
+class Context:
+    """What a check sees: seeded inputs, the student's function, expectations."""
+
+    exercise: str
+    function: str
+    check: str
+    runner: Runner
+    tolerances: Any                 # config.Tolerances
+    seed: int
+    forbidden: tuple[str, ...] = ()
+    device: str = "cpu"
+    reference_fn: Callable[..., Any] | None = None   # hidden checks: the solution
+    last_request: Request | None = None
+    last_value: plain.Value | None = None
+    forbidden_seen: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    # inputs ---------------------------------------------------------------
+    def randn(self, *shape: int, dtype: torch.dtype = torch.float64, scale: float = 1.0) -> torch.Tensor:
+        """Seeded normal noise on the CPU (moved to the device under test by the runner)."""
+        return torch.randn(*shape, generator=self.generator, dtype=torch.float64).mul_(scale).to(dtype)
+
+    def randint(self, low: int, high: int, *shape: int) -> torch.Tensor:
+        return torch.randint(low, high, shape, generator=self.generator, dtype=torch.int64)
+
+    def sizes(self, n: int, low: int = 2, high: int = 9) -> list[int]:
+        """``n`` distinct sizes in [low, high], so a transposed axis cannot go unnoticed."""
+        if high - low + 1 < n:
+            raise ValueError("not enough distinct sizes")
+        perm = torch.randperm(high - low + 1, generator=self.generator)[:n]
+        return [int(p) + low for p in perm]
+
+    # calling the student --------------------------------------------------
+    def call(self, *args: Any, probe: str = "call", **kwargs: Any) -> plain.Value:
+        """Run the student's function on these arguments; return what came back as plain data."""
+        request = Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
+                          device=self.device)
+        reply = self.runner(request)
+        self.seconds += reply.seconds
+        for name in reply.forbidden:
+            if name not in self.forbidden_seen:
+                self.forbidden_seen.append(name)
+        if reply.forbidden:
+            raise CheckFailed(Msg(f"使用了禁止的调用：{', '.join(reply.forbidden)}",
+                                  f"used a forbidden call: {', '.join(reply.forbidden)}"),
+                              status=Status.FORBIDDEN)
+        self.last_request = request
+        self.last_value = None
+        if reply.status == "ok":
+            try:
+                value = reply.value()
+            except plain.PlainDataError as exc:
+                raise CheckFailed(Msg(f"返回值无法读取：{exc}", f"the return value could not be read: {exc}"))
+            self.last_value = value
+            return value
+        raise _reply_failure(reply, self.function)
+
+    def call_raw(self, *args: Any, probe: str = "call", **kwargs: Any) -> Reply:
+        """Like :meth:`call` but hands back the reply, e.g. to check that a call *raises*."""
+        request = Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
+                          device=self.device)
+        reply = self.runner(request)
+        self.seconds += reply.seconds
+        if reply.forbidden:
+            raise CheckFailed(Msg(f"使用了禁止的调用：{', '.join(reply.forbidden)}",
+                                  f"used a forbidden call: {', '.join(reply.forbidden)}"),
+                              status=Status.FORBIDDEN)
+        if reply.status not in ("ok", "error"):
+            raise _reply_failure(reply, self.function)
+        return reply
+
+    def reference(self, *args: Any, **kwargs: Any) -> Any:
+        """Hidden checks: the reference solution on CPU float64 copies of the arguments."""
+        if self.reference_fn is None:
+            raise RuntimeError(f"check {self.exercise}/{self.check} has no reference (public check?)")
+        return self.reference_fn(*as_float64(args), **as_float64(kwargs))
+
+    # expectations ---------------------------------------------------------
+    def tol(self, dtype: Any) -> tuple[float, float]:
+        t = self.tolerances.for_dtype(dtype)
+        return t.rtol, t.atol
+
+    def expect_tuple(self, value: plain.Value, n: int, what: str = "the return value") -> list[plain.Value]:
+        if value.kind not in ("tuple", "list") or len(value.spec["items"]) != n:
+            raise CheckFailed(Msg(f"{what} 应当是 {n} 个元素的元组，实际是 {value.describe()}",
+                                  f"{what} should be a tuple of {n}, got {value.describe()}"))
+        return value.items()
+
+    def expect_tensor(self, value: plain.Value, shape: tuple[int, ...] | None = None,
+                      dtype: torch.dtype | None = None, device: str | None = None,
+                      what: str = "the output") -> torch.Tensor:
+        """A tensor of this shape/dtype/device (device defaults to the one under test)."""
+        if value.kind != "tensor":
+            raise CheckFailed(Msg(f"{what} 应当是 torch.Tensor，实际是 {value.describe()}",
+                                  f"{what} should be a torch.Tensor, got {value.describe()}"))
+        spec = value.spec
+        if shape is not None and tuple(spec["shape"]) != tuple(shape):
+            raise CheckFailed(Msg(f"{what} 的形状应为 {tuple(shape)}，实际是 {tuple(spec['shape'])}",
+                                  f"{what} should have shape {tuple(shape)}, got {tuple(spec['shape'])}"),
+                              diagnose=True)
+        if dtype is not None and spec["dtype"] != str(dtype):
+            raise CheckFailed(Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {spec['dtype']}",
+                                  f"{what} should have dtype {dtype}, got {spec['dtype']}"))
+        want_device = device or self.device
+        if torch.device(spec["device"]).type != torch.device(want_device).type:
+            raise CheckFailed(Msg(f"{what} 应当在 {want_device} 上，实际在 {spec['device']}",
+                                  f"{what} should be on {want_device}, got {spec['device']}"))
+        return value.tensor()
+
+    def expect_close(self, got: torch.Tensor | np.ndarray | float, expected: Any, dtype: Any,
+                     what: str = "the output", diagnose: bool = True) -> None:
+        """Compare in float64 with the tolerance of ``dtype``; the message shows the largest difference."""
+        rtol, atol = self.tol(dtype)
+        problem = compare(got, expected, rtol, atol)
+        if problem is not None:
+            zh, en = problem
+            raise CheckFailed(Msg(f"{what}：{zh}", f"{what}: {en}"), diagnose=diagnose)
+
+    def expect(self, condition: bool, zh: str, en: str, diagnose: bool = False) -> None:
+        if not condition:
+            raise CheckFailed(Msg(zh, en), diagnose=diagnose)
+
+
+def as_float64(value: Any) -> Any:
+    """Floating tensors/arrays -> float64 CPU copies, recursively (reference precision)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu()
+        return t.double() if t.is_floating_point() else t.clone()
+    if isinstance(value, np.ndarray):
+        return value.astype(np.float64) if value.dtype.kind == "f" else value.copy()
+    if isinstance(value, tuple):
+        return tuple(as_float64(v) for v in value)
+    if isinstance(value, list):
+        return [as_float64(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_float64(v) for k, v in value.items()}
+    return value
+
+
+def _to_double(x: Any) -> torch.Tensor:
+    if isinstance(x, plain.Value):
+        x = x.to_python()
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(np.asarray(x, dtype=np.float64).copy())
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().double()
+    return torch.tensor(float(x), dtype=torch.float64)
+
+
+def compare(got: Any, expected: Any, rtol: float, atol: float) -> tuple[str, str] | None:
+    """None when close (NaN never equals anything); else (zh, en) with shapes and the largest difference."""
+    g, e = _to_double(got), _to_double(expected)
+    if g.shape != e.shape:
+        return (f"形状应为 {tuple(e.shape)}，实际是 {tuple(g.shape)}",
+                f"expected shape {tuple(e.shape)}, got {tuple(g.shape)}")
+    if g.numel() == 0:
+        return None
+    bad_nan = torch.isnan(g) & ~torch.isnan(e)
+    if bad_nan.any():
+        idx = tuple(int(i) for i in bad_nan.nonzero()[0])
+        return (f"出现 NaN（位置 {idx}，期望 {e[idx].item():.6g}）",
+                f"NaN at index {idx} (expected {e[idx].item():.6g})")
+    same_inf = torch.isinf(e) & (g == e)
+    diff = torch.where(same_inf, torch.zeros_like(g), (g - e).abs())
+    limit = atol + rtol * e.abs().nan_to_num(posinf=0.0, neginf=0.0)
+    over = (diff > limit) | (torch.isnan(diff) & ~torch.isnan(e))
+    if not over.any():
+        return None
+    flat = int(torch.argmax(torch.where(over, diff.nan_to_num(nan=math.inf), torch.zeros_like(diff))))
+    idx = tuple(int(i) for i in np.unravel_index(flat, tuple(g.shape))) if g.dim() else ()
+    n_bad = int(over.sum())
+    return (f"{n_bad}/{g.numel()} 个元素不符，最大差 {diff[idx].item():.3g} 在位置 {idx}：期望 {e[idx].item():.6g}，"
+            f"得到 {g[idx].item():.6g}（形状 {tuple(g.shape)}）",
+            f"{n_bad}/{g.numel()} elements differ, largest difference {diff[idx].item():.3g} at {idx}: "
+            f"expected {e[idx].item():.6g}, got {g[idx].item():.6g} (shape {tuple(g.shape)})")
+
+
+def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:
+    """Structural and numerical match of two plain values (diagnosis of known mistakes)."""
+    a, b = got.spec, other.spec
+    if a["t"] != b["t"]:
+        # a float vs a 0-d tensor etc. still counts as the same mistake
+        numeric = {"tensor", "ndarray", "float", "int"}
+        if not (a["t"] in numeric and b["t"] in numeric):
+            return False
+    t = a["t"]
+    if t in ("tuple", "list"):
+        ia, ib = got.items(), other.items()
+        return len(ia) == len(ib) and all(values_match(x, y, tolerances) for x, y in zip(ia, ib))
+    if t == "dict":
+        ka, kb = a["items"], b["items"]
+        return ka.keys() == kb.keys() and all(
+            values_match(plain.Value(ka[k], got.arrays), plain.Value(kb[k], other.arrays), tolerances) for k in ka)
+    if t in ("none", "other", "str"):
+        return a.get("type") == b.get("type") and a.get("v") == b.get("v")
+    if t == "bool":
+        return a["v"] == b.get("v")
+    dtype = a.get("dtype", "float64")
+    tol = tolerances.for_dtype(dtype)
+    ga, gb = _to_double(got), _to_double(other)
+    if ga.shape != gb.shape:
+        return False
+    if got.kind == "tensor" and ga.numel() and not ga.is_floating_point():
+        return bool((ga == gb).all())
+    return compare(ga, gb, max(tol.rtol, 1e-6), max(tol.atol, 1e-7)) is None
+
+
+# -- running checks --------------------------------------------------------------
+def _reply_failure(reply: Reply, function: str) -> CheckFailed:
+    if reply.status == "not_attempted":
+        return CheckFailed(Msg("尚未作答（仍在抛出 NotImplementedError）", "not attempted (still raises NotImplementedError)"),
+                           status=Status.NOT_ATTEMPTED)
+    if reply.status == "missing":
+        return CheckFailed(Msg(f"找不到函数 {function}：请确认定义它的单元格已运行且名字没改",
+                               f"{function} is not defined: run the cell that defines it and keep its name"),
+                           status=Status.MISSING)
+    if reply.status == "too_large":
+        return CheckFailed(Msg(f"返回值过大：{reply.error}", f"return value too large: {reply.error}"),
+                           status=Status.TOO_LARGE)
+    if reply.status == "timeout":
+        return CheckFailed(Msg(f"超时：{reply.error}", f"timed out: {reply.error}"), status=Status.TIMEOUT)
+    if reply.status == "crashed":
+        return CheckFailed(Msg(f"运行中断：{reply.error}", f"the run was cut short: {reply.error}"),
+                           status=Status.CRASHED)
+    return CheckFailed(Msg(f"代码抛出了 {reply.error_type}：{reply.error}",
+                           f"your code raised {reply.error_type}: {reply.error}"), status=Status.ERROR)
+
+
+def load_catalog(*, hidden: bool, mistakes: bool) -> None:
+    """Import the catalog modules. Hidden checks and mistakes exist only in the instructor's kit."""
+    from ..config import load_course
+
+    for a in load_course().assignments:
+        importlib.import_module(f"autograder.checks.{a.module}")
+        if hidden:
+            importlib.import_module(f"autograder.hidden.{a.module}")
+        if mistakes:
+            importlib.import_module(f"autograder.mistakes.{a.module}")
+
+
+def hidden_available() -> bool:
+    return importlib.util.find_spec("autograder.hidden") is not None
+
+
+def checks_for(exercise_id: str, audiences: Iterable[Audience]) -> list[Check]:
+    wanted = set(audiences)
+    return [c for c in CHECKS.get(exercise_id, []) if c.audience in wanted]
+
+
+@dataclass
+class ExerciseResult:
+    exercise: str
+    function: str
+    points: float
+    max_points: float
+    status: Status
+    checks: list[CheckResult]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"exercise": self.exercise, "function": self.function, "points": round(self.points, 6),
+                "max_points": self.max_points, "status": self.status.value,
+                "checks": [c.to_json() for c in self.checks]}
+
+
+def run_exercise(exercise_id: str, function: str, max_points: float, runner: Runner, *,
+                 audiences: Iterable[Audience], tolerances: Any, seed_parts: tuple[Any, ...],
+                 device: str = "cpu", reference: Callable[..., Any] | None = None,
+                 diagnoser: Diagnoser | None = None) -> ExerciseResult:
+    """Run every check of one exercise for these audiences; score it."""
+    checks = checks_for(exercise_id, audiences)
+    if not checks:
+        raise ValueError(f"no checks declared for exercise {exercise_id}")
+    spec = SPECS.get(exercise_id, ExerciseSpec(exercise_id))
+    total_weight = sum(c.weight for c in checks)
+    results: list[CheckResult] = []
+    stop_status: Status | None = None
+    for c in checks:
+        share = max_points * c.weight / total_weight
+        if stop_status is not None:
+            # Not attempted / missing: every later check would say the same.
+            results.append(CheckResult(exercise_id, c.name, c.audience.value, c.kind.value, c.title,
+                                       stop_status, 0.0, share, message=results[-1].message))
+            continue
+        ctx = Context(exercise_id, function, c.name, runner, tolerances,
+                      stable_seed(*seed_parts, exercise_id, c.name), spec.forbidden, device, reference)
+        status, message, found = Status.PASSED, None, None
+        try:
+            c.run(ctx)
+        except CheckFailed as failed:
+            status, message = failed.status, failed.message
+            if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
+                    and ctx.last_value is not None:
+                found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)
+        except plain.PlainDataError as exc:
+            status, message = Status.FAILED, Msg(f"返回值不对：{exc}", f"wrong return value: {exc}")
+        results.append(CheckResult(
+            exercise_id, c.name, c.audience.value, c.kind.value, c.title, status,
+            share if status is Status.PASSED else 0.0, share, message=message,
+            mistake=found.name if found else None, mistake_message=found.message if found else None,
+            forbidden=list(ctx.forbidden_seen), seconds=ctx.seconds))
+        if status in (Status.NOT_ATTEMPTED, Status.MISSING):
+            stop_status = status
+    forbidden = sorted({f for r in results for f in r.forbidden})
+    points = sum(r.points for r in results)
+    if forbidden:
+        points = 0.0
+        for r in results:
+            r.points = 0.0
+        overall = Status.FORBIDDEN
+    elif all(r.passed for r in results):
+        overall = Status.PASSED
+    elif stop_status is not None and all(r.status is stop_status for r in results):
+        overall = stop_status
+    else:
+        overall = next((r.status for r in results if r.status in (Status.TIMEOUT, Status.CRASHED)),
+                       Status.FAILED)
+    return ExerciseResult(exercise_id, function, points, max_points, overall, results)
+
+
+# -- diagnosis ------------------------------------------------------------------
+def in_process_runner(namespace: dict[str, Any]) -> Runner:
+    """A runner for trusted code or the student's own kernel (no sandbox)."""
+    from ..probes import execute
+
+    def run(request: Request) -> Reply:
+        return execute(namespace, request)
+
+    return run
+
+
+class LiveDiagnoser:
+    """Instructor side: runs each known mistake on the same inputs (needs autograder.mistakes)."""
+
+    def __init__(self, tolerances: Any):
+        self.tolerances = tolerances
+
+    def __call__(self, exercise_id: str, request: Request, got: plain.Value) -> Mistake | None:
+        from ..probes import execute
+
+        for m in MISTAKES.get(exercise_id, []):
+            cpu_request = Request(request.function, request.args, request.kwargs, probe=request.probe)
+            reply = execute({request.function: m.fn}, cpu_request)
+            if reply.status == "ok" and values_match(got, reply.value(), self.tolerances):
+                return m
+        return None

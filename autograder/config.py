@@ -1,0 +1,240 @@
+"""course.yml: read once, validated field by field into a typed object.
+
+Every key is declared once here, with its description and default. A bad file
+raises :class:`ConfigError` naming the file, the field and what was expected;
+an unknown key gets a "did you mean ..." hint.
+"""
+from __future__ import annotations
+
+import difflib
+import enum
+import functools
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError, UnknownExercise
+
+#: The repository root: course.yml, source/, release/, solutions/ live here.
+ROOT = Path(__file__).resolve().parent.parent
+COURSE_FILE = ROOT / "course.yml"
+
+EXERCISE_ID = re.compile(r"^[1-9]\d*\.[1-9]\d*$")
+ASSIGNMENT_ID = re.compile(r"^\d\d_[a-z][a-z0-9_]*$")
+
+
+class Language(str, enum.Enum):
+    ZH = "zh"
+    EN = "en"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class Tolerance(_Strict):
+    rtol: Annotated[float, Field(ge=0, description="relative tolerance")]
+    atol: Annotated[float, Field(ge=0, description="absolute tolerance")]
+
+
+class Tolerances(_Strict):
+    float32: Tolerance = Field(description="for outputs the student computes in float32")
+    float64: Tolerance = Field(description="for outputs the student computes in float64")
+
+    def for_dtype(self, dtype: Any) -> Tolerance:
+        """The tolerance for a torch/numpy dtype (or its name); float64 for anything 64-bit."""
+        name = str(dtype)
+        return self.float64 if "64" in name else self.float32
+
+
+class Limits(_Strict):
+    call_seconds: Annotated[float, Field(gt=0, description="wall time of one call into student code")] = 10
+    submission_seconds: Annotated[float, Field(gt=0, description="wall time of one submission")] = 120
+    cpu_seconds: Annotated[int, Field(gt=0, description="CPU seconds of the worker")] = 120
+    memory_mb: Annotated[int, Field(ge=256, description="worker address space, MiB")] = 3072
+    output_mb: Annotated[float, Field(gt=0, description="largest data one call may return, MiB")] = 16
+    file_mb: Annotated[float, Field(gt=0, description="largest file the worker may write, MiB")] = 16
+    processes: Annotated[int, Field(ge=0, description="extra processes the worker may start")] = 0
+
+
+class Exercise(_Strict):
+    id: str = Field(description='exercise ID such as "2.4", used everywhere')
+    function: str = Field(description="name of the student's function or class")
+    points: Annotated[float, Field(gt=0, description="points of the whole exercise")]
+    title: str = Field(description="short English title")
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_is_text(cls, value: Any) -> Any:
+        # YAML reads 2.4 as a float and 2.10 as 2.1: demand a quoted string.
+        if not isinstance(value, str):
+            raise ValueError(f'an exercise ID must be a quoted string such as "2.4", got {value!r}')
+        if not EXERCISE_ID.match(value):
+            raise ValueError(f'an exercise ID looks like "2.4", got {value!r}')
+        return value
+
+    @field_validator("function")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not value.isidentifier():
+            raise ValueError(f"a function name must be a Python identifier, got {value!r}")
+        return value
+
+
+class Assignment(_Strict):
+    id: str = Field(description="folder name under source/ and release/, e.g. 02_qkv_attention")
+    title: str = Field(description="English title")
+    exercises: list[Exercise] = Field(min_length=1)
+
+    @field_validator("id")
+    @classmethod
+    def _assignment_id(cls, value: str) -> str:
+        if not ASSIGNMENT_ID.match(value):
+            raise ValueError(f"an assignment ID looks like 02_qkv_attention, got {value!r}")
+        return value
+
+    @property
+    def module(self) -> str:
+        """Importable module name: ``02_qkv_attention`` -> ``qkv_attention``."""
+        return self.id.split("_", 1)[1]
+
+    @property
+    def notebook(self) -> str:
+        return f"{self.id}.ipynb"
+
+    @property
+    def points(self) -> float:
+        return sum(e.points for e in self.exercises)
+
+
+class Course(_Strict):
+    name: str = Field(description="course name shown in reports")
+    seed: int = Field(description="grading seed; hidden inputs derive from it, never shipped to students")
+    language: Language = Field(Language.ZH, description="default language of messages: zh or en")
+    tolerances: Tolerances
+    limits: Limits = Limits()
+    assignments: list[Assignment] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> "Course":
+        seen: dict[str, str] = {}
+        for a in self.assignments:
+            for e in a.exercises:
+                if e.id in seen:
+                    raise ValueError(f"exercise ID {e.id!r} appears twice ({seen[e.id]} and {a.id})")
+                seen[e.id] = a.id
+        ids = [a.id for a in self.assignments]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"assignment ID {dupes[0]!r} appears twice")
+        return self
+
+    # -- look-ups -----------------------------------------------------------
+    def assignment(self, assignment_id: str) -> Assignment:
+        for a in self.assignments:
+            if a.id == assignment_id:
+                return a
+        raise UnknownExercise(
+            f"course.yml has no assignment {assignment_id!r}",
+            hint=_did_you_mean(assignment_id, [a.id for a in self.assignments]),
+        )
+
+    def exercise(self, exercise_id: str) -> tuple[Assignment, Exercise]:
+        for a in self.assignments:
+            for e in a.exercises:
+                if e.id == exercise_id:
+                    return a, e
+        known = [e.id for a in self.assignments for e in a.exercises]
+        raise UnknownExercise(
+            f"course.yml has no exercise {exercise_id!r}",
+            hint=_did_you_mean(exercise_id, known) or f"known exercises: {', '.join(known)}",
+        )
+
+    @property
+    def exercises(self) -> list[Exercise]:
+        return [e for a in self.assignments for e in a.exercises]
+
+
+def _did_you_mean(word: str, options: list[str]) -> str | None:
+    close = difflib.get_close_matches(str(word), options, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model that owns the field at ``loc`` (for did-you-mean on unknown keys)."""
+    model: Any = Course
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        candidates = [ann, *args]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if model is None:
+            return None
+    return model
+
+
+def _describe(error: dict[str, Any]) -> tuple[str, str | None]:
+    loc = tuple(error["loc"])
+    path = _field_path(loc)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        owner = _model_at(loc[:-1])
+        hint = _did_you_mean(str(loc[-1]), list(owner.model_fields)) if owner else None
+        return f"{path}: unknown key", hint
+    if kind == "missing":
+        return f"{path}: missing (required field)", None
+    got = error.get("input")
+    msg = error["msg"].removeprefix("Value error, ")
+    return f"{path}: {msg} (got {got!r})" if kind != "value_error" else f"{path}: {msg}", None
+
+
+def parse_course(data: Any, source: str = "course.yml") -> Course:
+    """Validate already-parsed YAML data; raises ConfigError naming ``source`` and the field."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    try:
+        return Course.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first, hint = _describe(errors[0])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ConfigError(f"{source}: {first}{more}", hint=hint) from None
+
+
+def load_course(path: str | Path | None = None) -> Course:
+    """Read and validate course.yml (default: the repository's)."""
+    file = Path(path) if path is not None else COURSE_FILE
+    return _load(str(file.resolve()), file.stat().st_mtime_ns if file.exists() else 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(file: str, _mtime: int) -> Course:
+    path = Path(file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    return parse_course(data, source=path.name)

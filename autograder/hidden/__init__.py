@@ -1,0 +1,1 @@
+"""Hidden checks: autograder only, never shipped in the student bundle."""

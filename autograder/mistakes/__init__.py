@@ -1,0 +1,1 @@
+"""Known mistakes per exercise: instructor side only, never shipped to students."""

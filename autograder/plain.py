@@ -1,0 +1,266 @@
+"""Plain data: the only thing that crosses the trust boundary.
+
+A value is encoded as a JSON *spec* plus a dict of NumPy arrays (saved as .npz,
+loaded with ``allow_pickle=False``). The decoding side accepts exactly
+``numpy.ndarray`` of bool/int/uint/float dtype and JSON scalars, never pickle,
+never an object of the sender's choosing. The same encoding is used in-process
+(self-check, validate) so every path sees identical data.
+
+Spec nodes::
+
+    {"t": "tensor", "k": KEY, "dtype": "torch.float32", "device": "cpu", "shape": [..]}
+    {"t": "ndarray", "k": KEY, "dtype": "float64", "shape": [..]}
+    {"t": "float" | "int" | "bool", "v": ..., "type": "float" | "numpy.float64" | ...}
+    {"t": "none"} | {"t": "str", "v": ...}
+    {"t": "tuple" | "list", "items": [...]} | {"t": "dict", "items": {key: ...}}
+    {"t": "other", "type": "qualified.name"}        # anything else, described not sent
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+ALLOWED_KINDS = "biuf"  # numpy dtype kinds accepted across the boundary
+_TORCH_DTYPES = {
+    "torch.float16": torch.float16, "torch.bfloat16": torch.bfloat16, "torch.float32": torch.float32,
+    "torch.float64": torch.float64, "torch.int8": torch.int8, "torch.int16": torch.int16,
+    "torch.int32": torch.int32, "torch.int64": torch.int64, "torch.uint8": torch.uint8,
+    "torch.bool": torch.bool,
+}
+
+
+class PlainDataError(ValueError):
+    """Data that is not plain (wrong type, object array, oversized, malformed)."""
+
+
+def _qualname(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}" if cls.__module__ != "builtins" else cls.__qualname__
+
+
+@dataclass
+class Encoder:
+    """Turns a Python value into (spec, arrays). Used on both sides of the boundary."""
+
+    max_bytes: float = float("inf")
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    total: int = 0
+
+    def _store(self, arr: np.ndarray) -> str:
+        self.total += arr.nbytes
+        if self.total > self.max_bytes:
+            raise PlainDataError(f"output too large: more than {self.max_bytes / 2**20:.0f} MiB of tensor data")
+        key = f"a{len(self.arrays)}"
+        self.arrays[key] = arr
+        return key
+
+    def spec(self, value: Any, depth: int = 0) -> dict[str, Any]:
+        if depth > 8:
+            return {"t": "other", "type": "nested too deep"}
+        cls = type(value)
+        if cls is torch.Tensor or cls is torch.nn.Parameter:
+            # Exact type only: subclasses and __torch_function__ objects are described, not sent.
+            t = value.detach()
+            dtype = str(t.dtype)
+            if dtype not in _TORCH_DTYPES:
+                return {"t": "other", "type": f"tensor of {dtype}"}
+            if t.numel() * t.element_size() > self.max_bytes:
+                raise PlainDataError(
+                    f"output too large: a tensor of shape {tuple(t.shape)} "
+                    f"({t.numel() * t.element_size() / 2**20:.0f} MiB)")
+            device = str(t.device)
+            t = t.cpu()
+            if t.dtype == torch.bfloat16:
+                t = t.float()
+            arr = t.contiguous().numpy()
+            return {"t": "tensor", "k": self._store(arr), "dtype": dtype, "device": device,
+                    "shape": list(value.shape)}
+        if cls is np.ndarray:
+            if value.dtype.kind not in ALLOWED_KINDS:
+                return {"t": "other", "type": f"numpy array of {value.dtype}"}
+            return {"t": "ndarray", "k": self._store(np.ascontiguousarray(value)), "dtype": str(value.dtype),
+                    "shape": list(value.shape)}
+        if cls is bool or cls is np.bool_:
+            return {"t": "bool", "v": bool(value), "type": _qualname(value)}
+        if cls is int or isinstance(value, np.integer):
+            v = int(value)
+            if abs(v) >= 2**63:
+                return {"t": "float", "v": float(v), "type": "int (huge)"}
+            return {"t": "int", "v": v, "type": _qualname(value)}
+        if cls is float or isinstance(value, np.floating):
+            return {"t": "float", "v": float(value), "type": _qualname(value)}
+        if value is None:
+            return {"t": "none"}
+        if cls is str:
+            return {"t": "str", "v": value[:200]}
+        if cls is tuple or cls is list:
+            if len(value) > 64:
+                return {"t": "other", "type": f"{cls.__name__} of {len(value)} items"}
+            return {"t": cls.__name__, "items": [self.spec(v, depth + 1) for v in value]}
+        if cls is dict:
+            if len(value) > 64 or not all(type(k) is str for k in value):
+                return {"t": "other", "type": "dict"}
+            return {"t": "dict", "items": {k: self.spec(v, depth + 1) for k, v in value.items()}}
+        return {"t": "other", "type": _qualname(value)}
+
+
+def encode(value: Any, max_bytes: float = float("inf")) -> bytes:
+    """Encode a value as one bytes blob: 8-byte JSON length, JSON spec, then .npz of the arrays."""
+    enc = Encoder(max_bytes=max_bytes)
+    spec = enc.spec(value)
+    head = json.dumps(spec, allow_nan=True, separators=(",", ":")).encode()
+    buf = io.BytesIO()
+    np.savez(buf, **enc.arrays)
+    return len(head).to_bytes(8, "little") + head + buf.getvalue()
+
+
+@dataclass(frozen=True)
+class Value:
+    """A decoded value on the trusted side: the spec plus the arrays it names."""
+
+    spec: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+    @property
+    def kind(self) -> str:
+        return self.spec["t"]
+
+    def items(self) -> list["Value"]:
+        if self.kind not in ("tuple", "list"):
+            raise PlainDataError(f"not a tuple: {self.describe()}")
+        return [Value(s, self.arrays) for s in self.spec["items"]]
+
+    def describe(self) -> str:
+        s = self.spec
+        t = s["t"]
+        if t == "tensor":
+            return f"Tensor{tuple(s['shape'])} {s['dtype'].removeprefix('torch.')} on {s['device']}"
+        if t == "ndarray":
+            return f"ndarray{tuple(s['shape'])} {s['dtype']}"
+        if t in ("float", "int", "bool"):
+            return f"{s.get('type', t)} {s['v']!r}"
+        if t in ("tuple", "list"):
+            return f"{t} of {len(s['items'])}: (" + ", ".join(Value(i, self.arrays).describe() for i in s["items"]) + ")"
+        if t == "dict":
+            return "dict {" + ", ".join(f"{k}: {Value(v, self.arrays).describe()}" for k, v in s["items"].items()) + "}"
+        if t == "none":
+            return "None"
+        if t == "str":
+            return f"str {s['v']!r}"
+        return f"an object of type {s.get('type', '?')}"
+
+    def tensor(self) -> torch.Tensor:
+        """The CPU tensor this node holds (with the sender's dtype); PlainDataError if none."""
+        if self.kind != "tensor":
+            raise PlainDataError(f"expected a torch.Tensor, got {self.describe()}")
+        arr = self.arrays[self.spec["k"]]
+        t = torch.from_numpy(arr.copy())
+        want = _TORCH_DTYPES[self.spec["dtype"]]
+        return t.to(want) if t.dtype != want else t
+
+    def ndarray(self) -> np.ndarray:
+        if self.kind != "ndarray":
+            raise PlainDataError(f"expected a numpy.ndarray, got {self.describe()}")
+        return self.arrays[self.spec["k"]].copy()
+
+    def to_python(self) -> Any:
+        """Rebuild the value as Python objects (tensors on the CPU, arrays, scalars, tuples)."""
+        t = self.kind
+        if t == "tensor":
+            return self.tensor()
+        if t == "ndarray":
+            return self.ndarray()
+        if t in ("float", "int", "bool", "str"):
+            return self.spec["v"]
+        if t == "none":
+            return None
+        if t in ("tuple", "list"):
+            seq = [v.to_python() for v in self.items()]
+            return tuple(seq) if t == "tuple" else seq
+        if t == "dict":
+            return {k: Value(v, self.arrays).to_python() for k, v in self.spec["items"].items()}
+        raise PlainDataError(f"cannot rebuild {self.describe()}")
+
+
+def _check_spec(spec: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> None:
+    """Validate an untrusted spec: known node types, arrays present, scalars of the right JSON type."""
+    if depth > 10 or not isinstance(spec, dict) or not isinstance(spec.get("t"), str):
+        raise PlainDataError("malformed value description")
+    t = spec["t"]
+    if t in ("tensor", "ndarray"):
+        key = spec.get("k")
+        if key not in arrays:
+            raise PlainDataError("value names an array that was not sent")
+        arr = arrays[key]
+        if t == "tensor" and spec.get("dtype") not in _TORCH_DTYPES:
+            raise PlainDataError("unknown tensor dtype")
+        if not isinstance(spec.get("device"), str) and t == "tensor":
+            raise PlainDataError("tensor without a device")
+        if list(arr.shape) != spec.get("shape"):
+            raise PlainDataError("array shape does not match its description")
+    elif t in ("float", "int", "bool"):
+        want = {"float": float, "int": int, "bool": bool}[t]
+        if type(spec.get("v")) is not want:
+            raise PlainDataError(f"malformed {t}")
+    elif t in ("tuple", "list"):
+        items = spec.get("items")
+        if not isinstance(items, list):
+            raise PlainDataError("malformed sequence")
+        for s in items:
+            _check_spec(s, arrays, depth + 1)
+    elif t == "dict":
+        items = spec.get("items")
+        if not isinstance(items, dict):
+            raise PlainDataError("malformed dict")
+        for s in items.values():
+            _check_spec(s, arrays, depth + 1)
+    elif t not in ("none", "str", "other"):
+        raise PlainDataError(f"unknown value type {t!r}")
+
+
+def decode(blob: bytes) -> Value:
+    """Decode an untrusted blob from :func:`encode`; raises PlainDataError on anything else."""
+    if not isinstance(blob, (bytes, bytearray)) or len(blob) < 8:
+        raise PlainDataError("empty or truncated data")
+    n = int.from_bytes(blob[:8], "little")
+    if n > len(blob) - 8:
+        raise PlainDataError("truncated data")
+    try:
+        spec = json.loads(blob[8:8 + n])
+        with np.load(io.BytesIO(blob[8 + n:]), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except Exception as exc:  # noqa: BLE001 - anything malformed is a data error
+        raise PlainDataError(f"unreadable data ({type(exc).__name__})") from None
+    for arr in arrays.values():
+        if type(arr) is not np.ndarray or arr.dtype.kind not in ALLOWED_KINDS:
+            raise PlainDataError("array of a forbidden dtype")
+    _check_spec(spec, arrays)
+    return Value(spec, arrays)
+
+
+def roundtrip(value: Any, max_bytes: float = float("inf")) -> Value:
+    """Encode then decode: what the trusted side would see of ``value``."""
+    return decode(encode(value, max_bytes=max_bytes))
+
+
+def fingerprint(value: Any) -> str:
+    """A stable hash of a value's plain data (dtype, shape and bytes of every array)."""
+    enc = Encoder()
+    spec = enc.spec(value)
+    h = hashlib.sha256(json.dumps(spec, sort_keys=True, allow_nan=True).encode())
+    for key in sorted(enc.arrays, key=lambda k: int(k[1:])):
+        arr = enc.arrays[key]
+        h.update(str(arr.dtype).encode() + str(arr.shape).encode())
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()[:20]
+
+
+def finite(x: float) -> bool:
+    return math.isfinite(x)

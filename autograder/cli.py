@@ -1,0 +1,68 @@
+"""The ``autograder`` command: one exit point for every subcommand.
+
+User errors (:class:`AutograderError`) print ``ERROR ...`` and a hint and exit
+with their code (2 for bad input); only unexpected errors show a traceback.
+Each subcommand lives in the module named for its noun and exposes
+``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import AutograderError
+
+#: subcommand -> (module, help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "build": ("autograder.build", "regenerate release/, solutions/ and the student bundle from source/"),
+    "check": ("autograder.selfcheck", "run the public self-checks on a saved notebook"),
+    "validate": ("autograder.validate", "prove the check catalog sound (references pass, mistakes caught)"),
+    "grade": ("autograder.grade", "grade a folder or zip of submissions in the sandbox"),
+    "export": ("autograder.export", "export the grader for Gradescope or Otter"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autograder", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return 2
+        return int(args._run(args) or 0)
+    except AutograderError as exc:
+        print(f"ERROR {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ERROR interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""``autograder validate``: prove the check catalog sound.
+
+* every reference solution in ``solutions/`` scores full marks on every check,
+  public and hidden, on every seed tried;
+* every known mistake loses points on at least one check and is diagnosed as
+  itself (not as another mistake, not undiagnosed).
+
+Prints a table (exercise x mistake -> caught / diagnosed) and exits non-zero on any gap.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+from dataclasses import dataclass
+
+from . import checks as C
+from .config import Course, load_course
+
+
+@dataclass
+class MistakeVerdict:
+    exercise: str
+    mistake: str
+    caught: bool
+    diagnosed: bool
+    named_as: list[str]
+    points: float
+    max_points: float
+
+
+@dataclass
+class Validation:
+    reference_failures: list[str]
+    verdicts: list[MistakeVerdict]
+    missing: list[str]            # exercises without checks or with < 2 mistakes
+
+    @property
+    def ok(self) -> bool:
+        return not self.reference_failures and not self.missing and all(
+            v.caught and v.diagnosed for v in self.verdicts)
+
+
+def solution_for(course: Course, exercise_id: str):
+    assignment, exercise = course.exercise(exercise_id)
+    module = importlib.import_module(f"solutions.{assignment.module}")
+    return getattr(module, exercise.function)
+
+
+def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
+             exercises: list[str] | None = None, min_mistakes: int = 2) -> Validation:
+    course = course or load_course()
+    C.load_catalog(hidden=True, mistakes=True)
+    audiences = (C.Audience.PUBLIC, C.Audience.HIDDEN)
+    diagnoser = C.LiveDiagnoser(course.tolerances)
+    ref_fail: list[str] = []
+    verdicts: list[MistakeVerdict] = []
+    missing: list[str] = []
+    for ex in course.exercises:
+        if exercises and ex.id not in exercises:
+            continue
+        if not C.checks_for(ex.id, audiences):
+            missing.append(f"{ex.id}: no checks")
+            continue
+        if len(C.MISTAKES.get(ex.id, [])) < min_mistakes:
+            missing.append(f"{ex.id}: only {len(C.MISTAKES.get(ex.id, []))} known mistakes (want {min_mistakes})")
+        reference = solution_for(course, ex.id)
+        for seed in seeds:
+            result = C.run_exercise(ex.id, ex.function, ex.points, C.in_process_runner({ex.function: reference}),
+                                    audiences=audiences, tolerances=course.tolerances,
+                                    seed_parts=("validate", seed), reference=reference, diagnoser=diagnoser)
+            for r in result.checks:
+                if not r.passed:
+                    ref_fail.append(f"{ex.id}/{r.check} (seed {seed}): {r.status.value}: "
+                                    f"{r.message.en if r.message else ''}")
+        for m in C.MISTAKES.get(ex.id, []):
+            result = C.run_exercise(ex.id, ex.function, ex.points, C.in_process_runner({ex.function: m.fn}),
+                                    audiences=audiences, tolerances=course.tolerances,
+                                    seed_parts=("validate", seeds[0]), reference=reference, diagnoser=diagnoser)
+            named = sorted({r.mistake for r in result.checks if r.mistake})
+            verdicts.append(MistakeVerdict(ex.id, m.name, result.points < ex.points - 1e-9,
+                                           named == [m.name], named, result.points, ex.points))
+    return Validation(ref_fail, verdicts, missing)
+
+
+def print_report(v: Validation) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title="Known mistakes: caught and diagnosed")
+    for col in ("exercise", "mistake", "caught", "diagnosed", "score"):
+        table.add_column(col)
+    for m in v.verdicts:
+        diag = "yes" if m.diagnosed else ("as " + ", ".join(m.named_as) if m.named_as else "no")
+        table.add_row(m.exercise, m.mistake, "yes" if m.caught else "[red]NO[/]",
+                      diag if m.diagnosed else f"[red]{diag}[/]", f"{m.points:.2f}/{m.max_points:g}")
+    console.print(table)
+    exercises = sorted({m.exercise for m in v.verdicts}, key=lambda e: tuple(map(int, e.split("."))))
+    console.print(f"{len(v.verdicts)} known mistakes over {len(exercises)} exercises; "
+                  f"caught {sum(m.caught for m in v.verdicts)}, diagnosed {sum(m.diagnosed for m in v.verdicts)}")
+    for line in v.reference_failures:
+        console.print(f"[red]reference solution fails[/] {line}")
+    for line in v.missing:
+        console.print(f"[red]gap[/] {line}")
+    console.print("[green]catalog sound[/]" if v.ok else "[red]catalog has gaps[/]")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("exercises", nargs="*", help="exercise IDs to validate (default: all)")
+    parser.add_argument("--seeds", type=int, default=3, help="how many seeds to run the references on")
+
+
+def run(args: argparse.Namespace) -> int:
+    result = validate(seeds=tuple(range(args.seeds)), exercises=args.exercises or None)
+    print_report(result)
+    return 0 if result.ok else 1

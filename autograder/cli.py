@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .errors import AutograderError
 
 #: subcommand -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "course": ("autograder.config", "validate course.yml and show the course"),
     "build": ("autograder.build", "regenerate release/, solutions/ and the student bundle from source/"),
     "check": ("autograder.selfcheck", "run the public self-checks on a saved notebook"),
     "validate": ("autograder.validate", "prove the check catalog sound (references pass, mistakes caught)"),
@@ -26,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--course", metavar="FILE", help="course.yml to use (default: the repository's)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         try:
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        if args.course:
+            os.environ["AUTOGRADER_COURSE"] = os.path.abspath(args.course)
         if not getattr(args, "_run", None):
             parser.print_help()
             return 2

@@ -6,9 +6,11 @@ an unknown key gets a "did you mean ..." hint.
 """
 from __future__ import annotations
 
+import argparse
 import difflib
 import enum
 import functools
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -210,15 +212,23 @@ def parse_course(data: Any, source: str = "course.yml") -> Course:
     try:
         return Course.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
+        # An unknown key first: a typo'd key also shows up as "missing" under its real name.
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         first, hint = _describe(errors[0])
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ConfigError(f"{source}: {first}{more}", hint=hint) from None
+        suggestion = f" ({hint})" if hint else ""
+        raise ConfigError(f"{source}: {first}{suggestion}{more}") from None
+
+
+def course_file() -> Path:
+    """course.yml to read: $AUTOGRADER_COURSE (set by ``autograder --course``) or the repository's."""
+    override = os.environ.get("AUTOGRADER_COURSE")
+    return Path(override) if override else COURSE_FILE
 
 
 def load_course(path: str | Path | None = None) -> Course:
-    """Read and validate course.yml (default: the repository's)."""
-    file = Path(path) if path is not None else COURSE_FILE
+    """Read and validate course.yml (default: :func:`course_file`)."""
+    file = Path(path) if path is not None else course_file()
     return _load(str(file.resolve()), file.stat().st_mtime_ns if file.exists() else 0)
 
 
@@ -238,3 +248,21 @@ def _load(file: str, _mtime: int) -> Course:
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
     return parse_course(data, source=path.name)
+
+
+# -- ``autograder course``: show the course as read ---------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the validated course as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    course = load_course()
+    if args.json:
+        print(course.model_dump_json(indent=2))
+        return 0
+    print(f"{course.name}: {len(course.assignments)} assignments, {len(course.exercises)} exercises, "
+          f"language {course.language.value}")
+    for a in course.assignments:
+        ids = ", ".join(f"{e.id} {e.function} ({e.points:g})" for e in a.exercises)
+        print(f"  {a.id} [{a.points:g} points]: {ids}")
+    return 0

@@ -1,0 +1,172 @@
+"""Reading a submitted notebook and turning its code cells into plain Python.
+
+Used on both sides: the grader reads notebooks here (trusted, nothing executed),
+the sandbox worker and ``autograder check`` execute the :attr:`Cell.code` it
+produces. IPython syntax is neutralized: line magics and shell escapes become
+calls on :class:`NeutralIPython` (which does nothing), a cell magic either runs
+its body as Python (``%%time``, ``%%capture``...) or skips the cell, and
+top-level ``check(...)`` calls are replaced by ``pass``.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from .errors import NotebookError
+
+#: A notebook file larger than this is refused before parsing (a 50 MB output is fine).
+MAX_NOTEBOOK_BYTES = 200 * 2**20
+#: Cell magics whose body is plain Python that should still run.
+PASSTHROUGH_CELL_MAGICS = {"time", "timeit", "capture", "prun", "memit", "debug"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int              # position among all cells of the notebook
+    grade_id: str | None    # nbgrader grade_id, when the metadata survived
+    source: str             # what the student wrote
+    code: str               # plain Python to execute ("" when skipped)
+    skipped: str | None     # why the cell is not executed, if it is not
+
+
+def read_notebook(path: str | Path) -> nbformat.NotebookNode:
+    """Parse a notebook leniently; NotebookError names the file and what is wrong.
+
+    nbformat 3 is converted to 4. Missing metadata or cell ids are tolerated
+    (students strip them); what cannot be read as cells at all is an error.
+    """
+    file = Path(path)
+    try:
+        size = file.stat().st_size
+    except OSError as exc:
+        raise NotebookError(f"{file}: cannot read ({exc.strerror})") from None
+    if size == 0:
+        raise NotebookError(f"{file}: empty file, not a notebook")
+    if size > MAX_NOTEBOOK_BYTES:
+        raise NotebookError(f"{file}: {size / 2**20:.0f} MiB is too large for a notebook")
+    try:
+        raw = file.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise NotebookError(f"{file}: not UTF-8 text, not a notebook") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"{file}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
+    return parse_notebook(data, str(file))
+
+
+def parse_notebook(data: Any, name: str = "notebook") -> nbformat.NotebookNode:
+    if not isinstance(data, dict) or "nbformat" not in data:
+        raise NotebookError(f"{name}: JSON but not a notebook (no nbformat field)")
+    major = data.get("nbformat")
+    if not isinstance(major, int) or major < 3 or major > 4:
+        raise NotebookError(f"{name}: unsupported nbformat {major!r} (expected 4, or 3 to convert)")
+    if major == 3:
+        if not isinstance(data.get("worksheets"), list):
+            raise NotebookError(f"{name}: nbformat 3 without worksheets")
+        try:
+            nb = nbformat.convert(nbformat.from_dict(data), 4)
+        except Exception as exc:  # noqa: BLE001 - any conversion failure is a bad notebook
+            raise NotebookError(f"{name}: nbformat 3 notebook could not be converted ({exc})") from None
+        nb.metadata["autograder_converted_from"] = 3
+        return nb
+    cells = data.get("cells")
+    if not isinstance(cells, list):
+        raise NotebookError(f"{name}: notebook has no list of cells")
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
+            raise NotebookError(f"{name}: cell {i} is not a cell (no cell_type)")
+    return nbformat.from_dict(data)
+
+
+def _source(cell: Any) -> str:
+    src = cell.get("source", "")
+    if isinstance(src, list):
+        return "".join(s for s in src if isinstance(s, str))
+    return src if isinstance(src, str) else ""
+
+
+def _grade_id(cell: Any) -> str | None:
+    meta = cell.get("metadata")
+    nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
+    gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
+    return gid if isinstance(gid, str) else None
+
+
+def code_cells(nb: nbformat.NotebookNode) -> list[Cell]:
+    """The notebook's code cells as executable Python, in order."""
+    out: list[Cell] = []
+    for index, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        source = _source(cell)
+        code, skipped = to_python(source)
+        out.append(Cell(index, _grade_id(cell), source, code, skipped))
+    return out
+
+
+def to_python(source: str) -> tuple[str, str | None]:
+    """(plain Python, reason skipped or None) for one cell's source."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    stripped = source.lstrip()
+    if stripped.startswith("%%"):
+        first, _, body = stripped.partition("\n")
+        magic = first[2:].split(None, 1)[0] if first[2:].strip() else ""
+        if magic not in PASSTHROUGH_CELL_MAGICS:
+            return "", f"cell magic %%{magic} is not run by the grader"
+        source = body
+    try:
+        code = TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 - leave it to exec to report the syntax error
+        code = source
+    return _drop_check_calls(code), None
+
+
+def _drop_check_calls(code: str) -> str:
+    """Replace top-level ``check(...)`` statements by ``pass`` (same line numbers)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    lines = code.split("\n")
+    for node in tree.body:
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "check"):
+            start, end = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+            indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+            lines[start] = indent + "pass"
+            for i in range(start + 1, end + 1):
+                lines[i] = ""
+    return "\n".join(lines)
+
+
+class NeutralIPython:
+    """Stands in for ``get_ipython()`` while grading: magics and shell escapes do nothing."""
+
+    def run_line_magic(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def run_cell_magic(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def system(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def getoutput(self, *args: Any, **kwargs: Any) -> list[str]:
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: None
+
+
+def fresh_namespace() -> dict[str, Any]:
+    """The globals a notebook's cells execute in (outside a real kernel)."""
+    shim = NeutralIPython()
+    return {"__name__": "__main__", "__builtins__": __builtins__, "get_ipython": lambda: shim,
+            "check": lambda *a, **k: None}

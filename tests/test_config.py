@@ -1,0 +1,90 @@
+"""course.yml: the real file validates; every kind of bad file gets one clear line and exit 2."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autograder.config import COURSE_FILE, load_course, parse_course
+from autograder.errors import ConfigError
+
+CONTRACT = Path(__file__).resolve().parent.parent / "course.yml"
+
+
+def test_course_declares_every_exercise_of_the_contract():
+    course = load_course()
+    ids = [e.id for e in course.exercises]
+    assert ids == ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.1", "2.2", "2.3", "2.4",
+                   "3.1", "3.2", "3.3", "3.4", "3.5", "4.1", "4.2", "4.3", "4.4", "4.5"]
+    assert [a.module for a in course.assignments] == [
+        "rnn_decay", "qkv_attention", "padding_masks", "multi_head_attention"]
+    assert course.exercise("2.4")[1].function == "scaled_dot_product_attention"
+    assert course.tolerances.for_dtype("torch.float32").rtol > course.tolerances.for_dtype("torch.float64").rtol
+
+
+def _bad(mutate) -> str:
+    data = yaml.safe_load(COURSE_FILE.read_text())
+    mutate(data)
+    with pytest.raises(ConfigError) as info:
+        parse_course(data)
+    return info.value.message
+
+
+def test_wrong_type_names_the_field():
+    msg = _bad(lambda d: d["assignments"][1]["exercises"][0].__setitem__("points", "many"))
+    assert msg.startswith("course.yml: assignments[1].exercises[0].points:")
+    assert "many" in msg
+
+
+def test_missing_field_names_the_field():
+    msg = _bad(lambda d: d["tolerances"].pop("float64"))
+    assert msg == "course.yml: tolerances.float64: missing (required field)"
+
+
+def test_typo_gets_did_you_mean():
+    msg = _bad(lambda d: d["limits"].__setitem__("memory_mbb", d["limits"].pop("memory_mb")))
+    assert "limits.memory_mbb: unknown key" in msg and "did you mean 'memory_mb'?" in msg
+
+
+def test_exercise_id_must_be_quoted():
+    msg = _bad(lambda d: d["assignments"][0]["exercises"][0].__setitem__("id", 1.1))
+    assert "assignments[0].exercises[0].id" in msg and "quoted" in msg
+
+
+def test_duplicate_exercise_id_is_refused():
+    msg = _bad(lambda d: d["assignments"][0]["exercises"][1].__setitem__("id", "1.1"))
+    assert "'1.1' appears twice" in msg
+
+
+def test_unknown_exercise_lookup_suggests():
+    course = load_course()
+    with pytest.raises(ConfigError.__mro__[1]) as info:  # AutograderError
+        course.exercise("2.5")
+    assert "2.5" in info.value.message and info.value.hint
+
+
+@pytest.mark.parametrize("text, field", [
+    ("name: x\nseed: oops\n", "seed"),
+    ("[1, 2]\n", "top level"),
+    ("name: [unclosed\n", "not valid YAML"),
+    (CONTRACT.read_text().replace("assignments:", "assignmnts:"), "did you mean 'assignments'"),
+])
+def test_cli_reports_one_line_exit_2_no_traceback(tmp_path, text, field):
+    bad = tmp_path / "course.yml"
+    bad.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "autograder", "--course", str(bad), "course"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ERROR ") and field in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_shows_the_course():
+    proc = subprocess.run([sys.executable, "-m", "autograder", "course"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "20 exercises" in proc.stdout

@@ -1,0 +1,26 @@
+# The README's two commands: `make demo` and `make test`. Both set up .venv first.
+SHELL := /bin/bash
+VENV := .venv/bin
+export PATH := $(CURDIR)/$(VENV):$(PATH)
+DEMO_OUT ?= demo-out
+
+.PHONY: setup demo test build validate clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	autograder build
+	autograder grade samples/submissions -o $(DEMO_OUT) --force
+
+test: setup
+	python -m pytest
+
+build: setup
+	autograder build
+
+validate: setup
+	autograder validate
+
+clean:
+	rm -rf $(DEMO_OUT) dist .pytest_cache

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create .venv and install the kit with every dependency. Idempotent: a second run is quick.
+# torch is installed first, pinned to the CPU build 2.13.0, so nothing later pulls a CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.installed-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  # TORCH_INDEX_URL lets a machine with internet take the CPU wheel from PyTorch's own index.
+  .venv/bin/python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
+  .venv/bin/python -m pip install -q -e .
+  .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi

@@ -111,6 +111,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    torch.set_num_threads(1)  # tiny tensors: threads only add contention
     result = validate(seeds=tuple(range(args.seeds)), exercises=args.exercises or None)
     print_report(result)
     return 0 if result.ok else 1

@@ -405,6 +405,9 @@ def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:
     ga, gb = _to_double(got), _to_double(other)
     if ga.shape != gb.shape:
         return False
+    if not torch.equal(torch.isnan(ga), torch.isnan(gb)):
+        # compare() lets an expected NaN pass anything: a mistake's NaN must meet the student's NaN
+        return False
     if got.kind == "tensor" and ga.numel() and not ga.is_floating_point():
         return bool((ga == gb).all())
     return compare(ga, gb, max(tol.rtol, 1e-6), max(tol.atol, 1e-7)) is None

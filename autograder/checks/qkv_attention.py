@@ -1,45 +1,287 @@
-"""Public checks of 02_qkv_attention (shipped to students: no reference solution here)."""
+"""Public checks of 02_qkv_attention (shipped to students: no reference solution here).
+
+The truth here is torch's own code (``F.softmax``, ``F.scaled_dot_product_attention``)
+or closed-form math, in float64. Sizes are drawn distinct per dimension so a
+transposed axis cannot go unnoticed, and batch dims are exercised because
+``K.T`` only works on 2-D tensors.
+
+References are computed *before* the student's function runs: in self-check the
+student gets the very tensors the check holds and could modify them in place.
+"""
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
 
-from . import Audience, Context, Kind, check, exercise
+from .. import plain
+from . import Audience, CheckFailed, Context, Kind, Msg, Status, check, compare, exercise
 
-P, H = Audience.PUBLIC, Audience.HIDDEN
+P = Audience.PUBLIC
 
-exercise("2.4", forbidden=("F.scaled_dot_product_attention", "nn.MultiheadAttention",
-                           "F.multi_head_attention_forward"))
+SOFTMAX_FORBIDDEN = ("torch.softmax", "F.softmax", "Tensor.softmax", "F.log_softmax", "torch.log_softmax")
+ATTENTION_FORBIDDEN = ("F.scaled_dot_product_attention", "nn.MultiheadAttention", "F.multi_head_attention_forward")
+
+exercise("2.2", forbidden=SOFTMAX_FORBIDDEN)
+exercise("2.4", forbidden=ATTENTION_FORBIDDEN)
+
+#: The chapter's softmax example (scores of query [0, 1] over 我/love/猫).
+FACT_SCORES = [0.0, 1.0, 0.8]
+FACT_WEIGHTS = [0.168, 0.457, 0.374]
+BATCHES = ((), (3,), (2, 3))
 
 
+def seeded_example() -> tuple[torch.Tensor, ...]:
+    """The notebook's example: ``torch.manual_seed(0)``, x = randn(5, 8), W_q, W_k, W_v = randn(8, 8) * 0.3.
+
+    Drawn from a private generator with the same seed (the same numbers as the
+    global one) so that self-check leaves the student's RNG alone.
+    """
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 8, generator=g)
+    W_q, W_k, W_v = (torch.randn(8, 8, generator=g) * 0.3 for _ in range(3))
+    return x, W_q, W_k, W_v
+
+
+def reference_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, weights) in float64: torch's softmax and torch's fused attention."""
+    q, k, v = Q.double(), K.double(), V.double()
+    weights = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return F.scaled_dot_product_attention(q, k, v), weights
+
+
+def expect_close_at_scale(ctx: Context, got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, scale: float,
+                          what: str) -> None:
+    """expect_close for a softmax of inputs of magnitude ``scale``.
+
+    Rounding an input of that size moves it by about scale * eps, and the softmax by
+    that much relative to itself: a stable method other than max-subtraction
+    (``x - logsumexp(x)``) is that far off in float32 near 1e4 and still right.
+    """
+    rtol, atol = ctx.tol(dtype)
+    rtol = max(rtol, 4 * torch.finfo(dtype).eps * scale)
+    problem = compare(got, want, rtol, atol)
+    if problem is not None:
+        raise CheckFailed(Msg(f"{what}：{problem[0]}", f"{what}: {problem[1]}"), diagnose=True)
+
+
+def call_batched(ctx: Context, *args: torch.Tensor) -> plain.Value:
+    """Call with batched inputs; a call that raises only because of the batch dims gets a pointed message."""
+    try:
+        return ctx.call(*args)
+    except CheckFailed as failed:
+        if failed.status is not Status.ERROR:
+            raise
+        first = tuple(a.reshape(-1, *a.shape[-2:])[0] for a in args)     # one 2-D slice of each input
+        if ctx.call_raw(*first).status != "ok":
+            raise
+        raise CheckFailed(Msg(
+            f"2 维输入可以运行，带批量维（{tuple(args[0].shape)}）时却报错。如果用了 K.T 或 K.t()："
+            f"它们只能转置 2 维张量，请用 K.transpose(-2, -1) 或 K.mT。原错误：{failed.message.zh}",
+            f"works on 2-D inputs but raises with batch dims ({tuple(args[0].shape)}). If you used K.T or K.t(): "
+            f"they transpose only 2-D tensors, use K.transpose(-2, -1) or K.mT. The error: {failed.message.en}"),
+            status=Status.ERROR) from None
+
+
+# -- 2.1 project_qkv -------------------------------------------------------------
+@check("2.1", "shapes", P, Kind.SHAPE, zh="Q、K 形状 (..., T, Dk)，V 形状 (..., T, Dv)，dtype 不变",
+       en="Q, K have shape (..., T, Dk), V (..., T, Dv), in the input's dtype")
+def _project_shapes(ctx: Context) -> None:
+    B, T, D, Dk, Dv = ctx.sizes(5)
+    for dtype, batch in ((torch.float32, (B,)), (torch.float64, ())):
+        x = ctx.randn(*batch, T, D, dtype=dtype)
+        W_q, W_k, W_v = ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dv, dtype=dtype)
+        Q, K, V = ctx.expect_tuple(ctx.call(x, W_q, W_k, W_v), 3)
+        ctx.expect_tensor(Q, (*batch, T, Dk), dtype, what="Q")
+        ctx.expect_tensor(K, (*batch, T, Dk), dtype, what="K")
+        ctx.expect_tensor(V, (*batch, T, Dv), dtype, what="V")
+
+
+@check("2.1", "seeded-example", P, Kind.FACT, zh="笔记本中的例子（manual_seed(0)，x (5, 8)）：Q = x @ W_q 等",
+       en="the notebook's example (manual_seed(0), x (5, 8)): Q = x @ W_q and so on")
+def _project_fact(ctx: Context) -> None:
+    x, W_q, W_k, W_v = seeded_example()
+    want = [x.double() @ W.double() for W in (W_q, W_k, W_v)]
+    got = ctx.expect_tuple(ctx.call(x, W_q, W_k, W_v), 3)
+    for name, g, w in zip("QKV", got, want):
+        ctx.expect_close(ctx.expect_tensor(g, (5, 8), torch.float32, what=name), w, torch.float32, what=name)
+
+
+@check("2.1", "matches-matmul", P, Kind.NUMERIC, zh="与 x @ W 一致（带批量维，float32 与 float64）",
+       en="agrees with x @ W (batch dims, float32 and float64)", weight=2)
+def _project_numeric(ctx: Context) -> None:
+    for dtype, batch in ((torch.float32, ()), (torch.float64, (2,)), (torch.float32, (2, 3))):
+        T, D, Dk, Dv = ctx.sizes(4)
+        x = ctx.randn(*batch, T, D, dtype=dtype)
+        W_q, W_k, W_v = ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dv, dtype=dtype)
+        want = [x.double() @ W.double() for W in (W_q, W_k, W_v)]
+        got = ctx.expect_tuple(ctx.call(x, W_q, W_k, W_v), 3)
+        for name, g, w, width in zip("QKV", got, want, (Dk, Dk, Dv)):
+            ctx.expect_close(ctx.expect_tensor(g, (*batch, T, width), dtype, what=name), w, dtype, what=name)
+
+
+# -- 2.2 softmax ----------------------------------------------------------------
+@check("2.2", "shape-dtype", P, Kind.SHAPE, zh="输出与输入同形状、同 dtype", en="same shape and dtype as the input")
+def _softmax_shape(ctx: Context) -> None:
+    a, b, c = ctx.sizes(3)
+    for dtype, dim in ((torch.float32, -1), (torch.float64, 1)):
+        ctx.expect_tensor(ctx.call(ctx.randn(a, b, c, dtype=dtype), dim=dim), (a, b, c), dtype,
+                          what=f"softmax(x, dim={dim})")
+
+
+@check("2.2", "chapter-weights", P, Kind.FACT, zh="书中的例子：softmax([0, 1, 0.8]) = [0.168, 0.457, 0.374]",
+       en="the chapter's example: softmax([0, 1, 0.8]) = [0.168, 0.457, 0.374]")
+def _softmax_fact(ctx: Context) -> None:
+    got = ctx.expect_tensor(ctx.call(torch.tensor(FACT_SCORES)), (3,), torch.float32, what="softmax([0, 1, 0.8])")
+    problem = _printed(got, FACT_WEIGHTS, 3)
+    if problem is not None:
+        raise CheckFailed(Msg(f"softmax([0, 1, 0.8])（书中的数值，保留 3 位小数）：{problem[0]}",
+                              f"softmax([0, 1, 0.8]) (the chapter's values, to 3 decimals): {problem[1]}"),
+                          diagnose=True)
+
+
+def _printed(got: torch.Tensor, expected: list[float], decimals: int) -> tuple[str, str] | None:
+    """compare() against numbers printed to ``decimals`` places (half a unit in the last digit)."""
+    return compare(got, torch.tensor(expected, dtype=torch.float64), 0.0, 0.5 * 10.0 ** -decimals + 1e-12)
+
+
+@check("2.2", "sums-to-one", P, Kind.PROPERTY, zh="沿 dim 加和为 1，且没有负数", en="sums to 1 along dim, no negatives")
+def _softmax_property(ctx: Context) -> None:
+    a, b, c = ctx.sizes(3)
+    for dim in (-1, 0):
+        x = ctx.randn(a, b, c, scale=3.0)
+        got = ctx.expect_tensor(ctx.call(x, dim=dim), (a, b, c), torch.float64, what=f"softmax(x, dim={dim})")
+        ctx.expect(bool(torch.isfinite(got).all()), "结果中有 NaN 或 inf", "the result holds NaN or inf", diagnose=True)
+        ctx.expect(bool((got >= 0).all()), f"softmax 不应为负，实际最小 {got.min().item():.4g}",
+                   f"softmax should not be negative, got min {got.min().item():.4g}", diagnose=True)
+        sums = got.sum(dim)
+        ctx.expect_close(sums, torch.ones_like(sums), torch.float64, what=f"softmax(x, dim={dim}).sum({dim})")
+
+
+@check("2.2", "large-inputs", P, Kind.PROPERTY,
+       zh="数值稳定：输入在几千（±1e4 附近）时没有 inf/NaN，仍与 F.softmax 一致（先减去最大值）",
+       en="numerically stable: inputs in the thousands (near ±1e4) give no inf/NaN and still agree with F.softmax "
+          "(subtract the max first)")
+def _softmax_stable(ctx: Context) -> None:
+    a, b = ctx.sizes(2, 3, 9)
+    for dtype in (torch.float32, torch.float64):
+        # Rows near +1e4 overflow exp(); rows near -1e4 underflow it to 0/0.
+        x = ctx.randn(a, b, scale=2.0) + torch.where(torch.arange(a) % 2 == 0, 1e4, -1e4).unsqueeze(-1)
+        x = x.to(dtype)
+        want = F.softmax(x.double(), dim=-1)
+        got = ctx.expect_tensor(ctx.call(x), (a, b), dtype, what="softmax(x ~ ±1e4)")
+        ctx.expect(bool(torch.isfinite(got).all()),
+                   f"输入约为 ±1e4 时出现了 {int((~torch.isfinite(got)).sum())} 个 inf/NaN：exp 溢出了，先减去每行的最大值",
+                   f"inputs near ±1e4 gave {int((~torch.isfinite(got)).sum())} inf/NaN values: exp overflowed, "
+                   f"subtract each row's max first", diagnose=True)
+        expect_close_at_scale(ctx, got, want, dtype, 1e4, what="softmax(x ~ ±1e4)")
+
+
+@check("2.2", "matches-torch", P, Kind.NUMERIC, zh="与 F.softmax 一致（各个 dim，float32 与 float64）",
+       en="agrees with F.softmax (every dim, float32 and float64)", weight=2)
+def _softmax_numeric(ctx: Context) -> None:
+    a, b, c = ctx.sizes(3)
+    for dtype, dim in ((torch.float32, -1), (torch.float64, 0), (torch.float64, 1), (torch.float32, -2)):
+        x = ctx.randn(a, b, c, dtype=dtype, scale=2.0)
+        want = F.softmax(x.double(), dim=dim)
+        got = ctx.expect_tensor(ctx.call(x, dim=dim), (a, b, c), dtype, what=f"softmax(x, dim={dim})")
+        ctx.expect_close(got, want, dtype, what=f"softmax(x, dim={dim})")
+    x = ctx.randn(c, b)
+    got = ctx.expect_tensor(ctx.call(x), (c, b), torch.float64, what="softmax(x)")
+    ctx.expect_close(got, F.softmax(x, dim=-1), torch.float64, what="softmax(x) (default dim=-1)")
+
+
+# -- 2.3 attention_scores --------------------------------------------------------
+def _scores(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    return Q.double() @ K.double().transpose(-2, -1) / math.sqrt(Q.shape[-1])
+
+
+@check("2.3", "shapes", P, Kind.SHAPE, zh="输出形状 (..., Tq, Tk)，dtype 不变",
+       en="output shape (..., Tq, Tk) in the input's dtype")
+def _scores_shapes(ctx: Context) -> None:
+    Tq, Tk, Dk = ctx.sizes(3)
+    for dtype in (torch.float32, torch.float64):
+        got = ctx.call(ctx.randn(Tq, Dk, dtype=dtype), ctx.randn(Tk, Dk, dtype=dtype))
+        ctx.expect_tensor(got, (Tq, Tk), dtype, what="attention_scores(Q, K)")
+
+
+@check("2.3", "seeded-example", P, Kind.FACT, zh="笔记本中的例子：分数形状 (5, 5)，等于 Q K^T / √8",
+       en="the notebook's example: scores of shape (5, 5), equal to Q K^T / sqrt(8)")
+def _scores_fact(ctx: Context) -> None:
+    x, W_q, W_k, _ = seeded_example()
+    Q, K = x @ W_q, x @ W_k
+    want = _scores(Q, K)
+    got = ctx.expect_tensor(ctx.call(Q, K), (5, 5), torch.float32, what="attention_scores(Q, K)")
+    ctx.expect_close(got, want, torch.float32, what="attention_scores(Q, K)")
+
+
+@check("2.3", "matches-closed-form", P, Kind.NUMERIC, zh="与 Q @ K.transpose(-2, -1) / √Dk 一致",
+       en="agrees with Q @ K.transpose(-2, -1) / sqrt(Dk)", weight=2)
+def _scores_numeric(ctx: Context) -> None:
+    Tq, Tk, Dk = ctx.sizes(3)
+    for dtype in (torch.float32, torch.float64):
+        Q, K = ctx.randn(Tq, Dk, dtype=dtype), ctx.randn(Tk, Dk, dtype=dtype)
+        want = _scores(Q, K)
+        got = ctx.expect_tensor(ctx.call(Q, K), (Tq, Tk), dtype, what="attention_scores(Q, K)")
+        ctx.expect_close(got, want, dtype, what="attention_scores(Q, K)")
+
+
+@check("2.3", "batch-dims", P, Kind.NUMERIC, zh="带批量维 (B, Tq, Dk) 与 (B, H, Tq, Dk) 也能用（K.T 不行）",
+       en="works with batch dims (B, Tq, Dk) and (B, H, Tq, Dk) (K.T does not)", weight=2)
+def _scores_batched(ctx: Context) -> None:
+    B, H, Tq, Tk, Dk = ctx.sizes(5)
+    for dtype, batch in ((torch.float64, (B,)), (torch.float32, (B, H))):
+        Q, K = ctx.randn(*batch, Tq, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dk, dtype=dtype)
+        want = _scores(Q, K)
+        got = ctx.expect_tensor(call_batched(ctx, Q, K), (*batch, Tq, Tk), dtype, what="attention_scores(Q, K)")
+        ctx.expect_close(got, want, dtype, what=f"attention_scores(Q, K) with batch dims {batch}")
+
+
+# -- 2.4 scaled_dot_product_attention --------------------------------------------
 @check("2.4", "shapes", P, Kind.SHAPE, zh="输出形状与 dtype", en="output shapes and dtype")
 def _sdpa_shapes(ctx: Context) -> None:
     B, Tq, Tk, Dk, Dv = ctx.sizes(5)
     for dtype in (torch.float32, torch.float64):
-        Q, K, V = ctx.randn(B, Tq, Dk, dtype=dtype), ctx.randn(B, Tk, Dk, dtype=dtype), ctx.randn(B, Tk, Dv, dtype=dtype)
-        out, weights = ctx.expect_tuple(ctx.call(Q, K, V), 2)
+        Q = ctx.randn(B, Tq, Dk, dtype=dtype)
+        K, V = ctx.randn(B, Tk, Dk, dtype=dtype), ctx.randn(B, Tk, Dv, dtype=dtype)
+        out, weights = ctx.expect_tuple(call_batched(ctx, Q, K, V), 2)
         ctx.expect_tensor(out, (B, Tq, Dv), dtype, what="out")
         ctx.expect_tensor(weights, (B, Tq, Tk), dtype, what="weights")
 
 
-@check("2.4", "rows-sum-to-one", P, Kind.PROPERTY, zh="每行权重加和为 1", en="every row of weights sums to 1")
+@check("2.4", "seeded-example", P, Kind.FACT,
+       zh="笔记本中的例子（manual_seed(0)）：weights 形状 (5, 5)、每行加和为 1，out 形状 (5, 8)",
+       en="the notebook's example (manual_seed(0)): weights of shape (5, 5) whose rows sum to 1, out of shape (5, 8)")
+def _sdpa_fact(ctx: Context) -> None:
+    x, W_q, W_k, W_v = seeded_example()
+    out, weights = ctx.expect_tuple(ctx.call(x @ W_q, x @ W_k, x @ W_v), 2)
+    w = ctx.expect_tensor(weights, (5, 5), torch.float32, what="weights")
+    ctx.expect_tensor(out, (5, 8), torch.float32, what="out")
+    ctx.expect_close(w.sum(-1), torch.ones(5), torch.float32, what="weights.sum(-1)")
+
+
+@check("2.4", "rows-sum-to-one", P, Kind.PROPERTY, zh="每行权重非负且加和为 1",
+       en="every row of weights is non-negative and sums to 1")
 def _sdpa_rows(ctx: Context) -> None:
     Tq, Tk, D = ctx.sizes(3)
     Q, K, V = ctx.randn(Tq, D), ctx.randn(Tk, D), ctx.randn(Tk, D)
     _, weights = ctx.expect_tuple(ctx.call(Q, K, V), 2)
     w = ctx.expect_tensor(weights, (Tq, Tk), torch.float64, what="weights")
+    ctx.expect(bool((w >= 0).all()), f"权重不应为负，实际最小 {w.min().item():.4g}",
+               f"weights should not be negative, got min {w.min().item():.4g}", diagnose=True)
     ctx.expect_close(w.sum(-1), torch.ones(Tq), torch.float64, what="weights.sum(-1)")
 
 
-@check("2.4", "matches-torch", P, Kind.NUMERIC, zh="与 F.scaled_dot_product_attention 一致",
-       en="agrees with F.scaled_dot_product_attention", weight=2)
+@check("2.4", "matches-torch", P, Kind.NUMERIC, zh="与 F.scaled_dot_product_attention 一致（含批量维）",
+       en="agrees with F.scaled_dot_product_attention (with batch dims)", weight=3)
 def _sdpa_torch(ctx: Context) -> None:
-    B, Tq, Tk, Dk, Dv = ctx.sizes(5)
-    for dtype in (torch.float32, torch.float64):
-        Q, K, V = ctx.randn(B, Tq, Dk, dtype=dtype), ctx.randn(B, Tk, Dk, dtype=dtype), ctx.randn(B, Tk, Dv, dtype=dtype)
-        out, weights = ctx.expect_tuple(ctx.call(Q, K, V), 2)
-        q, k, v = Q.double(), K.double(), V.double()
-        want_w = F.softmax(q @ k.transpose(-2, -1) / Dk ** 0.5, dim=-1)
-        ctx.expect_close(ctx.expect_tensor(weights, (B, Tq, Tk), dtype, what="weights"), want_w, dtype, what="weights")
-        ctx.expect_close(ctx.expect_tensor(out, (B, Tq, Dv), dtype, what="out"),
-                         F.scaled_dot_product_attention(q, k, v), dtype, what="out")
+    for batch, dtype in zip(BATCHES, (torch.float32, torch.float64, torch.float32)):
+        Tq, Tk, Dk, Dv = ctx.sizes(4)
+        Q = ctx.randn(*batch, Tq, Dk, dtype=dtype)
+        K, V = ctx.randn(*batch, Tk, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dv, dtype=dtype)
+        want_out, want_w = reference_attention(Q, K, V)
+        out, weights = ctx.expect_tuple(call_batched(ctx, Q, K, V), 2)
+        ctx.expect_close(ctx.expect_tensor(weights, (*batch, Tq, Tk), dtype, what="weights"), want_w, dtype,
+                         what="weights")
+        ctx.expect_close(ctx.expect_tensor(out, (*batch, Tq, Dv), dtype, what="out"), want_out, dtype, what="out")

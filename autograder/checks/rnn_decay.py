@@ -1,1 +1,367 @@
-"""Placeholder: filled by the catalog work."""
+"""Public checks of 01_rnn_decay (shipped to students: no reference solution here).
+
+The truth here is torch's own code (``torch.tanh``, ``nn.RNN``, ``F.softmax``)
+or closed-form math, in float64. The chapter's numbers are checked to the
+precision the chapter prints them with (half a unit in the last printed digit).
+
+References are computed *before* the student's function runs: in self-check the
+student gets the very objects the check holds and could modify them in place.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .. import plain
+from . import Audience, CheckFailed, Context, Kind, Msg, check, compare
+
+P = Audience.PUBLIC
+
+#: The chapter's tables, as printed.
+TANH_Z = [0.0, 0.5, 1.0, 2.0, 3.0]
+TANH_DERIVATIVE = [1.0, 0.7864, 0.4200, 0.0707, 0.0099]
+DECAY_LENGTHS = [5, 10, 20, 50]
+RNN_RESIDUAL = [0.2610, 0.1452, 0.0493, 0.0021]
+ATTENTION_RESIDUAL = 0.6
+FACT_QUERY = [0.0, 1.0]
+FACT_KEYS = [[1.0, 0.0], [0.0, 1.0], [0.8, 0.8]]     # 我, love, 猫
+FACT_WEIGHTS = [0.168, 0.457, 0.374]
+
+#: Python's float and NumPy's float64 (a subclass of float) both count as "a Python float".
+FLOAT_TYPES = ("float", "numpy.float64")
+
+
+# -- helpers shared by the checks of this assignment ----------------------------
+def expect_printed(ctx: Context, got: object, expected: object, decimals: int, what: str) -> None:
+    """Agreement with a number the chapter prints to ``decimals`` places."""
+    atol = 0.5 * 10.0 ** -decimals + 1e-12
+    problem = compare(got, torch.tensor(expected, dtype=torch.float64), 0.0, atol)
+    if problem is not None:
+        zh, en = problem
+        raise CheckFailed(Msg(f"{what}（书中的数值，保留 {decimals} 位小数）：{zh}",
+                              f"{what} (the chapter's value, to {decimals} decimals): {en}"), diagnose=True)
+
+
+def expect_float(ctx: Context, value: plain.Value, what: str = "the return value") -> float:
+    """A Python float (NumPy's float64 is one too); anything else fails with what came back."""
+    if value.kind != "float" or value.spec.get("type") not in FLOAT_TYPES:
+        raise CheckFailed(Msg(f"{what} 应当是 Python float，实际是 {value.describe()}（可以用 float(...) 转换）",
+                              f"{what} should be a Python float, got {value.describe()} (convert with float(...))"),
+                          diagnose=True)
+    return float(value.spec["v"])
+
+
+def expect_ndarray(ctx: Context, value: plain.Value, shape: tuple[int, ...], dtype: str | None = None,
+                   what: str = "the output") -> np.ndarray:
+    """A NumPy array of this shape (and dtype, if given; else any floating dtype)."""
+    if value.kind != "ndarray":
+        raise CheckFailed(Msg(f"{what} 应当是 numpy.ndarray，实际是 {value.describe()}",
+                              f"{what} should be a numpy.ndarray, got {value.describe()}"), diagnose=True)
+    got_shape = tuple(value.spec["shape"])
+    if got_shape != tuple(shape):
+        raise CheckFailed(Msg(f"{what} 的形状应为 {tuple(shape)}，实际是 {got_shape}",
+                              f"{what} should have shape {tuple(shape)}, got {got_shape}"), diagnose=True)
+    got_dtype = value.spec["dtype"]
+    if dtype is not None and got_dtype != dtype:
+        raise CheckFailed(Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {got_dtype}",
+                              f"{what} should have dtype {dtype}, got {got_dtype}"))
+    if dtype is None and np.dtype(got_dtype).kind != "f":
+        raise CheckFailed(Msg(f"{what} 应当是浮点数组，实际 dtype 是 {got_dtype}",
+                              f"{what} should be a floating-point array, got dtype {got_dtype}"))
+    return value.ndarray()
+
+
+def torch_rnn(x: torch.Tensor, W_xh: torch.Tensor, W_hh: torch.Tensor, b: torch.Tensor | None = None,
+              h0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``nn.RNN(D, H, batch_first=True)`` in float64 with the course's weights (torch stores them transposed)."""
+    D, H = W_xh.shape
+    # Building the module draws its initial weights from the global RNG: keep the student's RNG untouched.
+    with torch.random.fork_rng(devices=[]):
+        rnn = nn.RNN(D, H, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        rnn.weight_ih_l0.copy_(W_xh.double().T)         # (H, D)
+        rnn.weight_hh_l0.copy_(W_hh.double().T)         # (H, H)
+        rnn.bias_ih_l0.copy_(b.double() if b is not None else torch.zeros(H, dtype=torch.float64))
+        rnn.bias_hh_l0.zero_()
+        state = None if h0 is None else h0.double().unsqueeze(0)      # (1, B, H)
+        out, h_n = rnn(x.double(), state)               # (B, T, H), (1, B, H)
+    return out, h_n.squeeze(0)
+
+
+def scalar_rnn(seq: list[float], W_hh: float = 0.9, W_xh: float = 0.5) -> float:
+    """The chapter's scalar RNN, run through ``nn.RNN(1, 1)``; h_0 = 0."""
+    x = torch.tensor(seq, dtype=torch.float64).reshape(1, len(seq), 1)       # (B=1, T, D=1)
+    _, h = torch_rnn(x, torch.tensor([[W_xh]], dtype=torch.float64), torch.tensor([[W_hh]], dtype=torch.float64))
+    return float(h)
+
+
+def one_hot_sequence(length: int) -> list[float]:
+    """The chapter's input: the first token is 1, every later one 0."""
+    return [1.0] + [0.0] * (length - 1)
+
+
+def random_sequence(ctx: Context, length: int, scale: float = 1.0) -> list[float]:
+    return [float(v) for v in ctx.randn(length, scale=scale)]
+
+
+def random_weight(ctx: Context, low: float, high: float) -> float:
+    """A scalar in [low, high) from the check's seeded generator, rounded for readable messages."""
+    u = float(torch.rand(1, generator=ctx.generator, dtype=torch.float64))
+    return round(low + (high - low) * u, 4)
+
+
+# -- 1.1 tanh_derivative ---------------------------------------------------------
+@check("1.1", "chapter-table", P, Kind.FACT, zh="书中的表：z = [0, 0.5, 1, 2, 3] 处的 tanh'",
+       en="the chapter's table: tanh' at z = [0, 0.5, 1, 2, 3]")
+def _tanh_table(ctx: Context) -> None:
+    z = torch.tensor(TANH_Z)
+    got = ctx.expect_tensor(ctx.call(z), (5,), torch.float32, what="tanh_derivative(z)")
+    expect_printed(ctx, got, TANH_DERIVATIVE, 4, "tanh_derivative(z)")
+
+
+@check("1.1", "same-kind", P, Kind.SHAPE, zh="返回与输入同类：float、ndarray、Tensor（形状与 dtype 不变）",
+       en="returns the kind it was given: float, ndarray, Tensor (same shape and dtype)")
+def _tanh_kind(ctx: Context) -> None:
+    expect_float(ctx, ctx.call(0.7), what="tanh_derivative(0.7)")
+    n, m = ctx.sizes(2)
+    arr = ctx.randn(n, m).numpy()
+    expect_ndarray(ctx, ctx.call(arr), (n, m), "float64", what="tanh_derivative(ndarray)")
+    for dtype in (torch.float32, torch.float64):
+        z = ctx.randn(m, n, dtype=dtype)
+        ctx.expect_tensor(ctx.call(z), (m, n), dtype, what=f"tanh_derivative(Tensor {dtype})")
+
+
+@check("1.1", "even-and-bounded", P, Kind.PROPERTY, zh="tanh' 是偶函数，取值在 (0, 1]，在 0 处等于 1",
+       en="tanh' is even, lies in (0, 1] and equals 1 at 0")
+def _tanh_property(ctx: Context) -> None:
+    n = ctx.sizes(1, 4, 9)[0]
+    z = ctx.randn(n, scale=2.0).abs()
+    z[0] = 0.0
+    both = torch.cat([z, -z])                                # (2n,)
+    got = ctx.expect_tensor(ctx.call(both), (2 * n,), torch.float64, what="tanh_derivative(z)")
+    ctx.expect(bool(torch.isfinite(got).all()), "结果中有 NaN 或 inf", "the result holds NaN or inf", diagnose=True)
+    ctx.expect_close(got[n:], got[:n], torch.float64, what="tanh_derivative(-z) vs tanh_derivative(z)")
+    ctx.expect(bool(((got > 0) & (got <= 1)).all()),
+               f"tanh' 应在 (0, 1] 之内，实际最小 {got.min().item():.4g}、最大 {got.max().item():.4g}",
+               f"tanh' should lie in (0, 1], got min {got.min().item():.4g}, max {got.max().item():.4g}",
+               diagnose=True)
+    ctx.expect_close(got[0], 1.0, torch.float64, what="tanh_derivative(0)")
+
+
+@check("1.1", "matches-torch", P, Kind.NUMERIC, zh="与 1 - torch.tanh(z)**2 一致（Tensor、ndarray、float）",
+       en="agrees with 1 - torch.tanh(z)**2 (Tensor, ndarray, float)", weight=2)
+def _tanh_numeric(ctx: Context) -> None:
+    a, b, c = ctx.sizes(3)
+    for dtype, shape in ((torch.float32, (a, b)), (torch.float64, (c, a, b))):
+        z = ctx.randn(*shape, dtype=dtype, scale=2.0)
+        want = 1 - torch.tanh(z.double()) ** 2
+        got = ctx.expect_tensor(ctx.call(z), shape, dtype, what=f"tanh_derivative(Tensor {dtype})")
+        ctx.expect_close(got, want, dtype, what=f"tanh_derivative(Tensor {dtype})")
+    arr = ctx.randn(b, c, scale=2.0).numpy()
+    want = 1 - np.tanh(arr) ** 2
+    got = expect_ndarray(ctx, ctx.call(arr), (b, c), "float64", what="tanh_derivative(ndarray)")
+    ctx.expect_close(got, want, torch.float64, what="tanh_derivative(ndarray)")
+    x = float(ctx.randn(1, scale=2.0))
+    want_x = 1 - math.tanh(x) ** 2
+    got_x = expect_float(ctx, ctx.call(x), what=f"tanh_derivative({x:.4g})")
+    ctx.expect_close(got_x, want_x, torch.float64, what=f"tanh_derivative({x:.4g})")
+
+
+# -- 1.2 rnn_forward -------------------------------------------------------------
+@check("1.2", "returns-float", P, Kind.SHAPE, zh="返回 Python float", en="returns a Python float")
+def _rnn_forward_type(ctx: Context) -> None:
+    expect_float(ctx, ctx.call(random_sequence(ctx, ctx.sizes(1)[0])), what="rnn_forward(seq)")
+
+
+@check("1.2", "chapter-decay", P, Kind.FACT, zh="书中的衰减：h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021（L = 5/10/20/50）",
+       en="the chapter's decay: h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021 at L = 5/10/20/50")
+def _rnn_forward_fact(ctx: Context) -> None:
+    for length, want in zip(DECAY_LENGTHS, RNN_RESIDUAL):
+        got = expect_float(ctx, ctx.call(one_hot_sequence(length)), what=f"rnn_forward([1, 0, ...]) (L={length})")
+        expect_printed(ctx, got, want, 4, f"rnn_forward([1, 0, ...]) (L={length})")
+
+
+@check("1.2", "matches-torch-rnn", P, Kind.NUMERIC, zh="与 nn.RNN(1, 1) 一致（随机序列与权重）",
+       en="agrees with nn.RNN(1, 1) (random sequences and weights)", weight=2)
+def _rnn_forward_numeric(ctx: Context) -> None:
+    for length in ctx.sizes(3, 2, 12):
+        seq = random_sequence(ctx, length)
+        W_hh, W_xh = random_weight(ctx, -1.2, 1.2), random_weight(ctx, -1.5, 1.5)
+        want = scalar_rnn(seq, W_hh, W_xh)
+        got = expect_float(ctx, ctx.call(seq, W_hh=W_hh, W_xh=W_xh), what=f"rnn_forward(seq, W_hh={W_hh}, W_xh={W_xh})")
+        ctx.expect_close(got, want, torch.float64, what=f"rnn_forward(seq of {length}, W_hh={W_hh}, W_xh={W_xh})")
+    seq = random_sequence(ctx, 7)
+    want = scalar_rnn(seq, 0.3, -0.8)
+    got = expect_float(ctx, ctx.call(seq, 0.3, -0.8), what="rnn_forward(seq, 0.3, -0.8)")
+    ctx.expect_close(got, want, torch.float64, what="rnn_forward(seq, 0.3, -0.8) (positional)")
+
+
+# -- 1.3 attention_residual ------------------------------------------------------
+@check("1.3", "returns-float", P, Kind.SHAPE, zh="返回 Python float", en="returns a Python float")
+def _residual_type(ctx: Context) -> None:
+    expect_float(ctx, ctx.call(random_sequence(ctx, ctx.sizes(1)[0])), what="attention_residual(seq)")
+
+
+@check("1.3", "chapter-constant", P, Kind.FACT, zh="书中的结论：任何长度下都保留 0.6",
+       en="the chapter's point: 0.6 is kept at every length")
+def _residual_fact(ctx: Context) -> None:
+    for length in DECAY_LENGTHS:
+        got = expect_float(ctx, ctx.call(one_hot_sequence(length)),
+                           what=f"attention_residual([1, 0, ...]) (L={length})")
+        expect_printed(ctx, got, ATTENTION_RESIDUAL, 4, f"attention_residual([1, 0, ...]) (L={length})")
+
+
+@check("1.3", "matches-closed-form", P, Kind.NUMERIC, zh="随机序列与 alpha：alpha * seq[0]",
+       en="random sequences and alpha: alpha * seq[0]", weight=2)
+def _residual_numeric(ctx: Context) -> None:
+    for length in ctx.sizes(3, 2, 12):
+        seq = random_sequence(ctx, length)
+        alpha = random_weight(ctx, 0.05, 0.95)
+        got = expect_float(ctx, ctx.call(seq, alpha=alpha), what=f"attention_residual(seq, alpha={alpha})")
+        ctx.expect_close(got, alpha * seq[0], torch.float64, what=f"attention_residual(seq of {length}, alpha={alpha})")
+    seq = random_sequence(ctx, 6)
+    got = expect_float(ctx, ctx.call(seq), what="attention_residual(seq)")
+    ctx.expect_close(got, 0.6 * seq[0], torch.float64, what="attention_residual(seq) (default alpha)")
+
+
+# -- 1.4 decay_table -------------------------------------------------------------
+def _decay_reference(lengths: list[int], W_hh: float, W_xh: float, alpha: float) -> torch.Tensor:
+    return torch.tensor([[scalar_rnn(one_hot_sequence(n), W_hh, W_xh), alpha] for n in lengths],
+                        dtype=torch.float64).reshape(len(lengths), 2)
+
+
+@check("1.4", "shape", P, Kind.SHAPE, zh="返回形状为 (len(lengths), 2) 的 NumPy 浮点数组",
+       en="returns a floating NumPy array of shape (len(lengths), 2)")
+def _table_shape(ctx: Context) -> None:
+    lengths = ctx.sizes(3, 1, 12)
+    expect_ndarray(ctx, ctx.call(lengths), (3, 2), what="decay_table(lengths)")
+
+
+@check("1.4", "chapter-table", P, Kind.FACT, zh="书中的表：L = 5/10/20/50 时 RNN 与注意力的残留",
+       en="the chapter's table: RNN and attention residuals at L = 5/10/20/50")
+def _table_fact(ctx: Context) -> None:
+    got = expect_ndarray(ctx, ctx.call(list(DECAY_LENGTHS)), (4, 2), what="decay_table([5, 10, 20, 50])")
+    want = [[rnn, ATTENTION_RESIDUAL] for rnn in RNN_RESIDUAL]
+    expect_printed(ctx, got, want, 4, "decay_table([5, 10, 20, 50])")
+
+
+@check("1.4", "rnn-decays-attention-stays", P, Kind.PROPERTY,
+       zh="按长度递增：第 0 列（RNN）严格下降，第 1 列（注意力）恒为 alpha",
+       en="by increasing length: column 0 (RNN) strictly decreases, column 1 (attention) stays alpha")
+def _table_property(ctx: Context) -> None:
+    lengths = sorted(ctx.sizes(5, 1, 30))
+    got = torch.from_numpy(expect_ndarray(ctx, ctx.call(lengths), (5, 2), what=f"decay_table({lengths})"))
+    column = [round(v, 4) for v in got[:, 0].tolist()]
+    ctx.expect(bool((got[1:, 0] < got[:-1, 0]).all()),
+               f"第 0 列应随长度 {lengths} 严格下降，实际是 {column}",
+               f"column 0 should strictly decrease over lengths {lengths}, got {column}", diagnose=True)
+    ctx.expect_close(got[:, 1], torch.full((5,), ATTENTION_RESIDUAL), torch.float64, what="column 1")
+
+
+@check("1.4", "matches-torch-rnn", P, Kind.NUMERIC, zh="随机长度与参数：与 nn.RNN(1, 1) 和 alpha 一致",
+       en="random lengths and parameters: agrees with nn.RNN(1, 1) and alpha", weight=2)
+def _table_numeric(ctx: Context) -> None:
+    lengths = ctx.sizes(4, 1, 25)
+    W_hh, W_xh, alpha = random_weight(ctx, 0.5, 1.1), random_weight(ctx, 0.2, 1.5), random_weight(ctx, 0.1, 0.9)
+    want = _decay_reference(lengths, W_hh, W_xh, alpha)
+    got = expect_ndarray(ctx, ctx.call(lengths, W_hh=W_hh, W_xh=W_xh, alpha=alpha), (4, 2),
+                         what=f"decay_table({lengths}, W_hh={W_hh}, W_xh={W_xh}, alpha={alpha})")
+    ctx.expect_close(got, want, got.dtype, what=f"decay_table({lengths}, W_hh={W_hh}, W_xh={W_xh}, alpha={alpha})")
+
+
+# -- 1.5 rnn_layer ---------------------------------------------------------------
+def _rnn_inputs(ctx: Context, B: int, T: int, D: int, H: int, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    return {"x": ctx.randn(B, T, D, dtype=dtype), "W_xh": ctx.randn(D, H, dtype=dtype, scale=0.5),
+            "W_hh": ctx.randn(H, H, dtype=dtype, scale=0.5), "b": ctx.randn(H, dtype=dtype, scale=0.5),
+            "h0": ctx.randn(B, H, dtype=dtype)}
+
+
+@check("1.5", "shapes", P, Kind.SHAPE, zh="返回 (outputs (B, T, H), h_T (B, H))，dtype 不变",
+       en="returns (outputs (B, T, H), h_T (B, H)) in the input's dtype")
+def _layer_shapes(ctx: Context) -> None:
+    B, T, D, H = ctx.sizes(4)
+    for dtype in (torch.float32, torch.float64):
+        a = _rnn_inputs(ctx, B, T, D, H, dtype)
+        out, h = ctx.expect_tuple(ctx.call(a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"]), 2)
+        ctx.expect_tensor(out, (B, T, H), dtype, what="outputs")
+        ctx.expect_tensor(h, (B, H), dtype, what="h_T")
+
+
+@check("1.5", "last-output-is-h_T", P, Kind.PROPERTY, zh="outputs[:, -1] 就是 h_T",
+       en="outputs[:, -1] is h_T")
+def _layer_last(ctx: Context) -> None:
+    B, T, D, H = ctx.sizes(4)
+    a = _rnn_inputs(ctx, B, T, D, H, torch.float64)
+    out, h = ctx.expect_tuple(ctx.call(a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"]), 2)
+    out_t = ctx.expect_tensor(out, (B, T, H), torch.float64, what="outputs")
+    h_t = ctx.expect_tensor(h, (B, H), torch.float64, what="h_T")
+    ctx.expect_close(h_t, out_t[:, -1], torch.float64, what="h_T vs outputs[:, -1]")
+
+
+@check("1.5", "matches-torch-rnn", P, Kind.NUMERIC,
+       zh="与 nn.RNN(D, H, batch_first=True) 一致（weight_ih_l0 = W_xh.T，weight_hh_l0 = W_hh.T，bias_ih_l0 = b）",
+       en="agrees with nn.RNN(D, H, batch_first=True) (weight_ih_l0 = W_xh.T, weight_hh_l0 = W_hh.T, bias_ih_l0 = b)",
+       weight=3)
+def _layer_numeric(ctx: Context) -> None:
+    B, T, D, H = ctx.sizes(4)
+    for dtype in (torch.float32, torch.float64):
+        a = _rnn_inputs(ctx, B, T, D, H, dtype)
+        want_out, want_h = torch_rnn(a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"])
+        out, h = ctx.expect_tuple(ctx.call(a["x"], a["W_xh"], a["W_hh"], b=a["b"], h0=a["h0"]), 2)
+        ctx.expect_close(ctx.expect_tensor(out, (B, T, H), dtype, what="outputs"), want_out, dtype, what="outputs")
+        ctx.expect_close(ctx.expect_tensor(h, (B, H), dtype, what="h_T"), want_h, dtype, what="h_T")
+
+
+@check("1.5", "defaults", P, Kind.NUMERIC, zh="b=None、h0=None 时：无偏置，从全零状态开始",
+       en="with b=None and h0=None: no bias, start from zeros")
+def _layer_defaults(ctx: Context) -> None:
+    B, T, D, H = ctx.sizes(4)
+    a = _rnn_inputs(ctx, B, T, D, H, torch.float64)
+    want_out, want_h = torch_rnn(a["x"], a["W_xh"], a["W_hh"])
+    out, h = ctx.expect_tuple(ctx.call(a["x"], a["W_xh"], a["W_hh"]), 2)
+    ctx.expect_close(ctx.expect_tensor(out, (B, T, H), torch.float64, what="outputs"), want_out, torch.float64,
+                     what="outputs")
+    ctx.expect_close(ctx.expect_tensor(h, (B, H), torch.float64, what="h_T"), want_h, torch.float64, what="h_T")
+
+
+# -- 1.6 attention_weights -------------------------------------------------------
+@check("1.6", "shape", P, Kind.SHAPE, zh="返回形状 (N,)，dtype 不变", en="returns shape (N,) in the input's dtype")
+def _weights_shape(ctx: Context) -> None:
+    N, D = ctx.sizes(2)
+    for dtype in (torch.float32, torch.float64):
+        ctx.expect_tensor(ctx.call(ctx.randn(D, dtype=dtype), ctx.randn(N, D, dtype=dtype)), (N,), dtype,
+                          what="attention_weights(query, keys)")
+
+
+@check("1.6", "chapter-weights", P, Kind.FACT,
+       zh="书中的例子：query [0, 1] 对 我/love/猫 的权重为 [0.168, 0.457, 0.374]",
+       en="the chapter's example: query [0, 1] over 我/love/猫 gives [0.168, 0.457, 0.374]")
+def _weights_fact(ctx: Context) -> None:
+    got = ctx.expect_tensor(ctx.call(torch.tensor(FACT_QUERY), torch.tensor(FACT_KEYS)), (3,), torch.float32,
+                            what="attention_weights([0, 1], keys)")
+    expect_printed(ctx, got, FACT_WEIGHTS, 3, "attention_weights([0, 1], keys)")
+
+
+@check("1.6", "a-distribution", P, Kind.PROPERTY, zh="权重非负且加和为 1", en="the weights are non-negative and sum to 1")
+def _weights_property(ctx: Context) -> None:
+    N, D = ctx.sizes(2, 3, 9)
+    w = ctx.expect_tensor(ctx.call(ctx.randn(D), ctx.randn(N, D)), (N,), torch.float64, what="weights")
+    ctx.expect(bool(torch.isfinite(w).all()), "权重中有 NaN 或 inf", "the weights hold NaN or inf", diagnose=True)
+    ctx.expect(bool((w >= 0).all()), f"权重不应为负，实际最小 {w.min().item():.4g}",
+               f"weights should not be negative, got min {w.min().item():.4g}", diagnose=True)
+    ctx.expect_close(w.sum(), 1.0, torch.float64, what="weights.sum()")
+
+
+@check("1.6", "matches-torch", P, Kind.NUMERIC, zh="与 F.softmax(keys @ query, dim=0) 一致",
+       en="agrees with F.softmax(keys @ query, dim=0)", weight=2)
+def _weights_numeric(ctx: Context) -> None:
+    N, D = ctx.sizes(2)
+    for dtype in (torch.float32, torch.float64):
+        query, keys = ctx.randn(D, dtype=dtype), ctx.randn(N, D, dtype=dtype)
+        want = F.softmax(keys.double() @ query.double(), dim=0)
+        got = ctx.expect_tensor(ctx.call(query, keys), (N,), dtype, what="attention_weights(query, keys)")
+        ctx.expect_close(got, want, dtype, what="attention_weights(query, keys)")

@@ -1,20 +1,158 @@
-"""Hidden checks of 02_qkv_attention: randomized inputs against solutions/, edge cases."""
+"""Hidden checks of 02_qkv_attention: randomized inputs against solutions/, edge cases, forbidden calls.
+
+The reference is ``ctx.reference`` (the solution on float64 CPU copies), always
+computed before the student's function runs on the same inputs. Inputs near
+1e4 are drawn in float64 only where float32 rounding alone could move a
+correct answer past the float32 tolerance.
+"""
 from __future__ import annotations
 
 import torch
 
 from ..checks import Audience, Context, Kind, check
+from ..checks.qkv_attention import BATCHES, call_batched, expect_close_at_scale
 
 H = Audience.HIDDEN
 
 
-@check("2.4", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案一致", en="agrees with the reference on random inputs", weight=3)
+def _expect_like(ctx: Context, value, want: torch.Tensor, dtype: torch.dtype, what: str) -> None:
+    ctx.expect_close(ctx.expect_tensor(value, tuple(want.shape), dtype, what=what), want, dtype, what=what)
+
+
+# -- 2.1 project_qkv -------------------------------------------------------------
+def _project_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, T: int, D: int, Dk: int, Dv: int,
+                  scale: float = 1.0) -> None:
+    x = ctx.randn(*batch, T, D, dtype=dtype, scale=scale)
+    W_q, W_k, W_v = ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dv, dtype=dtype)
+    want = ctx.reference(x, W_q, W_k, W_v)
+    got = ctx.expect_tuple(ctx.call(x, W_q, W_k, W_v), 3)
+    for name, g, w in zip("QKV", got, want):
+        _expect_like(ctx, g, w, dtype, f"{name} (batch {batch}, T={T}, D={D}, Dk={Dk}, Dv={Dv}, {dtype})")
+
+
+@check("2.1", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
+       en="random sizes, batch dims, dtypes: agrees with the reference", weight=2)
+def _project_reference(ctx: Context) -> None:
+    for batch, dtype in zip(BATCHES, (torch.float64, torch.float32, torch.float64)):
+        T, D, Dk, Dv = ctx.sizes(4)
+        _project_case(ctx, batch, dtype, T, D, Dk, Dv)
+
+
+@check("2.1", "edge-T1-large", H, Kind.EDGE, zh="T = 1、Dk = 1，以及 1e4 量级的输入",
+       en="T = 1, Dk = 1, and inputs of order 1e4")
+def _project_edge(ctx: Context) -> None:
+    D, Dv = ctx.sizes(2, 2, 9)
+    _project_case(ctx, (2,), torch.float32, 1, D, 1, Dv)
+    T, D, Dk, Dv = ctx.sizes(4)
+    _project_case(ctx, (), torch.float64, T, D, Dk, Dv, scale=1e4)
+
+
+# -- 2.2 softmax -----------------------------------------------------------------
+@check("2.2", "reference-random", H, Kind.NUMERIC, zh="随机形状、dim、dtype：与参考答案一致",
+       en="random shapes, dims, dtypes: agrees with the reference", weight=2)
+def _softmax_reference(ctx: Context) -> None:
+    a, b, c, d = ctx.sizes(4)
+    for shape, dim, dtype in (((a,), 0, torch.float64), ((a, b), -1, torch.float32), ((a, b, c), 1, torch.float64),
+                              ((d, a, b, c), -3, torch.float32), ((b, c, d), 2, torch.float64)):
+        x = ctx.randn(*shape, dtype=dtype, scale=4.0)
+        want = ctx.reference(x, dim=dim)
+        _expect_like(ctx, ctx.call(x, dim=dim), want, dtype, f"softmax(x {shape}, dim={dim}, {dtype})")
+
+
+@check("2.2", "edge-extremes", H, Kind.EDGE,
+       zh="±1e4 附近的输入、沿 dim 只有一个元素、整行相同的值",
+       en="inputs near ±1e4, a dim of size 1, rows of equal values")
+def _softmax_edge(ctx: Context) -> None:
+    a, b, c = ctx.sizes(3, 3, 9)
+    for dtype in (torch.float32, torch.float64):
+        x = (ctx.randn(a, b, scale=3.0) + torch.linspace(-1e4, 1e4, a).unsqueeze(-1)).to(dtype)
+        want = ctx.reference(x)
+        got = ctx.expect_tensor(ctx.call(x), (a, b), dtype, what="softmax(x ~ ±1e4)")
+        expect_close_at_scale(ctx, got, want, dtype, 1e4, what=f"softmax(x ~ ±1e4, {dtype})")
+    x = ctx.randn(a, 1, c)
+    _expect_like(ctx, ctx.call(x, dim=1), ctx.reference(x, dim=1), torch.float64, f"softmax(x {tuple(x.shape)}, dim=1)")
+    x = torch.full((b, c), 7.5, dtype=torch.float64)
+    _expect_like(ctx, ctx.call(x), ctx.reference(x), torch.float64, "softmax of equal values")
+
+
+@check("2.2", "no-forbidden-calls", H, Kind.FORBIDDEN,
+       zh="没有调用 torch.softmax / F.softmax / Tensor.softmax / log_softmax",
+       en="does not call torch.softmax / F.softmax / Tensor.softmax / log_softmax")
+def _softmax_forbidden(ctx: Context) -> None:
+    # ctx.call records forbidden calls and fails the check (and the exercise) on the first one.
+    a, b = ctx.sizes(2)
+    for dim in (-1, 0):
+        ctx.call(ctx.randn(a, b), dim=dim)
+    ctx.call(ctx.randn(b, a, dtype=torch.float32))
+
+
+# -- 2.3 attention_scores --------------------------------------------------------
+def _scores_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int, Tk: int, Dk: int,
+                 scale: float = 1.0) -> None:
+    Q, K = ctx.randn(*batch, Tq, Dk, dtype=dtype, scale=scale), ctx.randn(*batch, Tk, Dk, dtype=dtype, scale=scale)
+    want = ctx.reference(Q, K)
+    _expect_like(ctx, call_batched(ctx, Q, K), want, dtype,
+                 f"attention_scores (batch {batch}, Tq={Tq}, Tk={Tk}, Dk={Dk}, {dtype})")
+
+
+@check("2.3", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
+       en="random sizes, batch dims, dtypes: agrees with the reference", weight=2)
+def _scores_reference(ctx: Context) -> None:
+    for batch, dtype in zip(BATCHES, (torch.float32, torch.float64, torch.float64)):
+        Tq, Tk, Dk = ctx.sizes(3)
+        _scores_case(ctx, batch, dtype, Tq, Tk, Dk)
+
+
+@check("2.3", "edge-T1-large", H, Kind.EDGE, zh="Tq = 1、Dk = 1，以及 1e4 量级的输入",
+       en="Tq = 1, Dk = 1, and inputs of order 1e4")
+def _scores_edge(ctx: Context) -> None:
+    Tk, Dk = ctx.sizes(2, 2, 9)
+    _scores_case(ctx, (3,), torch.float32, 1, Tk, Dk)
+    Tq, Tk = ctx.sizes(2, 2, 9)
+    _scores_case(ctx, (), torch.float64, Tq, Tk, 1)
+    Tq, Tk, Dk = ctx.sizes(3)
+    _scores_case(ctx, (2,), torch.float64, Tq, Tk, Dk, scale=1e4)
+
+
+# -- 2.4 scaled_dot_product_attention ----------------------------------------------
+def _sdpa_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int, Tk: int, Dk: int, Dv: int,
+               scale: float = 1.0) -> None:
+    Q = ctx.randn(*batch, Tq, Dk, dtype=dtype, scale=scale)
+    K = ctx.randn(*batch, Tk, Dk, dtype=dtype, scale=scale)
+    V = ctx.randn(*batch, Tk, Dv, dtype=dtype)
+    want_out, want_w = ctx.reference(Q, K, V)
+    out, weights = ctx.expect_tuple(call_batched(ctx, Q, K, V), 2)
+    label = f"(batch {batch}, Tq={Tq}, Tk={Tk}, Dk={Dk}, Dv={Dv}, {dtype})"
+    _expect_like(ctx, weights, want_w, dtype, f"weights {label}")
+    _expect_like(ctx, out, want_out, dtype, f"out {label}")
+
+
+@check("2.4", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案一致", en="agrees with the reference on random inputs",
+       weight=3)
 def _sdpa_reference(ctx: Context) -> None:
-    for batch in ((), (3,), (2, 3)):
+    for batch in BATCHES:
         Tq, Tk, Dk, Dv = ctx.sizes(4)
         for dtype in (torch.float32, torch.float64):
-            Q, K, V = ctx.randn(*batch, Tq, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dv, dtype=dtype)
-            out, weights = ctx.expect_tuple(ctx.call(Q, K, V), 2)
-            want_out, want_w = ctx.reference(Q, K, V)
-            ctx.expect_close(ctx.expect_tensor(weights, (*batch, Tq, Tk), dtype, what="weights"), want_w, dtype, what="weights")
-            ctx.expect_close(ctx.expect_tensor(out, (*batch, Tq, Dv), dtype, what="out"), want_out, dtype, what="out")
+            _sdpa_case(ctx, batch, dtype, Tq, Tk, Dk, Dv)
+
+
+@check("2.4", "edge-one-query-one-key-large", H, Kind.EDGE,
+       zh="Tq = 1、Tk = 1（权重为 1），以及 1e4 量级的分数（无 NaN）",
+       en="Tq = 1, Tk = 1 (weight 1), and scores of order 1e4 (no NaN)")
+def _sdpa_edge(ctx: Context) -> None:
+    Tk, Dk, Dv = ctx.sizes(3)
+    _sdpa_case(ctx, (2,), torch.float32, 1, Tk, Dk, Dv)
+    Tq, Dk, Dv = ctx.sizes(3)
+    _sdpa_case(ctx, (), torch.float64, Tq, 1, Dk, Dv)
+    Tq, Tk, Dk, Dv = ctx.sizes(4)
+    _sdpa_case(ctx, (2,), torch.float64, Tq, Tk, Dk, Dv, scale=100.0)
+
+
+@check("2.4", "no-forbidden-calls", H, Kind.FORBIDDEN,
+       zh="没有调用 F.scaled_dot_product_attention / nn.MultiheadAttention / F.multi_head_attention_forward",
+       en="does not call F.scaled_dot_product_attention / nn.MultiheadAttention / F.multi_head_attention_forward")
+def _sdpa_forbidden(ctx: Context) -> None:
+    # ctx.call records forbidden calls and fails the check (and the exercise) on the first one.
+    for batch in ((), (2,)):
+        Tq, Tk, Dk, Dv = ctx.sizes(4)
+        ctx.call(ctx.randn(*batch, Tq, Dk), ctx.randn(*batch, Tk, Dk), ctx.randn(*batch, Tk, Dv))

@@ -1,1 +1,209 @@
-"""Placeholder: filled by the catalog work."""
+"""Hidden checks of 01_rnn_decay: randomized inputs against solutions/, edge cases.
+
+The reference is ``ctx.reference`` (the solution on float64 CPU copies), always
+computed before the student's function runs on the same inputs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import plain
+from ..checks import Audience, CheckFailed, Context, Kind, Msg, check
+from ..checks.rnn_decay import expect_float, expect_ndarray, random_sequence, random_weight
+
+H = Audience.HIDDEN
+
+
+def expect_number(ctx: Context, value: plain.Value, what: str) -> float:
+    """Any real number (int or float): for edge cases where only the value matters."""
+    if value.kind not in ("float", "int"):
+        raise CheckFailed(Msg(f"{what} 应当是一个数，实际是 {value.describe()}",
+                              f"{what} should be a number, got {value.describe()}"), diagnose=True)
+    return float(value.spec["v"])
+
+
+# -- 1.1 tanh_derivative ---------------------------------------------------------
+@check("1.1", "reference-random", H, Kind.NUMERIC, zh="随机输入（Tensor、ndarray、float）与参考答案一致",
+       en="agrees with the reference on random inputs (Tensor, ndarray, float)", weight=2)
+def _tanh_reference(ctx: Context) -> None:
+    a, b, c = ctx.sizes(3)
+    cases = (((a,), torch.float32), ((b, c), torch.float64), ((a, b, c), torch.float32), ((), torch.float64))
+    for shape, dtype in cases:
+        # ctx.randn wants at least one size: draw flat, then shape (also the 0-d case).
+        z = ctx.randn(math.prod(shape), dtype=dtype, scale=3.0).reshape(shape)
+        want = ctx.reference(z)
+        got = ctx.expect_tensor(ctx.call(z), shape, dtype, what=f"tanh_derivative(Tensor{shape} {dtype})")
+        ctx.expect_close(got, want, dtype, what=f"tanh_derivative(Tensor{shape} {dtype})")
+    for shape, dtype in (((c, a), np.float64), ((b,), np.float32)):
+        arr = ctx.randn(*shape, scale=3.0).numpy().astype(dtype)
+        want = ctx.reference(arr)
+        got = expect_ndarray(ctx, ctx.call(arr), shape, np.dtype(dtype).name, what=f"tanh_derivative(ndarray{shape})")
+        ctx.expect_close(got, want, np.dtype(dtype).name, what=f"tanh_derivative(ndarray{shape})")
+    for x in ctx.randn(3, scale=3.0).tolist():
+        want = ctx.reference(x)
+        got = expect_float(ctx, ctx.call(x), what=f"tanh_derivative({x:.4g})")
+        ctx.expect_close(got, want, torch.float64, what=f"tanh_derivative({x:.4g})")
+
+
+@check("1.1", "edge-saturation-and-empty", H, Kind.EDGE, zh="±1e4 处趋于 0（无 NaN），空输入返回空输出",
+       en="goes to 0 near ±1e4 (no NaN); an empty input gives an empty output")
+def _tanh_edge(ctx: Context) -> None:
+    n = ctx.sizes(1, 3, 9)[0]
+    for dtype in (torch.float32, torch.float64):
+        z = ctx.randn(n, dtype=torch.float64, scale=5.0) + torch.where(torch.arange(n) % 2 == 0, 1e4, -1e4)
+        z = z.to(dtype)
+        want = ctx.reference(z)
+        got = ctx.expect_tensor(ctx.call(z), (n,), dtype, what="tanh_derivative(z ~ ±1e4)")
+        ctx.expect_close(got, want, dtype, what="tanh_derivative(z ~ ±1e4)")
+    arr = np.array([1e4, -1e4, 0.0])
+    want = ctx.reference(arr)
+    ctx.expect_close(expect_ndarray(ctx, ctx.call(arr), (3,), "float64", what="tanh_derivative(ndarray ~ ±1e4)"),
+                     want, torch.float64, what="tanh_derivative(ndarray [1e4, -1e4, 0])")
+    empty = torch.zeros(0, dtype=torch.float64)
+    ctx.expect_tensor(ctx.call(empty), (0,), torch.float64, what="tanh_derivative(empty Tensor)")
+    expect_ndarray(ctx, ctx.call(np.zeros(0)), (0,), "float64", what="tanh_derivative(empty ndarray)")
+
+
+# -- 1.2 rnn_forward -------------------------------------------------------------
+@check("1.2", "reference-random", H, Kind.NUMERIC, zh="随机序列与权重与参考答案一致",
+       en="agrees with the reference on random sequences and weights", weight=2)
+def _rnn_forward_reference(ctx: Context) -> None:
+    for length in ctx.sizes(4, 2, 40):
+        seq = random_sequence(ctx, length, scale=2.0)
+        W_hh, W_xh = random_weight(ctx, -1.5, 1.5), random_weight(ctx, -2.0, 2.0)
+        want = ctx.reference(seq, W_hh, W_xh)
+        got = expect_float(ctx, ctx.call(seq, W_hh=W_hh, W_xh=W_xh), what="rnn_forward(seq, W_hh, W_xh)")
+        ctx.expect_close(got, want, torch.float64, what=f"rnn_forward(seq of {length}, W_hh={W_hh}, W_xh={W_xh})")
+    seq = random_sequence(ctx, 9)
+    want = ctx.reference(seq)
+    got = expect_float(ctx, ctx.call(seq), what="rnn_forward(seq)")
+    ctx.expect_close(got, want, torch.float64, what="rnn_forward(seq of 9) (default weights)")
+
+
+@check("1.2", "edge-short-long-large", H, Kind.EDGE, zh="长度 1、空序列（h_0 = 0）、±1e4 的输入",
+       en="length 1, an empty sequence (h_0 = 0), inputs near ±1e4")
+def _rnn_forward_edge(ctx: Context) -> None:
+    x = random_sequence(ctx, 1)
+    want = ctx.reference(x)
+    got = expect_float(ctx, ctx.call(x), what="rnn_forward([x])")
+    ctx.expect_close(got, want, torch.float64, what=f"rnn_forward([{x[0]:.4g}])")
+    got = expect_number(ctx, ctx.call([]), what="rnn_forward([])")
+    ctx.expect_close(got, 0.0, torch.float64, what="rnn_forward([]) (h_0 = 0)")
+    seq = [1e4 if v > 0 else -1e4 for v in random_sequence(ctx, 6)]
+    want = ctx.reference(seq, 0.7, 0.3)
+    got = expect_float(ctx, ctx.call(seq, 0.7, 0.3), what="rnn_forward(seq ~ ±1e4)")
+    ctx.expect_close(got, want, torch.float64, what=f"rnn_forward({seq}, 0.7, 0.3)")
+
+
+# -- 1.3 attention_residual ------------------------------------------------------
+@check("1.3", "reference-random", H, Kind.NUMERIC, zh="随机序列与 alpha 与参考答案一致",
+       en="agrees with the reference on random sequences and alpha", weight=2)
+def _residual_reference(ctx: Context) -> None:
+    for length in ctx.sizes(4, 2, 40):
+        seq = random_sequence(ctx, length, scale=3.0)
+        alpha = random_weight(ctx, 0.0, 1.0)
+        want = ctx.reference(seq, alpha)
+        got = expect_float(ctx, ctx.call(seq, alpha), what="attention_residual(seq, alpha)")
+        ctx.expect_close(got, want, torch.float64, what=f"attention_residual(seq of {length}, alpha={alpha})")
+
+
+@check("1.3", "edge-short-large", H, Kind.EDGE, zh="长度 1 的序列、±1e4 的输入",
+       en="a sequence of length 1, inputs near ±1e4")
+def _residual_edge(ctx: Context) -> None:
+    x = random_sequence(ctx, 1)
+    want = ctx.reference(x)
+    ctx.expect_close(expect_float(ctx, ctx.call(x), what="attention_residual([x])"), want, torch.float64,
+                     what=f"attention_residual([{x[0]:.4g}])")
+    seq = [v * 1e4 for v in random_sequence(ctx, 5)]
+    want = ctx.reference(seq, alpha=0.25)
+    ctx.expect_close(expect_float(ctx, ctx.call(seq, alpha=0.25), what="attention_residual(seq ~ 1e4)"), want,
+                     torch.float64, what="attention_residual(seq ~ 1e4, alpha=0.25)")
+
+
+# -- 1.4 decay_table -------------------------------------------------------------
+@check("1.4", "reference-random", H, Kind.NUMERIC, zh="随机长度（list 或 ndarray）与参数与参考答案一致",
+       en="agrees with the reference on random lengths (list or ndarray) and parameters", weight=2)
+def _table_reference(ctx: Context) -> None:
+    lengths = ctx.sizes(6, 1, 60)
+    W_hh, W_xh, alpha = random_weight(ctx, 0.3, 1.2), random_weight(ctx, -1.5, 1.5), random_weight(ctx, 0.0, 1.0)
+    want = ctx.reference(lengths, W_hh, W_xh, alpha)
+    got = expect_ndarray(ctx, ctx.call(lengths, W_hh, W_xh, alpha), (6, 2), what="decay_table(lengths, ...)")
+    ctx.expect_close(got, want, got.dtype, what=f"decay_table({lengths}, {W_hh}, {W_xh}, {alpha})")
+    arr = np.array(ctx.sizes(3, 1, 20), dtype=np.int64)
+    want = ctx.reference(arr)
+    got = expect_ndarray(ctx, ctx.call(arr), (3, 2), what="decay_table(np.array(lengths))")
+    ctx.expect_close(got, want, got.dtype, what=f"decay_table(np.array({arr.tolist()}))")
+
+
+@check("1.4", "edge-one-length", H, Kind.EDGE, zh="只有一个长度、长度为 1、很长的序列",
+       en="a single length, length 1, a long sequence")
+def _table_edge(ctx: Context) -> None:
+    for lengths in ([1], [200], [1, 300]):
+        want = ctx.reference(lengths)
+        got = expect_ndarray(ctx, ctx.call(lengths), (len(lengths), 2), what=f"decay_table({lengths})")
+        ctx.expect_close(got, want, got.dtype, what=f"decay_table({lengths})")
+
+
+# -- 1.5 rnn_layer ---------------------------------------------------------------
+def _layer_case(ctx: Context, B: int, T: int, D: int, Hd: int, dtype: torch.dtype, *, with_bias: bool,
+                with_h0: bool, scale: float = 1.0, keywords: bool = True) -> None:
+    x = ctx.randn(B, T, D, dtype=dtype, scale=scale)
+    W_xh, W_hh = ctx.randn(D, Hd, dtype=dtype, scale=0.5), ctx.randn(Hd, Hd, dtype=dtype, scale=0.5)
+    b = ctx.randn(Hd, dtype=dtype, scale=0.5) if with_bias else None
+    h0 = ctx.randn(B, Hd, dtype=dtype) if with_h0 else None
+    want_out, want_h = ctx.reference(x, W_xh, W_hh, b, h0)
+    if keywords:
+        reply = ctx.call(x, W_xh, W_hh, **({"b": b} if with_bias else {}), **({"h0": h0} if with_h0 else {}))
+    else:
+        reply = ctx.call(x, W_xh, W_hh, b, h0)
+    out, h = ctx.expect_tuple(reply, 2)
+    label = (f"(B={B}, T={T}, D={D}, H={Hd}, {dtype}, b={'yes' if with_bias else 'None'}, "
+             f"h0={'yes' if with_h0 else 'None'})")
+    ctx.expect_close(ctx.expect_tensor(out, (B, T, Hd), dtype, what="outputs"), want_out, dtype,
+                     what=f"outputs {label}")
+    ctx.expect_close(ctx.expect_tensor(h, (B, Hd), dtype, what="h_T"), want_h, dtype, what=f"h_T {label}")
+
+
+@check("1.5", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、dtype、有无 b 与 h0：与参考答案一致",
+       en="random sizes, dtypes, with and without b and h0: agrees with the reference", weight=3)
+def _layer_reference(ctx: Context) -> None:
+    cases = ((torch.float32, True, True, True), (torch.float64, False, True, True),
+             (torch.float64, True, False, False), (torch.float32, False, False, True))
+    for dtype, with_bias, with_h0, keywords in cases:
+        B, T, D, Hd = ctx.sizes(4)
+        _layer_case(ctx, B, T, D, Hd, dtype, with_bias=with_bias, with_h0=with_h0, keywords=keywords)
+
+
+@check("1.5", "edge-tiny-and-large", H, Kind.EDGE, zh="T = 1、B = 1、H = 1，以及 1e4 量级的输入（饱和，无 NaN）",
+       en="T = 1, B = 1, H = 1, and inputs of order 1e4 (saturated, no NaN)")
+def _layer_edge(ctx: Context) -> None:
+    B, D, Hd = ctx.sizes(3)
+    _layer_case(ctx, B, 1, D, Hd, torch.float64, with_bias=True, with_h0=True)
+    _layer_case(ctx, 1, 4, D, 1, torch.float32, with_bias=True, with_h0=True)
+    _layer_case(ctx, B, 3, D, Hd, torch.float64, with_bias=True, with_h0=True, scale=1e4)
+
+
+# -- 1.6 attention_weights -------------------------------------------------------
+@check("1.6", "reference-random", H, Kind.NUMERIC, zh="随机 query 与 keys 与参考答案一致",
+       en="agrees with the reference on random queries and keys", weight=2)
+def _weights_reference(ctx: Context) -> None:
+    for dtype in (torch.float32, torch.float64, torch.float64):
+        N, D = ctx.sizes(2, 2, 12)
+        query, keys = ctx.randn(D, dtype=dtype, scale=1.5), ctx.randn(N, D, dtype=dtype, scale=1.5)
+        want = ctx.reference(query, keys)
+        got = ctx.expect_tensor(ctx.call(query, keys), (N,), dtype, what=f"attention_weights (N={N}, D={D})")
+        ctx.expect_close(got, want, dtype, what=f"attention_weights (N={N}, D={D}, {dtype})")
+
+
+@check("1.6", "edge-one-key-one-dim", H, Kind.EDGE, zh="只有一个键（权重为 1）、D = 1",
+       en="a single key (weight 1), D = 1")
+def _weights_edge(ctx: Context) -> None:
+    N, D = ctx.sizes(2, 2, 9)
+    for query, keys in ((ctx.randn(D), ctx.randn(1, D)), (ctx.randn(1), ctx.randn(N, 1))):
+        want = ctx.reference(query, keys)
+        got = ctx.expect_tensor(ctx.call(query, keys), (keys.shape[0],), torch.float64,
+                                what=f"attention_weights (keys {tuple(keys.shape)})")
+        ctx.expect_close(got, want, torch.float64, what=f"attention_weights (keys {tuple(keys.shape)})")

@@ -1,0 +1,253 @@
+"""The check catalog of 01_rnn_decay and 02_qkv_attention: sound, strict where it should be, fair otherwise."""
+from __future__ import annotations
+
+import ast
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from autograder import checks as C
+from autograder.config import ROOT, load_course
+from autograder.validate import solution_for, validate
+
+EXERCISES = ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.1", "2.2", "2.3", "2.4"]
+#: Known mistakes per exercise (the catalog's table; update together with autograder/mistakes/).
+MISTAKE_COUNTS = {"1.1": 3, "1.2": 3, "1.3": 3, "1.4": 4, "1.5": 6, "1.6": 4,
+                  "2.1": 3, "2.2": 4, "2.3": 5, "2.4": 7}
+BOTH = (C.Audience.PUBLIC, C.Audience.HIDDEN)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # The tensors are tiny: a second intra-op thread only adds contention on a busy machine.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def course():
+    C.load_catalog(hidden=True, mistakes=True)
+    return load_course()
+
+
+def grade(course, exercise_id: str, fn, audiences=BOTH, seed: int = 0) -> C.ExerciseResult:
+    """Score ``fn`` as a student's answer to one exercise, in-process, with diagnosis."""
+    _, ex = course.exercise(exercise_id)
+    reference = solution_for(course, exercise_id) if C.Audience.HIDDEN in audiences else None
+    return C.run_exercise(exercise_id, ex.function, ex.points, C.in_process_runner({ex.function: fn}),
+                          audiences=audiences, tolerances=course.tolerances, seed_parts=("test", seed),
+                          reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
+
+
+def failed(result: C.ExerciseResult) -> dict[str, C.CheckResult]:
+    return {r.check: r for r in result.checks if not r.passed}
+
+
+# -- the catalog is sound ----------------------------------------------------------
+def test_validate_is_sound_for_01_and_02():
+    v = validate(exercises=EXERCISES)
+    assert v.reference_failures == []
+    assert v.missing == []
+    counts = {e: sum(1 for m in v.verdicts if m.exercise == e) for e in EXERCISES}
+    assert counts == MISTAKE_COUNTS
+    assert sum(counts.values()) == 42
+    gaps = [(m.exercise, m.mistake, m.named_as) for m in v.verdicts if not (m.caught and m.diagnosed)]
+    assert gaps == []
+    assert v.ok
+
+
+def test_every_exercise_has_each_kind_it_needs(course):
+    for e in EXERCISES:
+        public = C.checks_for(e, [C.Audience.PUBLIC])
+        hidden = C.checks_for(e, [C.Audience.HIDDEN])
+        kinds = {c.kind for c in public}
+        assert C.Kind.NUMERIC in kinds, e
+        assert C.Kind.SHAPE in kinds or e == "2.3" or C.Kind.FACT in kinds, e
+        assert any(c.kind is C.Kind.EDGE for c in hidden), e
+    for e in ("2.2", "2.4"):
+        assert any(c.kind is C.Kind.FORBIDDEN for c in C.checks_for(e, [C.Audience.HIDDEN])), e
+        assert C.SPECS[e].forbidden, e
+
+
+# -- the public checks are safe to ship -----------------------------------------------
+@pytest.mark.parametrize("module", ["rnn_decay", "qkv_attention"])
+def test_public_checks_import_no_solution_hidden_check_or_mistake(module):
+    tree = ast.parse((ROOT / "autograder" / "checks" / f"{module}.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(("." * node.level) + (node.module or ""))
+    assert not any(("solutions" in name) or ("hidden" in name) or ("mistakes" in name) for name in imported), imported
+
+
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_public_checks_pass_the_solution_without_hidden_data(course, exercise_id):
+    """Self-check runs with no reference and no diagnoser; the solution scores full marks there."""
+    _, ex = course.exercise(exercise_id)
+    result = C.run_exercise(exercise_id, ex.function, ex.points,
+                            C.in_process_runner({ex.function: solution_for(course, exercise_id)}),
+                            audiences=[C.Audience.PUBLIC], tolerances=course.tolerances,
+                            seed_parts=(C.PUBLIC_SEED,))
+    assert result.status is C.Status.PASSED, failed(result)
+    assert result.points == pytest.approx(ex.points)
+
+
+def test_public_checks_leave_the_global_rng_alone(course):
+    # nn.RNN draws its initial weights and the notebook's example uses seed 0: neither may touch the student's RNG.
+    torch.manual_seed(1234)
+    state = torch.get_rng_state()
+    for e in ("1.2", "1.4", "1.5", "2.1", "2.4"):
+        grade(course, e, solution_for(course, e), audiences=[C.Audience.PUBLIC])
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+# -- targeted outcomes ----------------------------------------------------------------
+def test_softmax_with_F_softmax_scores_zero_and_names_it(course):
+    def softmax(x, dim=-1):
+        return torch.nn.functional.softmax(x, dim=dim)
+
+    result = grade(course, "2.2", softmax)
+    assert result.status is C.Status.FORBIDDEN
+    assert result.points == 0.0
+    assert all(r.points == 0.0 for r in result.checks)
+    messages = [r.message.en for r in result.checks if r.message]
+    assert messages and all("F.softmax" in m for m in messages)
+    assert any("F.softmax" in r.message.zh for r in result.checks if r.message)
+
+
+def test_sdpa_with_torch_attention_is_told_which_call(course):
+    def scaled_dot_product_attention(Q, K, V):
+        out = torch.nn.functional.scaled_dot_product_attention(Q, K, V)
+        w = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), dim=-1)
+        return out, w
+
+    result = grade(course, "2.4", scaled_dot_product_attention, audiences=[C.Audience.PUBLIC])
+    assert result.status is C.Status.FORBIDDEN and result.points == 0.0
+    assert "F.scaled_dot_product_attention" in result.checks[0].message.en
+
+
+def test_tanh_derivative_returning_a_tensor_for_a_float_fails_the_kind_check(course):
+    def tanh_derivative(z):
+        return 1 - torch.tanh(torch.as_tensor(z)) ** 2
+
+    bad = failed(grade(course, "1.1", tanh_derivative))
+    kind = bad["same-kind"]
+    assert "Python float" in kind.message.en and "Tensor" in kind.message.en
+    assert "float" in kind.message.zh
+    assert kind.mistake == "tensor-for-every-input"
+    assert "chapter-table" not in bad      # the values are right: only the kind is wrong
+
+
+@pytest.mark.parametrize("exercise_id, fn", [
+    ("1.6", lambda query, keys: torch.full((keys.shape[0],), math.nan, dtype=keys.dtype)),
+    ("2.2", lambda x, dim=-1: x * math.nan),
+    ("2.4", lambda Q, K, V: ((Q @ K.mT).softmax(-1) @ V * math.nan, (Q @ K.mT).softmax(-1) * math.nan)),
+])
+def test_nan_outputs_fail(course, exercise_id, fn):
+    result = grade(course, exercise_id, fn)
+    assert result.status is C.Status.FAILED
+    numeric = [r for r in result.checks if r.kind == "numeric"]
+    assert numeric and not any(r.passed for r in numeric)
+    assert any("NaN" in r.message.en for r in numeric)
+
+
+def test_K_dot_T_on_batched_input_gets_a_pointed_message(course):
+    def attention_scores(Q, K):
+        return Q @ K.T / math.sqrt(Q.shape[-1])
+
+    bad = failed(grade(course, "2.3", attention_scores))
+    assert {"shapes", "seeded-example", "matches-closed-form"}.isdisjoint(bad)     # fine on 2-D input
+    assert "K.T" in bad["batch-dims"].message.en and "K.mT" in bad["batch-dims"].message.en
+    assert "K.T" in bad["batch-dims"].message.zh
+
+
+def test_missing_scale_is_named_in_both_languages(course):
+    def scaled_dot_product_attention(Q, K, V):
+        w = torch.softmax(Q @ K.transpose(-2, -1), dim=-1)
+        return w @ V, w
+
+    bad = failed(grade(course, "2.4", scaled_dot_product_attention))
+    named = {r.mistake_message for r in bad.values() if r.mistake}
+    assert named == {C.Msg("看起来少了 1/√d 缩放", "looks like the 1/sqrt(d) scale is missing")}
+
+
+def test_unstable_softmax_is_caught_on_large_inputs(course):
+    def softmax(x, dim=-1):
+        e = torch.exp(x)
+        return e / e.sum(dim=dim, keepdim=True)
+
+    bad = failed(grade(course, "2.2", softmax, audiences=[C.Audience.PUBLIC]))
+    assert set(bad) == {"large-inputs"}
+    assert "subtract" in bad["large-inputs"].message.en
+    assert bad["large-inputs"].mistake == "no-max-subtraction"
+
+
+def test_chapter_facts_are_compared_at_printed_precision(course):
+    # The chapter prints 4 decimals: its own rounded table passes, a value off in the 3rd decimal does not.
+    def as_printed(z):
+        return torch.round(1 - torch.tanh(z) ** 2, decimals=4)
+
+    def off(z):
+        return 1 - torch.tanh(z) ** 2 + 1e-3
+
+    assert "chapter-table" not in failed(grade(course, "1.1", as_printed, audiences=[C.Audience.PUBLIC]))
+    assert "chapter-table" in failed(grade(course, "1.1", off, audiences=[C.Audience.PUBLIC]))
+
+
+# -- fair to correct answers written differently ------------------------------------------
+def _tanh_derivative_cosh(z):
+    if isinstance(z, torch.Tensor):
+        return torch.cosh(z.clamp(-50, 50)) ** -2
+    if isinstance(z, np.ndarray):
+        return np.cosh(np.clip(z, -50, 50)) ** -2.0
+    return math.cosh(max(-50.0, min(50.0, z))) ** -2
+
+
+def _rnn_forward_numpy(seq, W_hh=0.9, W_xh=0.5):
+    h = np.float64(0.0)
+    for x in seq:
+        h = np.tanh(W_hh * h + W_xh * x)
+    return h                                   # numpy.float64 is a Python float
+
+
+def _rnn_layer_module(x, W_xh, W_hh, b=None, h0=None):
+    D, H = W_xh.shape
+    rnn = torch.nn.RNN(D, H, batch_first=True, device=x.device, dtype=x.dtype)
+    with torch.no_grad():
+        rnn.weight_ih_l0.copy_(W_xh.T)
+        rnn.weight_hh_l0.copy_(W_hh.T)
+        rnn.bias_ih_l0.copy_(b if b is not None else torch.zeros_like(rnn.bias_ih_l0))
+        rnn.bias_hh_l0.zero_()
+        out, h_n = rnn(x, None if h0 is None else h0.unsqueeze(0))
+    return out, h_n[0]
+
+
+def _softmax_logsumexp(x, dim=-1):
+    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
+
+
+def _scores_einsum(Q, K):
+    return torch.einsum("...qd,...kd->...qk", Q / Q.shape[-1] ** 0.5, K)
+
+
+def _sdpa_einsum(Q, K, V):
+    scores = torch.einsum("...qd,...kd->...qk", Q, K) / math.sqrt(Q.shape[-1])
+    w = torch.softmax(scores, dim=-1)
+    return torch.einsum("...qk,...kv->...qv", w, V), w
+
+
+@pytest.mark.parametrize("exercise_id, fn", [
+    ("1.1", _tanh_derivative_cosh), ("1.2", _rnn_forward_numpy), ("1.5", _rnn_layer_module),
+    ("1.6", lambda query, keys: torch.softmax(keys @ query, dim=0)), ("2.2", _softmax_logsumexp),
+    ("2.3", _scores_einsum), ("2.4", _sdpa_einsum),
+])
+def test_correct_answers_written_differently_score_full_marks(course, exercise_id, fn):
+    for seed in range(3):
+        result = grade(course, exercise_id, fn, seed=seed)
+        assert result.status is C.Status.PASSED, failed(result)

@@ -1,0 +1,533 @@
+"""Self-check: the public checks, in the student's own kernel or on a saved notebook.
+
+``check("2.4")`` in a notebook finds the student's function in the notebook's
+namespace, runs the exercise's public checks in-process (this is the student's
+own code on the student's own machine, so no sandbox) and shows one line per
+check: HTML in JupyterLab, text in a terminal. A known mistake is named from the
+fingerprints the build stored (:mod:`autograder.fingerprints`): neither the
+reference solutions nor the mistakes' code ship with self-check.
+
+Two rules come from nbgrader, which may execute these notebooks: ``check`` never
+writes to stderr (a cell that does scores 0) and never raises for anything the
+student did. ``autograder check NOTEBOOK.ipynb`` runs the same checks on a saved
+notebook from a terminal and exits 0 only when everything passes.
+
+Heavy imports (torch, the catalog) wait for the first call, so
+``from autograder import check`` and ``autograder --help`` stay instant.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import html
+import io
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+LANGUAGES = ("zh", "en")
+
+
+class Text(NamedTuple):
+    """A message in both languages (same shape as ``checks.Msg``, without importing torch)."""
+
+    zh: str
+    en: str
+
+    def get(self, language: str) -> str:
+        return self.zh if language == "zh" else self.en
+
+
+@dataclass
+class Note:
+    """A line that is not a check result: an unknown ID, a cell that raised, a check that broke."""
+
+    level: str      # "info" (calm) or "error" (counts as not passed)
+    message: Text
+
+
+@dataclass
+class SelfCheckResult:
+    """What ``check()`` returns: truthy when every check it ran passed.
+
+    Jupyter shows it once (HTML); a terminal shows its text. ``exercises`` holds
+    ``checks.ExerciseResult`` objects, one per exercise run.
+    """
+
+    exercises: list[Any]
+    language: str = "zh"
+    notes: list[Note] = field(default_factory=list)
+    seconds: float = 0.0
+    title: str = ""
+    _shown_at: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.exercises) and all(e.status.value == "passed" for e in self.exercises) \
+            and not any(n.level == "error" for n in self.notes)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    # rendering ------------------------------------------------------------
+    def text(self) -> str:
+        return render_text(self)
+
+    def html(self) -> str:
+        return render_html(self)
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _ipython_display_(self) -> None:
+        # check() displays its result itself (so a check in the middle of a cell shows too);
+        # the displayhook then finds the same object at the end of that cell: show it once.
+        shell = _ipython()
+        count = getattr(shell, "execution_count", None)
+        if self._shown_at is not None and self._shown_at == count:
+            return
+        self._shown_at = count
+        from IPython.display import display
+
+        display({"text/html": self.html(), "text/plain": self.text()}, raw=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "language": self.language, "seconds": round(self.seconds, 4),
+                "exercises": [e.to_json() for e in self.exercises],
+                "notes": [{"level": n.level, **n.message._asdict()} for n in self.notes]}
+
+
+# -- the notebook entry point ------------------------------------------------------
+def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1) -> SelfCheckResult:
+    """Run the public checks of ``exercise`` (or of every exercise of this notebook) and show them.
+
+    ``_depth`` is how many frames up the student's code is (2 through ``autograder.check``).
+    """
+    start = time.perf_counter()
+    namespace = _caller_namespace(_depth + 1)
+    sink = io.StringIO()
+    try:
+        # Student code may print or warn; nbgrader scores a cell that writes to stderr 0.
+        with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = self_check(namespace, exercise, language=language)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - self-check never raises into the notebook
+        result = SelfCheckResult([], _language(language, None), [Note("error", Text(
+            f"自检本身出错了（{type(exc).__name__}: {exc}）。请重新运行上面的单元格后再试；如果仍然出错，请告诉助教。",
+            f"self-check itself failed ({type(exc).__name__}: {exc}). Re-run the cells above and try again; "
+            f"if it keeps failing, tell the teaching staff."))])
+    result.seconds = time.perf_counter() - start
+    _show(result)
+    return result
+
+
+def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str | None = None,
+               notebook: str | None = None, course: Any = None,
+               fingerprints: dict[str, Any] | None = None) -> SelfCheckResult:
+    """The work of :func:`check` without the display: resolve, run, collect."""
+    from .config import load_course
+
+    course = course or load_course()
+    lang = _language(language, course)
+    notes: list[Note] = []
+    if language is not None and _language(language, None, strict=True) is None:
+        notes.append(Note("info", Text(f"不认识语言 {language!r}，改用 {lang}（可选：zh、en）",
+                                       f"unknown language {language!r}, using {lang} (choose zh or en)")))
+    chosen, title, more = resolve(course, exercise, namespace, notebook or _notebook_name(namespace))
+    notes.extend(more)
+    results = run_public(namespace, chosen, course, fingerprints=fingerprints, notes=notes)
+    return SelfCheckResult(results, lang, notes, title=title)
+
+
+def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
+               fingerprints: dict[str, Any] | None = None, notes: list[Note] | None = None) -> list[Any]:
+    """Run the public checks of ``exercises`` (course.yml Exercise objects) over ``namespace``."""
+    from . import checks as C
+    from .fingerprints import FingerprintDiagnoser, copying_runner
+
+    if not exercises:
+        return []
+    C.load_catalog(hidden=False, mistakes=False)
+    # Copies of the inputs, as the sandbox would pass: an in-place edit cannot fool a check.
+    runner = copying_runner(namespace)
+    diagnoser = FingerprintDiagnoser(course.tolerances, fingerprints)
+    results = []
+    for ex in exercises:
+        if not C.checks_for(ex.id, [C.Audience.PUBLIC]):
+            if notes is not None:
+                notes.append(Note("info", Text(f"练习 {ex.id} 还没有公开的自检项。", f"exercise {ex.id} has no public checks yet.")))
+            continue
+        try:
+            results.append(C.run_exercise(ex.id, ex.function, ex.points, runner, audiences=[C.Audience.PUBLIC],
+                                          tolerances=course.tolerances, seed_parts=(C.PUBLIC_SEED,),
+                                          diagnoser=diagnoser))
+        except SystemExit:
+            results.append(_whole_exercise(C, ex, C.Status.ERROR, C.Msg(
+                "你的代码调用了 exit()/sys.exit()：函数里不要退出程序", "your code called exit()/sys.exit(): do not exit inside the function")))
+        except Exception as exc:  # noqa: BLE001 - a check broken by an odd return value
+            results.append(_whole_exercise(C, ex, C.Status.ERROR, C.Msg(
+                f"检查无法完成（{type(exc).__name__}: {exc}）：请确认返回值的类型与形状符合题目要求",
+                f"the checks could not finish ({type(exc).__name__}: {exc}): make sure the return value has "
+                f"the type and shape the exercise asks for")))
+    return results
+
+
+def _whole_exercise(C: Any, ex: Any, status: Any, message: Any) -> Any:
+    row = C.CheckResult(ex.id, "(all)", C.Audience.PUBLIC.value, "", C.Msg("公开检查", "public checks"),
+                        status, 0.0, ex.points, message=message)
+    return C.ExerciseResult(ex.id, ex.function, 0.0, ex.points, status, [row])
+
+
+# -- which exercises ---------------------------------------------------------------
+def resolve(course: Any, exercise: Any, namespace: dict[str, Any],
+            notebook: str | None = None) -> tuple[list[Any], str, list[Note]]:
+    """(exercises to run, a title, notes). Accepts an ID ("2.4"), an assignment or a function name."""
+    if exercise is None:
+        assignment = guess_assignment(course, namespace, notebook)
+        if assignment is None:
+            known = ", ".join(e.id for e in course.exercises)
+            return [], "", [Note("error", Text(
+                f"没有在这个笔记本里找到任何练习函数。请先运行定义函数的单元格，或者指明练习，例如 check(\"2.4\")。可用的练习：{known}",
+                f"no exercise function is defined in this notebook yet. Run the cells that define them, or name "
+                f"an exercise, e.g. check(\"2.4\"). Exercises: {known}"))]
+        return list(assignment.exercises), assignment.id, []
+    key = str(exercise).strip()
+    for a in course.assignments:
+        if key in (a.id, a.module):
+            return list(a.exercises), a.id, []
+        for e in a.exercises:
+            if key in (e.id, e.function):
+                return [e], e.id, []
+    options = [e.id for e in course.exercises] + [e.function for e in course.exercises]
+    close = difflib.get_close_matches(key, options, n=1, cutoff=0.5)
+    hint_zh = f"你是不是想写 check(\"{close[0]}\")？" if close else ""
+    hint_en = f"Did you mean check(\"{close[0]}\")? " if close else ""
+    ids = ", ".join(e.id for e in course.exercises)
+    return [], key, [Note("error", Text(f"没有编号为 {key!r} 的练习。{hint_zh}可用的练习：{ids}",
+                                        f"there is no exercise {key!r}. {hint_en}Exercises: {ids}"))]
+
+
+def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | None = None) -> Any:
+    """The notebook's assignment: by its file name when known, else by the exercise functions it defines."""
+    if notebook:
+        stem = Path(str(notebook)).stem
+        for a in course.assignments:
+            if stem == a.id or stem.startswith(a.id) or a.id in stem:
+                return a
+    best, best_share = None, 0.0
+    for a in course.assignments:
+        share = sum(callable(namespace.get(e.function)) for e in a.exercises) / len(a.exercises)
+        if share > best_share:
+            best, best_share = a, share
+    return best
+
+
+def _notebook_name(namespace: dict[str, Any]) -> str | None:
+    # ipykernel puts the notebook path in __session__ (from jupyter_server's JPY_SESSION_NAME);
+    # VS Code sets __vsc_ipynb_file__.
+    for name in (namespace.get("__session__"), namespace.get("__vsc_ipynb_file__"),
+                 os.environ.get("JPY_SESSION_NAME")):
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
+def _caller_namespace(depth: int) -> dict[str, Any]:
+    shell = _ipython()
+    ns = getattr(shell, "user_ns", None)
+    if isinstance(ns, dict):
+        return ns
+    try:
+        return sys._getframe(depth).f_globals
+    except ValueError:
+        return {}
+
+
+def _ipython() -> Any:
+    ipython = sys.modules.get("IPython")   # never import IPython just to learn it is absent
+    if ipython is None:
+        return None
+    try:
+        return ipython.get_ipython()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _language(language: str | None, course: Any, strict: bool = False) -> Any:
+    """zh or en: the requested one ("zh-CN" counts as zh), else course.yml's, else zh."""
+    if language is not None:
+        lang = str(language).strip().lower()
+        for known in LANGUAGES:
+            if lang == known or lang.startswith(known + "-") or lang.startswith(known + "_"):
+                return known
+    if strict:
+        return None
+    if course is not None:
+        return str(getattr(course.language, "value", course.language))
+    return "zh"
+
+
+def _show(result: SelfCheckResult) -> None:
+    if _ipython() is not None:
+        try:
+            result._ipython_display_()
+            return
+        except Exception:  # noqa: BLE001 - fall back to text rather than fail
+            pass
+    if not hasattr(sys, "ps1"):
+        # A script: nobody will echo the return value. (A REPL shows its repr itself.)
+        try:
+            print(result.text())
+        except (OSError, ValueError):   # stdout closed or a broken pipe: nothing to show it on
+            pass
+
+
+# -- rendering ---------------------------------------------------------------------
+_MARK = {"passed": "✓", "not_attempted": "○", "missing": "?"}
+_HEAD = {
+    "passed": Text("全部通过", "all passed"),
+    "not_attempted": Text("尚未作答（函数仍在抛出 NotImplementedError）", "not attempted (the function still raises NotImplementedError)"),
+    "missing": Text("找不到这个函数：请运行定义它的单元格，且不要改函数名", "function not defined: run the cell that defines it and keep its name"),
+    "forbidden": Text("使用了禁止的调用 {calls}：本题计 0 分，请自己实现", "used a forbidden call ({calls}): this exercise scores 0, implement it yourself"),
+}
+_MISTAKE = Text("可能的错误：", "likely mistake: ")
+
+
+def _status(e: Any) -> str:
+    return e.status.value
+
+
+def _counts(e: Any) -> tuple[int, int]:
+    return sum(r.passed for r in e.checks), len(e.checks)
+
+
+def _exercise_head(e: Any, lang: str) -> str:
+    status = _status(e)
+    if status in ("passed", "not_attempted", "missing"):
+        head = _HEAD[status].get(lang)
+    elif status == "forbidden":
+        calls = ", ".join(sorted({f for r in e.checks for f in r.forbidden}))
+        head = _HEAD["forbidden"].get(lang).format(calls=calls)
+    else:
+        ok, n = _counts(e)
+        head = f"{ok}/{n} 项检查通过" if lang == "zh" else f"{ok}/{n} checks passed"
+    if status == "passed":
+        ok, n = _counts(e)
+        head += f"（{n} 项检查）" if lang == "zh" else f" ({n} checks)"
+    return head
+
+
+def _lines_of(e: Any) -> bool:
+    """Whether to list the checks one by one (not when one line says it all)."""
+    return _status(e) not in ("not_attempted", "missing", "forbidden")
+
+
+def _summary(result: SelfCheckResult) -> str | None:
+    lang = result.language
+    if len(result.exercises) < 2:
+        return None
+    done = sum(_status(e) == "passed" for e in result.exercises)
+    todo = sum(_status(e) == "not_attempted" for e in result.exercises)
+    n = len(result.exercises)
+    if lang == "zh":
+        text = f"自检 {result.title}：{done}/{n} 题通过"
+        return text + (f"，{todo} 题尚未作答" if todo else "")
+    text = f"self-check {result.title}: {done}/{n} exercises pass"
+    return text + (f", {todo} not attempted" if todo else "")
+
+
+def render_text(result: SelfCheckResult) -> str:
+    lang = result.language
+    lines: list[str] = []
+    summary = _summary(result)
+    if summary:
+        lines.append(summary)
+    for note in result.notes:
+        lines.append(("✗ " if note.level == "error" else "· ") + note.message.get(lang))
+    for e in result.exercises:
+        status = _status(e)
+        lines.append(f"{_MARK.get(status, '✗')} {e.exercise} {e.function}: {_exercise_head(e, lang)}")
+        if not _lines_of(e):
+            continue
+        for r in e.checks:
+            line = f"    {'✓' if r.passed else '✗'} {r.title.get(lang)}"
+            if not r.passed and r.message is not None and status != "forbidden":
+                line += f" — {r.message.get(lang)}"
+            lines.append(line)
+            if r.mistake_message is not None:
+                lines.append(f"      → {_MISTAKE.get(lang)}{r.mistake_message.get(lang)}")
+    if not lines:
+        lines.append("（没有可运行的检查）" if lang == "zh" else "(no checks to run)")
+    if result.seconds:
+        lines.append(f"({result.seconds:.2f} s)")
+    return "\n".join(lines)
+
+
+_COLOR = {"passed": "#1a7f37", "not_attempted": "#6e7781", "missing": "#9a6700"}
+_FAIL = "#cf222e"
+
+
+def render_html(result: SelfCheckResult) -> str:
+    lang = result.language
+    esc = html.escape
+    overall = "passed" if result.passed else "failed"
+    out = [f'<div class="autograder-selfcheck" data-status="{overall}" lang="{lang}" '
+           f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:13px;line-height:1.55">']
+    summary = _summary(result)
+    if summary:
+        out.append(f'<div style="font-weight:600;margin-bottom:2px">{esc(summary)}</div>')
+    for note in result.notes:
+        color = _FAIL if note.level == "error" else "#6e7781"
+        out.append(f'<div class="note" data-level="{note.level}" style="color:{color}">{esc(note.message.get(lang))}</div>')
+    for e in result.exercises:
+        status = _status(e)
+        color = _COLOR.get(status, _FAIL)
+        out.append(f'<div class="exercise" data-exercise="{esc(e.exercise)}" data-status="{status}">'
+                   f'<span style="color:{color};font-weight:700">{_MARK.get(status, "✗")}</span> '
+                   f'<b>{esc(e.exercise)}</b> <code>{esc(e.function)}</code> '
+                   f'<span style="color:{color}">{esc(_exercise_head(e, lang))}</span></div>')
+        if not _lines_of(e):
+            continue
+        for r in e.checks:
+            mark = '<span style="color:#1a7f37">✓</span>' if r.passed else f'<span style="color:{_FAIL}">✗</span>'
+            out.append(f'<div class="check" data-check="{esc(r.check)}" data-status="{r.status.value}" '
+                       f'style="margin-left:1.6em">{mark} {esc(r.title.get(lang))}</div>')
+            if not r.passed and r.message is not None and status != "forbidden":
+                out.append(f'<div style="margin-left:3.2em;font-family:var(--jp-code-font-family,monospace);'
+                           f'font-size:12px;opacity:.85">{esc(r.message.get(lang))}</div>')
+            if r.mistake_message is not None:
+                out.append(f'<div class="mistake" data-mistake="{esc(r.mistake or "")}" style="margin-left:3.2em;'
+                           f'padding:1px 6px;border-left:3px solid #bf8700;background:rgba(191,135,0,.12)">'
+                           f'<b>{esc(_MISTAKE.get(lang))}</b>{esc(r.mistake_message.get(lang))}</div>')
+    if result.seconds:
+        out.append(f'<div style="font-size:11px;opacity:.55">{result.seconds:.2f} s</div>')
+    out.append("</div>")
+    return "\n".join(out)
+
+
+# -- ``autograder check NOTEBOOK.ipynb`` ---------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", help="the saved notebook (.ipynb) to check")
+    parser.add_argument("--language", choices=LANGUAGES, help="language of the messages (default: course.yml's)")
+    parser.add_argument("--exercise", action="append", metavar="ID",
+                        help="check only this exercise (repeatable; default: every exercise of the notebook)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .config import load_course
+    from .errors import UnknownExercise
+    from .notebook import read_notebook
+
+    nb = read_notebook(args.notebook)        # NotebookError: the CLI prints it and exits 2
+    course = load_course()
+    lang = _language(args.language, course)
+    chosen: list[Any] = []
+    for ex_id in args.exercise or []:        # a typo fails before the notebook runs
+        found, _, problems = resolve(course, ex_id, {})
+        if problems:
+            raise UnknownExercise(problems[0].message.en)
+        chosen.extend(e for e in found if e not in chosen)
+    title = ", ".join(args.exercise or [])
+    namespace, notes = execute_notebook(nb, Path(args.notebook).resolve().parent)
+    if not chosen:
+        assignment = guess_assignment(course, namespace, Path(args.notebook).name)
+        if assignment is None:
+            raise UnknownExercise(f"{args.notebook}: no exercise of course.yml is defined in this notebook",
+                                  hint="pass --exercise ID, or check the notebook's file name")
+        chosen, title = list(assignment.exercises), assignment.id
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            results = run_public(namespace, chosen, course, notes=notes)
+    result = SelfCheckResult(results, lang, notes, title=title)
+    print_table(result, Path(args.notebook).name)
+    return 0 if result.passed else 1
+
+
+def execute_notebook(nb: Any, cwd: Path) -> tuple[dict[str, Any], list[Note]]:
+    """Run the notebook's code cells in a fresh namespace, in the notebook's folder.
+
+    A cell that raises is reported and skipped, as a student re-running cells would see.
+    Output and warnings of the cells are swallowed: the table is the output.
+    """
+    from .notebook import code_cells, fresh_namespace
+
+    os.environ.setdefault("MPLBACKEND", "Agg")     # plt.show() must not open windows
+    namespace = fresh_namespace()
+    notes: list[Note] = []
+    old_cwd = os.getcwd()
+    sink = io.StringIO()
+    # As in a kernel started next to the notebook: its folder is the cwd and importable.
+    sys.path.insert(0, str(cwd))
+    try:
+        os.chdir(cwd)
+        for cell in code_cells(nb):
+            if cell.skipped:
+                notes.append(Note("info", Text(f"单元格 [{cell.index}] 未运行：{cell.skipped}",
+                                               f"cell [{cell.index}] not run: {cell.skipped}")))
+                continue
+            if not cell.code.strip():
+                continue
+            try:
+                code = compile(cell.code, f"<cell {cell.index}>", "exec")
+                with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                    warnings.simplefilter("ignore")
+                    exec(code, namespace)  # noqa: S102 - the student's own notebook, on their machine
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - report and go on, as a kernel would
+                first = str(exc).splitlines()[0][:200] if str(exc) else ""
+                notes.append(Note("info", Text(f"单元格 [{cell.index}] 出错并被跳过：{type(exc).__name__}: {first}",
+                                               f"cell [{cell.index}] raised and was skipped: {type(exc).__name__}: {first}")))
+            sink.seek(0)
+            sink.truncate()
+    finally:
+        os.chdir(old_cwd)
+        if str(cwd) in sys.path:
+            sys.path.remove(str(cwd))
+    return namespace, notes
+
+
+def print_table(result: SelfCheckResult, name: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    lang = result.language
+    # Piped or in CI, rich would assume 80 columns: the message column needs more.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    for note in result.notes:
+        console.print(("[red]✗[/] " if note.level == "error" else "· ") + escape(note.message.get(lang)))
+    headers = ("练习", "检查", "结果", "说明", "可能的错误") if lang == "zh" else \
+        ("exercise", "check", "result", "message", "mistake")
+    table = Table(title=f"{'自检' if lang == 'zh' else 'self-check'}: {name}", show_lines=False)
+    for h in headers:
+        table.add_column(h, overflow="fold")
+    table.columns[1].no_wrap = True
+    table.columns[2].no_wrap = True
+    styles = {"passed": "green", "not_attempted": "dim", "missing": "yellow"}
+    for e in result.exercises:
+        status = _status(e)
+        style = styles.get(status, "red")
+        if not _lines_of(e):
+            table.add_row(e.exercise, e.function, f"[{style}]{_MARK.get(status, '✗')} {status.replace('_', ' ')}[/]",
+                          escape(_exercise_head(e, lang)), "")
+            continue
+        for r in e.checks:
+            mark = "[green]✓[/]" if r.passed else "[red]✗[/]"
+            word = "passed" if r.passed else r.status.value.replace("_", " ")
+            table.add_row(e.exercise, r.check, f"{mark} {word}",
+                          escape(r.message.get(lang)) if r.message is not None and not r.passed else "",
+                          f"[yellow]{escape(r.mistake_message.get(lang))}[/]" if r.mistake_message else "")
+    console.print(table)
+    done = sum(_status(e) == "passed" for e in result.exercises)
+    n = len(result.exercises)
+    verdict = ("[green]全部通过[/]" if lang == "zh" else "[green]all passed[/]") if result.passed else \
+        (f"[red]{done}/{n} 题通过[/]" if lang == "zh" else f"[red]{done}/{n} exercises pass[/]")
+    console.print(verdict)

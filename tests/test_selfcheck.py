@@ -1,0 +1,357 @@
+"""Self-check: check("2.4") in a notebook's namespace, named mistakes from fingerprints, and
+``autograder check NOTEBOOK.ipynb``. The fingerprints are built here, never read from a committed file."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import cli
+from autograder.config import load_course
+from autograder.fingerprints import (FingerprintDiagnoser, build_fingerprints, dumps, load_fingerprints,
+                                     verify_fingerprints, write_fingerprints)
+from autograder.selfcheck import SelfCheckResult, self_check
+
+ROOT = Path(__file__).resolve().parent.parent
+COURSE = load_course()
+
+CORRECT = """
+import math
+import torch
+
+def scaled_dot_product_attention(Q, K, V):
+    weights = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), dim=-1)   # (..., Tq, Tk)
+    return weights @ V, weights
+"""
+NO_SCALE = CORRECT.replace(" / math.sqrt(Q.shape[-1])", "")
+WRONG_DIM = CORRECT.replace("dim=-1)", "dim=-2)")
+STUB = """
+def scaled_dot_product_attention(Q, K, V):
+    raise NotImplementedError("Exercise 2.4")
+"""
+FORBIDDEN = """
+import torch.nn.functional as F
+
+def scaled_dot_product_attention(Q, K, V):
+    out = F.scaled_dot_product_attention(Q, K, V)
+    weights = (Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5).softmax(dim=-1)
+    return out, weights
+"""
+# Edits its inputs in place: the sandbox hands copies, so self-check must too.
+IN_PLACE = """
+import math
+import torch
+
+def scaled_dot_product_attention(Q, K, V):
+    Q /= math.sqrt(Q.shape[-1])
+    weights = torch.softmax(Q @ K.transpose(-2, -1), dim=-1)
+    return weights @ V, weights
+"""
+NOISY = CORRECT + """
+import sys, warnings
+_correct = scaled_dot_product_attention
+
+def scaled_dot_product_attention(Q, K, V):
+    print("debugging", file=sys.stderr)
+    warnings.warn("a student warning")
+    return _correct(Q, K, V)
+"""
+
+
+@pytest.fixture(scope="module")
+def fingerprints_file(tmp_path_factory) -> Path:
+    data = build_fingerprints(COURSE, exercises=["2.4"])
+    return write_fingerprints(data, tmp_path_factory.mktemp("fp") / "fingerprints.json")
+
+
+@pytest.fixture(autouse=True)
+def _use_fingerprints(fingerprints_file, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_FINGERPRINTS", str(fingerprints_file))
+
+
+def student(code: str, call: str = 'check("2.4")') -> tuple[SelfCheckResult, dict]:
+    """Run ``code`` and then ``call`` in a fresh namespace, as a notebook would: check finds the functions itself."""
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(code + "\nfrom autograder import check\nresult = " + call + "\n", "<notebook>", "exec"), namespace)
+    return namespace["result"], namespace
+
+
+def statuses(result: SelfCheckResult) -> dict[str, str]:
+    return {e.exercise: e.status.value for e in result.exercises}
+
+
+def mistakes_named(result: SelfCheckResult) -> set[str]:
+    return {c.mistake for e in result.exercises for c in e.checks if c.mistake}
+
+
+# -- check() in a namespace ---------------------------------------------------------
+def test_correct_answer_passes_and_writes_nothing_to_stderr(capsys):
+    result, _ = student(CORRECT)
+    assert bool(result) and result.passed
+    assert statuses(result) == {"2.4": "passed"}
+    assert all(c.passed for c in result.exercises[0].checks) and len(result.exercises[0].checks) >= 3
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert "全部通过" in out                     # a script prints the text once (zh by default)
+    assert "全部通过" in repr(result)
+    assert 'data-status="passed"' in result._repr_html_()
+
+
+@pytest.mark.parametrize(("code", "mistake", "words"), [
+    (NO_SCALE, "no-scale", "1/√d"),
+    (WRONG_DIM, "softmax-wrong-dim", "softmax"),
+])
+def test_known_mistake_is_named_from_the_fingerprints(code, mistake, words, capsys):
+    result, _ = student(code)
+    assert not result
+    assert statuses(result) == {"2.4": "failed"}
+    assert mistake in mistakes_named(result)
+    text = result.text()
+    assert words in text and "→" in text
+    html = result._repr_html_()
+    assert f'data-mistake="{mistake}"' in html
+    assert "expected" in result.exercises[0].checks[-1].message.en or any(
+        c.message and "expected" in c.message.en for c in result.exercises[0].checks)
+    assert capsys.readouterr().err == ""
+
+
+def test_without_fingerprints_the_failure_is_still_shown(monkeypatch, tmp_path):
+    monkeypatch.setenv("AUTOGRADER_FINGERPRINTS", str(tmp_path / "absent.json"))
+    result, _ = student(NO_SCALE)
+    assert statuses(result) == {"2.4": "failed"}
+    assert mistakes_named(result) == set()
+
+
+def test_stub_is_not_attempted_calmly(capsys):
+    result, _ = student(STUB)
+    assert not result
+    assert statuses(result) == {"2.4": "not_attempted"}
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert "尚未作答" in out and "Traceback" not in out and "✗" not in out
+    assert "not attempted" in student(STUB, 'check("2.4", language="en")')[0].text()
+
+
+def test_forbidden_call_is_named():
+    result, _ = student(FORBIDDEN)
+    assert statuses(result) == {"2.4": "forbidden"}
+    assert "F.scaled_dot_product_attention" in result.text()
+
+
+def test_inputs_edited_in_place_do_not_fool_or_break_the_checks():
+    result, _ = student(IN_PLACE)
+    assert result.passed, result.text()
+
+
+def test_student_prints_and_warnings_never_reach_stderr(capsys):
+    result, _ = student(NOISY)
+    assert result.passed
+    captured = capsys.readouterr()
+    assert captured.err == "" and "debugging" not in captured.out
+
+
+@pytest.mark.parametrize("body", [
+    "raise ValueError('<b>bad</b> input')",
+    "import sys; sys.exit(3)",
+    "return 'not a tuple'",
+    "return (1, 2, 3)",
+])
+def test_student_errors_never_raise(body, capsys):
+    result, _ = student(f"def scaled_dot_product_attention(Q, K, V):\n    {body}\n")
+    assert not result
+    assert statuses(result)["2.4"] in ("error", "failed")
+    assert "<b>bad" not in result._repr_html_()        # escaped
+    assert capsys.readouterr().err == ""
+
+
+def test_unknown_exercise_gives_did_you_mean(capsys):
+    result, _ = student(CORRECT, 'check("2.44")')
+    assert not result and result.exercises == []
+    assert 'check("2.4")' in result.text()
+    en, _ = student(CORRECT, 'check("scaled_dot_product_atention", language="en")')
+    assert "Did you mean" in en.text() and "scaled_dot_product_attention" in en.text()
+    assert capsys.readouterr().err == ""
+
+
+def test_ids_as_numbers_and_function_names_work():
+    assert student(CORRECT, "check(2.4)")[0].passed
+    assert student(CORRECT, 'check("scaled_dot_product_attention")')[0].passed
+
+
+def test_language_follows_course_and_is_overridable():
+    zh, _ = student(CORRECT)
+    assert zh.language == COURSE.language.value == "zh"
+    en, _ = student(CORRECT, 'check("2.4", language="en")')
+    assert en.language == "en" and "all passed" in en.text() and "全部通过" not in en.text()
+    odd, _ = student(CORRECT, 'check("2.4", language="fr")')
+    assert odd.passed and odd.language == "zh" and "fr" in odd.text()
+
+
+def test_missing_function_is_named():
+    result, _ = student("x = 1")
+    assert statuses(result) == {"2.4": "missing"}
+    assert "scaled_dot_product_attention" in result.text()
+
+
+def test_no_argument_runs_every_exercise_of_the_notebook():
+    result, _ = student(STUB + "\ndef softmax(x, dim=-1):\n    raise NotImplementedError('2.2')\n", "check()")
+    assert set(statuses(result)) == {e.id for e in COURSE.assignment("02_qkv_attention").exercises}
+    assert statuses(result)["2.4"] == "not_attempted"
+    nothing, _ = student("x = 1", "check()")
+    assert not nothing and nothing.exercises == [] and 'check("2.4")' in nothing.text()
+
+
+def test_notebook_name_picks_the_assignment():
+    result = self_check({"__session__": "/home/s/03_padding_masks.ipynb"}, None, course=COURSE)
+    assert set(statuses(result)) == {e.id for e in COURSE.assignment("03_padding_masks").exercises}
+    assert set(statuses(result).values()) == {"missing"}
+
+
+def test_warm_call_is_fast():
+    student(CORRECT)
+    start = time.perf_counter()
+    result, _ = student(CORRECT)
+    seconds = time.perf_counter() - start
+    print(f"warm check('2.4'): {seconds:.3f} s")
+    assert result.passed and seconds < 1.0
+
+
+# -- fingerprints -------------------------------------------------------------------------
+def test_fingerprints_are_deterministic_and_small(fingerprints_file):
+    again = dumps(build_fingerprints(COURSE, exercises=["2.4"]))
+    assert again == fingerprints_file.read_text(encoding="utf-8")
+    data = json.loads(again)
+    entry = data["exercises"]["2.4"]
+    assert set(entry["mistakes"]) >= {"no-scale", "softmax-wrong-dim"}
+    assert entry["requests"] and len(again) < 200_000
+    assert "def " not in again and "torch.softmax" not in again     # outputs, never code
+
+
+def test_fingerprints_name_what_the_live_diagnoser_names(fingerprints_file):
+    assert verify_fingerprints(load_fingerprints(fingerprints_file), COURSE, exercises=["2.4"]) == []
+
+
+def test_damaged_or_foreign_fingerprints_are_ignored(tmp_path):
+    bad = tmp_path / "fp.json"
+    bad.write_text("{not json", encoding="utf-8")
+    assert load_fingerprints(bad)["exercises"] == {}
+    bad.write_text(json.dumps({"format": 99, "exercises": {"2.4": {}}}), encoding="utf-8")
+    assert load_fingerprints(bad)["exercises"] == {}
+    diagnoser = FingerprintDiagnoser(COURSE.tolerances, {"format": 1, "exercises": {"2.4": {"requests": 5}}})
+    result = self_check(_namespace(NO_SCALE), "2.4", course=COURSE, fingerprints=diagnoser.data)
+    assert statuses(result) == {"2.4": "failed"}
+
+
+def test_sampled_outputs_match_only_the_same_output():
+    import torch
+
+    from autograder import plain
+    from autograder.fingerprints import pack_value, stored_matches, unpack_value
+
+    gen = torch.Generator().manual_seed(0)
+    ref = {"weights": torch.rand(4, 5, 6, generator=gen, dtype=torch.float64), "out": torch.rand(4, 3, generator=gen)}
+    wrong = {"weights": ref["weights"].clone(), "out": ref["out"].clone()}
+    wrong["weights"][2, 3, 4] += 0.5                    # the one place this mistake departs
+    # The file's JSON sorts keys; the student's dict keeps its own order.
+    packed = json.loads(dumps(pack_value(plain.roundtrip(wrong), plain.roundtrip(ref))))
+    assert "idx" in packed["arrays"]["a0"]              # 120 elements: sampled
+    stored = unpack_value(packed)
+    tol = COURSE.tolerances
+    assert stored_matches(plain.roundtrip(wrong), stored, tol)
+    assert not stored_matches(plain.roundtrip(ref), stored, tol)
+    assert not stored_matches(plain.roundtrip({"out": wrong["out"], "weights": wrong["weights"][:3]}), stored, tol)
+
+
+@pytest.mark.slow
+def test_every_exercise_fingerprints_agree_with_live_diagnosis():
+    data = build_fingerprints(COURSE)
+    size = len(dumps(data))
+    print(f"fingerprints.json: {size / 1000:.0f} kB for {len(data['exercises'])} exercises")
+    assert size < 600_000
+    # Through JSON, as self-check reads the file (dict keys come back sorted).
+    assert verify_fingerprints(json.loads(dumps(data)), COURSE) == []
+
+
+def _namespace(code: str) -> dict:
+    namespace: dict = {}
+    exec(code, namespace)
+    return namespace
+
+
+# -- autograder check NOTEBOOK.ipynb ------------------------------------------------------
+def notebook(path: Path, *cells: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 02 查询、键与值")]
+    nb.cells += [nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, path)
+    return path
+
+
+SOLUTIONS_02 = (ROOT / "solutions" / "qkv_attention.py").read_text(encoding="utf-8")
+
+
+def test_cli_all_correct_exits_0(tmp_path, capsys):
+    path = notebook(tmp_path / "02_qkv_attention.ipynb", "from autograder import check\n%matplotlib inline",
+                    SOLUTIONS_02, 'check("2.4")')
+    assert cli.main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "全部通过" in out and "matches-torch" in out
+
+
+def test_cli_wrong_answer_exits_1_and_names_the_mistake(tmp_path, capsys):
+    path = notebook(tmp_path / "02_qkv_attention.ipynb", SOLUTIONS_02, NO_SCALE, "1 / 0")
+    assert cli.main(["check", str(path), "--language", "en", "--exercise", "2.4"]) == 1
+    out = capsys.readouterr().out
+    assert "1/sqrt(d)" in out
+    assert "ZeroDivisionError" in out          # the cell that raised is reported, the rest still ran
+
+
+def test_cli_stub_exits_1(tmp_path, capsys):
+    path = notebook(tmp_path / "mine.ipynb", STUB)
+    assert cli.main(["check", str(path), "--exercise", "2.4", "--language", "en"]) == 1
+    assert "not attempted" in capsys.readouterr().out
+
+
+def test_cli_unreadable_notebook_exits_2(tmp_path, capsys):
+    bad = tmp_path / "02_qkv_attention.ipynb"
+    bad.write_text("{", encoding="utf-8")
+    assert cli.main(["check", str(bad)]) == 2
+    assert "ERROR" in capsys.readouterr().err
+
+
+def test_cli_unknown_exercise_exits_2(tmp_path, capsys):
+    path = notebook(tmp_path / "02_qkv_attention.ipynb", CORRECT)
+    assert cli.main(["check", str(path), "--exercise", "2.44"]) == 2
+    assert "2.4" in capsys.readouterr().err
+
+
+# -- a real kernel ------------------------------------------------------------------------
+@pytest.mark.slow
+def test_in_a_real_kernel(tmp_path, fingerprints_file):
+    from nbclient import NotebookClient
+
+    warm = "import time\n_t = time.perf_counter()\ncheck('2.4')\nprint(f'WARM {time.perf_counter() - _t:.3f}')"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in (
+        "from autograder import check", CORRECT, 'check("2.4")', warm,
+        NO_SCALE, 'check("2.4")', STUB, 'check("2.4")', FORBIDDEN, 'check("2.4"); x = 1')]
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    executed = client.execute()
+    html, streams = [], []
+    for cell in executed.cells:
+        html.append("".join(o.get("data", {}).get("text/html", "") for o in cell.get("outputs", [])))
+        streams += [o for o in cell.get("outputs", []) if o.get("output_type") == "stream"]
+    assert not [s for s in streams if s["name"] == "stderr"], streams
+    correct, warm_html, mistake, stub, forbidden = html[2], html[3], html[5], html[7], html[9]
+    assert 'data-status="passed"' in correct and "全部通过" in correct
+    assert correct.count('class="autograder-selfcheck"') == 1        # shown once, not twice
+    seconds = float(next(s["text"] for s in streams if "WARM" in s["text"]).split()[1])
+    print(f"warm check('2.4') in a kernel: {seconds:.3f} s")
+    assert seconds < 1.0 and 'data-status="passed"' in warm_html
+    assert 'data-mistake="no-scale"' in mistake and "1/√d" in mistake
+    assert 'data-status="not_attempted"' in stub and "尚未作答" in stub
+    assert 'data-status="forbidden"' in forbidden and "F.scaled_dot_product_attention" in forbidden

@@ -1,1 +1,430 @@
-"""Placeholder: filled by the catalog work."""
+"""Public checks of 04_multi_head_attention (shipped to students: no reference solution here).
+
+The truth is torch's own ``nn.MultiheadAttention(E, H, batch_first=True)`` with
+dropout 0 and ``average_attn_weights=False``, loaded with the same weights, in
+float64; reshapes are compared with their closed form exactly. Torch gives NaN
+on a batch row whose keys are all padded, so such rows are never compared with
+torch: they are checked as a property (zero weights, out = out_proj.bias).
+
+4.4 (a class) runs through the "module" probe: build with (E, H, bias=...),
+load torch-named weights with strict=False, forward with a key padding mask,
+backward of (out * grad_out).sum(); it returns out, weights, the gradient of
+every loaded parameter and of the query.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from .. import plain
+from . import Audience, CheckFailed, Context, Kind, Msg, check, exercise
+from .padding_masks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
+
+P = Audience.PUBLIC
+
+MHA_FORBIDDEN = ("nn.MultiheadAttention", "F.multi_head_attention_forward", "F.scaled_dot_product_attention")
+exercise("4.3", forbidden=MHA_FORBIDDEN)
+exercise("4.4", forbidden=MHA_FORBIDDEN)
+
+PARAMETERS = ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
+
+
+# -- inputs and torch's truth, shared with the hidden checks ----------------------------
+def mha_state(ctx: Context, E: int, dtype: torch.dtype = torch.float64, bias: bool = True) -> dict[str, torch.Tensor]:
+    """Torch-named weights of nn.MultiheadAttention(E, H): in_proj (3E, E) [+ (3E,)], out_proj (E, E) [+ (E,)]."""
+    state = {"in_proj_weight": ctx.randn(3 * E, E, dtype=dtype, scale=1 / math.sqrt(E))}
+    if bias:
+        state["in_proj_bias"] = ctx.randn(3 * E, dtype=dtype, scale=0.3)
+    state["out_proj.weight"] = ctx.randn(E, E, dtype=dtype, scale=1 / math.sqrt(E))
+    if bias:
+        state["out_proj.bias"] = ctx.randn(E, dtype=dtype, scale=0.3)
+    return state
+
+
+def functional_args(state: dict[str, torch.Tensor]) -> tuple[Any, ...]:
+    """The four weight arguments of 4.3 (zero biases when the state has none)."""
+    E = state["out_proj.weight"].shape[0]
+    zeros = state["in_proj_weight"].new_zeros
+    return (state["in_proj_weight"], state.get("in_proj_bias", zeros(3 * E)),
+            state["out_proj.weight"], state.get("out_proj.bias", zeros(E)))
+
+
+def _torch_module(E: int, H: int, state: dict[str, torch.Tensor]) -> nn.MultiheadAttention:
+    bias = "in_proj_bias" in state
+    with torch.random.fork_rng(devices=[]):     # its own init must not move the caller's RNG
+        mha = nn.MultiheadAttention(E, H, bias=bias, batch_first=True, dtype=torch.float64)
+    mha.load_state_dict({k: v.double() for k, v in state.items()})
+    return mha
+
+
+def torch_mha(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, H: int,
+              state: dict[str, torch.Tensor], mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch's (out, per-head weights) in float64."""
+    mha = _torch_module(query.shape[-1], H, state)
+    with torch.no_grad():
+        return mha(query.double(), key.double(), value.double(), key_padding_mask=mask, need_weights=True,
+                   average_attn_weights=False)
+
+
+def torch_probe(E: int, H: int, state: dict[str, torch.Tensor], query: torch.Tensor, key: torch.Tensor,
+                value: torch.Tensor, mask: torch.Tensor | None, grad_out: torch.Tensor) -> dict[str, Any]:
+    """What the "module" probe returns, computed by torch's own module in float64."""
+    mha = _torch_module(E, H, state)
+    q = query.double().clone().requires_grad_(True)
+    out, weights = mha(q, key.double(), value.double(), key_padding_mask=mask, need_weights=True,
+                       average_attn_weights=False)
+    (out * grad_out.double()).sum().backward()
+    grads = {name: p.grad for name, p in mha.named_parameters() if name in state}
+    return {"out": out.detach(), "weights": weights.detach(), "grads": grads, "grad_query": q.grad}
+
+
+def attention_inputs(ctx: Context, B: int, Tq: int, Tk: int, E: int, dtype: torch.dtype,
+                     *, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return (ctx.randn(B, Tq, E, dtype=dtype, scale=scale), ctx.randn(B, Tk, E, dtype=dtype, scale=scale),
+            ctx.randn(B, Tk, E, dtype=dtype, scale=scale))
+
+
+def head_sizes(ctx: Context) -> tuple[int, int, int, int, int]:
+    """(B, Tq, Tk, H, d), all distinct so that no transpose goes unnoticed."""
+    B, Tq, Tk, H, d = ctx.sizes(5, low=2, high=7)
+    return B, Tq, Tk, H, d
+
+
+def expect_mha(ctx: Context, value: plain.Value, B: int, Tq: int, Tk: int, E: int, H: int,
+               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    out, weights = ctx.expect_tuple(value, 2)
+    return (ctx.expect_tensor(out, (B, Tq, E), dtype, what="out"),
+            ctx.expect_tensor(weights, (B, H, Tq, Tk), dtype, what="weights (B, H, Tq, Tk), one map per head"))
+
+
+def expect_dead_rows(ctx: Context, out: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor,
+                     out_bias: torch.Tensor) -> None:
+    """Batch rows whose keys are all padded: zero weights (not NaN), out = out_proj.bias."""
+    dead = ~live(mask)
+    w, o = weights[dead].double(), out[dead].double()
+    ctx.expect(not torch.isnan(w).any() and not torch.isnan(o).any(),
+               "键全部是填充的那一批出现了 NaN：这些行的权重应当全为 0（torch 自带的模块在这里给 NaN，要自己处理）",
+               "NaN in a batch row whose keys are all padded: its weights should be all zeros "
+               "(torch's own module gives NaN here, handle it yourself)", diagnose=True)
+    ctx.expect(bool((w == 0).all()),
+               f"键全部是填充的那一批，权重应当全为 0，实际最大 {w.abs().max().item():.6g}",
+               f"in a batch row whose keys are all padded the weights should be all zeros, "
+               f"got values up to {w.abs().max().item():.6g}", diagnose=True)
+    ctx.expect_close(o, out_bias.double().expand_as(o), out.dtype,
+                     what="out of a batch row whose keys are all padded (should equal out_proj_bias)")
+
+
+# -- 4.1 split_heads ------------------------------------------------------------------
+def closed_split(x: torch.Tensor, H: int) -> torch.Tensor:
+    B, T, E = x.shape
+    return x.reshape(B, T, H, E // H).transpose(1, 2)                  # (B, H, T, d)
+
+
+def closed_merge(x: torch.Tensor) -> torch.Tensor:
+    B, H, T, d = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * d)                      # (B, T, H*d)
+
+
+@check("4.1", "shape-dtype", P, Kind.SHAPE, zh="(B, T, E) -> (B, H, T, E/H)，dtype 不变",
+       en="(B, T, E) -> (B, H, T, E/H), same dtype")
+def _split_shape(ctx: Context) -> None:
+    B, T, H, d = ctx.sizes(4)
+    for dtype in DTYPES:
+        ctx.expect_tensor(ctx.call(ctx.randn(B, T, H * d, dtype=dtype), H), (B, H, T, d), dtype, what="split_heads")
+
+
+@check("4.1", "matches-closed-form", P, Kind.NUMERIC, zh="与 x.reshape(B, T, H, d).transpose(1, 2) 完全相同",
+       en="exactly x.reshape(B, T, H, d).transpose(1, 2)", weight=2)
+def _split_values(ctx: Context) -> None:
+    B, T, H, d = ctx.sizes(4)
+    x = ctx.randn(B, T, H * d)
+    want = closed_split(x, H).clone()
+    got = ctx.expect_tensor(ctx.call(x, H), (B, H, T, d), torch.float64, what="split_heads")
+    expect_exact(ctx, got, want, "split_heads")
+
+
+@check("4.1", "round-trip", P, Kind.PROPERTY, zh="合并回去得到原来的 x", en="merging the heads back gives x exactly")
+def _split_round_trip(ctx: Context) -> None:
+    B, T, H, d = ctx.sizes(4)
+    x = ctx.randn(B, T, H * d)
+    want = x.clone()
+    got = ctx.expect_tensor(ctx.call(x, H), (B, H, T, d), torch.float64, what="split_heads")
+    expect_exact(ctx, closed_merge(got), want, "split_heads(x).transpose(1, 2).reshape(B, T, E)")
+
+
+@check("4.1", "value-error", P, Kind.PROPERTY, zh="E 不能被 H 整除时抛出带说明的 ValueError",
+       en="raises ValueError with a message when E % H != 0")
+def _split_error(ctx: Context) -> None:
+    B, T, H = ctx.sizes(3, low=3)
+    E = H * 2 + 1
+    reply = ctx.call_raw(ctx.randn(B, T, E), H)
+    ctx.expect(reply.status == "error",
+               f"split_heads(x, {H}) 在 E = {E} 时应当抛出 ValueError，实际正常返回了",
+               f"split_heads(x, {H}) with E = {E} should raise ValueError, it returned normally")
+    ctx.expect(reply.error_type == "ValueError",
+               f"E = {E} 不能被 {H} 整除时应当抛出 ValueError，实际抛出了 {reply.error_type}：{reply.error}",
+               f"E = {E} not divisible by {H} should raise ValueError, got {reply.error_type}: {reply.error}")
+    ctx.expect(bool(reply.error.strip()),
+               "ValueError 需要一句说明（例如 E 和 H 的值）", "the ValueError needs a message (say E and H)")
+
+
+# -- 4.2 merge_heads ------------------------------------------------------------------
+@check("4.2", "shape-dtype", P, Kind.SHAPE, zh="(B, H, T, d) -> (B, T, H*d)，dtype 不变",
+       en="(B, H, T, d) -> (B, T, H*d), same dtype")
+def _merge_shape(ctx: Context) -> None:
+    B, H, T, d = ctx.sizes(4)
+    for dtype in DTYPES:
+        ctx.expect_tensor(ctx.call(ctx.randn(B, H, T, d, dtype=dtype)), (B, T, H * d), dtype, what="merge_heads")
+
+
+@check("4.2", "matches-closed-form", P, Kind.NUMERIC, zh="与 x.transpose(1, 2).reshape(B, T, H*d) 完全相同",
+       en="exactly x.transpose(1, 2).reshape(B, T, H*d)", weight=2)
+def _merge_values(ctx: Context) -> None:
+    B, H, T, d = ctx.sizes(4)
+    x = ctx.randn(B, H, T, d)
+    want = closed_merge(x).clone()
+    expect_exact(ctx, ctx.expect_tensor(ctx.call(x), (B, T, H * d), torch.float64, what="merge_heads"), want,
+                 "merge_heads")
+
+
+@check("4.2", "round-trip", P, Kind.PROPERTY, zh="merge_heads(split_heads(x)) 恰好等于 x",
+       en="merge_heads(split_heads(x)) equals x exactly")
+def _merge_round_trip(ctx: Context) -> None:
+    B, T, H, d = ctx.sizes(4)
+    x = ctx.randn(B, T, H * d)
+    # A transposed view, as split_heads returns it: .view() fails on it, .reshape() does not. (In-process
+    # only: across the sandbox boundary every tensor arrives contiguous.)
+    split = closed_split(x, H)
+    expect_exact(ctx, ctx.expect_tensor(ctx.call(split), (B, T, H * d), torch.float64, what="merge_heads"), x,
+                 "merge_heads(split_heads(x))")
+
+
+# -- 4.3 multi_head_attention ---------------------------------------------------------
+@check("4.3", "fact-16-4", P, Kind.FACT,
+       zh="E=16、H=4、x (2, 5, 16)：out (2, 5, 16)、weights (2, 4, 5, 5)，与 nn.MultiheadAttention 一致",
+       en="E=16, H=4, x (2, 5, 16): out (2, 5, 16), weights (2, 4, 5, 5), as nn.MultiheadAttention")
+def _mha_fact(ctx: Context) -> None:
+    state = mha_state(ctx, 16)
+    x = ctx.randn(2, 5, 16)
+    want_out, want_w = torch_mha(x, x, x, 4, state)
+    out, weights = expect_mha(ctx, ctx.call(x, x, x, 4, *functional_args(state)), 2, 5, 5, 16, 4, torch.float64)
+    ctx.expect_close(weights, want_w, torch.float64, what="weights")
+    ctx.expect_close(out, want_out, torch.float64, what="out")
+
+
+@check("4.3", "shape-dtype", P, Kind.SHAPE, zh="交叉注意力（Tq ≠ Tk）下的形状和 dtype",
+       en="shapes and dtype in cross-attention (Tq != Tk)")
+def _mha_shape(ctx: Context) -> None:
+    B, Tq, Tk, H, d = head_sizes(ctx)
+    E = H * d
+    for dtype in DTYPES:
+        state = mha_state(ctx, E, dtype)
+        q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
+        mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+        expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask), B, Tq, Tk, E, H, dtype)
+
+
+@check("4.3", "matches-torch", P, Kind.NUMERIC, zh="带填充掩码时与 nn.MultiheadAttention 一致",
+       en="agrees with nn.MultiheadAttention under a key padding mask", weight=3)
+def _mha_torch(ctx: Context) -> None:
+    B, Tq, Tk, H, d = head_sizes(ctx)
+    E = H * d
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    for dtype in DTYPES:
+        state = mha_state(ctx, E, dtype)
+        q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
+        want_out, want_w = torch_mha(q, k, v, H, state, mask)
+        out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
+                                  B, Tq, Tk, E, H, dtype)
+        ctx.expect_close(weights, want_w, dtype, what="weights")
+        ctx.expect_close(out, want_out, dtype, what="out")
+
+
+@check("4.3", "no-mask", P, Kind.NUMERIC, zh="不传掩码（默认 None）时与 nn.MultiheadAttention 一致",
+       en="without a mask (the default None) agrees with nn.MultiheadAttention")
+def _mha_no_mask(ctx: Context) -> None:
+    B, Tq, Tk, H, d = head_sizes(ctx)
+    E = H * d
+    state = mha_state(ctx, E)
+    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
+    want_out, want_w = torch_mha(q, k, v, H, state)
+    out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state)), B, Tq, Tk, E, H, torch.float64)
+    ctx.expect_close(weights, want_w, torch.float64, what="weights")
+    ctx.expect_close(out, want_out, torch.float64, what="out")
+
+
+@check("4.3", "fully-padded-row", P, Kind.PROPERTY, zh="键全为填充的那一批：权重全 0、out 等于 out_proj_bias，其余与 torch 一致",
+       en="a batch row whose keys are all padded: zero weights, out = out_proj_bias; the others as torch", weight=2)
+def _mha_dead(ctx: Context) -> None:
+    B, Tq, Tk, H, d = ctx.sizes(5, low=3, high=7)
+    E = H * d
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+    state = mha_state(ctx, E)
+    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
+    alive = live(mask)
+    want_out, want_w = torch_mha(q[alive], k[alive], v[alive], H, state, mask[alive])
+    out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
+                              B, Tq, Tk, E, H, torch.float64)
+    expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
+    ctx.expect_close(weights[alive], want_w, torch.float64, what="weights (rows with a real key)")
+    ctx.expect_close(out[alive], want_out, torch.float64, what="out (rows with a real key)")
+
+
+# -- 4.4 MultiHeadAttention -----------------------------------------------------------
+def field(value: plain.Value, key: str) -> plain.Value:
+    """One entry of the "module" probe's dict."""
+    if value.kind != "dict" or key not in value.spec["items"]:
+        raise CheckFailed(Msg(f"模块探针没有返回 {key}：{value.describe()}",
+                              f"the module probe returned no {key}: {value.describe()}"))
+    return plain.Value(value.spec["items"][key], value.arrays)
+
+
+def expect_module(ctx: Context, value: plain.Value, state: dict[str, torch.Tensor], B: int, Tq: int, Tk: int,
+                  H: int, dtype: torch.dtype) -> dict[str, Any]:
+    """Check the probe's result (names, shapes, dtypes) and hand back its tensors; None for a missing gradient."""
+    missing = field(value, "missing").to_python()
+    if missing:
+        raise CheckFailed(Msg(
+            f"找不到按 torch 命名的参数：{missing}。参数应叫 in_proj_weight、in_proj_bias、out_proj.weight、out_proj.bias，"
+            f"这样 load_state_dict(torch_mha.state_dict(), strict=False) 才能加载",
+            f"no parameter named as torch's: {missing}. Name them in_proj_weight, in_proj_bias, out_proj.weight, "
+            f"out_proj.bias so that load_state_dict(torch_mha.state_dict(), strict=False) loads them"))
+    E = state["in_proj_weight"].shape[1]
+    out = ctx.expect_tensor(field(value, "out"), (B, Tq, E), dtype, what="out")
+    weights = ctx.expect_tensor(field(value, "weights"), (B, H, Tq, Tk), dtype,
+                                what="weights (B, H, Tq, Tk), one map per head")
+    grads_value = field(value, "grads")
+    grads: dict[str, torch.Tensor | None] = {}
+    for name in state:
+        g = plain.Value(grads_value.spec["items"][name], grads_value.arrays)
+        grads[name] = None if g.kind == "none" else ctx.expect_tensor(g, tuple(state[name].shape), dtype,
+                                                                      what=f"{name}.grad")
+    gq = field(value, "grad_query")
+    grad_query = None if gq.kind == "none" else ctx.expect_tensor(gq, (B, Tq, E), dtype, what="query.grad")
+    return {"out": out, "weights": weights, "grads": grads, "grad_query": grad_query}
+
+
+def expect_gradients(ctx: Context, got: dict[str, Any], want: dict[str, Any], dtype: torch.dtype) -> None:
+    for name, g in [*got["grads"].items(), ("query", got["grad_query"])]:
+        ctx.expect(g is not None,
+                   f"没有梯度传到 {name}：是不是用了 .detach()/.data，或者它没有参与计算？",
+                   f"no gradient reached {name}: was it detached (.detach()/.data), or left out of the computation?",
+                   diagnose=True)
+    for name, g in got["grads"].items():
+        ctx.expect_close(g, want["grads"][name], dtype, what=f"{name}.grad")
+    ctx.expect_close(got["grad_query"], want["grad_query"], dtype, what="query.grad")
+
+
+def module_case(ctx: Context, dtype: torch.dtype, *, bias: bool = True, empty_row: bool = False,
+                sizes: tuple[int, ...] | None = None) -> tuple[tuple[Any, ...], tuple[int, int, int, int]]:
+    """Inputs of one probe call: (E, H, state, q, k, v, mask, grad_out, bias) plus the sizes."""
+    B, Tq, Tk, H, d = sizes or head_sizes(ctx)
+    E = H * d
+    state = mha_state(ctx, E, dtype, bias=bias)
+    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=empty_row), Tk)
+    grad_out = ctx.randn(B, Tq, E, dtype=dtype)
+    return (E, H, state, q, k, v, mask, grad_out), (B, Tq, Tk, H)
+
+
+def call_module(ctx: Context, args: tuple[Any, ...], bias: bool = True) -> plain.Value:
+    return ctx.call(*args, probe="module", bias=bias)
+
+
+@check("4.4", "torch-names-shapes", P, Kind.SHAPE, zh="按 torch 命名的参数都能加载；out、weights、梯度的形状与 dtype",
+       en="torch-named parameters load; shapes and dtype of out, weights and gradients")
+def _module_shape(ctx: Context) -> None:
+    for dtype in DTYPES:
+        args, (B, Tq, Tk, H) = module_case(ctx, dtype)
+        expect_module(ctx, call_module(ctx, args), args[2], B, Tq, Tk, H, dtype)
+
+
+@check("4.4", "matches-torch", P, Kind.NUMERIC, zh="加载同样的权重后，输出与 nn.MultiheadAttention 一致",
+       en="loaded with the same weights, the outputs agree with nn.MultiheadAttention", weight=2)
+def _module_torch(ctx: Context) -> None:
+    for dtype in DTYPES:
+        args, (B, Tq, Tk, H) = module_case(ctx, dtype)
+        want = torch_probe(*args)
+        got = expect_module(ctx, call_module(ctx, args), args[2], B, Tq, Tk, H, dtype)
+        ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
+        ctx.expect_close(got["out"], want["out"], dtype, what="out")
+
+
+@check("4.4", "gradients-match-torch", P, Kind.GRADIENT, zh="参数与 query 的梯度与 nn.MultiheadAttention 一致",
+       en="gradients of the parameters and of the query agree with nn.MultiheadAttention", weight=2)
+def _module_grads(ctx: Context) -> None:
+    for dtype in DTYPES:
+        args, (B, Tq, Tk, H) = module_case(ctx, dtype)
+        want = torch_probe(*args)
+        got = expect_module(ctx, call_module(ctx, args), args[2], B, Tq, Tk, H, dtype)
+        expect_gradients(ctx, got, want, dtype)
+
+
+@check("4.4", "no-bias", P, Kind.NUMERIC, zh="bias=False 时输出和梯度与 torch 一致",
+       en="with bias=False, outputs and gradients agree with torch")
+def _module_no_bias(ctx: Context) -> None:
+    args, (B, Tq, Tk, H) = module_case(ctx, torch.float64, bias=False)
+    want = torch_probe(*args)
+    got = expect_module(ctx, call_module(ctx, args, bias=False), args[2], B, Tq, Tk, H, torch.float64)
+    ctx.expect_close(got["weights"], want["weights"], torch.float64, what="weights")
+    ctx.expect_close(got["out"], want["out"], torch.float64, what="out")
+    expect_gradients(ctx, got, want, torch.float64)
+
+
+@check("4.4", "fully-padded-row", P, Kind.PROPERTY, zh="键全为填充的那一批：权重全 0、out 等于 out_proj.bias、梯度有限",
+       en="a batch row whose keys are all padded: zero weights, out = out_proj.bias, finite gradients")
+def _module_dead(ctx: Context) -> None:
+    args, (B, Tq, Tk, H) = module_case(ctx, torch.float64, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
+    state, mask = args[2], args[6]
+    got = expect_module(ctx, call_module(ctx, args), state, B, Tq, Tk, H, torch.float64)
+    expect_dead_rows(ctx, got["out"], got["weights"], mask, state["out_proj.bias"])
+    for name, g in [*got["grads"].items(), ("query", got["grad_query"])]:
+        ctx.expect(g is None or bool(torch.isfinite(g).all()),
+                   f"{name} 的梯度里有 NaN/inf：全填充行的 softmax 在反向传播时也不能出现 0/0",
+                   f"the gradient of {name} holds NaN/inf: the fully padded row's softmax must not divide 0/0 "
+                   f"in the backward pass either", diagnose=True)
+
+
+# -- 4.5 attention_memory -------------------------------------------------------------
+BYTES_DTYPE = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
+
+
+def meta_bytes(batch: int, heads: int, seq_len: int, bytes_per_element: int = 4) -> int:
+    """What torch would allocate for the weights (B, H, T, T), measured on the meta device (no memory used)."""
+    w = torch.empty(batch, heads, seq_len, seq_len, dtype=BYTES_DTYPE[bytes_per_element], device="meta")
+    return w.numel() * w.element_size()
+
+
+def expect_int(ctx: Context, value: plain.Value, want: int, what: str) -> None:
+    ctx.expect(value.kind == "int" and value.spec.get("type") == "int",
+               f"{what} 应当返回 Python int，实际是 {value.describe()}（用 int(...) 转换）",
+               f"{what} should return a Python int, got {value.describe()} (convert with int(...))")
+    got = value.to_python()
+    ctx.expect(got == want, f"{what} 应为 {want} 字节，实际是 {got}", f"{what} should be {want} bytes, got {got}",
+               diagnose=True)
+
+
+@check("4.5", "python-int", P, Kind.SHAPE, zh="返回 Python int", en="returns a Python int")
+def _memory_type(ctx: Context) -> None:
+    b, h, t = ctx.sizes(3)
+    value = ctx.call(b, h, t)
+    ctx.expect(value.kind == "int" and value.spec.get("type") == "int",
+               f"应当返回 Python int，实际是 {value.describe()}", f"should return a Python int, got {value.describe()}")
+
+
+@check("4.5", "fact-one-gib", P, Kind.FACT, zh="batch 32、8 个头、1024 个 token、float32：恰好 1 GiB",
+       en="batch 32, 8 heads, 1024 tokens, float32: exactly 1 GiB")
+def _memory_fact(ctx: Context) -> None:
+    expect_int(ctx, ctx.call(32, 8, 1024), 2**30, "attention_memory(32, 8, 1024)")
+
+
+@check("4.5", "matches-torch", P, Kind.NUMERIC, zh="与 torch 在 meta 设备上分配的 (B, H, T, T) 张量字节数一致",
+       en="equals the bytes of a (B, H, T, T) tensor torch allocates on the meta device", weight=2)
+def _memory_torch(ctx: Context) -> None:
+    for nbytes in (2, 4, 8):
+        b, h, t = ctx.sizes(3, low=2, high=40)
+        expect_int(ctx, ctx.call(b, h, t, nbytes), meta_bytes(b, h, t, nbytes),
+                   f"attention_memory({b}, {h}, {t}, {nbytes})")

@@ -1,1 +1,371 @@
-"""Placeholder: filled by the catalog work."""
+"""Public checks of 03_padding_masks (shipped to students: no reference solution here).
+
+The truth here is torch's own code (``F.softmax`` after ``masked_fill(-inf)``,
+``F.scaled_dot_product_attention``, ``F.cross_entropy``,
+``nn.Transformer.generate_square_subsequent_mask``) or closed-form math, in
+float64. Torch gives NaN on a row whose keys are all padded, so those rows are
+compared with torch nowhere: they are checked as a property (all zeros, no NaN).
+
+References are computed *before* the student's function runs: in self-check the
+student gets the very tensors the check holds and could modify them in place.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .. import plain
+from . import Audience, CheckFailed, Context, Kind, Msg, check, exercise
+
+P = Audience.PUBLIC
+
+SOFTMAX_FORBIDDEN = ("torch.softmax", "F.softmax", "Tensor.softmax", "F.log_softmax", "torch.log_softmax")
+ATTENTION_FORBIDDEN = ("F.scaled_dot_product_attention", "nn.MultiheadAttention", "F.multi_head_attention_forward")
+LOSS_FORBIDDEN = ("F.cross_entropy", "nn.CrossEntropyLoss", "F.nll_loss", "nn.NLLLoss")
+
+exercise("3.2", forbidden=SOFTMAX_FORBIDDEN)
+exercise("3.3", forbidden=ATTENTION_FORBIDDEN + SOFTMAX_FORBIDDEN)
+exercise("3.4", forbidden=LOSS_FORBIDDEN)
+
+DTYPES = (torch.float32, torch.float64)
+
+
+# -- inputs and closed forms shared with the hidden checks --------------------------
+def key_lengths(ctx: Context, batch: int, keys: int, *, empty_row: bool = False) -> torch.Tensor:
+    """Lengths (batch,) in [1, keys]: row 0 full, row 1 shorter (when keys > 1), the last row 0 if ``empty_row``."""
+    lengths = ctx.randint(1, keys + 1, batch)
+    lengths[0] = keys
+    if batch > 1 and keys > 1:
+        lengths[1] = int(ctx.randint(1, keys, 1))
+    if empty_row:
+        lengths[-1] = 0
+    return lengths
+
+
+def mask_from_lengths(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """bool (B, max_len), True at padded positions: the closed form of 3.1."""
+    return torch.arange(max_len).unsqueeze(0) >= lengths.unsqueeze(1)     # (B, max_len)
+
+
+def key_mask_like(mask: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """(B, Tk) -> (B, 1, ..., 1, Tk): broadcasts over every dim of ``scores`` but the keys."""
+    B, Tk = mask.shape
+    return mask.reshape(B, *([1] * (scores.dim() - 2)), Tk)
+
+
+def torch_masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """torch's masked softmax in float64 (NaN on rows whose keys are all padded)."""
+    s = scores.double()
+    return F.softmax(s.masked_fill(key_mask_like(mask, s), float("-inf")), dim=-1)
+
+
+def live(mask: torch.Tensor) -> torch.Tensor:
+    """(B,) True for batch rows with at least one real key."""
+    return ~mask.all(dim=-1)
+
+
+def expect_exact(ctx: Context, got: torch.Tensor, want: torch.Tensor, what: str, diagnose: bool = True) -> None:
+    """Exact equality (masks, reshapes): the message shows how many and the first place they differ."""
+    if got.shape != want.shape:
+        raise CheckFailed(Msg(f"{what} 的形状应为 {tuple(want.shape)}，实际是 {tuple(got.shape)}",
+                              f"{what} should have shape {tuple(want.shape)}, got {tuple(got.shape)}"),
+                          diagnose=diagnose)
+    bad = got != want
+    if bad.any():
+        idx = tuple(int(i) for i in bad.nonzero()[0])
+        n_bad = int(bad.sum())
+        raise CheckFailed(Msg(f"{what}：{n_bad}/{got.numel()} 个元素不符，第一个在位置 {idx}：期望 {want[idx].item()}，"
+                              f"得到 {got[idx].item()}",
+                              f"{what}: {n_bad}/{got.numel()} elements differ, the first at {idx}: "
+                              f"expected {want[idx].item()}, got {got[idx].item()}"), diagnose=diagnose)
+
+
+def expect_bool(ctx: Context, value: plain.Value, shape: tuple[int, ...], device: str | None = None,
+                what: str = "the mask", diagnose: bool = True) -> torch.Tensor:
+    """A bool tensor of this shape; a float 0/-inf mask is a known mistake, so the dtype is diagnosed."""
+    t = ctx.expect_tensor(value, shape, None, device, what=what)
+    ctx.expect(t.dtype == torch.bool,
+               f"{what} 的 dtype 应为 torch.bool（True 表示不可见/填充），实际是 {value.spec['dtype']}",
+               f"{what} should have dtype torch.bool (True = hidden/padded), got {value.spec['dtype']}",
+               diagnose=diagnose)
+    return t
+
+
+def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tensor, what: str = "weights") -> None:
+    """The three properties of masked attention weights (B, ..., Tq, Tk) under a key mask (B, Tk)."""
+    w = weights.double()
+    alive = live(mask)
+    dead = w[~alive]
+    if torch.isnan(dead).any():
+        raise CheckFailed(Msg(
+            f"{what}：键全部是填充的那一行出现了 NaN。对全是 -inf 的一行做 softmax 是 0/0；这一行应当全为 0"
+            f"（torch 自带的模块在这里也给 NaN，所以要自己处理）",
+            f"{what}: NaN in a row whose keys are all padded. A softmax over a row of -inf is 0/0; "
+            f"that row should be all zeros (torch's own modules give NaN here, so handle it yourself)"),
+            diagnose=True)
+    if (dead != 0).any():
+        top = dead.abs().max().item()
+        raise CheckFailed(Msg(
+            f"{what}：键全部是填充的那一行应当全为 0，实际最大值 {top:.6g}（用 -1e9 或 0 代替 -inf 会得到均匀分布）",
+            f"{what}: a row whose keys are all padded should be all zeros, got values up to {top:.6g} "
+            f"(-1e9 or 0 in place of -inf gives a uniform row)"), diagnose=True)
+    at_pads = w[key_mask_like(mask, w).expand_as(w)]
+    nonzero = at_pads != 0
+    if nonzero.any():
+        n_bad, top = int(nonzero.sum()), at_pads.abs().max().item()
+        raise CheckFailed(Msg(
+            f"{what}：填充位置的权重应当恰好为 0，有 {n_bad}/{at_pads.numel()} 个不是（最大 {top:.3g}）",
+            f"{what}: padded keys should get exactly 0, {n_bad}/{at_pads.numel()} do not (largest {top:.3g})"),
+            diagnose=True)
+    sums = w[alive].sum(dim=-1)
+    ctx.expect_close(sums, torch.ones_like(sums), weights.dtype, what=f"{what}.sum(-1) (rows with a real key)")
+
+
+# -- 3.1 padding_mask ---------------------------------------------------------------
+@check("3.1", "shape-dtype", P, Kind.SHAPE, zh="形状 (B, max_len)、dtype bool、与 lengths 同设备",
+       en="shape (B, max_len), dtype bool, on the device of lengths")
+def _pad_shape(ctx: Context) -> None:
+    B, T = ctx.sizes(2, low=3)
+    lengths = key_lengths(ctx, B, T)
+    expect_bool(ctx, ctx.call(lengths), (B, T), what="padding_mask(lengths)")
+    expect_bool(ctx, ctx.call(lengths, T + 3), (B, T + 3), what=f"padding_mask(lengths, max_len={T + 3})")
+
+
+@check("3.1", "matches-closed-form", P, Kind.NUMERIC, zh="与 arange(max_len) >= lengths 一致",
+       en="equals arange(max_len) >= lengths", weight=2)
+def _pad_values(ctx: Context) -> None:
+    B, T = ctx.sizes(2, low=3)
+    lengths = key_lengths(ctx, B, T)
+    expect_exact(ctx, expect_bool(ctx, ctx.call(lengths), (B, T)), mask_from_lengths(lengths, T),
+                 "padding_mask(lengths)")
+    lengths[-1] = 0
+    want = mask_from_lengths(lengths, T + 2)
+    expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, max_len=T + 2), (B, T + 2)), want,
+                 f"padding_mask(lengths, max_len={T + 2})")
+
+
+@check("3.1", "counts-real-tokens", P, Kind.PROPERTY, zh="每行 False 的个数等于长度",
+       en="each row has exactly lengths[b] False entries, all at the front")
+def _pad_counts(ctx: Context) -> None:
+    B, T = ctx.sizes(2, low=3)
+    lengths = key_lengths(ctx, B, T)
+    mask = expect_bool(ctx, ctx.call(lengths), (B, T))
+    real = (~mask).sum(dim=-1)
+    ctx.expect(torch.equal(real, lengths),
+               f"每行未填充（False）的个数应等于 lengths={lengths.tolist()}，实际是 {real.tolist()}",
+               f"the number of real (False) positions per row should equal lengths={lengths.tolist()}, "
+               f"got {real.tolist()}", diagnose=True)
+
+
+# -- 3.2 masked_softmax ---------------------------------------------------------------
+@check("3.2", "shape-dtype", P, Kind.SHAPE, zh="输出与 scores 同形状、同 dtype", en="output has the shape and dtype of scores")
+def _msm_shape(ctx: Context) -> None:
+    B, H, Tq, Tk = ctx.sizes(4)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    for lead in ((B,), (B, H)):
+        for dtype in DTYPES:
+            scores = ctx.randn(*lead, Tq, Tk, dtype=dtype)
+            ctx.expect_tensor(ctx.call(scores, mask), (*lead, Tq, Tk), dtype, what="masked_softmax")
+
+
+@check("3.2", "padded-keys-zero", P, Kind.PROPERTY, zh="填充键的权重恰好为 0，其余每行加和为 1",
+       en="padded keys get exactly 0, every row sums to 1", weight=2)
+def _msm_zero(ctx: Context) -> None:
+    B, H, Tq, Tk = ctx.sizes(4)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    for dtype in DTYPES:
+        scores = ctx.randn(B, H, Tq, Tk, dtype=dtype)
+        weights = ctx.expect_tensor(ctx.call(scores, mask), (B, H, Tq, Tk), dtype, what="masked_softmax")
+        expect_masked_weights(ctx, weights, mask)
+
+
+@check("3.2", "fully-padded-rows", P, Kind.PROPERTY, zh="键全为填充的行全为 0，没有 NaN",
+       en="a row whose keys are all padded is all zeros, never NaN", weight=2)
+def _msm_dead(ctx: Context) -> None:
+    B, Tq, Tk = ctx.sizes(3, low=3)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+    for dtype in DTYPES:
+        scores = ctx.randn(B, Tq, Tk, dtype=dtype)
+        weights = ctx.expect_tensor(ctx.call(scores, mask), (B, Tq, Tk), dtype, what="masked_softmax")
+        expect_masked_weights(ctx, weights, mask)
+
+
+@check("3.2", "matches-torch", P, Kind.NUMERIC, zh="与 F.softmax(scores.masked_fill(mask, -inf)) 一致",
+       en="agrees with F.softmax(scores.masked_fill(mask, -inf))", weight=2)
+def _msm_torch(ctx: Context) -> None:
+    B, H, Tq, Tk = ctx.sizes(4)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    for lead in ((B,), (B, H)):
+        for dtype in DTYPES:
+            scores = ctx.randn(*lead, Tq, Tk, dtype=dtype, scale=3.0)
+            want = torch_masked_softmax(scores, mask)
+            got = ctx.expect_tensor(ctx.call(scores, mask), (*lead, Tq, Tk), dtype, what="masked_softmax")
+            ctx.expect_close(got, want, dtype, what="masked_softmax")
+
+
+# -- 3.3 masked_attention -------------------------------------------------------------
+def torch_masked_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor,
+                           mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch's masked attention in float64 (NaN on rows whose keys are all padded)."""
+    q, k, v = Q.double(), K.double(), V.double()
+    keep = ~key_mask_like(mask, q)                                 # (B, 1.., Tk): True = may attend
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    weights = torch_masked_softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, mask)
+    return out, weights
+
+
+@check("3.3", "shape-dtype", P, Kind.SHAPE, zh="out 与 weights 的形状和 dtype", en="shapes and dtype of out and weights")
+def _mat_shape(ctx: Context) -> None:
+    B, H, Tq, Tk, Dk, Dv = ctx.sizes(6)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    for lead in ((B,), (B, H)):
+        for dtype in DTYPES:
+            Q, K, V = (ctx.randn(*lead, Tq, Dk, dtype=dtype), ctx.randn(*lead, Tk, Dk, dtype=dtype),
+                       ctx.randn(*lead, Tk, Dv, dtype=dtype))
+            out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+            ctx.expect_tensor(out, (*lead, Tq, Dv), dtype, what="out")
+            ctx.expect_tensor(weights, (*lead, Tq, Tk), dtype, what="weights")
+
+
+@check("3.3", "masked-weights", P, Kind.PROPERTY, zh="填充键权重为 0、每行加和为 1、全填充行为 0 且 out 为 0",
+       en="padded keys 0, rows sum to 1, fully padded rows zero with out zero", weight=2)
+def _mat_props(ctx: Context) -> None:
+    B, Tq, Tk, D = ctx.sizes(4, low=3)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+    Q, K, V = ctx.randn(B, Tq, D), ctx.randn(B, Tk, D), ctx.randn(B, Tk, D)
+    out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+    w = ctx.expect_tensor(weights, (B, Tq, Tk), torch.float64, what="weights")
+    o = ctx.expect_tensor(out, (B, Tq, D), torch.float64, what="out")
+    expect_masked_weights(ctx, w, mask)
+    dead = o[~live(mask)]
+    ctx.expect(not torch.isnan(dead).any() and bool((dead == 0).all()),
+               "键全部是填充的那一行，out 应当全为 0（权重全 0，乘 V 还是 0），实际不是",
+               "for a row whose keys are all padded, out should be all zeros (zero weights times V), it is not",
+               diagnose=True)
+
+
+@check("3.3", "matches-torch", P, Kind.NUMERIC, zh="与带 attn_mask 的 F.scaled_dot_product_attention 一致",
+       en="agrees with F.scaled_dot_product_attention with attn_mask", weight=3)
+def _mat_torch(ctx: Context) -> None:
+    B, H, Tq, Tk, Dk, Dv = ctx.sizes(6)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    for lead in ((B,), (B, H)):
+        for dtype in DTYPES:
+            Q, K, V = (ctx.randn(*lead, Tq, Dk, dtype=dtype), ctx.randn(*lead, Tk, Dk, dtype=dtype),
+                       ctx.randn(*lead, Tk, Dv, dtype=dtype))
+            want_out, want_w = torch_masked_attention(Q, K, V, mask)
+            out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+            ctx.expect_close(ctx.expect_tensor(weights, (*lead, Tq, Tk), dtype, what="weights"), want_w, dtype,
+                             what="weights")
+            ctx.expect_close(ctx.expect_tensor(out, (*lead, Tq, Dv), dtype, what="out"), want_out, dtype,
+                             what="out")
+
+
+# -- 3.4 masked_cross_entropy ---------------------------------------------------------
+def padded_targets(ctx: Context, batch: int, steps: int, classes: int, lengths: torch.Tensor,
+                   ignore_index: int) -> torch.Tensor:
+    """Targets (B, T) int64: real classes before each length, ``ignore_index`` after."""
+    low = 1 if ignore_index == 0 else 0      # ignore_index may itself be a class id
+    targets = ctx.randint(low, classes, batch, steps)
+    return targets.masked_fill(mask_from_lengths(lengths, steps), ignore_index)
+
+
+def torch_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+    C = logits.shape[-1]
+    return F.cross_entropy(logits.double().reshape(-1, C), targets.reshape(-1), ignore_index=ignore_index)
+
+
+def expect_loss(ctx: Context, value: plain.Value, dtype: torch.dtype) -> torch.Tensor:
+    return ctx.expect_tensor(value, (), dtype, what="masked_cross_entropy (a 0-d tensor)")
+
+
+@check("3.4", "shape-dtype", P, Kind.SHAPE, zh="返回 0 维张量，dtype 与 logits 相同",
+       en="returns a 0-d tensor with the dtype of logits")
+def _mce_shape(ctx: Context) -> None:
+    B, T, C = ctx.sizes(3)
+    targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100)
+    for dtype in DTYPES:
+        expect_loss(ctx, ctx.call(ctx.randn(B, T, C, dtype=dtype), targets), dtype)
+
+
+@check("3.4", "matches-torch", P, Kind.NUMERIC, zh="与 F.cross_entropy(..., ignore_index) 一致",
+       en="agrees with F.cross_entropy(..., ignore_index)", weight=3)
+def _mce_torch(ctx: Context) -> None:
+    B, T, C = ctx.sizes(3, low=3)
+    lengths = key_lengths(ctx, B, T)
+    for ignore_index in (-100, 0):
+        targets = padded_targets(ctx, B, T, C, lengths, ignore_index)
+        for dtype in DTYPES:
+            logits = ctx.randn(B, T, C, dtype=dtype, scale=2.0)
+            want = torch_cross_entropy(logits, targets, ignore_index)
+            if ignore_index == -100:
+                value = ctx.call(logits, targets)                  # the default
+            else:
+                value = ctx.call(logits, targets, ignore_index=ignore_index)
+            ctx.expect_close(expect_loss(ctx, value, dtype), want, dtype,
+                             what=f"masked_cross_entropy (ignore_index={ignore_index})")
+
+
+@check("3.4", "no-padding", P, Kind.NUMERIC, zh="没有填充时等于普通交叉熵", en="without padding it is the plain cross entropy")
+def _mce_plain(ctx: Context) -> None:
+    B, T, C = ctx.sizes(3)
+    logits, targets = ctx.randn(B, T, C), ctx.randint(0, C, B, T)
+    want = torch_cross_entropy(logits, targets)
+    ctx.expect_close(expect_loss(ctx, ctx.call(logits, targets), torch.float64), want, torch.float64,
+                     what="masked_cross_entropy")
+
+
+@check("3.4", "large-logits", P, Kind.PROPERTY, zh="logits 在 1e4 附近时结果有限且正确（log-sum-exp 要减最大值）",
+       en="logits near 1e4 give a finite, correct loss (subtract the max inside log-sum-exp)")
+def _mce_large(ctx: Context) -> None:
+    B, T, C = ctx.sizes(3)
+    targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100)
+    logits = 1e4 + ctx.randn(B, T, C)
+    want = torch_cross_entropy(logits, targets)
+    got = expect_loss(ctx, ctx.call(logits, targets), torch.float64)
+    ctx.expect(bool(torch.isfinite(got)),
+               f"logits 在 1e4 附近时损失是 {got.item()}：exp(1e4) 溢出了，先减去每行最大值再做 log-sum-exp",
+               f"with logits near 1e4 the loss is {got.item()}: exp(1e4) overflows; subtract each row's max "
+               f"before the log-sum-exp", diagnose=True)
+    ctx.expect_close(got, want, torch.float64, what="masked_cross_entropy (logits near 1e4)")
+
+
+# -- 3.5 causal_mask ------------------------------------------------------------------
+def torch_causal(T: int) -> torch.Tensor:
+    """torch's own causal mask (0 / -inf floats) as bool: True where key j > query i."""
+    return torch.isinf(nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64))
+
+
+def expect_causal(ctx: Context, T: int, diagnose: bool = True) -> torch.Tensor:
+    value = ctx.call(T)
+    device = value.spec.get("device") if value.kind == "tensor" else None
+    # causal_mask(T) has no input tensor to follow: any device is fine.
+    return expect_bool(ctx, value, (T, T), device=device, what=f"causal_mask({T})", diagnose=diagnose)
+
+
+@check("3.5", "shape-dtype", P, Kind.SHAPE, zh="形状 (T, T)，dtype bool", en="shape (T, T), dtype bool")
+def _causal_shape(ctx: Context) -> None:
+    for T in ctx.sizes(3):
+        expect_causal(ctx, T)
+
+
+@check("3.5", "matches-torch", P, Kind.NUMERIC, zh="与 nn.Transformer.generate_square_subsequent_mask 一致",
+       en="agrees with nn.Transformer.generate_square_subsequent_mask", weight=2)
+def _causal_torch(ctx: Context) -> None:
+    for T in ctx.sizes(3):
+        expect_exact(ctx, expect_causal(ctx, T), torch_causal(T), f"causal_mask({T})")
+
+
+@check("3.5", "sees-itself-and-past", P, Kind.PROPERTY, zh="每个位置看得见自己和之前的位置，第 i 行有 i+1 个可见",
+       en="each position sees itself and the past: row i has i+1 visible keys")
+def _causal_rows(ctx: Context) -> None:
+    T = ctx.sizes(1, low=4)[0]
+    mask = expect_causal(ctx, T)
+    ctx.expect(not mask.diagonal().any(),
+               "对角线应当是 False：每个位置都能看见自己（用 j > i，不是 j >= i）",
+               "the diagonal should be False: every position sees itself (use j > i, not j >= i)", diagnose=True)
+    visible = (~mask).sum(dim=-1)
+    ctx.expect(torch.equal(visible, torch.arange(1, T + 1)),
+               f"第 i 行应有 i+1 个可见位置 {list(range(1, T + 1))}，实际是 {visible.tolist()}",
+               f"row i should have i+1 visible keys {list(range(1, T + 1))}, got {visible.tolist()}", diagnose=True)

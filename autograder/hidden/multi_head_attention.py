@@ -1,1 +1,163 @@
-"""Placeholder: filled by the catalog work."""
+"""Hidden checks of 04_multi_head_attention: randomized inputs against solutions/, edge cases, forbidden calls.
+
+4.4 is a class: ``ctx.reference`` cannot call it, so its reference runs the same
+"module" probe on the solution class with float64 copies of the inputs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..checks import Audience, Context, Kind, as_float64, check
+from ..checks.multi_head_attention import (attention_inputs, call_module, expect_dead_rows,
+                                           expect_gradients, expect_int, expect_mha, expect_module,
+                                           functional_args, mha_state, module_case)
+from ..checks.padding_masks import DTYPES, expect_exact, key_lengths, mask_from_lengths
+from ..probes import probe_module
+
+H = Audience.HIDDEN
+
+
+# -- 4.1 split_heads / 4.2 merge_heads ------------------------------------------------
+def _split_cases(ctx: Context) -> list[tuple[int, int, int, int]]:
+    """(B, T, H, d): random, one head, d = 1 (H = E), one position."""
+    B, T, Hn, d = ctx.sizes(4, low=2, high=9)
+    return [(B, T, Hn, d), (B, T, 1, d), (B, T, Hn, 1), (B, 1, Hn, d)]
+
+
+@check("4.1", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案完全一致", en="agrees exactly with the reference",
+       weight=2)
+def _split_reference(ctx: Context) -> None:
+    B, T, Hn, d = ctx.sizes(4, low=2, high=9)
+    for dtype in DTYPES:
+        x = ctx.randn(B, T, Hn * d, dtype=dtype)
+        want = ctx.reference(x, Hn)
+        got = ctx.expect_tensor(ctx.call(x, Hn), (B, Hn, T, d), dtype, what="split_heads")
+        expect_exact(ctx, got.double(), want, f"split_heads(x {tuple(x.shape)}, {Hn})")
+
+
+@check("4.1", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1")
+def _split_edges(ctx: Context) -> None:
+    for B, T, Hn, d in _split_cases(ctx)[1:]:
+        x = ctx.randn(B, T, Hn * d)
+        want = ctx.reference(x, Hn)
+        got = ctx.expect_tensor(ctx.call(x, Hn), (B, Hn, T, d), torch.float64, what=f"split_heads(H={Hn}, T={T})")
+        expect_exact(ctx, got, want, f"split_heads(x {tuple(x.shape)}, {Hn})")
+
+
+@check("4.2", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案完全一致", en="agrees exactly with the reference",
+       weight=2)
+def _merge_reference(ctx: Context) -> None:
+    B, Hn, T, d = ctx.sizes(4, low=2, high=9)
+    for dtype in DTYPES:
+        x = ctx.randn(B, Hn, T, d, dtype=dtype)
+        want = ctx.reference(x)
+        got = ctx.expect_tensor(ctx.call(x), (B, T, Hn * d), dtype, what="merge_heads")
+        expect_exact(ctx, got.double(), want, f"merge_heads(x {tuple(x.shape)})")
+
+
+@check("4.2", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1")
+def _merge_edges(ctx: Context) -> None:
+    for B, T, Hn, d in _split_cases(ctx)[1:]:
+        x = ctx.randn(B, Hn, T, d)
+        want = ctx.reference(x)
+        expect_exact(ctx, ctx.expect_tensor(ctx.call(x), (B, T, Hn * d), torch.float64, what="merge_heads"), want,
+                     f"merge_heads(x {tuple(x.shape)})")
+
+
+# -- 4.3 multi_head_attention ---------------------------------------------------------
+def _mha_case(ctx: Context, B: int, Tq: int, Tk: int, Hn: int, d: int, dtype: torch.dtype,
+              *, empty_row: bool, with_mask: bool = True) -> None:
+    E = Hn * d
+    state = mha_state(ctx, E, dtype)
+    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=empty_row), Tk) if with_mask else None
+    args = (q, k, v, Hn, *functional_args(state))
+    want_out, want_w = ctx.reference(*args, key_padding_mask=mask)
+    out, weights = expect_mha(ctx, ctx.call(*args, key_padding_mask=mask), B, Tq, Tk, E, Hn, dtype)
+    ctx.expect_close(weights, want_w, dtype, what=f"weights (H={Hn}, Tq={Tq}, Tk={Tk})")
+    ctx.expect_close(out, want_out, dtype, what=f"out (H={Hn}, Tq={Tq}, Tk={Tk})")
+    if mask is not None and empty_row:
+        expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
+
+
+@check("4.3", "reference-random", H, Kind.NUMERIC, zh="随机输入（含全填充行）与参考答案一致",
+       en="agrees with the reference on random inputs (fully padded rows included)", weight=3)
+def _mha_reference(ctx: Context) -> None:
+    for dtype in DTYPES:
+        B, Tq, Tk, Hn, d = ctx.sizes(5, low=3, high=7)
+        _mha_case(ctx, B, Tq, Tk, Hn, d, dtype, empty_row=True)
+
+
+@check("4.3", "edge-cases", H, Kind.EDGE, zh="一个头、T = 1、自注意力", en="one head, T = 1, self-attention")
+def _mha_edges(ctx: Context) -> None:
+    B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
+    _mha_case(ctx, B, Tq, Tk, 1, d, torch.float64, empty_row=False)
+    _mha_case(ctx, B, 1, 1, Hn, d, torch.float64, empty_row=False, with_mask=False)
+    _mha_case(ctx, B, 1, Tk, Hn, d, torch.float64, empty_row=False)
+
+
+@check("4.3", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention")
+def _mha_forbidden(ctx: Context) -> None:
+    B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
+    E = Hn * d
+    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
+    ctx.call(q, k, v, Hn, *functional_args(mha_state(ctx, E)))
+
+
+# -- 4.4 MultiHeadAttention -----------------------------------------------------------
+def reference_probe(ctx: Context, args: tuple[Any, ...], bias: bool) -> dict[str, Any]:
+    """The solution class through the same "module" probe, on float64 CPU copies."""
+    if ctx.reference_fn is None:
+        raise RuntimeError(f"check {ctx.exercise}/{ctx.check} has no reference")
+    return probe_module(ctx.reference_fn, *as_float64(args), bias=bias)
+
+
+def _module_against_reference(ctx: Context, dtype: torch.dtype, *, bias: bool = True, empty_row: bool = False,
+                              sizes: tuple[int, ...] | None = None) -> None:
+    args, (B, Tq, Tk, Hn) = module_case(ctx, dtype, bias=bias, empty_row=empty_row, sizes=sizes)
+    want = reference_probe(ctx, args, bias)
+    got = expect_module(ctx, call_module(ctx, args, bias=bias), args[2], B, Tq, Tk, Hn, dtype)
+    ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
+    ctx.expect_close(got["out"], want["out"], dtype, what="out")
+    expect_gradients(ctx, got, want, dtype)
+
+
+@check("4.4", "reference-random", H, Kind.NUMERIC, zh="随机输入（含全填充行）下输出和梯度与参考答案一致",
+       en="outputs and gradients agree with the reference on random inputs (fully padded rows included)", weight=3)
+def _module_reference(ctx: Context) -> None:
+    for dtype in DTYPES:
+        _module_against_reference(ctx, dtype, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
+    _module_against_reference(ctx, torch.float64, bias=False, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
+
+
+@check("4.4", "edge-cases", H, Kind.EDGE, zh="一个头、T = 1", en="one head, T = 1")
+def _module_edges(ctx: Context) -> None:
+    B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
+    _module_against_reference(ctx, torch.float64, sizes=(B, Tq, Tk, 1, d))
+    _module_against_reference(ctx, torch.float64, sizes=(B, 1, 1, Hn, d))
+
+
+@check("4.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention")
+def _module_forbidden(ctx: Context) -> None:
+    args, _ = module_case(ctx, torch.float64)
+    call_module(ctx, args)
+
+
+# -- 4.5 attention_memory -------------------------------------------------------------
+@check("4.5", "reference-random", H, Kind.NUMERIC, zh="随机参数与参考答案一致（含很长的序列）",
+       en="agrees with the reference on random arguments (very long sequences included)", weight=2)
+def _memory_reference(ctx: Context) -> None:
+    b, h, t = ctx.sizes(3, low=2, high=64)
+    for nbytes in (1, 2, 8):
+        expect_int(ctx, ctx.call(b, h, t, nbytes), ctx.reference(b, h, t, nbytes),
+                   f"attention_memory({b}, {h}, {t}, {nbytes})")
+    # 100k tokens: past 2**32, where a fixed-width integer would wrap
+    expect_int(ctx, ctx.call(b, h, 100_000), ctx.reference(b, h, 100_000), f"attention_memory({b}, {h}, 100000)")
+
+
+@check("4.5", "edge-cases", H, Kind.EDGE, zh="一个 token、一个头、batch 1", en="one token, one head, batch 1")
+def _memory_edges(ctx: Context) -> None:
+    expect_int(ctx, ctx.call(1, 1, 1), ctx.reference(1, 1, 1), "attention_memory(1, 1, 1)")
+    expect_int(ctx, ctx.call(3, 1, 1, 2), ctx.reference(3, 1, 1, 2), "attention_memory(3, 1, 1, 2)")

@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from . import plain
-from .checks import (PUBLIC_SEED, Audience, Mistake, Msg, checks_for, load_catalog,
+from .checks import (PUBLIC_SEED, copied, in_process_runner, Audience, Mistake, Msg, checks_for, load_catalog,
                      run_exercise, values_match)
 from .probes import Reply, Request, execute
 
@@ -69,31 +69,6 @@ SAMPLE, SAMPLE_DEPARTURES = 32, 16
 def request_key(request: Request) -> str:
     """What identifies a call: its probe and its (plain) arguments, not the device it runs on."""
     return plain.fingerprint((request.probe, request.args, request.kwargs))
-
-
-def copied(request: Request) -> Request:
-    """The request with fresh copies of its tensors and arrays, as a sandbox would see them.
-
-    A function that edits its arguments in place then cannot change the check's
-    inputs, nor the fingerprint the diagnoser computes afterwards.
-    """
-    return Request(request.function, _copy(request.args), _copy(request.kwargs), probe=request.probe,
-                   forbidden=request.forbidden, device=request.device)
-
-
-def _copy(value: Any) -> Any:
-    if type(value) is torch.Tensor:
-        copy = value.detach().clone()
-        return copy.requires_grad_(True) if value.requires_grad else copy
-    if type(value) is np.ndarray:
-        return value.copy()
-    if isinstance(value, tuple):
-        return tuple(_copy(v) for v in value)
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
 
 
 def _pack_array(arr: np.ndarray, ref: np.ndarray | None = None) -> dict[str, Any]:
@@ -317,13 +292,8 @@ def _exercise_fingerprints(course: Any, ex: Any, mistakes: list[Mistake]) -> dic
             "requests": requests, "values": values}
 
 
-def copying_runner(namespace: dict[str, Any]) -> Any:
-    """In-process runner that hands the function copies of its arguments (self-check, verification)."""
-
-    def run(request: Request) -> Reply:
-        return execute(namespace, copied(request))
-
-    return run
+#: In-process runner handing the function copies of its arguments (self-check, verification).
+copying_runner = in_process_runner
 
 
 def verify_fingerprints(data: dict[str, Any], course: Any = None,

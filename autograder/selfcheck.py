@@ -106,6 +106,20 @@ class SelfCheckResult:
 
 
 # -- the notebook entry point ------------------------------------------------------
+@contextlib.contextmanager
+def _one_thread():
+    """The checks use tiny tensors: with torch's thread pool they wait on busy cores (seconds instead
+    of tens of milliseconds). The student's own setting is restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1) -> SelfCheckResult:
     """Run the public checks of ``exercise`` (or of every exercise of this notebook) and show them.
 
@@ -116,7 +130,8 @@ def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1)
     sink = io.StringIO()
     try:
         # Student code may print or warn; nbgrader scores a cell that writes to stderr 0.
-        with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings():
+        with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
+                _one_thread():
             warnings.simplefilter("ignore")
             result = self_check(namespace, exercise, language=language)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - self-check never raises into the notebook

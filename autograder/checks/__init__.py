@@ -134,6 +134,7 @@ class Status(str, enum.Enum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"          # the worker died (exit, memory, signal)
     TOO_LARGE = "too_large"
+    CHECK_ERROR = "check_error"  # a fault in the kit's own check: reported loudly, never silent
 
 
 class CheckFailed(Exception):
@@ -501,6 +502,10 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
                 found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)
         except plain.PlainDataError as exc:
             status, message = Status.FAILED, Msg(f"返回值不对：{exc}", f"wrong return value: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a fault in the check itself must not lose the exercise
+            status = Status.CHECK_ERROR
+            message = Msg(f"检查程序本身出错（{type(exc).__name__}: {exc}），请告诉助教",
+                          f"the check itself failed ({type(exc).__name__}: {exc}); tell the teaching staff")
         results.append(CheckResult(
             exercise_id, c.name, c.audience.value, c.kind.value, c.title, status,
             share if status is Status.PASSED else 0.0, share, message=message,
@@ -531,9 +536,36 @@ def in_process_runner(namespace: dict[str, Any]) -> Runner:
     from ..probes import execute
 
     def run(request: Request) -> Reply:
-        return execute(namespace, request)
+        # Copies, as the sandbox would: a function that edits its arguments in place must not
+        # change the check's own inputs.
+        return execute(namespace, copied(request))
 
     return run
+
+
+def copied(request: Request) -> Request:
+    """The request with fresh copies of its tensors and arrays, as a sandbox would see them.
+
+    A function that edits its arguments in place then cannot change the check's
+    inputs, nor the fingerprint the diagnoser computes afterwards.
+    """
+    return Request(request.function, _copy(request.args), _copy(request.kwargs), probe=request.probe,
+                   forbidden=request.forbidden, device=request.device)
+
+
+def _copy(value: Any) -> Any:
+    if type(value) is torch.Tensor:
+        copy = value.detach().clone()
+        return copy.requires_grad_(True) if value.requires_grad else copy
+    if type(value) is np.ndarray:
+        return value.copy()
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    return value
 
 
 class LiveDiagnoser:

@@ -17,3 +17,5 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+# Chromium (Debian's package) and Playwright for the JupyterLab browser test; SKIP_BROWSER=1 leaves them out.
+[ -n "${SKIP_BROWSER:-}" ] || bash scripts/install-browser.sh

@@ -223,7 +223,11 @@ def parse_course(data: Any, source: str = "course.yml") -> Course:
 def course_file() -> Path:
     """course.yml to read: $AUTOGRADER_COURSE (set by ``autograder --course``) or the repository's."""
     override = os.environ.get("AUTOGRADER_COURSE")
-    return Path(override) if override else COURSE_FILE
+    if override:
+        return Path(override)
+    # An installed student bundle carries its course.yml inside the package.
+    packaged = Path(__file__).resolve().parent / "data" / "course.yml"
+    return COURSE_FILE if COURSE_FILE.exists() or not packaged.exists() else packaged
 
 
 def load_course(path: str | Path | None = None) -> Course:

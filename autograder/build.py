@@ -1,0 +1,604 @@
+"""``autograder build``: derive release/, solutions/ and the student bundle from source/.
+
+* ``release/<a>/<a>.ipynb``: the source notebook run through nbgrader's own
+  generate_assignment preprocessors (:data:`RELEASE_PREPROCESSORS`); the solution
+  regions become ``raise NotImplementedError("Need to implement for exercise 2.4")``.
+  ``nbgrader_config.py`` hands nbgrader the same pipeline, so ``nbgrader
+  generate_assignment`` writes the very same bytes.
+* ``solutions/<module>.py``: the imports cell and every solution cell, marker lines
+  removed. Each reference solution lives only in its source notebook.
+* ``autograder/data/fingerprints.json``: when ``autograder/fingerprints.py`` exists.
+* ``dist/student-bundle.zip``: release notebooks + the public part of the package
+  (:data:`STUDENT_PACKAGE`) + a student course.yml without the grading seed.
+
+Everything is built in memory first, deterministically (no timestamps, sorted
+entries), so ``--check`` can compare it with the committed files byte for byte.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import fnmatch
+import importlib
+import importlib.util
+import io
+import json
+import os
+import re
+import sys
+import types
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import nbformat
+import yaml
+from nbconvert.exporters import NotebookExporter
+from nbformat.notebooknode import NotebookNode
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import (
+    CheckCellMetadata,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ClearOutput,
+    ClearSolutions,
+    ComputeChecksums,
+    LockCells,
+    SaveCells,
+)
+from traitlets import Dict
+from traitlets.config import Config
+
+from .config import ROOT, Course, load_course, parse_course
+from .errors import BuildError, ConfigError, StaleError
+
+#: What a solution region becomes; ``{exercise}`` is the cell's exercise ID ("2.4").
+STUB = 'raise NotImplementedError("Need to implement for exercise {exercise}")'
+
+#: The public part of the autograder package: everything a student's ``check`` needs.
+#: Nothing else of autograder/ (hidden checks, known mistakes, grading) nor solutions/
+#: ever enters the student bundle. Globs match files, sorted.
+STUDENT_PACKAGE: tuple[str, ...] = (
+    "autograder/__init__.py",
+    "autograder/config.py",
+    "autograder/errors.py",
+    "autograder/plain.py",
+    "autograder/probes.py",
+    "autograder/selfcheck.py",
+    "autograder/notebook.py",
+    "autograder/fingerprints.py",  # its reading half names known mistakes from fingerprints.json
+    "autograder/checks/*.py",
+)
+#: Distributions the student bundle installs; their version ranges come from pyproject.toml.
+STUDENT_DEPENDENCIES: tuple[str, ...] = ("torch", "numpy", "nbformat", "pydantic", "pyyaml")
+
+FINGERPRINTS = "autograder/data/fingerprints.json"
+BUNDLE = "dist/student-bundle.zip"
+BUNDLE_FOLDER = "student-bundle"
+#: The student course.yml, inside the package so a non-editable install finds it too.
+STUDENT_COURSE = "autograder/data/course.yml"
+#: 1980-01-01, the earliest time a zip entry can carry: no build time leaks into the bundle.
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+SOLUTION_GRADE_ID = re.compile(r"^ex(\d+)_(\d+)$")
+SEED_LINE = re.compile(r"^seed:[^\n]*$", re.MULTILINE)
+BEGIN = ClearSolutions.begin_solution_delimeter.default_value
+END = ClearSolutions.end_solution_delimeter.default_value
+#: What nbgrader leaves out when it copies an assignment folder (checkpoints, caches).
+IGNORED: list[str] = CourseDirectory.class_traits()["ignore"].default()
+
+
+def grade_id(exercise_id: str) -> str:
+    """``"2.4"`` -> ``"ex2_4"`` (nbgrader rejects dots in grade_ids)."""
+    return "ex" + exercise_id.replace(".", "_")
+
+
+def exercise_of(cell_grade_id: str) -> str | None:
+    """``"ex2_4"`` -> ``"2.4"``; None for any other grade_id."""
+    m = SOLUTION_GRADE_ID.match(cell_grade_id)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+class ExerciseStubs(ClearSolutions):
+    """nbgrader's ClearSolutions, with a stub that names the cell's exercise."""
+
+    code_stub = Dict(dict(python=STUB),
+                     help="The stub replacing a solution region; {exercise} is the cell's exercise ID"
+                     ).tag(config=True)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        exercise = exercise_of(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
+        language = resources["language"]
+        template = self.code_stub
+        # ClearSolutions reads self.code_stub[language]: give it this cell's stub, then restore.
+        self.code_stub = {**template, language: template[language].format(exercise=exercise or "?")}
+        try:
+            return super().preprocess_cell(cell, resources, cell_index)
+        finally:
+            self.code_stub = template
+
+
+#: nbgrader's GenerateAssignment pipeline, in its order, without the steps that need the
+#: gradebook (SaveCells) or a kernel (InstantiateTests) and with our stub preprocessor.
+RELEASE_PREPROCESSORS = [
+    LockCells,
+    ExerciseStubs,
+    ClearOutput,
+    CheckCellMetadata,
+    ComputeChecksums,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ComputeChecksums,
+    CheckCellMetadata,
+]
+#: The same pipeline for ``nbgrader generate_assignment`` (nbgrader_config.py): SaveCells
+#: records the cells in the gradebook and leaves the notebook unchanged.
+NBGRADER_PREPROCESSORS = [*RELEASE_PREPROCESSORS[:5], SaveCells, *RELEASE_PREPROCESSORS[5:]]
+
+
+# -- reading and validating a source notebook ----------------------------------------
+@dataclass(frozen=True)
+class Source:
+    """One validated source notebook."""
+
+    path: str                        # relative to the root, e.g. source/02_x/02_x.ipynb
+    notebook: NotebookNode
+    imports: str                     # the imports cell
+    solutions: tuple[tuple[str, str], ...]  # (grade_id, source) in notebook order
+
+
+def _grade_id(cell: NotebookNode) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def _where(cell: NotebookNode, index: int) -> str:
+    gid = _grade_id(cell)
+    return f"cell {gid!r}" if gid else f"cell {index + 1} (id {cell.get('id', '?')!r})"
+
+
+def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]]) -> Source:
+    """Read and validate source/<a>/<a>.ipynb; ``exercises`` is [(exercise ID, function)]."""
+    rel = f"source/{assignment_id}/{assignment_id}.ipynb"
+    path = root / rel
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BuildError(f"{rel}: source notebook not found",
+                         hint="every assignment of course.yml needs source/<id>/<id>.ipynb") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BuildError(f"{rel}: cannot read ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BuildError(f"{rel}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(data, dict) or data.get("nbformat") != 4 or not isinstance(data.get("cells"), list):
+        raise BuildError(f"{rel}: not an nbformat 4 notebook")
+    for index, cell in enumerate(data["cells"]):
+        if not isinstance(cell, dict) or not cell.get("id"):
+            # nbformat would invent a random id: the release would differ on every build.
+            raise BuildError(f"{rel}: cell {index + 1} has no id",
+                             hint="save the notebook as nbformat 4.5 with stable cell ids")
+    nb = nbformat.from_dict(data)
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        raise BuildError(f"{rel}: invalid notebook ({exc.message})") from None
+    for cell in nb.cells:
+        if isinstance(cell.source, list):  # nbformat allows a list of lines; nbgrader expects text
+            cell.source = "".join(cell.source)
+
+    seen: dict[str, int] = {}
+    for index, cell in enumerate(nb.cells):
+        gid = _grade_id(cell)
+        if gid is None:
+            continue
+        if gid in seen:
+            raise BuildError(f"{rel}: grade_id {gid!r} appears twice (cells {seen[gid] + 1} and {index + 1})")
+        seen[gid] = index
+        if not re.match(r"^[a-zA-Z0-9_-]+$", gid):
+            raise BuildError(f"{rel}: cell {index + 1}: grade_id {gid!r} may only hold letters, digits, _ and -")
+
+    wanted = {grade_id(ex): (ex, fn) for ex, fn in exercises}
+    solutions: list[tuple[str, str]] = []
+    for index, cell in enumerate(nb.cells):
+        where = _where(cell, index)
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        markers = [line for line in cell.source.split("\n") if BEGIN in line or END in line]
+        if not meta.get("solution"):
+            if markers:
+                raise BuildError(f"{rel}: {where} holds a {BEGIN} region but is not a solution cell")
+            continue
+        gid = meta.get("grade_id", "")
+        if gid not in wanted:
+            raise BuildError(f"{rel}: {where} is a solution cell of no exercise of this assignment",
+                             hint=f"solution cells are named {', '.join(sorted(wanted))}")
+        if cell.cell_type != "code":
+            raise BuildError(f"{rel}: {where} must be a code cell")
+        _check_markers(rel, where, markers)
+        code = strip_markers(cell.source)
+        tree = _parse(rel, where, code)
+        function = wanted[gid][1]
+        if not any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == function
+                   for node in tree.body):
+            raise BuildError(f"{rel}: {where} does not define {function} (course.yml: exercise {wanted[gid][0]})")
+        solutions.append((gid, code))
+
+    for ex, _function in exercises:
+        if grade_id(ex) not in seen:
+            raise BuildError(f"{rel}: no solution cell {grade_id(ex)!r} for exercise {ex}")
+        check_id = f"{grade_id(ex)}_check"
+        if check_id not in seen:
+            raise BuildError(f"{rel}: no check cell {check_id!r} for exercise {ex}",
+                             hint=f'a locked code cell holding check("{ex}")')
+        check_cell = nb.cells[seen[check_id]]
+        if check_cell.cell_type != "code" or not _calls_check(check_cell.source, ex):
+            raise BuildError(f"{rel}: cell {check_id!r} must be a code cell calling check(\"{ex}\")")
+    if "imports" not in seen or nb.cells[seen["imports"]].cell_type != "code":
+        raise BuildError(f"{rel}: no code cell 'imports'",
+                         hint="the imports cell heads solutions/<module>.py")
+    imports = nb.cells[seen["imports"]].source
+    _parse(rel, "cell 'imports'", imports)
+    return Source(rel, nb, imports, tuple(solutions))
+
+
+def _check_markers(rel: str, where: str, markers: list[str]) -> None:
+    if not markers:
+        raise BuildError(f"{rel}: {where} has no ### {BEGIN} / ### {END} region",
+                         hint="without one the whole cell, signature included, would become the stub")
+    opened = False
+    for line in markers:
+        is_begin = BEGIN in line
+        if is_begin == opened:
+            raise BuildError(f"{rel}: {where}: unbalanced solution markers at {line.strip()!r}")
+        opened = is_begin
+    if opened:
+        raise BuildError(f"{rel}: {where}: ### {BEGIN} without ### {END}")
+
+
+def _parse(rel: str, where: str, code: str) -> ast.Module:
+    try:
+        return ast.parse(code)
+    except SyntaxError as exc:
+        raise BuildError(f"{rel}: {where}: Python syntax error on line {exc.lineno}: {exc.msg}") from None
+
+
+def _calls_check(code: str, exercise_id: str) -> bool:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check"
+               and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == exercise_id
+               for node in ast.walk(tree))
+
+
+def strip_markers(code: str) -> str:
+    """A solution cell without its marker lines: the reference solution as plain code."""
+    return "\n".join(line for line in code.split("\n") if BEGIN not in line and END not in line)
+
+
+# -- deriving the files ------------------------------------------------------------------
+def release_notebook(source: Source) -> bytes:
+    """The student notebook, through nbgrader's preprocessors and nbconvert's writer."""
+    exporter = NotebookExporter(config=Config({"Exporter": {"default_preprocessors": []}}))
+    for preprocessor in RELEASE_PREPROCESSORS:
+        exporter.register_preprocessor(preprocessor)
+    name = PurePosixPath(source.path).stem
+    try:
+        output, _ = exporter.from_notebook_node(source.notebook, resources={"unique_key": name})
+    except Exception as exc:  # nbgrader raises RuntimeError/ValidationError with the cell in its log
+        raise BuildError(f"{source.path}: nbgrader could not release it ({type(exc).__name__}: {exc})") from None
+    return output.encode("utf-8")
+
+
+def solutions_module(source: Source, module: str) -> bytes:
+    """solutions/<module>.py: the imports cell and the solution cells, in notebook order."""
+    parts = [f"# GENERATED from {source.path} by autograder build; do not edit.\n"
+             f'"""Reference solutions of {PurePosixPath(source.path).stem}: hidden, never shipped to students."""\n'
+             + source.imports.strip()]
+    parts += [code.strip() for _gid, code in source.solutions]
+    text = "\n\n\n".join(parts) + "\n"
+    try:
+        compile(text, f"solutions/{module}.py", "exec")
+    except SyntaxError as exc:
+        raise BuildError(f"{source.path}: solutions/{module}.py would not compile "
+                         f"(line {exc.lineno}: {exc.msg})") from None
+    return text.encode("utf-8")
+
+
+SOLUTIONS_INIT = (b"# GENERATED by autograder build; do not edit.\n"
+                  b'"""Hidden reference solutions, derived from source/: never shipped to students."""\n')
+
+
+def _extra_files(root: Path, assignment_id: str) -> dict[str, bytes]:
+    """Other files of source/<a>/ (data, images): nbgrader copies them to release/<a>/ too."""
+    folder = root / "source" / assignment_id
+    out: dict[str, bytes] = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if not path.is_file() or rel.as_posix() == f"{assignment_id}.ipynb" or _ignored(rel):
+            continue
+        out[f"release/{assignment_id}/{rel.as_posix()}"] = path.read_bytes()
+    return out
+
+
+def fingerprint_files(course: Course, solutions: dict[str, bytes]) -> dict[str, bytes]:
+    """autograder/data/fingerprints.json, once autograder/fingerprints.py exists; else nothing.
+
+    The fingerprints run the references: they see the solutions just derived (``solutions``:
+    path -> text), not whatever solutions/ held before, so one build is enough and
+    ``--check`` judges the fingerprints by source/ alone.
+    """
+    if importlib.util.find_spec("autograder.fingerprints") is None:
+        return {}
+    fingerprints = importlib.import_module("autograder.fingerprints")
+    modules = {}
+    for path, text in solutions.items():
+        name = "solutions." + PurePosixPath(path).stem
+        module = types.ModuleType(name)
+        module.__file__ = path
+        exec(compile(text, path, "exec"), module.__dict__)  # instructor code, on the trusted side
+        modules[name] = module
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        data = fingerprints.build_fingerprints(course)
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    return {FINGERPRINTS: fingerprints.dumps(data).encode("utf-8")}
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What build derives from source/, in memory."""
+
+    files: dict[str, bytes]          # committed files: relative POSIX path -> bytes
+    sources: tuple[Source, ...]      # the validated source notebooks
+
+
+def derive(root: Path, course: Course) -> Derived:
+    """Every committed file that build derives (release/, solutions/, fingerprints)."""
+    files: dict[str, bytes] = {"solutions/__init__.py": SOLUTIONS_INIT}
+    sources = []
+    for a in course.assignments:
+        source = read_source(root, a.id, [(e.id, e.function) for e in a.exercises])
+        sources.append(source)
+        files[f"release/{a.id}/{a.notebook}"] = release_notebook(source)
+        files.update(_extra_files(root, a.id))
+        files[f"solutions/{a.module}.py"] = solutions_module(source, a.module)
+    solutions = {path: data for path, data in files.items()
+                  if path.startswith("solutions/") and path != "solutions/__init__.py"}
+    files.update(fingerprint_files(course, solutions))
+    return Derived(dict(sorted(files.items())), tuple(sources))
+
+
+# -- the student bundle ---------------------------------------------------------------
+def student_package(root: Path) -> tuple[dict[str, bytes], list[str]]:
+    """The files of :data:`STUDENT_PACKAGE` under ``root`` and the entries that match nothing."""
+    found: dict[str, bytes] = {}
+    missing: list[str] = []
+    for pattern in STUDENT_PACKAGE:
+        paths = sorted(p for p in root.glob(pattern) if p.is_file())
+        if not paths:
+            missing.append(pattern)
+        for p in paths:
+            found[p.relative_to(root).as_posix()] = p.read_bytes()
+    return found, missing
+
+
+def student_course(root: Path) -> bytes:
+    """course.yml with the grading seed replaced by 0; comments kept, all else unchanged."""
+    text = (root / "course.yml").read_text(encoding="utf-8")
+    replaced, count = SEED_LINE.subn("seed: 0               # the grading seed is never shipped", text)
+    original = parse_course(yaml.safe_load(text))
+    try:
+        shipped = parse_course(yaml.safe_load(replaced), source="student course.yml")
+    except (ConfigError, yaml.YAMLError):
+        shipped = None
+    if count != 1 or shipped is None or shipped.model_copy(update={"seed": original.seed}) != original \
+            or shipped.seed != 0:
+        raise BuildError("course.yml: cannot remove the grading seed for the student bundle",
+                         hint="keep `seed: <number>` on one top-level line of its own")
+    return replaced.encode("utf-8")
+
+
+def _bundle_pyproject(root: Path) -> bytes:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+    def name_of(spec: str) -> str:
+        return re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
+
+    deps = [d for d in project["dependencies"] if name_of(d) in STUDENT_DEPENDENCIES]
+    listed = "".join(f"    {json.dumps(d)},\n" for d in deps)
+    return (
+        "# The self-check of the course, for students: `pip install .` here, then\n"
+        "# `from autograder import check` in the notebooks.\n"
+        "[build-system]\n"
+        'requires = ["setuptools>=68"]\n'
+        'build-backend = "setuptools.build_meta"\n\n'
+        "[project]\n"
+        'name = "attention-course-selfcheck"\n'
+        f"version = {json.dumps(project['version'])}\n"
+        f"requires-python = {json.dumps(project.get('requires-python', '>=3.10'))}\n"
+        f"dependencies = [\n{listed}]\n\n"
+        "[tool.setuptools.packages.find]\n"
+        'include = ["autograder*"]\n\n'
+        "[tool.setuptools.package-data]\n"
+        'autograder = ["data/*.json", "data/*.yml"]\n'
+    ).encode("utf-8")
+
+
+BUNDLE_README = """\
+# 自测包 / Self-check bundle
+
+安装（在这个文件夹里）/ Install (in this folder):
+
+    pip install .
+
+然后用 JupyterLab 打开各作业文件夹里的 notebook，完成每个练习后运行它下面的
+`check("2.4")` 单元格，马上就能看到哪里对、哪里错、为什么。
+Then open the notebooks in JupyterLab; after each exercise run the `check("2.4")`
+cell below it to see at once what is right, what is wrong and why.
+
+这里只有公开的自测：没有参考答案，也没有隐藏测试。
+Only the public self-checks are here: no reference solutions, no hidden tests.
+""".encode("utf-8")
+
+
+def bundle_files(root: Path, derived: Derived) -> dict[str, bytes]:
+    """Path inside the bundle folder -> bytes."""
+    package, missing = student_package(root)
+    if missing:
+        raise BuildError(f"cannot make the student bundle: {', '.join(missing)} missing")
+    files = dict(package)
+    files[STUDENT_COURSE] = student_course(root)
+    files["course.yml"] = files[STUDENT_COURSE]  # where an editable install's config looks
+    files["pyproject.toml"] = _bundle_pyproject(root)
+    files["README.md"] = BUNDLE_README
+    if FINGERPRINTS in derived.files:
+        files[FINGERPRINTS] = derived.files[FINGERPRINTS]
+    for path, data in derived.files.items():
+        if path.startswith("release/"):
+            files[path.removeprefix("release/")] = data
+    _refuse_secrets(derived.sources, files)
+    return dict(sorted(files.items()))
+
+
+def _refuse_secrets(sources: tuple[Source, ...], files: dict[str, bytes]) -> None:
+    """A last guard: no secret folder, no line of a reference solution in the bundle."""
+    for path in files:
+        parts = PurePosixPath(path).parts
+        if parts[0] == "solutions" or parts[:2] in (("autograder", "hidden"), ("autograder", "mistakes")):
+            raise BuildError(f"student bundle: {path} must never be shipped")
+    secret = {line for source in sources for line in solution_lines(source.notebook)}
+    for path, data in files.items():
+        lines = {line.strip() for line in data.decode("utf-8", errors="replace").splitlines()}
+        leaked = sorted(secret & lines)
+        if leaked:
+            raise BuildError(f"student bundle: {path} contains a line of a reference solution: {leaked[0]!r}")
+
+
+def solution_lines(nb: NotebookNode) -> set[str]:
+    """Non-trivial lines (stripped, over 20 characters, not comments) inside solution regions."""
+    out: set[str] = set()
+    for cell in nb.cells:
+        inside = False
+        for line in cell.source.split("\n"):
+            if BEGIN in line:
+                inside = True
+            elif END in line:
+                inside = False
+            elif inside and len(line.strip()) > 20 and not line.strip().startswith("#"):
+                out.add(line.strip())
+    return out
+
+
+def zip_bytes(files: dict[str, bytes], folder: str = BUNDLE_FOLDER) -> bytes:
+    """A deterministic zip: sorted entries, fixed times and permissions."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(files):
+            info = zipfile.ZipInfo(f"{folder}/{path}", date_time=ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            info.create_system = 3  # unix, whatever the host: the same bytes everywhere
+            zf.writestr(info, files[path], compresslevel=9)
+    return buffer.getvalue()
+
+
+# -- comparing and writing ---------------------------------------------------------------
+def _ignored(rel: Path) -> bool:
+    return any(fnmatch.fnmatch(part, pattern) for part in rel.parts for pattern in IGNORED)
+
+
+def unexpected_files(root: Path, derived: dict[str, bytes]) -> list[str]:
+    """Files under release/ and solutions/*.py that build did not derive (left from an old build)."""
+    found = [p for p in (root / "release").rglob("*") if p.is_file()] if (root / "release").is_dir() else []
+    found += [p for p in (root / "solutions").glob("*.py")] if (root / "solutions").is_dir() else []
+    rels = (p.relative_to(root) for p in found)
+    return sorted(r.as_posix() for r in rels if not _ignored(r) and r.as_posix() not in derived)
+
+
+def stale_files(root: Path, derived: dict[str, bytes]) -> list[str]:
+    """Lines naming every derived file that is missing, different or unexpected on disk."""
+    out: list[str] = []
+    for rel, data in derived.items():
+        path = root / rel
+        if not path.is_file():
+            out.append(f"{rel} (missing)")
+        elif path.read_bytes() != data:
+            out.append(f"{rel} (stale)")
+    out += [f"{rel} (not derived from source/)" for rel in unexpected_files(root, derived)]
+    _package, missing = student_package(root)
+    out += [f"{rel} (missing bundle input)" for rel in missing]
+    return out
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)  # readers never see half a file
+
+
+def write_files(root: Path, derived: dict[str, bytes]) -> tuple[list[str], list[str]]:
+    """Write what changed, remove leftovers; returns (written, removed)."""
+    written = []
+    for rel, data in derived.items():
+        path = root / rel
+        if not path.is_file() or path.read_bytes() != data:
+            _write(path, data)
+            written.append(rel)
+    removed = unexpected_files(root, derived)
+    for rel in removed:
+        (root / rel).unlink()
+    return written, removed
+
+
+def build(root: Path = ROOT) -> list[str]:
+    """Build release/, solutions/, the fingerprints and dist/student-bundle.zip into ``root``.
+
+    Returns one line per file written or removed (the bundle is always written).
+    """
+    course = load_course(root / "course.yml")
+    derived = derive(root, course)
+    written, removed = write_files(root, derived.files)
+    _write(root / BUNDLE, zip_bytes(bundle_files(root, derived)))
+    return [f"wrote {rel}" for rel in written] + [f"removed {rel}" for rel in removed] + [f"wrote {BUNDLE}"]
+
+
+def check_current(root: Path = ROOT) -> None:
+    """Raise :class:`StaleError` naming every derived file that does not match source/."""
+    course = load_course(root / "course.yml")
+    stale = stale_files(root, derive(root, course).files)
+    student_course(root)  # the seed can still be taken out of the bundle
+    if stale:
+        raise StaleError("derived files do not match source/:\n  " + "\n  ".join(stale),
+                         hint="run `autograder build` and commit release/ and solutions/")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check", action="store_true",
+                        help="build in memory and compare with the committed files; exit 1 if any is stale")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="course folder holding course.yml and source/ (default: this repository)")
+
+
+def run(args: argparse.Namespace) -> int:
+    root = args.root.resolve()
+    if args.check:
+        check_current(root)
+        print("build: release/, solutions/ and the bundle inputs match source/")
+        return 0
+    for line in build(root):
+        print(f"build: {line}")
+    return 0
+

@@ -1,0 +1,26 @@
+"""nbgrader's configuration for this course (read by `nbgrader ...` run from this folder).
+
+`nbgrader generate_assignment <assignment> --force` writes release/<assignment>/ with
+the very pipeline of `autograder build` (autograder.build.NBGRADER_PREPROCESSORS), so
+both write the same bytes and never fight. nbgrader spawns `alembic`: put the
+virtual environment's bin/ first on PATH.
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)  # this checkout's autograder, even where the kit is not installed
+
+from autograder.build import NBGRADER_PREPROCESSORS, STUB  # noqa: E402
+
+c = get_config()  # noqa: F821 - traitlets defines it for config files
+
+c.CourseDirectory.root = HERE
+c.CourseDirectory.source_directory = "source"
+c.CourseDirectory.release_directory = "release"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")  # git-ignored
+
+# The stub names the exercise: ex2_4 -> 'raise NotImplementedError("Need to implement for exercise 2.4")'.
+c.ClearSolutions.code_stub = {"python": STUB}
+c.GenerateAssignment.preprocessors = NBGRADER_PREPROCESSORS

@@ -1,0 +1,29 @@
+"""Shared fixtures: a copy of the course in tmp_path that tests may build, break and edit."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder.config import ROOT
+
+COPIED = ("course.yml", "pyproject.toml", "nbgrader_config.py", "autograder", "source", "release", "solutions")
+
+
+def copy_course(root: Path) -> Path:
+    """Copy the course's files (not .git, .venv or outputs) to ``root``; returns ``root``."""
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.tmp"))
+        elif src.is_file():
+            root.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, root / name)
+    return root
+
+
+@pytest.fixture
+def course_root(tmp_path: Path) -> Path:
+    """A copy of the course: tests never modify the repository."""
+    return copy_course(tmp_path / "course")

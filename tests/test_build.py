@@ -1,0 +1,470 @@
+"""`autograder build`: release/ and solutions/ from source/, --check, the student bundle, nbgrader."""
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import build as B
+from autograder import checks as C
+from autograder.cli import main
+from autograder.config import ROOT, load_course
+from autograder.errors import BuildError, StaleError
+
+VENV_BIN = Path(sys.executable).parent
+COMMON_IMPORTS = ("import math\nimport numpy as np\nimport torch\nimport torch.nn as nn\n"
+                  "import torch.nn.functional as F\n")
+
+
+# -- helpers ---------------------------------------------------------------------------
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file build writes (release/, solutions/, data/, the bundle), by relative path."""
+    files = [p for d in ("release", "solutions", "autograder/data", "dist") if (root / d).is_dir()
+             for p in (root / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(files)}
+
+
+def derived(root: Path) -> dict[str, bytes]:
+    return B.derive(root, load_course(root / "course.yml")).files
+
+
+def secret_lines(text: str) -> set[str]:
+    """Non-trivial lines of a module: stripped, over 20 characters, no comment, docstring,
+    import, decorator or signature (students see signatures; imports are everyone's)."""
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            skip.update(range(node.lineno, node.end_lineno + 1))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            skip.update(range(node.lineno, node.end_lineno + 1))  # docstrings
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first_body = node.body[0].lineno
+            start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            skip.update(range(start, first_body))
+    return {line.strip() for number, line in enumerate(lines, 1)
+            if number not in skip and len(line.strip()) > 20 and not line.strip().startswith("#")}
+
+
+def text_lines(data: bytes) -> set[str]:
+    """Stripped lines of a file; for a notebook, of its cells' sources too."""
+    text = data.decode("utf-8", errors="replace")
+    out = {line.strip() for line in text.splitlines()}
+    if text.lstrip().startswith("{") and '"cells"' in text:
+        for cell in json.loads(text)["cells"]:
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            out |= {line.strip() for line in source.splitlines()}
+    return out
+
+
+def edit_source(root: Path, assignment: str, edit) -> Path:
+    path = root / "source" / assignment / f"{assignment}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    edit(nb)
+    nbformat.write(nb, path)
+    return path
+
+
+def cell(nb, gid: str):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
+
+
+@pytest.fixture
+def no_fingerprints(monkeypatch) -> None:
+    """For tests about release/ and solutions/: skip the fingerprints (seconds; tested on their own)."""
+    monkeypatch.setattr(B, "fingerprint_files", lambda course, solutions: {})
+
+
+@pytest.mark.slow
+def test_committed_files_are_current() -> None:
+    """The repository's release/ and solutions/ match source/ (what `autograder build --check` says)."""
+    B.check_current(ROOT)
+
+
+# -- release/ and solutions/ --------------------------------------------------------------
+@pytest.mark.slow
+def test_build_twice_gives_identical_bytes(course_root: Path, tmp_path: Path) -> None:
+    B.build(course_root)
+    first = snapshot(course_root)
+    assert B.BUNDLE in first and any(k.startswith("release/") for k in first)
+    # Again, in another folder and another process with another hash seed: the same bytes,
+    # so no absolute path, time, user or set order leaks into the output.
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    for name in ("course.yml", "pyproject.toml"):
+        (other / name).write_bytes((course_root / name).read_bytes())
+    for name in ("source", "autograder"):
+        shutil.copytree(course_root / name, other / name, ignore=shutil.ignore_patterns("data"))
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    subprocess.run([str(VENV_BIN / "autograder"), "build", "--root", str(other)], env=env, check=True,
+                   capture_output=True)
+    second = snapshot(other)
+    assert sorted(second) == sorted(first)
+    assert [path for path in first if second[path] != first[path]] == []
+    with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
+        names = [i.filename for i in zf.infolist()]
+        assert names == sorted(names)
+        assert {i.date_time for i in zf.infolist()} == {B.ZIP_TIME}
+
+
+@pytest.mark.usefixtures("no_fingerprints")
+def test_every_stub_raises_not_implemented_naming_its_exercise(course_root: Path) -> None:
+    course = load_course(course_root / "course.yml")
+    files = derived(course_root)
+    for a in course.assignments:
+        nb = nbformat.reads(files[f"release/{a.id}/{a.notebook}"].decode(), as_version=4)
+        imports = cell(nb, "imports").source
+        for ex in a.exercises:
+            stub = cell(nb, B.grade_id(ex.id))
+            assert B.BEGIN not in stub.source and B.END not in stub.source
+            assert stub.metadata.nbgrader["solution"] and stub.metadata["deletable"] is False
+            namespace: dict = {}
+            exec(compile(imports + "\n" + stub.source, f"{a.id}:{ex.id}", "exec"), namespace)
+            defined = namespace[ex.function]  # the signature stays visible
+            if inspect.isclass(defined):  # every stubbed method, on a bare instance
+                node = next(n for n in ast.parse(stub.source).body if isinstance(n, ast.ClassDef))
+                stubbed = [m.name for m in node.body if isinstance(m, ast.FunctionDef)
+                           and "NotImplementedError" in ast.get_source_segment(stub.source, m)]
+                assert stubbed
+                calls = [(getattr(defined, m), defined.__new__(defined)) for m in stubbed]
+            else:
+                calls = [(defined, None)]
+            for fn, instance in calls:
+                params = [p for p in inspect.signature(fn).parameters.values()
+                          if p.default is inspect.Parameter.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
+                args = [None] * len(params) if instance is None else [instance] + [None] * (len(params) - 1)
+                with pytest.raises(NotImplementedError, match=rf"^Need to implement for exercise {re.escape(ex.id)}$"):
+                    fn(*args)
+
+
+@pytest.mark.usefixtures("no_fingerprints")
+def test_no_release_notebook_holds_a_line_of_a_reference_solution(course_root: Path) -> None:
+    files = derived(course_root)
+    solutions = {p: d for p, d in files.items() if p.startswith("solutions/") and p.endswith(".py")}
+    secret = set().union(*(secret_lines(d.decode()) for d in solutions.values()))
+    assert len(secret) > 40, "the detector must have something to look for"
+    # The detector works: the source notebooks hold those lines.
+    sources = [p.read_bytes() for p in (course_root / "source").rglob("*.ipynb")]
+    assert secret <= set().union(*(text_lines(d) for d in sources))
+    for path, data in files.items():
+        if path.startswith("release/"):
+            leaked = secret & text_lines(data)
+            assert not leaked, f"{path} holds reference solution lines: {sorted(leaked)[:3]}"
+
+
+@pytest.mark.usefixtures("no_fingerprints")
+def test_solutions_are_the_imports_and_solution_cells(course_root: Path) -> None:
+    course = load_course(course_root / "course.yml")
+    files = derived(course_root)
+    assert files["solutions/__init__.py"].startswith(b"# GENERATED")
+    for a in course.assignments:
+        text = files[f"solutions/{a.module}.py"].decode()
+        assert text.startswith(f"# GENERATED from source/{a.id}/{a.notebook} by autograder build; do not edit.")
+        assert B.BEGIN not in text and B.END not in text and text.endswith("\n")
+        namespace: dict = {}
+        exec(compile(text, a.module, "exec"), namespace)
+        assert all(callable(namespace[ex.function]) for ex in a.exercises)
+
+
+@pytest.mark.usefixtures("no_fingerprints")
+def test_check_passes_when_current_and_names_both_files_after_an_edit(course_root: Path, capsys) -> None:
+    B.build(course_root)
+    assert main(["build", "--check", "--root", str(course_root)]) == 0
+    a = load_course(course_root / "course.yml").assignments[1]
+    ex = a.exercises[0]
+
+    def edit(nb) -> None:  # the docstring (seen by students) and the body (the reference)
+        c = cell(nb, B.grade_id(ex.id))
+        c.source = c.source.replace('"""', '"""Edited. ', 1).replace(
+            "    ### END SOLUTION", "    _unused = 0  # edited\n    ### END SOLUTION", 1)
+
+    edit_source(course_root, a.id, edit)
+    capsys.readouterr()
+    assert main(["build", "--check", "--root", str(course_root)]) == 1
+    err = capsys.readouterr().err
+    assert f"release/{a.id}/{a.notebook} (stale)" in err
+    assert f"solutions/{a.module}.py (stale)" in err
+    assert err.count("(stale)") == 2 and "Traceback" not in err
+
+
+@pytest.mark.usefixtures("no_fingerprints")
+def test_edit_inside_a_solution_region_makes_only_solutions_stale(course_root: Path) -> None:
+    B.build(course_root)
+    a = load_course(course_root / "course.yml").assignments[0]
+    ex = a.exercises[0]
+    edit_source(course_root, a.id, lambda nb: setattr(
+        cell(nb, B.grade_id(ex.id)), "source",
+        cell(nb, B.grade_id(ex.id)).source.replace("### END SOLUTION", "# edited\n    ### END SOLUTION", 1)))
+    with pytest.raises(StaleError) as caught:
+        B.check_current(course_root)
+    assert caught.value.exit_code == 1
+    assert f"solutions/{a.module}.py (stale)" in caught.value.message
+    assert "release/" not in caught.value.message  # students see the same stub
+
+
+@pytest.mark.usefixtures("no_fingerprints")
+def test_check_names_missing_and_leftover_files(course_root: Path) -> None:
+    B.build(course_root)
+    a = load_course(course_root / "course.yml").assignments[2]
+    (course_root / "release" / a.id / a.notebook).unlink()
+    (course_root / "solutions" / "old_module.py").write_text("x = 1\n")
+    notebook_module = (course_root / "autograder" / "notebook.py").read_bytes()
+    (course_root / "autograder" / "notebook.py").unlink()
+    with pytest.raises(StaleError) as caught:
+        B.check_current(course_root)
+    assert f"release/{a.id}/{a.notebook} (missing)" in caught.value.message
+    assert "solutions/old_module.py (not derived from source/)" in caught.value.message
+    assert "autograder/notebook.py (missing bundle input)" in caught.value.message
+    with pytest.raises(BuildError, match="cannot make the student bundle: autograder/notebook.py missing"):
+        B.build(course_root)
+    (course_root / "autograder" / "notebook.py").write_bytes(notebook_module)
+    B.build(course_root)
+    assert not (course_root / "solutions" / "old_module.py").exists()
+    B.check_current(course_root)
+
+
+@pytest.mark.slow
+def test_fingerprints_are_derived_and_checked_only_when_their_module_exists(course_root: Path,
+                                                                         monkeypatch) -> None:
+    import importlib.util
+
+    has_module = importlib.util.find_spec("autograder.fingerprints") is not None
+    files = derived(course_root)
+    assert (B.FINGERPRINTS in files) == has_module
+    if has_module:
+        data = files[B.FINGERPRINTS]
+        assert data == (json.dumps(json.loads(data), sort_keys=True, indent=1) + "\n").encode()
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *rest: None if name == "autograder.fingerprints" else real(name, *rest))
+    assert B.FINGERPRINTS not in derived(course_root)
+
+
+# -- malformed source --------------------------------------------------------------------
+def _drop(gid: str):
+    return lambda nb: nb.cells.remove(cell(nb, gid))
+
+
+def _duplicate(gid: str):
+    def edit(nb) -> None:
+        copy = nbformat.from_dict(json.loads(json.dumps(cell(nb, gid))))
+        copy["id"] = "a-copy"
+        nb.cells.append(copy)
+    return edit
+
+
+def _replace(gid: str, old: str, new: str):
+    return lambda nb: setattr(cell(nb, gid), "source", cell(nb, gid).source.replace(old, new))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_drop("ex2_4"), "no solution cell 'ex2_4' for exercise 2.4"),
+    (_drop("ex2_3_check"), "no check cell 'ex2_3_check' for exercise 2.3"),
+    (_duplicate("ex2_2"), "grade_id 'ex2_2' appears twice"),
+    (_replace("ex2_1", "def project_qkv(", "def project(", ), "cell 'ex2_1' does not define project_qkv"),
+    (_replace("ex2_1", "### END SOLUTION", ""), "cell 'ex2_1': ### BEGIN SOLUTION without ### END SOLUTION"),
+    (_replace("ex2_2", "### BEGIN SOLUTION", "# BEGIN"), "cell 'ex2_2': unbalanced solution markers"),
+    (_replace("ex2_3", "return", "return return"), "cell 'ex2_3': Python syntax error on line"),
+    (_replace("ex2_4_check", '"2.4"', '"2.3"'), 'cell \'ex2_4_check\' must be a code cell calling check("2.4")'),
+    (_replace("imports", "import torch", "BEGIN SOLUTION"), "cell 'imports' holds a BEGIN SOLUTION region"),
+])
+@pytest.mark.usefixtures("no_fingerprints")
+def test_malformed_source_names_the_notebook_and_the_cell(course_root: Path, edit, message: str) -> None:
+    path = edit_source(course_root, "02_qkv_attention", edit)
+    with pytest.raises(BuildError) as caught:
+        B.derive(course_root, load_course(course_root / "course.yml"))
+    assert caught.value.message.startswith("source/02_qkv_attention/02_qkv_attention.ipynb: ")
+    assert message in caught.value.message
+    assert path.exists()
+
+
+@pytest.mark.usefixtures("no_fingerprints")
+def test_invalid_json_is_one_error_line_with_exit_code_2(course_root: Path, capsys) -> None:
+    path = course_root / "source" / "03_padding_masks" / "03_padding_masks.ipynb"
+    path.write_text(path.read_text(encoding="utf-8")[:-30], encoding="utf-8")
+    assert main(["build", "--check", "--root", str(course_root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR source/03_padding_masks/03_padding_masks.ipynb: not valid JSON (line ")
+    assert "Traceback" not in err
+
+
+@pytest.mark.usefixtures("no_fingerprints")
+def test_missing_source_notebook_is_a_build_error(course_root: Path) -> None:
+    (course_root / "source" / "01_rnn_decay" / "01_rnn_decay.ipynb").unlink()
+    with pytest.raises(BuildError, match="source/01_rnn_decay/01_rnn_decay.ipynb: source notebook not found"):
+        B.check_current(course_root)
+
+
+# -- the student bundle --------------------------------------------------------------------
+def _definitions(name: str, data: bytes, functions: set[str]) -> list[ast.stmt]:
+    """Every def/class named like a student function, in a .py file or a notebook's code cells."""
+    if name.endswith(".py"):
+        sources = [data.decode()]
+    elif name.endswith(".ipynb"):
+        sources = [c.source for c in nbformat.reads(data.decode(), as_version=4).cells if c.cell_type == "code"]
+    else:
+        return []
+    found = []
+    for text in sources:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in functions:
+                node.decorator_list = []
+                found.append(node)
+    return found
+
+
+def _full_marks(name: str, data: bytes, course, references: dict) -> list[str]:
+    """Exercises whose function, as defined in this file, scores full marks on every check."""
+    functions = {e.function for e in course.exercises}
+    nodes = _definitions(name, data, functions)
+    if not nodes:
+        return []
+    namespace: dict = {}
+    exec(COMMON_IMPORTS, namespace)
+    for node in nodes:
+        try:
+            exec(compile(ast.Module(body=[node], type_ignores=[]), name, "exec"), namespace)
+        except Exception:  # a definition that cannot even be made passes nothing
+            continue
+    passing = []
+    for ex in course.exercises:
+        if ex.function not in namespace or not C.checks_for(ex.id, (C.Audience.PUBLIC, C.Audience.HIDDEN)):
+            continue
+        result = C.run_exercise(ex.id, ex.function, ex.points, C.in_process_runner(namespace),
+                                audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=course.tolerances,
+                                seed_parts=("bundle-test",), reference=references[ex.id])
+        if result.points >= ex.points - 1e-9:
+            passing.append(ex.id)
+    return passing
+
+
+@pytest.mark.slow
+def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root: Path) -> None:
+    B.build(course_root)
+    course = load_course(course_root / "course.yml")
+    with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
+        bundle = {i.filename.split("/", 1)[1]: zf.read(i) for i in zf.infolist()}
+    assert {"pyproject.toml", "README.md", "autograder/__init__.py", "autograder/checks/__init__.py"} <= set(bundle)
+    assert all(f"{a.id}/{a.notebook}" in bundle for a in course.assignments)
+    lines = set().union(*(text_lines(d) for d in bundle.values()))
+
+    # 1. Not one line of a reference solution (as build derived them from source/).
+    solutions = {p.relative_to(course_root).as_posix(): p.read_bytes()
+                 for p in sorted((course_root / "solutions").glob("*.py"))}
+    for path, data in solutions.items():
+        leaked = secret_lines(data.decode()) & lines
+        assert not leaked, f"{path} leaked into the bundle: {sorted(leaked)[:3]}"
+
+    # 2. No text of a hidden check or a known mistake (lines shared with the public checks are public).
+    public = set().union(*(secret_lines(p.read_text()) for p in (ROOT / "autograder" / "checks").glob("*.py")))
+    for folder in ("hidden", "mistakes"):
+        for module in sorted((ROOT / "autograder" / folder).glob("*.py")):
+            leaked = (secret_lines(module.read_text()) - public) & lines
+            assert not leaked, f"autograder/{folder}/{module.name} leaked into the bundle: {sorted(leaked)[:3]}"
+
+    # 3. No file defines a function that passes the checks, hidden ones included...
+    C.load_catalog(hidden=True, mistakes=False)
+    references: dict = {}
+    for a in course.assignments:
+        namespace: dict = {}
+        exec(compile(solutions[f"solutions/{a.module}.py"], a.module, "exec"), namespace)
+        references.update({e.id: namespace[e.function] for e in a.exercises})
+    for name, data in bundle.items():
+        assert _full_marks(name, data, course, references) == [], f"{name} defines a working solution"
+    # ...and the detector does find the references themselves.
+    for path, data in solutions.items():
+        expected = sorted(e.id for a in course.assignments if f"solutions/{a.module}.py" == path
+                          for e in a.exercises if C.checks_for(e.id, (C.Audience.PUBLIC, C.Audience.HIDDEN)))
+        assert sorted(_full_marks(path, data, course, references)) == expected
+
+    # 4. The grading seed is nowhere; the student course.yml says 0.
+    seed = re.compile(rf"(?<![0-9A-Za-z+/]){course.seed}(?![0-9A-Za-z+/])".encode())
+    assert not [n for n, d in bundle.items() if seed.search(d)]
+    student = load_course_text(bundle[B.STUDENT_COURSE])
+    assert student.seed == 0 and student.model_copy(update={"seed": course.seed}) == course
+
+
+def load_course_text(data: bytes):
+    import yaml
+
+    from autograder.config import parse_course
+
+    return parse_course(yaml.safe_load(data.decode()))
+
+
+@pytest.mark.slow
+def test_student_bundle_installs_and_imports_check(course_root: Path, tmp_path: Path) -> None:
+    B.build(course_root)
+    with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
+        zf.extractall(tmp_path / "unzipped")
+    folder = tmp_path / "unzipped" / B.BUNDLE_FOLDER
+    target = tmp_path / "site"
+    # --no-deps/--no-build-isolation: offline, torch and setuptools come from this environment.
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), "."], cwd=folder, check=True, capture_output=True)
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import pathlib, torch\n"
+        "import autograder\n"
+        "from autograder import check\n"
+        "from autograder.config import load_course\n"
+        "course = load_course(pathlib.Path(autograder.__file__).parent / 'data' / 'course.yml')\n"
+        "print(autograder.__file__, course.seed, callable(check), flush=True)\n"
+        "from autograder import checks\n"
+        "print(checks.hidden_available(), flush=True)\n"
+        "def scaled_dot_product_attention(Q, K, V):  # a known mistake: no 1/sqrt(d)\n"
+        "    w = torch.softmax(Q @ K.transpose(-2, -1), dim=-1)\n"
+        "    return w @ V, w\n"
+        "check('2.4', language='en')\n")
+    # -S: no .pth files, so the instructor kit's editable install cannot lend its modules.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]])}
+    out = subprocess.run([sys.executable, "-S", str(probe)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    assert lines[:2] == [f"{target / 'autograder' / '__init__.py'} 0 True", "False"], out.stderr
+    # check() reads course.yml where config looks: installed, that is the packaged copy.
+    assert out.returncode == 0 and "self-check itself failed" not in out.stdout, (
+        f"autograder/config.py should fall back to {B.STUDENT_COURSE} when installed\n{out.stdout}{out.stderr}")
+    assert "looks like the 1/sqrt(d) scale is missing" in out.stdout  # named from fingerprints.json alone
+
+
+# -- nbgrader --------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_nbgrader_generate_assignment_writes_what_build_writes(course_root: Path) -> None:
+    B.build(course_root)
+    ours = {k: v for k, v in snapshot(course_root).items() if k.startswith("release/")}
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for a in load_course(course_root / "course.yml").assignments:
+        done = subprocess.run([str(VENV_BIN / "nbgrader"), "generate_assignment", a.id, "--force"],
+                              cwd=course_root, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{a.id}: {done.stderr[-2000:]}"
+    assert (course_root / "gradebook.db").is_file()
+    theirs = {k: v for k, v in snapshot(course_root).items() if k.startswith("release/")}
+    assert theirs == ours  # same bytes: build and nbgrader never fight over release/
+    B.check_current(course_root)
+
+
+def test_nbgrader_config_uses_the_build_pipeline() -> None:
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    assert config.GenerateAssignment.preprocessors == B.NBGRADER_PREPROCESSORS
+    assert config.ClearSolutions.code_stub == {"python": B.STUB}
+    assert config.CourseDirectory.root == str(ROOT)
+    assert config.CourseDirectory.db_url == f"sqlite:///{ROOT / 'gradebook.db'}"
+    assert "gradebook.db" in (ROOT / ".gitignore").read_text().split()

@@ -1,0 +1,903 @@
+"""The sandbox: student code runs only in caged worker processes; only plain data comes back.
+
+One :class:`Sandbox` per batch starts a warm *template* process (see
+:mod:`autograder.worker`) that has imported torch and friends but computed
+nothing. :meth:`Sandbox.open` asks it to fork a fresh worker for one submission,
+hands the worker the notebook's cells and returns a :class:`Worker`: the
+:class:`~autograder.checks.Runner` the checks call. Each call is a plain-data
+request over a socket pair; the reply is validated here (frame, header, blob
+through :func:`autograder.plain.decode`) and anything else — garbage, a
+truncated frame, a dead or silent worker — becomes a ``Reply`` with status
+``crashed``, ``timeout`` or ``too_large``, never an exception of the grader.
+
+The cage, when the grader runs as root: the worker chroots into an empty
+directory of its own, drops to a uid/gid of its own (one per live worker, so
+RLIMIT_NPROC really means "no child processes"), sees a scrubbed environment
+and has stdout/stderr on /dev/null. It cannot read solutions/, the output
+folder or other submissions: they are not in its file system at all. Without
+root only the resource limits and the scrubbed environment apply (one log line
+says so).
+
+Limits (course.yml ``limits``): ``call_seconds`` of wall time per call and per
+cell, after which the worker is killed and, for the next call, forked again and
+given the cells again (at most ``max_restarts`` times); ``submission_seconds``
+for the whole submission, after which every call answers ``timeout`` at once;
+``cpu_seconds`` (RLIMIT_CPU); ``memory_mb`` that the student's code may
+allocate on top of the warm template (RLIMIT_DATA); ``file_mb``
+(RLIMIT_FSIZE); ``processes`` (RLIMIT_NPROC under the worker's own uid);
+``output_mb`` of tensor data per reply.
+
+``device``: ``"cpu"`` or ``"cuda"``. The caller resolves ``"auto"`` (for example
+``"cuda" if torch.cuda.is_available() else "cpu"``) before starting a sandbox.
+With ``"cuda"`` each worker initializes CUDA after its fork, with TF32 off; the
+request's tensors are moved to ``request.device`` by :func:`autograder.probes.execute`.
+"""
+from __future__ import annotations
+
+import fcntl
+import grp
+import json
+import logging
+import math
+import os
+import pwd
+import queue
+import select
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import plain
+from .config import Limits
+from .errors import AutograderError
+from .notebook import Cell
+from .probes import Reply, Request
+from .worker import (
+    TEMPLATE_ENV,
+    FrameError,
+    FrameTooLarge,
+    MiB,
+    WorkerConfig,
+    recv_frame,
+    send_frame,
+)
+
+log = logging.getLogger(__name__)
+
+#: Worker uids are taken from here on, skipping any that /etc/passwd or /etc/group names.
+UID_BASE = 61000
+UID_SLOTS = 1024
+#: Statuses a worker may report for a call; the sandbox adds timeout and crashed itself.
+WORKER_STATUSES = frozenset({"ok", "error", "missing", "not_attempted", "too_large"})
+CELL_STATUSES = ("ok", "error", "skipped", "timeout", "crashed")
+#: How long a worker may take to set itself up after the fork (CUDA init is the slow part).
+SETUP_SECONDS = {"cpu": 30.0, "cuda": 180.0}
+_SMALL_HEADER = 64 * 1024
+_SIGNAL_HINTS = {
+    signal.SIGKILL: "memory limit?", signal.SIGXCPU: "CPU time limit", signal.SIGXFSZ: "file size limit",
+    signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "aborted",
+    signal.SIGFPE: "arithmetic error",
+}
+
+
+class SandboxError(AutograderError):
+    """The sandbox itself cannot run (its template does not start, or keeps dying)."""
+
+
+class _SpawnFailed(Exception):
+    """One worker could not be started (the template could not fork, or its setup failed)."""
+
+
+@dataclass
+class CheckedReply(Reply):
+    """A reply whose blob the sandbox already decoded and validated: :meth:`value` reuses that."""
+
+    decoded: plain.Value | None = field(default=None, repr=False, compare=False)
+
+    def value(self) -> plain.Value:
+        return self.decoded if self.decoded is not None else super().value()
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """What happened to one code cell: ok, error, skipped, timeout or crashed."""
+
+    index: int
+    status: str
+    error_type: str = ""
+    message: str = ""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def describe_exit(status: int | None) -> str:
+    """A wait status in words: ``killed by SIGKILL (memory limit?)``, ``exited with status 0 ...``."""
+    if status is None:
+        return "the worker stopped (exit status unknown)"
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            sig = signal.Signals(number)
+            name = sig.name
+        except ValueError:
+            sig, name = None, f"signal {number}"
+        hint = _SIGNAL_HINTS.get(sig) if sig is not None else None
+        return f"killed by {name} ({hint})" if hint else f"killed by {name}"
+    if os.WIFEXITED(status):
+        return (f"the worker exited with status {os.WEXITSTATUS(status)} "
+                "(sys.exit, os._exit or similar in the student's code?)")
+    return f"the worker stopped (wait status {status})"
+
+
+# -- the sandbox's folders -------------------------------------------------------------------
+_FOLDER_PREFIX = "autograder-sandbox-"
+
+
+def _process_identity(pid: int) -> str:
+    """pid and start time: a pid that was reused by another process does not match."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return f"{pid} {fields[19]}"
+    except (OSError, IndexError):
+        return f"{pid} ?"
+
+
+def _remove_stale_folders() -> None:
+    """Remove the folders of sandboxes whose grader was killed (SIGKILL leaves no chance to clean up)."""
+    for folder in Path(tempfile.gettempdir()).glob(_FOLDER_PREFIX + "*"):
+        try:
+            info = os.lstat(folder)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                continue
+            owner = (folder / "owner").read_text(encoding="ascii").strip()
+            pid = int(owner.split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if _process_identity(pid) != owner:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- worker uids -------------------------------------------------------------------------
+@dataclass
+class _Slot:
+    uid: int
+    gid: int
+    fd: int
+
+
+class _UidSlots:
+    """One unprivileged uid per live worker, process-wide; flock keeps other graders off it too."""
+
+    def __init__(self, base: int = UID_BASE, count: int = UID_SLOTS):
+        self.base = base
+        self.count = count
+        self._lock = threading.Lock()
+        self._dir: Path | None = None
+
+    def _lock_dir(self) -> Path:
+        if self._dir is None:
+            path = Path(tempfile.gettempdir()) / "autograder-uid-locks"
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:
+                pass
+            info = os.lstat(path)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+                raise SandboxError(f"{path}: expected a directory owned by uid {os.geteuid()}, "
+                                   "writable by it alone", hint="remove it and grade again")
+            self._dir = path
+        return self._dir
+
+    def acquire(self) -> _Slot:
+        with self._lock:
+            folder = self._lock_dir()
+            for n in range(self.count):
+                uid = self.base + n
+                if _named(uid):
+                    continue
+                fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                return _Slot(uid, uid, fd)
+        raise SandboxError(f"no free worker uid in {self.base}..{self.base + self.count - 1}")
+
+    @staticmethod
+    def release(slot: _Slot) -> None:
+        os.close(slot.fd)  # closing the only descriptor drops the flock
+
+
+def _named(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        pass
+    try:
+        grp.getgrgid(uid)
+        return True
+    except KeyError:
+        return False
+
+
+_SLOTS = _UidSlots()
+_WARNED_NOT_ROOT = False
+
+
+# -- one forked worker process ---------------------------------------------------------------
+class _Process:
+    def __init__(self, pid: int, pidfd: int | None, chan: socket.socket, status_fd: int,
+                 slot: _Slot | None, workdir: Path):
+        self.pid = pid
+        self.pidfd = pidfd
+        self.chan = chan
+        self.status_fd = status_fd
+        self.slot = slot
+        self.workdir = workdir
+        self.status: int | None = None
+        self.reaped = False
+        self.finished = False
+        self.sweep = False
+
+    def kill(self) -> None:
+        if self.reaped:
+            return
+        try:
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass  # already gone
+
+    def wait_status(self, timeout: float) -> int | None:
+        """The raw wait status, as the template reports it once it reaped the worker."""
+        if self.reaped:
+            return self.status
+        ready, _, _ = select.select([self.status_fd], [], [], timeout)
+        if not ready:
+            return None
+        try:
+            data = json.loads(os.read(self.status_fd, 4096) or b"null")
+            self.status = int(data["status"])
+        except (ValueError, TypeError, KeyError, OSError):
+            self.status = None
+        self.reaped = True
+        return self.status
+
+
+# -- the sandbox ----------------------------------------------------------------------------
+class Sandbox:
+    """One per batch: a warm template process; :meth:`open` forks a fresh worker per submission.
+
+    Thread-safe: several threads may :meth:`open` workers at once (``-j N``); each
+    :class:`Worker` belongs to the thread that uses it.
+    """
+
+    def __init__(self, limits: Limits, device: str = "cpu", *, max_restarts: int = 2,
+                 start_timeout: float = 300.0):
+        if device not in ("cpu", "cuda"):
+            raise AutograderError(f"--device {device}: the sandbox runs on 'cpu' or 'cuda'",
+                                  hint="resolve 'auto' before starting the sandbox")
+        if device == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise AutograderError("--device cuda: no CUDA device is available to torch "
+                                      f"(torch {torch.__version__}, torch.cuda.is_available() is False)",
+                                      hint="grade with --device cpu, or --device auto to use what is there")
+        self.limits = limits
+        self.device = device
+        self.max_restarts = max_restarts
+        self.start_timeout = start_timeout
+        self.caged = os.geteuid() == 0
+        if not self.caged:
+            global _WARNED_NOT_ROOT
+            if not _WARNED_NOT_ROOT:
+                log.warning("sandbox: not running as root, so workers keep this uid and see the file "
+                            "system (resource limits and a scrubbed environment still apply)")
+                _WARNED_NOT_ROOT = True
+        self._ctrl_lock = threading.Lock()
+        self._restart_lock = threading.Lock()
+        self._workers: set[Worker] = set()     # open workers, closed with the sandbox if forgotten
+        self._workers_lock = threading.Lock()
+        self._retired: queue.Queue[_Process | None] = queue.Queue()
+        self._reaper: threading.Thread | None = None
+        self._closed = False
+        self._template_restarts = 0
+        _remove_stale_folders()
+        self._base = Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
+        (self._base / "owner").write_text(_process_identity(os.getpid()), encoding="ascii")
+        # Removed by close(), or at the latest when this object or the interpreter goes.
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._base, ignore_errors=True)
+        self._ctrl: socket.socket | None = None
+        self._template: subprocess.Popen[bytes] | None = None
+        self.worker_info: dict[str, Any] = {}
+        try:
+            self._start_template()
+            self._probe()
+        except BaseException:
+            self.close()
+            raise
+
+    def _probe(self) -> None:
+        """Start one empty worker now, so that a cage this machine cannot build fails the batch at once."""
+        if self._template is None:
+            return
+        with self.open([], label="probe") as worker:
+            problem = worker._broken
+        if problem is not None and self.caged:
+            log.warning("sandbox: workers cannot be caged here (%s); they run without chroot and own uid",
+                        problem.error)
+            self.caged = False
+            with self.open([], label="probe") as worker:
+                problem = worker._broken
+        if problem is not None:
+            raise SandboxError(f"the sandbox cannot start a worker: {problem.error}")
+        self.worker_info = dict(worker.worker_info)
+
+    # context manager ----------------------------------------------------------
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # the template ---------------------------------------------------------------
+    def _start_template(self) -> None:
+        start = time.perf_counter()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = template_environment(os.environ)
+        log_path = self._base / "template.log"
+        with open(log_path, "wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", f"from autograder.worker import template_main; template_main({theirs.fileno()})"],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=log_file, cwd=self._base, env=env, start_new_session=True)
+        theirs.close()
+        ours.settimeout(self.start_timeout)
+        try:
+            msg = ours.recv(1 << 16)
+        except (TimeoutError, OSError):
+            msg = b""
+        if not msg:
+            proc.kill()
+            proc.wait()
+            ours.close()
+            tail = log_path.read_text(encoding="utf-8", errors="replace")[-1500:].strip()
+            raise SandboxError(f"the sandbox template process did not start: {tail or 'no output'}")
+        info = json.loads(msg)
+        if info.get("cuda_driver_loaded"):
+            log.warning("sandbox: the template loaded the CUDA driver before forking; workers may fail on CUDA")
+        self._ctrl, self._template = ours, proc
+        self.template_pid = int(info["pid"])
+        self.template_seconds = time.perf_counter() - start
+        log.debug("sandbox template %d ready in %.2f s (imports %.2f s)", self.template_pid,
+                  self.template_seconds, info.get("seconds", 0.0))
+
+    def _template_call(self, header: dict[str, Any], fds: Iterable[int] = ()) -> tuple[dict[str, Any], list[int]]:
+        with self._ctrl_lock:
+            sock = self._ctrl
+            if sock is None:
+                raise ConnectionError("the template is gone")
+            try:
+                sock.settimeout(60)
+                socket.send_fds(sock, [json.dumps(header).encode()], list(fds))
+                msg, got, _flags, _addr = socket.recv_fds(sock, 1 << 16, 2)
+            except OSError as exc:
+                self._ctrl = None
+                raise ConnectionError(f"the template stopped answering ({exc})") from None
+            if not msg:
+                self._ctrl = None
+                raise ConnectionError("the template exited")
+            return json.loads(msg), got
+
+    def _restart_template(self) -> None:
+        with self._restart_lock:
+            if self._ctrl is not None or self._closed:
+                return
+            if self._template_restarts >= 2:
+                raise SandboxError("the sandbox template died three times; giving up on this batch")
+            self._template_restarts += 1
+            log.warning("sandbox: the template process died; starting a new one")
+            if self._template is not None:
+                self._template.kill()
+                self._template.wait()
+            self._start_template()
+
+    def _spawn(self, label: str, limits: Limits) -> _Process:
+        """Fork one worker from the template (restarting the template once if it died)."""
+        for attempt in range(2):
+            try:
+                return self._spawn_once(label, limits)
+            except ConnectionError:
+                if attempt:
+                    raise SandboxError("the sandbox template keeps dying") from None
+                self._restart_template()
+        raise AssertionError("unreachable")
+
+    def _spawn_once(self, label: str, limits: Limits) -> _Process:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        slot = _SLOTS.acquire() if self.caged else None
+        workdir = Path(tempfile.mkdtemp(prefix="w-", dir=self._base))
+        ours = theirs = None
+        status_r = status_w = -1
+        try:
+            if slot is not None:
+                os.chown(workdir, slot.uid, slot.gid)
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            status_r, status_w = os.pipe2(os.O_CLOEXEC)
+            config = WorkerConfig(
+                label=label[:200], workdir=str(workdir), uid=slot.uid if slot else None,
+                gid=slot.gid if slot else None, device=self.device, cpu_seconds=int(limits.cpu_seconds),
+                memory_mb=int(limits.memory_mb), file_mb=float(limits.file_mb), processes=int(limits.processes),
+                output_bytes=int(limits.output_mb * MiB))
+            try:
+                reply, fds = self._template_call({"t": "fork", "config": config.to_json()},
+                                                 [theirs.fileno(), status_w])
+            finally:
+                theirs.close()
+                os.close(status_w)
+                status_w = -1
+            if "error" in reply:
+                raise _SpawnFailed(f"the sandbox could not start a worker: {reply['error']}")
+            proc = _Process(int(reply["pid"]), fds[0] if fds else None, ours, status_r, slot, workdir)
+            # A child the worker may start could outlive it: then kill what is left under its uid.
+            proc.sweep = limits.processes > 0 or self.device == "cuda"
+            return proc
+        except BaseException:
+            if ours is not None:
+                ours.close()
+            if status_r >= 0:
+                os.close(status_r)
+            if status_w >= 0:
+                os.close(status_w)
+            if slot is not None:
+                _SLOTS.release(slot)
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+
+    def _finish(self, proc: _Process) -> int | None:
+        """Kill ``proc`` (if alive), collect its exit status and free its uid, folder and descriptors."""
+        if proc.finished:
+            return proc.status
+        proc.finished = True
+        proc.kill()
+        status = proc.wait_status(10.0)
+        proc.chan.close()
+        os.close(proc.status_fd)
+        if proc.pidfd is not None:
+            os.close(proc.pidfd)
+        if proc.slot is not None:
+            if proc.reaped:
+                if proc.sweep:
+                    try:
+                        self._template_call({"t": "sweep", "uid": proc.slot.uid, "gid": proc.slot.gid})
+                    except ConnectionError:
+                        pass
+                _SLOTS.release(proc.slot)
+            else:
+                log.warning("sandbox: worker %d did not report its end; uid %d is not reused", proc.pid,
+                            proc.slot.uid)
+        shutil.rmtree(proc.workdir, ignore_errors=True)
+        return status
+
+    def _retire(self, proc: _Process) -> None:
+        """Kill ``proc`` now; wait for its end and free its uid in the background (closing is instant)."""
+        proc.kill()
+        with self._restart_lock:
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap_retired, name="sandbox-reaper", daemon=True)
+                self._reaper.start()
+        self._retired.put(proc)
+
+    def _reap_retired(self) -> None:
+        while True:
+            proc = self._retired.get()
+            try:
+                if proc is None:
+                    return
+                self._finish(proc)
+            except Exception:
+                log.exception("sandbox: could not clean up worker %d", proc.pid if proc else -1)
+            finally:
+                self._retired.task_done()
+
+    # public API -------------------------------------------------------------------
+    def settle(self) -> None:
+        """Wait until every closed or killed worker is gone and its uid and folder are free."""
+        self._retired.join()
+
+    def open(self, cells: list[Cell], *, label: str, limits: Limits | None = None) -> Worker:
+        """Fork a fresh worker for one submission and run its cells; the returned Worker answers calls.
+
+        ``limits`` replaces the sandbox's limits for this submission only (tests, overrides).
+        Raises SandboxError only when the sandbox itself is broken; a submission that
+        cannot run gets cell outcomes and replies that say why.
+        """
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        worker = Worker(self, cells, label, limits or self.limits)
+        with self._workers_lock:
+            self._workers.add(worker)
+        try:
+            worker._launch()
+        except BaseException:
+            worker.close()
+            raise
+        return worker
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._workers_lock:
+            workers = list(self._workers)
+        for worker in workers:
+            worker.close()
+        self.settle()
+        if self._reaper is not None:
+            self._retired.put(None)
+            self._reaper.join(timeout=10)
+        with self._ctrl_lock:
+            if self._ctrl is not None:
+                self._ctrl.close()  # the template sees EOF, kills its workers and exits
+                self._ctrl = None
+        if self._template is not None:
+            try:
+                self._template.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._template.kill()
+                self._template.wait()
+        self._cleanup()
+
+
+class Worker:
+    """The sandboxed run of one submission: cell outcomes, then calls (a checks ``Runner``)."""
+
+    def __init__(self, sandbox: Sandbox, cells: list[Cell], label: str, limits: Limits):
+        self.label = label
+        self.cells: list[CellOutcome] = []
+        self.restarts = 0      # re-forks after a call killed the worker
+        self.spawns = 0        # forks in all, cells' re-runs included
+        self._sandbox = sandbox
+        self._limits = limits
+        self._source = list(cells)
+        self._deadline = time.monotonic() + self._limits.submission_seconds
+        self._bad: dict[int, CellOutcome] = {}       # cells that time out or crash: not run again
+        self._proc: _Process | None = None
+        self._poisoned: dict[str, Reply] = {}        # function -> the answer to any further call
+        self._crashes: Counter[str] = Counter()
+        self._broken: Reply | None = None            # set when no worker can be started any more
+        self._last_failure = ""
+        self._seq = 0
+        self._closed = False
+        self._ran: dict[int, CellOutcome] = {}       # outcomes of the latest run of the cells
+        self._complete = False                       # the cells ran to the end at least once
+        self.worker_info: dict[str, Any] = {}
+        self._max_blob = int(self._limits.output_mb * MiB) + 4 * MiB
+
+    # context manager -------------------------------------------------------------
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop(wait=False)
+        with self._sandbox._workers_lock:
+            self._sandbox._workers.discard(self)
+
+    @property
+    def pid(self) -> int | None:
+        """The live worker's pid (None between a crash and the next call)."""
+        return self._proc.pid if self._proc is not None else None
+
+    # lifecycle -------------------------------------------------------------------
+    def _time_left(self) -> float:
+        return self._deadline - time.monotonic()
+
+    def _budget_message(self) -> str:
+        return f"the submission used up its time limit of {self._limits.submission_seconds:g} s"
+
+    def _stop(self, wait: bool = True) -> int | None:
+        """Kill the live worker; with ``wait``, also its exit status (else it is reaped in the background)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        if wait:
+            return self._sandbox._finish(proc)
+        self._sandbox._retire(proc)
+        return None
+
+    def _launch(self) -> bool:
+        """Fork a worker and run the cells, leaving out those that timed out or crashed before.
+
+        A cell that times out or kills the worker is recorded and the cells run again
+        in a fresh worker without it. True when a worker is ready for calls.
+        """
+        max_spawns = self.spawns + len(self._source) + 2
+        while self.spawns < max_spawns:
+            if self._time_left() <= 0:
+                self._give_up(Reply("timeout", error=self._budget_message()), "timeout")
+                return False
+            self.spawns += 1
+            try:
+                proc = self._sandbox._spawn(self.label, self._limits)
+            except _SpawnFailed as exc:
+                self._give_up(Reply("crashed", error=str(exc)), "crashed")
+                return False
+            self._proc = proc
+            problem = self._await_ready(proc)
+            if problem is not None:
+                self._stop()
+                self._give_up(Reply("crashed", error=problem), "crashed")
+                return False
+            try:
+                failed = self._run_cells(proc)
+            except _SpawnFailed as exc:
+                self._stop(wait=False)
+                self._give_up(Reply("crashed", error=str(exc)), "crashed")
+                return False
+            if failed is None:
+                return True
+            self._bad[failed.index] = failed
+            self._stop(wait=False)
+        self._give_up(Reply("crashed", error="the cells keep stopping the worker"), "crashed")
+        return False
+
+    def _give_up(self, reply: Reply, cell_status: str) -> None:
+        """No worker any more: every call answers ``reply``; cells never run get ``cell_status``."""
+        self._broken = reply
+        if not self._complete:
+            self.cells = self._outcomes((cell_status, f"not run: {reply.error}"))
+
+    def _await_ready(self, proc: _Process) -> str | None:
+        deadline = time.monotonic() + SETUP_SECONDS[self._sandbox.device]
+        try:
+            header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=_SMALL_HEADER)
+        except TimeoutError:
+            return "the sandbox worker did not start in time"
+        except (EOFError, OSError, FrameError):
+            return f"the sandbox worker did not start: {describe_exit(self._stop())}"
+        if header.get("t") == "setup_error":
+            return f"the sandbox worker could not set itself up: {_text(header.get('error'), 300)}"
+        if header.get("t") != "ready":
+            return "the sandbox worker sent an unexpected first message"
+        self.worker_info = {k: header.get(k) for k in ("uid", "caged", "network", "nproc", "data_limit", "tasks")}
+        return None
+
+    def _outcomes(self, not_run: tuple[str, str]) -> list[CellOutcome]:
+        """One outcome per cell, in order, from the latest run (``not_run`` for cells it did not reach)."""
+        out = []
+        for cell in self._source:
+            if cell.skipped:
+                out.append(CellOutcome(cell.index, "skipped", "", cell.skipped))
+            elif cell.index in self._bad:
+                out.append(self._bad[cell.index])
+            elif cell.index in self._ran:
+                out.append(self._ran[cell.index])
+            else:
+                out.append(CellOutcome(cell.index, not_run[0], "", not_run[1]))
+        return out
+
+    def _run_cells(self, proc: _Process) -> CellOutcome | None:
+        """Run the cells in ``proc``; the first cell that timed out or stopped the worker, or None."""
+        runnable = [c for c in self._source if not c.skipped and c.index not in self._bad]
+        self._ran = {}
+        payload = json.dumps([{"index": c.index, "code": c.code} for c in runnable]).encode()
+        try:
+            proc.chan.settimeout(max(self._limits.call_seconds, 1.0))
+            send_frame(proc.chan, {"t": "cells"}, payload)
+        except OSError:
+            status = self._stop()
+            if not runnable:
+                raise _SpawnFailed(f"the sandbox worker stopped: {describe_exit(status)}") from None
+            return CellOutcome(runnable[0].index, "crashed", "", describe_exit(status))
+        for cell in runnable:
+            start = time.monotonic()
+            deadline = min(start + self._limits.call_seconds, self._deadline)
+            try:
+                header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=_SMALL_HEADER)
+            except TimeoutError:
+                message = (self._budget_message() if self._time_left() <= 0 else
+                           f"the cell did not finish within {self._limits.call_seconds:g} s (an endless loop?)")
+                return CellOutcome(cell.index, "timeout", "", message, time.monotonic() - start)
+            except FrameError as exc:
+                return CellOutcome(cell.index, "crashed", "", f"the worker sent malformed data ({exc})")
+            except (EOFError, OSError):
+                status = self._stop()
+                return CellOutcome(cell.index, "crashed", "", describe_exit(status), time.monotonic() - start)
+            outcome = _cell_outcome(header, cell.index)
+            if outcome is None:
+                return CellOutcome(cell.index, "crashed", "", "the worker sent an unexpected message")
+            self._ran[cell.index] = outcome
+        try:
+            header, _ = recv_frame(proc.chan, time.monotonic() + 5, max_blob=0, max_header=_SMALL_HEADER)
+        except (TimeoutError, EOFError, OSError, FrameError):
+            header = {}
+        if header.get("t") != "cells_done":
+            if not runnable:
+                raise _SpawnFailed("the sandbox worker stopped before running any cell")
+            return CellOutcome(runnable[-1].index, "crashed", "", "the worker stopped after this cell")
+        self.cells = self._outcomes(("skipped", "not run"))
+        self._complete = True
+        return None
+
+    # calls --------------------------------------------------------------------------
+    def __call__(self, request: Request) -> Reply:
+        """Run one request in the worker; every failure is a Reply, never an exception."""
+        if self._closed:
+            return Reply("crashed", error="the sandbox worker is closed")
+        known = self._poisoned.get(request.function)
+        if known is not None:
+            return Reply(known.status, error_type=known.error_type, error=known.error)
+        if self._time_left() <= 0:
+            self._stop(wait=False)
+            return Reply("timeout", error=self._budget_message())
+        if request.device != self._sandbox.device and not request.device.startswith(self._sandbox.device):
+            return Reply("error", error_type="SandboxError",
+                         error=f"this sandbox runs on {self._sandbox.device}, the request asks for {request.device}")
+        blob = encode_request(request)  # a grader bug (not plain data) raises here, loudly
+        if self._proc is None:
+            if self._broken is not None:
+                return Reply(self._broken.status, error=self._broken.error)
+            if self.restarts >= self._sandbox.max_restarts:
+                return Reply("crashed", error=f"not run: the worker already stopped {self.restarts + 1} times "
+                                              f"(last: {self._last_failure})")
+            self.restarts += 1
+            if not self._launch():
+                broken = self._broken or Reply("crashed", error="the worker could not be restarted")
+                return Reply(broken.status, error=broken.error)
+        proc = self._proc
+        if proc is None:  # _launch said yes but holds no worker: cannot happen, answer anyway
+            return Reply("crashed", error="the sandbox worker is gone")
+        self._seq += 1
+        header = {"t": "call", "seq": self._seq, "function": request.function, "probe": request.probe,
+                  "forbidden": list(request.forbidden), "device": request.device}
+        start = time.monotonic()
+        deadline = min(start + self._limits.call_seconds, self._deadline)
+        try:
+            proc.chan.settimeout(max(deadline - start, 0.001))
+            send_frame(proc.chan, header, blob)
+            got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=_SMALL_HEADER)
+        except TimeoutError:
+            self._stop(wait=False)
+            if self._time_left() <= 0:
+                return Reply("timeout", error=self._budget_message(), seconds=time.monotonic() - start)
+            message = f"the call did not return within {self._limits.call_seconds:g} s (an endless loop?)"
+            self._last_failure = message
+            self._poisoned[request.function] = Reply(
+                "timeout", error=f"not run again: an earlier call of {request.function} took longer than "
+                                 f"{self._limits.call_seconds:g} s")
+            return Reply("timeout", error=message, seconds=time.monotonic() - start)
+        except FrameTooLarge as exc:
+            self._stop(wait=False)
+            self._last_failure = "too large an output"
+            return Reply("too_large", error=f"output too large: {exc.size / MiB:.0f} MiB, at most "
+                                            f"{self._limits.output_mb:g} MiB", seconds=time.monotonic() - start)
+        except FrameError as exc:
+            self._stop(wait=False)
+            self._last_failure = "malformed data"
+            return Reply("crashed", error=f"the worker sent malformed data ({exc})", seconds=time.monotonic() - start)
+        except (EOFError, OSError):
+            status = self._stop()
+            message = describe_exit(status)
+            self._last_failure = message
+            self._crashes[request.function] += 1
+            if self._crashes[request.function] >= 2:
+                self._poisoned[request.function] = Reply(
+                    "crashed", error=f"not run again: {request.function} stopped the worker twice ({message})")
+            return Reply("crashed", error=message, seconds=time.monotonic() - start)
+        return self._validate(got, reply_blob, request, time.monotonic() - start)
+
+    def _validate(self, header: dict[str, Any], blob: bytes, request: Request, elapsed: float) -> Reply:
+        """Believe nothing but plain data: the header's fields are checked one by one."""
+        status = header.get("status")
+        if header.get("t") != "reply" or header.get("seq") != self._seq or status not in WORKER_STATUSES:
+            self._stop(wait=False)
+            self._last_failure = "an unexpected message"
+            return Reply("crashed", error="the worker sent an unexpected message instead of a reply",
+                         seconds=elapsed)
+        forbidden = header.get("forbidden")
+        names = [f for f in forbidden if isinstance(f, str) and f in request.forbidden] \
+            if isinstance(forbidden, list) else []
+        seconds = header.get("seconds")
+        if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
+            seconds = elapsed
+        reply = Reply(status, error_type=_text(header.get("error_type"), 100),
+                      error=_text(header.get("error"), 500), forbidden=list(dict.fromkeys(names)),
+                      seconds=min(float(seconds), elapsed))
+        if status == "ok":
+            try:
+                decoded = plain.decode(blob)
+            except plain.PlainDataError as exc:
+                # Only a tampered worker sends such a frame: do not trust its channel any further.
+                self._stop(wait=False)
+                self._last_failure = "unreadable data"
+                return Reply("error", error_type="PlainDataError",
+                             error=f"the return value could not be read: {exc}", forbidden=reply.forbidden,
+                             seconds=reply.seconds)
+            return CheckedReply(status, blob, reply.error_type, reply.error, reply.forbidden, reply.seconds,
+                                decoded=decoded)
+        return reply
+
+
+#: What the template inherits from the grader's environment (a worker's memory still holds the
+#: environment its process started with, whatever it clears): what Python, torch, CUDA and
+#: matplotlib need, and no token or password the grader may have been given.
+_ENV_KEEP = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
+             "CONDA_PREFIX", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "PYTHONPATH",
+             "PYTHONHASHSEED", "PYTHONHOME", "PYTHONNOUSERSITE", "CUDA_HOME", "CUDA_PATH")
+_ENV_KEEP_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_")
+
+
+def template_environment(environ: Any) -> dict[str, str]:
+    """The template's environment: the kept part of ``environ``, one thread, Agg, this package first."""
+    env = {k: v for k, v in environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)}
+    env.update(TEMPLATE_ENV)
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def encode_request(request: Request) -> bytes:
+    """The call's arguments as a plain blob; PlainDataError if any of them is not plain data."""
+    payload = (tuple(request.args), dict(request.kwargs))
+    bad = _undescribed(plain.Encoder().spec(payload))
+    if bad:
+        raise plain.PlainDataError(f"cannot send {bad} to the sandbox worker (arguments must be tensors, "
+                                   "arrays, numbers, strings, None, and tuples/lists/dicts of them)")
+    return plain.encode(payload)
+
+
+def _undescribed(spec: dict[str, Any]) -> str | None:
+    kind = spec.get("t")
+    if kind == "other":
+        return f"an object of type {spec.get('type')}"
+    items = spec.get("items")
+    children = items.values() if isinstance(items, dict) else items if isinstance(items, list) else ()
+    for child in children:
+        found = _undescribed(child)
+        if found:
+            return found
+    return None
+
+
+def _cell_outcome(header: dict[str, Any], index: int) -> CellOutcome | None:
+    if header.get("t") != "cell" or header.get("index") != index or header.get("status") not in ("ok", "error"):
+        return None
+    seconds = header.get("seconds")
+    if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
+        seconds = 0.0
+    return CellOutcome(index, header["status"], _text(header.get("error_type"), 100),
+                       _text(header.get("message"), 300), float(seconds))
+
+
+def _text(value: Any, limit: int) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+__all__ = ["CellOutcome", "CheckedReply", "Sandbox", "SandboxError", "Worker", "describe_exit", "encode_request"]

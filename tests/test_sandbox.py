@@ -1,0 +1,533 @@
+"""The sandbox against hostile submissions: each one is a graded outcome, never a crash or a hang.
+
+Student code is given as code cells (plain strings). What a worker sends back is
+compared *here*, on the trusted side, with this process's own torch and numpy.
+Tests about the cage (own uid, chroot) need root and say so when skipped.
+"""
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from autograder import plain
+from autograder.config import Limits
+from autograder.errors import AutograderError
+from autograder.notebook import Cell
+from autograder.probes import Reply, Request
+from autograder.sandbox import UID_BASE, Sandbox, encode_request, template_environment
+from autograder.worker import WORKER_ENV
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="the cage (own uid, chroot) needs the grader to run as root")
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch.cuda.is_available() is False")
+
+LIMITS = Limits(call_seconds=1.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
+                file_mb=1, processes=0)
+
+
+def cells(*sources: str, skipped: dict[int, str] | None = None) -> list[Cell]:
+    skipped = skipped or {}
+    return [Cell(i, None, s, "" if i in skipped else s, skipped.get(i)) for i, s in enumerate(sources)]
+
+
+def call(worker, function: str, *args, **kwargs) -> Reply:
+    return worker(Request(function, args, kwargs))
+
+
+def value(reply: Reply) -> plain.Value:
+    assert reply.status == "ok", reply
+    return reply.value()
+
+
+def py(reply: Reply):
+    return value(reply).to_python()
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(LIMITS) as sb:
+        yield sb
+
+
+# -- cells ---------------------------------------------------------------------------
+def test_cells_are_recorded_and_an_error_does_not_stop_later_cells(sandbox):
+    src = cells("import torch", "x = 2", "raise ValueError('boom')", "def f(t):\n    return t * x",
+                "def broken(:", "%%bash\nls", "y = undefined_name", skipped={5: "cell magic %%bash"})
+    with sandbox.open(src, label="alice") as worker:
+        got = [(c.index, c.status, c.error_type) for c in worker.cells]
+        assert got == [(0, "ok", ""), (1, "ok", ""), (2, "error", "ValueError"), (3, "ok", ""),
+                       (4, "error", "SyntaxError"), (5, "skipped", ""), (6, "error", "NameError")]
+        assert worker.cells[2].message == "ValueError: boom (line 1)"
+        assert worker.cells[5].message == "cell magic %%bash"
+        t = torch.randn(3, 4)
+        assert torch.equal(value(call(worker, "f", t)).tensor(), t * 2)
+        assert call(worker, "nothing_here").status == "missing"
+
+
+def test_plain_values_round_trip(sandbox):
+    src = cells("import torch, numpy as np\n"
+                "def many(t):\n"
+                "    return (t.double(), np.arange(3), 3, 2.5, None, 's', [1, 2], {'a': t}, True)")
+    with sandbox.open(src, label="plain") as worker:
+        t = torch.randn(2, 3)
+        out = py(call(worker, "many", t))
+        assert torch.equal(out[0], t.double()) and out[0].dtype == torch.float64
+        assert np.array_equal(out[1], np.arange(3))
+        assert out[2:7] == (3, 2.5, None, "s", [1, 2])
+        assert torch.equal(out[7]["a"], t) and out[8] is True
+
+
+def test_a_broad_student_workload_runs_inside_the_cage(sandbox):
+    """Lazy imports inside torch/numpy/matplotlib must not need the file system the cage hides."""
+    workload = """
+import math, random, itertools, collections
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import matplotlib.pyplot as plt
+from torch.utils.data import DataLoader, TensorDataset
+from autograder import check
+torch.manual_seed(0); np.random.seed(0); random.seed(0)
+x = torch.randn(4, 5, 8)
+print(x)
+mha = nn.MultiheadAttention(8, 2, batch_first=True)
+out, w = mha(x, x, x)
+F.scaled_dot_product_attention(x, x, x, is_causal=True)
+loss = F.cross_entropy(torch.randn(6, 5), torch.tensor([0, 1, 2, 3, 4, 0]), ignore_index=0)
+model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.LayerNorm(8))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+model(x).sum().backward(); opt.step()
+torch.testing.assert_close(torch.ones(2), torch.ones(2))
+torch.linalg.inv(torch.eye(3)); torch.einsum('bij,bkj->bik', x, x); torch.fft.fft(torch.randn(8))
+np.linalg.norm(np.random.default_rng(0).normal(size=(3, 3)))
+list(DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2))
+fig, ax = plt.subplots(); ax.plot([1, 2, 3]); ax.set_title('decay'); plt.show(); plt.close(fig)
+check("2.4")
+"""
+    with sandbox.open(cells(workload), label="workload") as worker:
+        assert worker.cells[0].status == "ok", worker.cells[0].message
+
+
+# -- monkeypatching and odd return values ------------------------------------------------
+def test_monkeypatched_comparisons_stay_in_the_worker(sandbox):
+    src = cells("import torch, numpy as np, torch.testing\n"
+                "torch.allclose = lambda *a, **k: True\n"
+                "torch.testing.assert_close = lambda *a, **k: None\n"
+                "np.allclose = lambda *a, **k: True\n"
+                "torch.Tensor.__eq__ = lambda self, other: True\n"
+                "def softmax(x):\n    return torch.zeros_like(x)\n"
+                "def patched():\n    return torch.allclose(torch.zeros(1), torch.ones(1)), np.allclose(0, 1)")
+    with sandbox.open(src, label="patcher") as worker:
+        assert py(call(worker, "patched")) == (True, True)  # the patch is live in the worker...
+        x = torch.randn(3, 5)
+        got = value(call(worker, "softmax", x)).tensor()
+    # ...and nowhere else: the trusted side compares with its own, untouched functions.
+    assert type(torch.allclose).__name__ == "builtin_function_or_method"
+    assert not torch.allclose(got, x.softmax(-1))
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(got, x.softmax(-1))
+    assert not np.allclose(got.numpy(), x.softmax(-1).numpy())
+    assert not bool((got == x.softmax(-1)).all())
+
+
+def test_tensor_subclasses_and_always_equal_objects_arrive_described_not_sent(sandbox):
+    src = cells("import torch\n"
+                "class Sneaky(torch.Tensor):\n    pass\n"
+                "class AlwaysEqual:\n"
+                "    def __eq__(self, other):\n        return True\n"
+                "    def __float__(self):\n        return 1.0\n"
+                "class Fn:\n"
+                "    @classmethod\n"
+                "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n        return True\n"
+                "def subclass(x):\n    return x.as_subclass(Sneaky)\n"
+                "def equal(x):\n    return AlwaysEqual()\n"
+                "def torch_function(x):\n    return Fn()\n"
+                "def nested(x):\n    return (x, AlwaysEqual())\n")
+    with sandbox.open(src, label="sneaky") as worker:
+        x = torch.randn(2, 2)
+        for name in ("subclass", "equal", "torch_function"):
+            got = value(call(worker, name, x))
+            assert got.kind == "other"
+            with pytest.raises(plain.PlainDataError):
+                got.tensor()
+        assert value(call(worker, "subclass", x)).spec["type"].endswith("Sneaky")
+        first, second = value(call(worker, "nested", x)).items()
+        assert first.kind == "tensor" and second.kind == "other"
+
+
+def test_nan_and_the_wrong_dtype_come_back_as_they_are(sandbox):
+    src = cells("import torch\n"
+                "def nan(x):\n    return torch.full_like(x, float('nan'))\n"
+                "def half(x):\n    return x.half()\n"
+                "def number(x):\n    return float('inf')\n"
+                "def meta(x):\n    return x.to('meta')\n")
+    with sandbox.open(src, label="odd") as worker:
+        x = torch.randn(2, 3)
+        assert call(worker, "meta", x).status == "error"       # a device the trusted side cannot read
+        assert torch.isnan(value(call(worker, "nan", x)).tensor()).all()
+        half = value(call(worker, "half", x))
+        assert half.spec["dtype"] == "torch.float16" and half.tensor().dtype == torch.float16
+        assert math.isinf(py(call(worker, "number", x)))
+
+
+def test_a_fifty_megabyte_output_is_too_large_and_the_worker_lives_on(sandbox):
+    src = cells("import torch\n"
+                "def big():\n    return torch.zeros(13 * 2**20)\n"   # 52 MiB of float32
+                "def small():\n    return torch.ones(2)\n")
+    with sandbox.open(src, label="big") as worker:
+        reply = call(worker, "big")
+        assert reply.status == "too_large" and "too large" in reply.error
+        assert torch.equal(value(call(worker, "small")).tensor(), torch.ones(2))
+        assert worker.restarts == 0
+
+
+# -- leaving early -------------------------------------------------------------------------
+def test_exits_at_top_level_and_inside_functions(sandbox):
+    src = cells("import os, sys", "sys.exit(0)", "def a():\n    return 1", "os._exit(0)", "def b():\n    return 2",
+                "def soft():\n    sys.exit(3)\ndef hard():\n    os._exit(0)",
+                "raise KeyboardInterrupt", "class Boom(BaseException):\n    pass\nraise Boom('x')")
+    with sandbox.open(src, label="exiter") as worker:
+        assert [c.status for c in worker.cells] == ["ok", "error", "ok", "crashed", "ok", "ok", "error", "error"]
+        assert worker.cells[1].error_type == "SystemExit"
+        assert "exited with status 0" in worker.cells[3].message
+        assert [worker.cells[6].error_type, worker.cells[7].error_type] == ["KeyboardInterrupt", "Boom"]
+        assert py(call(worker, "a")) == 1 and py(call(worker, "b")) == 2
+        soft = call(worker, "soft")
+        assert (soft.status, soft.error_type) == ("error", "SystemExit")
+        hard = call(worker, "hard")
+        assert hard.status == "crashed" and "exited with status 0" in hard.error
+        # The next call forks a fresh worker and runs the cells again: grading goes on.
+        assert py(call(worker, "b")) == 2
+        assert worker.restarts == 1
+
+
+def test_a_killed_worker_is_named_by_its_signal(sandbox):
+    src = cells("import os, signal, ctypes\n"
+                "def segv():\n    ctypes.string_at(0)\n"
+                "def kill9():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+                "def fine():\n    return 1\n")
+    with sandbox.open(src, label="signals") as worker:
+        segv = call(worker, "segv")
+        assert segv.status == "crashed" and segv.error == "killed by SIGSEGV (segmentation fault)"
+        kill9 = call(worker, "kill9")
+        assert kill9.status == "crashed" and kill9.error == "killed by SIGKILL (memory limit?)"
+        assert py(call(worker, "fine")) == 1
+
+
+@pytest.mark.slow
+def test_endless_loops_time_out_and_the_next_call_still_works(sandbox):
+    src = cells("while True:\n    pass",
+                "import time\n"
+                "def spin(x):\n    while True:\n        pass\n"
+                "def stubborn(x):\n    while True:\n        try:\n            time.sleep(10)\n"
+                "        except BaseException:\n            pass\n"
+                "def fine(x):\n    return x + 1\n")
+    with sandbox.open(src, label="looper") as worker:
+        assert [c.status for c in worker.cells] == ["timeout", "ok"]
+        assert "1 s" in worker.cells[0].message
+        start = time.monotonic()
+        reply = call(worker, "spin", 1)
+        assert reply.status == "timeout" and 0.9 < time.monotonic() - start < 3
+        assert py(call(worker, "fine", 1)) == 2
+        start = time.monotonic()
+        again = call(worker, "spin", 2)  # answered at once: the same function is not run again
+        assert again.status == "timeout" and "not run again" in again.error and time.monotonic() - start < 0.5
+        assert call(worker, "stubborn", 1).status == "timeout"
+        assert py(call(worker, "fine", 2)) == 3
+        assert worker.restarts == 2
+
+
+@pytest.mark.slow
+def test_cpu_and_submission_time_limits(sandbox):
+    burn = cells("def burn():\n    while True:\n        pass\n")
+    cpu = Limits(call_seconds=20.0, cpu_seconds=1, memory_mb=512, file_mb=1)
+    with sandbox.open(burn, label="burner", limits=cpu) as worker:
+        reply = call(worker, "burn")
+        assert reply.status == "crashed" and reply.error == "killed by SIGXCPU (CPU time limit)"
+    nap = cells("import time\ndef nap(n):\n    time.sleep(100)\ndef doze(n):\n    time.sleep(100)\n")
+    wall = Limits(call_seconds=1.0, submission_seconds=1.8, memory_mb=512, file_mb=1)
+    with sandbox.open(nap, label="sleeper", limits=wall) as worker:
+        assert call(worker, "nap", 1).status == "timeout"          # the call limit, 1 s
+        second = call(worker, "doze", 2)                             # what is left of the 1.8 s
+        assert second.status == "timeout" and "submission" in second.error
+        start = time.monotonic()
+        third = call(worker, "doze", 3)
+        assert third.status == "timeout" and "submission" in third.error and time.monotonic() - start < 0.2
+
+
+# -- resources ------------------------------------------------------------------------------
+def test_allocating_far_past_the_memory_limit_is_an_error_not_a_crash(sandbox):
+    src = cells("import torch, numpy as np\n"
+                "def big_torch():\n    return torch.empty(2**34)\n"
+                "def big_numpy():\n    return np.ones(2**33)\n"
+                "def big_list():\n    return [0] * 2**33\n"
+                "def grow():\n    chunks = []\n    while True:\n        chunks.append(np.empty(2**23))\n"
+                "def fine():\n    return 1\n")
+    with sandbox.open(src, label="hog") as worker:
+        torch_reply = call(worker, "big_torch")
+        assert torch_reply.status == "error" and "allocate" in torch_reply.error
+        for name in ("big_numpy", "big_list", "grow"):
+            reply = call(worker, name)
+            assert (reply.status, reply.error_type) == ("error", "MemoryError"), (name, reply)
+        assert py(call(worker, "fine")) == 1
+        assert worker.restarts == 0
+
+
+def test_files_past_the_size_limit_fail_to_write(sandbox):
+    src = cells("def write(n):\n    with open('scratch.bin', 'wb') as f:\n        f.write(b'x' * n)\n    return n\n")
+    with sandbox.open(src, label="writer") as worker:
+        assert py(call(worker, "write", 1000)) == 1000     # its own folder is writable
+        reply = call(worker, "write", 2 * 2**20)           # file_mb is 1
+        assert (reply.status, reply.error_type) == ("error", "OSError") and "too large" in reply.error.lower()
+
+
+def test_no_child_processes(sandbox):
+    src = cells("import os, subprocess, threading\n"
+                "def spawn():\n"
+                "    try:\n        pid = os.fork()\n    except OSError as exc:\n        return exc.errno\n"
+                "    if pid == 0:\n        os._exit(0)\n    return 'forked'\n"
+                "def shell():\n    subprocess.run(['true'])\n"
+                "def thread():\n    threading.Thread(target=print).start()\n")
+    with sandbox.open(src, label="forker") as worker:
+        assert py(call(worker, "spawn")) == 11                    # EAGAIN from RLIMIT_NPROC
+        assert call(worker, "shell").status == "error"
+        assert call(worker, "thread").status == "error"
+
+
+# -- what the worker can see -------------------------------------------------------------------
+FAKE_REPLY = '{"t": "reply", "seq": 1, "status": "ok", "error_type": "", "error": "", "forbidden": [], "seconds": 0}'
+CHANNEL = ("import json, os, stat, struct, sys\n"
+           "def channel():\n"
+           "    return [fd for fd in range(3, 64) if _is_socket(fd)]\n"
+           "def _is_socket(fd):\n"
+           "    try:\n        return stat.S_ISSOCK(os.fstat(fd).st_mode)\n    except OSError:\n        return False\n"
+           "def frame(head, blob=b''):\n"
+           "    return struct.pack('<4sIQ', b'AGW1', len(head), len(blob)) + head + blob\n"
+           "def seq():\n"
+           "    f = sys._getframe()\n"
+           "    while 'header' not in f.f_locals:\n        f = f.f_back\n"
+           "    return f.f_locals['header']['seq']\n")
+
+
+def test_printing_fake_results_changes_nothing(sandbox):
+    src = cells(f"import os, sys\nprint({FAKE_REPLY!r})\nos.write(1, b'AGW1' + bytes(12))\n"
+                f"sys.stderr.write({FAKE_REPLY!r})\n"
+                f"def liar(x):\n    print({FAKE_REPLY!r})\n    os.write(2, b'AGW1garbage')\n    return 'wrong'\n")
+    with sandbox.open(src, label="liar") as worker:
+        assert worker.cells[0].status == "ok"
+        assert py(call(worker, "liar", 1)) == "wrong"
+
+
+@pytest.mark.parametrize("attack, expected", [
+    ("os.write(fd, b'not a frame at all' * 10)", "crashed"),
+    ("os.write(fd, struct.pack('<4sIQ', b'AGW1', 10, 2**40))", "too_large"),
+    ("os.write(fd, frame(b'[1, 2, 3]'))", "crashed"),
+    (("os.write(fd, frame(json.dumps({'t': 'reply', 'seq': seq(), 'status': 'ok'}).encode(), "
+      "b'\\x05' + bytes(7) + b'junk'))"), "error"),
+    ("os.write(fd, frame(json.dumps({'t': 'reply', 'seq': seq(), 'status': 'passed'}).encode()))", "crashed"),
+    ("os.write(fd, struct.pack('<4sIQ', b'AGW1', 100, 0) + b'{\"t\": \"re')", "crashed"),
+])
+def test_garbage_on_the_channel_is_a_graded_outcome(sandbox, attack, expected):
+    src = cells(CHANNEL + f"def attack(x):\n    for fd in channel():\n        {attack}\n    os._exit(0)\n"
+                "def fine(x):\n    return x\n")
+    with sandbox.open(src, label="forger") as worker:
+        reply = call(worker, "attack", 1)
+        assert reply.status == expected, reply
+        assert reply.blob == b""
+        assert py(call(worker, "fine", 7)) == 7
+
+
+@needs_root
+def test_solutions_and_the_output_folder_are_out_of_reach(sandbox, tmp_path):
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    secret = solutions / "qkv_attention.py"
+    secret.write_text("SECRET = 'the reference'\n")
+    secret.chmod(0o644)
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    repo_solution = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(plain.__file__))),
+                                 "solutions", "qkv_attention.py")
+    src = cells("import os, sys\n"
+                "def steal(path):\n"
+                "    try:\n        with open(path) as f:\n            return f.read()\n"
+                "    except OSError as exc:\n        return 'blocked: ' + type(exc).__name__\n"
+                "def vandalize(folder):\n"
+                "    try:\n        with open(folder + '/grades.csv', 'w') as f:\n            f.write('alice,100')\n"
+                "        return 'written'\n"
+                "    except OSError as exc:\n        return 'blocked: ' + type(exc).__name__\n"
+                "def look():\n    return sorted(os.listdir('/')), os.getcwd()\n"
+                "def imports():\n"
+                "    found = [m for m in ('solutions', 'autograder.hidden', 'autograder.mistakes') if m in sys.modules]\n"
+                "    for name in ('solutions', 'autograder.hidden'):\n"
+                "        try:\n            __import__(name)\n            found.append(name)\n"
+                "        except ImportError:\n            pass\n"
+                "    return found\n")
+    with sandbox.open(src, label="thief") as worker:
+        for path in (str(secret), repo_solution, "/etc/passwd", "/proc/self/environ"):
+            assert py(call(worker, "steal", path)).startswith("blocked"), path
+        assert py(call(worker, "vandalize", str(out))).startswith("blocked")
+        assert py(call(worker, "look")) == ([], "/")
+        assert py(call(worker, "imports")) == []
+    assert list(out.iterdir()) == []
+
+
+@needs_root
+def test_the_worker_runs_as_an_unprivileged_user_with_a_scrubbed_environment(sandbox):
+    src = cells("import os\n"
+                "def me():\n    return os.getuid(), os.geteuid(), os.getgid(), os.getgroups(), dict(os.environ)\n")
+    with sandbox.open(src, label="whoami") as worker:
+        uid, euid, gid, groups, env = py(call(worker, "me"))
+    assert uid == euid == gid and uid >= UID_BASE
+    assert groups == [] and env == WORKER_ENV
+
+
+@needs_root
+def test_the_worker_has_no_network(sandbox):
+    server = socket.create_server(("127.0.0.1", 0))
+    try:
+        port = server.getsockname()[1]
+        src = cells("import socket\n"
+                    "def connect(port):\n"
+                    "    try:\n        socket.create_connection(('127.0.0.1', port), timeout=0.5)\n"
+                    "        return 'connected'\n"
+                    "    except OSError as exc:\n        return 'blocked'\n")
+        with sandbox.open(src, label="caller") as worker:
+            if worker.worker_info["network"]:
+                pytest.skip("this machine forbids network namespaces (unshare CLONE_NEWNET)")
+            assert py(call(worker, "connect", port)) == "blocked"
+    finally:
+        server.close()
+
+
+@needs_root
+def test_concurrent_workers_get_their_own_uid_and_cannot_touch_each_other(sandbox):
+    src = cells("import os, signal\n"
+                "def me():\n    return os.getuid()\n"
+                "def kill(pid):\n"
+                "    try:\n        os.kill(pid, signal.SIGKILL)\n        return 'killed'\n"
+                "    except OSError as exc:\n        return type(exc).__name__\n")
+    workers = [None, None]
+
+    def open_one(i: int) -> None:
+        workers[i] = sandbox.open(src, label=f"student{i}")
+
+    threads = [threading.Thread(target=open_one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first, second = workers
+    try:
+        assert py(call(first, "me")) != py(call(second, "me"))
+        assert py(call(first, "kill", second.pid)) == "PermissionError"
+        assert py(call(second, "me")) >= UID_BASE
+    finally:
+        first.close()
+        second.close()
+
+
+def test_without_root_it_says_so_once_and_still_limits(sandbox, monkeypatch, caplog):
+    import autograder.sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "_WARNED_NOT_ROOT", False)
+    monkeypatch.setattr(sandbox_module.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(Sandbox, "_start_template", lambda self: None)
+    with caplog.at_level("WARNING", logger="autograder.sandbox"):
+        Sandbox(LIMITS).close()
+        Sandbox(LIMITS).close()
+    assert [r.getMessage() for r in caplog.records if "not running as root" in r.getMessage()] != []
+    assert len(caplog.records) == 1
+    monkeypatch.undo()
+    # The same template, workers left uncaged (what a grader without root gets): limits still hold.
+    monkeypatch.setattr(sandbox, "caged", False)
+    src = cells("import os, numpy as np\n"
+                "def where():\n    return os.getcwd(), dict(os.environ)\n"
+                "def hog():\n    return np.ones(2**33)\n"
+                "def write(n):\n    with open('f.bin', 'wb') as f:\n        f.write(b'x' * n)\n")
+    with sandbox.open(src, label="uncaged") as worker:
+        assert worker.worker_info["caged"] is False
+        cwd, env = py(call(worker, "where"))
+        assert os.path.basename(cwd).startswith("w-") and env == WORKER_ENV
+        assert call(worker, "hog").error_type == "MemoryError"
+        assert call(worker, "write", 2 * 2**20).error_type == "OSError"
+
+
+def test_a_closed_worker_leaves_no_process_behind(sandbox):
+    worker = sandbox.open(cells("x = 1"), label="done")
+    pid = worker.pid
+    worker.close()
+    sandbox.settle()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert call(worker, "anything").status == "crashed"
+
+
+def test_the_template_inherits_no_secrets_from_the_grader():
+    env = template_environment({"GITHUB_TOKEN": "ghp_x", "AWS_SECRET_ACCESS_KEY": "k", "PATH": "/usr/bin",
+                                "CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "8"})
+    assert "GITHUB_TOKEN" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["PATH"] == "/usr/bin" and env["CUDA_VISIBLE_DEVICES"] == "0" and env["OMP_NUM_THREADS"] == "1"
+
+
+def test_folders_of_killed_graders_are_removed_at_the_next_start():
+    import tempfile
+
+    from autograder.sandbox import _process_identity, _remove_stale_folders
+
+    dead = tempfile.mkdtemp(prefix="autograder-sandbox-")
+    alive = tempfile.mkdtemp(prefix="autograder-sandbox-")
+    with open(os.path.join(dead, "owner"), "w") as f:
+        f.write(f"{os.getpid()} 0")   # this pid, another start time: a killed grader's pid reused
+    with open(os.path.join(alive, "owner"), "w") as f:
+        f.write(_process_identity(os.getpid()))
+    try:
+        _remove_stale_folders()
+        assert not os.path.exists(dead) and os.path.exists(alive)
+    finally:
+        import shutil
+
+        shutil.rmtree(alive, ignore_errors=True)
+        shutil.rmtree(dead, ignore_errors=True)
+
+
+def test_requests_must_be_plain_data():
+    with pytest.raises(plain.PlainDataError, match="cannot send"):
+        encode_request(Request("f", (object(),)))
+
+
+# -- devices -------------------------------------------------------------------------------------
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_cuda_without_a_gpu_is_a_clear_error(sandbox):
+    with sandbox.open(cells("def f(x):\n    return x"), label="cpu") as worker:
+        reply = worker(Request("f", (torch.ones(1),), device="cuda"))
+    assert (reply.status, reply.error_type) == ("error", "SandboxError") and "runs on cpu" in reply.error
+    with pytest.raises(AutograderError, match="--device cuda: no CUDA device"):
+        Sandbox(LIMITS, device="cuda")
+    with pytest.raises(AutograderError, match="auto"):
+        Sandbox(LIMITS, device="auto")
+
+
+@needs_gpu
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_cuda_requests_run_on_the_gpu_with_tf32_off():
+    src = cells("import torch\n"
+                "def matmul(a, b):\n    return a @ b\n"
+                "def flags():\n    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32\n")
+    with Sandbox(LIMITS, device="cuda") as sb, sb.open(src, label="gpu") as worker:
+        a, b = torch.randn(64, 64), torch.randn(64, 64)
+        reply = worker(Request("matmul", (a, b), device="cuda"))
+        got = value(reply)
+        assert got.spec["device"].startswith("cuda")
+        torch.testing.assert_close(got.tensor().double(), a.double() @ b.double(), rtol=1e-4, atol=1e-4)
+        assert py(worker(Request("flags", device="cuda"))) == (False, False)

@@ -56,7 +56,8 @@ class Limits(_Strict):
     call_seconds: Annotated[float, Field(gt=0, description="wall time of one call into student code")] = 10
     submission_seconds: Annotated[float, Field(gt=0, description="wall time of one submission")] = 120
     cpu_seconds: Annotated[int, Field(gt=0, description="CPU seconds of the worker")] = 120
-    memory_mb: Annotated[int, Field(ge=256, description="worker address space, MiB")] = 3072
+    memory_mb: Annotated[int, Field(ge=256, description="memory the student's code may allocate on top of "
+                                                   "the warm template (which already holds torch), MiB")] = 3072
     output_mb: Annotated[float, Field(gt=0, description="largest data one call may return, MiB")] = 16
     file_mb: Annotated[float, Field(gt=0, description="largest file the worker may write, MiB")] = 16
     processes: Annotated[int, Field(ge=0, description="extra processes the worker may start")] = 0

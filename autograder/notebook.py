@@ -13,11 +13,12 @@ import ast
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import nbformat
+from typing import TYPE_CHECKING, Any
 
 from .errors import NotebookError
+
+if TYPE_CHECKING:  # nbformat costs seconds to import (schema validation); load it only when needed
+    import nbformat
 
 #: A notebook file larger than this is refused before parsing (a 50 MB output is fine).
 MAX_NOTEBOOK_BYTES = 200 * 2**20
@@ -34,7 +35,7 @@ class Cell:
     skipped: str | None     # why the cell is not executed, if it is not
 
 
-def read_notebook(path: str | Path) -> nbformat.NotebookNode:
+def read_notebook(path: str | Path) -> "nbformat.NotebookNode":
     """Parse a notebook leniently; NotebookError names the file and what is wrong.
 
     nbformat 3 is converted to 4. Missing metadata or cell ids are tolerated
@@ -60,7 +61,9 @@ def read_notebook(path: str | Path) -> nbformat.NotebookNode:
     return parse_notebook(data, str(file))
 
 
-def parse_notebook(data: Any, name: str = "notebook") -> nbformat.NotebookNode:
+def parse_notebook(data: Any, name: str = "notebook") -> "nbformat.NotebookNode":
+    import nbformat
+
     if not isinstance(data, dict) or "nbformat" not in data:
         raise NotebookError(f"{name}: JSON but not a notebook (no nbformat field)")
     major = data.get("nbformat")
@@ -98,7 +101,7 @@ def _grade_id(cell: Any) -> str | None:
     return gid if isinstance(gid, str) else None
 
 
-def code_cells(nb: nbformat.NotebookNode) -> list[Cell]:
+def code_cells(nb: "nbformat.NotebookNode") -> list[Cell]:
     """The notebook's code cells as executable Python, in order."""
     out: list[Cell] = []
     for index, cell in enumerate(nb.get("cells", [])):

@@ -251,3 +251,25 @@ def test_correct_answers_written_differently_score_full_marks(course, exercise_i
     for seed in range(3):
         result = grade(course, exercise_id, fn, seed=seed)
         assert result.status is C.Status.PASSED, failed(result)
+
+
+def test_hidden_check_errors_do_not_echo_the_students_exception_text():
+    """str(x) of a hidden input in an exception must not reach the feedback."""
+    from autograder import checks as C
+    from autograder.config import load_course
+    from solutions.qkv_attention import softmax as reference_softmax
+
+    course = load_course()
+    C.load_catalog(hidden=True, mistakes=False)
+
+    def leaky(x, dim=-1):
+        raise ValueError(f"SECRET{x.flatten()[:3].tolist()}")
+
+    result = C.run_exercise("2.2", "softmax", 2, C.in_process_runner({"softmax": leaky}),
+                            audiences=[C.Audience.PUBLIC, C.Audience.HIDDEN], tolerances=course.tolerances,
+                            seed_parts=("leak",), reference=reference_softmax)
+    hidden = [r for r in result.checks if r.audience == "hidden"]
+    public = [r for r in result.checks if r.audience == "public"]
+    assert hidden and all(r.status is C.Status.ERROR for r in hidden)
+    assert all("SECRET" not in r.message.en and "ValueError" in r.message.en for r in hidden)
+    assert any("SECRET" in r.message.en for r in public)  # public inputs are the student's to see

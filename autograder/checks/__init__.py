@@ -431,8 +431,10 @@ def _reply_failure(reply: Reply, function: str) -> CheckFailed:
     if reply.status == "crashed":
         return CheckFailed(Msg(f"运行中断：{reply.error}", f"the run was cut short: {reply.error}"),
                            status=Status.CRASHED)
-    return CheckFailed(Msg(f"代码抛出了 {reply.error_type}：{reply.error}",
-                           f"your code raised {reply.error_type}: {reply.error}"), status=Status.ERROR)
+    failed = CheckFailed(Msg(f"代码抛出了 {reply.error_type}：{reply.error}",
+                             f"your code raised {reply.error_type}: {reply.error}"), status=Status.ERROR)
+    failed.error_type = reply.error_type
+    return failed
 
 
 def load_catalog(*, hidden: bool, mistakes: bool) -> None:
@@ -497,6 +499,12 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
             c.run(ctx)
         except CheckFailed as failed:
             status, message = failed.status, failed.message
+            if status is Status.ERROR and c.audience is Audience.HIDDEN:
+                # The exception text is the student's: str(x) of a hidden input would leak it.
+                kind = getattr(failed, "error_type", "") or "an exception"
+                message = Msg(f"代码在隐藏测试的输入上抛出了 {kind}（先用公开自检和更多形状测试你的函数）",
+                              f"your code raised {kind} on a hidden test input (test your function on more "
+                              f"shapes and dtypes, starting with the public self-check)")
             if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
                     and ctx.last_value is not None:
                 found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)

@@ -1,0 +1,579 @@
+"""``autograder grade SUBMISSIONS -o OUT``: grade a folder or zip of notebooks in the sandbox.
+
+For each submission found (see :mod:`autograder.submissions`): read the notebook,
+open a fresh sandbox worker with its code cells, run every exercise of its
+assignment (public and hidden checks) with the reference from
+``solutions/<module>.py``, and write ``results/<key>.json`` and
+``feedback/<key>.{md,html}`` atomically, then rebuild ``grades.csv``. At the end,
+``report.html`` and a summary table. Every submission found yields a row: graded,
+or a named failure.
+
+Resuming: a result whose notebook hash and grader fingerprint match the current
+ones is kept (``--force`` regrades). Hidden inputs are seeded per (course seed,
+student, assignment), so a regrade gives identical scores.
+
+Threads: ``-j N`` threads in this (trusted) process, each driving one sandbox
+worker at a time. Student code never runs here; the references do, on one
+torch thread each.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import hashlib
+import importlib
+import os
+import signal
+import threading
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import report as R
+from .config import ROOT, Course, load_course
+from .errors import AutograderError, NotebookError
+from .submissions import Discovery, Submission, discover, opened
+
+#: What the grader fingerprint covers: a change to any of these regrades on the next run.
+GRADER_FILES = ("course.yml", "autograder/checks", "autograder/hidden", "autograder/mistakes",
+                "autograder/probes.py", "autograder/plain.py", "solutions")
+
+
+def grader_fingerprint(device: str, root: Path = ROOT) -> str:
+    """A hash of everything that decides a score (checks, references, course.yml) and the device."""
+    digest = hashlib.sha256(f"device={device}\n".encode())
+    for name in GRADER_FILES:
+        path = root / name
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for f in files:
+            if f.is_file():
+                digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+#: Locked code cells that set up what the solutions need: always run.
+SETUP_CELLS = frozenset({"imports", "selfcheck_setup"})
+DEMO_SKIPPED = "a demo cell of the release notebook, unchanged: not needed for grading"
+
+
+def demo_cells(course: Course, root: Path = ROOT) -> dict[str, dict[str, str]]:
+    """assignment -> {grade_id: source} of the locked demo cells (facts, plots, experiments).
+
+    Read from release/ (what students received), else from source/ (the same
+    locked cells). A submission's cell with the same grade_id and the very same
+    source is instructor code that only prints and plots: grading skips it,
+    which saves its run time (an ungraded training experiment takes seconds)
+    and never changes a score. A cell the student edited still runs.
+    """
+    import nbformat
+
+    out: dict[str, dict[str, str]] = {}
+    for a in course.assignments:
+        for folder in ("release", "source"):
+            path = root / folder / a.id / a.notebook
+            if path.exists():
+                break
+        else:
+            continue
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001 - no skipping is always correct, only slower
+            continue
+        cells: dict[str, str] = {}
+        for cell in nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            gid = meta.get("grade_id")
+            if (cell.cell_type == "code" and gid and meta.get("locked") and not meta.get("solution")
+                    and gid not in SETUP_CELLS):
+                cells[gid] = cell.source
+        out[a.id] = cells
+    return out
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise AutograderError("--device cuda: torch sees no CUDA device here",
+                              hint="use --device auto (CUDA when present, else CPU) or --device cpu")
+    return requested
+
+
+# -- one submission -----------------------------------------------------------------
+def _msg(en: str) -> dict[str, str]:
+    """A failure message for both languages: the feedback heads it with "not graded" / "未能评分"."""
+    return {"zh": en, "en": en}
+
+
+@dataclass
+class Context:
+    """What every grading thread shares (read-only once the batch starts)."""
+
+    course: Course
+    sandbox: Any
+    device: str
+    fingerprint: str
+    references: dict[str, Callable[..., Any]]      # exercise ID -> reference solution
+    diagnoser: Any
+    demos: dict[str, dict[str, str]] = field(default_factory=dict)   # see demo_cells()
+    origin: str = ""
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+
+def _base(sub: Submission, ctx: Context) -> dict[str, Any]:
+    return {"schema": R.RESULT_SCHEMA, "key": sub.key, "student": sub.student, "assignment": sub.assignment,
+            "origin": ctx.origin, "source": sub.source, "sha256": sub.sha256, "grader": ctx.fingerprint,
+            "device": ctx.device,
+            "points": 0.0, "max_points": 0.0, "exercises": [], "cells": [], "notes": [], "notes_msg": [],
+            "evidence": {k: v for k, v in sub.evidence.items() if isinstance(v, str)}}
+
+
+def failure(sub: Submission, ctx: Context, status: str, message: dict[str, str], **extra: Any) -> dict[str, Any]:
+    """A named failure row: no points; max_points from the assignment when it is known."""
+    result = _base(sub, ctx)
+    if sub.assignment:
+        try:
+            result["max_points"] = ctx.course.assignment(sub.assignment).points
+        except AutograderError:
+            pass
+    result.update(status=status, message=message, **extra)
+    return result
+
+
+def _cell_json(cell: Any) -> dict[str, Any]:
+    return {"index": getattr(cell, "index", None), "status": getattr(cell, "status", None),
+            "error_type": getattr(cell, "error_type", None) or None,
+            "message": (str(getattr(cell, "message", "") or "")[:500]) or None,
+            "seconds": round(float(getattr(cell, "seconds", 0.0) or 0.0), 4)}
+
+
+def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[str, str]] | None:
+    """A short note for the gradebook (and the student) when an exercise could not run normally."""
+    status = ex_json["status"]
+    first = next((c for c in ex_json["checks"] if not c["passed"]), None)
+    message = (first or {}).get("message") or {}
+    zh, en = message.get("zh", "") or "", message.get("en", "") or ""
+    ex = ex_json["exercise"]
+    if status == "missing":
+        return f"missing: {function} ({ex})", {"zh": f"找不到函数 {function}（{ex}）",
+                                                "en": f"{function} is missing ({ex})"}
+    if status in ("crashed", "error", "timeout", "failed") and "memory" in en.lower():
+        return f"memory: {ex}", {"zh": f"{ex} 超出内存限制：{zh}", "en": f"{ex} ran out of memory: {en}"}
+    if status == "timeout":
+        return f"timeout: {ex}", {"zh": f"{ex}：{zh}", "en": f"{ex}: {en}"}
+    if status == "crashed":
+        return f"crash: {ex}", {"zh": f"{ex}：{zh}", "en": f"{ex}: {en}"}
+    if status == "forbidden":
+        return f"forbidden: {ex}", {"zh": f"{ex}：{zh}", "en": f"{ex}: {en}"}
+    return None
+
+
+def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
+    """The result dict of one submission; None only when the batch is being stopped."""
+    from . import checks as C
+    from .notebook import code_cells, read_notebook
+
+    if sub.problem:
+        return failure(sub, ctx, sub.problem, _msg(sub.problem))
+    start = time.perf_counter()
+    try:
+        nb = read_notebook(sub.path)
+    except NotebookError as exc:
+        text = exc.message.replace(str(sub.path), sub.source)
+        detail = text.split(": ", 1)[1] if text.startswith(sub.source + ": ") else text
+        return failure(sub, ctx, f"unreadable: {detail}",
+                       {"zh": f"无法读取笔记本：{detail}", "en": f"the notebook could not be read: {detail}"})
+    assignment = ctx.course.assignment(sub.assignment)
+    demos = ctx.demos.get(assignment.id, {})
+    cells = [dataclasses.replace(c, code="", skipped=DEMO_SKIPPED)
+             if c.grade_id in demos and c.source == demos[c.grade_id] else c for c in code_cells(nb)]
+    result = _base(sub, ctx)
+    result["max_points"] = assignment.points
+    notes: list[str] = []
+    notes_msg: list[dict[str, str]] = []
+    if nb.metadata.get("autograder_converted_from") == 3:
+        notes.append("converted from nbformat 3")
+        notes_msg.append({"zh": "笔记本为旧格式 nbformat 3，已自动转换",
+                          "en": "the notebook was nbformat 3 and was converted"})
+    timing: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    worker = ctx.sandbox.open(cells, label=sub.key)
+    try:
+        timing["open_seconds"] = round(time.perf_counter() - t0, 4)
+        exercises = []
+        for ex in assignment.exercises:
+            t1 = time.perf_counter()
+            outcome = C.run_exercise(
+                ex.id, ex.function, ex.points, worker, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
+                tolerances=ctx.course.tolerances, seed_parts=(ctx.course.seed, sub.student, assignment.id),
+                device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser)
+            ex_json = outcome.to_json()
+            ex_json["seconds"] = round(time.perf_counter() - t1, 4)
+            exercises.append(ex_json)
+            note = _exercise_notes(ex_json, ex.function)
+            if note:
+                notes.append(note[0])
+                notes_msg.append(note[1])
+        # After the calls: a worker forked again after a crash reports its cells afresh.
+        result["cells"] = [_cell_json(c) for c in getattr(worker, "cells", [])]
+    finally:
+        worker.close()
+    if ctx.stopping.is_set():
+        # The sandbox may have been torn down under this submission: its outcome is not trustworthy.
+        return None
+    failed_cells = [c for c in result["cells"] if c["status"] not in ("ok", "skipped", None)]
+    if failed_cells:
+        notes.append(f"cells failed: {', '.join(str(c['index']) for c in failed_cells)}")
+    result["exercises"] = exercises
+    result["points"] = round(sum(e["points"] for e in exercises), 6)
+    result["notes"], result["notes_msg"] = notes, notes_msg
+    result["status"] = "; ".join([R.GRADED, *notes])
+    result["message"] = None
+    timing["seconds"] = round(time.perf_counter() - start, 4)
+    result["timing"] = timing
+    return result
+
+
+def grade_or_fail(sub: Submission, ctx: Context) -> dict[str, Any] | None:
+    """:func:`grade_submission`, with a grader fault turned into a named row (the batch goes on)."""
+    try:
+        result = grade_submission(sub, ctx)
+    except Exception as exc:  # noqa: BLE001 - one broken submission must not stop the batch
+        if ctx.stopping.is_set():
+            return None
+        return failure(sub, ctx, f"crash: grader error ({type(exc).__name__}: {exc})",
+                       _msg(f"the grader failed on this notebook ({type(exc).__name__}); the instructor will look"),
+                       traceback=traceback.format_exc(limit=20), retry=True)
+    if result is not None:
+        result["graded_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return result
+
+
+# -- the batch --------------------------------------------------------------------------
+class Outputs:
+    """OUT: results/ (the record), feedback/, grades.csv and report.html (views of results/).
+
+    grades.csv holds a row for every result in results/, this batch's and earlier
+    ones' (another assignment graded into the same OUT keeps its rows), and is
+    rewritten atomically as each submission finishes.
+    """
+
+    def __init__(self, out: Path, course: Course, language: str):
+        self.out = Path(out)
+        self.course = course
+        self.language = language
+        self.results_dir = self.out / "results"
+        self.feedback_dir = self.out / "feedback"
+        self.lock = threading.Lock()
+        for d in (self.results_dir, self.feedback_dir):
+            d.mkdir(parents=True, exist_ok=True)
+            R.remove_stale_temporaries(d)
+        R.remove_stale_temporaries(self.out)
+        self.rows: dict[str, dict[str, Any]] = {}
+        for path in sorted(self.results_dir.glob("*.json")):
+            old = R.load_result(path)
+            if old is not None and old.get("key") == path.stem:
+                self.rows[path.stem] = _row(old)
+        self._csv_seconds = 0.0
+        self._csv_written = 0.0
+
+    def result_path(self, key: str) -> Path:
+        return self.results_dir / f"{key}.json"
+
+    def existing(self, sub: Submission, fingerprint: str) -> dict[str, Any] | None:
+        """The stored result of this very notebook by this very grader, if there is one."""
+        old = R.load_result(self.result_path(sub.key))
+        if old and old.get("sha256") == sub.sha256 and old.get("grader") == fingerprint \
+                and old.get("source") == sub.source and not old.get("retry"):
+            return old
+        return None  # a grader fault (retry) is never taken as done: the next run tries again
+
+    def retire(self, origin: str, found: Discovery) -> list[str]:
+        """Move aside results of this SUBMISSIONS that no longer describe a file in it.
+
+        A file now known under another key (a duplicate resolved, a student renamed)
+        or gone from the folder keeps its old files in OUT/superseded/, not in grades.csv.
+        """
+        current = {s.source: s.key for s in found.submissions}
+        scoped = set(found.out_of_scope)
+        moved = []
+        for key, row in list(self.rows.items()):
+            if row.get("origin") != origin or row.get("source") in scoped:
+                continue
+            if current.get(row.get("source")) == key:
+                continue
+            target = self.out / "superseded"
+            target.mkdir(exist_ok=True)
+            for path in (self.result_path(key), self.feedback_dir / f"{key}.md", self.feedback_dir / f"{key}.html"):
+                if path.exists():
+                    os.replace(path, target / path.name)
+            del self.rows[key]
+            moved.append(key)
+        return moved
+
+    def feedback(self, result: dict[str, Any]) -> None:
+        key = result["key"]
+        R.write_if_changed(self.feedback_dir / f"{key}.md", R.feedback_markdown(result, self.course, self.language))
+        R.write_if_changed(self.feedback_dir / f"{key}.html", R.feedback_html(result, self.course, self.language))
+
+    def keep(self, result: dict[str, Any]) -> None:
+        """A result from an earlier run: its feedback (in this run's language) and its row."""
+        self.feedback(result)
+        with self.lock:
+            self.rows[result["key"]] = _row(result)
+
+    def record(self, result: dict[str, Any]) -> None:
+        """Write one fresh result, its feedback, then the gradebook; safe from any thread."""
+        R.atomic_write_text(self.result_path(result["key"]), R.dump_result(result))
+        self.feedback(result)
+        with self.lock:
+            self.rows[result["key"]] = _row(result)
+            # Rebuilding is O(rows): past a few thousand rows, at most once a second (and at the end).
+            if self._csv_seconds < 0.02 or time.monotonic() - self._csv_written > 1.0:
+                self._write_csv()
+
+    def write_csv(self) -> None:
+        with self.lock:
+            self._write_csv()
+
+    def _write_csv(self) -> None:
+        start = time.monotonic()
+        R.atomic_write_text(self.out / "grades.csv", R.grades_csv(list(self.rows.values()), self.course),
+                            encoding="utf-8-sig")
+        self._csv_written = time.monotonic()
+        self._csv_seconds = self._csv_written - start
+
+    def all_results(self) -> list[dict[str, Any]]:
+        """Every result grades.csv shows, read back from results/."""
+        out = []
+        for key in sorted(self.rows):
+            result = R.load_result(self.result_path(key))
+            if result is not None:
+                out.append(result)
+        return out
+
+    def report(self, results: list[dict[str, Any]] | None = None) -> None:
+        results = self.all_results() if results is None else results
+        R.atomic_write_text(self.out / "report.html", R.class_report_html(results, self.course, self.language))
+
+
+def _row(result: dict[str, Any]) -> dict[str, Any]:
+    """What grades.csv needs of a result (kept in memory instead of whole results)."""
+    keep = ("key", "student", "assignment", "points", "max_points", "status", "source", "origin")
+    return {**{k: result.get(k) for k in keep},
+            "exercises": [{"exercise": e["exercise"], "points": e["points"]} for e in result.get("exercises", [])]}
+
+
+@dataclass
+class BatchOutcome:
+    results: list[dict[str, Any]]
+    graded: int                   # graded (or failed) in this run
+    resumed: int                  # kept from an earlier run
+    seconds: float                # wall time of the grading loop (template start excluded)
+    interrupted: bool = False
+
+
+def check_catalog(course: Course, assignments: set[str]) -> dict[str, Callable[..., Any]]:
+    """Load the full catalog; every exercise to grade needs checks and a reference, else a clear error."""
+    from . import checks as C
+
+    C.load_catalog(hidden=True, mistakes=True)
+    references: dict[str, Callable[..., Any]] = {}
+    gaps: list[str] = []
+    for a in course.assignments:
+        if a.id not in assignments:
+            continue
+        try:
+            module = importlib.import_module(f"solutions.{a.module}")
+        except ImportError as exc:
+            raise AutograderError(f"solutions/{a.module}.py cannot be imported ({exc})",
+                                  hint="run autograder build") from None
+        for ex in a.exercises:
+            if not C.checks_for(ex.id, (C.Audience.PUBLIC, C.Audience.HIDDEN)):
+                gaps.append(f"{ex.id} has no checks")
+            fn = getattr(module, ex.function, None)
+            if fn is None:
+                gaps.append(f"solutions/{a.module}.py defines no {ex.function} ({ex.id})")
+            references[ex.id] = fn
+    if gaps:
+        raise AutograderError("the grader is incomplete: " + "; ".join(gaps),
+                              hint="run autograder build and autograder validate")
+    return references
+
+
+@dataclass
+class Plan:
+    """A batch ready to grade: what was found, where it goes, and what grades it."""
+
+    found: Discovery
+    outputs: Outputs
+    references: dict[str, Callable[..., Any]]
+    fingerprint: str
+    device: str
+    origin: str                    # SUBMISSIONS as given (a folder or a zip), resolved
+    demos: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | None = None,
+         assignment: str | None = None, language: str | None = None, device: str = "cpu",
+         origin: Path | None = None) -> Plan:
+    """Discover the submissions under ``root`` and check the grader can grade them (before any sandbox)."""
+    out = Path(out).resolve()
+    if out.is_relative_to(Path(root).resolve()):
+        raise AutograderError(f"{out}: the output folder is inside SUBMISSIONS",
+                              hint="write results elsewhere, or they would be graded next time")
+    found = discover(root, course, assignment=assignment, refused=refused)
+    present = {s.assignment for s in found.submissions if s.assignment and not s.problem}
+    references = check_catalog(course, present)
+    outputs = Outputs(out, course, language or course.language.value)
+    return Plan(found, outputs, references, grader_fingerprint(device), device,
+                str(Path(origin if origin is not None else root).resolve()), demo_cells(course))
+
+
+def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, progress: Any = None,
+                on_result: Callable[[dict[str, Any]], None] | None = None) -> BatchOutcome:
+    """Grade every submission not already done; each result is written as soon as it exists."""
+    from . import checks as C
+
+    course, outputs = batch.outputs.course, batch.outputs
+    ctx = Context(course, sandbox, batch.device, batch.fingerprint, batch.references,
+                  C.LiveDiagnoser(course.tolerances), batch.demos, batch.origin)
+    results: dict[str, dict[str, Any]] = {}
+    todo: list[Submission] = []
+    outputs.retire(batch.origin, batch.found)
+    for sub in batch.found.submissions:
+        old = None if force else outputs.existing(sub, batch.fingerprint)
+        if old is not None and old.get("origin") == batch.origin:
+            outputs.keep(old)
+            results[sub.key] = old
+        else:
+            todo.append(sub)
+    outputs.write_csv()
+    resumed = len(results)
+    task = progress.add_task("grading", total=len(batch.found.submissions), completed=resumed) if progress else None
+    start = time.perf_counter()
+    interrupted = False
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade")
+    try:
+        pending: dict[Future, Submission] = {pool.submit(grade_or_fail, s, ctx): s for s in todo}
+        while pending:
+            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in done:
+                pending.pop(fut)
+                result = fut.result()
+                if result is None:
+                    continue
+                outputs.record(result)
+                results[result["key"]] = result
+                if on_result:
+                    on_result(result)
+                if progress:
+                    progress.advance(task)
+    except KeyboardInterrupt:
+        interrupted = True
+        ctx.stopping.set()  # before the sandbox goes: no half-graded submission gets written
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        if not interrupted:
+            pool.shutdown(wait=True)
+        outputs.write_csv()
+    seconds = time.perf_counter() - start
+    ordered = [results[s.key] for s in batch.found.submissions if s.key in results]
+    return BatchOutcome(ordered, len(ordered) - resumed, resumed, seconds)
+
+
+# -- the command ---------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("submissions", type=Path, metavar="SUBMISSIONS",
+                        help="a folder of notebooks (any nesting) or a .zip exported from an LMS")
+    parser.add_argument("-o", "--out", type=Path, required=True, metavar="OUT",
+                        help="output folder: results/, feedback/, grades.csv, report.html")
+    parser.add_argument("--assignment", metavar="A", help="grade only this assignment (and use it where the "
+                        "path and the notebook name none)")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                        help="where student code runs: cpu, cuda, or auto (cuda when available)")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="submissions graded in parallel (default: the CPU count)")
+    parser.add_argument("--force", action="store_true", help="regrade submissions that already have a result")
+    parser.add_argument("--language", choices=("zh", "en"), default=None,
+                        help="language of the feedback (default: course.yml's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
+    from .sandbox import Sandbox
+
+    if args.jobs < 1:
+        raise AutograderError(f"-j {args.jobs}: need at least one worker")
+    console = Console()
+    course = load_course()
+    language = args.language or course.language.value
+    device = resolve_device(args.device)
+    # The trusted side runs references in several threads: one torch thread each, no oversubscription.
+    torch.set_num_threads(1)
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    _sigterm_interrupts()
+    with opened(args.submissions) as (root, refused):
+        batch = plan(root, course, args.out, refused=refused, assignment=args.assignment,
+                     language=language, device=device, origin=args.submissions)
+        found = batch.found
+        if not found.submissions:
+            raise AutograderError(f"{args.submissions}: no notebook (.ipynb) found",
+                                  hint="pass the folder or zip that holds the submitted notebooks")
+        for name in found.ignored[:10]:
+            console.print(f"[dim]ignored (not a notebook): {escape(name)}[/]")
+        if len(found.ignored) > 10:
+            console.print(f"[dim]... and {len(found.ignored) - 10} more files that are not notebooks[/]")
+        if found.out_of_scope:
+            console.print(f"[dim]{len(found.out_of_scope)} notebooks of other assignments skipped (--assignment "
+                          f"{args.assignment})[/]")
+        console.print(f"{len(found.submissions)} submissions under {escape(str(args.submissions))}; "
+                      f"device {device}, {args.jobs} workers")
+        t0 = time.perf_counter()
+        with Sandbox(course.limits, device) as sandbox:
+            warm = time.perf_counter() - t0
+            columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       TimeElapsedColumn(), TimeRemainingColumn())
+            try:
+                with Progress(*columns, console=console) as progress:
+                    outcome = grade_batch(batch, sandbox, jobs=args.jobs, force=args.force, progress=progress)
+            except KeyboardInterrupt:
+                done = len(list(batch.outputs.results_dir.glob("*.json")))
+                console.print(f"[yellow]interrupted: {done} results are saved in {batch.outputs.results_dir}; "
+                              "run the same command again to finish[/]")
+                raise
+    out = batch.outputs.out
+    everything = batch.outputs.all_results()
+    batch.outputs.report(everything)
+    R.print_summary(console, everything, course)
+    earlier = len(everything) - len(outcome.results)
+    if earlier:
+        console.print(f"{earlier} rows of grades.csv come from earlier runs into {out} (other submissions)")
+    per = outcome.seconds / outcome.graded if outcome.graded else 0.0
+    console.print(f"graded {outcome.graded} in {outcome.seconds:.1f} s ({per:.2f} s each, sandbox warm-up "
+                  f"{warm:.1f} s), {outcome.resumed} kept from an earlier run; wrote {out}/grades.csv, "
+                  f"report.html, results/, feedback/")
+    return 0
+
+
+def _sigterm_interrupts() -> None:
+    """SIGTERM (a scheduler's kill) stops like Ctrl-C: finished results are already on disk."""
+    if threading.current_thread() is threading.main_thread():
+        def handler(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt()
+
+        signal.signal(signal.SIGTERM, handler)

@@ -1,0 +1,428 @@
+"""What grading writes: result files, student feedback, the gradebook, the class report.
+
+Everything here works from result dicts (the JSON written to ``results/``), so
+feedback and the gradebook can be rebuilt from ``results/`` at any time and a
+resumed batch reports exactly what a fresh one would.
+
+Every file is written atomically (a temporary file in the same folder, then
+``os.replace``): a batch killed at any instant leaves each output either the
+old complete file or the new complete file, never half of one.
+
+Student feedback shows what a student may see: per exercise the score, the
+failed checks with their messages and diagnoses, and the cells that raised.
+It never shows hidden inputs or references beyond what a check's message says.
+Every piece of text that a student controls (error messages, names) is escaped.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import os
+import statistics
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from .config import Course
+
+RESULT_SCHEMA = 1
+GRADED = "graded"
+
+
+# -- atomic files ------------------------------------------------------------------------
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a reader (or a crash) never sees a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str, encoding: str = "utf-8") -> None:
+    atomic_write_bytes(path, text.encode(encoding))
+
+
+def write_if_changed(path: Path, text: str, encoding: str = "utf-8") -> bool:
+    """Atomic write, skipped when the file already holds exactly this text (keeps mtimes honest)."""
+    data = text.encode(encoding)
+    try:
+        if path.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    atomic_write_bytes(path, data)
+    return True
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Temporary files a killed batch left behind (never a finished output)."""
+    if folder.is_dir():
+        for p in folder.glob(".*.tmp"):
+            p.unlink(missing_ok=True)
+
+
+def dump_result(result: dict[str, Any]) -> str:
+    return json.dumps(result, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+
+
+def load_result(path: Path) -> dict[str, Any] | None:
+    """A result file, or None when it is missing or not one of ours."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != RESULT_SCHEMA:
+        return None
+    return data
+
+
+# -- small helpers ---------------------------------------------------------------------------
+def _text(msg: Any, language: str) -> str:
+    """One language of a {"zh", "en"} message (or a plain string)."""
+    if isinstance(msg, dict):
+        return str(msg.get(language) or msg.get("en") or msg.get("zh") or "")
+    return "" if msg is None else str(msg)
+
+
+def fmt_points(x: float) -> str:
+    return f"{round(float(x), 3):g}"
+
+
+def _md(text: str) -> str:
+    """Student-controlled text inside Markdown: no raw HTML, no accidental emphasis or tables."""
+    out = html.escape(text, quote=False)
+    for ch in "\\`*_[]|#":
+        out = out.replace(ch, "\\" + ch)
+    return " ".join(out.split())
+
+
+def exercise_title(course: Course, exercise_id: str) -> str:
+    try:
+        return course.exercise(exercise_id)[1].title
+    except Exception:  # noqa: BLE001 - an old result of an exercise since removed
+        return exercise_id
+
+
+_LABELS = {
+    "zh": {"score": "得分", "exercise": "练习", "status": "状态", "hidden": "隐藏检查", "public": "公开检查",
+           "diagnosis": "诊断", "cells": "出错的单元格", "cell": "单元格", "not_graded": "未能评分",
+           "passed_all": "全部通过", "title": "评分反馈", "total": "总分", "note": "说明",
+           "what_now": "请检查你提交的文件（正确的 .ipynb 笔记本、文件名与作业对应），然后重新提交。"},
+    "en": {"score": "Score", "exercise": "Exercise", "status": "Status", "hidden": "hidden check",
+           "public": "public check", "diagnosis": "Diagnosis", "cells": "Cells that raised", "cell": "cell",
+           "not_graded": "not graded", "passed_all": "all checks passed", "title": "Grading feedback",
+           "total": "Total", "note": "Note",
+           "what_now": "Check the file you submitted (a valid .ipynb notebook named for the assignment) "
+                       "and submit again."},
+}
+_STATUS = {
+    "zh": {"passed": "通过", "failed": "未通过", "not_attempted": "未作答", "missing": "函数缺失", "error": "出错",
+           "forbidden": "使用了禁止的调用", "timeout": "超时", "crashed": "中断", "too_large": "返回值过大"},
+    "en": {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "missing": "function missing",
+           "error": "error", "forbidden": "forbidden call", "timeout": "timed out", "crashed": "crashed",
+           "too_large": "output too large"},
+}
+
+
+def _label(language: str, key: str) -> str:
+    return _LABELS.get(language, _LABELS["en"])[key]
+
+
+def _status_text(language: str, status: str) -> str:
+    return _STATUS.get(language, _STATUS["en"]).get(status, status)
+
+
+# -- feedback ---------------------------------------------------------------------------------
+def _failed_checks(ex: dict[str, Any]) -> list[dict[str, Any]]:
+    """The checks a student should read about; one line for a not attempted / missing exercise."""
+    failed = [c for c in ex.get("checks", []) if not c.get("passed")]
+    if ex.get("status") in ("not_attempted", "missing") and failed:
+        return failed[:1]
+    return failed
+
+
+def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> str:
+    """The student's feedback as Markdown (escaped; nothing hidden beyond the check messages)."""
+    L = lambda key: _label(language, key)  # noqa: E731 - a local shorthand
+    # Assignment IDs and titles come from course.yml; only student-controlled text needs escaping.
+    lines = [f"# {L('title')}: {result.get('assignment') or '?'} · {_md(str(result.get('student') or '?'))}", ""]
+    if result.get("status") != GRADED and not result.get("exercises"):
+        lines += [f"**{L('not_graded')}**: {_md(_text(result.get('message'), language))}", "", L("what_now"), ""]
+        return "\n".join(lines)
+    lines += [f"**{L('total')}: {fmt_points(result['points'])} / {fmt_points(result['max_points'])}**", ""]
+    for note in result.get("notes_msg", []):
+        lines.append(f"> {L('note')}: {_md(_text(note, language))}")
+    lines += ["", f"| {L('exercise')} | {L('score')} | {L('status')} |", "|---|---|---|"]
+    for ex in result.get("exercises", []):
+        lines.append(f"| {ex['exercise']} {exercise_title(course, ex['exercise'])} | "
+                     f"{fmt_points(ex['points'])} / {fmt_points(ex['max_points'])} | "
+                     f"{_status_text(language, ex['status'])} |")
+    for ex in result.get("exercises", []):
+        failed = _failed_checks(ex)
+        if not failed:
+            continue
+        lines += ["", f"## {ex['exercise']} {exercise_title(course, ex['exercise'])}"
+                      f" ({fmt_points(ex['points'])} / {fmt_points(ex['max_points'])})", ""]
+        for c in failed:
+            who = L("hidden") if c.get("audience") == "hidden" else L("public")
+            lines.append(f"- **{_md(_text(c.get('title'), language))}** ({who}, "
+                         f"{_status_text(language, c.get('status', ''))}): {_md(_text(c.get('message'), language))}")
+            if c.get("mistake_message"):
+                lines.append(f"  - {L('diagnosis')}: {_md(_text(c['mistake_message'], language))}")
+    bad_cells = [c for c in result.get("cells", []) if c.get("status") not in ("ok", "skipped", None)]
+    if bad_cells:
+        lines += ["", f"## {L('cells')}", ""]
+        for c in bad_cells:
+            lines.append(f"- {L('cell')} {c.get('index')}: {_md(str(c.get('error_type') or c.get('status')))}"
+                         f" {_md(str(c.get('message') or ''))}")
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC",sans-serif;max-width:60rem;
+margin:2rem auto;padding:0 1rem;color:#222}table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;
+padding:.3rem .6rem;text-align:left;vertical-align:top}th{background:#f4f4f4}.passed{color:#1a7f37}
+.failed,.error,.crashed,.timeout,.forbidden,.too_large,.missing{color:#b42318}.not_attempted{color:#777}
+.diag{color:#6941c6}.note{background:#fff7e6;padding:.5rem}img{max-width:100%}code{background:#f4f4f4}"""
+
+
+def _h(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
+    """The student's feedback as a standalone HTML page (every dynamic string escaped)."""
+    L = lambda key: _label(language, key)  # noqa: E731
+    title = f"{L('title')}: {result.get('assignment') or '?'} · {result.get('student') or '?'}"
+    body = [f"<h1>{_h(title)}</h1>"]
+    if result.get("status") != GRADED and not result.get("exercises"):
+        body += [f"<p class='note'><b>{_h(L('not_graded'))}</b>: {_h(_text(result.get('message'), language))}</p>",
+                 f"<p>{_h(L('what_now'))}</p>"]
+        return _page(title, language, body)
+    body.append(f"<p><b>{_h(L('total'))}: {_h(fmt_points(result['points']))} / "
+                f"{_h(fmt_points(result['max_points']))}</b></p>")
+    for note in result.get("notes_msg", []):
+        body.append(f"<p class='note'>{_h(L('note'))}: {_h(_text(note, language))}</p>")
+    rows = "".join(
+        f"<tr><td>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise']))}</td>"
+        f"<td>{_h(fmt_points(ex['points']))} / {_h(fmt_points(ex['max_points']))}</td>"
+        f"<td class='{_h(ex['status'])}'>{_h(_status_text(language, ex['status']))}</td></tr>"
+        for ex in result.get("exercises", []))
+    body.append(f"<table><tr><th>{_h(L('exercise'))}</th><th>{_h(L('score'))}</th><th>{_h(L('status'))}</th></tr>"
+                f"{rows}</table>")
+    for ex in result.get("exercises", []):
+        failed = _failed_checks(ex)
+        if not failed:
+            continue
+        body.append(f"<h2>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise']))} "
+                    f"({_h(fmt_points(ex['points']))} / {_h(fmt_points(ex['max_points']))})</h2><ul>")
+        for c in failed:
+            who = L("hidden") if c.get("audience") == "hidden" else L("public")
+            status = c.get("status", "")
+            item = (f"<li><b>{_h(_text(c.get('title'), language))}</b> ({_h(who)}, "
+                    f"<span class='{_h(status)}'>{_h(_status_text(language, status))}</span>): "
+                    f"{_h(_text(c.get('message'), language))}")
+            if c.get("mistake_message"):
+                diagnosis = _text(c["mistake_message"], language)
+                item += f"<br><span class='diag'>{_h(L('diagnosis'))}: {_h(diagnosis)}</span>"
+            body.append(item + "</li>")
+        body.append("</ul>")
+    bad_cells = [c for c in result.get("cells", []) if c.get("status") not in ("ok", "skipped", None)]
+    if bad_cells:
+        body.append(f"<h2>{_h(L('cells'))}</h2><ul>")
+        body += [f"<li>{_h(L('cell'))} {_h(c.get('index'))}: <code>{_h(c.get('error_type') or c.get('status'))}</code> "
+                 f"{_h(c.get('message') or '')}</li>" for c in bad_cells]
+        body.append("</ul>")
+    return _page(title, language, body)
+
+
+def _page(title: str, language: str, body: list[str]) -> str:
+    return (f"<!DOCTYPE html>\n<html lang='{_h(language)}'><head><meta charset='utf-8'>"
+            f"<title>{_h(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+# -- the gradebook -----------------------------------------------------------------------------
+def exercise_columns(course: Course, results: Iterable[dict[str, Any]]) -> list[str]:
+    """Exercise IDs of the assignments present, in course order."""
+    present = {r.get("assignment") for r in results}
+    return [e.id for a in course.assignments if a.id in present for e in a.exercises]
+
+
+def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
+    """One row per submission: student, assignment, each exercise's points, total, max, status, source."""
+    columns = exercise_columns(course, results)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["student", "assignment", *columns, "total", "max", "status", "source"])
+    for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""),
+                                            str(r.get("source")))):
+        per = {ex["exercise"]: ex["points"] for ex in r.get("exercises", [])}
+        own = set()
+        try:
+            own = {e.id for e in course.assignment(r["assignment"]).exercises} if r.get("assignment") else set()
+        except Exception:  # noqa: BLE001 - an assignment since removed from course.yml
+            pass
+        cells = [fmt_points(per.get(c, 0.0)) if c in own else "" for c in columns]
+        writer.writerow([r.get("student") or "", r.get("assignment") or "", *cells,
+                         fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)),
+                         r.get("status", ""), r.get("source", "")])
+    return buf.getvalue()
+
+
+# -- the class report ------------------------------------------------------------------------
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def class_stats(results: list[dict[str, Any]], course: Course) -> dict[str, Any]:
+    """Numbers behind the report and the terminal summary."""
+    graded = [r for r in results if r.get("status", "").startswith(GRADED)]
+    fractions = [r["points"] / r["max_points"] for r in graded if r.get("max_points")]
+    per_exercise: dict[str, dict[str, Any]] = {}
+    mistakes: Counter[tuple[str, str]] = Counter()
+    mistake_text: dict[tuple[str, str], Any] = {}
+    for r in graded:
+        for ex in r.get("exercises", []):
+            e = per_exercise.setdefault(ex["exercise"], {"n": 0, "full": 0, "points": 0.0,
+                                                          "max": ex["max_points"], "statuses": Counter()})
+            e["n"] += 1
+            e["points"] += ex["points"]
+            e["full"] += ex["points"] >= ex["max_points"] - 1e-9
+            e["statuses"][ex["status"]] += 1
+            seen = set()
+            for c in ex.get("checks", []):
+                if c.get("mistake") and (ex["exercise"], c["mistake"]) not in seen:
+                    seen.add((ex["exercise"], c["mistake"]))
+                    mistakes[(ex["exercise"], c["mistake"])] += 1
+                    mistake_text[(ex["exercise"], c["mistake"])] = c.get("mistake_message")
+    order = {e.id: i for i, e in enumerate(course.exercises)}
+    per_exercise = dict(sorted(per_exercise.items(), key=lambda kv: order.get(kv[0], 10**6)))
+    statuses = Counter(r.get("status", "").split(";")[0].split(":")[0] for r in results)
+    return {"n": len(results), "graded": len(graded), "fractions": fractions, "per_exercise": per_exercise,
+            "mistakes": mistakes.most_common(), "mistake_text": mistake_text, "statuses": statuses,
+            "mean": statistics.fmean(fractions) if fractions else None,
+            "median": statistics.median(fractions) if fractions else None}
+
+
+def class_report_html(results: list[dict[str, Any]], course: Course, language: str = "en") -> str:
+    """The class report: summary, three plots embedded as base64 PNG, tables; self-contained HTML."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    stats = class_stats(results, course)
+    body = [f"<h1>{_h(course.name)}: class report</h1>",
+            f"<p>{stats['n']} submissions, {stats['graded']} graded"
+            + (f"; mean score {stats['mean'] * 100:.1f}%, median {stats['median'] * 100:.1f}%"
+               if stats["mean"] is not None else "") + ".</p>"]
+
+    # Plot labels stay ASCII: a CJK glyph missing from the default font would only warn.
+    fig = Figure(figsize=(6, 3.2))
+    ax = fig.subplots()
+    ax.hist([f * 100 for f in stats["fractions"]], bins=[i * 10 for i in range(11)], color="#4c78a8",
+            edgecolor="white")
+    ax.set(xlabel="score (% of the assignment's points)", ylabel="submissions", title="Score histogram")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    body.append(f"<h2>Scores</h2><img alt='score histogram' src='data:image/png;base64,{_png(fig)}'>")
+
+    per = stats["per_exercise"]
+    if per:
+        fig = Figure(figsize=(max(4.0, 0.55 * len(per) + 1.5), 3.2))
+        ax = fig.subplots()
+        ids = list(per)
+        ax.bar(ids, [per[i]["full"] / per[i]["n"] * 100 for i in ids], color="#54a24b")
+        ax.set(ylim=(0, 100), xlabel="exercise", ylabel="% with full points", title="Pass rate per exercise")
+        body.append(f"<h2>Pass rate per exercise</h2><img alt='pass rate per exercise' "
+                    f"src='data:image/png;base64,{_png(fig)}'>")
+        rows = "".join(
+            f"<tr><td>{_h(i)}</td><td>{_h(exercise_title(course, i))}</td><td>{e['n']}</td>"
+            f"<td>{e['full'] / e['n'] * 100:.0f}%</td><td>{_h(fmt_points(e['points'] / e['n']))} / "
+            f"{_h(fmt_points(e['max']))}</td><td>{_h(', '.join(f'{k} {v}' for k, v in e['statuses'].most_common()))}"
+            f"</td></tr>" for i, e in per.items())
+        body.append("<table><tr><th>exercise</th><th>title</th><th>graded</th><th>full points</th>"
+                    f"<th>mean points</th><th>statuses</th></tr>{rows}</table>")
+
+    top = stats["mistakes"][:10]
+    body.append("<h2>Most common diagnosed mistakes</h2>")
+    if top:
+        fig = Figure(figsize=(6, 0.45 * len(top) + 1.2))
+        ax = fig.subplots()
+        labels = [f"{e} {m}" for (e, m), _ in top][::-1]
+        ax.barh(labels, [n for _, n in top][::-1], color="#e45756")
+        ax.set(xlabel="submissions", title="Diagnosed mistakes")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        body.append(f"<img alt='most common diagnosed mistakes' src='data:image/png;base64,{_png(fig)}'>")
+        rows = "".join(f"<tr><td>{_h(e)}</td><td>{_h(m)}</td><td>{n}</td>"
+                       f"<td>{_h(_text(stats['mistake_text'].get((e, m)), language))}</td></tr>" for (e, m), n in top)
+        body.append(f"<table><tr><th>exercise</th><th>mistake</th><th>submissions</th><th>message</th></tr>{rows}</table>")
+    else:
+        body.append("<p>No known mistake was diagnosed.</p>")
+
+    rows = "".join(
+        f"<tr><td>{_h(r.get('student') or '')}</td><td>{_h(r.get('assignment') or '')}</td>"
+        f"<td>{_h(fmt_points(r.get('points', 0)))} / {_h(fmt_points(r.get('max_points', 0)))}</td>"
+        f"<td>{_h(r.get('status', ''))}</td><td><a href='feedback/{_h(r['key'])}.html'>feedback</a></td></tr>"
+        for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))))
+    body.append("<h2>Submissions</h2><table><tr><th>student</th><th>assignment</th><th>score</th><th>status</th>"
+                f"<th></th></tr>{rows}</table>")
+    return _page(f"{course.name}: class report", "en", body)
+
+
+# -- the terminal summary -----------------------------------------------------------------------
+def print_summary(console: Any, results: list[dict[str, Any]], course: Course, *, list_limit: int = 40) -> None:
+    """A rich summary: per submission (small batches), per exercise, and every failure named."""
+    from rich.table import Table
+
+    stats = class_stats(results, course)
+    if len(results) <= list_limit:
+        table = Table(title="Submissions")
+        for col in ("student", "assignment", "score", "status"):
+            table.add_column(col, overflow="fold")
+        for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))):
+            ok = r.get("status") == GRADED
+            table.add_row(_esc(r.get("student") or "?"), _esc(r.get("assignment") or "?"),
+                          f"{fmt_points(r.get('points', 0))}/{fmt_points(r.get('max_points', 0))}",
+                          _esc(r.get("status", "")) if ok else f"[yellow]{_esc(r.get('status', ''))}[/]")
+        console.print(table)
+    else:
+        problems = [r for r in results if r.get("status") != GRADED]
+        for r in problems[:list_limit]:
+            console.print(f"[yellow]{_esc(r.get('source', ''))}[/]: {_esc(r.get('status', ''))}")
+        if len(problems) > list_limit:
+            console.print(f"... and {len(problems) - list_limit} more rows that are not plainly graded "
+                          "(see grades.csv)")
+    if stats["per_exercise"]:
+        table = Table(title="Exercises")
+        for col in ("exercise", "graded", "full points", "mean", "top mistake"):
+            table.add_column(col)
+        top_by_ex: dict[str, tuple[str, int]] = {}
+        for (e, m), n in stats["mistakes"]:
+            top_by_ex.setdefault(e, (m, n))
+        for i, e in stats["per_exercise"].items():
+            m = top_by_ex.get(i)
+            table.add_row(i, str(e["n"]), f"{e['full'] / e['n'] * 100:.0f}%",
+                          f"{fmt_points(e['points'] / e['n'])}/{fmt_points(e['max'])}",
+                          f"{m[0]} ({m[1]})" if m else "")
+        console.print(table)
+    mean = f", mean {stats['mean'] * 100:.1f}%" if stats["mean"] is not None else ""
+    console.print(f"{stats['n']} submissions: {stats['graded']} graded, "
+                  f"{stats['n'] - stats['graded']} not graded{mean}")
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(str(text))

@@ -1,0 +1,495 @@
+"""Finding submissions: which notebooks, which student, which assignment.
+
+``autograder grade`` takes a folder of notebooks in any nesting or a ``.zip``
+downloaded from an LMS. Every ``.ipynb`` found becomes one :class:`Submission`.
+Its student and assignment come from evidence, never from a silent guess:
+
+* the path: a folder or file named for an assignment (``01_rnn_decay``,
+  ``alice_01_rnn_decay.ipynb``), the folder that differs between students
+  (``alice/``, nbgrader's ``submitted/alice/01_rnn_decay/``), or the file name
+  of a flat export (``alice.ipynb``, Canvas' ``alice_123_456_01_rnn_decay.ipynb``);
+* the notebook: ``metadata.autograder.assignment`` (written by the build), the
+  nbgrader ``grade_id`` of its cells (``ex2_4`` belongs to one assignment only),
+  and the exercise functions it defines;
+* ``--assignment``, which scopes the batch and fills in what the path leaves open.
+
+When the evidence disagrees or says nothing, the submission carries a
+``problem`` (``ambiguous student: ...``, ``unknown assignment: ...``,
+``duplicate submission: ...``) and the grader reports it as a named failure row.
+
+A zip is extracted into a private temporary folder: no absolute paths, no
+``..``, no links, a cap on member count and on bytes actually written (a zip
+bomb stops at the cap, whatever its headers claim).
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+import unicodedata
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterator
+
+from .config import Course
+from .errors import AutograderError, UnknownExercise
+from .notebook import MAX_NOTEBOOK_BYTES
+
+#: Folder names that organize submissions but never name a student.
+STRUCTURAL = {"submitted", "submissions", "submission", "autograded", "release", "source", "feedback",
+              "nbgrader", "exchange", "inbound", "outbound", "export", "download", "downloads", "notebooks"}
+#: Folders whose content is never a submission.
+IGNORED_DIRS = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".git"}
+
+#: Zip limits: bytes actually written, members, one member.
+ZIP_MAX_BYTES = 2 * 2**30
+ZIP_MAX_MEMBERS = 50_000
+ZIP_MAX_MEMBER_BYTES = 256 * 2**20
+
+_MOODLE_DIR = re.compile(r"^(?P<name>.+?)_\d+_assign(?:ment)?submission_(?:file|onlinetext)_?$", re.I)
+_CANVAS_FILE = re.compile(r"^(?P<name>[^_]+?)(?:_late)?_\d+_\d+(?:_.*)?$", re.I)
+_COPY_NOISE = re.compile(r"(?:[-_ ]*copy\d*|[-_ ]*\(\d+\)|[-_ ]+v\d+|[-_ ]*final)+$", re.I)
+_SEPARATORS = re.compile(r"[\s\-.]+")
+
+
+@dataclass
+class Submission:
+    """One notebook found, with what could be established about it."""
+
+    path: Path                     # the file to grade (inside the temp folder for a zip)
+    source: str                    # where it was found, relative to SUBMISSIONS (posix)
+    sha256: str = ""
+    student: str | None = None
+    assignment: str | None = None
+    problem: str | None = None     # why it cannot be graded, when it cannot
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The file-name stem of its outputs: ``<student>__<assignment>``, sanitized."""
+        if self.problem:
+            # Not enough identity for a clean name: name it for where it was found.
+            tag = hashlib.sha256(self.source.encode()).hexdigest()[:8]
+            return f"{safe_name(self.student or 'unknown')}__{self.assignment or 'unknown'}__{tag}"
+        return f"{safe_name(self.student or 'unknown')}__{self.assignment}"
+
+
+@dataclass
+class Discovery:
+    """Everything found under SUBMISSIONS."""
+
+    submissions: list[Submission]
+    ignored: list[str]             # files that are not notebooks (README.txt, a .py, a nested zip)
+    out_of_scope: list[str]        # notebooks of another assignment than --assignment
+
+
+def safe_name(text: str, limit: int = 80) -> str:
+    """A file-name-safe form of a student's name; distinct names stay distinct.
+
+    Letters of any script, digits, ``-`` and ``_`` are kept; anything else becomes ``_``.
+    When that changes the name, a short hash of the original is appended so
+    ``a b`` and ``a_b`` do not collide.
+    """
+    norm = unicodedata.normalize("NFC", text)
+    cleaned = re.sub(r"[^\w\-]+", "_", norm, flags=re.UNICODE).strip("_-")[:limit] or "student"
+    if cleaned != norm:
+        cleaned += "-" + hashlib.sha256(norm.encode()).hexdigest()[:6]
+    return cleaned
+
+
+# -- zip ---------------------------------------------------------------------------
+class UnsafeArchive(AutograderError):
+    """The zip cannot be extracted safely (too big, too many members, not a zip)."""
+
+
+@dataclass
+class Extraction:
+    root: Path
+    refused: dict[str, str]        # member name -> why it was not extracted
+
+
+def extract_zip(archive: Path, dest: Path, *, max_bytes: int = ZIP_MAX_BYTES,
+                max_members: int = ZIP_MAX_MEMBERS, max_member_bytes: int = ZIP_MAX_MEMBER_BYTES) -> Extraction:
+    """Extract ``archive`` under ``dest`` member by member, refusing anything unsafe.
+
+    Refused members (absolute paths, ``..``, links, devices, oversized) are
+    listed with the reason; a notebook among them still gets a failure row.
+    """
+    refused: dict[str, str] = {}
+    written = 0
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UnsafeArchive(f"{archive}: not a readable zip ({exc})") from None
+    with zf:
+        members = zf.infolist()
+        if len(members) > max_members:
+            raise UnsafeArchive(f"{archive}: {len(members)} members, more than the {max_members} allowed")
+        root = dest.resolve()
+        for info in members:
+            name = info.filename
+            reason = _unsafe_member(info)
+            if reason is None:
+                target = (root / name).resolve()
+                if not target.is_relative_to(root):
+                    reason = "path leaves the extraction folder"
+            if reason is not None:
+                refused[name] = reason
+                continue
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            budget = min(max_member_bytes, max_bytes - written)
+            try:
+                n = _copy_capped(zf, info, target, budget)
+            except _TooBig:
+                target.unlink(missing_ok=True)
+                if written >= max_bytes or budget < max_member_bytes:
+                    raise UnsafeArchive(f"{archive}: more than {max_bytes / 2**20:.0f} MiB once extracted",
+                                        hint="unpack it yourself and grade the folder") from None
+                refused[name] = f"larger than {max_member_bytes / 2**20:.0f} MiB once extracted"
+                continue
+            except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError) as exc:
+                # A corrupt or encrypted member: the notebook gets a row, the rest continues.
+                target.unlink(missing_ok=True)
+                refused[name] = f"cannot be extracted ({exc})"
+                continue
+            written += n
+    return Extraction(root, refused)
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _unsafe_member(info: zipfile.ZipInfo) -> str | None:
+    name = info.filename
+    if "\x00" in name:
+        return "name contains a NUL byte"
+    posix = name.replace("\\", "/")
+    if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix):
+        return "absolute path"
+    if any(part == ".." for part in PurePosixPath(posix).parts):
+        return "path with '..'"
+    # Unix file type in the high bits of external_attr; 0 (no type) is what most zip writers store.
+    kind = stat.S_IFMT((info.external_attr >> 16) & 0xFFFF)
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return "a link or special file"
+    return None
+
+
+def _copy_capped(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, budget: int) -> int:
+    """Stream one member to ``target``; raise _TooBig past ``budget`` bytes (never trust the header)."""
+    n = 0
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out, zf.open(info) as src:
+        while chunk := src.read(1 << 20):
+            n += len(chunk)
+            if n > budget:
+                raise _TooBig()
+            out.write(chunk)
+    return n
+
+
+@contextlib.contextmanager
+def opened(path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Yield (folder to search, refused zip members) for a folder or a zip; clean up after."""
+    path = Path(path)
+    if path.is_dir():
+        yield path, {}
+        return
+    if not path.exists():
+        raise AutograderError(f"{path}: no such file or folder")
+    if not zipfile.is_zipfile(path):
+        raise AutograderError(f"{path}: neither a folder nor a zip archive",
+                              hint="pass a folder of notebooks or the .zip your LMS exported")
+    tmp = Path(tempfile.mkdtemp(prefix="autograder-zip-"))
+    os.chmod(tmp, 0o700)  # private: the sandbox worker must not browse other submissions
+    try:
+        extraction = extract_zip(path, tmp)
+        yield tmp, extraction.refused
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- evidence ------------------------------------------------------------------------
+def _norm(text: str) -> str:
+    return _SEPARATORS.sub("_", unicodedata.normalize("NFC", text).lower())
+
+
+def _assignment_tokens(course: Course) -> list[tuple[re.Pattern[str], str]]:
+    out = []
+    for a in course.assignments:
+        for token in (a.id, a.module):
+            out.append((re.compile(rf"(?<![0-9a-z]){re.escape(token)}(?![0-9a-z])"), a.id))
+    return out
+
+
+def assignments_named(text: str, course: Course) -> set[str]:
+    """Assignment IDs named in a folder or file name (``01_rnn_decay``, ``alice-rnn-decay``)."""
+    norm = _norm(text)
+    return {aid for pattern, aid in _assignment_tokens(course) if pattern.search(norm)}
+
+
+def _strip_assignment(stem: str, course: Course) -> str:
+    norm = _norm(stem)
+    for pattern, _ in sorted(_assignment_tokens(course), key=lambda p: -len(p[0].pattern)):
+        norm = pattern.sub(" ", norm)
+    residue = _COPY_NOISE.sub("", norm.strip(" _"))
+    return re.sub(r"[\s_]+", "_", residue).strip(" _")
+
+
+def _student_from_dir(name: str) -> str:
+    m = _MOODLE_DIR.match(name)
+    return m.group("name").strip() if m else name
+
+
+def _student_from_stem(stem: str, course: Course) -> str | None:
+    m = _CANVAS_FILE.match(stem)
+    if m and any(assignments_named(stem, course)):
+        return m.group("name")
+    residue = _strip_assignment(stem, course)
+    if not residue:
+        return None
+    if residue == _norm(stem).strip(" _"):
+        return _COPY_NOISE.sub("", stem).strip() or None  # keep the student's own spelling
+    return residue
+
+
+@dataclass
+class NotebookEvidence:
+    """What a notebook says about itself (read leniently; None fields when unreadable)."""
+
+    readable: bool
+    declared: str | None = None          # metadata.autograder.assignment
+    by_grade_id: set[str] = field(default_factory=set)
+    by_function: dict[str, int] = field(default_factory=dict)
+
+
+def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
+    """Assignment evidence inside a notebook, without executing anything."""
+    try:
+        nb = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return NotebookEvidence(False)
+    if not isinstance(nb, dict):
+        return NotebookEvidence(False)
+    ev = NotebookEvidence(True)
+    meta = nb.get("metadata")
+    if isinstance(meta, dict):
+        ag = meta.get("autograder")
+        if isinstance(ag, dict) and isinstance(ag.get("assignment"), str):
+            ev.declared = ag["assignment"]
+    cells = nb.get("cells")
+    if not isinstance(cells, list):  # nbformat 3
+        cells = [c for ws in nb.get("worksheets") or [] if isinstance(ws, dict)
+                 for c in ws.get("cells") or []]
+    by_exercise = {f"ex{e.id.replace('.', '_')}": a.id for a in course.assignments for e in a.exercises}
+    functions = {e.function: a.id for a in course.assignments for e in a.exercises}
+    defined: set[str] = set()
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
+        cmeta = cell.get("metadata")
+        nbg = cmeta.get("nbgrader") if isinstance(cmeta, dict) else None
+        gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
+        if isinstance(gid, str) and gid in by_exercise:
+            ev.by_grade_id.add(by_exercise[gid])
+        if cell.get("cell_type") == "code":
+            src = cell.get("source", cell.get("input", ""))
+            text = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else str(src)
+            defined |= _defined_names(text)
+    for name in defined & functions.keys():
+        ev.by_function[functions[name]] = ev.by_function.get(functions[name], 0) + 1
+    return ev
+
+
+def _defined_names(code: str) -> set[str]:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        # Magics or a half-written cell: fall back to a plain scan of def/class lines.
+        return set(re.findall(r"^\s*(?:def|class)\s+([A-Za-z_]\w*)", code, flags=re.M))
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def _notebook_says(ev: NotebookEvidence) -> tuple[str | None, str]:
+    """(assignment, how) from the notebook alone; (None, why) when it says nothing clear."""
+    if ev.declared:
+        return ev.declared, "notebook metadata"
+    if len(ev.by_grade_id) == 1:
+        return next(iter(ev.by_grade_id)), "nbgrader cell ids"
+    if ev.by_function:
+        best = max(ev.by_function.values())
+        top = sorted(a for a, n in ev.by_function.items() if n == best)
+        if len(top) == 1 and len(ev.by_grade_id) <= 1:
+            return top[0], "functions defined"
+    return None, ""
+
+
+# -- discovery -------------------------------------------------------------------------
+def find_notebooks(root: Path) -> tuple[list[Path], list[str]]:
+    """(notebook files, other files) under ``root``, sorted, links not followed."""
+    notebooks: list[Path] = []
+    others: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            if name.startswith("."):
+                continue
+            if p.is_symlink():
+                others.append(f"{rel} (a link, not followed)")
+            elif name.lower().endswith(".ipynb"):
+                notebooks.append(p)
+            else:
+                others.append(rel)
+    return notebooks, others
+
+
+def discover(root: Path, course: Course, *, assignment: str | None = None,
+             refused: dict[str, str] | None = None) -> Discovery:
+    """Every notebook under ``root`` with its student and assignment, or the reason it has none."""
+    if assignment is not None:
+        try:
+            course.assignment(assignment)
+        except UnknownExercise as exc:
+            known = ", ".join(a.id for a in course.assignments)
+            raise UnknownExercise(f"--assignment {assignment}: {exc.message}",
+                                  hint=exc.hint or f"the assignments are {known}") from None
+    root = Path(root)
+    paths, others = find_notebooks(root)
+    subs: list[Submission] = []
+    for p in paths:
+        digest, data = _read(p)
+        subs.append(Submission(p, p.relative_to(root).as_posix(), digest,
+                               evidence={"notebook": notebook_evidence(data, course)}))
+    for name, why in sorted((refused or {}).items()):
+        if name.lower().endswith(".ipynb"):
+            subs.append(Submission(root / "(refused)", name, hashlib.sha256(name.encode()).hexdigest(),
+                                   problem=f"not extracted from the zip: {why}"))
+        else:
+            others.append(f"{name} (refused: {why})")
+
+    prefix = _common_dirs([PurePosixPath(s.source).parts[:-1] for s in subs if not s.problem])
+    out_of_scope: list[str] = []
+    kept: list[Submission] = []
+    for s in subs:
+        if s.problem is None:
+            _identify(s, prefix, course, assignment)
+        if s.problem == "out of scope":
+            out_of_scope.append(s.source)
+            continue
+        kept.append(s)
+    _flag_duplicates(kept)
+    return Discovery(kept, others, out_of_scope)
+
+
+def _read(path: Path) -> tuple[str, bytes]:
+    """(sha256 of the file, its bytes when small enough to be a notebook worth reading, else b"")."""
+    digest = hashlib.sha256()
+    keep = path.stat().st_size <= MAX_NOTEBOOK_BYTES
+    chunks = []
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            if keep:
+                chunks.append(chunk)
+    return digest.hexdigest(), b"".join(chunks)
+
+
+def _common_dirs(dirs: list[tuple[str, ...]]) -> tuple[str, ...]:
+    if not dirs:
+        return ()
+    first = dirs[0]
+    n = 0
+    while n < len(first) and all(len(d) > n and d[n] == first[n] for d in dirs):
+        n += 1
+    return first[:n]
+
+
+def _identify(s: Submission, prefix: tuple[str, ...], course: Course, wanted: str | None) -> None:
+    parts = PurePosixPath(s.source).parts
+    dirs, stem = parts[:-1], PurePosixPath(parts[-1]).stem
+    s.student, student_problem = _student(dirs, stem, prefix, course, s.source)
+    s.assignment, assignment_problem, how = _assignment(dirs, stem, s.evidence["notebook"], course, wanted)
+    s.evidence["assignment"] = how
+    s.problem = assignment_problem or student_problem
+
+
+def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: Course,
+                wanted: str | None) -> tuple[str | None, str | None, str]:
+    """(assignment, problem, how it was established): the path, then the notebook, then --assignment."""
+    by_path: set[str] = set()
+    for part in (*dirs, stem):
+        by_path |= assignments_named(part, course)
+    said, how = _notebook_says(ev)
+    known = {a.id for a in course.assignments}
+    if said is not None and said not in known:
+        return None, f"unknown assignment: the notebook says {said!r}, course.yml has no such assignment", how
+    if len(by_path) > 1:
+        if said not in by_path:
+            return None, f"ambiguous assignment: the path names {', '.join(sorted(by_path))}", "path"
+        by_path = {said}
+    path_says = next(iter(by_path), None)
+    if path_says is not None:
+        if wanted is not None and path_says != wanted:
+            return path_says, "out of scope", "path"
+        if ev.declared is not None and ev.declared != path_says:
+            return None, (f"ambiguous assignment: the path says {path_says}, "
+                          f"the notebook metadata says {ev.declared}"), "path"
+        return path_says, None, "path"
+    if wanted is not None:
+        if said is not None and said != wanted:
+            return wanted, f"wrong assignment: the notebook is {said} ({how}), expected {wanted}", how
+        return wanted, None, "--assignment"
+    if said is not None:
+        return said, None, how
+    why = "the notebook names none" if ev.readable else "the notebook is unreadable"
+    return None, f"unknown assignment: the path names none and {why} (pass --assignment)", ""
+
+
+def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: Course,
+             source: str) -> tuple[str | None, str | None]:
+    """(student, problem): the one folder that tells students apart, else the file name."""
+    def names(folders: tuple[str, ...]) -> list[str]:
+        found = [_student_from_dir(d) for d in folders
+                 if _norm(d) not in STRUCTURAL and not assignments_named(d, course)]
+        return list(dict.fromkeys(found))
+
+    candidates = names(dirs[len(prefix):])
+    if len(candidates) > 1:
+        return None, f"ambiguous student: several folders of {source} could name one ({', '.join(candidates)})"
+    if candidates:
+        return candidates[0], None
+    student = _student_from_stem(stem, course)
+    if student is None:
+        # A lone submission (or one student's folder): the folder around it is the only name there is.
+        outer = names(prefix)
+        student = outer[-1] if outer else None
+    if student is None:
+        return None, f"unknown student: nothing in {source} names one"
+    return student, None
+
+
+def _flag_duplicates(subs: list[Submission]) -> None:
+    seen: dict[tuple[str, str], list[Submission]] = {}
+    for s in subs:
+        if s.problem is None and s.student and s.assignment:
+            seen.setdefault((safe_name(s.student), s.assignment), []).append(s)
+    for (student, assignment), group in seen.items():
+        if len(group) > 1:
+            where = ", ".join(g.source for g in group)
+            for g in group:
+                g.problem = f"duplicate submission: {len(group)} notebooks for {student}/{assignment} ({where})"
+
+

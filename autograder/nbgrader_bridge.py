@@ -1,0 +1,400 @@
+"""The kit inside an nbgrader course, and the grade exports an LMS imports.
+
+Three things live here:
+
+* **Test cells.** Every exercise of a source notebook has, after its ``check``
+  cell, an autograded test cell (grade_id ``ex2_4_tests``, points from
+  course.yml) whose hidden body calls :func:`autograder.nbgrader_tests.grade_exercise`.
+  :func:`sync_test_cells` writes them; the release keeps only their comment line.
+* **The gradebook.** :func:`record_in_gradebook` writes the per-exercise points of
+  ``autograder grade`` results into nbgrader's own ``gradebook.db`` through
+  nbgrader's API (students, submissions, one ``Grade`` per test cell with its
+  ``auto_score``), so ``nbgrader export`` and the formgrader show them.
+  :func:`discover_nbgrader_course` and :func:`after_batch` are what
+  ``autograder grade --nbgrader`` calls.
+* **LMS files.** :func:`write_lms_csv` writes ``canvas.csv`` and ``moodle.csv``:
+  one row per student, one column per assignment, and the total.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import sys
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import Course, Exercise
+from .errors import AutograderError
+
+#: The hidden test cell of an exercise; ``{exercise}`` is its ID ("2.4").
+TEST_CELL_SOURCE = (
+    "# Hidden tests: empty in the student's notebook; nbgrader autograde runs them.\n"
+    "### BEGIN HIDDEN TESTS\n"
+    "from autograder.nbgrader_tests import grade_exercise\n"
+    'grade_exercise("{exercise}")\n'
+    "### END HIDDEN TESTS"
+)
+CANVAS_FILE = "canvas.csv"
+MOODLE_FILE = "moodle.csv"
+#: Canvas' importer skips columns whose header contains "Final Points" (read-only, it computes its own).
+CANVAS_TOTAL = "Final Points"
+CANVAS_STUDENT_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+MOODLE_ID = "Username"
+MOODLE_TOTAL = "Total"
+
+
+# -- the test cells of the source notebooks --------------------------------------------
+def tests_grade_id(exercise_id: str) -> str:
+    """``"2.4"`` -> ``"ex2_4_tests"``: the nbgrader grade cell that carries the exercise's points."""
+    return "ex" + exercise_id.replace(".", "_") + "_tests"
+
+
+def tests_cell_id(exercise_id: str) -> str:
+    """``"2.4"`` -> ``"ex2-4-tests"``: the stable nbformat cell id."""
+    return "ex" + exercise_id.replace(".", "-") + "-tests"
+
+
+def _points(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def test_cell(exercise: Exercise) -> Any:
+    """The autograded test cell of one exercise, as it belongs in the source notebook."""
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(TEST_CELL_SOURCE.format(exercise=exercise.id))
+    cell.id = tests_cell_id(exercise.id)
+    cell.metadata = nbformat.from_dict({"nbgrader": {
+        "grade": True, "grade_id": tests_grade_id(exercise.id), "locked": True,
+        "points": _points(exercise.points), "schema_version": 3, "solution": False}})
+    return cell
+
+
+def _grade_id(cell: Any) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
+    """Put each exercise's test cell right after its check cell, with course.yml's points.
+
+    Returns one line per notebook that differs (``write=False``: would change).
+    Every other cell is left byte for byte as it was.
+    """
+    import nbformat
+
+    changed: list[str] = []
+    for a in course.assignments:
+        rel = f"source/{a.id}/{a.notebook}"
+        path = Path(root) / rel
+        before = path.read_text(encoding="utf-8")
+        nb = nbformat.reads(before, as_version=4)
+        for ex in a.exercises:
+            want = test_cell(ex)
+            nb.cells = [c for c in nb.cells if _grade_id(c) != want.metadata.nbgrader.grade_id]
+            check_id = "ex" + ex.id.replace(".", "_") + "_check"
+            at = next((i for i, c in enumerate(nb.cells) if _grade_id(c) == check_id), None)
+            if at is None:
+                raise AutograderError(f"{rel}: no check cell {check_id!r} for exercise {ex.id}")
+            nb.cells.insert(at + 1, want)
+        after = nbformat.writes(nb) + "\n"
+        if after != before:
+            changed.append(rel)
+            if write:
+                path.write_text(after, encoding="utf-8")
+    return changed
+
+
+# -- the nbgrader course ------------------------------------------------------------------
+def course_directory(course_root: Path, db_url: str | None = None) -> Any:
+    """nbgrader's CourseDirectory as ``nbgrader`` run in ``course_root`` would configure it."""
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    root = Path(course_root).resolve()
+    config = Config()
+    if (root / "nbgrader_config.py").is_file():
+        saved = list(sys.path)  # the course's config may put its folder on sys.path: not for our process
+        try:
+            config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+        finally:
+            sys.path[:] = saved
+    config.CourseDirectory.root = str(root)
+    if db_url is not None:
+        config.CourseDirectory.db_url = db_url
+    return CourseDirectory(config=config)
+
+
+def discover_nbgrader_course(root: Path) -> Path:
+    """The ``submitted/`` folder of the nbgrader course at ``root`` (or ``root`` if it is that folder)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise AutograderError(f"{root}: no such folder", hint="pass the nbgrader course folder (it holds "
+                              "nbgrader_config.py and submitted/)")
+    coursedir = course_directory(root)
+    if root.resolve().name == coursedir.submitted_directory and not (root / "nbgrader_config.py").exists():
+        return root.resolve()
+    submitted = Path(coursedir.root) / coursedir.submitted_directory
+    if not submitted.is_dir():
+        raise AutograderError(f"{root}: no {coursedir.submitted_directory}/ folder in this nbgrader course",
+                              hint="collect the submissions first (nbgrader collect or nbgrader zip_collect)")
+    return submitted.resolve()
+
+
+@dataclass
+class GradebookRecord:
+    """What :func:`record_in_gradebook` did."""
+
+    db_url: str
+    recorded: list[tuple[str, str, float]] = field(default_factory=list)   # (student, assignment, points)
+    skipped: list[tuple[str, str]] = field(default_factory=list)           # (result key, why)
+
+    def lines(self) -> list[str]:
+        out = [f"nbgrader: recorded {len(self.recorded)} submissions in {self.db_url}"]
+        out += [f"nbgrader: skipped {key}: {why}" for key, why in self.skipped]
+        return out
+
+
+def _is_graded(result: dict[str, Any]) -> bool:
+    return str(result.get("status", "")).startswith("graded")
+
+
+def _newest(results: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    """One result per (student, assignment): a graded one before a failure, then the latest."""
+    chosen: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in results:
+        key = (str(r.get("student") or ""), str(r.get("assignment") or ""))
+        old = chosen.get(key)
+        rank = (_is_graded(r), str(r.get("graded_at") or ""))
+        if old is None or rank > (_is_graded(old), str(old.get("graded_at") or "")):
+            chosen[key] = r
+    return {r["key"]: (student, assignment, r) for (student, assignment), r in chosen.items()}
+
+
+def _timestamp(result: dict[str, Any]) -> str | None:
+    """nbgrader collect's ``timestamp.txt`` next to the submitted notebook, when there is one."""
+    origin, source = result.get("origin"), result.get("source")
+    if not origin or not source:
+        return None
+    stamp = Path(origin) / Path(source).parent / "timestamp.txt"
+    try:
+        text = stamp.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text or None
+
+
+def ensure_assignment(coursedir: Any, course: Course, assignment_id: str) -> None:
+    """Record the assignment and its notebook's cells in the gradebook, as generate_assignment does.
+
+    The source notebook goes through nbgrader's own pipeline up to SaveCells
+    (:data:`autograder.build.NBGRADER_PREPROCESSORS`), in memory: release/ is not touched.
+    """
+    from nbconvert.exporters import NotebookExporter
+    from nbgrader.api import Gradebook
+    from nbgrader.preprocessors import SaveCells
+    from traitlets.config import Config
+
+    from .build import NBGRADER_PREPROCESSORS, read_source
+
+    assignment = course.assignment(assignment_id)
+    root = Path(coursedir.root)
+    source = read_source(root, assignment.id, [(e.id, e.function) for e in assignment.exercises])
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        gb.update_or_create_assignment(assignment.id)
+    exporter = NotebookExporter(config=Config({"Exporter": {"default_preprocessors": []}}))
+    for preprocessor in NBGRADER_PREPROCESSORS[:NBGRADER_PREPROCESSORS.index(SaveCells) + 1]:
+        exporter.register_preprocessor(preprocessor)
+    name = Path(assignment.notebook).stem
+    resources = {"unique_key": name, "nbgrader": {"notebook": name, "assignment": assignment.id,
+                                                  "db_url": coursedir.db_url}}
+    try:
+        exporter.from_notebook_node(source.notebook, resources=resources)
+    except RuntimeError as exc:  # SaveCells: cells added or removed while submissions exist
+        raise AutograderError(f"gradebook: {assignment.id}: {exc}",
+                              hint="the source notebook's graded cells changed after students were "
+                                   "recorded; keep the cells or start a new gradebook") from None
+
+
+def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, course_root: Path,
+                        db_url: str | None = None) -> GradebookRecord:
+    """Write every exercise's points of these ``autograder grade`` results into nbgrader's gradebook.
+
+    Per (student, assignment) one result counts: a graded one before a named
+    failure (which records 0 everywhere), then the latest. Each exercise's points
+    become the ``auto_score`` of its test cell's Grade; a score the instructor
+    set by hand in the formgrader (``manual_score``) is left alone and still wins.
+    """
+    from nbgrader.api import Gradebook
+
+    coursedir = course_directory(course_root, db_url)
+    record = GradebookRecord(coursedir.db_url)
+    known = {a.id for a in course.assignments}
+    usable = []
+    for r in results:
+        key = str(r.get("key", "?"))
+        if not r.get("student"):
+            record.skipped.append((key, "no student"))
+        elif r.get("assignment") not in known:
+            record.skipped.append((key, f"unknown assignment {r.get('assignment')!r}"))
+        else:
+            usable.append(r)
+    chosen = _newest(usable)
+    for key in {r["key"] for r in usable} - set(chosen):
+        record.skipped.append((key, "another result of the same student and assignment counts"))
+    present = sorted({assignment for _, assignment, _ in chosen.values()})
+    for assignment_id in present:
+        ensure_assignment(coursedir, course, assignment_id)
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        for assignment_id in present:  # before writing anything: a mismatch leaves the gradebook as it was
+            _check_grade_cells(gb, course, assignment_id)
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb, warnings.catch_warnings():
+        # nbgrader's add_submission builds its rows with autoflush on; SQLAlchemy warns about the
+        # half-built objects, which nbgrader adds right after (nbgrader autograde makes the same call).
+        warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in session")
+        for key, (student, assignment_id, r) in sorted(chosen.items()):
+            assignment = course.assignment(assignment_id)
+            notebook = Path(assignment.notebook).stem
+            points = {e.get("exercise"): float(e.get("points", 0.0)) for e in r.get("exercises", [])} \
+                if _is_graded(r) else {}
+            gb.update_or_create_student(student)
+            stamp = _timestamp(r)
+            try:
+                gb.update_or_create_submission(assignment_id, student, **({"timestamp": stamp} if stamp else {}))
+            except (ValueError, TypeError):  # an unreadable timestamp.txt: the submission still counts
+                gb.update_or_create_submission(assignment_id, student)
+            for ex in assignment.exercises:
+                grade = gb.find_grade(tests_grade_id(ex.id), notebook, assignment_id, student)
+                grade.auto_score = min(points.get(ex.id, 0.0), float(ex.points))
+                grade.needs_manual_grade = False
+            gb.db.commit()
+            record.recorded.append((student, assignment_id, round(sum(points.values()), 6)))
+    return record
+
+
+def _check_grade_cells(gb: Any, course: Course, assignment_id: str) -> None:
+    """Every exercise has its test cell in the gradebook, worth course.yml's points."""
+    from nbgrader.api import MissingEntry
+
+    assignment = course.assignment(assignment_id)
+    notebook = Path(assignment.notebook).stem
+    for ex in assignment.exercises:
+        name = tests_grade_id(ex.id)
+        try:
+            cell = gb.find_grade_cell(name, notebook, assignment_id)
+        except MissingEntry:
+            raise AutograderError(f"gradebook: {assignment_id} has no grade cell {name!r}",
+                                  hint="the source notebooks need their test cells: run "
+                                       "nbgrader_bridge.sync_test_cells, then autograder build") from None
+        if abs(float(cell.max_score) - float(ex.points)) > 1e-9:
+            raise AutograderError(f"gradebook: {name} is worth {cell.max_score:g} points, course.yml says "
+                                  f"{ex.points:g} ({assignment_id}, exercise {ex.id})",
+                                  hint="run nbgrader_bridge.sync_test_cells and autograder build")
+
+
+def load_results(out_dir: Path) -> list[dict[str, Any]]:
+    """Every result file in ``OUT/results/``."""
+    from .report import load_result
+
+    found = []
+    for path in sorted((Path(out_dir) / "results").glob("*.json")):
+        result = load_result(path)
+        if result is not None:
+            found.append(result)
+    return found
+
+
+def after_batch(out_dir: Path, course_root: Path, *, course: Course | None = None,
+                db_url: str | None = None) -> GradebookRecord:
+    """``autograder grade --nbgrader``: record OUT's results of the course's submitted/ in gradebook.db.
+
+    Only results graded from that very folder count (OUT may hold other batches).
+    """
+    from .config import load_course
+
+    course = course or load_course()
+    submitted = str(discover_nbgrader_course(course_root))
+    results = load_results(out_dir)
+    ours = [r for r in results if str(r.get("origin")) == submitted]
+    record = record_in_gradebook(ours, course, course_root, db_url)
+    others = len(results) - len(ours)
+    if others:
+        record.skipped.append((f"{others} results", f"graded from elsewhere than {submitted}"))
+    return record
+
+
+# -- LMS exports -------------------------------------------------------------------------
+def _fmt(points: float) -> str:
+    return f"{round(float(points), 3):g}"
+
+
+@dataclass
+class LmsTable:
+    """One row per student: each assignment's points (None: no submission found) and the total."""
+
+    assignments: list[Any]                               # course.yml Assignment objects, in course order
+    rows: list[tuple[str, dict[str, float | None], float]]
+
+
+def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
+    """Students x assignments from ``autograder grade`` results (one result per pair, as the gradebook)."""
+    known = {a.id for a in course.assignments}
+    usable = [r for r in results if r.get("student") and r.get("assignment") in known]
+    chosen = _newest(usable)
+    present = {assignment for _, assignment, _ in chosen.values()}
+    assignments = [a for a in course.assignments if a.id in present]
+    per_student: dict[str, dict[str, float | None]] = {}
+    for student, assignment, r in chosen.values():
+        per_student.setdefault(student, {})[assignment] = float(r.get("points", 0.0)) if _is_graded(r) else 0.0
+    rows = []
+    for student in sorted(per_student):
+        scores = {a.id: per_student[student].get(a.id) for a in assignments}
+        rows.append((student, scores, round(sum(v for v in scores.values() if v is not None), 6)))
+    return LmsTable(assignments, rows)
+
+
+def canvas_csv(table: LmsTable) -> str:
+    """Canvas' gradebook import: its five student columns, one column per assignment, "Final Points".
+
+    The student ID goes to ``Student`` and ``SIS Login ID`` (Canvas matches by ID,
+    then SIS User ID, then SIS Login ID, then name). The "Points Possible" row
+    sets the points of assignments the import creates. Canvas ignores the
+    "Final Points" column on import (read-only; it computes its own total).
+    """
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([*CANVAS_STUDENT_COLUMNS, *(a.id for a in table.assignments), CANVAS_TOTAL])
+    writer.writerow(["Points Possible", "", "", "", "", *(_fmt(a.points) for a in table.assignments),
+                     _fmt(sum(a.points for a in table.assignments))])
+    for student, scores, total in table.rows:
+        writer.writerow([student, "", "", student, "",
+                         *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments),
+                         _fmt(total)])
+    return buf.getvalue()
+
+
+def moodle_csv(table: LmsTable) -> str:
+    """Moodle's "Import: CSV file": a user column to map (Username), one column per grade item, Total."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([MOODLE_ID, *(a.id for a in table.assignments), MOODLE_TOTAL])
+    for student, scores, total in table.rows:
+        writer.writerow([student, *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments),
+                         _fmt(total)])
+    return buf.getvalue()
+
+
+def write_lms_csv(results: Iterable[dict[str, Any]], course: Course, out_dir: Path) -> list[Path]:
+    """Write ``OUT/canvas.csv`` and ``OUT/moodle.csv`` (UTF-8, comma-separated); returns their paths."""
+    from .report import atomic_write_text
+
+    table = lms_table(list(results), course)
+    out = Path(out_dir)
+    written = []
+    for name, text in ((CANVAS_FILE, canvas_csv(table)), (MOODLE_FILE, moodle_csv(table))):
+        atomic_write_text(out / name, text)
+        written.append(out / name)
+    return written

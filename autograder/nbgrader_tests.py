@@ -1,0 +1,152 @@
+"""nbgrader's own path: the hidden test cell of each exercise calls :func:`grade_exercise`.
+
+Each source notebook has, after an exercise's ``check`` cell, an autograded test
+cell (grade_id ``ex2_4_tests``, points from course.yml) whose body is hidden::
+
+    # Hidden tests: empty in the student's notebook; nbgrader autograde runs them.
+    ### BEGIN HIDDEN TESTS
+    from autograder.nbgrader_tests import grade_exercise
+    grade_exercise("2.4")
+    ### END HIDDEN TESTS
+
+``nbgrader autograde`` restores that cell from the gradebook and runs it in the
+student's kernel. :func:`grade_exercise` runs the exercise's public and hidden
+checks (the kit's catalog, the reference from ``solutions/``) against the
+function in the kernel's namespace, seeded exactly as ``autograder grade`` seeds
+them (course seed, student, assignment), and its value is the points: nbgrader
+reads a test cell whose only result is one number as partial credit
+(``nbgrader.utils.determine_grade`` -> ``get_partial_grade``), so the gradebook
+holds the kit's per-exercise points. It never writes to stderr, which nbgrader
+would score 0.
+
+Instructor side only: it needs ``autograder/hidden``, ``autograder/mistakes`` and
+``solutions/``, present where nbgrader autograde runs and never in the student
+bundle. A kit fault (hidden checks missing) raises, so it shows in the autograded
+notebook instead of passing for a student's 0.
+
+Not tamper-proof: the checks run in the student's kernel, after the student's
+cells, which can patch torch, the checks or this module. ``autograder grade``
+(the sandbox) is the trusted path; this one serves courses that live in nbgrader.
+"""
+from __future__ import annotations
+
+import contextlib
+import html
+import importlib
+import io
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: nbgrader sets this in the environment of the kernels it starts for ``nbgrader autograde``.
+NBGRADER_EXECUTION = "NBGRADER_EXECUTION"
+#: Seed part used when the student is unknown (the instructor running the source notebook).
+NO_STUDENT = "nbgrader-source"
+
+
+@dataclass
+class ExerciseGrade:
+    """What a hidden test cell returns: the points as text/plain, the checks as HTML.
+
+    nbgrader parses text/plain of the cell's result as the partial credit, so
+    ``repr`` is exactly the number (``2.5``) and nothing else.
+    """
+
+    result: Any                     # checks.ExerciseResult
+    student: str | None
+    language: str = "zh"
+    seconds: float = 0.0
+    notes: list[Any] = field(default_factory=list)   # selfcheck.Note
+
+    @property
+    def points(self) -> float:
+        # The same rounding as the kit's result files (ExerciseResult.to_json).
+        return round(float(self.result.points), 6)
+
+    @property
+    def max_points(self) -> float:
+        return float(self.result.max_points)
+
+    def __float__(self) -> float:
+        return self.points
+
+    def __repr__(self) -> str:
+        return repr(self.points)
+
+    def _repr_html_(self) -> str:
+        from .selfcheck import SelfCheckResult, render_html
+
+        head = (f'<div class="autograder-nbgrader" data-exercise="{html.escape(self.result.exercise)}" '
+                f'data-points="{self.points!r}" style="font-weight:600">'
+                f'{html.escape(self.result.exercise)}: {self.points:g} / {self.max_points:g}'
+                f'{" 分" if self.language == "zh" else " points"}</div>')
+        body = render_html(SelfCheckResult([self.result], self.language, list(self.notes), seconds=self.seconds))
+        return head + "\n" + body
+
+
+def autograde_identity(assignment_id: str, cwd: Path | None = None) -> str | None:
+    """The student being autograded, or None outside ``nbgrader autograde``.
+
+    nbgrader runs each notebook with its folder as the working directory:
+    ``autograded/<student>/<assignment>/``. ``autograder grade`` reads the same
+    student from ``submitted/<student>/<assignment>/``, so both seed alike.
+    """
+    if os.environ.get(NBGRADER_EXECUTION) != "autograde":
+        return None
+    here = Path.cwd() if cwd is None else cwd
+    if here.name != assignment_id or not here.parent.name:
+        return None
+    return here.parent.name
+
+
+def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None, student: str | None = None,
+                   language: str | None = None) -> ExerciseGrade:
+    """Grade one exercise in this kernel: public and hidden checks, the course's seed and points.
+
+    ``namespace`` defaults to the notebook's (IPython's user namespace, else the
+    caller's globals); ``student`` defaults to the one nbgrader is autograding.
+    The value shows as the points (text/plain) and the checks (HTML).
+    """
+    from . import checks as C
+    from .config import load_course
+    from .selfcheck import Note, Text, _caller_namespace, _language, _one_thread
+
+    start = time.perf_counter()
+    course = load_course()
+    assignment, exercise = course.exercise(exercise_id)
+    if not C.hidden_available():
+        raise RuntimeError("grade_exercise needs the instructor's kit (autograder/hidden): "
+                           "run nbgrader autograde where the course's grader is installed")
+    C.load_catalog(hidden=True, mistakes=True)
+    reference = getattr(importlib.import_module(f"solutions.{assignment.module}"), exercise.function)
+    ns = namespace if namespace is not None else _caller_namespace(2)
+    who = student if student is not None else autograde_identity(assignment.id)
+    lang = _language(language, course)
+    notes: list[Any] = []
+    sink = io.StringIO()
+    # The student's code may print or warn: nbgrader scores a test cell with stderr output 0.
+    with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
+            _one_thread():
+        warnings.simplefilter("ignore")
+        try:
+            result = C.run_exercise(
+                exercise.id, exercise.function, exercise.points, C.in_process_runner(ns),
+                audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=course.tolerances,
+                seed_parts=(course.seed, who if who is not None else NO_STUDENT, assignment.id),
+                device="cpu", reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
+        except SystemExit:
+            # The sandbox scores a worker that exits as crashed: no points for the exercise.
+            result = _zero(C, exercise, C.Status.CRASHED, C.Msg(
+                "你的代码调用了 exit()/sys.exit()：本题计 0 分", "your code called exit()/sys.exit(): this exercise scores 0"))
+    if who is None:
+        notes.append(Note("info", Text("不在 nbgrader autograde 中：用固定的种子", "not under nbgrader autograde: fixed seed")))
+    return ExerciseGrade(result, who, lang, time.perf_counter() - start, notes)
+
+
+def _zero(C: Any, exercise: Any, status: Any, message: Any) -> Any:
+    row = C.CheckResult(exercise.id, "(all)", C.Audience.HIDDEN.value, "", C.Msg("全部检查", "all checks"),
+                        status, 0.0, exercise.points, message=message)
+    return C.ExerciseResult(exercise.id, exercise.function, 0.0, exercise.points, status, [row])

@@ -1,0 +1,313 @@
+"""The kit inside nbgrader: hidden test cells, the gradebook, nbgrader's own autograde; LMS exports.
+
+The slow test is the whole story on a copy of the course: a submitted/ tree of
+students, ``autograder grade``, the scores recorded in gradebook.db,
+``nbgrader export`` listing them, and ``nbgrader autograde`` giving the same
+per-exercise points for honest notebooks (and full marks to one that patches the
+grader in its own kernel, which the sandbox does not give).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import build as B
+from autograder import nbgrader_bridge as NB
+from autograder.config import ROOT, load_course
+from autograder.errors import AutograderError
+from autograder.nbgrader_tests import autograde_identity, grade_exercise
+
+COURSE = load_course()
+VENV_BIN = Path(sys.executable).parent
+QKV = COURSE.assignment("02_qkv_attention")
+SOLUTION_MARKERS = (B.BEGIN, B.END)
+
+
+# -- test cells ---------------------------------------------------------------------------
+def test_source_notebooks_hold_one_test_cell_per_exercise_with_course_points() -> None:
+    assert NB.sync_test_cells(ROOT, COURSE, write=False) == [], "run sync_test_cells, then autograder build"
+    for a in COURSE.assignments:
+        nb = nbformat.read(ROOT / "source" / a.id / a.notebook, as_version=4)
+        ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+        for ex in a.exercises:
+            at = ids.index(NB.tests_grade_id(ex.id))
+            assert ids[at - 1] == B.grade_id(ex.id) + "_check"     # right after the check cell
+            cell = nb.cells[at]
+            meta = cell.metadata.nbgrader
+            assert (meta.grade, meta.solution, meta.locked, meta.points) == (True, False, True, ex.points)
+            assert cell.id == NB.tests_cell_id(ex.id)
+            assert f'grade_exercise("{ex.id}")' in cell.source and "### BEGIN HIDDEN TESTS" in cell.source
+
+
+def test_release_keeps_the_graded_cells_but_no_hidden_test_and_the_bundle_no_grader() -> None:
+    for a in COURSE.assignments:
+        nb = nbformat.read(ROOT / "release" / a.id / a.notebook, as_version=4)
+        by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+        for ex in a.exercises:
+            cell = by_id[NB.tests_grade_id(ex.id)]
+            assert cell.metadata.nbgrader.points == ex.points and cell.metadata.nbgrader.grade
+            assert cell.source.startswith("# Hidden tests")
+        text = (ROOT / "release" / a.id / a.notebook).read_text(encoding="utf-8")
+        for secret in ("HIDDEN TESTS", "grade_exercise", "nbgrader_tests", *SOLUTION_MARKERS):
+            assert secret not in text, f"{a.id}: {secret!r} reached the release"
+    shipped, _missing = B.student_package(ROOT)
+    assert not [p for p in shipped if "nbgrader" in p], "the instructor's nbgrader modules must not ship"
+
+
+# -- grade_exercise -------------------------------------------------------------------------
+def _reference_namespace(module: str) -> dict:
+    import importlib
+
+    return dict(vars(importlib.import_module(f"solutions.{module}")))
+
+
+def test_grade_exercise_gives_the_references_full_points_as_a_bare_number() -> None:
+    for a in COURSE.assignments:
+        ns = _reference_namespace(a.module)
+        for ex in a.exercises:
+            graded = grade_exercise(ex.id, namespace=ns, student="ada")
+            assert graded.points == ex.points, (ex.id, graded.points)
+            assert repr(graded) == repr(float(ex.points))          # nbgrader parses text/plain as the score
+            assert f"{ex.points:g} / {ex.points:g}" in graded._repr_html_()
+
+
+def test_grade_exercise_partial_credit_quiet_and_seeded_like_the_sandbox(capsys) -> None:
+    ns = _reference_namespace(QKV.module)
+
+    def softmax(x, dim=-1):  # the known mistake: no max subtraction, and noisy
+        import warnings
+
+        import torch
+
+        print("debug", file=sys.stderr)
+        warnings.warn("student warning")
+        e = torch.exp(x)
+        return e / e.sum(dim=dim, keepdim=True)
+
+    ns["softmax"] = softmax
+    first = grade_exercise("2.2", namespace=ns, student="ada")
+    assert 0 < first.points < 2 and first.result.status.value == "failed"
+    assert "no-max-subtraction" in first._repr_html_()
+    out = capsys.readouterr()
+    assert out.err == "" and out.out == ""                          # stderr output would score 0 in nbgrader
+    again = grade_exercise("2.2", namespace=ns, student="ada")
+    assert [c.status for c in again.result.checks] == [c.status for c in first.result.checks]
+
+
+def test_autograde_identity_is_the_student_folder_only_under_nbgrader(monkeypatch, tmp_path) -> None:
+    folder = tmp_path / "autograded" / "ada" / "02_qkv_attention"
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    assert autograde_identity("02_qkv_attention", folder) is None
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert autograde_identity("02_qkv_attention", folder) == "ada"
+    assert autograde_identity("01_rnn_decay", folder) is None
+
+
+# -- LMS exports ----------------------------------------------------------------------------
+def _result(student, assignment, points, *, graded=True, at="2026-11-20T10:00:00+00:00", key=None):
+    """A result as autograder.grade writes it, the points spread over the exercises by their weight."""
+    exercises = [e for a in COURSE.assignments if a.id == assignment for e in a.exercises]
+    total = sum(e.points for e in exercises)
+    return {"key": key or f"{student}__{assignment}", "student": student, "assignment": assignment,
+            "points": points, "status": "graded" if graded else "unreadable: not JSON", "graded_at": at,
+            "exercises": [{"exercise": e.id, "points": points * e.points / total} for e in exercises]
+            if graded else []}
+
+
+def _rows(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text)))
+
+
+def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
+    results = [
+        _result("ada", "01_rnn_decay", 10.5), _result("ada", "02_qkv_attention", 8),
+        _result("ben", "02_qkv_attention", 3.25),
+        _result("chen", "02_qkv_attention", 0, graded=False),                   # a named failure counts 0
+        _result("ben", "02_qkv_attention", 1, graded=False, key="ben__dup"),     # a graded result wins
+        _result(None, "02_qkv_attention", 5, key="unknown"),                     # nobody to credit
+    ]
+    paths = NB.write_lms_csv(results, COURSE, tmp_path)
+    assert [p.name for p in paths] == ["canvas.csv", "moodle.csv"]
+
+    canvas = _rows((tmp_path / "canvas.csv").read_text(encoding="utf-8"))
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "01_rnn_decay",
+                         "02_qkv_attention", "Final Points"]
+    assert canvas[1] == ["Points Possible", "", "", "", "", "11", "8", "19"]
+    assert canvas[2:] == [["ada", "", "", "ada", "", "10.5", "8", "18.5"],
+                          ["ben", "", "", "ben", "", "", "3.25", "3.25"],     # no 01 submission: blank, not 0
+                          ["chen", "", "", "chen", "", "", "0", "0"]]
+
+    moodle = _rows((tmp_path / "moodle.csv").read_text(encoding="utf-8"))
+    assert moodle == [["Username", "01_rnn_decay", "02_qkv_attention", "Total"],
+                      ["ada", "10.5", "8", "18.5"], ["ben", "", "3.25", "3.25"], ["chen", "", "0", "0"]]
+
+
+# -- the nbgrader course ----------------------------------------------------------------------
+@pytest.fixture
+def nbgrader_course(tmp_path: Path) -> Path:
+    """A copy of the course as an nbgrader course folder."""
+    course = tmp_path / "course"
+    course.mkdir()
+    for name in ("course.yml", "nbgrader_config.py"):
+        shutil.copy2(ROOT / name, course / name)
+    for name in ("source", "release", "solutions"):
+        shutil.copytree(ROOT / name, course / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return course
+
+
+def _env(course: Path) -> dict[str, str]:
+    # nbgrader spawns alembic; the kernels must import this environment's autograder.
+    return dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+                AUTOGRADER_COURSE=str(course / "course.yml"), MPLBACKEND="Agg")
+
+
+def _solution(source: nbformat.NotebookNode, gid: str) -> str:
+    cell = next(c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
+    return B.strip_markers(cell.source)
+
+
+#: What each student wrote in the 02 stubs: "ok" (the reference) or a known mistake.
+WRONG = {
+    "ex2_2": "import torch\n\ndef softmax(x, dim=-1):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)\n",
+    "ex2_3": "def attention_scores(Q, K):\n    return Q @ K.transpose(-2, -1)\n",
+    "ex2_4": ("def scaled_dot_product_attention(Q, K, V):\n"
+              "    weights = softmax(attention_scores(Q, K), dim=-2)\n    return weights @ V, weights\n"),
+}
+HONEST = {
+    "ada": {"ex2_1": "ok", "ex2_2": "ok", "ex2_3": "ok", "ex2_4": "ok"},
+    "ben": {},
+    "chen": {"ex2_1": "ok", "ex2_2": "ok", "ex2_3": "wrong"},
+    "dana": {"ex2_1": "ok", "ex2_2": "wrong", "ex2_3": "ok", "ex2_4": "ok"},
+    "eve": {"ex2_1": "ok", "ex2_2": "ok", "ex2_3": "ok", "ex2_4": "wrong"},
+}
+#: Patches the grader in its own kernel: nbgrader's path believes it, the sandbox never runs it.
+TAMPER = ("import autograder.nbgrader_tests as _t\n"
+          "_t.grade_exercise = lambda ex: {'2.1': 1, '2.2': 2, '2.3': 2, '2.4': 3}[ex]\n")
+
+
+def _submit(course: Path) -> None:
+    release = nbformat.read(course / "release" / QKV.id / QKV.notebook, as_version=4)
+    source = nbformat.read(course / "source" / QKV.id / QKV.notebook, as_version=4)
+    students = {**HONEST, "mallory": {}}
+    for student, fills in students.items():
+        nb = nbformat.from_dict(json.loads(json.dumps(release)))
+        for c in nb.cells:
+            gid = c.metadata.get("nbgrader", {}).get("grade_id")
+            if gid in fills:
+                c.source = _solution(source, gid) if fills[gid] == "ok" else WRONG[gid]
+        if student == "mallory":
+            nb.cells.insert(3, nbformat.v4.new_code_cell(TAMPER, id="mallory"))
+        folder = course / "submitted" / student / QKV.id
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / QKV.notebook)
+        (folder / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC\n")
+
+
+def _gradebook_points(course: Path, students) -> dict[str, dict[str, float]]:
+    from nbgrader.api import Gradebook
+
+    out: dict[str, dict[str, float]] = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student in students:
+            out[student] = {ex.id: gb.find_grade(NB.tests_grade_id(ex.id), QKV.id, QKV.id, student).score
+                            for ex in QKV.exercises}
+    return out
+
+
+@pytest.mark.slow
+def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path, tmp_path: Path) -> None:
+    course, out, env = nbgrader_course, tmp_path / "out", _env(nbgrader_course)
+    _submit(course)
+    timings = {}
+
+    t = time.perf_counter()
+    submitted = NB.discover_nbgrader_course(course)
+    assert submitted == (course / "submitted").resolve()
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(submitted), "-o", str(out), "-j", "2"],
+                          cwd=course, env=env, check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    timings["autograder grade"] = time.perf_counter() - t
+    kit = {r["student"]: r for r in NB.load_results(out)}
+    assert sorted(kit) == sorted([*HONEST, "mallory"])
+    assert kit["ada"]["points"] == QKV.points and kit["ben"]["points"] == 0 and kit["mallory"]["points"] == 0
+    assert 0 < kit["dana"]["points"] < QKV.points and 0 < kit["eve"]["points"] < QKV.points
+
+    t = time.perf_counter()
+    record = NB.after_batch(out, course, course=COURSE)
+    timings["record in gradebook"] = time.perf_counter() - t
+    assert sorted(s for s, _, _ in record.recorded) == sorted(kit) and record.skipped == []
+
+    t = time.perf_counter()
+    export = tmp_path / "export.csv"
+    done = subprocess.run([str(VENV_BIN / "nbgrader"), "export", "--to", str(export)], cwd=course, env=env,
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    timings["nbgrader export"] = time.perf_counter() - t
+    rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(export.read_text(encoding="utf-8")))}
+    assert sorted(rows) == sorted(kit)
+    for student, result in kit.items():
+        assert rows[student]["assignment"] == QKV.id
+        assert float(rows[student]["score"]) == pytest.approx(result["points"], abs=1e-5), student
+        assert float(rows[student]["max_score"]) == QKV.points
+        assert rows[student]["timestamp"].startswith("2026-11-20 10:00:00")
+
+    t = time.perf_counter()
+    done = subprocess.run([str(VENV_BIN / "nbgrader"), "autograde", QKV.id], cwd=course, env=env,
+                          check=False, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    timings["nbgrader autograde"] = time.perf_counter() - t
+    theirs = _gradebook_points(course, kit)
+    for student in HONEST:
+        ours = {e["exercise"]: e["points"] for e in kit[student]["exercises"]}
+        assert theirs[student] == pytest.approx(ours, abs=1e-5), student
+    # nbgrader's path runs the tests in the student's kernel: a patched grader gets full marks there.
+    assert sum(theirs["mallory"].values()) == QKV.points and kit["mallory"]["points"] == 0
+    print("timings:", {k: round(v, 1) for k, v in timings.items()})
+
+
+@pytest.mark.slow
+def test_record_in_gradebook_rules(nbgrader_course: Path) -> None:
+    from nbgrader.api import Gradebook
+
+    results = [_result("ada", QKV.id, 8), _result("ben", QKV.id, 0, graded=False),
+               _result("ben", QKV.id, 4, key="ben__late", at="2026-11-21T00:00:00+00:00"),
+               _result("ada", QKV.id, 2, key="ada__old", at="2026-11-19T00:00:00+00:00"),
+               _result("cat", "99_unknown", 1, graded=False)]
+    record = NB.record_in_gradebook(results, COURSE, nbgrader_course)
+    assert sorted(record.recorded) == [("ada", QKV.id, 8.0), ("ben", QKV.id, 4.0)]
+    assert sorted(key for key, _ in record.skipped) == ["ada__old", "ben__02_qkv_attention", "cat__99_unknown"]
+    with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
+        grade = gb.find_grade("ex2_4_tests", QKV.id, QKV.id, "ada")
+        assert (grade.auto_score, grade.max_score, grade.needs_manual_grade) == (3.0, 3.0, False)
+        grade.manual_score = 1.5                       # the instructor's override in the formgrader
+        gb.db.commit()
+    NB.record_in_gradebook(results, COURSE, nbgrader_course)  # idempotent; the override stays
+    with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
+        assert gb.find_submission(QKV.id, "ada").score == pytest.approx(8 - 3 + 1.5)  # 2.4: 3 -> 1.5
+
+    # course.yml and the gradebook disagree on points: a clear error, nothing written
+    import yaml
+
+    from autograder.config import parse_course
+
+    data = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))
+    data["assignments"][1]["exercises"][3]["points"] = 5
+    with pytest.raises(AutograderError, match="ex2_4_tests is worth 3 points, course.yml says 5"):
+        NB.record_in_gradebook([_result("zoe", QKV.id, 8)], parse_course(data), nbgrader_course)
+    with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
+        assert sorted(s.id for s in gb.students) == ["ada", "ben"]
+
+
+def test_discover_nbgrader_course_names_what_is_missing(tmp_path: Path) -> None:
+    with pytest.raises(AutograderError, match="submitted/"):
+        NB.discover_nbgrader_course(tmp_path)

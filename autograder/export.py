@@ -1,0 +1,563 @@
+"""``autograder export``: hand the grader to Gradescope or to an Otter course, sandbox included.
+
+``autograder export gradescope ASSIGNMENT [-o DIR]`` writes ``DIR/<assignment>-gradescope.zip``,
+an autograder for Gradescope's fleet: ``setup.sh`` (torch==2.13.0 CPU first, then what the
+grader imports), ``run_autograder``, ``requirements.txt``, the kit's package, the assignment's
+reference solution and ``course.yml``. On each submission ``run_autograder`` runs
+``python -m autograder.export gradescope-run``, which grades the notebook in
+``/autograder/submission`` exactly as ``autograder grade`` does (a fresh sandbox worker,
+public and hidden checks, known mistakes named) and writes ``/autograder/results/results.json``
+per Gradescope's specification: one test per check (``number`` is the exercise ID; hidden
+checks ``after_published``, public ones ``visible``). The worker is gone, and could never see
+``/autograder`` (an empty chroot under its own uid), when that file is written.
+
+``autograder export otter ASSIGNMENT [-o DIR]`` writes ``DIR/<assignment>-otter.zip`` for
+``otter run -a ZIP -o OUT NOTEBOOK``: ``otter_config.json`` naming the
+:class:`autograder.otter_tests.KitPlugin` plugin, one OK-format test per exercise (one case
+per check, worth the check's points) and ``kit/``, the Gradescope bundle above. The plugin
+grades the submission with ``kit/run_autograder`` (the kit's sandbox) before Otter executes
+anything, gives Otter's kernel a notebook without the student's code, and makes Otter's
+results the kit's.
+
+Both paths rely on the root of the folder the bundle is unpacked in being the kit's root:
+``autograder/``, ``solutions/`` and ``course.yml`` side by side, found through PYTHONPATH.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import os
+import pprint
+import re
+import sys
+import time
+import traceback
+import zipfile
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+from .config import ROOT, Assignment, Course, load_course
+from .errors import AutograderError
+
+#: Gradescope's results.json vocabulary (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+#: Where each audience's checks show, and when.
+CHECK_VISIBILITY = {"public": "visible", "hidden": "after_published"}
+#: The torch the course is checked against; setup.sh installs its CPU build.
+TORCH_PIN = "torch==2.13.0"
+#: What the grading path imports besides torch (build, nbgrader and notebooks are not needed there).
+GRADING_DEPENDENCIES = ("numpy", "nbformat", "pydantic", "pyyaml", "rich", "matplotlib")
+#: The kit's files that travel (the rest of autograder/ is caches and the student's course.yml).
+KIT_PATTERNS = ("autograder/*.py", "autograder/*/*.py", "autograder/data/*.json", "autograder/templates/*")
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: Fixed entry time: the same kit gives the same zip bytes.
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+EXECUTABLES = ("setup.sh", "run_autograder")
+OTTER_KIT = "kit"
+#: A submission folder holding more than this is not read for notebooks.
+MAX_SUBMISSION_FILES = 1000
+
+
+# -- the bundle ------------------------------------------------------------------------------
+def requirements_txt(root: Path = ROOT) -> str:
+    """What the grader imports besides torch: the course's version ranges, and the versions exported with.
+
+    Ranges, not pins: Gradescope builds its image once per upload, so every submission
+    already sees the same versions, and a range installs on whichever Python the chosen
+    Ubuntu image has (an exact numpy pin may have no wheel for it).
+    """
+    ranges = _pyproject_ranges(root)
+    lines = [f"# What the course kit's grader imports besides torch (setup.sh installs {TORCH_PIN}, CPU build, first).",
+             "# Version ranges from the course's pyproject.toml; the versions `autograder export` ran with in comments."]
+    for name in GRADING_DEPENDENCIES:
+        spec = ranges.get(name, name)
+        try:
+            lines.append(f"{spec}  # exported with {importlib_metadata.version(name)}")
+        except importlib_metadata.PackageNotFoundError:
+            lines.append(spec)
+    return "\n".join(lines) + "\n"
+
+
+def _pyproject_ranges(root: Path) -> dict[str, str]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    path = root / "pyproject.toml"
+    if not path.exists():
+        return {}
+    deps = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {}).get("dependencies", [])
+    out = {}
+    for spec in deps:
+        name = re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
+        out[name] = spec
+    return out
+
+
+def _template(name: str, assignment: Assignment, language: str) -> bytes:
+    text = (TEMPLATES / name).read_text(encoding="utf-8")
+    return text.replace("@ASSIGNMENT@", assignment.id).replace("@LANGUAGE@", language).encode("utf-8")
+
+
+def gradescope_files(course: Course, assignment: Assignment, *, root: Path = ROOT,
+                     language: str | None = None) -> dict[str, bytes]:
+    """Path inside the Gradescope zip -> bytes: scripts, requirements, kit, this assignment's solution."""
+    language = language or course.language.value
+    files: dict[str, bytes] = {}
+    for pattern in KIT_PATTERNS:
+        for path in sorted(root.glob(pattern)):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files[path.relative_to(root).as_posix()] = path.read_bytes()
+    for name in ("__init__.py", f"{assignment.module}.py"):
+        path = root / "solutions" / name
+        if not path.is_file():
+            raise AutograderError(f"solutions/{name} is missing", hint="run autograder build")
+        files[f"solutions/{name}"] = path.read_bytes()
+    files["course.yml"] = (root / "course.yml").read_bytes()
+    # The release notebook: grading skips its demo cells left unchanged, as `autograder grade` does.
+    release = root / "release" / assignment.id / assignment.notebook
+    if release.is_file():
+        files[f"release/{assignment.id}/{assignment.notebook}"] = release.read_bytes()
+    files["requirements.txt"] = requirements_txt(root).encode("utf-8")
+    files["setup.sh"] = _template("gradescope_setup.sh", assignment, language)
+    files["run_autograder"] = _template("gradescope_run_autograder", assignment, language)
+    return files
+
+
+def zip_bytes(files: dict[str, bytes]) -> bytes:
+    """A deterministic zip, files at its root (Gradescope looks for setup.sh there), scripts executable."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(files):
+            info = zipfile.ZipInfo(path, date_time=ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            executable = Path(path).name in EXECUTABLES
+            info.external_attr = (0o100755 if executable else 0o100644) << 16
+            info.create_system = 3  # unix: the mode bits above mean what they say
+            zf.writestr(info, files[path], compresslevel=9)
+    return buffer.getvalue()
+
+
+# -- the checks, planned ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlannedCheck:
+    """One check as the grader will run it: its share of the exercise's points."""
+
+    exercise: str
+    check: str
+    audience: str                 # "public" or "hidden"
+    title: dict[str, str]
+    points: float
+
+
+def planned_checks(assignment: Assignment) -> list[PlannedCheck]:
+    """Every check of the assignment, in grading order, with the points :func:`run_exercise` gives it."""
+    from . import checks as C
+
+    C.load_catalog(hidden=True, mistakes=False)
+    out = []
+    for ex in assignment.exercises:
+        found = C.checks_for(ex.id, (C.Audience.PUBLIC, C.Audience.HIDDEN))
+        if not found:
+            raise AutograderError(f"exercise {ex.id} has no checks", hint="run autograder validate")
+        total = sum(c.weight for c in found)
+        out += [PlannedCheck(ex.id, c.name, c.audience.value, c.title._asdict(), ex.points * c.weight / total)
+                for c in found]
+    return out
+
+
+# -- results.json ------------------------------------------------------------------------------
+_TEXT = {
+    "zh": {"passed": "通过", "failed": "未通过", "not_attempted": "未作答", "missing": "函数缺失", "error": "出错",
+           "forbidden": "使用了禁止的调用", "timeout": "超时", "crashed": "中断", "too_large": "返回值过大",
+           "check_error": "检查程序出错", "hidden": "隐藏检查", "diagnosis": "诊断", "not_graded": "未能评分",
+           "forbidden_note": "本题调用了禁止的函数（{names}），整题记 0 分。",
+           "public": "公开检查：通过 {passed}/{total} 项。隐藏检查的结果在成绩发布后显示。",
+           "note": "说明", "cell": "单元格", "cells": "运行出错的单元格：",
+           "what_now": "请检查你提交的文件（正确的 .ipynb 笔记本、文件名与作业对应），然后重新提交。"},
+    "en": {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "missing": "function missing",
+           "error": "error", "forbidden": "forbidden call", "timeout": "timed out", "crashed": "crashed",
+           "too_large": "output too large", "check_error": "check error", "hidden": "hidden check",
+           "diagnosis": "Diagnosis", "not_graded": "not graded",
+           "forbidden_note": "This exercise calls a forbidden function ({names}): the whole exercise scores 0.",
+           "public": "Public checks: {passed}/{total} passed. Hidden checks show once grades are published.",
+           "note": "Note", "cell": "cell", "cells": "Cells that raised:",
+           "what_now": "Check the file you submitted (a valid .ipynb notebook named for the assignment) "
+                       "and submit again."},
+}
+
+
+def _say(language: str, key: str, **kw: Any) -> str:
+    return _TEXT.get(language, _TEXT["en"])[key].format(**kw)
+
+
+def _msg(msg: Any, language: str) -> str:
+    if isinstance(msg, dict):
+        return str(msg.get(language) or msg.get("en") or msg.get("zh") or "")
+    return "" if msg is None else str(msg)
+
+
+def _points(x: float) -> float:
+    return round(float(x), 6)
+
+
+def _check_test(ex_title: str, check: dict[str, Any], *, passed: bool, output: str, language: str,
+                score: float, max_score: float) -> dict[str, Any]:
+    hidden = check["audience"] == "hidden"
+    name = f"{ex_title}: {_msg(check['title'], language)}"
+    if hidden:
+        name += f" ({_say(language, 'hidden')})"
+    return {
+        "score": _points(score), "max_score": _points(max_score), "status": "passed" if passed else "failed",
+        "name": name, "number": check["exercise"], "output": output,
+        "visibility": CHECK_VISIBILITY[check["audience"]],
+        "extra_data": {"exercise": check["exercise"], "check": check["check"], "audience": check["audience"]},
+    }
+
+
+def gradescope_results(result: dict[str, Any], course: Course, assignment: Assignment, language: str, *,
+                       seconds: float, plan: list[PlannedCheck]) -> dict[str, Any]:
+    """The kit's result of one submission as Gradescope's results.json: one test per check."""
+    titles = {ex.id: ex.title for ex in assignment.exercises}
+    tests: list[dict[str, Any]] = []
+    graded = bool(result.get("exercises"))
+    if graded:
+        for ex in result["exercises"]:
+            forbidden = ex["status"] == "forbidden"
+            names = sorted({f for c in ex["checks"] for f in c.get("forbidden") or []})
+            for c in ex["checks"]:
+                passed = bool(c["passed"]) and not forbidden
+                if passed:
+                    output = _say(language, "passed")
+                else:
+                    detail = _msg(c.get("message"), language)
+                    lines = [f"{_say(language, c['status'])}: {detail}" if detail else _say(language, c["status"])]
+                    if c.get("mistake_message"):
+                        lines.append(f"{_say(language, 'diagnosis')}: {_msg(c['mistake_message'], language)}")
+                    if forbidden:
+                        lines.append(_say(language, "forbidden_note", names=", ".join(names) or "?"))
+                    output = "\n".join(lines)
+                tests.append(_check_test(titles.get(ex["exercise"], ex["exercise"]), c, passed=passed,
+                                         output=output, language=language, score=c["points"],
+                                         max_score=c["max_points"]))
+    else:
+        why = f"{_say(language, 'not_graded')}: {_msg(result.get('message'), language)}"
+        for p in plan:
+            check = {"exercise": p.exercise, "check": p.check, "audience": p.audience, "title": p.title}
+            tests.append(_check_test(titles.get(p.exercise, p.exercise), check, passed=False, output=why,
+                                     language=language, score=0.0, max_score=p.points))
+    public = [t for t in tests if t["extra_data"]["audience"] == "public"]
+    lines = [f"{assignment.id} · {assignment.title}"]
+    if graded:
+        lines.append(_say(language, "public", passed=sum(t["status"] == "passed" for t in public), total=len(public)))
+        for note in result.get("notes_msg") or []:
+            lines.append(f"{_say(language, 'note')}: {_msg(note, language)}")
+        bad = [c for c in result.get("cells") or [] if c.get("status") not in ("ok", "skipped", None)]
+        if bad:
+            lines.append(_say(language, "cells"))
+            for c in bad:
+                detail = " ".join(str(x) for x in (c.get("error_type") or c.get("status"), c.get("message") or "") if x)
+                lines.append(f"  {_say(language, 'cell')} {c.get('index')}: {detail}")
+    else:
+        lines += [f"{_say(language, 'not_graded')}: {_msg(result.get('message'), language)}",
+                  _say(language, "what_now")]
+    from . import __version__
+
+    return {
+        "score": _points(result.get("points") or 0.0),
+        "execution_time": max(0, round(seconds)),
+        "output": "\n".join(lines),
+        # Student-controlled text (cell errors, names) must not render as HTML.
+        "output_format": "text",
+        "test_output_format": "text",
+        "test_name_format": "text",
+        "visibility": "visible",
+        # stdout carries the instructor's full feedback, hidden checks included.
+        "stdout_visibility": "hidden",
+        "extra_data": {"kit": __version__, "assignment": assignment.id, "grader": result.get("grader"),
+                       "status": result.get("status"), "max_points": _points(assignment.points)},
+        "tests": tests,
+    }
+
+
+# -- one Gradescope submission ------------------------------------------------------------------
+def submission_student(root: Path) -> str | None:
+    """The submitter(s) named by Gradescope's submission_metadata.json: seeds the hidden inputs."""
+    try:
+        data = json.loads((root / "submission_metadata.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    users = data.get("users") if isinstance(data, dict) else None
+    if not isinstance(users, list):
+        return None
+    ids = sorted(str(u.get("id") or u.get("email") or "") for u in users if isinstance(u, dict))
+    ids = [i for i in ids if i]
+    return "+".join(ids) or None
+
+
+def find_submission(folder: Path, course: Course, assignment: Assignment, student: str | None) -> Any:
+    """The notebook to grade in ``folder``, as a :class:`~autograder.submissions.Submission`.
+
+    One notebook: that one. Several: the one named for the assignment, else the only
+    one that is this assignment's by its content. None, or no way to choose: a
+    Submission with a ``problem`` (graded as a named failure, no sandbox needed).
+    """
+    from .submissions import Submission, find_notebooks, notebook_evidence
+
+    notebooks, _others = find_notebooks(folder) if folder.is_dir() else ([], [])
+    notebooks = notebooks[:MAX_SUBMISSION_FILES]
+    chosen: Path | None = None
+    problem: str | None = None
+    if not notebooks:
+        problem = "no notebook: the submission holds no .ipynb file"
+    elif len(notebooks) == 1:
+        chosen = notebooks[0]
+    else:
+        named = [p for p in notebooks if p.name == assignment.notebook]
+        mine = [p for p in notebooks if notebook_evidence(p.read_bytes(), course).by_grade_id == {assignment.id}]
+        if len(named) == 1:
+            chosen = named[0]
+        elif len(mine) == 1:
+            chosen = mine[0]
+        else:
+            listed = ", ".join(p.relative_to(folder).as_posix() for p in notebooks[:10])
+            problem = f"several notebooks ({listed}): submit only {assignment.notebook}"
+    if chosen is None:
+        return Submission(path=folder / "(none)", source="(none)", student=student or "submission",
+                          assignment=assignment.id, problem=problem)
+    data = chosen.read_bytes()
+    source = chosen.relative_to(folder).as_posix()
+    sub = Submission(path=chosen, source=source, sha256=hashlib.sha256(data).hexdigest(),
+                     student=student or chosen.stem, assignment=assignment.id)
+    evidence = notebook_evidence(data, course)
+    # What the notebook says of itself: its metadata, else the nbgrader ids of its cells.
+    said = evidence.declared or (next(iter(evidence.by_grade_id)) if len(evidence.by_grade_id) == 1 else None)
+    if said is not None and said != assignment.id:
+        sub.problem = f"wrong assignment: the notebook is {said}, this autograder grades {assignment.id}"
+    return sub
+
+
+@contextlib.contextmanager
+def _sandbox_starting(limits: Any, device: str, wanted: bool) -> Iterator[Future | None]:
+    """Start the sandbox (its template imports torch: seconds) in a thread while this one prepares.
+
+    Yields a future of the :class:`~autograder.sandbox.Sandbox` (None when not ``wanted``);
+    whatever happens, the sandbox is closed when the block ends.
+    """
+    if not wanted:
+        yield None
+        return
+    from .sandbox import Sandbox
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-start") as pool:
+        future = pool.submit(Sandbox, limits, device)
+        try:
+            yield future
+        finally:
+            # Closing twice is harmless; a start that failed was reported to whoever asked for it.
+            with contextlib.suppress(Exception):
+                future.result().close()
+
+
+def grade_one(root: Path, assignment_id: str, *, device: str = "cpu",
+              language: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Grade ``root/submission`` in the sandbox: (the kit's result, Gradescope's results.json dict)."""
+    from . import checks as C
+    from . import grade as G
+
+    start = time.monotonic()
+    course = load_course()
+    assignment = course.assignment(assignment_id)
+    language = language or course.language.value
+    sub = find_submission(root / "submission", course, assignment, submission_student(root))
+    with _sandbox_starting(course.limits, device, wanted=not sub.problem) as starting:
+        import torch
+
+        torch.set_num_threads(1)  # the references run here, one thread, as in `autograder grade`
+        references = G.check_catalog(course, {assignment.id})
+        plan = planned_checks(assignment)
+        ctx = G.Context(course=course, sandbox=None, device=device, fingerprint=G.grader_fingerprint(device),
+                        references=references, diagnoser=C.LiveDiagnoser(course.tolerances),
+                        demos=G.demo_cells(course), origin="gradescope")
+        if starting is not None:
+            ctx.sandbox = starting.result()
+        # A submission with a problem (no notebook, the wrong one) is a named failure: nothing runs.
+        result = G.grade_or_fail(sub, ctx)
+    # The sandbox is closed: every worker of this submission has been killed and reaped.
+    if result is None:
+        raise AutograderError("grading was interrupted")
+    results = gradescope_results(result, course, assignment, language, seconds=time.monotonic() - start, plan=plan)
+    return result, results
+
+
+def _error_results(exc: BaseException, language: str) -> dict[str, Any]:
+    text = {"zh": "自动评分程序出错，未能评分；请联系助教。", "en": "The autograder failed on this submission; "
+            "please tell the teaching staff."}
+    return {"score": 0.0, "output": text.get(language, text["en"]), "output_format": "text",
+            "visibility": "visible", "stdout_visibility": "hidden",
+            "tests": [{"name": "autograder", "score": 0.0, "max_score": 0.0, "status": "failed",
+                       "output": f"{type(exc).__name__}: {exc}"[:2000], "visibility": "hidden"}]}
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, indent=1, allow_nan=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def run_gradescope(root: Path, assignment_id: str, *, device: str = "cpu", language: str | None = None) -> int:
+    """What ``run_autograder`` runs: grade, then write ``root/results/results.json`` (always, even on a fault)."""
+    from . import report as R
+
+    root = Path(root).resolve()
+    results_dir = root / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    target = results_dir / "results.json"
+    # A file already there (a previous run, anything planted) never stands in for this run's result.
+    target.unlink(missing_ok=True)
+    if os.geteuid() != 0:
+        print("note: not running as root, so the sandbox cannot drop student code to an unprivileged uid "
+              "(on Gradescope run_autograder runs as root)")
+    lang = language or "zh"
+    try:
+        course = load_course()
+        lang = language or course.language.value
+        result, results = grade_one(root, assignment_id, device=device, language=lang)
+    except Exception as exc:  # noqa: BLE001 - Gradescope must get a results.json whatever happened
+        traceback.print_exc()
+        write_json_atomic(target, _error_results(exc, lang))
+        return 1
+    write_json_atomic(target, results)
+    # For the instructor (Gradescope shows stdout to staff only): the kit's full feedback.
+    print(R.feedback_markdown(result, course, lang))
+    print(f"score {results['score']:g} / {course.assignment(assignment_id).points:g} "
+          f"({result.get('status')}); {len(results['tests'])} tests; wrote {target}")
+    return 0
+
+
+# -- Otter ----------------------------------------------------------------------------------------
+def otter_test_file(exercise_id: str, checks: list[PlannedCheck], language: str) -> str:
+    """One exercise as an OK-format test: one doctest case per check, worth that check's points."""
+    cases = []
+    for p in checks:
+        code = (">>> from autograder.otter_tests import check_passed\n"
+                f">>> check_passed({exercise_id!r}, {p.check!r})\nTrue")
+        cases.append({"name": f"{exercise_id} {p.check}", "code": code, "hidden": p.audience == "hidden",
+                      "points": p.points, "locked": False,
+                      "failure_message": _msg(p.title, language)})
+    spec = {"name": otter_test_name(exercise_id), "all_or_nothing": False,
+            "suites": [{"type": "doctest", "scored": True, "setup": "", "teardown": "", "cases": cases}]}
+    return (f'"""Exercise {exercise_id}, written by `autograder export otter`: the course kit grades it.\n\n'
+            "Each case asks the kit whether one check passed; the kit graded the submission in its\n"
+            'sandbox (see autograder/otter_tests.py). Points: the check\'s share of the exercise."""\n'
+            "OK_FORMAT = True  # Otter's marker of an OK-format test file\n\n"
+            f"test = {pprint.pformat(spec, width=110, sort_dicts=False)}\n")
+
+
+def otter_test_name(exercise_id: str) -> str:
+    return "ex" + exercise_id.replace(".", "_")
+
+
+def otter_files(course: Course, assignment: Assignment, *, root: Path = ROOT,
+                language: str | None = None) -> dict[str, bytes]:
+    """Path inside the Otter autograder zip -> bytes."""
+    language = language or course.language.value
+    plan = planned_checks(assignment)
+    files = {f"{OTTER_KIT}/{path}": data
+             for path, data in gradescope_files(course, assignment, root=root, language=language).items()}
+    for ex in assignment.exercises:
+        mine = [p for p in plan if p.exercise == ex.id]
+        files[f"tests/{otter_test_name(ex.id)}.py"] = otter_test_file(ex.id, mine, language).encode("utf-8")
+    config = {
+        "lang": "python",
+        "plugins": [{"autograder.otter_tests.KitPlugin": {"kit": OTTER_KIT, "assignment": assignment.id}}],
+        # A hidden check's result shows once grades are published, as in the Gradescope export.
+        "show_hidden": True,
+        "force_public_test_summary": True,
+        "show_stdout": False,
+        # A top-level score: Otter's total over the assignment's points, i.e. the kit's score.
+        "points_possible": assignment.points,
+    }
+    files["otter_config.json"] = (json.dumps(config, indent=2) + "\n").encode("utf-8")
+    return files
+
+
+# -- the command ------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
+    for name, help_text in (("gradescope", "an autograder zip for Gradescope (setup.sh, run_autograder, the kit)"),
+                            ("otter", "an Otter autograder zip for `otter run` (tests that delegate to the kit)")):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("assignment", metavar="ASSIGNMENT", help="assignment ID, e.g. 02_qkv_attention")
+        p.add_argument("-o", "--out", type=Path, default=ROOT / "dist", metavar="DIR",
+                       help="folder to write the zip into (default: dist/)")
+        p.add_argument("--language", choices=("zh", "en"), default=None,
+                       help="language of the students' results (default: course.yml's)")
+    p = sub.add_parser("gradescope-run", help="inside Gradescope: grade the submission, write results.json",
+                       description="What run_autograder runs (not for instructors' machines).")
+    p.add_argument("--root", type=Path, default=Path(os.environ.get("AUTOGRADER_ROOT", "/autograder")),
+                   help="the folder laid out as Gradescope's /autograder (default: $AUTOGRADER_ROOT or /autograder)")
+    p.add_argument("--assignment", required=True)
+    p.add_argument("--language", choices=("zh", "en"), default=None)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.target == "gradescope-run":
+        return run_gradescope(args.root, args.assignment, device=args.device, language=args.language)
+    from . import grade as G
+
+    course = load_course()
+    assignment = course.assignment(args.assignment)
+    G.check_catalog(course, {assignment.id})  # refuse to export a grader that cannot grade
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.target == "gradescope":
+        files = gradescope_files(course, assignment, language=args.language)
+        path = out / f"{assignment.id}-gradescope.zip"
+    else:
+        files = otter_files(course, assignment, language=args.language)
+        path = out / f"{assignment.id}-otter.zip"
+    data = zip_bytes(files)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    print(f"wrote {path} ({len(files)} files, {len(data) / 1024:.0f} KiB)")
+    if args.target == "gradescope":
+        print(f"  Gradescope: a Programming Assignment worth {assignment.points:g} points; Configure Autograder -> "
+              "Zip file upload -> this zip (base image: Ubuntu 24.04, or any with Python >= 3.10).")
+        print(f"  Try it locally first: unzip into A/source, put a notebook in A/submission, then\n"
+              f"  AUTOGRADER_ROOT=A AUTOGRADER_PYTHON={sys.executable} bash A/source/run_autograder")
+    else:
+        print(f"  otter run -a {path} -o OUT {assignment.notebook}   (OUT must exist; run it where the kit is "
+              "installed, e.g. this course's .venv)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autograder.export ...``: run_autograder's entry (no nbgrader needed, unlike the full CLI)."""
+    parser = argparse.ArgumentParser(prog="python -m autograder.export", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except AutograderError as exc:
+        print(f"ERROR {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,3 +27,24 @@ def copy_course(root: Path) -> Path:
 def course_root(tmp_path: Path) -> Path:
     """A copy of the course: tests never modify the repository."""
     return copy_course(tmp_path / "course")
+
+
+@pytest.fixture
+def one_thread():
+    """The checks' tensors are tiny: a second intra-op thread only adds contention on a busy machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def course():
+    """The course with the whole catalog (public, hidden, mistakes) loaded."""
+    from autograder import checks as C
+    from autograder.config import load_course
+
+    C.load_catalog(hidden=True, mistakes=True)
+    return load_course()

@@ -11,40 +11,13 @@ import torch
 from autograder import checks as C
 from autograder.config import ROOT, load_course
 from autograder.validate import solution_for, validate
+from support import failed, grade
 
 EXERCISES = ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.1", "2.2", "2.3", "2.4"]
 #: Known mistakes per exercise (the catalog's table; update together with autograder/mistakes/).
 MISTAKE_COUNTS = {"1.1": 3, "1.2": 3, "1.3": 3, "1.4": 4, "1.5": 6, "1.6": 4,
                   "2.1": 3, "2.2": 4, "2.3": 5, "2.4": 7}
-BOTH = (C.Audience.PUBLIC, C.Audience.HIDDEN)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # The tensors are tiny: a second intra-op thread only adds contention on a busy machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def course():
-    C.load_catalog(hidden=True, mistakes=True)
-    return load_course()
-
-
-def grade(course, exercise_id: str, fn, audiences=BOTH, seed: int = 0) -> C.ExerciseResult:
-    """Score ``fn`` as a student's answer to one exercise, in-process, with diagnosis."""
-    _, ex = course.exercise(exercise_id)
-    reference = solution_for(course, exercise_id) if C.Audience.HIDDEN in audiences else None
-    return C.run_exercise(exercise_id, ex.function, ex.points, C.in_process_runner({ex.function: fn}),
-                          audiences=audiences, tolerances=course.tolerances, seed_parts=("test", seed),
-                          reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
-
-
-def failed(result: C.ExerciseResult) -> dict[str, C.CheckResult]:
-    return {r.check: r for r in result.checks if not r.passed}
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # -- the catalog is sound ----------------------------------------------------------
@@ -256,7 +229,6 @@ def test_correct_answers_written_differently_score_full_marks(course, exercise_i
 def test_hidden_check_errors_do_not_echo_the_students_exception_text():
     """str(x) of a hidden input in an exception must not reach the feedback."""
     from autograder import checks as C
-    from autograder.config import load_course
     from solutions.qkv_attention import softmax as reference_softmax
 
     course = load_course()

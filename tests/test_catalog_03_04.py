@@ -11,40 +11,13 @@ import torch.nn as nn
 from autograder import checks as C
 from autograder.config import ROOT, load_course
 from autograder.validate import solution_for, validate
+from support import failed, grade
 
 EXERCISES = ["3.1", "3.2", "3.3", "3.4", "3.5", "4.1", "4.2", "4.3", "4.4", "4.5"]
 #: Known mistakes per exercise (the catalog's table; update together with autograder/mistakes/).
 MISTAKE_COUNTS = {"3.1": 3, "3.2": 6, "3.3": 5, "3.4": 5, "3.5": 4,
                   "4.1": 3, "4.2": 3, "4.3": 7, "4.4": 3, "4.5": 5}
-BOTH = (C.Audience.PUBLIC, C.Audience.HIDDEN)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # The tensors are tiny: a second intra-op thread only adds contention on a busy machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def course():
-    C.load_catalog(hidden=True, mistakes=True)
-    return load_course()
-
-
-def grade(course, exercise_id: str, fn, audiences=BOTH, seed: int = 0) -> C.ExerciseResult:
-    """Score ``fn`` as a student's answer to one exercise, in-process, with diagnosis."""
-    _, ex = course.exercise(exercise_id)
-    reference = solution_for(course, exercise_id) if C.Audience.HIDDEN in audiences else None
-    return C.run_exercise(exercise_id, ex.function, ex.points, C.in_process_runner({ex.function: fn}),
-                          audiences=audiences, tolerances=course.tolerances, seed_parts=("test", seed),
-                          reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
-
-
-def failed(result: C.ExerciseResult) -> dict[str, C.CheckResult]:
-    return {r.check: r for r in result.checks if not r.passed}
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # -- the catalog is sound ----------------------------------------------------------

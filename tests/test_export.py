@@ -1,7 +1,6 @@
 """``autograder export``: the Gradescope zip run in a fake /autograder, the Otter zip under the real ``otter run``."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -16,10 +15,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from support import make_samples
 from autograder import export as E
 from autograder import otter_tests as OT
 from autograder.cli import main
-from autograder.config import ROOT, load_course
+from autograder.config import load_course
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
@@ -27,14 +27,7 @@ VENV_BIN = Path(sys.executable).parent
 PYTHON = sys.executable
 
 
-def _load_make_samples():
-    spec = importlib.util.spec_from_file_location("make_samples", ROOT / "samples" / "make_samples.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MS = _load_make_samples()
+MS = make_samples
 
 
 # -- Gradescope's results.json specification, as a checker -----------------------------------

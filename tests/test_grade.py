@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import importlib.util
 import json
 import os
 import signal
@@ -17,6 +16,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 
+from support import make_samples
 from autograder import checks as C
 from autograder import grade as G
 from autograder.cli import main
@@ -28,14 +28,7 @@ QKV = COURSE.assignment("02_qkv_attention")
 FULL = QKV.points
 
 
-def _load_make_samples():
-    spec = importlib.util.spec_from_file_location("make_samples", ROOT / "samples" / "make_samples.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MS = _load_make_samples()
+MS = make_samples
 
 try:
     from autograder.sandbox import Sandbox

@@ -1,0 +1,37 @@
+"""Helpers shared by test modules (pytest puts tests/ on sys.path: ``from support import ...``)."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from autograder import checks as C
+from autograder.config import ROOT, Course
+from autograder.validate import solution_for
+
+BOTH = (C.Audience.PUBLIC, C.Audience.HIDDEN)
+
+
+def grade(course: Course, exercise_id: str, fn, audiences=BOTH, seed: int = 0) -> C.ExerciseResult:
+    """Score ``fn`` as a student's answer to one exercise, in-process, with diagnosis."""
+    _, ex = course.exercise(exercise_id)
+    reference = solution_for(course, exercise_id) if C.Audience.HIDDEN in audiences else None
+    return C.run_exercise(exercise_id, ex.function, ex.points, C.in_process_runner({ex.function: fn}),
+                          audiences=audiences, tolerances=course.tolerances, seed_parts=("test", seed),
+                          reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
+
+
+def failed(result: C.ExerciseResult) -> dict[str, C.CheckResult]:
+    return {r.check: r for r in result.checks if not r.passed}
+
+
+def load_script(path: Path) -> ModuleType:
+    """Import a script that is not part of a package (samples/make_samples.py)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The sample-submission generator, shared by the grading and export tests.
+make_samples = load_script(ROOT / "samples" / "make_samples.py")

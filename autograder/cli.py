@@ -25,22 +25,32 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autograder", description=__doc__.splitlines()[0])
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; only the chosen subcommand's module is imported (torch costs seconds to import)."""
+    parser = argparse.ArgumentParser(
+        prog="autograder", description="Build, self-check, validate and grade the attention course kit.",
+        epilog="Run `autograder COMMAND --help` for the options of a command.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--course", metavar="FILE", help="course.yml to use (default: the repository's)")
+    chosen = _chosen_command(parser, sys.argv[1:] if argv is None else argv)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        if name == chosen:
+            module = importlib.import_module(module_name)
+            module.add_arguments(p)
+            p.set_defaults(_run=module.run)
     return parser
+
+
+def _chosen_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """The subcommand named on the command line, if any (options before it may take values)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    for action in parser._actions:
+        if action.option_strings and action.nargs != 0 and action.dest != "help":
+            pre.add_argument(*action.option_strings, dest=action.dest)
+    _, rest = pre.parse_known_args(argv)
+    return next((a for a in rest if not a.startswith("-")), None)
 
 
 def _version() -> str:
@@ -51,7 +61,7 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        parser = build_parser()
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         if args.course:
             os.environ["AUTOGRADER_COURSE"] = os.path.abspath(args.course)

@@ -19,10 +19,11 @@ torch thread each.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import importlib
+import json
 import os
 import signal
 import threading
@@ -68,8 +69,11 @@ def demo_cells(course: Course, root: Path = ROOT) -> dict[str, dict[str, str]]:
     source is instructor code that only prints and plots: grading skips it,
     which saves its run time (an ungraded training experiment takes seconds)
     and never changes a score. A cell the student edited still runs.
+
+    Plain JSON, not nbformat: `autograder build` writes nbformat 4, and importing
+    nbformat costs seconds that :func:`run` rather spends while the sandbox starts.
     """
-    import nbformat
+    from .notebook import _source
 
     out: dict[str, dict[str, str]] = {}
     for a in course.assignments:
@@ -80,17 +84,53 @@ def demo_cells(course: Course, root: Path = ROOT) -> dict[str, dict[str, str]]:
         else:
             continue
         try:
-            nb = nbformat.read(path, as_version=4)
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            if nb.get("nbformat") != 4:
+                continue
+            cells: dict[str, str] = {}
+            for cell in nb["cells"]:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                gid = meta.get("grade_id")
+                if (cell.get("cell_type") == "code" and isinstance(gid, str) and gid and meta.get("locked")
+                        and not meta.get("solution") and gid not in SETUP_CELLS):
+                    cells[gid] = _source(cell)
         except Exception:  # noqa: BLE001 - no skipping is always correct, only slower
             continue
-        cells: dict[str, str] = {}
-        for cell in nb.cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            gid = meta.get("grade_id")
-            if (cell.cell_type == "code" and gid and meta.get("locked") and not meta.get("solution")
-                    and gid not in SETUP_CELLS):
-                cells[gid] = cell.source
         out[a.id] = cells
+    return out
+
+
+#: Cell sources longer than this are transformed afresh each time rather than remembered.
+_CACHED_SOURCE_CHARS = 64 * 1024
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_python(source: str) -> tuple[str, str | None]:
+    from .notebook import to_python
+
+    return to_python(source)
+
+
+def submission_cells(nb: Any, demos: dict[str, str]) -> list[Any]:
+    """:func:`autograder.notebook.code_cells`, with the unchanged demo cells skipped (see demo_cells()).
+
+    IPython's input transformer costs milliseconds a cell, and most cells of a
+    batch are the release's own text or the same correct solution: each distinct
+    source is transformed once per process (a pure function of the text), and a
+    skipped demo cell is never transformed at all.
+    """
+    from .notebook import Cell, _grade_id, _source, to_python
+
+    out = []
+    for index, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        source, gid = _source(cell), _grade_id(cell)
+        if gid in demos and source == demos[gid]:
+            out.append(Cell(index, gid, source, "", DEMO_SKIPPED))
+        else:
+            code, skipped = _plain_python(source) if len(source) <= _CACHED_SOURCE_CHARS else to_python(source)
+            out.append(Cell(index, gid, source, code, skipped))
     return out
 
 
@@ -177,11 +217,13 @@ def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[s
 def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     """The result dict of one submission; None only when the batch is being stopped."""
     from . import checks as C
-    from .notebook import code_cells, read_notebook
+    from .notebook import read_notebook
 
     if sub.problem:
         return failure(sub, ctx, sub.problem, _msg(sub.problem))
     start = time.perf_counter()
+    # Where the seconds go (see PROFILE_SECTIONS), kept in the result's timing section.
+    profile: dict[str, float] = {}
     try:
         nb = read_notebook(sub.path)
     except NotebookError as exc:
@@ -191,8 +233,8 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
                        {"zh": f"无法读取笔记本：{detail}", "en": f"the notebook could not be read: {detail}"})
     assignment = ctx.course.assignment(sub.assignment)
     demos = ctx.demos.get(assignment.id, {})
-    cells = [dataclasses.replace(c, code="", skipped=DEMO_SKIPPED)
-             if c.grade_id in demos and c.source == demos[c.grade_id] else c for c in code_cells(nb)]
+    cells = submission_cells(nb, demos)
+    profile["read"] = time.perf_counter() - start
     result = _base(sub, ctx)
     result["max_points"] = assignment.points
     notes: list[str] = []
@@ -212,8 +254,11 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
             outcome = C.run_exercise(
                 ex.id, ex.function, ex.points, worker, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
                 tolerances=ctx.course.tolerances, seed_parts=(ctx.course.seed, sub.student, assignment.id),
-                device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser)
+                device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, profile=profile)
+            profile["checks"] = profile.get("checks", 0.0) + time.perf_counter() - t1
+            t2 = time.perf_counter()
             ex_json = outcome.to_json()
+            profile["results"] = profile.get("results", 0.0) + time.perf_counter() - t2
             ex_json["seconds"] = round(time.perf_counter() - t1, 4)
             exercises.append(ex_json)
             note = _exercise_notes(ex_json, ex.function)
@@ -223,7 +268,9 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
         # After the calls: a worker forked again after a crash reports its cells afresh.
         result["cells"] = [_cell_json(c) for c in getattr(worker, "cells", [])]
     finally:
+        t3 = time.perf_counter()
         worker.close()
+        profile["close"] = time.perf_counter() - t3
     if ctx.stopping.is_set():
         # The sandbox may have been torn down under this submission: its outcome is not trustworthy.
         return None
@@ -236,8 +283,50 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     result["status"] = "; ".join([R.GRADED, *notes])
     result["message"] = None
     timing["seconds"] = round(time.perf_counter() - start, 4)
+    timing["profile"] = _profile(profile, getattr(worker, "profile", {}), timing["seconds"])
     result["timing"] = timing
     return result
+
+
+#: The sections of one submission's profile (result["timing"]["profile"], seconds), in path order.
+PROFILE_SECTIONS = {
+    "read": "read and parse the notebook, cells to plain Python",
+    "fork": "fork a worker from the warm template and cage it",
+    "cells": "run the notebook's code cells in the worker",
+    "inputs": "generate seeded inputs (ctx.randn, randint)",
+    "encode": "encode call arguments as plain data",
+    "ipc": "round trips to the worker less its own work: sockets, scheduling, waking up",
+    "worker": "the worker's side of calls less the student's code: decode, ForbiddenGuard, encode",
+    "student": "the student's functions, timed inside the worker",
+    "decode": "decode and validate the worker's replies",
+    "reference": "reference solutions on float64 copies",
+    "compare": "expectations: shapes, dtypes, float64 comparisons",
+    "diagnose": "run known mistakes on the failing inputs",
+    "checks_other": "the rest of the checks' own code and scoring",
+    "results": "build the result JSON",
+    "close": "stop the worker (reaped in the background)",
+    "other": "everything else in grade_submission",
+}
+
+
+def _profile(grader: dict[str, float], sandbox: dict[str, float], total: float) -> dict[str, float]:
+    """One flat breakdown whose sections add up to ``total`` (``other`` is what no section covers)."""
+    out = {"read": grader.get("read", 0.0), "fork": sandbox.get("fork", 0.0), "cells": sandbox.get("cells", 0.0),
+           "inputs": grader.get("inputs", 0.0), "encode": sandbox.get("encode", 0.0),
+           "student": grader.get("student", 0.0), "decode": sandbox.get("decode", 0.0),
+           "reference": grader.get("reference", 0.0), "compare": grader.get("compare", 0.0),
+           "diagnose": grader.get("diagnose", 0.0), "results": grader.get("results", 0.0),
+           "close": grader.get("close", 0.0)}
+    # The worker's figure comes from the worker (plain data, profile only); without it, all is "ipc".
+    busy = min(max(sandbox.get("worker", 0.0), out["student"]), sandbox.get("roundtrip", 0.0))
+    out["worker"] = max(busy - out["student"], 0.0)
+    out["ipc"] = max(sandbox.get("roundtrip", 0.0) - busy, 0.0)
+    # A worker re-forked inside a call counts as fork/cells inside that call: not the checks' own time.
+    within_checks = grader.get("call", 0.0) + sum(grader.get(k, 0.0) for k in ("inputs", "reference", "compare",
+                                                                              "diagnose"))
+    out["checks_other"] = max(grader.get("checks", 0.0) - within_checks, 0.0)
+    out["other"] = max(total - sum(out.values()), 0.0)
+    return {k: round(out[k], 4) for k in PROFILE_SECTIONS}
 
 
 def grade_or_fail(sub: Submission, ctx: Context) -> dict[str, Any] | None:
@@ -377,6 +466,7 @@ class BatchOutcome:
     resumed: int                  # kept from an earlier run
     seconds: float                # wall time of the grading loop (template start excluded)
     interrupted: bool = False
+    write_seconds: float = 0.0    # of which writing results, feedback and grades.csv
 
 
 def check_catalog(course: Course, assignments: set[str]) -> dict[str, Callable[..., Any]]:
@@ -459,6 +549,7 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     task = progress.add_task("grading", total=len(batch.found.submissions), completed=resumed) if progress else None
     start = time.perf_counter()
     interrupted = False
+    write_seconds = 0.0
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade")
     try:
         pending: dict[Future, Submission] = {pool.submit(grade_or_fail, s, ctx): s for s in todo}
@@ -469,7 +560,9 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
                 result = fut.result()
                 if result is None:
                     continue
+                t0 = time.perf_counter()
                 outputs.record(result)
+                write_seconds += time.perf_counter() - t0
                 results[result["key"]] = result
                 if on_result:
                     on_result(result)
@@ -486,7 +579,7 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
         outputs.write_csv()
     seconds = time.perf_counter() - start
     ordered = [results[s.key] for s in batch.found.submissions if s.key in results]
-    return BatchOutcome(ordered, len(ordered) - resumed, resumed, seconds)
+    return BatchOutcome(ordered, len(ordered) - resumed, resumed, seconds, write_seconds=write_seconds)
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -504,6 +597,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="regrade submissions that already have a result")
     parser.add_argument("--language", choices=("zh", "en"), default=None,
                         help="language of the feedback (default: course.yml's)")
+    parser.add_argument("--nbgrader", action="store_true",
+                        help="SUBMISSIONS is an nbgrader course folder: grade its submitted/ and record the "
+                             "scores in its gradebook.db")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -527,6 +623,12 @@ def run(args: argparse.Namespace) -> int:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     _sigterm_interrupts()
+    course_root = None
+    if args.nbgrader:
+        from .nbgrader_bridge import discover_nbgrader_course
+
+        course_root = args.submissions
+        args.submissions = discover_nbgrader_course(course_root)
     with opened(args.submissions) as (root, refused):
         batch = plan(root, course, args.out, refused=refused, assignment=args.assignment,
                      language=language, device=device, origin=args.submissions)
@@ -544,8 +646,10 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"{len(found.submissions)} submissions under {escape(str(args.submissions))}; "
                       f"device {device}, {args.jobs} workers")
         t0 = time.perf_counter()
+        importing = _import_lazy_modules()
         with Sandbox(course.limits, device) as sandbox:
             warm = time.perf_counter() - t0
+            importing.join()
             columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TimeElapsedColumn(), TimeRemainingColumn())
             try:
@@ -559,15 +663,44 @@ def run(args: argparse.Namespace) -> int:
     out = batch.outputs.out
     everything = batch.outputs.all_results()
     batch.outputs.report(everything)
+    from .nbgrader_bridge import after_batch, write_lms_csv
+
+    write_lms_csv(everything, course, out)
+    if course_root is not None:
+        for line in after_batch(out, course_root, course=course).lines():
+            console.print(escape(line))
     R.print_summary(console, everything, course)
     earlier = len(everything) - len(outcome.results)
     if earlier:
         console.print(f"{earlier} rows of grades.csv come from earlier runs into {out} (other submissions)")
     per = outcome.seconds / outcome.graded if outcome.graded else 0.0
-    console.print(f"graded {outcome.graded} in {outcome.seconds:.1f} s ({per:.2f} s each, sandbox warm-up "
-                  f"{warm:.1f} s), {outcome.resumed} kept from an earlier run; wrote {out}/grades.csv, "
-                  f"report.html, results/, feedback/")
+    writing = outcome.write_seconds / outcome.graded if outcome.graded else 0.0
+    console.print(f"graded {outcome.graded} in {outcome.seconds:.2f} s ({per:.3f} s each, of which writing "
+                  f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s), {outcome.resumed} kept from an earlier "
+                  f"run; wrote {out}/grades.csv, canvas.csv, moodle.csv, report.html, results/, feedback/")
     return 0
+
+
+#: Modules the trusted side needs later, each worth a second or more to import: nbformat (reading the
+#: first notebook), matplotlib (report.html), and sympy, which the first nn.MultiheadAttention call
+#: with a key_padding_mask (a public check of 4.3) pulls in through torch._check_with.
+LAZY_IMPORTS = ("nbformat", "matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.ticker",
+                "torch.fx.experimental.symbolic_shapes")
+
+
+def _import_lazy_modules() -> threading.Thread:
+    """Import LAZY_IMPORTS in a thread while the sandbox template starts: this process would only wait
+    for the template then, and the template's imports take one core of two."""
+    def work() -> None:
+        for name in LAZY_IMPORTS:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S110 - torch internals move; this only saves time
+                pass
+
+    thread = threading.Thread(target=work, name="lazy-imports", daemon=True)
+    thread.start()
+    return thread
 
 
 def _sigterm_interrupts() -> None:

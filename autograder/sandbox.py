@@ -594,6 +594,14 @@ class Worker:
         self._complete = False                       # the cells ran to the end at least once
         self.worker_info: dict[str, Any] = {}
         self._max_blob = int(self._limits.output_mb * MiB) + 4 * MiB
+        #: Seconds per section of this submission's sandbox side: ``fork`` (fork and worker set-up),
+        #: ``cells`` (running the notebook's cells), ``encode`` / ``roundtrip`` / ``decode`` of calls
+        #: (``roundtrip`` includes ``worker``: the worker's own decoding, the student's code and its
+        #: encoding, as the worker reports it).
+        self.profile: dict[str, float] = {}
+
+    def _spent(self, section: str, start: float) -> None:
+        self.profile[section] = self.profile.get(section, 0.0) + time.perf_counter() - start
 
     # context manager -------------------------------------------------------------
     def __enter__(self) -> Worker:
@@ -644,6 +652,7 @@ class Worker:
                 self._give_up(Reply("timeout", error=self._budget_message()), "timeout")
                 return False
             self.spawns += 1
+            start = time.perf_counter()
             try:
                 proc = self._sandbox._spawn(self.label, self._limits)
             except _SpawnFailed as exc:
@@ -651,16 +660,20 @@ class Worker:
                 return False
             self._proc = proc
             problem = self._await_ready(proc)
+            self._spent("fork", start)
             if problem is not None:
                 self._stop()
                 self._give_up(Reply("crashed", error=problem), "crashed")
                 return False
+            start = time.perf_counter()
             try:
                 failed = self._run_cells(proc)
             except _SpawnFailed as exc:
                 self._stop(wait=False)
                 self._give_up(Reply("crashed", error=str(exc)), "crashed")
                 return False
+            finally:
+                self._spent("cells", start)
             if failed is None:
                 return True
             self._bad[failed.index] = failed
@@ -760,7 +773,9 @@ class Worker:
         if request.device != self._sandbox.device and not request.device.startswith(self._sandbox.device):
             return Reply("error", error_type="SandboxError",
                          error=f"this sandbox runs on {self._sandbox.device}, the request asks for {request.device}")
+        start = time.perf_counter()
         blob = encode_request(request)  # a grader bug (not plain data) raises here, loudly
+        self._spent("encode", start)
         if self._proc is None:
             if self._broken is not None:
                 return Reply(self._broken.status, error=self._broken.error)
@@ -778,11 +793,13 @@ class Worker:
         header = {"t": "call", "seq": self._seq, "function": request.function, "probe": request.probe,
                   "forbidden": list(request.forbidden), "device": request.device}
         start = time.monotonic()
+        sent = time.perf_counter()
         deadline = min(start + self._limits.call_seconds, self._deadline)
         try:
             proc.chan.settimeout(max(deadline - start, 0.001))
             send_frame(proc.chan, header, blob)
             got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=_SMALL_HEADER)
+            self._spent("roundtrip", sent)
         except TimeoutError:
             self._stop(wait=False)
             if self._time_left() <= 0:
@@ -811,7 +828,12 @@ class Worker:
                 self._poisoned[request.function] = Reply(
                     "crashed", error=f"not run again: {request.function} stopped the worker twice ({message})")
             return Reply("crashed", error=message, seconds=time.monotonic() - start)
-        return self._validate(got, reply_blob, request, time.monotonic() - start)
+        elapsed = time.monotonic() - start
+        received = time.perf_counter()
+        try:
+            return self._validate(got, reply_blob, request, elapsed)
+        finally:
+            self._spent("decode", received)
 
     def _validate(self, header: dict[str, Any], blob: bytes, request: Request, elapsed: float) -> Reply:
         """Believe nothing but plain data: the header's fields are checked one by one."""
@@ -827,6 +849,10 @@ class Worker:
         seconds = header.get("seconds")
         if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
             seconds = elapsed
+        busy = header.get("busy")
+        if type(busy) in (int, float) and math.isfinite(busy) and busy >= 0:
+            # The worker's word, used only to split the profile's round trip (never for a score).
+            self.profile["worker"] = self.profile.get("worker", 0.0) + min(float(busy), elapsed)
         reply = Reply(status, error_type=_text(header.get("error_type"), 100),
                       error=_text(header.get("error"), 500), forbidden=list(dict.fromkeys(names)),
                       seconds=min(float(seconds), elapsed))

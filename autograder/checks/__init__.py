@@ -21,6 +21,7 @@ import hashlib
 import importlib
 import importlib.util
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
@@ -217,17 +218,28 @@ class Context:
     last_value: plain.Value | None = None
     forbidden_seen: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    profile: dict[str, float] | None = None   # section -> seconds, accumulated when given (see run_exercise)
 
     def __post_init__(self) -> None:
         self.generator = torch.Generator().manual_seed(self.seed)
 
+    def _spent(self, section: str, start: float) -> None:
+        if self.profile is not None:
+            self.profile[section] = self.profile.get(section, 0.0) + time.perf_counter() - start
+
     # inputs ---------------------------------------------------------------
     def randn(self, *shape: int, dtype: torch.dtype = torch.float64, scale: float = 1.0) -> torch.Tensor:
         """Seeded normal noise on the CPU (moved to the device under test by the runner)."""
-        return torch.randn(*shape, generator=self.generator, dtype=torch.float64).mul_(scale).to(dtype)
+        start = time.perf_counter()
+        out = torch.randn(*shape, generator=self.generator, dtype=torch.float64).mul_(scale).to(dtype)
+        self._spent("inputs", start)
+        return out
 
     def randint(self, low: int, high: int, *shape: int) -> torch.Tensor:
-        return torch.randint(low, high, shape, generator=self.generator, dtype=torch.int64)
+        start = time.perf_counter()
+        out = torch.randint(low, high, shape, generator=self.generator, dtype=torch.int64)
+        self._spent("inputs", start)
+        return out
 
     def sizes(self, n: int, low: int = 2, high: int = 9) -> list[int]:
         """``n`` distinct sizes in [low, high], so a transposed axis cannot go unnoticed."""
@@ -241,8 +253,12 @@ class Context:
         """Run the student's function on these arguments; return what came back as plain data."""
         request = Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
                           device=self.device)
+        start = time.perf_counter()
         reply = self.runner(request)
+        self._spent("call", start)
         self.seconds += reply.seconds
+        if self.profile is not None:
+            self.profile["student"] = self.profile.get("student", 0.0) + reply.seconds
         for name in reply.forbidden:
             if name not in self.forbidden_seen:
                 self.forbidden_seen.append(name)
@@ -265,8 +281,12 @@ class Context:
         """Like :meth:`call` but hands back the reply, e.g. to check that a call *raises*."""
         request = Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
                           device=self.device)
+        start = time.perf_counter()
         reply = self.runner(request)
+        self._spent("call", start)
         self.seconds += reply.seconds
+        if self.profile is not None:
+            self.profile["student"] = self.profile.get("student", 0.0) + reply.seconds
         if reply.forbidden:
             raise CheckFailed(Msg(f"使用了禁止的调用：{', '.join(reply.forbidden)}",
                                   f"used a forbidden call: {', '.join(reply.forbidden)}"),
@@ -279,7 +299,11 @@ class Context:
         """Hidden checks: the reference solution on CPU float64 copies of the arguments."""
         if self.reference_fn is None:
             raise RuntimeError(f"check {self.exercise}/{self.check} has no reference (public check?)")
-        return self.reference_fn(*as_float64(args), **as_float64(kwargs))
+        start = time.perf_counter()
+        try:
+            return self.reference_fn(*as_float64(args), **as_float64(kwargs))
+        finally:
+            self._spent("reference", start)
 
     # expectations ---------------------------------------------------------
     def tol(self, dtype: Any) -> tuple[float, float]:
@@ -296,6 +320,14 @@ class Context:
                       dtype: torch.dtype | None = None, device: str | None = None,
                       what: str = "the output") -> torch.Tensor:
         """A tensor of this shape/dtype/device (device defaults to the one under test)."""
+        start = time.perf_counter()
+        try:
+            return self._expect_tensor(value, shape, dtype, device, what)
+        finally:
+            self._spent("compare", start)
+
+    def _expect_tensor(self, value: plain.Value, shape: tuple[int, ...] | None, dtype: torch.dtype | None,
+                       device: str | None, what: str) -> torch.Tensor:
         if value.kind != "tensor":
             raise CheckFailed(Msg(f"{what} 应当是 torch.Tensor，实际是 {value.describe()}",
                                   f"{what} should be a torch.Tensor, got {value.describe()}"))
@@ -317,7 +349,9 @@ class Context:
                      what: str = "the output", diagnose: bool = True) -> None:
         """Compare in float64 with the tolerance of ``dtype``; the message shows the largest difference."""
         rtol, atol = self.tol(dtype)
+        start = time.perf_counter()
         problem = compare(got, expected, rtol, atol)
+        self._spent("compare", start)
         if problem is not None:
             zh, en = problem
             raise CheckFailed(Msg(f"{what}：{zh}", f"{what}: {en}"), diagnose=diagnose)
@@ -360,6 +394,11 @@ def compare(got: Any, expected: Any, rtol: float, atol: float) -> tuple[str, str
         return (f"形状应为 {tuple(e.shape)}，实际是 {tuple(g.shape)}",
                 f"expected shape {tuple(e.shape)}, got {tuple(g.shape)}")
     if g.numel() == 0:
+        return None
+    # The common case in one pass: every difference finite and within tolerance. A NaN or an
+    # infinity anywhere makes this False (NaN compares False; inf - inf is NaN), and the full
+    # rules below decide, so the verdict is the same either way.
+    if bool(((g - e).abs() <= atol + rtol * e.abs()).all()):
         return None
     bad_nan = torch.isnan(g) & ~torch.isnan(e)
     if bad_nan.any():
@@ -476,8 +515,15 @@ class ExerciseResult:
 def run_exercise(exercise_id: str, function: str, max_points: float, runner: Runner, *,
                  audiences: Iterable[Audience], tolerances: Any, seed_parts: tuple[Any, ...],
                  device: str = "cpu", reference: Callable[..., Any] | None = None,
-                 diagnoser: Diagnoser | None = None) -> ExerciseResult:
-    """Run every check of one exercise for these audiences; score it."""
+                 diagnoser: Diagnoser | None = None, profile: dict[str, float] | None = None) -> ExerciseResult:
+    """Run every check of one exercise for these audiences; score it.
+
+    ``profile``, when given, accumulates seconds per section: ``inputs`` (ctx.randn and
+    friends), ``call`` (round trips to the student's code, of which ``student`` is the
+    time inside it), ``reference``, ``compare`` (ctx.expect_tensor / expect_close) and
+    ``diagnose`` (known mistakes run on the failing inputs). Cheap: a few perf_counter
+    calls per check.
+    """
     checks = checks_for(exercise_id, audiences)
     if not checks:
         raise ValueError(f"no checks declared for exercise {exercise_id}")
@@ -493,7 +539,8 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
                                        stop_status, 0.0, share, message=results[-1].message))
             continue
         ctx = Context(exercise_id, function, c.name, runner, tolerances,
-                      stable_seed(*seed_parts, exercise_id, c.name), spec.forbidden, device, reference)
+                      stable_seed(*seed_parts, exercise_id, c.name), spec.forbidden, device, reference,
+                      profile=profile)
         status, message, found = Status.PASSED, None, None
         try:
             c.run(ctx)
@@ -507,7 +554,9 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
                               f"shapes and dtypes, starting with the public self-check)")
             if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
                     and ctx.last_value is not None:
+                started = time.perf_counter()
                 found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)
+                ctx._spent("diagnose", started)
         except plain.PlainDataError as exc:
             status, message = Status.FAILED, Msg(f"返回值不对：{exc}", f"wrong return value: {exc}")
         except Exception as exc:  # noqa: BLE001 - a fault in the check itself must not lose the exercise

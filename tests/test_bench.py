@@ -1,0 +1,84 @@
+"""bench/bench_peers.py: the side-by-side benchmark runs end to end and writes its table and chart.
+
+The smoke test grades 4 generated submissions (one per assignment) with the kit
+only (--kit-only skips nbgrader and Otter, which take seconds per submission);
+the real benchmark is the command in the README.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.config import ROOT, load_course
+
+COURSE = load_course()
+
+
+def _bench():
+    if "bench_peers" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_peers", ROOT / "bench" / "bench_peers.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_peers"] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["bench_peers"]
+
+
+def test_generated_submissions_cover_every_assignment_and_kind(tmp_path: Path) -> None:
+    bench = _bench()
+    subs = bench.generate(tmp_path, 40, COURSE)
+    assert len(subs) == 40 and len({s.student for s in subs}) == 40
+    for a in COURSE.assignments:
+        mine = [s for s in subs if s.assignment == a.id]
+        assert len(mine) == 10
+        assert {s.kind for s in mine} == {"correct", "mistake", "partial", "stub"}
+        assert sum(s.kind == "correct" for s in mine) == 6
+        for s in mine:  # nbgrader's layout: submitted/<student>/<assignment>/<notebook>
+            assert (tmp_path / s.student / a.id / a.notebook).is_file()
+    # The known mistake is in the notebook, and nothing else of the solution changed.
+    mistaken = next(s for s in subs if s.assignment == "03_padding_masks" and s.kind == "mistake")
+    text = (tmp_path / mistaken.rel).read_text(encoding="utf-8")
+    assert "masked_fill(mask, -1e9)" in text
+    nb_subset, otter_subset = bench.peer_subsets(subs, len(COURSE.assignments), 12, 4)
+    assert len(nb_subset) == 12 and {s.kind for s in nb_subset} == {"correct", "mistake", "stub"}
+    assert {s.assignment for s in nb_subset} == {a.id for a in COURSE.assignments}
+    assert len(otter_subset) == 4 and all(s in nb_subset for s in otter_subset)
+    assert {s.assignment for s in otter_subset} == {a.id for a in COURSE.assignments}
+    assert {s.kind for s in otter_subset} == {"correct", "mistake", "stub"}
+
+
+def test_agreement_reports_every_disagreement() -> None:
+    bench = _bench()
+    sub = bench.Sub(0, "s000", "02_qkv_attention", "mistake", "02_qkv_attention.ipynb")
+    full = {"2.1": 1.0, "2.2": 2.0, "2.3": 2.0, "2.4": 3.0}
+    tools = {"kit": {"s000": {**full, "2.4": 1.090909}}, "nbgrader": {"s000": full}, "otter": {}}
+    compared, disagreements = bench.agreement([sub], COURSE, tools)
+    assert compared == 4 and len(disagreements) == 1
+    d = disagreements[0]
+    assert d.exercise == "2.4" and d.verdicts == {"kit": "fail (1.09091/3)", "nbgrader": "pass"}
+
+
+@pytest.mark.slow
+def test_kit_only_run_writes_the_table_and_the_chart(tmp_path: Path) -> None:
+    bench = _bench()
+    out = tmp_path / "bench-out"
+    code = bench.main(["-n", "4", "--repeats", "1", "--kernel-calls", "2", "--kit-only", "-o", str(out)])
+    assert code == 0
+    text = (out / "results.md").read_text(encoding="utf-8")
+    assert "| kit: autograder grade -j 1 | 4 | 1 |" in text and "| kit: autograder grade -j 2 | 4 | 1 |" in text
+    assert 'kit: warm check("2.4") in a kernel' in text and "kit: cold start, one submission" in text
+    assert "## Where the kit's time goes" in text and "| ipc |" in text and "| write |" in text
+    png = (out / "results.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    data = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    rows = {r["tool"]: r for r in data["rows"]}
+    kit = rows["kit: autograder grade -j 1"]
+    assert 0 < kit["per_submission"] < kit["wall_per_submission"]
+    assert data["disagreements"] == [] and sorted(data["verdicts"]["kit"]) == ["s000", "s001", "s002", "s003"]
+    # Every generated submission is correct here: full points on every exercise.
+    for student, points in data["verdicts"]["kit"].items():
+        assignment = COURSE.assignments[int(student[1:]) % 4]
+        assert points == {e.id: float(e.points) for e in assignment.exercises}, student

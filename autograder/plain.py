@@ -1,7 +1,7 @@
 """Plain data: the only thing that crosses the trust boundary.
 
-A value is encoded as a JSON *spec* plus a dict of NumPy arrays (saved as .npz,
-loaded with ``allow_pickle=False``). The decoding side accepts exactly
+A value is encoded as a JSON *spec* plus a table of NumPy arrays sent as raw bytes (dtype,
+shape, offset and size in the JSON head; never pickle). The decoding side accepts exactly
 ``numpy.ndarray`` of bool/int/uint/float dtype and JSON scalars, never pickle,
 never an object of the sender's choosing. The same encoding is used in-process
 (self-check, validate) so every path sees identical data.
@@ -18,7 +18,7 @@ Spec nodes::
 from __future__ import annotations
 
 import hashlib
-import io
+
 import json
 import math
 from dataclasses import dataclass, field
@@ -112,13 +112,17 @@ class Encoder:
 
 
 def encode(value: Any, max_bytes: float = float("inf")) -> bytes:
-    """Encode a value as one bytes blob: 8-byte JSON length, JSON spec, then .npz of the arrays."""
+    """8-byte head length, JSON head {spec, arrays: [[key, dtype, shape, offset, nbytes]]}, raw array bytes."""
     enc = Encoder(max_bytes=max_bytes)
     spec = enc.spec(value)
-    head = json.dumps(spec, allow_nan=True, separators=(",", ":")).encode()
-    buf = io.BytesIO()
-    np.savez(buf, **enc.arrays)
-    return len(head).to_bytes(8, "little") + head + buf.getvalue()
+    table, parts, offset = [], [], 0
+    for key, arr in enc.arrays.items():
+        data = np.ascontiguousarray(arr).tobytes()
+        table.append([key, arr.dtype.str, list(arr.shape), offset, len(data)])
+        parts.append(data)
+        offset += len(data)
+    head = json.dumps({"spec": spec, "arrays": table}, allow_nan=True, separators=(",", ":")).encode()
+    return len(head).to_bytes(8, "little") + head + b"".join(parts)
 
 
 @dataclass(frozen=True)
@@ -232,15 +236,24 @@ def decode(blob: bytes) -> Value:
     n = int.from_bytes(blob[:8], "little")
     if n > len(blob) - 8:
         raise PlainDataError("truncated data")
+    body = memoryview(blob)[8 + n:]
+    arrays = {}
     try:
-        spec = json.loads(blob[8:8 + n])
-        with np.load(io.BytesIO(blob[8 + n:]), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except Exception as exc:  # noqa: BLE001 - anything malformed is a data error
+        head = json.loads(blob[8:8 + n])
+        spec, table = head["spec"], head["arrays"]
+        for key, dtype_str, shape, offset, nbytes in table:
+            dtype = np.dtype(dtype_str)
+            if dtype.kind not in ALLOWED_KINDS or dtype.hasobject:
+                raise PlainDataError("array of a forbidden dtype")
+            count = math.prod(shape)
+            if any(type(d) is not int or d < 0 for d in shape) or count * dtype.itemsize != nbytes \
+                    or type(offset) is not int or offset < 0 or offset + nbytes > len(body):
+                raise PlainDataError("malformed array")
+            arrays[key] = np.frombuffer(body, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
+    except PlainDataError:
+        raise
+    except Exception as exc:  # noqa: BLE001
         raise PlainDataError(f"unreadable data ({type(exc).__name__})") from None
-    for arr in arrays.values():
-        if type(arr) is not np.ndarray or arr.dtype.kind not in ALLOWED_KINDS:
-            raise PlainDataError("array of a forbidden dtype")
     _check_spec(spec, arrays)
     return Value(spec, arrays)
 

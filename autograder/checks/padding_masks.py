@@ -215,14 +215,20 @@ def torch_masked_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor,
     return out, weights
 
 
+def random_qkv(ctx: Context, lead: tuple[int, ...], Tq: int, Tk: int, Dk: int, Dv: int,
+               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Seeded Q (*lead, Tq, Dk), K (*lead, Tk, Dk), V (*lead, Tk, Dv)."""
+    return (ctx.randn(*lead, Tq, Dk, dtype=dtype), ctx.randn(*lead, Tk, Dk, dtype=dtype),
+            ctx.randn(*lead, Tk, Dv, dtype=dtype))
+
+
 @check("3.3", "shape-dtype", P, Kind.SHAPE, zh="out 与 weights 的形状和 dtype", en="shapes and dtype of out and weights")
 def _mat_shape(ctx: Context) -> None:
     B, H, Tq, Tk, Dk, Dv = ctx.sizes(6)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
     for lead in ((B,), (B, H)):
         for dtype in DTYPES:
-            Q, K, V = (ctx.randn(*lead, Tq, Dk, dtype=dtype), ctx.randn(*lead, Tk, Dk, dtype=dtype),
-                       ctx.randn(*lead, Tk, Dv, dtype=dtype))
+            Q, K, V = random_qkv(ctx, lead, Tq, Tk, Dk, Dv, dtype)
             out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
             ctx.expect_tensor(out, (*lead, Tq, Dv), dtype, what="out")
             ctx.expect_tensor(weights, (*lead, Tq, Tk), dtype, what="weights")
@@ -252,8 +258,7 @@ def _mat_torch(ctx: Context) -> None:
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
     for lead in ((B,), (B, H)):
         for dtype in DTYPES:
-            Q, K, V = (ctx.randn(*lead, Tq, Dk, dtype=dtype), ctx.randn(*lead, Tk, Dk, dtype=dtype),
-                       ctx.randn(*lead, Tk, Dv, dtype=dtype))
+            Q, K, V = random_qkv(ctx, lead, Tq, Tk, Dk, Dv, dtype)
             want_out, want_w = torch_masked_attention(Q, K, V, mask)
             out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
             ctx.expect_close(ctx.expect_tensor(weights, (*lead, Tq, Tk), dtype, what="weights"), want_w, dtype,

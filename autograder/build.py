@@ -11,8 +11,12 @@
 * ``dist/student-bundle.zip``: release notebooks + the public part of the package
   (:data:`STUDENT_PACKAGE`) + a student course.yml without the grading seed.
 
-Everything is built in memory first, deterministically (no timestamps, sorted
-entries), so ``--check`` can compare it with the committed files byte for byte.
+release/ and solutions/ are committed: built in memory first, deterministically
+(no timestamps, sorted entries, no computed float), so ``--check`` compares them
+with the committed files byte for byte on any machine. The fingerprints hold
+outputs of torch kernels, whose last bits depend on the CPU (and the bundle
+carries them): they are build outputs, written by every build and never
+committed nor compared.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ import re
 import sys
 import types
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import nbformat
@@ -356,12 +360,14 @@ def fingerprint_files(course: Course, solutions: dict[str, bytes]) -> dict[str, 
 class Derived:
     """What build derives from source/, in memory."""
 
-    files: dict[str, bytes]          # committed files: relative POSIX path -> bytes
+    files: dict[str, bytes]          # committed files, the same bytes on every machine: path -> bytes
     sources: tuple[Source, ...]      # the validated source notebooks
+    #: Outputs whose bytes depend on this machine's float kernels (the fingerprints): written, not committed.
+    outputs: dict[str, bytes] = field(default_factory=dict)
 
 
-def derive(root: Path, course: Course) -> Derived:
-    """Every committed file that build derives (release/, solutions/, fingerprints)."""
+def derive(root: Path, course: Course, outputs: bool = True) -> Derived:
+    """Every file that build derives: the committed ones and, with ``outputs``, the machine's own."""
     files: dict[str, bytes] = {"solutions/__init__.py": SOLUTIONS_INIT}
     sources = []
     for a in course.assignments:
@@ -372,8 +378,8 @@ def derive(root: Path, course: Course) -> Derived:
         files[f"solutions/{a.module}.py"] = solutions_module(source, a.module)
     solutions = {path: data for path, data in files.items()
                   if path.startswith("solutions/") and path != "solutions/__init__.py"}
-    files.update(fingerprint_files(course, solutions))
-    return Derived(dict(sorted(files.items())), tuple(sources))
+    built = fingerprint_files(course, solutions) if outputs else {}
+    return Derived(dict(sorted(files.items())), tuple(sources), built)
 
 
 # -- the student bundle ---------------------------------------------------------------
@@ -463,8 +469,8 @@ def bundle_files(root: Path, derived: Derived) -> dict[str, bytes]:
     files["course.yml"] = files[STUDENT_COURSE]  # where an editable install's config looks
     files["pyproject.toml"] = _bundle_pyproject(root)
     files["README.md"] = BUNDLE_README
-    if FINGERPRINTS in derived.files:
-        files[FINGERPRINTS] = derived.files[FINGERPRINTS]
+    if FINGERPRINTS in derived.outputs:
+        files[FINGERPRINTS] = derived.outputs[FINGERPRINTS]
     for path, data in derived.files.items():
         if path.startswith("release/"):
             files[path.removeprefix("release/")] = data
@@ -571,18 +577,36 @@ def build(root: Path = ROOT) -> list[str]:
     course = load_course(root / "course.yml")
     derived = derive(root, course)
     written, removed = write_files(root, derived.files)
+    for rel, data in derived.outputs.items():
+        _write(root / rel, data)
     _write(root / BUNDLE, zip_bytes(bundle_files(root, derived)))
-    return [f"wrote {rel}" for rel in written] + [f"removed {rel}" for rel in removed] + [f"wrote {BUNDLE}"]
+    return ([f"wrote {rel}" for rel in written] + [f"removed {rel}" for rel in removed]
+            + [f"wrote {rel}" for rel in derived.outputs] + [f"wrote {BUNDLE}"])
 
 
 def check_current(root: Path = ROOT) -> None:
-    """Raise :class:`StaleError` naming every derived file that does not match source/."""
+    """Raise :class:`StaleError` naming every committed derived file that does not match source/.
+
+    The machine-dependent outputs (fingerprints, bundle) are not compared: no build elsewhere
+    could reproduce their bytes.
+    """
     course = load_course(root / "course.yml")
-    stale = stale_files(root, derive(root, course).files)
+    stale = stale_files(root, derive(root, course, outputs=False).files)
     student_course(root)  # the seed can still be taken out of the bundle
     if stale:
-        raise StaleError("derived files do not match source/:\n  " + "\n  ".join(stale),
-                         hint="run `autograder build` and commit release/ and solutions/")
+        raise StaleError("derived files do not match source/:\n  " + "\n  ".join(stale), hint=stale_hint(stale))
+
+
+def stale_hint(stale: list[str]) -> str:
+    """What to run and commit, naming only the folders whose files are stale."""
+    folders = sorted({line.split("/", 1)[0] + "/" for line in stale if "(missing bundle input)" not in line})
+    lacking = [line.split(" (", 1)[0] for line in stale if "(missing bundle input)" in line]
+    parts = []
+    if folders:
+        parts.append(f"run `autograder build` and commit {' and '.join(folders)}")
+    if lacking:
+        parts.append(f"restore {', '.join(lacking)} (the student bundle needs it)")
+    return "; ".join(parts)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -596,7 +620,7 @@ def run(args: argparse.Namespace) -> int:
     root = args.root.resolve()
     if args.check:
         check_current(root)
-        print("build: release/, solutions/ and the bundle inputs match source/")
+        print("build: release/ and solutions/ match source/, the bundle inputs are there")
         return 0
     for line in build(root):
         print(f"build: {line}")

@@ -2,24 +2,33 @@
 
 The student bundle may hold neither the reference solutions nor the known
 mistakes (either would give the answer away), yet self-check should say "looks
-like the 1/sqrt(d) scale is missing". Public inputs are deterministic (the
-public seed is fixed), so the instructor's build can run every public check
-once, record each call it makes into the student's function, and store what
-every known mistake *returns* on exactly those arguments. Self-check looks the
-failing call up by :func:`plain.fingerprint` of its arguments and compares the
-student's output with the stored outputs.
+like the 1/sqrt(d) scale is missing". Public inputs are seeded (the public seed
+is fixed), so the instructor's build can run every public check once, record each call it makes into the student's
+function, and store what every known mistake *returns* on those arguments.
+Self-check looks the failing call up by its *site* (which check, which of its
+calls; see ``probes.Request.site``) and compares the student's output with the
+stored outputs within the course's tolerances.
+
+A call is keyed by its site and the structure of its arguments (dtypes, shapes,
+exact ints and strings), never by the bits of a float: the same seeded call gives
+other bits on another CPU (torch's float32 ``randn`` and matmul kernels differ by
+vector unit, even by memory alignment), and a lookup keyed on them would miss
+there. For the same reason the stored values are this machine's: the file is a
+build output (``autograder build`` writes it and the student bundle carries it),
+never committed; ``build --check`` judges only what is deterministic.
 
 Requests are recorded along the reference's path through the checks and along
 each mistake's path (a check stops at its first failure, and later inputs may
 depend on earlier outputs), so the call a student with that mistake fails on is
-the call that was recorded.
+the call that was recorded; a site reached with different arguments on
+different paths keeps the candidates of each.
 
-File format (``autograder/data/fingerprints.json``, deterministic bytes)::
+File format (``autograder/data/fingerprints.json``, sorted keys)::
 
-    {"format": 1,
+    {"format": 2,
      "exercises": {"2.4": {
          "mistakes": {"no-scale": {"zh": "...", "en": "..."}},
-         "requests": {FINGERPRINT: [["no-scale", VALUE_KEY], ...]},   # catalog order
+         "requests": {REQUEST_KEY: [["no-scale", VALUE_KEY], ...]},   # catalog order
          "values": {VALUE_KEY: {"spec": PLAIN_SPEC,
                                 "arrays": {"a0": {"dtype": "float64", "stored": "<f4", "shape": [7, 8, 3],
                                                   "idx": "0,3,...", "b64": "..."}}}}}}}
@@ -55,7 +64,7 @@ from .checks import (PUBLIC_SEED, copied, in_process_runner, Audience, Mistake, 
                      run_exercise, values_match)
 from .probes import Reply, Request, execute
 
-FORMAT = 1
+FORMAT = 2
 #: Where ``autograder build`` writes the fingerprints and self-check reads them.
 FINGERPRINTS_FILE = Path(__file__).resolve().parent / "data" / "fingerprints.json"
 #: Largest relative error tolerated when a float64 array is stored as float32.
@@ -67,8 +76,25 @@ SAMPLE, SAMPLE_DEPARTURES = 32, 16
 
 # -- request keys and stored values ------------------------------------------------
 def request_key(request: Request) -> str:
-    """What identifies a call: its probe and its (plain) arguments, not the device it runs on."""
-    return plain.fingerprint((request.probe, request.args, request.kwargs))
+    """What identifies a call on every machine: its probe, its site and its arguments' structure.
+
+    A request without a site (made outside a check) is keyed by its arguments' exact data.
+    """
+    if not request.site:
+        return plain.fingerprint((request.probe, request.args, request.kwargs))
+    shape = [request.probe, request.site, _structure(plain.Encoder().spec(request.args)),
+             _structure(plain.Encoder().spec(request.kwargs))]
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _structure(spec: Any) -> Any:
+    """A plain spec without what may differ between machines: float values and devices."""
+    if isinstance(spec, dict):
+        drop = {"device"} | ({"v"} if spec.get("t") == "float" else set())
+        return {k: _structure(v) for k, v in spec.items() if k not in drop}
+    if isinstance(spec, list):
+        return [_structure(v) for v in spec]
+    return spec
 
 
 def _pack_array(arr: np.ndarray, ref: np.ndarray | None = None) -> dict[str, Any]:
@@ -209,13 +235,15 @@ def _value_key(packed: dict[str, Any]) -> str:
 
 
 # -- building (instructor side: needs solutions/ and autograder.mistakes) ----------
-def _recording_runner(namespace: dict[str, Any], seen: dict[str, Request]) -> Any:
-    """In-process runner that remembers every request (forbidden calls are not policed here)."""
+def _recording_runner(namespace: dict[str, Any], seen: dict[str, dict[str, Request]]) -> Any:
+    """In-process runner that remembers every request, by key and then by exact data
+    (forbidden calls are not policed here)."""
 
     def run(request: Request) -> Reply:
         # A snapshot: a check may reuse and edit its input tensors after the call.
-        snapshot = copied(Request(request.function, request.args, request.kwargs, probe=request.probe))
-        seen.setdefault(request_key(snapshot), snapshot)
+        snapshot = copied(request)
+        exact = plain.fingerprint((snapshot.probe, snapshot.args, snapshot.kwargs))
+        seen.setdefault(request_key(snapshot), {}).setdefault(exact, snapshot)
         return execute(namespace, copied(snapshot))
 
     return run
@@ -265,31 +293,45 @@ def build_fingerprints(course: Any = None, exercises: Iterable[str] | None = Non
 
 def _exercise_fingerprints(course: Any, ex: Any, mistakes: list[Mistake]) -> dict[str, Any]:
     reference = _reference(course, ex.id)
-    seen: dict[str, Request] = {}
+    seen: dict[str, dict[str, Request]] = {}
     for fn in [reference, *(m.fn for m in mistakes)]:
         run_exercise(ex.id, ex.function, ex.points, _recording_runner({ex.function: fn}, seen),
                      audiences=[Audience.PUBLIC], tolerances=course.tolerances, seed_parts=(PUBLIC_SEED,))
     requests: dict[str, list[list[str]]] = {}
     values: dict[str, Any] = {}
-    for key, request in seen.items():
-        ref_reply = execute({ex.function: reference}, copied(request))
-        ref_value = ref_reply.value() if ref_reply.status == "ok" else None
+    for key, variants in seen.items():
         matches: list[list[str]] = []
-        for m in mistakes:
-            reply = execute({ex.function: m.fn}, copied(request))
-            if reply.status != "ok":
-                continue
-            value = reply.value()
-            if ref_value is not None and _same_value(value, ref_value, course.tolerances):
-                continue
-            packed = pack_value(value, ref_value)
-            vkey = _value_key(packed)
-            values[vkey] = packed
-            matches.append([m.name, vkey])
+        for request in variants.values():
+            for match in _mistake_outputs(ex, reference, mistakes, request, course.tolerances, values):
+                if match not in matches:
+                    matches.append(match)
         if matches:
-            requests[key] = matches
+            # Catalog order, as the live diagnoser tries them: the first mistake that matches is named.
+            order = {m.name: i for i, m in enumerate(mistakes)}
+            requests[key] = sorted(matches, key=lambda match: order[match[0]])
     return {"mistakes": {m.name: m.message._asdict() for m in mistakes},
             "requests": requests, "values": values}
+
+
+def _mistake_outputs(ex: Any, reference: Any, mistakes: list[Mistake], request: Request, tolerances: Any,
+                     values: dict[str, Any]) -> list[list[str]]:
+    """[mistake name, value key] for each mistake whose output on this request differs from the
+    reference's; the outputs go into ``values``."""
+    ref_reply = execute({ex.function: reference}, copied(request))
+    ref_value = ref_reply.value() if ref_reply.status == "ok" else None
+    matches: list[list[str]] = []
+    for m in mistakes:
+        reply = execute({ex.function: m.fn}, copied(request))
+        if reply.status != "ok":
+            continue
+        value = reply.value()
+        if ref_value is not None and _same_value(value, ref_value, tolerances):
+            continue
+        packed = pack_value(value, ref_value)
+        vkey = _value_key(packed)
+        values[vkey] = packed
+        matches.append([m.name, vkey])
+    return matches
 
 
 #: In-process runner handing the function copies of its arguments (self-check, verification).

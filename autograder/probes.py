@@ -68,6 +68,9 @@ class Request:
     probe: str = "call"
     forbidden: tuple[str, ...] = ()
     device: str = "cpu"
+    #: Where a check made the call ("scaled-scores#2": its 2nd call). Trusted side only, never
+    #: sent; it names the call on any machine, whatever bits the arguments' floats have there.
+    site: str = ""
 
 
 @dataclass

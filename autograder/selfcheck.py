@@ -192,6 +192,13 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
                 f"检查无法完成（{type(exc).__name__}: {exc}）：请确认返回值的类型与形状符合题目要求",
                 f"the checks could not finish ({type(exc).__name__}: {exc}): make sure the return value has "
                 f"the type and shape the exercise asks for")))
+    if notes is not None and not diagnoser.data.get("exercises") \
+            and any(r.status is not C.Status.PASSED for r in results):
+        notes.append(Note("info", Text(
+            "没有找到已知错误的数据（autograder/data/fingerprints.json），所以不能指出是哪种常见错误；"
+            "教师运行 `autograder build` 即可生成。",
+            "no known-mistake data (autograder/data/fingerprints.json), so common mistakes are not named; "
+            "`autograder build` makes it.")))
     return results
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import io
 import json
 import os
 import re
@@ -94,29 +95,67 @@ def test_committed_files_are_current() -> None:
 
 
 # -- release/ and solutions/ --------------------------------------------------------------
+def bundle_entries(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        return {i.filename: zf.read(i) for i in zf.infolist()}
+
+
+def cpu_capability(env: dict[str, str]) -> str:
+    return subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                          env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
 @pytest.mark.slow
-def test_build_twice_gives_identical_bytes(course_root: Path, tmp_path: Path) -> None:
+def test_build_gives_the_same_committed_bytes_in_another_folder_process_and_cpu_capability(
+        course_root: Path, tmp_path: Path) -> None:
+    """Committed files hold no float computed by torch: another folder, another process with another
+    hash seed and torch's plainest CPU kernels (ATEN_CPU_CAPABILITY=default) give the same bytes,
+    the bytes committed in this repository. Only the fingerprints differ, in their float bits."""
     B.build(course_root)
     first = snapshot(course_root)
-    assert B.BUNDLE in first and any(k.startswith("release/") for k in first)
-    # Again, in another folder and another process with another hash seed: the same bytes,
-    # so no absolute path, time, user or set order leaks into the output.
+    assert B.BUNDLE in first and B.FINGERPRINTS in first and any(k.startswith("release/") for k in first)
     other = tmp_path / "elsewhere"
     other.mkdir()
     for name in ("course.yml", "pyproject.toml"):
         (other / name).write_bytes((course_root / name).read_bytes())
     for name in ("source", "autograder"):
         shutil.copytree(course_root / name, other / name, ignore=shutil.ignore_patterns("data"))
-    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "ATEN_CPU_CAPABILITY": "default"}
+    assert cpu_capability(env) == "DEFAULT"
+    print("this machine's CPU capability:", cpu_capability({**os.environ, "ATEN_CPU_CAPABILITY": ""}))
     subprocess.run([str(VENV_BIN / "autograder"), "build", "--root", str(other)], env=env, check=True,
                    capture_output=True)
     second = snapshot(other)
     assert sorted(second) == sorted(first)
-    assert [path for path in first if second[path] != first[path]] == []
+    committed = [path for path in first if path.startswith(("release/", "solutions/"))]
+    assert committed and [path for path in committed if second[path] != first[path]] == []
+    assert [path for path in committed if (ROOT / path).read_bytes() != first[path]] == []
+    # The bundle: every entry the same but the fingerprints, in fixed order and times.
+    mine, theirs = bundle_entries(first[B.BUNDLE]), bundle_entries(second[B.BUNDLE])
+    shipped = f"{B.BUNDLE_FOLDER}/{B.FINGERPRINTS}"
+    assert list(mine) == list(theirs) == sorted(mine) and shipped in mine
+    assert [name for name in mine if name != shipped and mine[name] != theirs[name]] == []
     with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
-        names = [i.filename for i in zf.infolist()]
-        assert names == sorted(names)
         assert {i.date_time for i in zf.infolist()} == {B.ZIP_TIME}
+    # The fingerprints' keys name calls by site, not by float bits: the same keys under both kernels,
+    # and what the default kernels stored names every known mistake here as the live diagnoser does.
+    from autograder.fingerprints import verify_fingerprints
+
+    here, there = (json.loads(files[B.FINGERPRINTS]) for files in (first, second))
+    assert {ex: sorted(e["requests"]) for ex, e in here["exercises"].items()} == \
+           {ex: sorted(e["requests"]) for ex, e in there["exercises"].items()}
+    assert verify_fingerprints(there) == []
+
+
+def test_machine_dependent_outputs_are_ignored_by_git() -> None:
+    """What build writes from this machine's floats never shows as a change in `git status`."""
+    if not (ROOT / ".git").exists():
+        pytest.skip(f"{ROOT} is not a git checkout (an installed copy): nothing to ask git")
+    for path in (B.FINGERPRINTS, B.BUNDLE):
+        assert subprocess.run(["git", "-C", str(ROOT), "ls-files", "--error-unmatch", path],
+                              capture_output=True).returncode != 0, f"{path} is committed"
+        assert subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", path]).returncode == 0, \
+            f"{path} is not in .gitignore"
 
 
 @pytest.mark.usefixtures("no_fingerprints")
@@ -212,6 +251,23 @@ def test_edit_inside_a_solution_region_makes_only_solutions_stale(course_root: P
     assert caught.value.exit_code == 1
     assert f"solutions/{a.module}.py (stale)" in caught.value.message
     assert "release/" not in caught.value.message  # students see the same stub
+    assert caught.value.hint == "run `autograder build` and commit solutions/"
+
+
+@pytest.mark.usefixtures("no_fingerprints")
+def test_the_stale_hint_names_only_the_folders_that_are_stale(course_root: Path) -> None:
+    B.build(course_root)
+    a = load_course(course_root / "course.yml").assignments[3]
+    release = course_root / "release" / a.id / a.notebook
+    release.write_bytes(release.read_bytes().replace(b"\n", b"\r\n", 1))
+    with pytest.raises(StaleError) as caught:
+        B.check_current(course_root)
+    assert caught.value.hint == "run `autograder build` and commit release/"
+    (course_root / "autograder" / "notebook.py").unlink()
+    with pytest.raises(StaleError) as caught:
+        B.check_current(course_root)
+    assert caught.value.hint == ("run `autograder build` and commit release/; "
+                                 "restore autograder/notebook.py (the student bundle needs it)")
 
 
 @pytest.mark.usefixtures("no_fingerprints")
@@ -236,22 +292,22 @@ def test_check_names_missing_and_leftover_files(course_root: Path) -> None:
 
 
 @pytest.mark.slow
-def test_fingerprints_are_derived_and_checked_only_when_their_module_exists(course_root: Path,
-                                                                         monkeypatch) -> None:
+def test_fingerprints_are_a_build_output_only_when_their_module_exists(course_root: Path, monkeypatch) -> None:
     import importlib.util
 
     has_module = importlib.util.find_spec("autograder.fingerprints") is not None
-    files = derived(course_root)
-    assert (B.FINGERPRINTS in files) == has_module
+    result = B.derive(course_root, load_course(course_root / "course.yml"))
+    assert B.FINGERPRINTS not in result.files    # never a committed file: its floats are this machine's
+    assert (B.FINGERPRINTS in result.outputs) == has_module
     if has_module:
-        data = files[B.FINGERPRINTS]
+        data = result.outputs[B.FINGERPRINTS]
         from autograder.fingerprints import dumps
 
         assert data == dumps(json.loads(data)).encode()  # the fingerprints module's canonical form
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *rest: None if name == "autograder.fingerprints" else real(name, *rest))
-    assert B.FINGERPRINTS not in derived(course_root)
+    assert B.FINGERPRINTS not in B.derive(course_root, load_course(course_root / "course.yml")).outputs
 
 
 # -- malformed source --------------------------------------------------------------------

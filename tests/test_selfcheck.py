@@ -123,6 +123,7 @@ def test_without_fingerprints_the_failure_is_still_shown(monkeypatch, tmp_path):
     result, _ = student(NO_SCALE)
     assert statuses(result) == {"2.4": "failed"}
     assert mistakes_named(result) == set()
+    assert any("`autograder build` makes it" in note.message.en for note in result.notes)
 
 
 def test_stub_is_not_attempted_calmly(capsys):
@@ -273,6 +274,28 @@ def test_every_exercise_fingerprints_agree_with_live_diagnosis():
     assert size < 600_000
     # Through JSON, as self-check reads the file (dict keys come back sorted).
     assert verify_fingerprints(json.loads(dumps(data)), COURSE) == []
+
+
+@pytest.mark.slow
+def test_fingerprints_built_here_name_every_mistake_under_other_cpu_kernels(tmp_path):
+    """A student's laptop computes other float bits than the instructor's build: torch's plainest
+    kernels (ATEN_CPU_CAPABILITY=default) stand in for it. The self-check there must name each known
+    mistake exactly as the live diagnoser does, from the fingerprints built here."""
+    import os
+    import subprocess
+    import sys
+
+    file = write_fingerprints(build_fingerprints(COURSE), tmp_path / "fingerprints.json")
+    script = ("import json, sys, torch\n"
+              "from autograder.fingerprints import load_fingerprints, verify_fingerprints\n"
+              "print(torch.backends.cpu.get_cpu_capability())\n"
+              "print(json.dumps(verify_fingerprints(load_fingerprints(sys.argv[1]))))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(file)], capture_output=True, text=True,
+                          env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    capability, problems = done.stdout.splitlines()[-2:]
+    assert capability == "DEFAULT"
+    assert json.loads(problems) == []
 
 
 def _namespace(code: str) -> dict:

@@ -219,6 +219,7 @@ class Context:
     forbidden_seen: list[str] = field(default_factory=list)
     seconds: float = 0.0
     profile: dict[str, float] | None = None   # section -> seconds, accumulated when given (see run_exercise)
+    calls: int = 0                            # calls made so far: the n in each request's site
 
     def __post_init__(self) -> None:
         self.generator = torch.Generator().manual_seed(self.seed)
@@ -251,21 +252,11 @@ class Context:
     # calling the student --------------------------------------------------
     def call(self, *args: Any, probe: str = "call", **kwargs: Any) -> plain.Value:
         """Run the student's function on these arguments; return what came back as plain data."""
-        request = Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
-                          device=self.device)
-        start = time.perf_counter()
-        reply = self.runner(request)
-        self._spent("call", start)
-        self.seconds += reply.seconds
-        if self.profile is not None:
-            self.profile["student"] = self.profile.get("student", 0.0) + reply.seconds
+        request, reply = self._send(args, kwargs, probe)
         for name in reply.forbidden:
             if name not in self.forbidden_seen:
                 self.forbidden_seen.append(name)
-        if reply.forbidden:
-            raise CheckFailed(Msg(f"使用了禁止的调用：{', '.join(reply.forbidden)}",
-                                  f"used a forbidden call: {', '.join(reply.forbidden)}"),
-                              status=Status.FORBIDDEN)
+        _refuse_forbidden(reply)
         self.last_request = request
         self.last_value = None
         if reply.status == "ok":
@@ -279,21 +270,24 @@ class Context:
 
     def call_raw(self, *args: Any, probe: str = "call", **kwargs: Any) -> Reply:
         """Like :meth:`call` but hands back the reply, e.g. to check that a call *raises*."""
+        _request, reply = self._send(args, kwargs, probe)
+        _refuse_forbidden(reply)
+        if reply.status not in ("ok", "error"):
+            raise _reply_failure(reply, self.function)
+        return reply
+
+    def _send(self, args: tuple, kwargs: dict, probe: str) -> tuple[Request, Reply]:
+        """One call through the runner. Its site (this check, n-th call) names it across machines."""
+        self.calls += 1
         request = Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
-                          device=self.device)
+                          device=self.device, site=f"{self.check}#{self.calls}")
         start = time.perf_counter()
         reply = self.runner(request)
         self._spent("call", start)
         self.seconds += reply.seconds
         if self.profile is not None:
             self.profile["student"] = self.profile.get("student", 0.0) + reply.seconds
-        if reply.forbidden:
-            raise CheckFailed(Msg(f"使用了禁止的调用：{', '.join(reply.forbidden)}",
-                                  f"used a forbidden call: {', '.join(reply.forbidden)}"),
-                              status=Status.FORBIDDEN)
-        if reply.status not in ("ok", "error"):
-            raise _reply_failure(reply, self.function)
-        return reply
+        return request, reply
 
     def reference(self, *args: Any, **kwargs: Any) -> Any:
         """Hidden checks: the reference solution on CPU float64 copies of the arguments."""
@@ -454,6 +448,13 @@ def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:
 
 
 # -- running checks --------------------------------------------------------------
+def _refuse_forbidden(reply: Reply) -> None:
+    if reply.forbidden:
+        raise CheckFailed(Msg(f"使用了禁止的调用：{', '.join(reply.forbidden)}",
+                              f"used a forbidden call: {', '.join(reply.forbidden)}"),
+                          status=Status.FORBIDDEN)
+
+
 def _reply_failure(reply: Reply, function: str) -> CheckFailed:
     if reply.status == "not_attempted":
         return CheckFailed(Msg("尚未作答（仍在抛出 NotImplementedError）", "not attempted (still raises NotImplementedError)"),
@@ -607,7 +608,7 @@ def copied(request: Request) -> Request:
     inputs, nor the fingerprint the diagnoser computes afterwards.
     """
     return Request(request.function, _copy(request.args), _copy(request.kwargs), probe=request.probe,
-                   forbidden=request.forbidden, device=request.device)
+                   forbidden=request.forbidden, device=request.device, site=request.site)
 
 
 def _copy(value: Any) -> Any:

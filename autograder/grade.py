@@ -38,6 +38,7 @@ from . import report as R
 from .config import ROOT, Course, load_course
 from .errors import AutograderError, NotebookError
 from .submissions import Discovery, Submission, discover, opened
+from .text import line, scrub
 
 #: What the grader fingerprint covers: a change to any of these regrades on the next run.
 GRADER_FILES = ("course.yml", "autograder/checks", "autograder/hidden", "autograder/mistakes",
@@ -111,13 +112,15 @@ def _plain_python(source: str) -> tuple[str, str | None]:
     return to_python(source)
 
 
-def submission_cells(nb: Any, demos: dict[str, str]) -> list[Any]:
+def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 * 1024) -> list[Any]:
     """:func:`autograder.notebook.code_cells`, with the unchanged demo cells skipped (see demo_cells()).
 
     IPython's input transformer costs milliseconds a cell, and most cells of a
     batch are the release's own text or the same correct solution: each distinct
     source is transformed once per process (a pure function of the text), and a
-    skipped demo cell is never transformed at all.
+    skipped demo cell is never transformed at all. A cell over ``max_cell_bytes``
+    (``limits.cell_kb``) is neither parsed nor run: parsing megabytes of one
+    expression costs the trusted side minutes and gigabytes.
     """
     from .notebook import Cell, _grade_id, _source, to_python
 
@@ -126,7 +129,10 @@ def submission_cells(nb: Any, demos: dict[str, str]) -> list[Any]:
         if cell.get("cell_type") != "code":
             continue
         source, gid = _source(cell), _grade_id(cell)
-        if gid in demos and source == demos[gid]:
+        if len(source) > max_cell_bytes or len(source.encode("utf-8", errors="replace")) > max_cell_bytes:
+            out.append(Cell(index, gid, "", "", f"the cell is larger than {max_cell_bytes // 1024} KiB "
+                                                f"(limits.cell_kb): not run"))
+        elif gid in demos and source == demos[gid]:
             out.append(Cell(index, gid, source, "", DEMO_SKIPPED))
         else:
             code, skipped = _plain_python(source) if len(source) <= _CACHED_SOURCE_CHARS else to_python(source)
@@ -224,8 +230,9 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     start = time.perf_counter()
     # Where the seconds go (see PROFILE_SECTIONS), kept in the result's timing section.
     profile: dict[str, float] = {}
+    limits = ctx.course.limits
     try:
-        nb = read_notebook(sub.path)
+        nb = read_notebook(sub.path, max_bytes=int(limits.notebook_mb * 2**20))
     except NotebookError as exc:
         text = exc.message.replace(str(sub.path), sub.source)
         detail = text.split(": ", 1)[1] if text.startswith(sub.source + ": ") else text
@@ -233,7 +240,7 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
                        {"zh": f"无法读取笔记本：{detail}", "en": f"the notebook could not be read: {detail}"})
     assignment = ctx.course.assignment(sub.assignment)
     demos = ctx.demos.get(assignment.id, {})
-    cells = submission_cells(nb, demos)
+    cells = submission_cells(nb, demos, int(limits.cell_kb * 1024))
     profile["read"] = time.perf_counter() - start
     result = _base(sub, ctx)
     result["max_points"] = assignment.points
@@ -253,7 +260,7 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
             t1 = time.perf_counter()
             outcome = C.run_exercise(
                 ex.id, ex.function, ex.points, worker, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
-                tolerances=ctx.course.tolerances, seed_parts=(ctx.course.seed, sub.student, assignment.id),
+                tolerances=ctx.course.tolerances, seed_parts=hidden_seed_parts(ctx.course, sub, assignment.id),
                 device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, profile=profile)
             profile["checks"] = profile.get("checks", 0.0) + time.perf_counter() - t1
             t2 = time.perf_counter()
@@ -329,18 +336,70 @@ def _profile(grader: dict[str, float], sandbox: dict[str, float], total: float) 
     return {k: round(out[k], 4) for k in PROFILE_SECTIONS}
 
 
+def hidden_seed_parts(course: Course, sub: Submission, assignment_id: str) -> tuple[Any, ...]:
+    """What seeds a submission's hidden inputs: the course seed, who, which assignment and the file's
+    content. Regrading the same file gives the same inputs and score; a changed file gets new inputs,
+    so inputs harvested from one round's feedback are no use in the next."""
+    return (course.seed, sub.student, assignment_id, sub.sha256)
+
+
 def grade_or_fail(sub: Submission, ctx: Context) -> dict[str, Any] | None:
-    """:func:`grade_submission`, with a grader fault turned into a named row (the batch goes on)."""
+    """:func:`grade_submission`, with every fault turned into this submission's row (the batch goes on).
+
+    The one place where a submission's failure is caught, and the one place its result
+    leaves: every string passes the text gate and the whole is capped (:func:`finalize`).
+    """
     try:
         result = grade_submission(sub, ctx)
+        if result is not None:
+            result = finalize(result)
     except Exception as exc:  # noqa: BLE001 - one broken submission must not stop the batch
         if ctx.stopping.is_set():
             return None
-        return failure(sub, ctx, f"crash: grader error ({type(exc).__name__}: {exc})",
-                       _msg(f"the grader failed on this notebook ({type(exc).__name__}); the instructor will look"),
-                       traceback=traceback.format_exc(limit=20), retry=True)
+        result = finalize(grader_fault(sub, ctx, exc))
     if result is not None:
         result["graded_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return result
+
+
+def grader_fault(sub: Submission, ctx: Context, exc: BaseException, step: str = "grading") -> dict[str, Any]:
+    """The row of a submission whose grading or writing failed on the trusted side: retried next run."""
+    return failure(sub, ctx, f"crash: grader error in {step} ({type(exc).__name__})",
+                   _msg(f"the grader failed on this notebook ({type(exc).__name__}); the instructor will look"),
+                   traceback="".join(traceback.format_exception(exc, limit=20)), retry=True)
+
+
+#: The most a result JSON may hold; past it, messages and cell records are cut, with a marker.
+RESULT_MAX_BYTES = 1 << 20
+#: Cell records kept in a result (a notebook of a hundred thousand empty cells is possible).
+RESULT_MAX_CELLS = 500
+
+
+def finalize(result: dict[str, Any], max_bytes: int = RESULT_MAX_BYTES) -> dict[str, Any]:
+    """The result as it may be written: clean text everywhere (see autograder.text), at most ``max_bytes``.
+
+    Cutting is visible: ``truncated`` is set and a note says so in both languages.
+    """
+    result = scrub(result)
+    cut = False
+    if len(result.get("cells") or []) > RESULT_MAX_CELLS:
+        result["cells"], cut = result["cells"][:RESULT_MAX_CELLS], True
+    size = len(R.dump_result(result).encode("utf-8"))
+    for limit in (500, 120):
+        if size <= max_bytes:
+            break
+        result, cut = scrub(result, limit), True
+        size = len(R.dump_result(result).encode("utf-8"))
+    if size > max_bytes:
+        result["cells"], result["traceback"] = [], None
+        for ex in result.get("exercises") or []:
+            for check in ex.get("checks") or []:
+                check["message"] = None
+    if cut or size > max_bytes:
+        result["truncated"] = True
+        result.setdefault("notes", []).append("truncated")
+        result.setdefault("notes_msg", []).append(
+            {"zh": f"结果过大，已截短到 {max_bytes // 1024} KiB 以内", "en": f"this result was cut to fit {max_bytes // 1024} KiB"})
     return result
 
 
@@ -467,6 +526,7 @@ class BatchOutcome:
     seconds: float                # wall time of the grading loop (template start excluded)
     interrupted: bool = False
     write_seconds: float = 0.0    # of which writing results, feedback and grades.csv
+    unwritten: list[str] = field(default_factory=list)   # submissions whose row could not be written
 
 
 def check_catalog(course: Course, assignments: set[str]) -> dict[str, Callable[..., Any]]:
@@ -536,11 +596,11 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
                   C.LiveDiagnoser(course.tolerances), batch.demos, batch.origin)
     results: dict[str, dict[str, Any]] = {}
     todo: list[Submission] = []
+    unwritten: list[str] = []
     outputs.retire(batch.origin, batch.found)
     for sub in batch.found.submissions:
         old = None if force else outputs.existing(sub, batch.fingerprint)
-        if old is not None and old.get("origin") == batch.origin:
-            outputs.keep(old)
+        if old is not None and old.get("origin") == batch.origin and _kept(outputs, old):
             results[sub.key] = old
         else:
             todo.append(sub)
@@ -556,13 +616,15 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
         while pending:
             done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in done:
-                pending.pop(fut)
+                sub = pending.pop(fut)
                 result = fut.result()
                 if result is None:
                     continue
                 t0 = time.perf_counter()
-                outputs.record(result)
+                result = _record(outputs, result, sub, ctx, unwritten)
                 write_seconds += time.perf_counter() - t0
+                if result is None:
+                    continue
                 results[result["key"]] = result
                 if on_result:
                     on_result(result)
@@ -579,7 +641,37 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
         outputs.write_csv()
     seconds = time.perf_counter() - start
     ordered = [results[s.key] for s in batch.found.submissions if s.key in results]
-    return BatchOutcome(ordered, len(ordered) - resumed, resumed, seconds, write_seconds=write_seconds)
+    return BatchOutcome(ordered, len(ordered) - resumed, resumed, seconds, write_seconds=write_seconds,
+                        unwritten=unwritten)
+
+
+def _kept(outputs: Outputs, old: dict[str, Any]) -> bool:
+    """Keep an earlier run's result; False (grade it again) when even its feedback cannot be written."""
+    try:
+        outputs.keep(old)
+        return True
+    except Exception:  # noqa: BLE001 - a damaged old result is simply regraded
+        return False
+
+
+def _record(outputs: Outputs, result: dict[str, Any], sub: Submission, ctx: Context,
+            unwritten: list[str]) -> dict[str, Any] | None:
+    """Write one result; if that fails, write this submission's failure row instead.
+
+    Returns what was written, or None (named in ``unwritten``) when not even the failure row
+    could be: the batch goes on either way.
+    """
+    try:
+        outputs.record(result)
+        return result
+    except Exception as exc:  # noqa: BLE001 - a submission's row can fail, never the batch
+        try:
+            fallback = finalize(grader_fault(sub, ctx, exc, step="writing the result"))
+            outputs.record(fallback)
+            return fallback
+        except Exception as again:  # noqa: BLE001
+            unwritten.append(f"{sub.source}: {type(again).__name__}")
+            return None
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -662,14 +754,27 @@ def run(args: argparse.Namespace) -> int:
                 raise
     out = batch.outputs.out
     everything = batch.outputs.all_results()
-    batch.outputs.report(everything)
     from .nbgrader_bridge import after_batch, write_lms_csv
 
-    write_lms_csv(everything, course, out)
+    # Batch-level steps: one that fails is named and the command exits 1, but every result stays on disk
+    # and the other steps still run.
+    failed = [f"no row could be written for {where}" for where in outcome.unwritten]
+
+    def step(what: str, work: Callable[[], Any]) -> None:
+        try:
+            work()
+        except Exception as exc:  # noqa: BLE001
+            failed.append(f"{what} failed ({type(exc).__name__}: {line(str(exc), 300)})")
+
+    def gradebook() -> None:
+        for text in after_batch(out, course_root, course=course).lines():
+            console.print(escape(line(text, 1000)))
+
+    step("report.html", lambda: batch.outputs.report(everything))
+    step("canvas.csv and moodle.csv", lambda: write_lms_csv(everything, course, out))
     if course_root is not None:
-        for line in after_batch(out, course_root, course=course).lines():
-            console.print(escape(line))
-    R.print_summary(console, everything, course)
+        step("recording in gradebook.db", gradebook)
+    step("the summary table", lambda: R.print_summary(console, everything, course))
     earlier = len(everything) - len(outcome.results)
     if earlier:
         console.print(f"{earlier} rows of grades.csv come from earlier runs into {out} (other submissions)")
@@ -678,7 +783,9 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"graded {outcome.graded} in {outcome.seconds:.2f} s ({per:.3f} s each, of which writing "
                   f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s), {outcome.resumed} kept from an earlier "
                   f"run; wrote {out}/grades.csv, canvas.csv, moodle.csv, report.html, results/, feedback/")
-    return 0
+    for problem in failed:
+        console.print(f"[red]ERROR[/] {escape(problem)}; every result written is in {escape(str(out))}/results/")
+    return 1 if failed else 0
 
 
 #: Modules the trusted side needs later, each worth a second or more to import: nbformat (reading the

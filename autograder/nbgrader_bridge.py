@@ -17,8 +17,6 @@ Three things live here:
 """
 from __future__ import annotations
 
-import csv
-import io
 import sys
 import warnings
 from collections.abc import Iterable
@@ -28,6 +26,7 @@ from typing import Any
 
 from .config import Course, Exercise
 from .errors import AutograderError
+from .text import csv_rows
 
 #: The hidden test cell of an exercise; ``{exercise}`` is its ID ("2.4").
 TEST_CELL_SOURCE = (
@@ -364,27 +363,21 @@ def canvas_csv(table: LmsTable) -> str:
     sets the points of assignments the import creates. Canvas ignores the
     "Final Points" column on import (read-only; it computes its own total).
     """
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*CANVAS_STUDENT_COLUMNS, *(a.id for a in table.assignments), CANVAS_TOTAL])
-    writer.writerow(["Points Possible", "", "", "", "", *(_fmt(a.points) for a in table.assignments),
-                     _fmt(sum(a.points for a in table.assignments))])
-    for student, scores, total in table.rows:
-        writer.writerow([student, "", "", student, "",
-                         *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments),
-                         _fmt(total)])
-    return buf.getvalue()
+    header = [*CANVAS_STUDENT_COLUMNS, *(a.id for a in table.assignments), CANVAS_TOTAL]
+    possible = ["Points Possible", "", "", "", "", *(_fmt(a.points) for a in table.assignments),
+                _fmt(sum(a.points for a in table.assignments))]
+    rows = [[student, "", "", student, "",
+             *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments), _fmt(total)]
+            for student, scores, total in table.rows]
+    # A student named "Points Possible" would be read as a second such row: the gate quotes it.
+    return csv_rows([header, possible], rows, reserved=("Points Possible",))
 
 
 def moodle_csv(table: LmsTable) -> str:
     """Moodle's "Import: CSV file": a user column to map (Username), one column per grade item, Total."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([MOODLE_ID, *(a.id for a in table.assignments), MOODLE_TOTAL])
-    for student, scores, total in table.rows:
-        writer.writerow([student, *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments),
-                         _fmt(total)])
-    return buf.getvalue()
+    rows = [[student, *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments),
+             _fmt(total)] for student, scores, total in table.rows]
+    return csv_rows([[MOODLE_ID, *(a.id for a in table.assignments), MOODLE_TOTAL]], rows)
 
 
 def write_lms_csv(results: Iterable[dict[str, Any]], course: Course, out_dir: Path) -> list[Path]:

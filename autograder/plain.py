@@ -21,6 +21,7 @@ import hashlib
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 
 ALLOWED_KINDS = "biuf"  # numpy dtype kinds accepted across the boundary
+_DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:[0-9]{1,3})?$")
 _TORCH_DTYPES = {
     "torch.float16": torch.float16, "torch.bfloat16": torch.bfloat16, "torch.float32": torch.float32,
     "torch.float64": torch.float64, "torch.int8": torch.int8, "torch.int16": torch.int16,
@@ -205,8 +207,8 @@ def _check_spec(spec: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Non
         arr = arrays[key]
         if t == "tensor" and spec.get("dtype") not in _TORCH_DTYPES:
             raise PlainDataError("unknown tensor dtype")
-        if not isinstance(spec.get("device"), str) and t == "tensor":
-            raise PlainDataError("tensor without a device")
+        if t == "tensor" and not (isinstance(spec.get("device"), str) and _DEVICE.match(spec["device"])):
+            raise PlainDataError("tensor without a device torch knows")
         if list(arr.shape) != spec.get("shape"):
             raise PlainDataError("array shape does not match its description")
     elif t in ("float", "int", "bool"):
@@ -255,7 +257,30 @@ def decode(blob: bytes) -> Value:
     except Exception as exc:  # noqa: BLE001
         raise PlainDataError(f"unreadable data ({type(exc).__name__})") from None
     _check_spec(spec, arrays)
-    return Value(spec, arrays)
+    return Value(_clean_spec(spec), arrays)
+
+
+#: Bounds on the text a value description may carry across (type names, strings, dict keys):
+#: a class named after its input tensors must not carry them into a student's feedback.
+TYPE_CHARS, STR_CHARS, KEY_CHARS = 80, 200, 64
+
+
+def _clean_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec with every text the sender chose through the text gate, each bounded."""
+    from .text import line
+
+    out = dict(spec)
+    for field_name, limit in (("type", TYPE_CHARS), ("device", 32), ("dtype", 32)):
+        if field_name in out:
+            out[field_name] = line(out[field_name], limit)
+    t = out["t"]
+    if t == "str":
+        out["v"] = line(out.get("v"), STR_CHARS)
+    elif t in ("tuple", "list"):
+        out["items"] = [_clean_spec(s) for s in out["items"]]
+    elif t == "dict":
+        out["items"] = {line(k, KEY_CHARS): _clean_spec(v) for k, v in out["items"].items()}
+    return out
 
 
 def roundtrip(value: Any, max_bytes: float = float("inf")) -> Value:

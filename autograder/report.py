@@ -16,7 +16,6 @@ Every piece of text that a student controls (error messages, names) is escaped.
 from __future__ import annotations
 
 import base64
-import csv
 import html
 import io
 import json
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import Course
+from .text import csv_rows, line
 
 RESULT_SCHEMA = 1
 GRADED = "graded"
@@ -260,9 +260,7 @@ def exercise_columns(course: Course, results: Iterable[dict[str, Any]]) -> list[
 def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
     """One row per submission: student, assignment, each exercise's points, total, max, status, source."""
     columns = exercise_columns(course, results)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["student", "assignment", *columns, "total", "max", "status", "source"])
+    rows = []
     for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""),
                                             str(r.get("source")))):
         per = {ex["exercise"]: ex["points"] for ex in r.get("exercises", [])}
@@ -272,10 +270,11 @@ def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
         except Exception:  # noqa: BLE001 - an assignment since removed from course.yml
             pass
         cells = [fmt_points(per.get(c, 0.0)) if c in own else "" for c in columns]
-        writer.writerow([r.get("student") or "", r.get("assignment") or "", *cells,
-                         fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)),
-                         r.get("status", ""), r.get("source", "")])
-    return buf.getvalue()
+        rows.append([r.get("student") or "", r.get("assignment") or "", *cells,
+                     fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)),
+                     r.get("status", ""), r.get("source", "")])
+    # Every cell through the CSV gate: a student folder named "=HYPERLINK(...)" stays text.
+    return csv_rows([["student", "assignment", *columns, "total", "max", "status", "source"]], rows)
 
 
 # -- the class report ------------------------------------------------------------------------
@@ -422,7 +421,8 @@ def print_summary(console: Any, results: list[dict[str, Any]], course: Course, *
                   f"{stats['n'] - stats['graded']} not graded{mean}")
 
 
-def _esc(text: str) -> str:
+def _esc(text: Any) -> str:
+    """For the terminal: one clean line (no escape sequence reaches it), rich markup escaped."""
     from rich.markup import escape
 
-    return escape(str(text))
+    return escape(line(text if isinstance(text, str) else str(text), 200))

@@ -20,6 +20,11 @@ When the evidence disagrees or says nothing, the submission carries a
 A zip is extracted into a private temporary folder: no absolute paths, no
 ``..``, no links, a cap on member count and on bytes actually written (a zip
 bomb stops at the cap, whatever its headers claim).
+
+Every name read here (folders, files, zip members, notebook metadata) is
+student-controlled: it passes the text gate (:mod:`autograder.text`) as it is
+read, and every step of one notebook fails into that notebook's ``problem``,
+never out of :func:`discover`.
 """
 from __future__ import annotations
 
@@ -34,13 +39,14 @@ import stat
 import tempfile
 import unicodedata
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
 from .config import Course
 from .errors import AutograderError, UnknownExercise
-from .notebook import MAX_NOTEBOOK_BYTES
+from .text import file_stem, line, path_text
 
 #: Folder names that organize submissions but never name a student.
 STRUCTURAL = {"submitted", "submissions", "submission", "autograded", "release", "source", "feedback",
@@ -73,12 +79,18 @@ class Submission:
 
     @property
     def key(self) -> str:
-        """The file-name stem of its outputs: ``<student>__<assignment>``, sanitized."""
+        """The file-name stem of its outputs: ``<student>__<assignment>``, sanitized, under 160 bytes."""
         if self.problem:
-            # Not enough identity for a clean name: name it for where it was found.
-            tag = hashlib.sha256(self.source.encode()).hexdigest()[:8]
+            # Not enough identity for a clean name: name it for where it was found (the path as the file
+            # system spells it: two names that clean to the same text are still two files).
+            where = os.fsencode(self.path) + b"\0" + self.source.encode()
+            tag = hashlib.sha256(where).hexdigest()[:8]
             return f"{safe_name(self.student or 'unknown')}__{self.assignment or 'unknown'}__{tag}"
         return f"{safe_name(self.student or 'unknown')}__{self.assignment}"
+
+    def fail(self, problem: str) -> None:
+        """This notebook cannot be graded: why, as one clean line."""
+        self.problem = line(problem, 400)
 
 
 @dataclass
@@ -90,18 +102,10 @@ class Discovery:
     out_of_scope: list[str]        # notebooks of another assignment than --assignment
 
 
-def safe_name(text: str, limit: int = 80) -> str:
-    """A file-name-safe form of a student's name; distinct names stay distinct.
-
-    Letters of any script, digits, ``-`` and ``_`` are kept; anything else becomes ``_``.
-    When that changes the name, a short hash of the original is appended so
-    ``a b`` and ``a_b`` do not collide.
-    """
-    norm = unicodedata.normalize("NFC", text)
-    cleaned = re.sub(r"[^\w\-]+", "_", norm, flags=re.UNICODE).strip("_-")[:limit] or "student"
-    if cleaned != norm:
-        cleaned += "-" + hashlib.sha256(norm.encode()).hexdigest()[:6]
-    return cleaned
+def safe_name(text: str) -> str:
+    """A file-name-safe form of a student's name (see :func:`autograder.text.file_stem`); distinct names
+    stay distinct, and ``<name>__<assignment>.json`` stays within a file name's 255 bytes."""
+    return file_stem(text, max_bytes=100)
 
 
 # -- zip ---------------------------------------------------------------------------
@@ -137,16 +141,21 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = ZIP_MAX_BYTES,
             name = info.filename
             reason = _unsafe_member(info)
             if reason is None:
-                target = (root / name).resolve()
-                if not target.is_relative_to(root):
-                    reason = "path leaves the extraction folder"
+                try:
+                    target = (root / name).resolve()
+                    if not target.is_relative_to(root):
+                        reason = "path leaves the extraction folder"
+                    elif info.is_dir():
+                        target.mkdir(parents=True, exist_ok=True)
+                        continue
+                    else:
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                except (OSError, ValueError) as exc:
+                    # A file and a folder of the same name, a name part over 255 bytes, ...
+                    reason = f"cannot be extracted ({_os_reason(exc)})"
             if reason is not None:
                 refused[name] = reason
                 continue
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
             budget = min(max_member_bytes, max_bytes - written)
             try:
                 n = _copy_capped(zf, info, target, budget)
@@ -157,10 +166,11 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = ZIP_MAX_BYTES,
                                         hint="unpack it yourself and grade the folder") from None
                 refused[name] = f"larger than {max_member_bytes / 2**20:.0f} MiB once extracted"
                 continue
-            except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError) as exc:
+            except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError, zlib.error) as exc:
                 # A corrupt or encrypted member: the notebook gets a row, the rest continues.
-                target.unlink(missing_ok=True)
-                refused[name] = f"cannot be extracted ({exc})"
+                with contextlib.suppress(OSError):
+                    target.unlink(missing_ok=True)
+                refused[name] = f"cannot be extracted ({_os_reason(exc)})"
                 continue
             written += n
     return Extraction(root, refused)
@@ -168,6 +178,13 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = ZIP_MAX_BYTES,
 
 class _TooBig(Exception):
     pass
+
+
+def _os_reason(exc: BaseException) -> str:
+    """Why, without the path (the member's name is reported beside it already)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return type(exc).__name__
 
 
 def _unsafe_member(info: zipfile.ZipInfo) -> str | None:
@@ -275,7 +292,18 @@ class NotebookEvidence:
 
 
 def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
-    """Assignment evidence inside a notebook, without executing anything."""
+    """Assignment evidence inside a notebook, without executing anything; never raises.
+
+    Cells over ``limits.cell_kb`` are not parsed (their function definitions are
+    looked for on their first lines only).
+    """
+    try:
+        return _notebook_evidence(data, course, int(course.limits.cell_kb * 1024))
+    except Exception:  # noqa: BLE001 - RecursionError, MemoryError...: this notebook says nothing
+        return NotebookEvidence(False)
+
+
+def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> NotebookEvidence:
     try:
         nb = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -287,7 +315,7 @@ def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
     if isinstance(meta, dict):
         ag = meta.get("autograder")
         if isinstance(ag, dict) and isinstance(ag.get("assignment"), str):
-            ev.declared = ag["assignment"]
+            ev.declared = line(ag["assignment"], 80)
     cells = nb.get("cells")
     if not isinstance(cells, list):  # nbformat 3
         cells = [c for ws in nb.get("worksheets") or [] if isinstance(ws, dict)
@@ -305,8 +333,9 @@ def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
             ev.by_grade_id.add(by_exercise[gid])
         if cell.get("cell_type") == "code":
             src = cell.get("source", cell.get("input", ""))
-            text = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else str(src)
-            defined |= _defined_names(text)
+            text = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else \
+                src if isinstance(src, str) else ""
+            defined |= _defined_names(text) if len(text) <= cell_bytes else _defined_by_scan(text[:cell_bytes])
     for name in defined & functions.keys():
         ev.by_function[functions[name]] = ev.by_function.get(functions[name], 0) + 1
     return ev
@@ -315,10 +344,14 @@ def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
 def _defined_names(code: str) -> set[str]:
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        # Magics or a half-written cell: fall back to a plain scan of def/class lines.
-        return set(re.findall(r"^\s*(?:def|class)\s+([A-Za-z_]\w*)", code, flags=re.M))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # Magics, a half-written cell, one absurdly nested expression: a plain scan of def/class lines.
+        return _defined_by_scan(code)
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def _defined_by_scan(code: str) -> set[str]:
+    return set(re.findall(r"^[ \t]*(?:def|class)[ \t]+([A-Za-z_]\w*)", code, flags=re.M))
 
 
 def _notebook_says(ev: NotebookEvidence) -> tuple[str | None, str]:
@@ -344,7 +377,7 @@ def find_notebooks(root: Path) -> tuple[list[Path], list[str]]:
         dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS and not d.startswith("."))
         for name in sorted(filenames):
             p = Path(dirpath) / name
-            rel = p.relative_to(root).as_posix()
+            rel = path_text(p.relative_to(root).as_posix())
             if name.startswith("."):
                 continue
             if p.is_symlink():
@@ -368,24 +401,38 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
                                   hint=exc.hint or f"the assignments are {known}") from None
     root = Path(root)
     paths, others = find_notebooks(root)
+    max_bytes = int(course.limits.notebook_mb * 2**20)
     subs: list[Submission] = []
     for p in paths:
-        digest, data = _read(p)
-        subs.append(Submission(p, p.relative_to(root).as_posix(), digest,
-                               evidence={"notebook": notebook_evidence(data, course)}))
+        # The name as the gate cleans it: valid UTF-8 (an undecodable folder name too), no control
+        # characters, bounded. The path itself stays as the file system spells it.
+        source = path_text(p.relative_to(root).as_posix())
+        sub = Submission(p, source, hashlib.sha256(source.encode()).hexdigest())
+        try:
+            sub.sha256, data = _read(p, max_bytes)
+        except OSError as exc:
+            sub.fail(f"unreadable: {_os_reason(exc)}")
+            data = b""
+        sub.evidence["notebook"] = notebook_evidence(data, course)
+        subs.append(sub)
     for name, why in sorted((refused or {}).items()):
+        name = path_text(name)
         if name.lower().endswith(".ipynb"):
-            subs.append(Submission(root / "(refused)", name, hashlib.sha256(name.encode()).hexdigest(),
-                                   problem=f"not extracted from the zip: {why}"))
+            sub = Submission(root / "(refused)", name, hashlib.sha256(name.encode()).hexdigest())
+            sub.fail(f"not extracted from the zip: {why}")
+            subs.append(sub)
         else:
-            others.append(f"{name} (refused: {why})")
+            others.append(f"{name} (refused: {line(why, 200)})")
 
     prefix = _common_dirs([PurePosixPath(s.source).parts[:-1] for s in subs if not s.problem])
     out_of_scope: list[str] = []
     kept: list[Submission] = []
     for s in subs:
         if s.problem is None:
-            _identify(s, prefix, course, assignment)
+            try:
+                _identify(s, prefix, course, assignment)
+            except Exception as exc:  # noqa: BLE001 - one odd name must not stop the discovery
+                s.fail(f"could not be identified ({type(exc).__name__})")
         if s.problem == "out of scope":
             out_of_scope.append(s.source)
             continue
@@ -394,10 +441,10 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
     return Discovery(kept, others, out_of_scope)
 
 
-def _read(path: Path) -> tuple[str, bytes]:
+def _read(path: Path, max_bytes: int) -> tuple[str, bytes]:
     """(sha256 of the file, its bytes when small enough to be a notebook worth reading, else b"")."""
     digest = hashlib.sha256()
-    keep = path.stat().st_size <= MAX_NOTEBOOK_BYTES
+    keep = path.stat().st_size <= max_bytes
     chunks = []
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
@@ -420,10 +467,12 @@ def _common_dirs(dirs: list[tuple[str, ...]]) -> tuple[str, ...]:
 def _identify(s: Submission, prefix: tuple[str, ...], course: Course, wanted: str | None) -> None:
     parts = PurePosixPath(s.source).parts
     dirs, stem = parts[:-1], PurePosixPath(parts[-1]).stem
-    s.student, student_problem = _student(dirs, stem, prefix, course, s.source)
+    student, student_problem = _student(dirs, stem, prefix, course, s.source)
+    s.student = line(student, 200) if student is not None else None
     s.assignment, assignment_problem, how = _assignment(dirs, stem, s.evidence["notebook"], course, wanted)
     s.evidence["assignment"] = how
-    s.problem = assignment_problem or student_problem
+    problem = assignment_problem or student_problem
+    s.problem = problem if problem in (None, "out of scope") else line(problem, 400)
 
 
 def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: Course,

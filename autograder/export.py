@@ -233,7 +233,7 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
             forbidden = ex["status"] == "forbidden"
             names = sorted({f for c in ex["checks"] for f in c.get("forbidden") or []})
             for c in ex["checks"]:
-                passed = bool(c["passed"]) and not forbidden
+                passed = bool(c["passed"]) and not forbidden and not c.get("withheld")
                 if passed:
                     output = _say(language, "passed")
                 else:

@@ -362,9 +362,10 @@ def grade_or_fail(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     return result
 
 
-def grader_fault(sub: Submission, ctx: Context, exc: BaseException, step: str = "grading") -> dict[str, Any]:
-    """The row of a submission whose grading or writing failed on the trusted side: retried next run."""
-    return failure(sub, ctx, f"crash: grader error in {step} ({type(exc).__name__})",
+def grader_fault(sub: Submission, ctx: Context, exc: BaseException, step: str = "") -> dict[str, Any]:
+    """The row of a submission whose grading (or ``step``) failed on the trusted side: retried next run."""
+    where = f" {step}" if step else ""
+    return failure(sub, ctx, f"crash: grader error{where} ({type(exc).__name__}: {line(str(exc), 300)})",
                    _msg(f"the grader failed on this notebook ({type(exc).__name__}); the instructor will look"),
                    traceback="".join(traceback.format_exception(exc, limit=20)), retry=True)
 

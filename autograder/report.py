@@ -145,7 +145,8 @@ def _status_text(language: str, status: str) -> str:
 # -- feedback ---------------------------------------------------------------------------------
 def _failed_checks(ex: dict[str, Any]) -> list[dict[str, Any]]:
     """The checks a student should read about; one line for a not attempted / missing exercise."""
-    failed = [c for c in ex.get("checks", []) if not c.get("passed")]
+    # A withheld check (passed, but earning nothing without a correct output) says why as well.
+    failed = [c for c in ex.get("checks", []) if not c.get("passed") or c.get("withheld")]
     if ex.get("status") in ("not_attempted", "missing") and failed:
         return failed[:1]
     return failed

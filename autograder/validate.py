@@ -71,7 +71,7 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
             for r in result.checks:
                 if not r.passed:
                     ref_fail.append(f"{ex.id}/{r.check} (seed {seed}): {r.status.value}: "
-                                    f"{r.message.en if r.message else ''}")
+                                    f"{(r.detail or r.message).en if (r.detail or r.message) else ''}")
         for m in C.MISTAKES.get(ex.id, []):
             result = C.run_exercise(ex.id, ex.function, ex.points, C.in_process_runner({ex.function: m.fn}),
                                     audiences=audiences, tolerances=course.tolerances,

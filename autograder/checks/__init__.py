@@ -13,6 +13,23 @@ student's output with each known mistake on the same inputs and names a match.
 
 Points: an exercise's points come from course.yml and are shared among its
 checks by ``weight``; a forbidden call anywhere in an exercise scores it 0.
+
+Two rules of the engine (:func:`run_exercise`) keep grading honest:
+
+* *Hidden stays hidden.* A failed expectation carries two messages: the full one
+  (values, positions, what came back) and a ``hidden`` one that states what was
+  wrong (a shape, a property, which output) with no input, no reference value and
+  nothing the student's objects spelled beyond :func:`brief`. A hidden check's
+  result only ever holds the hidden one, or a generic sentence naming the check
+  when the raiser gave none, so a message nobody wrote for hidden checks cannot
+  leak. The ``ctx.expect_*`` helpers write both; ``ctx.expect`` shows its text to
+  hidden checks only when declared ``safe``.
+* *No points without output.* A check that a submission passes without any
+  correct output (a forbidden-call scan passes a function that returns None; a
+  "raises ValueError" check passes one that always raises) is declared
+  ``needs_output`` (every ``Kind.FORBIDDEN`` check is) and earns its points only
+  when an output check of the same exercise (``OUTPUT_KINDS``: it compares values)
+  passed. Its status stays; its points are 0 and ``withheld`` says why.
 """
 from __future__ import annotations
 
@@ -21,6 +38,7 @@ import hashlib
 import importlib
 import importlib.util
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NamedTuple, Protocol
@@ -48,6 +66,10 @@ class Kind(str, enum.Enum):
     FORBIDDEN = "forbidden"  # forbidden library calls
 
 
+#: Checks that compare the student's output with values: passing one is "a correct output".
+OUTPUT_KINDS = frozenset({Kind.NUMERIC, Kind.FACT, Kind.GRADIENT})
+
+
 class Msg(NamedTuple):
     """A message in both languages."""
 
@@ -67,6 +89,9 @@ class Check:
     title: Msg
     run: Callable[["Context"], None]
     weight: float = 1.0
+    #: Passes without any correct output (a forbidden-call scan, "raises ValueError"): earns its
+    #: points only together with a passing check of OUTPUT_KINDS in the same exercise.
+    needs_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,14 +118,21 @@ SPECS: dict[str, ExerciseSpec] = {}
 
 
 def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en: str,
-          weight: float = 1.0) -> Callable[[Callable[["Context"], None]], Callable[["Context"], None]]:
-    """Decorator: declare a check of ``exercise``."""
+          weight: float = 1.0, needs_output: bool | None = None
+          ) -> Callable[[Callable[["Context"], None]], Callable[["Context"], None]]:
+    """Decorator: declare a check of ``exercise``.
+
+    ``needs_output`` (default: True for ``Kind.FORBIDDEN``, else False) declares a check that
+    a submission can pass with no correct output; see the module docstring.
+    """
+    if needs_output is None:
+        needs_output = kind is Kind.FORBIDDEN
 
     def register(fn: Callable[["Context"], None]) -> Callable[["Context"], None]:
         existing = CHECKS.setdefault(exercise, [])
         if any(c.name == name for c in existing):
             raise ValueError(f"check {exercise}/{name} declared twice")
-        existing.append(Check(exercise, name, audience, kind, Msg(zh, en), fn, weight))
+        existing.append(Check(exercise, name, audience, kind, Msg(zh, en), fn, weight, needs_output))
         return fn
 
     return register
@@ -139,13 +171,23 @@ class Status(str, enum.Enum):
 
 
 class CheckFailed(Exception):
-    """A failed expectation; ``diagnose`` asks the framework to look for a known mistake."""
+    """A failed expectation; ``diagnose`` asks the framework to look for a known mistake.
 
-    def __init__(self, message: Msg, *, diagnose: bool = False, status: Status = Status.FAILED):
+    ``hidden`` is what a hidden check may say instead of ``message``: what was wrong
+    without the inputs, the reference's values or text from the student's objects
+    (shapes, dtypes, :func:`brief` and which property or output are fine). None: a
+    hidden check shows a generic sentence naming the check (see :func:`hidden_message`).
+    ``error_type``: for ``Status.ERROR``, the class name of what the student's code raised.
+    """
+
+    def __init__(self, message: Msg, *, diagnose: bool = False, status: Status = Status.FAILED,
+                 hidden: Msg | None = None, error_type: str = ""):
         super().__init__(message.en)
         self.message = message
         self.diagnose = diagnose
         self.status = status
+        self.hidden = hidden
+        self.error_type = error_type
 
 
 @dataclass
@@ -163,6 +205,10 @@ class CheckResult:
     mistake_message: Msg | None = None
     forbidden: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    withheld: bool = False          # passed, but a needs_output check with no passing output check: 0 points
+    #: A hidden check's full message (values and all), for the instructor only: never in to_json,
+    #: so never in a results file or a student's feedback.
+    detail: Msg | None = None
 
     @property
     def passed(self) -> bool:
@@ -176,7 +222,7 @@ class CheckResult:
             "message": self.message._asdict() if self.message else None,
             "mistake": self.mistake,
             "mistake_message": self.mistake_message._asdict() if self.mistake_message else None,
-            "forbidden": self.forbidden, "seconds": round(self.seconds, 4),
+            "forbidden": self.forbidden, "seconds": round(self.seconds, 4), "withheld": self.withheld,
         }
 
 
@@ -201,6 +247,90 @@ def stable_seed(*parts: Any) -> int:
 PUBLIC_SEED = "public-self-check"
 
 
+# -- what a hidden check may say ---------------------------------------------------
+#: The longest description of a student's returned object a hidden check's message may hold.
+BRIEF_LIMIT = 80
+#: Scalar type names brief() may repeat; any other (a subclass of np.float64 named by the
+#: student, say) is described by its kind alone.
+_SCALAR_TYPES = frozenset({"float", "int", "bool", "numpy.float64", "numpy.float32", "numpy.float16",
+                           "numpy.int64", "numpy.int32", "numpy.int16", "numpy.int8", "numpy.uint8",
+                           "numpy.bool_", "numpy.bool", "int (huge)"})
+#: A number with a fraction or a signed exponent, as f"{x:.6g}" writes one ("0.123457", "3e-05"):
+#: a value, never a shape, a count or a label like "1e4".
+_VALUE = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+(?:e[-+]?\d+)?|e[-+]\d+)", re.IGNORECASE)
+
+
+def brief(value: plain.Value) -> str:
+    """A bounded description of a returned value: kind, dtype, shape; no value, string, key or type name.
+
+    :meth:`plain.Value.describe` repeats what the student's objects spell (a number's value,
+    a string, a dict's keys, a class's name), any of which can be built from a hidden input.
+    """
+    text = _brief(value.spec, value.arrays, 0)
+    return text if len(text) <= BRIEF_LIMIT else text[:BRIEF_LIMIT - 1] + "…"
+
+
+def _brief(spec: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> str:
+    t = spec.get("t")
+    if t == "tensor":
+        dtype = str(spec.get("dtype", "")).removeprefix("torch.")
+        return f"Tensor{tuple(int(n) for n in spec['shape'])} {dtype}"
+    if t == "ndarray":
+        arr = arrays.get(spec.get("k"))
+        dtype = arr.dtype.name if isinstance(arr, np.ndarray) else "?"
+        return f"ndarray{tuple(int(n) for n in spec['shape'])} {dtype}"
+    if t in ("float", "int", "bool"):
+        kind = spec.get("type")
+        kind = kind if kind in _SCALAR_TYPES else t
+        return f"{'an' if kind == 'int' else 'a'} {kind}"
+    if t in ("tuple", "list"):
+        items = spec.get("items") or []
+        if depth >= 2:
+            return f"a {t} of {len(items)}"
+        inner = ", ".join(_brief(i, arrays, depth + 1) for i in items[:4])
+        return f"{t} of {len(items)}: ({inner}{', …' if len(items) > 4 else ''})"
+    if t == "dict":
+        n = len(spec.get("items") or {})
+        return f"a dict of {n} key{'' if n == 1 else 's'}"
+    if t == "none":
+        return "None"
+    if t == "str":
+        return "a str"
+    return "an object of another type"
+
+
+def number_free(text: str, limit: int = 300) -> str:
+    """A hidden check's message, with any value-looking number cut out and bounded in length.
+
+    The last line of defence of :func:`hidden_message`: every hidden message is written to
+    hold no values, and this keeps one that slipped (a label formatting an input) from
+    showing it.
+    """
+    text = _VALUE.sub("…", text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _safe_name(name: str) -> str:
+    """An exception's class name as a hidden message may repeat it: letters only, bounded."""
+    return name if re.fullmatch(r"[A-Za-z_]{1,40}", name or "") else "an exception"
+
+
+def hidden_message(check: "Check", failed: "CheckFailed") -> Msg:
+    """What a hidden check's failure says: its hidden message, or a sentence naming the check.
+
+    The exception's own text is the student's (``str(x)`` of a hidden input would leak it),
+    so an error names only the exception's class.
+    """
+    if failed.status is Status.ERROR:
+        kind = _safe_name(failed.error_type)
+        return Msg(f"代码在隐藏测试的输入上抛出了 {kind}（先用公开自检和更多形状测试你的函数）",
+                   f"your code raised {kind} on a hidden test input (test your function on more "
+                   f"shapes and dtypes, starting with the public self-check)")
+    if failed.hidden is not None:
+        return Msg(number_free(failed.hidden.zh), number_free(failed.hidden.en))
+    return Msg(f"在隐藏测试的输入上未通过：{check.title.zh}", f"failed on the hidden test inputs: {check.title.en}")
+
+
 @dataclass
 class Context:
     """What a check sees: seeded inputs, the student's function, expectations."""
@@ -220,6 +350,7 @@ class Context:
     seconds: float = 0.0
     profile: dict[str, float] | None = None   # section -> seconds, accumulated when given (see run_exercise)
     calls: int = 0                            # calls made so far: the n in each request's site
+    audience: Audience = Audience.PUBLIC      # whose check this is (a hidden one shows CheckFailed.hidden only)
 
     def __post_init__(self) -> None:
         self.generator = torch.Generator().manual_seed(self.seed)
@@ -256,14 +387,15 @@ class Context:
         for name in reply.forbidden:
             if name not in self.forbidden_seen:
                 self.forbidden_seen.append(name)
-        _refuse_forbidden(reply)
+        _refuse_forbidden(reply, self.forbidden)
         self.last_request = request
         self.last_value = None
         if reply.status == "ok":
             try:
                 value = reply.value()
             except plain.PlainDataError as exc:
-                raise CheckFailed(Msg(f"返回值无法读取：{exc}", f"the return value could not be read: {exc}"))
+                raise CheckFailed(Msg(f"返回值无法读取：{exc}", f"the return value could not be read: {exc}"),
+                                  hidden=Msg("返回值无法读取", "the return value could not be read"))
             self.last_value = value
             return value
         raise _reply_failure(reply, self.function)
@@ -271,7 +403,7 @@ class Context:
     def call_raw(self, *args: Any, probe: str = "call", **kwargs: Any) -> Reply:
         """Like :meth:`call` but hands back the reply, e.g. to check that a call *raises*."""
         _request, reply = self._send(args, kwargs, probe)
-        _refuse_forbidden(reply)
+        _refuse_forbidden(reply, self.forbidden)
         if reply.status not in ("ok", "error"):
             raise _reply_failure(reply, self.function)
         return reply
@@ -307,7 +439,9 @@ class Context:
     def expect_tuple(self, value: plain.Value, n: int, what: str = "the return value") -> list[plain.Value]:
         if value.kind not in ("tuple", "list") or len(value.spec["items"]) != n:
             raise CheckFailed(Msg(f"{what} 应当是 {n} 个元素的元组，实际是 {value.describe()}",
-                                  f"{what} should be a tuple of {n}, got {value.describe()}"))
+                                  f"{what} should be a tuple of {n}, got {value.describe()}"),
+                              hidden=Msg(f"{what} 应当是 {n} 个元素的元组，实际是 {brief(value)}",
+                                         f"{what} should be a tuple of {n}, got {brief(value)}"))
         return value.items()
 
     def expect_tensor(self, value: plain.Value, shape: tuple[int, ...] | None = None,
@@ -322,37 +456,53 @@ class Context:
 
     def _expect_tensor(self, value: plain.Value, shape: tuple[int, ...] | None, dtype: torch.dtype | None,
                        device: str | None, what: str) -> torch.Tensor:
+        # Shapes, dtypes and devices of a tensor are safe to state to hidden checks as well.
         if value.kind != "tensor":
             raise CheckFailed(Msg(f"{what} 应当是 torch.Tensor，实际是 {value.describe()}",
-                                  f"{what} should be a torch.Tensor, got {value.describe()}"))
+                                  f"{what} should be a torch.Tensor, got {value.describe()}"),
+                              hidden=Msg(f"{what} 应当是 torch.Tensor，实际是 {brief(value)}",
+                                         f"{what} should be a torch.Tensor, got {brief(value)}"))
         spec = value.spec
         if shape is not None and tuple(spec["shape"]) != tuple(shape):
-            raise CheckFailed(Msg(f"{what} 的形状应为 {tuple(shape)}，实际是 {tuple(spec['shape'])}",
-                                  f"{what} should have shape {tuple(shape)}, got {tuple(spec['shape'])}"),
-                              diagnose=True)
+            message = Msg(f"{what} 的形状应为 {tuple(shape)}，实际是 {tuple(spec['shape'])}",
+                          f"{what} should have shape {tuple(shape)}, got {tuple(spec['shape'])}")
+            raise CheckFailed(message, diagnose=True, hidden=message)
         if dtype is not None and spec["dtype"] != str(dtype):
-            raise CheckFailed(Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {spec['dtype']}",
-                                  f"{what} should have dtype {dtype}, got {spec['dtype']}"))
+            message = Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {spec['dtype']}",
+                          f"{what} should have dtype {dtype}, got {spec['dtype']}")
+            raise CheckFailed(message, hidden=message)
         want_device = device or self.device
-        if torch.device(spec["device"]).type != torch.device(want_device).type:
+        got_device = torch.device(spec["device"])
+        if got_device.type != torch.device(want_device).type:
             raise CheckFailed(Msg(f"{what} 应当在 {want_device} 上，实际在 {spec['device']}",
-                                  f"{what} should be on {want_device}, got {spec['device']}"))
+                                  f"{what} should be on {want_device}, got {spec['device']}"),
+                              hidden=Msg(f"{what} 应当在 {want_device} 上，实际在 {got_device.type}",
+                                         f"{what} should be on {want_device}, got {got_device.type}"))
         return value.tensor()
 
     def expect_close(self, got: torch.Tensor | np.ndarray | float, expected: Any, dtype: Any,
                      what: str = "the output", diagnose: bool = True) -> None:
-        """Compare in float64 with the tolerance of ``dtype``; the message shows the largest difference."""
+        """Compare in float64 with the tolerance of ``dtype``; the message shows the largest difference.
+
+        The hidden message says only that (and whether everywhere) the values differ.
+        """
         rtol, atol = self.tol(dtype)
         start = time.perf_counter()
         problem = compare(got, expected, rtol, atol)
         self._spent("compare", start)
         if problem is not None:
-            zh, en = problem
-            raise CheckFailed(Msg(f"{what}：{zh}", f"{what}: {en}"), diagnose=diagnose)
+            raise mismatch(problem, got, expected, rtol, atol, what, diagnose=diagnose)
 
-    def expect(self, condition: bool, zh: str, en: str, diagnose: bool = False) -> None:
+    def expect(self, condition: bool, zh: str, en: str, diagnose: bool = False, *, safe: bool = False,
+               hidden: Msg | None = None) -> None:
+        """Fail with (zh, en) unless ``condition``.
+
+        A hidden check shows ``hidden``, or (zh, en) itself when ``safe`` declares that
+        they hold no value; else only a sentence naming the check.
+        """
         if not condition:
-            raise CheckFailed(Msg(zh, en), diagnose=diagnose)
+            message = Msg(zh, en)
+            raise CheckFailed(message, diagnose=diagnose, hidden=message if safe and hidden is None else hidden)
 
 
 def as_float64(value: Any) -> Any:
@@ -381,8 +531,12 @@ def _to_double(x: Any) -> torch.Tensor:
     return torch.tensor(float(x), dtype=torch.float64)
 
 
-def compare(got: Any, expected: Any, rtol: float, atol: float) -> tuple[str, str] | None:
-    """None when close (NaN never equals anything); else (zh, en) with shapes and the largest difference."""
+def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool = False) -> tuple[str, str] | None:
+    """None when close (NaN never equals anything); else (zh, en) with shapes and the largest difference.
+
+    ``hidden``: the same verdict, told without values or positions (shapes only, and
+    whether every element or some differ, NaN included).
+    """
     g, e = _to_double(got), _to_double(expected)
     if g.shape != e.shape:
         return (f"形状应为 {tuple(e.shape)}，实际是 {tuple(g.shape)}",
@@ -395,6 +549,10 @@ def compare(got: Any, expected: Any, rtol: float, atol: float) -> tuple[str, str
     if bool(((g - e).abs() <= atol + rtol * e.abs()).all()):
         return None
     bad_nan = torch.isnan(g) & ~torch.isnan(e)
+    if hidden and bad_nan.any():
+        if bool((e[bad_nan] == 0).all()):
+            return ("在参考答案恰好为 0 的位置出现了 NaN", "NaN where the reference is exactly 0")
+        return ("出现了 NaN，而参考答案在那里是一个数", "NaN where the reference has a number")
     if bad_nan.any():
         idx = tuple(int(i) for i in bad_nan.nonzero()[0])
         return (f"出现 NaN（位置 {idx}，期望 {e[idx].item():.6g}）",
@@ -408,10 +566,33 @@ def compare(got: Any, expected: Any, rtol: float, atol: float) -> tuple[str, str
     flat = int(torch.argmax(torch.where(over, diff.nan_to_num(nan=math.inf), torch.zeros_like(diff))))
     idx = tuple(int(i) for i in np.unravel_index(flat, tuple(g.shape))) if g.dim() else ()
     n_bad = int(over.sum())
+    if hidden:
+        # Which elements, as a class (all, or only where the reference is exactly 0: masked
+        # positions, say), never their values or places.
+        if g.numel() == 1:
+            return ("与参考答案不符（超出容差）", "differs from the reference (beyond the tolerance)")
+        every = n_bad == g.numel()
+        zeros = not every and bool((e[over] == 0).all())
+        where = ("每个元素", "every element") if every else \
+            ("参考答案恰好为 0 的元素", "the elements where the reference is exactly 0") if zeros else \
+            ("部分元素", "some elements")
+        inf = bool((torch.isinf(g) & over).any())
+        return (f"与参考答案不符：{where[0]}超出容差{'（含 inf）' if inf else ''}（形状 {tuple(g.shape)}）",
+                f"differs from the reference in {where[1]}{' (inf among them)' if inf else ''} "
+                f"(shape {tuple(g.shape)})")
     return (f"{n_bad}/{g.numel()} 个元素不符，最大差 {diff[idx].item():.3g} 在位置 {idx}：期望 {e[idx].item():.6g}，"
             f"得到 {g[idx].item():.6g}（形状 {tuple(g.shape)}）",
             f"{n_bad}/{g.numel()} elements differ, largest difference {diff[idx].item():.3g} at {idx}: "
             f"expected {e[idx].item():.6g}, got {g[idx].item():.6g} (shape {tuple(g.shape)})")
+
+
+def mismatch(problem: tuple[str, str], got: Any, expected: Any, rtol: float, atol: float, what: str, *,
+             diagnose: bool = True) -> "CheckFailed":
+    """The failure of a :func:`compare` that found ``problem``: its hidden message told without values."""
+    zh, en = problem
+    hidden_zh, hidden_en = compare(got, expected, rtol, atol, hidden=True) or ("与参考答案不符", "differs from the reference")
+    return CheckFailed(Msg(f"{what}：{zh}", f"{what}: {en}"), diagnose=diagnose,
+                       hidden=Msg(f"{what}：{hidden_zh}", f"{what}: {hidden_en}"))
 
 
 def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:
@@ -448,33 +629,41 @@ def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:
 
 
 # -- running checks --------------------------------------------------------------
-def _refuse_forbidden(reply: Reply) -> None:
+def _refuse_forbidden(reply: Reply, known: Iterable[str] = ()) -> None:
+    """Fail on a forbidden call. The names come from the worker: a hidden check repeats only known ones."""
     if reply.forbidden:
+        known = set(known)
+        named = [n for n in reply.forbidden if n in known] or ["a forbidden call"]
         raise CheckFailed(Msg(f"使用了禁止的调用：{', '.join(reply.forbidden)}",
                               f"used a forbidden call: {', '.join(reply.forbidden)}"),
-                          status=Status.FORBIDDEN)
+                          status=Status.FORBIDDEN,
+                          hidden=Msg(f"使用了禁止的调用：{', '.join(named)}", f"used a forbidden call: {', '.join(named)}"))
 
 
 def _reply_failure(reply: Reply, function: str) -> CheckFailed:
+    # Hidden messages: the worker's text (too_large) is the student's process speaking, the
+    # sandbox's own (timeout, crashed) is bounded; neither repeats a value.
     if reply.status == "not_attempted":
-        return CheckFailed(Msg("尚未作答（仍在抛出 NotImplementedError）", "not attempted (still raises NotImplementedError)"),
-                           status=Status.NOT_ATTEMPTED)
+        message = Msg("尚未作答（仍在抛出 NotImplementedError）", "not attempted (still raises NotImplementedError)")
+        return CheckFailed(message, status=Status.NOT_ATTEMPTED, hidden=message)
     if reply.status == "missing":
-        return CheckFailed(Msg(f"找不到函数 {function}：请确认定义它的单元格已运行且名字没改",
-                               f"{function} is not defined: run the cell that defines it and keep its name"),
-                           status=Status.MISSING)
+        message = Msg(f"找不到函数 {function}：请确认定义它的单元格已运行且名字没改",
+                      f"{function} is not defined: run the cell that defines it and keep its name")
+        return CheckFailed(message, status=Status.MISSING, hidden=message)
     if reply.status == "too_large":
         return CheckFailed(Msg(f"返回值过大：{reply.error}", f"return value too large: {reply.error}"),
-                           status=Status.TOO_LARGE)
+                           status=Status.TOO_LARGE, hidden=Msg("返回值过大", "return value too large"))
     if reply.status == "timeout":
-        return CheckFailed(Msg(f"超时：{reply.error}", f"timed out: {reply.error}"), status=Status.TIMEOUT)
+        said = number_free(reply.error, 160)
+        return CheckFailed(Msg(f"超时：{reply.error}", f"timed out: {reply.error}"), status=Status.TIMEOUT,
+                           hidden=Msg(f"超时：{said}", f"timed out: {said}"))
     if reply.status == "crashed":
+        said = number_free(reply.error, 160)
         return CheckFailed(Msg(f"运行中断：{reply.error}", f"the run was cut short: {reply.error}"),
-                           status=Status.CRASHED)
-    failed = CheckFailed(Msg(f"代码抛出了 {reply.error_type}：{reply.error}",
-                             f"your code raised {reply.error_type}: {reply.error}"), status=Status.ERROR)
-    failed.error_type = reply.error_type
-    return failed
+                           status=Status.CRASHED, hidden=Msg(f"运行中断：{said}", f"the run was cut short: {said}"))
+    return CheckFailed(Msg(f"代码抛出了 {reply.error_type}：{reply.error}",
+                           f"your code raised {reply.error_type}: {reply.error}"),
+                       status=Status.ERROR, error_type=reply.error_type)
 
 
 def load_catalog(*, hidden: bool, mistakes: bool) -> None:
@@ -524,6 +713,11 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
     time inside it), ``reference``, ``compare`` (ctx.expect_tensor / expect_close) and
     ``diagnose`` (known mistakes run on the failing inputs). Cheap: a few perf_counter
     calls per check.
+
+    The two rules of the module docstring apply here: a hidden check's message is
+    :func:`hidden_message` (its full one kept in ``CheckResult.detail`` for the
+    instructor), and a ``needs_output`` check keeps its status but earns 0 points,
+    ``withheld``, unless a check of ``OUTPUT_KINDS`` of this exercise passed.
     """
     checks = checks_for(exercise_id, audiences)
     if not checks:
@@ -541,36 +735,42 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
             continue
         ctx = Context(exercise_id, function, c.name, runner, tolerances,
                       stable_seed(*seed_parts, exercise_id, c.name), spec.forbidden, device, reference,
-                      profile=profile)
-        status, message, found = Status.PASSED, None, None
+                      profile=profile, audience=c.audience)
+        hidden = c.audience is Audience.HIDDEN
+        status, message, found, detail = Status.PASSED, None, None, None
         try:
             c.run(ctx)
         except CheckFailed as failed:
             status, message = failed.status, failed.message
-            if status is Status.ERROR and c.audience is Audience.HIDDEN:
-                # The exception text is the student's: str(x) of a hidden input would leak it.
-                kind = getattr(failed, "error_type", "") or "an exception"
-                message = Msg(f"代码在隐藏测试的输入上抛出了 {kind}（先用公开自检和更多形状测试你的函数）",
-                              f"your code raised {kind} on a hidden test input (test your function on more "
-                              f"shapes and dtypes, starting with the public self-check)")
+            if hidden:
+                detail, message = message, hidden_message(c, failed)
             if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
                     and ctx.last_value is not None:
                 started = time.perf_counter()
                 found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)
                 ctx._spent("diagnose", started)
         except plain.PlainDataError as exc:
+            # The text describes the student's value (describe()): hidden checks keep it as detail.
             status, message = Status.FAILED, Msg(f"返回值不对：{exc}", f"wrong return value: {exc}")
+            if hidden:
+                detail, message = message, Msg(f"返回值的类型或结构不对：{c.title.zh}",
+                                               f"wrong kind of return value: {c.title.en}")
         except Exception as exc:  # noqa: BLE001 - a fault in the check itself must not lose the exercise
             status = Status.CHECK_ERROR
             message = Msg(f"检查程序本身出错（{type(exc).__name__}: {exc}），请告诉助教",
                           f"the check itself failed ({type(exc).__name__}: {exc}); tell the teaching staff")
+            if hidden:
+                kind = type(exc).__name__
+                detail, message = message, Msg(f"检查程序本身出错（{kind}），请告诉助教",
+                                               f"the check itself failed ({kind}); tell the teaching staff")
         results.append(CheckResult(
             exercise_id, c.name, c.audience.value, c.kind.value, c.title, status,
             share if status is Status.PASSED else 0.0, share, message=message,
             mistake=found.name if found else None, mistake_message=found.message if found else None,
-            forbidden=list(ctx.forbidden_seen), seconds=ctx.seconds))
+            forbidden=list(ctx.forbidden_seen), seconds=ctx.seconds, detail=detail))
         if status in (Status.NOT_ATTEMPTED, Status.MISSING):
             stop_status = status
+    _withhold_without_output(checks, results)
     forbidden = sorted({f for r in results for f in r.forbidden})
     points = sum(r.points for r in results)
     if forbidden:
@@ -586,6 +786,25 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
         overall = next((r.status for r in results if r.status in (Status.TIMEOUT, Status.CRASHED)),
                        Status.FAILED)
     return ExerciseResult(exercise_id, function, points, max_points, overall, results)
+
+
+WITHHELD = Msg("这一项要和正确的输出一起才得分：本练习还没有一项比较输出数值的检查通过",
+               "earns its points together with a correct output: no check of this exercise that compares "
+               "the output's values passed")
+
+
+def _withhold_without_output(checks: list[Check], results: list[CheckResult]) -> None:
+    """No points without output: a passed ``needs_output`` check scores 0 unless an output check passed.
+
+    A function that returns None calls nothing forbidden; one that always raises
+    ValueError raises "a ValueError when E % H != 0". Such passes are worth their share
+    only next to a value the student got right (a passed check of ``OUTPUT_KINDS``).
+    """
+    if any(r.passed and c.kind in OUTPUT_KINDS and not c.needs_output for c, r in zip(checks, results)):
+        return
+    for c, r in zip(checks, results):
+        if c.needs_output and r.passed:
+            r.points, r.withheld, r.message = 0.0, True, WITHHELD
 
 
 # -- diagnosis ------------------------------------------------------------------

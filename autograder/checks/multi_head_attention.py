@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from .. import plain
-from . import Audience, CheckFailed, Context, Kind, Msg, check, exercise
+from . import Audience, CheckFailed, Context, Kind, Msg, brief, check, exercise
 from .padding_masks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
 P = Audience.PUBLIC
@@ -108,11 +108,13 @@ def expect_dead_rows(ctx: Context, out: torch.Tensor, weights: torch.Tensor, mas
     ctx.expect(not torch.isnan(w).any() and not torch.isnan(o).any(),
                "键全部是填充的那一批出现了 NaN：这些行的权重应当全为 0（torch 自带的模块在这里给 NaN，要自己处理）",
                "NaN in a batch row whose keys are all padded: its weights should be all zeros "
-               "(torch's own module gives NaN here, handle it yourself)", diagnose=True)
+               "(torch's own module gives NaN here, handle it yourself)", diagnose=True, safe=True)
     ctx.expect(bool((w == 0).all()),
                f"键全部是填充的那一批，权重应当全为 0，实际最大 {w.abs().max().item():.6g}",
                f"in a batch row whose keys are all padded the weights should be all zeros, "
-               f"got values up to {w.abs().max().item():.6g}", diagnose=True)
+               f"got values up to {w.abs().max().item():.6g}", diagnose=True,
+               hidden=Msg("键全部是填充的那一批，权重应当全为 0，实际不是",
+                          "in a batch row whose keys are all padded the weights should be all zeros, they are not"))
     ctx.expect_close(o, out_bias.double().expand_as(o), out.dtype,
                      what="out of a batch row whose keys are all padded (should equal out_proj_bias)")
 
@@ -155,8 +157,9 @@ def _split_round_trip(ctx: Context) -> None:
     expect_exact(ctx, closed_merge(got), want, "split_heads(x).transpose(1, 2).reshape(B, T, E)")
 
 
+# A function that always raises ValueError passes this: its points need a correct output.
 @check("4.1", "value-error", P, Kind.PROPERTY, zh="E 不能被 H 整除时抛出带说明的 ValueError",
-       en="raises ValueError with a message when E % H != 0")
+       en="raises ValueError with a message when E % H != 0", needs_output=True)
 def _split_error(ctx: Context) -> None:
     B, T, H = ctx.sizes(3, low=3)
     E = H * 2 + 1
@@ -278,7 +281,8 @@ def field(value: plain.Value, key: str) -> plain.Value:
     """One entry of the "module" probe's dict."""
     if value.kind != "dict" or key not in value.spec["items"]:
         raise CheckFailed(Msg(f"模块探针没有返回 {key}：{value.describe()}",
-                              f"the module probe returned no {key}: {value.describe()}"))
+                              f"the module probe returned no {key}: {value.describe()}"),
+                          hidden=Msg(f"模块探针没有返回 {key}", f"the module probe returned no {key}"))
     return plain.Value(value.spec["items"][key], value.arrays)
 
 
@@ -287,11 +291,16 @@ def expect_module(ctx: Context, value: plain.Value, state: dict[str, torch.Tenso
     """Check the probe's result (names, shapes, dtypes) and hand back its tensors; None for a missing gradient."""
     missing = field(value, "missing").to_python()
     if missing:
+        # The probe reports names from the state it was given; a hidden check repeats only those.
+        known = ", ".join(n for n in PARAMETERS if n in str(missing).split(",")) or "?"
         raise CheckFailed(Msg(
             f"找不到按 torch 命名的参数：{missing}。参数应叫 in_proj_weight、in_proj_bias、out_proj.weight、out_proj.bias，"
             f"这样 load_state_dict(torch_mha.state_dict(), strict=False) 才能加载",
             f"no parameter named as torch's: {missing}. Name them in_proj_weight, in_proj_bias, out_proj.weight, "
-            f"out_proj.bias so that load_state_dict(torch_mha.state_dict(), strict=False) loads them"))
+            f"out_proj.bias so that load_state_dict(torch_mha.state_dict(), strict=False) loads them"),
+            hidden=Msg(f"找不到按 torch 命名的参数：{known}。参数应叫 in_proj_weight、in_proj_bias、out_proj.weight、"
+                       f"out_proj.bias", f"no parameter named as torch's: {known}. Name them in_proj_weight, "
+                       f"in_proj_bias, out_proj.weight, out_proj.bias"))
     E = state["in_proj_weight"].shape[1]
     out = ctx.expect_tensor(field(value, "out"), (B, Tq, E), dtype, what="out")
     weights = ctx.expect_tensor(field(value, "weights"), (B, H, Tq, Tk), dtype,
@@ -312,7 +321,7 @@ def expect_gradients(ctx: Context, got: dict[str, Any], want: dict[str, Any], dt
         ctx.expect(g is not None,
                    f"没有梯度传到 {name}：是不是用了 .detach()/.data，或者它没有参与计算？",
                    f"no gradient reached {name}: was it detached (.detach()/.data), or left out of the computation?",
-                   diagnose=True)
+                   diagnose=True, safe=True)     # the kit's parameter names
     for name, g in got["grads"].items():
         ctx.expect_close(g, want["grads"][name], dtype, what=f"{name}.grad")
     ctx.expect_close(got["grad_query"], want["grad_query"], dtype, what="query.grad")
@@ -401,10 +410,12 @@ def meta_bytes(batch: int, heads: int, seq_len: int, bytes_per_element: int = 4)
 def expect_int(ctx: Context, value: plain.Value, want: int, what: str) -> None:
     ctx.expect(value.kind == "int" and value.spec.get("type") == "int",
                f"{what} 应当返回 Python int，实际是 {value.describe()}（用 int(...) 转换）",
-               f"{what} should return a Python int, got {value.describe()} (convert with int(...))")
+               f"{what} should return a Python int, got {value.describe()} (convert with int(...))",
+               hidden=Msg(f"{what} 应当返回 Python int，实际是 {brief(value)}（用 int(...) 转换）",
+                          f"{what} should return a Python int, got {brief(value)} (convert with int(...))"))
     got = value.to_python()
     ctx.expect(got == want, f"{what} 应为 {want} 字节，实际是 {got}", f"{what} should be {want} bytes, got {got}",
-               diagnose=True)
+               diagnose=True, hidden=Msg(f"{what} 的字节数不对", f"{what}: wrong number of bytes"))
 
 
 @check("4.5", "python-int", P, Kind.SHAPE, zh="返回 Python int", en="returns a Python int")

@@ -66,19 +66,26 @@ def live(mask: torch.Tensor) -> torch.Tensor:
 
 
 def expect_exact(ctx: Context, got: torch.Tensor, want: torch.Tensor, what: str, diagnose: bool = True) -> None:
-    """Exact equality (masks, reshapes): the message shows how many and the first place they differ."""
+    """Exact equality (masks, reshapes): the message shows how many and the first place they differ.
+
+    The hidden message says only whether every element or some differ.
+    """
     if got.shape != want.shape:
-        raise CheckFailed(Msg(f"{what} 的形状应为 {tuple(want.shape)}，实际是 {tuple(got.shape)}",
-                              f"{what} should have shape {tuple(want.shape)}, got {tuple(got.shape)}"),
-                          diagnose=diagnose)
+        message = Msg(f"{what} 的形状应为 {tuple(want.shape)}，实际是 {tuple(got.shape)}",
+                      f"{what} should have shape {tuple(want.shape)}, got {tuple(got.shape)}")
+        raise CheckFailed(message, diagnose=diagnose, hidden=message)
     bad = got != want
     if bad.any():
         idx = tuple(int(i) for i in bad.nonzero()[0])
         n_bad = int(bad.sum())
+        every = n_bad == got.numel()
         raise CheckFailed(Msg(f"{what}：{n_bad}/{got.numel()} 个元素不符，第一个在位置 {idx}：期望 {want[idx].item()}，"
                               f"得到 {got[idx].item()}",
                               f"{what}: {n_bad}/{got.numel()} elements differ, the first at {idx}: "
-                              f"expected {want[idx].item()}, got {got[idx].item()}"), diagnose=diagnose)
+                              f"expected {want[idx].item()}, got {got[idx].item()}"), diagnose=diagnose,
+                          hidden=Msg(f"{what}：与参考答案不完全相同（{'每个元素都' if every else '有元素'}不符）",
+                                     f"{what}: not exactly the reference "
+                                     f"({'every element differs' if every else 'some elements differ'})"))
 
 
 def expect_bool(ctx: Context, value: plain.Value, shape: tuple[int, ...], device: str | None = None,
@@ -88,7 +95,7 @@ def expect_bool(ctx: Context, value: plain.Value, shape: tuple[int, ...], device
     ctx.expect(t.dtype == torch.bool,
                f"{what} 的 dtype 应为 torch.bool（True 表示不可见/填充），实际是 {value.spec['dtype']}",
                f"{what} should have dtype torch.bool (True = hidden/padded), got {value.spec['dtype']}",
-               diagnose=diagnose)
+               diagnose=diagnose, safe=True)      # a tensor's dtype, checked by expect_tensor
     return t
 
 
@@ -98,18 +105,21 @@ def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tenso
     alive = live(mask)
     dead = w[~alive]
     if torch.isnan(dead).any():
-        raise CheckFailed(Msg(
+        message = Msg(
             f"{what}：键全部是填充的那一行出现了 NaN。对全是 -inf 的一行做 softmax 是 0/0；这一行应当全为 0"
             f"（torch 自带的模块在这里也给 NaN，所以要自己处理）",
             f"{what}: NaN in a row whose keys are all padded. A softmax over a row of -inf is 0/0; "
-            f"that row should be all zeros (torch's own modules give NaN here, so handle it yourself)"),
-            diagnose=True)
+            f"that row should be all zeros (torch's own modules give NaN here, so handle it yourself)")
+        raise CheckFailed(message, diagnose=True, hidden=message)
     if (dead != 0).any():
         top = dead.abs().max().item()
         raise CheckFailed(Msg(
             f"{what}：键全部是填充的那一行应当全为 0，实际最大值 {top:.6g}（用 -1e9 或 0 代替 -inf 会得到均匀分布）",
             f"{what}: a row whose keys are all padded should be all zeros, got values up to {top:.6g} "
-            f"(-1e9 or 0 in place of -inf gives a uniform row)"), diagnose=True)
+            f"(-1e9 or 0 in place of -inf gives a uniform row)"), diagnose=True,
+            hidden=Msg(f"{what}：键全部是填充的那一行应当全为 0，实际不是（用 -1e9 或 0 代替 -inf 会得到均匀分布）",
+                       f"{what}: a row whose keys are all padded should be all zeros, it is not "
+                       f"(-1e9 or 0 in place of -inf gives a uniform row)"))
     at_pads = w[key_mask_like(mask, w).expand_as(w)]
     nonzero = at_pads != 0
     if nonzero.any():
@@ -117,7 +127,8 @@ def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tenso
         raise CheckFailed(Msg(
             f"{what}：填充位置的权重应当恰好为 0，有 {n_bad}/{at_pads.numel()} 个不是（最大 {top:.3g}）",
             f"{what}: padded keys should get exactly 0, {n_bad}/{at_pads.numel()} do not (largest {top:.3g})"),
-            diagnose=True)
+            diagnose=True, hidden=Msg(f"{what}：填充位置（被掩码的键）的权重应当恰好为 0，有的不是",
+                                      f"{what}: padded (masked) keys should get exactly 0, some do not"))
     sums = w[alive].sum(dim=-1)
     ctx.expect_close(sums, torch.ones_like(sums), weights.dtype, what=f"{what}.sum(-1) (rows with a real key)")
 

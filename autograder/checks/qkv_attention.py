@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import plain
-from . import Audience, CheckFailed, Context, Kind, Msg, Status, check, compare, exercise
+from . import Audience, CheckFailed, Context, Kind, Msg, Status, check, compare, exercise, mismatch
 
 P = Audience.PUBLIC
 
@@ -63,7 +63,7 @@ def expect_close_at_scale(ctx: Context, got: torch.Tensor, want: torch.Tensor, d
     rtol = max(rtol, 4 * torch.finfo(dtype).eps * scale)
     problem = compare(got, want, rtol, atol)
     if problem is not None:
-        raise CheckFailed(Msg(f"{what}：{problem[0]}", f"{what}: {problem[1]}"), diagnose=True)
+        raise mismatch(problem, got, want, rtol, atol, what)
 
 
 def call_batched(ctx: Context, *args: torch.Tensor) -> plain.Value:
@@ -81,7 +81,7 @@ def call_batched(ctx: Context, *args: torch.Tensor) -> plain.Value:
             f"它们只能转置 2 维张量，请用 K.transpose(-2, -1) 或 K.mT。原错误：{failed.message.zh}",
             f"works on 2-D inputs but raises with batch dims ({tuple(args[0].shape)}). If you used K.T or K.t(): "
             f"they transpose only 2-D tensors, use K.transpose(-2, -1) or K.mT. The error: {failed.message.en}"),
-            status=Status.ERROR) from None
+            status=Status.ERROR, error_type=failed.error_type) from None
 
 
 # -- 2.1 project_qkv -------------------------------------------------------------

@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import plain
-from . import Audience, CheckFailed, Context, Kind, Msg, check, compare
+from . import Audience, CheckFailed, Context, Kind, Msg, brief, check, compare
 
 P = Audience.PUBLIC
 
@@ -51,28 +51,41 @@ def expect_float(ctx: Context, value: plain.Value, what: str = "the return value
     if value.kind != "float" or value.spec.get("type") not in FLOAT_TYPES:
         raise CheckFailed(Msg(f"{what} 应当是 Python float，实际是 {value.describe()}（可以用 float(...) 转换）",
                               f"{what} should be a Python float, got {value.describe()} (convert with float(...))"),
-                          diagnose=True)
+                          diagnose=True,
+                          hidden=Msg(f"{what} 应当是 Python float，实际是 {brief(value)}（可以用 float(...) 转换）",
+                                     f"{what} should be a Python float, got {brief(value)} (convert with float(...))"))
     return float(value.spec["v"])
 
 
 def expect_ndarray(ctx: Context, value: plain.Value, shape: tuple[int, ...], dtype: str | None = None,
                    what: str = "the output") -> np.ndarray:
-    """A NumPy array of this shape (and dtype, if given; else any floating dtype)."""
+    """A NumPy array of this shape (and dtype, if given; else any floating dtype).
+
+    Shapes and dtypes are safe to state to hidden checks (the dtype is the array's own).
+    """
     if value.kind != "ndarray":
         raise CheckFailed(Msg(f"{what} 应当是 numpy.ndarray，实际是 {value.describe()}",
-                              f"{what} should be a numpy.ndarray, got {value.describe()}"), diagnose=True)
+                              f"{what} should be a numpy.ndarray, got {value.describe()}"), diagnose=True,
+                          hidden=Msg(f"{what} 应当是 numpy.ndarray，实际是 {brief(value)}",
+                                     f"{what} should be a numpy.ndarray, got {brief(value)}"))
     got_shape = tuple(value.spec["shape"])
     if got_shape != tuple(shape):
-        raise CheckFailed(Msg(f"{what} 的形状应为 {tuple(shape)}，实际是 {got_shape}",
-                              f"{what} should have shape {tuple(shape)}, got {got_shape}"), diagnose=True)
+        message = Msg(f"{what} 的形状应为 {tuple(shape)}，实际是 {got_shape}",
+                      f"{what} should have shape {tuple(shape)}, got {got_shape}")
+        raise CheckFailed(message, diagnose=True, hidden=message)
+    array = value.ndarray()
     got_dtype = value.spec["dtype"]
     if dtype is not None and got_dtype != dtype:
         raise CheckFailed(Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {got_dtype}",
-                              f"{what} should have dtype {dtype}, got {got_dtype}"))
+                              f"{what} should have dtype {dtype}, got {got_dtype}"),
+                          hidden=Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {array.dtype.name}",
+                                     f"{what} should have dtype {dtype}, got {array.dtype.name}"))
     if dtype is None and np.dtype(got_dtype).kind != "f":
         raise CheckFailed(Msg(f"{what} 应当是浮点数组，实际 dtype 是 {got_dtype}",
-                              f"{what} should be a floating-point array, got dtype {got_dtype}"))
-    return value.ndarray()
+                              f"{what} should be a floating-point array, got dtype {got_dtype}"),
+                          hidden=Msg(f"{what} 应当是浮点数组，实际 dtype 是 {array.dtype.name}",
+                                     f"{what} should be a floating-point array, got dtype {array.dtype.name}"))
+    return array
 
 
 def torch_rnn(x: torch.Tensor, W_xh: torch.Tensor, W_hh: torch.Tensor, b: torch.Tensor | None = None,
@@ -291,8 +304,9 @@ def _layer_shapes(ctx: Context) -> None:
         ctx.expect_tensor(h, (B, H), dtype, what="h_T")
 
 
+# A constant output passes this too: its points need a correct output (checks.OUTPUT_KINDS).
 @check("1.5", "last-output-is-h_T", P, Kind.PROPERTY, zh="outputs[:, -1] 就是 h_T",
-       en="outputs[:, -1] is h_T")
+       en="outputs[:, -1] is h_T", needs_output=True)
 def _layer_last(ctx: Context) -> None:
     B, T, D, H = ctx.sizes(4)
     a = _rnn_inputs(ctx, B, T, D, H, torch.float64)

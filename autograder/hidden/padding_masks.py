@@ -1,9 +1,13 @@
-"""Hidden checks of 03_padding_masks: randomized inputs against solutions/, edge cases, forbidden calls."""
+"""Hidden checks of 03_padding_masks: randomized inputs against solutions/, edge cases, forbidden calls.
+
+Labels and messages name a case by its sizes and kind, never by an input's or an
+output's value (see ``checks.hidden_message``).
+"""
 from __future__ import annotations
 
 import torch
 
-from ..checks import Audience, Context, Kind, check
+from ..checks import Audience, Context, Kind, Msg, check
 from ..checks.padding_masks import (DTYPES, expect_bool, expect_causal, expect_exact, expect_loss,
                                     expect_masked_weights, key_lengths, mask_from_lengths, padded_targets)
 
@@ -33,7 +37,7 @@ def _pad_edges(ctx: Context) -> None:
                  "padding_mask(all lengths 1)")
     lengths = torch.tensor([3, 0, 1], dtype=torch.int64)
     expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, max_len=3), (3, 3)), ctx.reference(lengths, 3),
-                 "padding_mask([3, 0, 1], max_len=3)")
+                 "padding_mask(lengths with a 0, max_len = the longest length)")
 
 
 # -- 3.2 masked_softmax ---------------------------------------------------------------
@@ -47,8 +51,10 @@ def _msm_reference(ctx: Context) -> None:
             scores = ctx.randn(B, *extra, Tq, Tk, dtype=dtype, scale=4.0)
             want = ctx.reference(scores, mask)
             got = ctx.expect_tensor(ctx.call(scores, mask), (B, *extra, Tq, Tk), dtype, what="masked_softmax")
-            ctx.expect_close(got, want, dtype, what="masked_softmax")
+            # The properties first: their messages name the positions (padded keys, fully padded rows)
+            # where a hidden message cannot show values.
             expect_masked_weights(ctx, got, mask)
+            ctx.expect_close(got, want, dtype, what="masked_softmax")
 
 
 @check("3.2", "self-attention", H, Kind.NUMERIC, zh="Tq == Tk 时掩码作用在键上而不是查询上",
@@ -82,7 +88,8 @@ def _msm_edges(ctx: Context) -> None:
         got = ctx.expect_tensor(ctx.call(scores, mask), (B, 2, Tk), dtype, what="masked_softmax")
         ctx.expect(bool(torch.isfinite(got).all()),
                    "分数在 1e4 附近时出现了 inf/NaN：先减去每行（未填充部分）的最大值",
-                   "scores near 1e4 gave inf/NaN: subtract each row's max (over the real keys) first", diagnose=True)
+                   "scores near 1e4 gave inf/NaN: subtract each row's max (over the real keys) first", diagnose=True,
+                   safe=True)
         ctx.expect_close(got, want, dtype, what="masked_softmax (scores near 1e4)")
 
 
@@ -174,7 +181,9 @@ def _mce_edges(ctx: Context) -> None:
         ctx.expect(bool(torch.isfinite(got)),
                    f"logits 在 1e4 附近（{dtype}）时损失是 {got.item()}：先减去每行最大值再做 log-sum-exp",
                    f"with logits near 1e4 ({dtype}) the loss is {got.item()}: subtract each row's max first",
-                   diagnose=True)
+                   diagnose=True, hidden=Msg(f"logits 在 1e4 附近（{dtype}）时损失是 inf 或 NaN：先减去每行最大值再做 log-sum-exp",
+                                             f"with logits near 1e4 ({dtype}) the loss is inf or NaN: subtract each "
+                                             f"row's max first"))
         if dtype == torch.float64:
             # float32 cannot hold log-sum-exp (~1e4) minus the picked logit (~1e4) to 1e-4: finiteness only
             ctx.expect_close(got, want, dtype, what="masked_cross_entropy (logits near 1e4)")
@@ -194,7 +203,8 @@ def _causal_reference(ctx: Context) -> None:
         expect_exact(ctx, expect_causal(ctx, T), ctx.reference(T), f"causal_mask({T})")
 
 
-@check("3.5", "edge-one-position", H, Kind.EDGE, zh="T = 1：[[False]]", en="T = 1: [[False]]")
+# A constant all-False mask passes this too: its points need a correct output.
+@check("3.5", "edge-one-position", H, Kind.EDGE, zh="T = 1：[[False]]", en="T = 1: [[False]]", needs_output=True)
 def _causal_one(ctx: Context) -> None:
     # At T = 1 several mistakes give the same [[True]]: fail without naming one.
     expect_exact(ctx, expect_causal(ctx, 1, diagnose=False), ctx.reference(1), "causal_mask(1)", diagnose=False)

@@ -1,7 +1,9 @@
 """Hidden checks of 01_rnn_decay: randomized inputs against solutions/, edge cases.
 
 The reference is ``ctx.reference`` (the solution on float64 CPU copies), always
-computed before the student's function runs on the same inputs.
+computed before the student's function runs on the same inputs. Labels (``what``)
+name the case by its sizes and kind, never by an input's value: a hidden check's
+message must not show its inputs (see ``checks.hidden_message``).
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 import torch
 
 from .. import plain
-from ..checks import Audience, CheckFailed, Context, Kind, Msg, check
+from ..checks import Audience, CheckFailed, Context, Kind, Msg, brief, check
 from ..checks.rnn_decay import expect_float, expect_ndarray, random_sequence, random_weight
 
 H = Audience.HIDDEN
@@ -21,7 +23,9 @@ def expect_number(ctx: Context, value: plain.Value, what: str) -> float:
     """Any real number (int or float): for edge cases where only the value matters."""
     if value.kind not in ("float", "int"):
         raise CheckFailed(Msg(f"{what} 应当是一个数，实际是 {value.describe()}",
-                              f"{what} should be a number, got {value.describe()}"), diagnose=True)
+                              f"{what} should be a number, got {value.describe()}"), diagnose=True,
+                          hidden=Msg(f"{what} 应当是一个数，实际是 {brief(value)}",
+                                     f"{what} should be a number, got {brief(value)}"))
     return float(value.spec["v"])
 
 
@@ -44,8 +48,8 @@ def _tanh_reference(ctx: Context) -> None:
         ctx.expect_close(got, want, np.dtype(dtype).name, what=f"tanh_derivative(ndarray{shape})")
     for x in ctx.randn(3, scale=3.0).tolist():
         want = ctx.reference(x)
-        got = expect_float(ctx, ctx.call(x), what=f"tanh_derivative({x:.4g})")
-        ctx.expect_close(got, want, torch.float64, what=f"tanh_derivative({x:.4g})")
+        got = expect_float(ctx, ctx.call(x), what="tanh_derivative(a Python float)")
+        ctx.expect_close(got, want, torch.float64, what="tanh_derivative(a Python float)")
 
 
 @check("1.1", "edge-saturation-and-empty", H, Kind.EDGE, zh="±1e4 处趋于 0（无 NaN），空输入返回空输出",
@@ -76,7 +80,7 @@ def _rnn_forward_reference(ctx: Context) -> None:
         W_hh, W_xh = random_weight(ctx, -1.5, 1.5), random_weight(ctx, -2.0, 2.0)
         want = ctx.reference(seq, W_hh, W_xh)
         got = expect_float(ctx, ctx.call(seq, W_hh=W_hh, W_xh=W_xh), what="rnn_forward(seq, W_hh, W_xh)")
-        ctx.expect_close(got, want, torch.float64, what=f"rnn_forward(seq of {length}, W_hh={W_hh}, W_xh={W_xh})")
+        ctx.expect_close(got, want, torch.float64, what=f"rnn_forward(a sequence of {length}, random W_hh and W_xh)")
     seq = random_sequence(ctx, 9)
     want = ctx.reference(seq)
     got = expect_float(ctx, ctx.call(seq), what="rnn_forward(seq)")
@@ -89,13 +93,13 @@ def _rnn_forward_edge(ctx: Context) -> None:
     x = random_sequence(ctx, 1)
     want = ctx.reference(x)
     got = expect_float(ctx, ctx.call(x), what="rnn_forward([x])")
-    ctx.expect_close(got, want, torch.float64, what=f"rnn_forward([{x[0]:.4g}])")
+    ctx.expect_close(got, want, torch.float64, what="rnn_forward(a sequence of 1)")
     got = expect_number(ctx, ctx.call([]), what="rnn_forward([])")
     ctx.expect_close(got, 0.0, torch.float64, what="rnn_forward([]) (h_0 = 0)")
     seq = [1e4 if v > 0 else -1e4 for v in random_sequence(ctx, 6)]
     want = ctx.reference(seq, 0.7, 0.3)
     got = expect_float(ctx, ctx.call(seq, 0.7, 0.3), what="rnn_forward(seq ~ ±1e4)")
-    ctx.expect_close(got, want, torch.float64, what=f"rnn_forward({seq}, 0.7, 0.3)")
+    ctx.expect_close(got, want, torch.float64, what="rnn_forward(seq ~ ±1e4, other W_hh and W_xh)")
 
 
 # -- 1.3 attention_residual ------------------------------------------------------
@@ -107,7 +111,7 @@ def _residual_reference(ctx: Context) -> None:
         alpha = random_weight(ctx, 0.0, 1.0)
         want = ctx.reference(seq, alpha)
         got = expect_float(ctx, ctx.call(seq, alpha), what="attention_residual(seq, alpha)")
-        ctx.expect_close(got, want, torch.float64, what=f"attention_residual(seq of {length}, alpha={alpha})")
+        ctx.expect_close(got, want, torch.float64, what=f"attention_residual(a sequence of {length}, random alpha)")
 
 
 @check("1.3", "edge-short-large", H, Kind.EDGE, zh="长度 1 的序列、±1e4 的输入",
@@ -116,11 +120,11 @@ def _residual_edge(ctx: Context) -> None:
     x = random_sequence(ctx, 1)
     want = ctx.reference(x)
     ctx.expect_close(expect_float(ctx, ctx.call(x), what="attention_residual([x])"), want, torch.float64,
-                     what=f"attention_residual([{x[0]:.4g}])")
+                     what="attention_residual(a sequence of 1)")
     seq = [v * 1e4 for v in random_sequence(ctx, 5)]
     want = ctx.reference(seq, alpha=0.25)
     ctx.expect_close(expect_float(ctx, ctx.call(seq, alpha=0.25), what="attention_residual(seq ~ 1e4)"), want,
-                     torch.float64, what="attention_residual(seq ~ 1e4, alpha=0.25)")
+                     torch.float64, what="attention_residual(seq ~ 1e4, another alpha)")
 
 
 # -- 1.4 decay_table -------------------------------------------------------------
@@ -131,20 +135,21 @@ def _table_reference(ctx: Context) -> None:
     W_hh, W_xh, alpha = random_weight(ctx, 0.3, 1.2), random_weight(ctx, -1.5, 1.5), random_weight(ctx, 0.0, 1.0)
     want = ctx.reference(lengths, W_hh, W_xh, alpha)
     got = expect_ndarray(ctx, ctx.call(lengths, W_hh, W_xh, alpha), (6, 2), what="decay_table(lengths, ...)")
-    ctx.expect_close(got, want, got.dtype, what=f"decay_table({lengths}, {W_hh}, {W_xh}, {alpha})")
+    ctx.expect_close(got, want, got.dtype, what="decay_table(6 random lengths, random W_hh, W_xh, alpha)")
     arr = np.array(ctx.sizes(3, 1, 20), dtype=np.int64)
     want = ctx.reference(arr)
     got = expect_ndarray(ctx, ctx.call(arr), (3, 2), what="decay_table(np.array(lengths))")
-    ctx.expect_close(got, want, got.dtype, what=f"decay_table(np.array({arr.tolist()}))")
+    ctx.expect_close(got, want, got.dtype, what="decay_table(an np.array of 3 lengths)")
 
 
 @check("1.4", "edge-one-length", H, Kind.EDGE, zh="只有一个长度、长度为 1、很长的序列",
        en="a single length, length 1, a long sequence")
 def _table_edge(ctx: Context) -> None:
-    for lengths in ([1], [200], [1, 300]):
+    for lengths, label in (([1], "a single length of 1"), ([200], "a single long sequence"),
+                           ([1, 300], "length 1 and a long sequence")):
         want = ctx.reference(lengths)
-        got = expect_ndarray(ctx, ctx.call(lengths), (len(lengths), 2), what=f"decay_table({lengths})")
-        ctx.expect_close(got, want, got.dtype, what=f"decay_table({lengths})")
+        got = expect_ndarray(ctx, ctx.call(lengths), (len(lengths), 2), what=f"decay_table({label})")
+        ctx.expect_close(got, want, got.dtype, what=f"decay_table({label})")
 
 
 # -- 1.5 rnn_layer ---------------------------------------------------------------

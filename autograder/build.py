@@ -67,6 +67,7 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/config.py",
     "autograder/errors.py",
     "autograder/plain.py",
+    "autograder/text.py",
     "autograder/probes.py",
     "autograder/selfcheck.py",
     "autograder/notebook.py",

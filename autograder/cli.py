@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("autograder.validate", "prove the check catalog sound (references pass, mistakes caught)"),
     "grade": ("autograder.grade", "grade a folder or zip of submissions in the sandbox"),
     "export": ("autograder.export", "export the grader for Gradescope or Otter"),
+    "doctor": ("autograder.doctor", "show what this machine offers the grader: cage layers, CUDA, CPUs"),
 }
 
 

@@ -61,6 +61,7 @@ class Limits(_Strict):
     output_mb: Annotated[float, Field(gt=0, description="largest data one call may return, MiB")] = 16
     file_mb: Annotated[float, Field(gt=0, description="largest file the worker may write, MiB")] = 16
     processes: Annotated[int, Field(ge=0, description="extra processes the worker may start")] = 0
+    disk_mb: Annotated[float, Field(gt=0, description="the worker's own scratch file system (a tmpfs), MiB")] = 256
     notebook_mb: Annotated[float, Field(gt=0, description="largest notebook file the grader reads, MiB")] = 64
     cell_kb: Annotated[float, Field(gt=0, description="largest code cell the grader parses and runs, KiB "
                                                      "(a larger one is recorded as not run)")] = 256

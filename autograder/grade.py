@@ -38,11 +38,12 @@ from . import report as R
 from .config import ROOT, Course, load_course
 from .errors import AutograderError, NotebookError
 from .submissions import Discovery, Submission, discover, opened
+from .source_scan import scan_notebook
 from .text import line, scrub
 
 #: What the grader fingerprint covers: a change to any of these regrades on the next run.
 GRADER_FILES = ("course.yml", "autograder/checks", "autograder/hidden", "autograder/mistakes",
-                "autograder/probes.py", "autograder/plain.py", "solutions")
+                "autograder/probes.py", "autograder/plain.py", "autograder/source_scan.py", "solutions")
 
 
 def grader_fingerprint(device: str, root: Path = ROOT) -> str:
@@ -175,9 +176,15 @@ class Context:
 def _base(sub: Submission, ctx: Context) -> dict[str, Any]:
     return {"schema": R.RESULT_SCHEMA, "key": sub.key, "student": sub.student, "assignment": sub.assignment,
             "origin": ctx.origin, "source": sub.source, "sha256": sub.sha256, "grader": ctx.fingerprint,
-            "device": ctx.device,
+            "device": ctx.device, "isolation": _isolation(ctx),
             "points": 0.0, "max_points": 0.0, "exercises": [], "cells": [], "notes": [], "notes_msg": [],
             "evidence": {k: v for k, v in sub.evidence.items() if isinstance(v, str)}}
+
+
+def _isolation(ctx: Context) -> dict[str, Any] | None:
+    """The cage the batch's workers ran in (autograder.cage), as every result records it."""
+    isolation = getattr(ctx.sandbox, "isolation", None)
+    return isolation.to_json() if isolation is not None else None
 
 
 def failure(sub: Submission, ctx: Context, status: str, message: dict[str, str], **extra: Any) -> dict[str, Any]:
@@ -197,6 +204,35 @@ def _cell_json(cell: Any) -> dict[str, Any]:
             "error_type": getattr(cell, "error_type", None) or None,
             "message": (str(getattr(cell, "message", "") or "")[:500]) or None,
             "seconds": round(float(getattr(cell, "seconds", 0.0) or 0.0), 4)}
+
+
+#: Errors of a cell that Python's compiler can raise before any of it runs.
+_COMPILE_ERRORS = frozenset({"SyntaxError", "RecursionError", "MemoryError"})
+
+
+def _scan(cells: list[Any], outcomes: list[Any]) -> Any:
+    """The static scan of the code the worker ran; cells the worker's compiler rejected are marked as such."""
+    ran = [c for c in cells if not c.skipped]
+    failed = {o.index for o in outcomes if getattr(o, "status", None) == "error"
+              and getattr(o, "error_type", "") in _COMPILE_ERRORS}
+    return scan_notebook([c.code for c in ran], [i for i, c in enumerate(ran) if c.index in failed])
+
+
+def _forbidden_in_source(ex_json: dict[str, Any], findings: list[str]) -> None:
+    """Zero an exercise whose code, read on the trusted side, reaches a forbidden call or tampers with
+    the grader; one more check row says what was found."""
+    for check in ex_json["checks"]:
+        check["points"] = 0.0
+    ex_json["points"], ex_json["status"] = 0.0, "forbidden"
+    found = line(", ".join(findings), 300)
+    ex_json["checks"].append({
+        "exercise": ex_json["exercise"], "check": "source-scan", "audience": "public", "kind": "forbidden",
+        "title": {"zh": "代码中没有禁止的调用", "en": "no forbidden call in the code"}, "status": "forbidden",
+        "passed": False, "points": 0.0, "max_points": 0.0,
+        "message": {"zh": f"评分程序读代码时发现：{found}（整道题记 0 分）",
+                    "en": f"reading the code, the grader found: {found} (the exercise scores 0)"},
+        "mistake": None, "mistake_message": None, "forbidden": [f for f in findings if ":" not in f],
+        "seconds": 0.0, "withheld": False})
 
 
 def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[str, str]] | None:
@@ -254,6 +290,8 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     t0 = time.perf_counter()
     worker = ctx.sandbox.open(cells, label=sub.key)
     try:
+        # The trusted side's own look at the code (the worker's guards run where a cell could turn them off).
+        scanned = _scan(cells, getattr(worker, "cells", []))
         timing["open_seconds"] = round(time.perf_counter() - t0, 4)
         exercises = []
         for ex in assignment.exercises:
@@ -265,6 +303,9 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
             profile["checks"] = profile.get("checks", 0.0) + time.perf_counter() - t1
             t2 = time.perf_counter()
             ex_json = outcome.to_json()
+            findings = scanned.exercise(ex.function, C.SPECS[ex.id].forbidden if ex.id in C.SPECS else ())
+            if findings:
+                _forbidden_in_source(ex_json, findings)
             profile["results"] = profile.get("results", 0.0) + time.perf_counter() - t2
             ex_json["seconds"] = round(time.perf_counter() - t1, 4)
             exercises.append(ex_json)
@@ -298,7 +339,8 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
 #: The sections of one submission's profile (result["timing"]["profile"], seconds), in path order.
 PROFILE_SECTIONS = {
     "read": "read and parse the notebook, cells to plain Python",
-    "fork": "fork a worker from the warm template and cage it",
+    "fork": "fork a worker from the warm template (its cage excluded)",
+    "cage": "the worker's cage: namespaces, tmpfs root, uid, seccomp, Landlock (see autograder.cage)",
     "cells": "run the notebook's code cells in the worker",
     "inputs": "generate seeded inputs (ctx.randn, randint)",
     "encode": "encode call arguments as plain data",
@@ -318,7 +360,9 @@ PROFILE_SECTIONS = {
 
 def _profile(grader: dict[str, float], sandbox: dict[str, float], total: float) -> dict[str, float]:
     """One flat breakdown whose sections add up to ``total`` (``other`` is what no section covers)."""
-    out = {"read": grader.get("read", 0.0), "fork": sandbox.get("fork", 0.0), "cells": sandbox.get("cells", 0.0),
+    cage = min(sandbox.get("cage", 0.0), sandbox.get("fork", 0.0))
+    out = {"read": grader.get("read", 0.0), "fork": sandbox.get("fork", 0.0) - cage, "cage": cage,
+           "cells": sandbox.get("cells", 0.0),
            "inputs": grader.get("inputs", 0.0), "encode": sandbox.get("encode", 0.0),
            "student": grader.get("student", 0.0), "decode": sandbox.get("decode", 0.0),
            "reference": grader.get("reference", 0.0), "compare": grader.get("compare", 0.0),
@@ -690,6 +734,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="regrade submissions that already have a result")
     parser.add_argument("--language", choices=("zh", "en"), default=None,
                         help="language of the feedback (default: course.yml's)")
+    parser.add_argument("--no-isolation", action="store_true",
+                        help="run student code without the cage (for trusted code only: a machine where "
+                             "`autograder doctor` finds no cage); every result records it")
     parser.add_argument("--nbgrader", action="store_true",
                         help="SUBMISSIONS is an nbgrader course folder: grade its submitted/ and record the "
                              "scores in its gradebook.db")
@@ -740,8 +787,13 @@ def run(args: argparse.Namespace) -> int:
                       f"device {device}, {args.jobs} workers")
         t0 = time.perf_counter()
         importing = _import_lazy_modules()
-        with Sandbox(course.limits, device) as sandbox:
+        with Sandbox(course.limits, device, isolation=not args.no_isolation) as sandbox:
             warm = time.perf_counter() - t0
+            iso = sandbox.isolation
+            if iso.mode == "none":
+                console.print("[bold red]--no-isolation: student code runs uncaged, with the grader's rights[/]")
+            else:
+                console.print(f"isolation: {iso.mode} ({', '.join(iso.layers)})")
             importing.join()
             columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TimeElapsedColumn(), TimeRemainingColumn())
@@ -784,6 +836,8 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"graded {outcome.graded} in {outcome.seconds:.2f} s ({per:.3f} s each, of which writing "
                   f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s), {outcome.resumed} kept from an earlier "
                   f"run; wrote {out}/grades.csv, canvas.csv, moodle.csv, report.html, results/, feedback/")
+    if args.no_isolation:
+        console.print("[bold red]graded with --no-isolation: student code ran uncaged (recorded in every result)[/]")
     for problem in failed:
         console.print(f"[red]ERROR[/] {escape(problem)}; every result written is in {escape(str(out))}/results/")
     return 1 if failed else 0

@@ -10,13 +10,11 @@ through :func:`autograder.plain.decode`) and anything else — garbage, a
 truncated frame, a dead or silent worker — becomes a ``Reply`` with status
 ``crashed``, ``timeout`` or ``too_large``, never an exception of the grader.
 
-The cage, when the grader runs as root: the worker chroots into an empty
-directory of its own, drops to a uid/gid of its own (one per live worker, so
-RLIMIT_NPROC really means "no child processes"), sees a scrubbed environment
-and has stdout/stderr on /dev/null. It cannot read solutions/, the output
-folder or other submissions: they are not in its file system at all. Without
-root only the resource limits and the scrubbed environment apply (one log line
-says so).
+The cage (:mod:`autograder.cage`): the first probe worker of a batch finds the best mode
+this machine offers (namespaces and an empty tmpfs root as root or in a user namespace of
+its own, else Landlock), every worker enters it right after its fork, and
+:attr:`Sandbox.isolation` says which, for every result. Where no mode can be set up the
+sandbox refuses (SandboxError) unless it was asked for no isolation at all.
 
 Limits (course.yml ``limits``): ``call_seconds`` of wall time per call and per
 cell, after which the worker is killed and, for the next call, forked again and
@@ -59,7 +57,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import plain
+from .cage import Isolation
 from .config import Limits
 from .errors import AutograderError
 from .notebook import Cell
@@ -238,7 +239,18 @@ def _named(uid: int) -> bool:
 
 
 _SLOTS = _UidSlots()
-_WARNED_NOT_ROOT = False
+
+
+def cage_modes() -> tuple[str, ...]:
+    """The cages to try here, best first: namespaces as root or in a user namespace, then Landlock.
+
+    ``AUTOGRADER_CAGE`` (a comma-separated list of modes) narrows the list: tests force the
+    fallback with it, and an instructor can pin a mode.
+    """
+    wanted = [m.strip() for m in os.environ.get("AUTOGRADER_CAGE", "").split(",") if m.strip()]
+    if wanted:
+        return tuple(m for m in ("root", "userns", "landlock") if m in wanted)
+    return ("root", "landlock") if os.geteuid() == 0 else ("userns", "landlock")
 
 
 # -- one forked worker process ---------------------------------------------------------------
@@ -292,7 +304,7 @@ class Sandbox:
     """
 
     def __init__(self, limits: Limits, device: str = "cpu", *, max_restarts: int = 2,
-                 start_timeout: float = 300.0):
+                 start_timeout: float = 300.0, isolation: bool = True, modes: tuple[str, ...] | None = None):
         if device not in ("cpu", "cuda"):
             raise AutograderError(f"--device {device}: the sandbox runs on 'cpu' or 'cuda'",
                                   hint="resolve 'auto' before starting the sandbox")
@@ -307,13 +319,12 @@ class Sandbox:
         self.device = device
         self.max_restarts = max_restarts
         self.start_timeout = start_timeout
-        self.caged = os.geteuid() == 0
-        if not self.caged:
-            global _WARNED_NOT_ROOT
-            if not _WARNED_NOT_ROOT:
-                log.warning("sandbox: not running as root, so workers keep this uid and see the file "
-                            "system (resource limits and a scrubbed environment still apply)")
-                _WARNED_NOT_ROOT = True
+        # The cages to try, best first (see autograder.cage); the first probe worker that sets one up wins.
+        self._modes = ("none",) if not isolation else modes or cage_modes()
+        if not self._modes:
+            raise SandboxError(f"AUTOGRADER_CAGE={os.environ.get('AUTOGRADER_CAGE')!r} names no cage",
+                               hint="unset it, or name root, userns or landlock")
+        self.isolation = Isolation(self._modes[0])
         self._ctrl_lock = threading.Lock()
         self._restart_lock = threading.Lock()
         self._workers: set[Worker] = set()     # open workers, closed with the sandbox if forgotten
@@ -338,20 +349,31 @@ class Sandbox:
             raise
 
     def _probe(self) -> None:
-        """Start one empty worker now, so that a cage this machine cannot build fails the batch at once."""
+        """Start one empty worker per cage mode, best first, until one sets itself up; refuse when none does.
+
+        Fail closed: without ``isolation=False`` (``--no-isolation``) no student code runs uncaged.
+        """
         if self._template is None:
             return
-        with self.open([], label="probe") as worker:
-            problem = worker._broken
-        if problem is not None and self.caged:
-            log.warning("sandbox: workers cannot be caged here (%s); they run without chroot and own uid",
-                        problem.error)
-            self.caged = False
+        missing: dict[str, str] = {}
+        for mode in self._modes:
+            self.isolation = Isolation(mode)
             with self.open([], label="probe") as worker:
                 problem = worker._broken
-        if problem is not None:
-            raise SandboxError(f"the sandbox cannot start a worker: {problem.error}")
-        self.worker_info = dict(worker.worker_info)
+            if problem is None:
+                self.worker_info = dict(worker.worker_info)
+                reported = self.worker_info.get("isolation") or {}
+                self.isolation = Isolation(mode, list(reported.get("layers") or []),
+                                           {**missing, **(reported.get("missing") or {})})
+                if missing:
+                    log.warning("sandbox: isolation %s (%s)", mode,
+                                "; ".join(f"{m}: {why}" for m, why in missing.items()))
+                return
+            missing[mode] = problem.error.removeprefix("the sandbox worker could not set itself up: ")
+        tried = "; ".join(f"{mode}: {why}" for mode, why in missing.items())
+        raise SandboxError(f"no cage for student code can be set up on this machine ({tried})",
+                           hint="run as root or in a container that allows user namespaces, see "
+                                "`autograder doctor`; or pass --no-isolation, for trusted code only")
 
     # context manager ----------------------------------------------------------
     def __enter__(self) -> Sandbox:
@@ -436,7 +458,8 @@ class Sandbox:
     def _spawn_once(self, label: str, limits: Limits) -> _Process:
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        slot = _SLOTS.acquire() if self.caged else None
+        mode = self.isolation.mode
+        slot = _SLOTS.acquire() if os.geteuid() == 0 and mode in ("root", "landlock") else None
         workdir = Path(tempfile.mkdtemp(prefix="w-", dir=self._base))
         ours = theirs = None
         status_r = status_w = -1
@@ -449,7 +472,8 @@ class Sandbox:
                 label=label[:200], workdir=str(workdir), uid=slot.uid if slot else None,
                 gid=slot.gid if slot else None, device=self.device, cpu_seconds=int(limits.cpu_seconds),
                 memory_mb=int(limits.memory_mb), file_mb=float(limits.file_mb), processes=int(limits.processes),
-                output_bytes=int(limits.output_mb * MiB))
+                output_bytes=int(limits.output_mb * MiB), mode=mode, disk_mb=float(limits.disk_mb),
+                outer_uid=os.getuid(), outer_gid=os.getgid())
             try:
                 reply, fds = self._template_call({"t": "fork", "config": config.to_json()},
                                                  [theirs.fileno(), status_w])
@@ -699,7 +723,12 @@ class Worker:
             return f"the sandbox worker could not set itself up: {_text(header.get('error'), 300)}"
         if header.get("t") != "ready":
             return "the sandbox worker sent an unexpected first message"
-        self.worker_info = {k: header.get(k) for k in ("uid", "caged", "network", "nproc", "data_limit", "tasks")}
+        self.worker_info = {k: header.get(k) for k in ("uid", "caged", "network", "nproc", "data_limit", "tasks",
+                                                       "isolation")}
+        cage = header.get("cage_seconds")
+        if type(cage) is float and 0 <= cage < 60:
+            # The worker's word, for the profile only: setting up its cage, inside the "fork" section.
+            self.profile["cage"] = self.profile.get("cage", 0.0) + cage
         return None
 
     def _outcomes(self, not_run: tuple[str, str]) -> list[CellOutcome]:
@@ -832,20 +861,27 @@ class Worker:
         received = time.perf_counter()
         try:
             return self._validate(got, reply_blob, request, elapsed)
+        except Exception as exc:  # noqa: BLE001 - whatever the worker sent is its outcome, never the grader's fault
+            # The type only: the message could quote the worker's bytes.
+            log.warning("sandbox: a worker's reply could not be read (%s)", type(exc).__name__)
+            self._stop(wait=False)
+            self._last_failure = "an unreadable reply"
+            return Reply("crashed", error=UNREADABLE_REPLY, seconds=elapsed)
         finally:
             self._spent("decode", received)
 
     def _validate(self, header: dict[str, Any], blob: bytes, request: Request, elapsed: float) -> Reply:
         """Believe nothing but plain data: the header's fields are checked one by one."""
         status = header.get("status")
-        if header.get("t") != "reply" or header.get("seq") != self._seq or status not in WORKER_STATUSES:
+        if header.get("t") != "reply" or header.get("seq") != self._seq or type(status) is not str \
+                or status not in WORKER_STATUSES:
             self._stop(wait=False)
             self._last_failure = "an unexpected message"
             return Reply("crashed", error="the worker sent an unexpected message instead of a reply",
                          seconds=elapsed)
         forbidden = header.get("forbidden")
-        names = [f for f in forbidden if isinstance(f, str) and f in request.forbidden] \
-            if isinstance(forbidden, list) else []
+        names = [f for f in forbidden if type(f) is str and f in request.forbidden] \
+            if type(forbidden) is list else []
         seconds = header.get("seconds")
         if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
             seconds = elapsed
@@ -859,16 +895,51 @@ class Worker:
         if status == "ok":
             try:
                 decoded = plain.decode(blob)
-            except plain.PlainDataError as exc:
+                readable(decoded)
+            except Exception:  # noqa: BLE001 - PlainDataError, or whatever else a forged blob provokes
                 # Only a tampered worker sends such a frame: do not trust its channel any further.
                 self._stop(wait=False)
                 self._last_failure = "unreadable data"
-                return Reply("error", error_type="PlainDataError",
-                             error=f"the return value could not be read: {exc}", forbidden=reply.forbidden,
-                             seconds=reply.seconds)
+                return Reply("error", error_type="PlainDataError", error=UNREADABLE_REPLY,
+                             forbidden=reply.forbidden, seconds=reply.seconds)
             return CheckedReply(status, blob, reply.error_type, reply.error, reply.forbidden, reply.seconds,
                                 decoded=decoded)
         return reply
+
+
+#: What a student is told when the worker's reply is not what an honest worker sends (a forged frame,
+#: a patched encoder): the student's outcome, like a crash, never "the check itself failed".
+UNREADABLE_REPLY = "the worker's reply could not be read"
+#: The array an honest worker sends for each tensor dtype (bfloat16 travels as float32, see plain.encode).
+_TENSOR_ARRAYS = {"torch.float16": "float16", "torch.bfloat16": "float32", "torch.float32": "float32",
+                  "torch.float64": "float64", "torch.int8": "int8", "torch.int16": "int16", "torch.int32": "int32",
+                  "torch.int64": "int64", "torch.uint8": "uint8", "torch.bool": "bool"}
+
+
+def readable(value: plain.Value) -> None:
+    """PlainDataError unless every array is as :func:`plain.encode` writes it.
+
+    :func:`plain.decode` checks what it needs to build the arrays, and cleans the texts; a
+    check then reads more: a tensor's numpy array (a big-endian or 16-byte one makes
+    ``torch.from_numpy`` raise), an array's dtype name (``np.dtype`` of a forged one raises).
+    Either would fail inside a check, where it reads as a fault of the kit: so the arrays
+    are checked here, once, on the trusted side.
+    """
+    stack = [value.spec]
+    while stack:
+        spec = stack.pop()
+        kind = spec["t"]
+        if kind == "tensor":
+            arr = value.arrays[spec["k"]]
+            if arr.dtype != np.dtype(_TENSOR_ARRAYS[spec["dtype"]]) or not arr.dtype.isnative:
+                raise plain.PlainDataError("a tensor's data does not match its dtype")
+        elif kind == "ndarray":
+            if spec.get("dtype") != str(value.arrays[spec["k"]].dtype):
+                raise plain.PlainDataError("an array's dtype does not match its data")
+        elif kind in ("tuple", "list"):
+            stack.extend(spec["items"])
+        elif kind == "dict":
+            stack.extend(spec["items"].values())
 
 
 #: What the template inherits from the grader's environment (a worker's memory still holds the
@@ -926,4 +997,5 @@ def _text(value: Any, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
-__all__ = ["CellOutcome", "CheckedReply", "Sandbox", "SandboxError", "Worker", "describe_exit", "encode_request"]
+__all__ = ["UNREADABLE_REPLY", "CellOutcome", "CheckedReply", "Sandbox", "SandboxError", "Worker", "describe_exit",
+           "encode_request", "readable"]

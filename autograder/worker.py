@@ -54,7 +54,8 @@ TEMPLATE_MODULES = (
     "torch.linalg", "torch.fft", "torch.special", "torch.distributions", "torch.utils.data",
     "torch.testing", "torch._subclasses.schema_check_mode", "torch.profiler._cupti_monitor", "torch._dynamo",
     "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
-    "autograder", "autograder.plain", "autograder.probes", "autograder.notebook",
+    "autograder", "autograder.plain", "autograder.probes", "autograder.notebook", "autograder.cage",
+    "autograder.text",
 )
 #: Set before torch/numpy load, in the template's environment: one thread everywhere,
 #: so the template holds no thread pool a fork could copy half-way.
@@ -144,7 +145,7 @@ def recv_frame(sock: socket.socket, deadline: float | None, max_blob: int,
 class WorkerConfig:
     label: str
     workdir: str
-    uid: int | None            # None: not root, keep the grader's uid (no chroot either)
+    uid: int | None            # a uid of the worker's own (the grader is root), else None
     gid: int | None
     device: str                # "cpu" or "cuda"
     cpu_seconds: int
@@ -152,6 +153,10 @@ class WorkerConfig:
     file_mb: float
     processes: int
     output_bytes: int
+    mode: str = "none"         # the cage: see autograder.cage
+    disk_mb: float = 256.0     # the worker's tmpfs
+    outer_uid: int = 0         # the grader's uid and gid: what a userns worker maps itself to
+    outer_gid: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -183,7 +188,9 @@ def template_main(ctrl_fd: int) -> NoReturn:
     from . import plain
 
     plain.decode(plain.encode(((1, 2.5, True, None, "s", numpy.zeros(2)), {"k": [numpy.int64(3)]}))).to_python()
-    libc()
+    from . import cage
+
+    cage.prepare()     # libc, libseccomp and the seccomp filters, while the file system is there
     cuda_loaded = _libcuda_loaded()
     ctrl.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": time.perf_counter() - start,
                           "cuda_driver_loaded": cuda_loaded, "threads": _task_count()}).encode())
@@ -191,18 +198,20 @@ def template_main(ctrl_fd: int) -> NoReturn:
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-    children: dict[int, int] = {}  # worker pid -> write end of its status pipe
+    children: dict[int, tuple[int, int]] = {}  # worker pid -> (write end of its status pipe, CPU seconds)
 
     def reap() -> None:
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
-            fd = children.pop(pid, None)
-            if fd is not None:
+            entry = children.pop(pid, None)
+            if entry is not None:
+                fd, cpu_limit = entry
+                status = _named_status(status, usage, cpu_limit)
                 try:
                     os.write(fd, json.dumps({"pid": pid, "status": status}).encode())
                 except OSError:
@@ -263,8 +272,10 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    from .cage import fork_into
+
     try:
-        pid = os.fork()
+        pid = fork_into(config.mode)    # os.fork(), or a clone straight into the cage's namespaces
     except OSError as exc:
         os.close(chan_fd)
         os.close(status_fd)
@@ -273,7 +284,7 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
     if pid == 0:
         worker_main(config, chan_fd, template_pid=os.getppid())
     os.close(chan_fd)
-    children[pid] = status_fd
+    children[pid] = (status_fd, config.cpu_seconds)
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:  # a kernel before 5.3: the grader falls back to kill(pid)
@@ -283,6 +294,16 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
         socket.send_fds(ctrl, [json.dumps({"pid": pid}).encode()], [pidfd])
     finally:
         os.close(pidfd)
+
+
+def _named_status(status: int, usage: Any, cpu_limit: int) -> int:
+    """The wait status to report. The PID-namespace init a caged worker is ignores SIGXCPU, so its
+    CPU limit is a SIGKILL at the limit (see _setup): one that used up its CPU time is reported as
+    killed by SIGXCPU, which is what stopped it."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL \
+            and usage.ru_utime + usage.ru_stime >= cpu_limit - 0.05:
+        return int(signal.SIGXCPU)
+    return status
 
 
 def _template_sweep(ctrl: socket.socket, request: dict[str, Any]) -> None:
@@ -317,21 +338,11 @@ def _task_count() -> int:
         return 1
 
 
-_LIBC: Any = None
-CLONE_NEWNET = 0x40000000
-
-
 def libc() -> Any:
-    """libc through ctypes (prctl, unshare), loaded in the template: a chrooted worker could not."""
-    global _LIBC
-    if _LIBC is None:
-        import ctypes
+    """libc through ctypes (prctl), loaded in the template: a chrooted worker could not."""
+    from .cage import libc as load
 
-        lib = ctypes.CDLL(None, use_errno=True)
-        lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-        lib.unshare.argtypes = [ctypes.c_int]
-        _LIBC = lib
-    return _LIBC
+    return load()
 
 
 # -- the worker -------------------------------------------------------------------------
@@ -372,28 +383,30 @@ def _setup(config: WorkerConfig, template_pid: int) -> dict[str, Any]:
     # Measured before the cage: /proc is not there afterwards.
     data_now = _vm_kib("VmData") * 1024
     tasks = _task_count()
-    os.chdir(config.workdir)
+    address_space = _vm_kib("VmSize") * 1024 + config.memory_mb * MiB
+    from .cage import enter
+
+    # CUDA reserves far more address space than it uses: there RLIMIT_DATA (below) is the memory limit.
+    started = time.perf_counter()
+    isolation = enter(config.mode, workdir=config.workdir, uid=config.uid, gid=config.gid, disk_mb=config.disk_mb,
+                      address_space=address_space if config.device != "cuda" else None,
+                      outer_uid=config.outer_uid, outer_gid=config.outer_gid)
+    cage_seconds = time.perf_counter() - started
     lib = libc()
     caged = config.uid is not None
-    network = True
-    if caged:
-        # A network namespace of its own: no interface but a down loopback, no abstract sockets
-        # of the host. Best effort: a container may forbid it (the chroot and uid still hold).
-        network = lib.unshare(CLONE_NEWNET) != 0
-        os.chroot(config.workdir)
-        os.chdir("/")
-        os.setgroups([])
-        os.setgid(config.gid)
-        os.setuid(config.uid)
-    # Cleared by the uid change above, so set after it; then make sure the template still lives.
+    # Cleared by the uid change in the cage, so set after it. Without a PID namespace, make sure the
+    # template still lives (in one, the parent is outside and getppid() says 0).
     lib.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    if os.getppid() != template_pid:
+    if "pid-ns" not in isolation.layers and os.getppid() != template_pid:
         os._exit(5)
     # Memory the student's code may add on top of what the template already mapped.
     data_limit = data_now + config.memory_mb * MiB
     _limit(resource.RLIMIT_DATA, data_limit)
-    _limit(resource.RLIMIT_CPU, config.cpu_seconds, config.cpu_seconds + 2)
+    # SIGXCPU at the soft limit, SIGKILL at the hard one; PID 1 of a namespace (pid-ns) ignores SIGXCPU,
+    # so there the limit is the SIGKILL itself (the template names it, see _named_status).
+    grace = 0 if "pid-ns" in isolation.layers else 2
+    _limit(resource.RLIMIT_CPU, config.cpu_seconds, config.cpu_seconds + grace)
     _limit(resource.RLIMIT_FSIZE, int(config.file_mb * MiB))
     _limit(resource.RLIMIT_CORE, 0)
     # RLIMIT_NPROC counts the tasks of the real uid: with a uid of its own the worker may hold
@@ -421,8 +434,11 @@ def _setup(config: WorkerConfig, template_pid: int) -> dict[str, Any]:
 
     # `from autograder import check` in a notebook must not start the self-check here.
     autograder.check = _no_check
-    return {"uid": os.getuid(), "caged": caged, "network": network, "nproc": nproc, "data_limit": data_limit,
-            "tasks": tasks}
+    return {"uid": os.getuid(), "caged": isolation.mode != "none",
+            # Whether student code could still open a connection: no net-ns, no Landlock TCP rule, no seccomp.
+            "network": not {"net-ns", "landlock-tcp", "seccomp"} & set(isolation.layers),
+            "nproc": nproc, "data_limit": data_limit, "tasks": tasks, "isolation": isolation.to_json(),
+            "cage_seconds": cage_seconds}
 
 
 def _no_check(*_args: Any, **_kwargs: Any) -> None:
@@ -470,23 +486,28 @@ def _serve(chan: socket.socket, config: WorkerConfig) -> None:
     from . import plain, probes
     from .notebook import fresh_namespace
 
+    # Bound before any cell runs: a cell that replaces attributes of autograder.worker,
+    # autograder.probes or autograder.plain afterwards changes nothing this loop calls.
+    calls = _Calls(plain.decode, probes.Request, probes.Reply, probes.execute, config.output_bytes)
+    send, recv, cell = send_frame, recv_frame, run_cell
+    clock, loads = time.perf_counter, json.loads
     namespace = fresh_namespace()
     while True:
-        header, blob = recv_frame(chan, None, max_blob=1 << 40)
+        header, blob = recv(chan, None, max_blob=1 << 40)
         kind = header.get("t")
         if kind == "cells":
-            for cell in json.loads(blob):
-                send_frame(chan, {"t": "cell", **run_cell(namespace, cell["index"], cell["code"])})
-            send_frame(chan, {"t": "cells_done"})
+            for item in loads(blob):
+                send(chan, {"t": "cell", **cell(namespace, item["index"], item["code"])})
+            send(chan, {"t": "cells_done"})
         elif kind == "call":
-            start = time.perf_counter()
-            reply = _call(namespace, header, blob, config, plain, probes)
+            start = clock()
+            reply = calls(namespace, header, blob)
             # "busy": the whole call here (decode, student code, encode), for the grader's profile only.
-            send_frame(chan, {"t": "reply", "seq": header.get("seq"), "status": reply.status,
-                              "error_type": reply.error_type, "error": reply.error,
-                              "forbidden": list(reply.forbidden), "seconds": float(reply.seconds),
-                              "busy": time.perf_counter() - start},
-                       reply.blob)
+            send(chan, {"t": "reply", "seq": header.get("seq"), "status": reply.status,
+                        "error_type": reply.error_type, "error": reply.error,
+                        "forbidden": list(reply.forbidden), "seconds": float(reply.seconds),
+                        "busy": clock() - start},
+                 reply.blob)
         else:
             return
 
@@ -503,21 +524,31 @@ def run_cell(namespace: dict[str, Any], index: int, code: str) -> dict[str, Any]
             "seconds": time.perf_counter() - start}
 
 
-def _call(namespace: dict[str, Any], header: dict[str, Any], blob: bytes, config: WorkerConfig,
-          plain: Any, probes: Any) -> Any:
-    try:
-        args, kwargs = plain.decode(blob).to_python()
-        request = probes.Request(str(header["function"]), tuple(args), dict(kwargs),
-                                 probe=str(header["probe"]), forbidden=tuple(header["forbidden"]),
-                                 device=str(header["device"]))
-    except Exception as exc:  # noqa: BLE001 - a request the worker cannot read
-        return probes.Reply("error", error_type="SandboxError", error=f"unreadable request: {exc}"[:500])
-    start = time.perf_counter()
-    try:
-        return probes.execute(namespace, request, max_bytes=config.output_bytes)
-    except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, a device move...
-        return probes.Reply("error", error_type=_type_name(exc), error=_safe_str(exc),
-                            seconds=time.perf_counter() - start)
+class _Calls:
+    """Answers one call request: decode it, run it through :func:`autograder.probes.execute`.
+
+    Holds the functions it uses, taken before the cells ran (see :func:`_serve`).
+    """
+
+    def __init__(self, decode: Any, request: Any, reply: Any, execute: Any, output_bytes: int):
+        self.decode, self.request, self.reply, self.execute = decode, request, reply, execute
+        self.output_bytes = output_bytes
+        self.clock, self.type_name, self.safe_str = time.perf_counter, _type_name, _safe_str
+
+    def __call__(self, namespace: dict[str, Any], header: dict[str, Any], blob: bytes) -> Any:
+        try:
+            args, kwargs = self.decode(blob).to_python()
+            request = self.request(str(header["function"]), tuple(args), dict(kwargs),
+                                   probe=str(header["probe"]), forbidden=tuple(header["forbidden"]),
+                                   device=str(header["device"]))
+        except Exception as exc:  # noqa: BLE001 - a request the worker cannot read
+            return self.reply("error", error_type="SandboxError", error=f"unreadable request: {exc}"[:500])
+        start = self.clock()
+        try:
+            return self.execute(namespace, request, max_bytes=self.output_bytes)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, a device move...
+            return self.reply("error", error_type=self.type_name(exc), error=self.safe_str(exc),
+                              seconds=self.clock() - start)
 
 
 def _type_name(exc: BaseException) -> str:

@@ -96,6 +96,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"-j {jobs}: {outcome.graded} graded in {outcome.seconds:.2f} s = {per:.3f} s/submission, "
                       f"{60 / per:.0f} submissions/minute (one submission: median {statistics.median(each):.3f} s, "
                       f"of which fork + cells {statistics.median(opens):.3f} s); scores {totals}")
+                profiles = [r["timing"]["profile"] for r in outcome.results if "timing" in r]
+                if profiles:
+                    fork = statistics.mean(p.get("fork", 0.0) for p in profiles)
+                    cage = statistics.mean(p.get("cage", 0.0) for p in profiles)
+                    print(f"  isolation {sandbox.isolation.mode}: fork {fork * 1000:.1f} ms + cage "
+                          f"{cage * 1000:.1f} ms per submission (means; {', '.join(sandbox.isolation.layers)})")
                 bad = [r["status"] for r in outcome.results if not r["status"].startswith("graded")]
                 if bad:
                     print(f"  not graded: {json.dumps(bad[:3])}")

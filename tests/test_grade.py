@@ -459,8 +459,8 @@ def test_a_killed_batch_loses_nothing_and_resumes(tmp_path, sandbox):
 def warm_cli(monkeypatch, sandbox):
     """`autograder grade` on the module's warm sandbox (the command would start its own: seconds)."""
     class Shared:
-        def __init__(self, limits, device):
-            assert device == "cpu"
+        def __init__(self, limits, device, isolation=True):
+            assert device == "cpu" and isolation
 
         def __enter__(self):
             return sandbox

@@ -1,0 +1,99 @@
+"""``autograder doctor``: what this machine offers the grader, one table.
+
+For each cage mode (see :mod:`autograder.cage`) it starts a real sandbox limited to
+that mode and one empty worker, exactly as ``autograder grade`` would, and says
+which layers held or why the mode was refused. Then CUDA and the CPUs. Exit 1 when
+``autograder grade`` would refuse to run (no cage at all).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .cage import LANDLOCK_GAPS, landlock_abi
+
+#: What each layer keeps from the student's code, for the table.
+LAYERS = {
+    "user-ns": "its own user namespace: no rights over anything of the host",
+    "pid-ns": "its own process ids: cannot see or signal the grader; its children die with it",
+    "mount-ns": "its own mounts",
+    "net-ns": "no network but its own loopback",
+    "ipc-ns": "its own SysV IPC: nothing outlives the worker",
+    "tmpfs-root": "an empty root file system in memory, capped at limits.disk_mb",
+    "own-uid": "a uid of its own",
+    "no-capabilities": "no capability at all",
+    "no-new-privs": "no setuid program can raise its rights",
+    "landlock-fs": "no file of the host may be opened",
+    "landlock-tcp": "no TCP bind or connect",
+    "landlock-scope": "no abstract Unix socket or signal outside the worker",
+    "address-space-limit": "every mapping counts against limits.memory_mb (RLIMIT_AS)",
+    "seccomp": "no ptrace, mount, bpf, keyctl, new namespaces, new sockets (and SysV IPC without an IPC ns)",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="probe the workers as they would run on this device")
+
+
+def probe_modes(device: str = "cpu") -> list[dict[str, Any]]:
+    """One row per cage mode this user could get: works (with its layers) or refused (and why)."""
+    from .config import load_course
+    from .errors import AutograderError
+    from .sandbox import Sandbox
+
+    limits = load_course().limits
+    modes = ("root", "landlock") if os.geteuid() == 0 else ("userns", "landlock")
+    rows = []
+    for mode in modes:
+        try:
+            with Sandbox(limits, device, modes=(mode,)) as sandbox:
+                rows.append({"mode": mode, "works": True, "layers": list(sandbox.isolation.layers)})
+        except AutograderError as exc:
+            why = exc.message.split(f"{mode}: ", 1)[-1].rstrip(")")
+            rows.append({"mode": mode, "works": False, "why": why})
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    rows = probe_modes(args.device)
+    table = Table(title="Cages for student code, best first")
+    for col in ("mode", "result", "layers / why not"):
+        table.add_column(col, overflow="fold")
+    chosen = next((r for r in rows if r["works"]), None)
+    for r in rows:
+        if r["works"]:
+            mark = "[green]works[/]" + (" (used)" if r is chosen else "")
+            table.add_row(r["mode"], mark, ", ".join(r["layers"]))
+        else:
+            table.add_row(r["mode"], "[red]refused[/]", r["why"])
+    console.print(table)
+    if chosen is not None:
+        layers = Table(title=f"What the {chosen['mode']} cage blocks")
+        layers.add_column("layer")
+        layers.add_column("keeps student code from")
+        for layer in chosen["layers"]:
+            layers.add_row(layer, LAYERS.get(layer, ""))
+        console.print(layers)
+        if chosen["mode"] == "landlock":
+            console.print(f"[yellow]the landlock fallback leaves open: {LANDLOCK_GAPS}[/]")
+    console.print(f"Landlock ABI: {landlock_abi() or 'not available'}; root: {os.geteuid() == 0}; "
+                  f"CPUs: {os.cpu_count()}; {_cuda()}")
+    if chosen is None:
+        console.print("[red]ERROR[/] autograder grade would refuse: no cage can be set up here. Run as root or "
+                      "in a container that allows user namespaces, or pass --no-isolation for trusted code only.")
+        return 1
+    return 0
+
+
+def _cuda() -> str:
+    import torch
+
+    if not torch.cuda.is_available():
+        return "CUDA: none (torch.cuda.is_available() is False)"
+    return f"CUDA: {torch.cuda.device_count()} device(s), {torch.cuda.get_device_name(0)}"

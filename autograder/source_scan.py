@@ -1,0 +1,709 @@
+"""Which forbidden calls an exercise's code can reach, read from the submission's source.
+
+The worker's guards (:mod:`autograder.probes`) see what the student's function
+*does*, but they run in the student's process, where a cell can switch them off
+(``torch._C.DisableTorchFunction()``, a patched ``autograder.probes``). This scan
+runs on the trusted side, on the text of the code cells only, and nothing in a
+notebook can switch it off. For one exercise it reports:
+
+* the forbidden calls the exercise's function can reach: its own body, the
+  notebook's functions and classes it names (transitively), the values of the
+  module-level names it uses (``sm = F.softmax``), through import aliases
+  (``import torch.nn.functional as Fn``, ``from torch import softmax as s``),
+  ``getattr(F, "softmax")``, ``torch.ops.aten._softmax``, aliases such as
+  ``torch.special.softmax`` and method calls (``x.softmax(-1)`` is
+  ``Tensor.softmax``); code that monkeypatches a module (``torch.exp = ...``)
+  counts as reachable from every exercise;
+* tampering anywhere in the notebook, the same entries for every exercise:
+  touching the grader (``import autograder.probes``, ``sys.modules``), turning
+  torch's function or dispatch modes off (``DisableTorchFunction``,
+  ``torch.utils._python_dispatch``), reaching into frames or closures
+  (``sys._getframe``, ``__closure__``);
+* code it cannot read: a notebook too large or too deeply nested to parse
+  (``uninspectable: ...``); in code the exercise runs, ``exec``/``eval``/``compile``
+  and torch attributes looked up by a computed name (``tampering: ...``: code
+  built from strings at run time is how a dodge would hide from this scan).
+
+The runtime guards cannot see past a cell that disabled them, this scan cannot
+see code built at run time: each covers the other's gap.
+The scan is built to never flag honest code: names are resolved with Python's
+own scoping (a local ``weights`` is not the demo cell's global ``weights``), and
+a later ``def softmax`` shadows an earlier ``from torch.nn.functional import softmax``.
+
+Public API: :func:`scan_exercise`, or :func:`scan_notebook` once per submission
+and :meth:`NotebookScan.exercise` per exercise (parsing is the expensive part).
+Pass exactly the code the worker runs (``Cell.code`` of the cells not skipped):
+a cell that does not parse is then a cell that never ran, and is ignored.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+#: Sources larger than this (UTF-8 bytes, all cells together) are not parsed at all.
+MAX_SOURCE_BYTES = 1 << 20
+#: How many module-level aliases deep a name is followed (``a = F.softmax; b = a; ...``).
+MAX_ALIAS_DEPTH = 16
+#: Findings that are not forbidden names start with one of these.
+TAMPERING = "tampering: "
+UNINSPECTABLE = "uninspectable: "
+
+# -- what counts as which forbidden call ---------------------------------------------------------
+# Candidates, most specific first: a finding is the first candidate the exercise forbids.
+_SOFTMAX_TORCH = ("torch.softmax", "F.softmax", "Tensor.softmax")
+_SOFTMAX_F = ("F.softmax", "torch.softmax", "Tensor.softmax")
+_SOFTMAX_METHOD = ("Tensor.softmax", "torch.softmax", "F.softmax")
+_LOG_SOFTMAX_TORCH = ("torch.log_softmax", "F.log_softmax")
+_LOG_SOFTMAX_F = ("F.log_softmax", "torch.log_softmax")
+_SDPA = ("F.scaled_dot_product_attention",)
+_MHA = ("nn.MultiheadAttention", "F.multi_head_attention_forward")
+_MHA_F = ("F.multi_head_attention_forward", "nn.MultiheadAttention")
+_CE_F = ("F.cross_entropy", "nn.CrossEntropyLoss")
+_CE_MODULE = ("nn.CrossEntropyLoss", "F.cross_entropy")
+_NLL_F = ("F.nll_loss", "nn.NLLLoss")
+_NLL_MODULE = ("nn.NLLLoss", "F.nll_loss")
+
+#: Canonical qualified name (see :func:`canonical`) -> candidates.
+QUALIFIED: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("torch.softmax", "torch._softmax", "torch.special.softmax", "torch.sparse.softmax",
+                     "torch.masked.softmax", "torch._safe_softmax", "torch._masked_softmax",
+                     "torch.ops.aten.softmax", "torch.ops.aten._softmax", "torch.ops.aten._safe_softmax",
+                     "torch.ops.aten._masked_softmax", "torch.ops.aten.special_softmax",
+                     "torch.ops.aten._sparse_softmax"), _SOFTMAX_TORCH),
+    **dict.fromkeys(("torch.nn.functional.softmax", "torch.nn.functional.softmin",
+                     "torch.nn.functional.gumbel_softmax", "torch.nn.Softmax", "torch.nn.Softmin",
+                     "torch.nn.Softmax2d"), _SOFTMAX_F),
+    "torch.Tensor.softmax": _SOFTMAX_METHOD,
+    **dict.fromkeys(("torch.log_softmax", "torch._log_softmax", "torch.special.log_softmax",
+                     "torch.sparse.log_softmax", "torch.masked.log_softmax", "torch.Tensor.log_softmax",
+                     "torch.ops.aten.log_softmax", "torch.ops.aten._log_softmax",
+                     "torch.ops.aten.special_log_softmax", "torch.ops.aten._sparse_log_softmax"),
+                    _LOG_SOFTMAX_TORCH),
+    **dict.fromkeys(("torch.nn.functional.log_softmax", "torch.nn.LogSoftmax"), _LOG_SOFTMAX_F),
+    **dict.fromkeys(("torch.nn.functional.scaled_dot_product_attention",
+                     "torch._C._nn.scaled_dot_product_attention", "torch.ops.aten.scaled_dot_product_attention"),
+                    _SDPA),
+    **dict.fromkeys(("torch.nn.MultiheadAttention", "torch.nn.Transformer", "torch.nn.TransformerEncoder",
+                     "torch.nn.TransformerDecoder", "torch.nn.TransformerEncoderLayer",
+                     "torch.nn.TransformerDecoderLayer", "torch._native_multi_head_attention",
+                     "torch.ops.aten._native_multi_head_attention", "torch._transformer_encoder_layer_fwd",
+                     "torch.ops.aten._transformer_encoder_layer_fwd"), _MHA),
+    "torch.nn.functional.multi_head_attention_forward": _MHA_F,
+    **dict.fromkeys(("torch.nn.functional.cross_entropy", "torch._C._nn.cross_entropy_loss",
+                     "torch.ops.aten.cross_entropy_loss"), _CE_F),
+    "torch.nn.CrossEntropyLoss": _CE_MODULE,
+    **dict.fromkeys(("torch.nn.functional.nll_loss", "torch._C._nn.nll_loss", "torch._C._nn.nll_loss2d",
+                     "torch._C._nn.nll_loss_nd", "torch.ops.aten.nll_loss", "torch.ops.aten.nll_loss2d",
+                     "torch.ops.aten.nll_loss_nd", "torch.ops.aten.nll_loss_forward",
+                     "torch.ops.aten.nll_loss2d_forward"), _NLL_F),
+    **dict.fromkeys(("torch.nn.NLLLoss", "torch.nn.NLLLoss2d"), _NLL_MODULE),
+}
+#: Qualified-name prefixes: the fused attention kernels behind F.scaled_dot_product_attention.
+QUALIFIED_PREFIXES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (prefix, _SDPA) for prefix in ("torch._scaled_dot_product_", "torch.ops.aten._scaled_dot_product_",
+                                   "torch._flash_attention", "torch.ops.aten._flash_attention",
+                                   "torch._efficient_attention", "torch.ops.aten._efficient_attention",
+                                   "torch._fused_sdp", "torch.ops.aten._fused_sdp"))
+#: Methods of a value the scan cannot name (a tensor, in practice): ``x.softmax(-1)``.
+METHODS: dict[str, tuple[str, ...]] = {"softmax": _SOFTMAX_METHOD, "log_softmax": _LOG_SOFTMAX_TORCH}
+#: Rewritten to the public spelling before the tables above are consulted.
+_SPELLINGS = (("torch._ops.ops.", "torch.ops."), ("torch._C._VariableFunctions.", "torch."), ("torch._VF.", "torch."),
+              ("torch._C._special.special_", "torch.special."), ("torch._C.TensorBase.", "torch.Tensor."),
+              ("torch._C._TensorBase.", "torch.Tensor."))
+
+#: Attribute and imported names no exercise needs and a dodge does: torch's switches for its
+#: function and dispatch modes, and the ways into another frame's or function's variables.
+TAMPER_NAMES = frozenset({
+    "DisableTorchFunction", "DisableTorchFunctionSubclass", "_DisableTorchDispatch", "_python_dispatch",
+    "_pop_mode", "_pop_mode_temporarily", "_disable_current_modes", "_pop_torch_function_stack",
+    "_pop_torch_dispatch_stack", "_set_torch_function_mode", "_set_dispatch_mode", "_unset_dispatch_mode",
+    "_push_on_torch_function_stack", "_push_on_torch_dispatch_stack", "_len_torch_function_stack",
+    "_len_torch_dispatch_stack", "_get_function_stack_at", "_get_dispatch_stack_at", "_ExcludeDispatchKeyGuard",
+    "_IncludeDispatchKeyGuard", "_ForceDispatchKeyGuard", "_dispatch_tls_set_dispatch_key_excluded",
+    "_dispatch_tls_set_dispatch_key_included", "TorchFunctionMode",
+    "TorchDispatchMode", "_getframe", "currentframe", "f_back", "f_locals", "f_globals", "f_builtins",
+    "tb_frame", "gi_frame", "cr_frame", "__closure__", "cell_contents", "__globals__", "__code__",
+    "get_referrers", "get_referents", "get_objects",
+})
+#: The one name of the autograder package a notebook may use (``from autograder import check``).
+_ALLOWED_AUTOGRADER = "autograder.check"
+_DYNAMIC_CODE = frozenset({"exec", "eval", "compile"})
+_QUALIFIED_DYNAMIC_CODE = frozenset(f"builtins.{name}" for name in _DYNAMIC_CODE)
+_DYNAMIC_CODE_REASON = "exec/eval/compile"
+_COMPUTED_NAME_REASON = "a torch attribute looked up by a computed name"
+_ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
+           ast.DictComp, ast.GeneratorExp)
+#: Nodes that name nothing: not worth a visit.
+_INERT = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.Pass)
+_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
+if hasattr(ast, "TryStar"):  # Python 3.11+
+    _COMPOUND += (ast.TryStar,)
+
+
+def canonical(qualified: str) -> str:
+    """A qualified name in the spelling the tables use.
+
+    ``torch._C._VariableFunctions.softmax`` -> ``torch.softmax``,
+    ``torch.ops.aten._softmax.default`` -> ``torch.ops.aten._softmax``,
+    ``torch.nn.modules.activation.MultiheadAttention`` -> ``torch.nn.MultiheadAttention``.
+    """
+    for old, new in _SPELLINGS:
+        if qualified.startswith(old):
+            qualified = new + qualified[len(old):]
+    parts = qualified.split(".")
+    if parts[:3] == ["torch", "ops", "aten"] and len(parts) > 4:
+        return ".".join(parts[:4])          # an overload (.default, .int) is the same operator
+    if parts[:3] == ["torch", "nn", "modules"] and len(parts) > 3:
+        return "torch.nn." + parts[-1]
+    return qualified
+
+
+def candidates(qualified: str) -> tuple[str, ...]:
+    """The forbidden names a qualified name is, most specific first; () if none."""
+    name = canonical(qualified)
+    found = QUALIFIED.get(name)
+    if found is not None:
+        return found
+    return next((names for prefix, names in QUALIFIED_PREFIXES if name.startswith(prefix)), ())
+
+
+# -- scopes -------------------------------------------------------------------------------------
+@dataclass
+class _Scope:
+    """The names one function, lambda, comprehension or class body binds (Python's rules)."""
+
+    bound: set[str] = field(default_factory=set)
+    imports: dict[str, str] = field(default_factory=dict)    # local name -> qualified module/object
+    declared_global: set[str] = field(default_factory=set)
+    is_class: bool = False
+    is_comprehension: bool = False    # its walrus targets belong to the enclosing scope
+
+
+def _target_names(target: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def _import_bindings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
+    """(bound name, qualified name) for each alias; star imports are left to the caller."""
+    out = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                out.append((alias.asname, alias.name))
+            else:
+                top = alias.name.split(".")[0]
+                out.append((top, top))
+    else:
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            if alias.name != "*":
+                out.append((alias.asname or alias.name, f"{module}.{alias.name}"))
+    return out
+
+
+def _children_in_scope(node: ast.AST) -> Iterable[ast.AST]:
+    """The nodes whose names belong to ``node``'s own scope: nested scopes contribute only their name."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        stack: list[ast.AST] = list(node.body)
+    elif isinstance(node, ast.Lambda):
+        stack = [node.body]
+    elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        stack = [node.elt, *node.generators]
+    elif isinstance(node, ast.DictComp):
+        stack = [node.key, node.value, *node.generators]
+    else:
+        stack = [node]
+    while stack:
+        child = stack.pop()
+        yield child
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue  # its name is bound here (see _scope_of); its insides are its own scope
+        if isinstance(child, _SCOPES):
+            continue
+        stack.extend(ast.iter_child_nodes(child))
+
+
+def _scope_of(node: ast.AST) -> _Scope:
+    scope = _Scope(is_class=isinstance(node, ast.ClassDef),
+                   is_comprehension=isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)))
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        args = node.args
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if arg is not None:
+                scope.bound.add(arg.arg)
+    for child in _children_in_scope(node):
+        if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
+            scope.bound.add(child.id)
+        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child is not node:
+            scope.bound.add(child.name)
+        elif isinstance(child, (ast.Import, ast.ImportFrom)):
+            for name, qualified in _import_bindings(child):
+                scope.bound.add(name)
+                scope.imports[name] = qualified
+        elif isinstance(child, ast.ExceptHandler) and child.name:
+            scope.bound.add(child.name)
+        elif isinstance(child, ast.Global):
+            scope.declared_global.update(child.names)
+        elif isinstance(child, ast.Nonlocal):
+            scope.bound.update(child.names)
+        elif isinstance(child, (ast.MatchAs, ast.MatchStar)) and child.name:
+            scope.bound.add(child.name)
+        elif isinstance(child, ast.MatchMapping) and child.rest:
+            scope.bound.add(child.rest)
+    scope.bound -= scope.declared_global
+    return scope
+
+
+# -- module-level bindings ----------------------------------------------------------------------
+@dataclass
+class _Binding:
+    """One module-level binding of a name: an import, a def/class, or an assigned value."""
+
+    order: int                      # position among module-level statements, across cells
+    conditional: bool               # inside if/for/try/with...: it does not hide earlier bindings
+    target: str = ""                # an import: the qualified name bound
+    node: ast.AST | None = None     # a def/class node, or the assigned value (walked when reached)
+    shadows: bool = True            # False for ``x = f(x)``: the earlier x is still used
+
+
+@dataclass
+class _Summary:
+    """What walking one definition or value found."""
+
+    hits: set[str] = field(default_factory=set)        # qualified names, and "method:<name>"
+    refs: set[str] = field(default_factory=set)        # module-level names it uses
+    hidden: set[str] = field(default_factory=set)      # what it does that the scan cannot read
+
+
+class NotebookScan:
+    """One submission's code cells, parsed once; :meth:`exercise` answers per exercise."""
+
+    def __init__(self, sources: Sequence[str], unparsed: Iterable[int] = ()):
+        unparsed = frozenset(unparsed)
+        self.findings: list[str] = []                  # tampering and uninspectable: notebook-wide
+        self._bindings: dict[str, list[_Binding]] = {}
+        self._stars: list[tuple[_Binding, str]] = []   # (binding, module) of each ``from M import *``
+        self._roots: list[ast.AST] = []                # statements that monkeypatch a module
+        self._methods: set[str] = set()                # method names the notebook defines in classes
+        self._summaries: dict[int, _Summary] = {}
+        self._keep: list[ast.AST] = []                 # summaries are keyed by id(): keep their nodes
+        self._aliases: dict[str, set[str]] = {}       # module_qualified's memo
+        self._active: dict[str, list[_Binding]] = {}  # active's memo
+        self._resolving: set[str] = set()
+        self._dynamic_code = False
+        self._order = 0
+        size = sum(len(s.encode("utf-8", errors="replace")) for s in sources)
+        if size > MAX_SOURCE_BYTES:
+            self._note(f"{UNINSPECTABLE}the code is too large to inspect ({size} bytes, at most "
+                       f"{MAX_SOURCE_BYTES})")
+            return
+        trees = []
+        for index, source in enumerate(sources):
+            try:
+                trees.append(ast.parse(source))
+            except (SyntaxError, ValueError):
+                continue  # the worker compiles the same text and fails the same way: this cell never ran
+            except (RecursionError, MemoryError) as exc:
+                if index in unparsed:
+                    continue  # the worker's compiler gave up on it too: it never ran
+                self._note(f"{UNINSPECTABLE}code cell {index} is too deeply nested to inspect "
+                           f"({type(exc).__name__})")
+        for tree in trees:
+            self._collect(tree.body, conditional=False)
+        for tree in trees:
+            for statement in tree.body:
+                if _DYNAMIC_CODE_REASON in _Walker(self, tamper=True).walk(statement).hidden:
+                    self._dynamic_code = True
+
+    def _note(self, finding: str) -> None:
+        if finding not in self.findings:
+            self.findings.append(finding)
+
+    # module level ------------------------------------------------------------------------
+    def _bind(self, name: str, binding: _Binding) -> None:
+        self._bindings.setdefault(name, []).append(binding)
+        self._active.pop(name, None)
+        self._aliases.clear()  # an alias may lead through this name
+
+    def _collect(self, body: list[ast.stmt], conditional: bool) -> None:
+        """Record the module-level bindings of ``body``, in order."""
+        for statement in body:
+            self._order += 1
+            order = self._order
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self._bind(statement.name, _Binding(order, conditional, node=statement))
+                if isinstance(statement, ast.ClassDef):
+                    self._methods.update(s.name for s in statement.body
+                                         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+                for name, qualified in _import_bindings(statement):
+                    self._bind(name, _Binding(order, conditional, target=qualified))
+                if isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
+                    module = "." * statement.level + (statement.module or "")
+                    self._stars.append((_Binding(order, True, target=module), module))
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                self._collect_assignment(statement, order, conditional)
+            elif isinstance(statement, _COMPOUND):
+                for target in _compound_targets(statement):
+                    for name in _target_names(target[0]):
+                        self._bind(name, _Binding(order, True, node=target[1]))
+                for inner in _compound_bodies(statement):
+                    self._collect(inner, conditional=True)
+
+    def _collect_assignment(self, statement: ast.Assign | ast.AnnAssign | ast.AugAssign, order: int,
+                            conditional: bool) -> None:
+        value = statement.value
+        if value is None:
+            return
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        for target in targets:
+            if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+                    and len(target.elts) == len(value.elts):
+                pairs = list(zip(target.elts, value.elts))
+            else:
+                pairs = [(target, value)]
+            for one_target, one_value in pairs:
+                for name in _target_names(one_target) if not isinstance(one_target, ast.Attribute) else []:
+                    uses_itself = isinstance(statement, ast.AugAssign) or any(
+                        isinstance(n, ast.Name) and n.id == name for n in ast.walk(one_value))
+                    self._bind(name, _Binding(order, conditional, node=one_value, shadows=not uses_itself))
+                # globals()["name"] = value binds name as well
+                if isinstance(one_target, ast.Subscript) and _is_call_to(one_target.value, "globals") \
+                        and isinstance(one_target.slice, ast.Constant) and isinstance(one_target.slice.value, str):
+                    self._bind(one_target.slice.value, _Binding(order, True, node=one_value))
+
+    def active(self, name: str) -> list[_Binding]:
+        """The bindings of ``name`` that may hold when the exercise runs (cells run top to bottom)."""
+        if name not in self._active:
+            found = list(self._bindings.get(name, []))
+            found += [_Binding(b.order, True, target=f"{module}.{name}") for b, module in self._stars]
+            found.sort(key=lambda b: b.order)
+            last = max((i for i, b in enumerate(found) if not b.conditional and b.shadows), default=0)
+            self._active[name] = found[last:]
+        return self._active[name]
+
+    def module_qualified(self, name: str, depth: int) -> set[str]:
+        """What a module-level name is an alias of: ``F`` -> torch.nn.functional, ``sm`` -> ..F.softmax.
+
+        Memoized, and a name met again while it is being resolved counts as nothing: aliases
+        that refer to each other cost one pass, not one per path.
+        """
+        if name in self._aliases:
+            return self._aliases[name]
+        if depth > MAX_ALIAS_DEPTH or name in self._resolving:
+            return set()
+        self._resolving.add(name)
+        out: set[str] = set()
+        for binding in self.active(name):
+            if binding.target:
+                out.add(binding.target)
+            elif binding.node is not None and not isinstance(binding.node, _SCOPES):
+                out |= _Walker(self).qualify(binding.node, (), depth + 1)
+        self._resolving.discard(name)
+        self._aliases[name] = out
+        return out
+
+    def summary(self, node: ast.AST) -> _Summary:
+        key = id(node)
+        if key not in self._summaries:
+            self._keep.append(node)
+            self._summaries[key] = _Walker(self).walk(node)
+        return self._summaries[key]
+
+    def note_root(self, statement: ast.AST) -> None:
+        if statement not in self._roots:
+            self._roots.append(statement)
+
+    # per exercise ---------------------------------------------------------------------------
+    def exercise(self, function: str, forbidden: Iterable[str]) -> list[str]:
+        """The forbidden names ``function`` can reach, in ``forbidden``'s order, then the notebook's
+        tampering and uninspectable findings. Empty: nothing found."""
+        wanted = list(dict.fromkeys(forbidden))
+        hits: set[str] = set()
+        hidden: set[str] = set()
+        seen_names: set[str] = set()
+        queue: list[str] = [function]
+        nodes: list[ast.AST] = list(self._roots)
+        defined = bool(self.active(function))
+        while queue or nodes:
+            while nodes:
+                summary = self.summary(nodes.pop())
+                hits |= summary.hits
+                hidden |= summary.hidden
+                queue.extend(summary.refs - seen_names)
+            if not queue:
+                break
+            name = queue.pop()
+            if name in seen_names:
+                continue
+            seen_names.add(name)
+            for binding in self.active(name):
+                if binding.target:
+                    hits.add(binding.target)
+                elif binding.node is not None:
+                    nodes.append(binding.node)
+        names: list[str] = []
+        for hit in hits:
+            if hit.startswith("method:"):
+                method = hit.removeprefix("method:")
+                options = () if method in self._methods else METHODS.get(method, ())
+            else:
+                options = candidates(hit)
+            chosen = next((n for n in options if n in wanted), None)
+            if chosen is not None and chosen not in names:
+                names.append(chosen)
+        names.sort(key=wanted.index)
+        out = names + list(self.findings)
+        out += [f"{TAMPERING}{reason} in code the exercise runs (it cannot be inspected)" for reason in sorted(hidden)]
+        if not defined and self._dynamic_code:
+            out.append(f"{TAMPERING}{function} is not defined in plain code (exec/eval/compile)")
+        return out
+
+
+def _compound_targets(statement: ast.stmt) -> list[tuple[ast.AST, ast.AST]]:
+    """(target, value) pairs a compound statement binds at its own level: for, with ... as."""
+    if isinstance(statement, (ast.For, ast.AsyncFor)):
+        return [(statement.target, statement.iter)]
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return [(item.optional_vars, item.context_expr) for item in statement.items if item.optional_vars]
+    return []
+
+
+def _compound_bodies(statement: ast.stmt) -> list[list[ast.stmt]]:
+    bodies = [getattr(statement, name, None) for name in ("body", "orelse", "finalbody")]
+    out = [b for b in bodies if isinstance(b, list)]
+    out += [h.body for h in getattr(statement, "handlers", [])]
+    out += [c.body for c in getattr(statement, "cases", [])]
+    return out
+
+
+def _is_call_to(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+
+
+def _constant_str(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _is_autograder(qualified: str) -> bool:
+    return qualified == "autograder" or qualified.startswith("autograder.")
+
+
+# -- walking code -------------------------------------------------------------------------------
+class _Walker:
+    """Walks one statement, definition or expression with Python's scoping, without recursion.
+
+    With ``tamper``, it also records tampering and module monkeypatching on the scan.
+    """
+
+    def __init__(self, scan: NotebookScan, tamper: bool = False):
+        self.scan = scan
+        self.tamper = tamper
+
+    def walk(self, root: ast.AST) -> _Summary:
+        summary = _Summary()
+        stack: list[tuple[ast.AST, tuple[_Scope, ...]]] = [(root, ())]
+        while stack:
+            node, scopes = stack.pop()
+            if isinstance(node, _SCOPES):
+                stack.extend(self._enter(node, scopes))
+                continue
+            self._visit(node, scopes, summary, root)
+            stack.extend((child, scopes) for child in ast.iter_child_nodes(node) if not isinstance(child, _INERT))
+        return summary
+
+    def _enter(self, node: ast.AST, scopes: tuple[_Scope, ...]) -> list[tuple[ast.AST, tuple[_Scope, ...]]]:
+        """The children of a scope node, each with the scopes it is evaluated in."""
+        inner = (*scopes, _scope_of(node))
+        outer_parts: list[ast.AST] = []
+        inner_parts: list[ast.AST] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            outer_parts = [*node.decorator_list, *node.args.defaults,
+                           *(d for d in node.args.kw_defaults if d is not None)]
+            inner_parts = list(node.body)
+        elif isinstance(node, ast.ClassDef):
+            outer_parts = [*node.decorator_list, *node.bases, *node.keywords]
+            inner_parts = list(node.body)
+        elif isinstance(node, ast.Lambda):
+            outer_parts = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+            inner_parts = [node.body]
+        else:  # a comprehension: its first iterable is evaluated outside it
+            first, *rest = node.generators
+            outer_parts = [first.iter]
+            inner_parts = [first.target, *first.ifs, *rest]
+            inner_parts += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        return [(p, scopes) for p in outer_parts] + [(p, inner) for p in inner_parts]
+
+    # names --------------------------------------------------------------------------------
+    @staticmethod
+    def _local(name: str, scopes: tuple[_Scope, ...]) -> _Scope | None:
+        """The scope that binds ``name`` here, or None for a module-level (global) name."""
+        for depth, scope in enumerate(reversed(scopes)):
+            if scope.is_class and depth > 0:
+                continue  # a class body's names are not visible in its methods
+            if name in scope.declared_global:
+                return None
+            if name in scope.bound:
+                return scope
+        return None
+
+    def qualify(self, node: ast.AST, scopes: tuple[_Scope, ...], depth: int = 0) -> set[str]:
+        """The qualified names an expression may be (``Fn.softmax`` -> torch.nn.functional.softmax)."""
+        attrs: list[str] = []
+        while True:
+            if depth > MAX_ALIAS_DEPTH:
+                return set()
+            if isinstance(node, ast.Attribute):
+                attrs.append(node.attr)
+                node = node.value
+                continue
+            if isinstance(node, ast.Call) and _is_call_to(node, "getattr") and len(node.args) >= 2 \
+                    and _constant_str(node.args[1]) is not None:
+                attrs.append(_constant_str(node.args[1]))
+                node, depth = node.args[0], depth + 1
+                continue
+            break
+        suffix = "".join(f".{a}" for a in reversed(attrs))
+        if isinstance(node, ast.Name):
+            scope = self._local(node.id, scopes)
+            if scope is not None:
+                bases = {scope.imports[node.id]} if node.id in scope.imports else set()
+            else:
+                bases = self.scan.module_qualified(node.id, depth)
+        elif isinstance(node, ast.Call) and node.args and _constant_str(node.args[0]) is not None:
+            module = _constant_str(node.args[0])
+            if _is_call_to(node, "__import__") and self._local("__import__", scopes) is None:
+                # __import__("a.b") is a; with a fromlist it is a.b
+                fromlist = len(node.args) >= 4 or any(k.arg == "fromlist" for k in node.keywords)
+                bases = {module if fromlist else module.split(".")[0]}
+            elif "importlib.import_module" in self.qualify(node.func, scopes, depth + 1):
+                bases = {module}
+            else:
+                bases = set()
+        elif isinstance(node, ast.Subscript) and _constant_str(node.slice) is not None \
+                and "sys.modules" in self.qualify(node.value, scopes, depth + 1):
+            bases = {_constant_str(node.slice)}
+        else:
+            bases = set()
+        return {base + suffix for base in bases}
+
+    # one node -----------------------------------------------------------------------------------
+    def _visit(self, node: ast.AST, scopes: tuple[_Scope, ...], summary: _Summary, root: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load) and self._local(node.id, scopes) is None:
+                summary.refs.add(node.id)
+            if self.tamper and node.id in TAMPER_NAMES:
+                self.scan._note(f"{TAMPERING}uses {node.id}")
+        elif isinstance(node, ast.Attribute):
+            qualified = self.qualify(node, scopes)
+            summary.hits |= qualified
+            if not qualified and node.attr in METHODS:
+                summary.hits.add(f"method:{node.attr}")
+            if node.attr == "__dict__" and any(q.startswith("torch") for q in qualified):
+                summary.hidden.add(_COMPUTED_NAME_REASON)   # torch.nn.functional.__dict__["soft" + "max"]
+            if self.tamper:
+                self._tampering_attribute(node, qualified, scopes, root)
+        elif isinstance(node, ast.Call):
+            self._visit_call(node, scopes, summary, root)
+        elif self.tamper and isinstance(node, (ast.Import, ast.ImportFrom)):
+            self._tampering_import(node)
+        elif self.tamper and isinstance(node, ast.NamedExpr) and all(s.is_comprehension for s in scopes):
+            self.scan._bind(node.target.id, _Binding(self.scan._order, True, node=node.value))  # module level
+        elif self.tamper and isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and _is_autograder(node.value):
+            self.scan._note(f"{TAMPERING}names the grader's module {node.value[:60]!r}")
+        if self.tamper and isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                if isinstance(target, (ast.Attribute, ast.Subscript)) and self.qualify(target.value, scopes):
+                    self.scan.note_root(root)  # monkeypatches a module: runs for every exercise
+                elif isinstance(target, ast.Name) and scopes and target.id in scopes[-1].declared_global \
+                        and getattr(node, "value", None) is not None:
+                    # ``global x; x = ...`` inside a function rebinds the module-level x
+                    self.scan._bind(target.id, _Binding(self.scan._order, True, node=node.value))
+
+    def _visit_call(self, node: ast.Call, scopes: tuple[_Scope, ...], summary: _Summary, root: ast.AST) -> None:
+        qualified = self.qualify(node, scopes)      # getattr(F, "softmax"), importlib.import_module("x")
+        summary.hits |= qualified
+        builtin = node.func.id if isinstance(node.func, ast.Name) and self._local(node.func.id, scopes) is None \
+            and not self.scan.active(node.func.id) else None
+        if builtin in _DYNAMIC_CODE or self.qualify(node.func, scopes) & _QUALIFIED_DYNAMIC_CODE:
+            summary.hidden.add(_DYNAMIC_CODE_REASON)
+        if builtin not in _ATTRIBUTE_FUNCTIONS or len(node.args) < 2:
+            return
+        attr = _constant_str(node.args[1])
+        base = self.qualify(node.args[0], scopes)
+        if attr is None and any(b == "torch" or b.startswith("torch.") for b in base):
+            summary.hidden.add(_COMPUTED_NAME_REASON)   # getattr(torch._C, "Disable" + "TorchFunction")
+        if attr in METHODS and not base and builtin == "getattr":
+            summary.hits.add(f"method:{attr}")
+        if not self.tamper:
+            return
+        if attr in TAMPER_NAMES:
+            self.scan._note(f"{TAMPERING}uses {attr}")
+        reads_check = builtin in ("getattr", "hasattr") and base == {"autograder"} and attr == "check"
+        if any(_is_autograder(b) for b in base) and not reads_check:
+            self.scan._note(f"{TAMPERING}{builtin} on the grader's module")
+        if builtin in ("setattr", "delattr") and base:
+            self.scan.note_root(root)  # monkeypatches a module: runs for every exercise
+
+    def _tampering_attribute(self, node: ast.Attribute, qualified: set[str], scopes: tuple[_Scope, ...],
+                             root: ast.AST) -> None:
+        if node.attr in TAMPER_NAMES:
+            self.scan._note(f"{TAMPERING}uses {node.attr}")
+        for name in qualified:
+            if name == "sys.modules":
+                self.scan._note(f"{TAMPERING}uses sys.modules")
+            if _is_autograder(name) and (name != _ALLOWED_AUTOGRADER or not isinstance(node.ctx, ast.Load)):
+                self.scan._note(f"{TAMPERING}touches {'.'.join(name.split('.')[:2])[:80]}")
+
+    def _tampering_import(self, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+            for module in modules:
+                if _is_autograder(module) and module != "autograder":
+                    self.scan._note(f"{TAMPERING}imports {module[:80]}")
+        else:
+            module = "." * node.level + (node.module or "")
+            modules = [module]
+            for alias in node.names:
+                full = f"{module}.{alias.name}"
+                if _is_autograder(module) and full != _ALLOWED_AUTOGRADER:
+                    self.scan._note(f"{TAMPERING}imports {full[:80]}")
+                if alias.name in TAMPER_NAMES:
+                    self.scan._note(f"{TAMPERING}uses {alias.name}")
+        for module in modules:
+            for part in module.split("."):
+                if part in TAMPER_NAMES:
+                    self.scan._note(f"{TAMPERING}uses {part}")
+
+
+def scan_notebook(sources: Sequence[str], unparsed: Iterable[int] = ()) -> NotebookScan:
+    """Parse a submission's code cells once (``Cell.code`` of the cells the worker runs).
+
+    ``unparsed``: positions in ``sources`` of cells the worker could not compile either
+    (RecursionError, MemoryError): one that defeats this parser too is ignored, as a
+    SyntaxError is; any other cell this parser cannot read is "uninspectable".
+    """
+    return NotebookScan(sources, unparsed)
+
+
+def scan_exercise(sources: Sequence[str], function: str, forbidden: Iterable[str]) -> list[str]:
+    """What the static scan finds for one exercise; empty when nothing.
+
+    ``sources``: the code of the notebook's code cells, in order (``Cell.code`` of the
+    cells the worker runs). ``function``: the exercise's function or class name.
+    ``forbidden``: its forbidden calls as exercises.md spells them (``"F.softmax"``).
+
+    Returns the forbidden names the function can reach, as spelled in ``forbidden``
+    and in its order, then notebook-wide findings: ``"tampering: ..."`` (the same for
+    every exercise of the notebook) and ``"uninspectable: ..."`` (too large, too deeply
+    nested). Never raises for anything in ``sources``.
+    """
+    return scan_notebook(sources).exercise(function, forbidden)
+
+
+__all__ = ["MAX_SOURCE_BYTES", "QUALIFIED", "TAMPERING", "TAMPER_NAMES", "UNINSPECTABLE", "NotebookScan",
+           "candidates", "canonical", "scan_exercise", "scan_notebook"]

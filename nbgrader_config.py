@@ -17,6 +17,8 @@ from autograder.build import NBGRADER_PREPROCESSORS, STUB  # noqa: E402
 c = get_config()  # noqa: F821 - traitlets defines it for config files
 
 c.CourseDirectory.root = HERE
+# nbgrader's release/fetch/submit/collect exchange needs a course id (release_assignment fails without one).
+c.CourseDirectory.course_id = "attention-from-scratch"
 c.CourseDirectory.source_directory = "source"
 c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")  # git-ignored

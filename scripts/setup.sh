@@ -9,13 +9,17 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.installed-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
+  echo "setup: installing into .venv (first time: a minute or two; later runs skip this)"
   .venv/bin/python -m pip install -q --upgrade pip
+  echo "setup: PyTorch ${TORCH_VERSION:-2.13.0} (CPU build)"
   # TORCH_INDEX_URL lets a machine with internet take the CPU wheel from PyTorch's own index.
   .venv/bin/python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
-  .venv/bin/python -m pip install -q -e .
+  echo "setup: the kit and its dependencies (nbgrader, JupyterLab, Otter, ...)"
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e .   # (setuptools' editable-install banner)
   .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
   rm -f .venv/.installed-*
   touch "$stamp"
+  echo "setup: done; \`source .venv/bin/activate\` puts \`autograder\` on your PATH"
 fi
 # Chromium (Debian's package) and Playwright for the JupyterLab browser test; SKIP_BROWSER=1 leaves them out.
 [ -n "${SKIP_BROWSER:-}" ] || bash scripts/install-browser.sh

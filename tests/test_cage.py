@@ -183,6 +183,14 @@ def world(tmp_path_factory):
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture
+def ordinary_user() -> None:
+    """The test drops to uid 65534 itself (util-linux's unshare and setpriv, on every Debian)."""
+    why = unprivileged.available()
+    if why:
+        pytest.skip(f"cannot drop to an ordinary user here: {why}")
+
+
 def grade_as(world: dict, *, user: bool, env: dict[str, str] | None = None,
              extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "autograder", "grade", str(world["subs"]), "-o", str(world["out"]), "-j", "1",
@@ -229,10 +237,7 @@ def test_as_root_every_attempt_is_denied_or_contained(world):
 
 
 @pytest.mark.slow
-def test_as_an_ordinary_user_the_user_namespace_cage_holds(world):
-    why = unprivileged.available()
-    if why:
-        pytest.skip(f"cannot drop to an ordinary user here: {why}")
+def test_as_an_ordinary_user_the_user_namespace_cage_holds(world, ordinary_user):
     done = grade_as(world, user=True)
     results = check_contained(world, done, "userns")
     assert "isolation: userns" in done.stdout
@@ -241,20 +246,14 @@ def test_as_an_ordinary_user_the_user_namespace_cage_holds(world):
 
 
 @pytest.mark.slow
-def test_without_user_namespaces_the_landlock_fallback_holds(world):
-    why = unprivileged.available()
-    if why:
-        pytest.skip(f"cannot drop to an ordinary user here: {why}")
+def test_without_user_namespaces_the_landlock_fallback_holds(world, ordinary_user):
     done = grade_as(world, user=True, env={"AUTOGRADER_CAGE": "landlock"})
     results = check_contained(world, done, "landlock")
     assert {"landlock-fs", "seccomp"} <= set(results["ada"]["isolation"]["layers"])
 
 
 @pytest.mark.slow
-def test_with_no_cage_at_all_grading_refuses_or_runs_only_when_told(world):
-    why = unprivileged.available()
-    if why:
-        pytest.skip(f"cannot drop to an ordinary user here: {why}")
+def test_with_no_cage_at_all_grading_refuses_or_runs_only_when_told(world, ordinary_user):
     # An ordinary user cannot have the root cage: with only that allowed, nothing can be set up.
     done = grade_as(world, user=True, env={"AUTOGRADER_CAGE": "root"})
     assert done.returncode == 2

@@ -75,7 +75,13 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/checks/*.py",
 )
 #: Distributions the student bundle installs; their version ranges come from pyproject.toml.
-STUDENT_DEPENDENCIES: tuple[str, ...] = ("torch", "numpy", "nbformat", "pydantic", "pyyaml")
+#: matplotlib: the notebooks plot; jupyterlab and ipykernel: where they run; rich and
+#: nbformat: ``autograder check NOTEBOOK``'s table and reader (IPython comes with ipykernel).
+STUDENT_DEPENDENCIES: tuple[str, ...] = ("torch", "numpy", "nbformat", "pydantic", "pyyaml", "rich",
+                                         "matplotlib", "jupyterlab", "ipykernel")
+#: The bundle's console script: the student side of ``autograder`` (only ``check``), which needs
+#: nothing outside :data:`STUDENT_PACKAGE` (the kit's autograder/cli.py imports grading modules).
+STUDENT_SCRIPT = "autograder.selfcheck:main"
 
 FINGERPRINTS = "autograder/data/fingerprints.json"
 BUNDLE = "dist/student-bundle.zip"
@@ -424,10 +430,14 @@ def _bundle_pyproject(root: Path) -> bytes:
         return re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
 
     deps = [d for d in project["dependencies"] if name_of(d) in STUDENT_DEPENDENCIES]
+    lacking = sorted(set(STUDENT_DEPENDENCIES) - {name_of(d) for d in deps})
+    if lacking:
+        raise BuildError(f"pyproject.toml: the student bundle needs {', '.join(lacking)} in [project] dependencies")
     listed = "".join(f"    {json.dumps(d)},\n" for d in deps)
     return (
-        "# The self-check of the course, for students: `pip install .` here, then\n"
-        "# `from autograder import check` in the notebooks.\n"
+        "# The self-check of the course, for students: install PyTorch's CPU build first\n"
+        "# (pip install torch --index-url https://download.pytorch.org/whl/cpu), then `pip install .`\n"
+        "# here; `from autograder import check` in the notebooks, `autograder check NOTEBOOK` in a terminal.\n"
         "[build-system]\n"
         'requires = ["setuptools>=68"]\n'
         'build-backend = "setuptools.build_meta"\n\n'
@@ -436,6 +446,8 @@ def _bundle_pyproject(root: Path) -> bytes:
         f"version = {json.dumps(project['version'])}\n"
         f"requires-python = {json.dumps(project.get('requires-python', '>=3.10'))}\n"
         f"dependencies = [\n{listed}]\n\n"
+        "[project.scripts]\n"
+        f"autograder = {json.dumps(STUDENT_SCRIPT)}\n\n"
         "[tool.setuptools.packages.find]\n"
         'include = ["autograder*"]\n\n'
         "[tool.setuptools.package-data]\n"
@@ -446,14 +458,29 @@ def _bundle_pyproject(root: Path) -> bytes:
 BUNDLE_README = """\
 # 自测包 / Self-check bundle
 
-安装（在这个文件夹里）/ Install (in this folder):
+安装（在这个文件夹里，最好在一个新的虚拟环境中）。先装 PyTorch 的 CPU 版
+（不这样做，pip 可能下载好几个 GB 的 CUDA 版），再装本包：
+Install (in this folder, best in a fresh virtual environment). First PyTorch's CPU
+build (otherwise pip may download gigabytes of the CUDA build), then this package:
 
+    pip install torch --index-url https://download.pytorch.org/whl/cpu
     pip install .
 
-然后用 JupyterLab 打开各作业文件夹里的 notebook，完成每个练习后运行它下面的
+这会同时装好 JupyterLab、matplotlib 和 `autograder` 命令。
+This also installs JupyterLab, matplotlib and the `autograder` command.
+
+然后用 JupyterLab（`jupyter lab`）打开各作业文件夹里的 notebook，完成每个练习后运行它下面的
 `check("2.4")` 单元格，马上就能看到哪里对、哪里错、为什么。
-Then open the notebooks in JupyterLab; after each exercise run the `check("2.4")`
-cell below it to see at once what is right, what is wrong and why.
+Then open the notebooks in JupyterLab (`jupyter lab`); after each exercise run the
+`check("2.4")` cell below it to see at once what is right, what is wrong and why.
+
+在终端里检查保存好的 notebook / From a terminal, on a saved notebook:
+
+    autograder check 02_qkv_attention/02_qkv_attention.ipynb
+    autograder check 02_qkv_attention/02_qkv_attention.ipynb --exercise 2.4 --language en
+
+某个单元格或函数调用陷入死循环时，它会在 course.yml 的 limits.call_seconds 秒后停下并指出是哪一个。
+A cell or call stuck in an endless loop is stopped after course.yml's limits.call_seconds and named.
 
 这里只有公开的自测：没有参考答案，也没有隐藏测试。
 Only the public self-checks are here: no reference solutions, no hidden tests.
@@ -479,8 +506,42 @@ def bundle_files(root: Path, derived: Derived) -> dict[str, bytes]:
     return dict(sorted(files.items()))
 
 
+#: Near-answers: code that solves an exercise in one readable line without being a line of its
+#: reference solution (other names, a helper of a public check). Matched per line, with all
+#: whitespace removed, against every shipped file: public checks compare with torch's own
+#: functions or with expected values built element by element, never with such a line. The
+#: patterns want variables, not literal sizes: the notebooks' own demos (``x.reshape(3, 5, 2, 4)``)
+#: and the markdown that names the steps stay allowed.
+NEAR_ANSWERS: dict[str, tuple[str, ...]] = {
+    # tanh_derivative: 1 - tanh(z)**2 as code (the notebook's markdown writes the math: 1 - tanh(z)^2)
+    "1.1": (r"1-(torch|np|numpy|math)\.tanh\(([^()]|\([^()]*\))*\)(\*\*2|\.pow\(2\)|\.square\(\))",
+            r"1-(torch|np|numpy)\.square\((torch|np|numpy|math)\.tanh"),
+    # padding_mask: positions (1, T) compared with lengths (B, 1)
+    "3.1": (r"(\.unsqueeze\(0\)|\[None,:\]|\[None\])(>=|<)[A-Za-z_][\w.]*(\.unsqueeze\(1\)|\[:,None\])",
+            r"[A-Za-z_][\w.]*(\.unsqueeze\(1\)|\[:,None\])(<=|>)[\w.()]*arange"),
+    # masked_attention: scaled scores handed to a masked softmax
+    "3.3": (r"masked_softmax\(.*@.*(transpose\(-2,-1\)|\.mT)",),
+    # scaled_dot_product_attention: a softmax of the scaled scores
+    "2.4": (r"softmax\(.*@.*(transpose\(-2,-1\)|\.mT).*/",),
+    # split_heads / merge_heads with variable sizes
+    "4.1": (r"\.(reshape|view)\([A-Za-z_]\w*,[A-Za-z_]\w*,[A-Za-z_][\w.]*,[^()]*\)\.(transpose\(1,2\)|permute\(0,2,1,3\))",),
+    "4.2": (r"\.(transpose\(1,2\)|permute\(0,2,1,3\))(\.contiguous\(\))?\.(reshape|view)\([A-Za-z_]",),
+}
+
+
+def near_answers(path: str, data: bytes) -> list[tuple[str, str]]:
+    """(exercise, the line) for every line of this file that matches a :data:`NEAR_ANSWERS` pattern."""
+    found = []
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        squeezed = re.sub(r"\s+", "", line)
+        for exercise, patterns in NEAR_ANSWERS.items():
+            if any(re.search(pattern, squeezed) for pattern in patterns):
+                found.append((exercise, line.strip()))
+    return found
+
+
 def _refuse_secrets(sources: tuple[Source, ...], files: dict[str, bytes]) -> None:
-    """A last guard: no secret folder, no line of a reference solution in the bundle."""
+    """A last guard: no secret folder, no line of a reference solution, no near-answer in the bundle."""
     for path in files:
         parts = PurePosixPath(path).parts
         if parts[0] == "solutions" or parts[:2] in (("autograder", "hidden"), ("autograder", "mistakes")):
@@ -491,6 +552,11 @@ def _refuse_secrets(sources: tuple[Source, ...], files: dict[str, bytes]) -> Non
         leaked = sorted(secret & lines)
         if leaked:
             raise BuildError(f"student bundle: {path} contains a line of a reference solution: {leaked[0]!r}")
+        near = near_answers(path, data)
+        if near:
+            raise BuildError(f"student bundle: {path} contains a near-answer of exercise {near[0][0]}: {near[0][1]!r}",
+                             hint="compare with torch's own functions or with expected values built element by "
+                                  "element (autograder/build.py: NEAR_ANSWERS)")
 
 
 def solution_lines(nb: NotebookNode) -> set[str]:
@@ -576,12 +642,15 @@ def build(root: Path = ROOT) -> list[str]:
     Returns one line per file written or removed (the bundle is always written).
     """
     course = load_course(root / "course.yml")
+    # course.yml's points into the source notebooks' nbgrader test cells first: release/ derives from them.
+    synced = _test_cells(root, course, write=True)
     derived = derive(root, course)
     written, removed = write_files(root, derived.files)
     for rel, data in derived.outputs.items():
         _write(root / rel, data)
     _write(root / BUNDLE, zip_bytes(bundle_files(root, derived)))
-    return ([f"wrote {rel}" for rel in written] + [f"removed {rel}" for rel in removed]
+    return ([f"updated the test cells of {rel} from course.yml" for rel in synced]
+            + [f"wrote {rel}" for rel in written] + [f"removed {rel}" for rel in removed]
             + [f"wrote {rel}" for rel in derived.outputs] + [f"wrote {BUNDLE}"])
 
 
@@ -592,10 +661,18 @@ def check_current(root: Path = ROOT) -> None:
     could reproduce their bytes.
     """
     course = load_course(root / "course.yml")
-    stale = stale_files(root, derive(root, course, outputs=False).files)
+    stale = [f"{rel} (test cells differ from course.yml's points)" for rel in _test_cells(root, course, write=False)]
+    stale += stale_files(root, derive(root, course, outputs=False).files)
     student_course(root)  # the seed can still be taken out of the bundle
     if stale:
         raise StaleError("derived files do not match source/:\n  " + "\n  ".join(stale), hint=stale_hint(stale))
+
+
+def _test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
+    """Source notebooks whose nbgrader test cells differ from course.yml (points, place); written when ``write``."""
+    from .nbgrader_bridge import sync_test_cells
+
+    return sync_test_cells(root, course, write=write)
 
 
 def stale_hint(stale: list[str]) -> str:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
-from .errors import AutograderError
+from .errors import run_command, use_course
 
 #: subcommand -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -61,23 +60,16 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
+    def work() -> int:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
-        if args.course:
-            os.environ["AUTOGRADER_COURSE"] = os.path.abspath(args.course)
+        use_course(args.course)
         if not getattr(args, "_run", None):
             parser.print_help()
             return 2
         return int(args._run(args) or 0)
-    except AutograderError as exc:
-        print(f"ERROR {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"  hint: {exc.hint}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("ERROR interrupted", file=sys.stderr)
-        return 130
+
+    return run_command(work)
 
 
 if __name__ == "__main__":

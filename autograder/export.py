@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ROOT, Assignment, Course, load_course
-from .errors import AutograderError
+from .errors import AutograderError, report
 
 #: Gradescope's results.json vocabulary (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
@@ -550,10 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except AutograderError as exc:
-        print(f"ERROR {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"  hint: {exc.hint}", file=sys.stderr)
-        return exc.exit_code
+        return report(exc)
 
 
 if __name__ == "__main__":

@@ -282,6 +282,11 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     result["max_points"] = assignment.points
     notes: list[str] = []
     notes_msg: list[dict[str, str]] = []
+    if sub.evidence.get("also_found"):
+        notes.append(f"also found: {sub.evidence['also_found']}")
+        notes_msg.append({"zh": f"同一作业还有其他副本，未评分：{sub.evidence['also_found']}",
+                          "en": f"other copies of this assignment were found and not graded: "
+                                f"{sub.evidence['also_found']}"})
     if nb.metadata.get("autograder_converted_from") == 3:
         notes.append("converted from nbformat 3")
         notes_msg.append({"zh": "笔记本为旧格式 nbformat 3，已自动转换",
@@ -780,6 +785,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[dim]ignored (not a notebook): {escape(name)}[/]")
         if len(found.ignored) > 10:
             console.print(f"[dim]... and {len(found.ignored) - 10} more files that are not notebooks[/]")
+        for extra, chosen in list(found.superseded.items())[:10]:
+            console.print(f"[dim]not graded: {escape(extra)} (a second copy; {escape(chosen)} is graded)[/]")
         if found.out_of_scope:
             console.print(f"[dim]{len(found.out_of_scope)} notebooks of other assignments skipped (--assignment "
                           f"{args.assignment})[/]")
@@ -835,7 +842,8 @@ def run(args: argparse.Namespace) -> int:
     writing = outcome.write_seconds / outcome.graded if outcome.graded else 0.0
     console.print(f"graded {outcome.graded} in {outcome.seconds:.2f} s ({per:.3f} s each, of which writing "
                   f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s), {outcome.resumed} kept from an earlier "
-                  f"run; wrote {out}/grades.csv, canvas.csv, moodle.csv, report.html, results/, feedback/")
+                  f"run; wrote {out}/grades.csv, canvas.csv, moodle.csv, lms-skipped.csv, report.html, results/, "
+                  "feedback/")
     if args.no_isolation:
         console.print("[bold red]graded with --no-isolation: student code ran uncaged (recorded in every result)[/]")
     for problem in failed:

@@ -12,8 +12,10 @@ Three things live here:
   ``auto_score``), so ``nbgrader export`` and the formgrader show them.
   :func:`discover_nbgrader_course` and :func:`after_batch` are what
   ``autograder grade --nbgrader`` calls.
-* **LMS files.** :func:`write_lms_csv` writes ``canvas.csv`` and ``moodle.csv``:
-  one row per student, one column per assignment, and the total.
+* **LMS files.** :func:`write_lms_csv` writes ``canvas.csv`` (one row per student,
+  one column per assignment, matched by the Canvas user id when the download gave one),
+  ``moodle.csv`` (Moodle's offline grading worksheet, matched by participant id) and
+  ``lms-skipped.csv`` (what was left blank because it is not a grade, and why).
 """
 from __future__ import annotations
 
@@ -41,8 +43,13 @@ MOODLE_FILE = "moodle.csv"
 #: Canvas' importer skips columns whose header contains "Final Points" (read-only, it computes its own).
 CANVAS_TOTAL = "Final Points"
 CANVAS_STUDENT_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
-MOODLE_ID = "Username"
-MOODLE_TOTAL = "Total"
+#: Moodle's offline grading worksheet (an assignment's "Upload grading worksheet"): its importer finds
+#: these three columns by name and matches a row by "Identifier" = "Participant <participant id>".
+MOODLE_COLUMNS = ("Identifier", "Full name", "Assignment", "Grade", "Maximum Grade", "Last modified (grade)")
+MOODLE_PARTICIPANT = "Participant "
+#: Every result that got no grade in canvas.csv and moodle.csv (a blank cell), with its status.
+LMS_SKIPPED_FILE = "lms-skipped.csv"
+LMS_SKIPPED_COLUMNS = ("student", "assignment", "status", "source")
 
 
 # -- the test cells of the source notebooks --------------------------------------------
@@ -88,8 +95,11 @@ def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
     for a in course.assignments:
         rel = f"source/{a.id}/{a.notebook}"
         path = Path(root) / rel
-        before = path.read_text(encoding="utf-8")
-        nb = nbformat.reads(before, as_version=4)
+        try:
+            before = path.read_text(encoding="utf-8")
+            nb = nbformat.reads(before, as_version=4)
+        except Exception:  # noqa: BLE001 - missing or unreadable: reading the sources names it (build.read_source)
+            continue
         for ex in a.exercises:
             want = test_cell(ex)
             nb.cells = [c for c in nb.cells if _grade_id(c) != want.metadata.nbgrader.grade_id]
@@ -286,12 +296,13 @@ def _check_grade_cells(gb: Any, course: Course, assignment_id: str) -> None:
             cell = gb.find_grade_cell(name, notebook, assignment_id)
         except MissingEntry:
             raise AutograderError(f"gradebook: {assignment_id} has no grade cell {name!r}",
-                                  hint="the source notebooks need their test cells: run "
-                                       "nbgrader_bridge.sync_test_cells, then autograder build") from None
+                                  hint="run `autograder build`: it puts each exercise's test cell in the "
+                                       "source notebook, with course.yml's points") from None
         if abs(float(cell.max_score) - float(ex.points)) > 1e-9:
             raise AutograderError(f"gradebook: {name} is worth {cell.max_score:g} points, course.yml says "
                                   f"{ex.points:g} ({assignment_id}, exercise {ex.id})",
-                                  hint="run nbgrader_bridge.sync_test_cells and autograder build")
+                                  hint="run `autograder build`: it writes course.yml's points into the test "
+                                       "cells (and grading then updates the gradebook)")
 
 
 def load_results(out_dir: Path) -> list[dict[str, Any]]:
@@ -330,64 +341,135 @@ def _fmt(points: float) -> str:
     return f"{round(float(points), 3):g}"
 
 
+def _evidence(result: dict[str, Any], key: str) -> str:
+    """An LMS id the discovery read from the submission's name (``canvas_id``, ``moodle_id``), or ""."""
+    evidence = result.get("evidence")
+    value = evidence.get(key) if isinstance(evidence, dict) else None
+    return value if isinstance(value, str) and value.isdigit() else ""
+
+
+@dataclass
+class LmsEntry:
+    """The result that counts for one student and assignment."""
+
+    student: str
+    assignment: str
+    points: float | None           # None: not graded (the status says why); the LMS cell stays blank
+    status: str
+    source: str
+    graded_at: str
+    canvas_id: str                 # Canvas user id from the download's file name, or ""
+    moodle_id: str                 # Moodle participant id from the download's folder name, or ""
+
+
 @dataclass
 class LmsTable:
-    """One row per student: each assignment's points (None: no submission found) and the total."""
+    """One row per student: each assignment's points (None: nothing graded, a blank cell) and the total."""
 
     assignments: list[Any]                               # course.yml Assignment objects, in course order
     rows: list[tuple[str, dict[str, float | None], float]]
+    entries: list[LmsEntry] = field(default_factory=list)        # by student, then assignment
+    canvas_ids: dict[str, str] = field(default_factory=dict)     # student -> Canvas user id
+    skipped: list[tuple[str, str, str, str]] = field(default_factory=list)  # (student, assignment, status, source)
 
 
 def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
-    """Students x assignments from ``autograder grade`` results (one result per pair, as the gradebook)."""
+    """Students x assignments from ``autograder grade`` results (one result per pair, as the gradebook).
+
+    Only a grade is written: a result that is not one (unreadable, a discovery problem, a grader
+    fault) leaves its cell blank, so the LMS keeps what it has, and is listed in ``skipped`` with
+    its status, as is a result that names no student or no assignment of the course.
+    """
+    results = list(results)
     known = {a.id for a in course.assignments}
     usable = [r for r in results if r.get("student") and r.get("assignment") in known]
     chosen = _newest(usable)
+    skipped = [(str(r.get("student") or ""), str(r.get("assignment") or ""), str(r.get("status") or ""),
+                str(r.get("source") or "")) for r in results if not (r.get("student") and r.get("assignment") in known)]
     present = {assignment for _, assignment, _ in chosen.values()}
     assignments = [a for a in course.assignments if a.id in present]
-    per_student: dict[str, dict[str, float | None]] = {}
+    entries = []
     for student, assignment, r in chosen.values():
-        per_student.setdefault(student, {})[assignment] = float(r.get("points", 0.0)) if _is_graded(r) else 0.0
+        graded = _is_graded(r)
+        entries.append(LmsEntry(student, assignment, float(r.get("points", 0.0)) if graded else None,
+                                str(r.get("status") or ""), str(r.get("source") or ""),
+                                str(r.get("graded_at") or ""), _evidence(r, "canvas_id"), _evidence(r, "moodle_id")))
+        if not graded:
+            skipped.append((student, assignment, str(r.get("status") or ""), str(r.get("source") or "")))
+    order = {a.id: i for i, a in enumerate(course.assignments)}
+    entries.sort(key=lambda e: (e.student, order[e.assignment]))
+    per_student: dict[str, dict[str, float | None]] = {}
+    canvas_ids: dict[str, tuple[str, str]] = {}
+    for e in entries:
+        per_student.setdefault(e.student, {})[e.assignment] = e.points
+        if e.canvas_id and (e.student not in canvas_ids or e.graded_at > canvas_ids[e.student][0]):
+            canvas_ids[e.student] = (e.graded_at, e.canvas_id)   # a user id is course-wide: the latest
     rows = []
     for student in sorted(per_student):
         scores = {a.id: per_student[student].get(a.id) for a in assignments}
         rows.append((student, scores, round(sum(v for v in scores.values() if v is not None), 6)))
-    return LmsTable(assignments, rows)
+    skipped.sort()
+    return LmsTable(assignments, rows, entries, {k: v for k, (_, v) in canvas_ids.items()}, skipped)
 
 
 def canvas_csv(table: LmsTable) -> str:
     """Canvas' gradebook import: its five student columns, one column per assignment, "Final Points".
 
-    The student ID goes to ``Student`` and ``SIS Login ID`` (Canvas matches by ID,
-    then SIS User ID, then SIS Login ID, then name). The "Points Possible" row
-    sets the points of assignments the import creates. Canvas ignores the
-    "Final Points" column on import (read-only; it computes its own total).
+    Canvas matches a row by ``ID`` (its user id), then SIS User ID, then SIS Login ID. The user
+    id is the first number of a Canvas download's file names (``alicesmith_12345_67890_...``);
+    without one (another source), the student goes to ``SIS Login ID``. A blank cell (no graded
+    notebook) leaves Canvas' grade as it is. The "Points Possible" row sets the points of
+    assignments the import creates; Canvas ignores "Final Points" (read-only, it computes its own).
     """
     header = [*CANVAS_STUDENT_COLUMNS, *(a.id for a in table.assignments), CANVAS_TOTAL]
     possible = ["Points Possible", "", "", "", "", *(_fmt(a.points) for a in table.assignments),
                 _fmt(sum(a.points for a in table.assignments))]
-    rows = [[student, "", "", student, "",
-             *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments), _fmt(total)]
-            for student, scores, total in table.rows]
+    rows = []
+    for student, scores, total in table.rows:
+        canvas_id = table.canvas_ids.get(student, "")
+        rows.append([student, canvas_id, "", "" if canvas_id else student, "",
+                     *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments),
+                     _fmt(total)])
     # A student named "Points Possible" would be read as a second such row: the gate quotes it.
     return csv_rows([header, possible], rows, reserved=("Points Possible",))
 
 
-def moodle_csv(table: LmsTable) -> str:
-    """Moodle's "Import: CSV file": a user column to map (Username), one column per grade item, Total."""
-    rows = [[student, *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments),
-             _fmt(total)] for student, scores, total in table.rows]
-    return csv_rows([[MOODLE_ID, *(a.id for a in table.assignments), MOODLE_TOTAL]], rows)
+def moodle_csv(table: LmsTable, course: Course | None = None) -> str:
+    """Moodle's offline grading worksheet: one row per student and assignment.
+
+    Moodle's "Upload grading worksheet" (in the assignment) finds the columns ``Identifier``,
+    ``Grade`` and ``Last modified (grade)`` by name and matches ``Identifier`` = ``Participant
+    <id>``, the participant id of the assignment's "Download all submissions" folder names
+    (``Ada Lovelace_12345_assignsubmission_file_``). Participant ids belong to one assignment:
+    uploaded to an assignment, the rows of other assignments match nobody and are skipped. A row
+    without an id (not from a Moodle download) or without a grade (a blank cell) is skipped too.
+    ``Last modified (grade)`` is when the kit graded: Moodle keeps a grade changed after it.
+    """
+    maxima = {a.id: a.points for a in (course.assignments if course is not None else table.assignments)}
+    rows = [[MOODLE_PARTICIPANT + e.moodle_id if e.moodle_id else "", e.student, e.assignment,
+             "" if e.points is None else _fmt(e.points), _fmt(maxima[e.assignment]) if e.assignment in maxima else "",
+             e.graded_at if e.points is not None else ""] for e in table.entries]
+    return csv_rows([list(MOODLE_COLUMNS)], rows)
+
+
+def lms_skipped_csv(table: LmsTable) -> str:
+    """The results canvas.csv and moodle.csv leave blank (or leave out: no student), with their status."""
+    return csv_rows([list(LMS_SKIPPED_COLUMNS)], [list(row) for row in table.skipped])
 
 
 def write_lms_csv(results: Iterable[dict[str, Any]], course: Course, out_dir: Path) -> list[Path]:
-    """Write ``OUT/canvas.csv`` and ``OUT/moodle.csv`` (UTF-8, comma-separated); returns their paths."""
+    """Write ``OUT/canvas.csv``, ``OUT/moodle.csv`` and ``OUT/lms-skipped.csv`` (UTF-8, comma-separated).
+
+    Returns their paths; ``lms-skipped.csv`` is always rewritten (only its header when every
+    result is a grade), so it never describes an earlier run.
+    """
     from .report import atomic_write_text
 
     table = lms_table(list(results), course)
     out = Path(out_dir)
     written = []
-    for name, text in ((CANVAS_FILE, canvas_csv(table)), (MOODLE_FILE, moodle_csv(table))):
+    for name, text in ((CANVAS_FILE, canvas_csv(table)), (MOODLE_FILE, moodle_csv(table, course)),
+                       (LMS_SKIPPED_FILE, lms_skipped_csv(table))):
         atomic_write_text(out / name, text)
         written.append(out / name)
     return written

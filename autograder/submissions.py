@@ -14,8 +14,14 @@ Its student and assignment come from evidence, never from a silent guess:
 * ``--assignment``, which scopes the batch and fills in what the path leaves open.
 
 When the evidence disagrees or says nothing, the submission carries a
-``problem`` (``ambiguous student: ...``, ``unknown assignment: ...``,
-``duplicate submission: ...``) and the grader reports it as a named failure row.
+``problem`` (``ambiguous student: ...``, ``unknown assignment: ...``) and the
+grader reports it as a named failure row. Several notebooks of one student for
+one assignment: one is graded (see :func:`_pick_duplicates`), the others are
+named in its ``evidence["also_found"]`` and in :attr:`Discovery.superseded`.
+
+An LMS download's ids are kept as evidence: Canvas' user id
+(``evidence["canvas_id"]``) and Moodle's participant id (``evidence["moodle_id"]``),
+so the grade files an LMS imports can match students by them.
 
 A zip is extracted into a private temporary folder: no absolute paths, no
 ``..``, no links, a cap on member count and on bytes actually written (a zip
@@ -37,6 +43,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 import unicodedata
 import zipfile
 import zlib
@@ -59,8 +66,14 @@ ZIP_MAX_BYTES = 2 * 2**30
 ZIP_MAX_MEMBERS = 50_000
 ZIP_MAX_MEMBER_BYTES = 256 * 2**20
 
-_MOODLE_DIR = re.compile(r"^(?P<name>.+?)_\d+_assign(?:ment)?submission_(?:file|onlinetext)_?$", re.I)
-_CANVAS_FILE = re.compile(r"^(?P<name>[^_]+?)(?:_late)?_\d+_\d+(?:_.*)?$", re.I)
+#: Moodle's "Download all submissions" folder: ``<full name>_<participant id>_assignsubmission_file_``.
+_MOODLE_DIR = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:ment)?submission_(?:file|onlinetext)_?$", re.I)
+#: Canvas' "Download Submissions" file: ``<lastfirst>[_late]_<user id>_<attachment id>[_<original name>]``.
+_CANVAS_FILE = re.compile(r"^(?P<name>[^_]+?)(?:_late)?_(?P<id>\d+)_\d+(?:_.*)?$", re.I)
+#: Evidence keys of the LMS ids read from names.
+LMS_IDS = ("canvas_id", "moodle_id")
+#: Moodle's folder name of a blind-marked assignment (no full name: the participant id tells students apart).
+_MOODLE_BLIND = "participant"
 _COPY_NOISE = re.compile(r"(?:[-_ ]*copy\d*|[-_ ]*\(\d+\)|[-_ ]+v\d+|[-_ ]*final)+$", re.I)
 _SEPARATORS = re.compile(r"[\s\-.]+")
 
@@ -100,6 +113,9 @@ class Discovery:
     submissions: list[Submission]
     ignored: list[str]             # files that are not notebooks (README.txt, a .py, a nested zip)
     out_of_scope: list[str]        # notebooks of another assignment than --assignment
+    #: Notebooks not graded because the same student handed in another one for the same assignment
+    #: (see :func:`_pick_duplicates`): their source -> the source graded instead.
+    superseded: dict[str, str] = field(default_factory=dict)
 
 
 def safe_name(text: str) -> str:
@@ -173,7 +189,16 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = ZIP_MAX_BYTES,
                 refused[name] = f"cannot be extracted ({_os_reason(exc)})"
                 continue
             written += n
+            _keep_time(target, info)
     return Extraction(root, refused)
+
+
+def _keep_time(target: Path, info: zipfile.ZipInfo) -> None:
+    """Give the file its member's modification time (the duplicate rule compares them), not the
+    time of extraction; a time the platform cannot represent leaves the file as it is."""
+    with contextlib.suppress(OverflowError, ValueError, OSError):
+        stamp = time.mktime((*info.date_time, 0, 0, -1))
+        os.utime(target, (stamp, stamp), follow_symlinks=False)
 
 
 class _TooBig(Exception):
@@ -264,15 +289,28 @@ def _strip_assignment(stem: str, course: Course) -> str:
     return re.sub(r"[\s_]+", "_", residue).strip(" _")
 
 
-def _student_from_dir(name: str) -> str:
+def _student_from_dir(name: str) -> tuple[str, dict[str, str]]:
+    """(student, LMS ids) of a folder: Moodle's ``Ada Lovelace_12345_assignsubmission_file_`` gives
+    ``Ada Lovelace`` and its participant id ``{"moodle_id": "12345"}``."""
     m = _MOODLE_DIR.match(name)
-    return m.group("name").strip() if m else name
+    if not m:
+        return name, {}
+    student, number = m.group("name").strip(), m.group("id")
+    if _norm(student) == _MOODLE_BLIND:   # blind marking: every folder is "Participant_<id>_..."
+        student = f"Participant {number}"
+    return student, {"moodle_id": number}
 
 
-def _student_from_stem(stem: str, course: Course) -> str | None:
+def _student_from_stem(stem: str, course: Course) -> tuple[str | None, dict[str, str]]:
+    """(student, LMS ids) of a file name: Canvas' ``alicesmith_12345_67890_02_qkv_attention`` gives
+    ``alicesmith`` and its Canvas user id ``{"canvas_id": "12345"}``."""
     m = _CANVAS_FILE.match(stem)
     if m and any(assignments_named(stem, course)):
-        return m.group("name")
+        return m.group("name"), {"canvas_id": m.group("id")}
+    return _plain_student_from_stem(stem, course), {}
+
+
+def _plain_student_from_stem(stem: str, course: Course) -> str | None:
     residue = _strip_assignment(stem, course)
     if not residue:
         return None
@@ -437,8 +475,8 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
             out_of_scope.append(s.source)
             continue
         kept.append(s)
-    _flag_duplicates(kept)
-    return Discovery(kept, others, out_of_scope)
+    kept, superseded = _pick_duplicates(kept, course)
+    return Discovery(kept, others, out_of_scope, superseded)
 
 
 def _read(path: Path, max_bytes: int) -> tuple[str, bytes]:
@@ -467,8 +505,9 @@ def _common_dirs(dirs: list[tuple[str, ...]]) -> tuple[str, ...]:
 def _identify(s: Submission, prefix: tuple[str, ...], course: Course, wanted: str | None) -> None:
     parts = PurePosixPath(s.source).parts
     dirs, stem = parts[:-1], PurePosixPath(parts[-1]).stem
-    student, student_problem = _student(dirs, stem, prefix, course, s.source)
+    student, student_problem, ids = _student(dirs, stem, prefix, course, s.source)
     s.student = line(student, 200) if student is not None else None
+    s.evidence.update(ids)
     s.assignment, assignment_problem, how = _assignment(dirs, stem, s.evidence["notebook"], course, wanted)
     s.evidence["assignment"] = how
     problem = assignment_problem or student_problem
@@ -508,37 +547,121 @@ def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: 
 
 
 def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: Course,
-             source: str) -> tuple[str | None, str | None]:
-    """(student, problem): the one folder that tells students apart, else the file name."""
-    def names(folders: tuple[str, ...]) -> list[str]:
+             source: str) -> tuple[str | None, str | None, dict[str, str]]:
+    """(student, problem, LMS ids): the one folder that tells students apart, else the file name.
+
+    The LMS ids (``canvas_id``, ``moodle_id``) come from the very name that gave the student.
+    """
+    def names(folders: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
         found = [_student_from_dir(d) for d in folders
                  if _norm(d) not in STRUCTURAL and not assignments_named(d, course)]
-        return list(dict.fromkeys(found))
+        return list({name: (name, ids) for name, ids in found}.values())
 
     candidates = names(dirs[len(prefix):])
     if len(candidates) > 1:
-        return None, f"ambiguous student: several folders of {source} could name one ({', '.join(candidates)})"
+        listed = ", ".join(name for name, _ in candidates)
+        return None, f"ambiguous student: several folders of {source} could name one ({listed})", {}
     if candidates:
-        return candidates[0], None
-    student = _student_from_stem(stem, course)
+        return candidates[0][0], None, candidates[0][1]
+    student, ids = _student_from_stem(stem, course)
     if student is None:
         # A lone submission (or one student's folder): the folder around it is the only name there is.
         outer = names(prefix)
-        student = outer[-1] if outer else None
+        student, ids = outer[-1] if outer else (None, {})
     if student is None:
-        return None, f"unknown student: nothing in {source} names one"
-    return student, None
+        return None, f"unknown student: nothing in {source} names one", {}
+    return student, None, ids
 
 
-def _flag_duplicates(subs: list[Submission]) -> None:
-    seen: dict[tuple[str, str], list[Submission]] = {}
+def _distinguish_namesakes(subs: list[Submission]) -> None:
+    """Two students of one LMS download with the same name (two ``alicesmith`` in Canvas, two
+    ``Ada Lovelace`` in Moodle) are two people: their LMS ids differ. Each gets its id appended
+    (``alicesmith_12345``), so neither is taken for the other's second notebook."""
+    ids: dict[str, set[tuple[str, str]]] = {}
+    for s in subs:
+        if s.problem is None and s.student:
+            for kind in LMS_IDS:
+                if kind in s.evidence:
+                    ids.setdefault(safe_name(s.student), set()).add((kind, s.evidence[kind]))
+    for s in subs:
+        if s.problem is None and s.student and len(ids.get(safe_name(s.student), ())) > 1:
+            number = next((s.evidence[kind] for kind in LMS_IDS if kind in s.evidence), None)
+            if number is not None:
+                s.student = line(f"{s.student}_{number}", 200)
+
+
+def _canonical(s: Submission, notebook: str) -> bool:
+    """The file bears the assignment's notebook name (``02_qkv_attention.ipynb``), alone or after an
+    LMS prefix (``alicesmith_12345_67890_02_qkv_attention.ipynb``)."""
+    name, want = unicodedata.normalize("NFC", PurePosixPath(s.source).name).casefold(), notebook.casefold()
+    return name == want or name.endswith("_" + want)
+
+
+def _origin(s: Submission) -> tuple[str, ...] | bytes:
+    """What names the student on disk: the LMS id when the name carried one, else the folder the
+    notebook is in (the file system's bytes: two folders whose names clean to the same text differ)."""
+    for kind in LMS_IDS:
+        if kind in s.evidence:
+            return (kind, s.evidence[kind])
+    return os.fsencode(s.path.parent)
+
+
+def _mtime_ns(s: Submission) -> int:
+    try:
+        return os.stat(s.path, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _pick_duplicates(subs: list[Submission], course: Course) -> tuple[list[Submission], dict[str, str]]:
+    """One notebook per student and assignment: (the submissions kept, {source not graded: source graded}).
+
+    When a student handed in several notebooks for one assignment (``02_qkv_attention.ipynb`` and
+    JupyterLab's ``02_qkv_attention-Copy1.ipynb``), the one graded is, in this order:
+
+    1. the one named as the assignment's notebook (``course.yml``'s ``notebook``, also after an LMS
+       prefix such as Canvas' ``alicesmith_12345_67890_``);
+    2. the newest file (modification time; a zip keeps its members' times);
+    3. the first by path.
+
+    It records the others in ``evidence["also_found"]`` (and why it won in ``evidence["chosen_by"]``);
+    the others get no row of their own. Notebooks of one name from different folders (whose names
+    differ on disk but clean to the same text) or different LMS ids are not one student's: each
+    becomes an ``ambiguous student`` row instead.
+    """
+    _distinguish_namesakes(subs)
+    groups: dict[tuple[str, str], list[Submission]] = {}
     for s in subs:
         if s.problem is None and s.student and s.assignment:
-            seen.setdefault((safe_name(s.student), s.assignment), []).append(s)
-    for (student, assignment), group in seen.items():
-        if len(group) > 1:
+            groups.setdefault((safe_name(s.student), s.assignment), []).append(s)
+    superseded: dict[str, str] = {}
+    dropped: set[int] = set()
+    for (student, assignment), group in groups.items():
+        if len(group) < 2:
+            continue
+        if len({_origin(g) for g in group}) > 1:
+            # Different folders (or ids) give the same name: different students, or one we cannot tell.
             where = ", ".join(g.source for g in group)
             for g in group:
-                g.problem = f"duplicate submission: {len(group)} notebooks for {student}/{assignment} ({where})"
-
-
+                g.fail(f"ambiguous student: {len(group)} notebooks for {student}/{assignment} come from "
+                       f"different folders ({where})")
+            continue
+        try:
+            notebook = course.assignment(assignment).notebook
+        except AutograderError:
+            notebook = f"{assignment}.ipynb"
+        ranked = sorted(((not _canonical(g, notebook), -_mtime_ns(g), g.source, g) for g in group),
+                        key=lambda t: t[:3])
+        chosen, runner_up = ranked[0], ranked[1]
+        winner = chosen[3]
+        if chosen[0] != runner_up[0]:
+            winner.evidence["chosen_by"] = f"named {notebook}"
+        elif chosen[1] != runner_up[1]:
+            winner.evidence["chosen_by"] = "the newest file"
+        else:
+            winner.evidence["chosen_by"] = "the first by path (same modification time)"
+        winner.evidence["also_found"] = line(", ".join(t[3].source for t in ranked[1:]), 1000)
+        for t in ranked[1:]:
+            superseded[t[3].source] = winner.source
+            dropped.add(id(t[3]))
+    return [s for s in subs if id(s) not in dropped], superseded

@@ -526,3 +526,99 @@ def test_nbgrader_config_uses_the_build_pipeline() -> None:
     assert config.CourseDirectory.root == str(ROOT)
     assert config.CourseDirectory.db_url == f"sqlite:///{ROOT / 'gradebook.db'}"
     assert "gradebook.db" in (ROOT / ".gitignore").read_text().split()
+
+
+# -- near-answers and the installed bundle ---------------------------------------------------
+#: Lines that once shipped in the public checks: readable answers, though no line of a reference.
+OLD_NEAR_ANSWERS = {
+    "1.1": "want = 1 - torch.tanh(z.double()) ** 2",
+    "3.1": "return torch.arange(max_len).unsqueeze(0) >= lengths.unsqueeze(1)     # (B, max_len)",
+    "3.3": "weights = torch_masked_softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, mask)",
+    "2.4": "weights = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)",
+    "4.1": "return x.reshape(B, T, H, E // H).transpose(1, 2)                  # (B, H, T, d)",
+    "4.2": "return x.transpose(1, 2).reshape(B, T, H * d)                      # (B, T, H*d)",
+}
+
+
+def test_no_shipped_file_holds_a_near_answer() -> None:
+    package, missing = B.student_package(ROOT)
+    assert not missing
+    shipped = {**package, **{p.relative_to(ROOT).as_posix(): p.read_bytes() for p in (ROOT / "release").rglob("*.ipynb")}}
+    assert {p: B.near_answers(p, d) for p, d in shipped.items() if B.near_answers(p, d)} == {}
+    # The patterns catch what used to ship, and the references' own one-liners.
+    for exercise, line in OLD_NEAR_ANSWERS.items():
+        assert exercise in [e for e, _ in B.near_answers("x.py", line.encode())], line
+    refs = {e for p in (ROOT / "solutions").glob("*.py") for e, _ in B.near_answers(p.name, p.read_bytes())}
+    assert {"1.1", "3.1", "4.1", "4.2"} <= refs
+    # ...and the build refuses a bundle holding one.
+    with pytest.raises(BuildError, match="near-answer of exercise 4.1"):
+        B._refuse_secrets((), {"autograder/checks/extra.py": f"    {OLD_NEAR_ANSWERS['4.1']}\n".encode()})
+
+
+def test_bundle_pyproject_declares_what_students_need() -> None:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    bundle = tomllib.loads(B._bundle_pyproject(ROOT).decode())["project"]
+    kit = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for name in ("matplotlib", "jupyterlab", "ipykernel", "torch", "rich", "nbformat"):
+        spec = next(d for d in kit["dependencies"] if re.split(r"[<>=!~ ]", d)[0] == name)
+        assert spec in bundle["dependencies"]                 # the kit's version range
+    assert not {"nbgrader", "otter-grader", "pyseccomp", "pytest"} & {re.split(r"[<>=!~ ]", d)[0]
+                                                                     for d in bundle["dependencies"]}
+    assert bundle["scripts"] == {"autograder": B.STUDENT_SCRIPT}
+    assert "download.pytorch.org/whl/cpu" in B.BUNDLE_README.decode()
+
+
+@pytest.mark.slow
+def test_bundle_installed_in_a_fresh_venv_runs_its_autograder_check(course_root: Path, tmp_path: Path) -> None:
+    """pip install . in a new venv (offline: dependencies from the kit's environment), then the
+    installed `autograder check` on a notebook with a known mistake names it."""
+    from autograder.fingerprints import build_fingerprints, dumps
+
+    course = load_course(course_root / "course.yml")
+    derived = B.derive(course_root, course, outputs=False)
+    fingerprints = {B.FINGERPRINTS: dumps(build_fingerprints(course, exercises=["2.4"])).encode()}
+    derived = B.Derived(derived.files, derived.sources, fingerprints)
+    with zipfile.ZipFile(io.BytesIO(B.zip_bytes(B.bundle_files(course_root, derived)))) as zf:
+        zf.extractall(tmp_path / "unzipped")
+    folder = tmp_path / "unzipped" / B.BUNDLE_FOLDER
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  check=True, capture_output=True, text=True).stdout.strip())
+    # The kit's .venv is itself a venv, so --system-site-packages would not see torch: a .pth line lends
+    # its site-packages instead (appended after the new venv's own, and without its .pth files, so the
+    # kit's editable autograder stays out of sight).
+    (purelib / "kit-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "AUTOGRADER_COURSE", "AUTOGRADER_FINGERPRINTS", "VIRTUAL_ENV")}
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                           "--no-build-isolation", "--no-index", "."], cwd=folder, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metadata = next(purelib.glob("attention_course_selfcheck-*.dist-info")) / "METADATA"
+    requires = {line.split(":", 1)[1].strip().split(">")[0].split("<")[0].split("=")[0].strip()
+                for line in metadata.read_text().splitlines() if line.startswith("Requires-Dist:")}
+    assert {"matplotlib", "jupyterlab", "ipykernel", "torch", "rich"} <= requires
+    where = subprocess.run([str(python), "-c", "import autograder, matplotlib; print(autograder.__file__)"],
+                           env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert where.stdout.strip() == str(purelib / "autograder" / "__init__.py"), where.stderr
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in (
+        "import math\nimport torch\nimport matplotlib.pyplot as plt\nfrom autograder import check",
+        "def scaled_dot_product_attention(Q, K, V):  # a known mistake: no 1/sqrt(d)\n"
+        "    w = torch.softmax(Q @ K.transpose(-2, -1), dim=-1)\n    return w @ V, w",
+        'check("2.4")')]
+    path = tmp_path / "work" / "02_qkv_attention.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    out = subprocess.run([str(venv / "bin" / "autograder"), "check", path.name, "--exercise", "2.4",
+                          "--language", "en"], cwd=path.parent, env=env, capture_output=True, text=True)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "1/sqrt(d)" in out.stdout and "✗" in out.stdout, out.stdout + out.stderr   # the mistake, named
+    assert "raised" not in out.stdout        # every cell ran: matplotlib and check were there
+    assert "Traceback" not in out.stderr

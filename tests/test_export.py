@@ -296,6 +296,28 @@ def test_a_grader_fault_still_writes_a_valid_results_json(tmp_path, capsys):
     assert "Traceback" in capsys.readouterr().err
 
 
+# -- the local try, with relative paths ----------------------------------------------------------
+def test_run_autograder_takes_a_relative_root_and_python(zips, tmp_path):
+    """README's local try: `AUTOGRADER_ROOT=A AUTOGRADER_PYTHON=.venv/bin/python bash A/source/run_autograder`."""
+    root = gradescope_dir(tmp_path, zips["gradescope"], 1001)
+    write_nb(root / "submission" / QKV.notebook, partial_nb())
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AUTOGRADER_COURSE")}
+    relative_python = os.path.relpath(PYTHON, tmp_path)        # a venv's python, reached from here
+    done = subprocess.run(["bash", "autograder/source/run_autograder"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**env, "AUTOGRADER_ROOT": "autograder", "AUTOGRADER_PYTHON": relative_python},
+                          timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    data = read_results(root / "results" / "results.json")
+    assert_kit_results(data)
+    assert 5 < data["score"] < 8                               # graded: 2.1-2.3 right, 2.4 without the scale
+    # A root that is not there: one line naming it, before anything runs.
+    missing = subprocess.run(["bash", str(root / "source" / "run_autograder")], cwd=tmp_path, capture_output=True,
+                             text=True, env={**env, "AUTOGRADER_ROOT": "nowhere", "AUTOGRADER_PYTHON": PYTHON})
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.startswith("ERROR AUTOGRADER_ROOT=nowhere: no folder nowhere/source")
+    assert len(missing.stderr.strip().splitlines()) == 1
+
+
 # -- the real runs ----------------------------------------------------------------------------
 def gradescope_dir(base: Path, zip_path: Path, user_id: int) -> Path:
     """A folder laid out as Gradescope's /autograder: source/ (the zip), submission/, results/."""

@@ -302,11 +302,13 @@ def test_discovery_problems_are_rows_too(tmp_path, sandbox):
     out = tmp_path / "out"
     outcome = grade(subs, out, sandbox)
     statuses = sorted(r["status"].split(":")[0] for r in outcome.results)
-    assert statuses == ["ambiguous student", "duplicate submission", "duplicate submission", "graded",
-                        "unknown assignment"]
-    assert all(r["points"] == 0 for r in outcome.results)
+    # bo's two notebooks: the one named 02_qkv_attention.ipynb is graded, the copy is named in its row.
+    assert statuses == ["ambiguous student", "graded", "graded; also found", "unknown assignment"]
+    assert {r["student"]: r["points"] for r in outcome.results if r["points"]} == {"bo": FULL}
+    bo = next(r for r in outcome.results if r["student"] == "bo")
+    assert bo["evidence"]["also_found"] == "bo/02_qkv_attention-Copy1.ipynb"
     table = rows(out)
-    assert len((out / "grades.csv").read_text(encoding="utf-8-sig").splitlines()) == 1 + 5
+    assert len((out / "grades.csv").read_text(encoding="utf-8-sig").splitlines()) == 1 + 4
     assert table["cy/02_qkv_attention"]["status"] == "graded"
     md = (out / "feedback" / next(r["key"] for r in outcome.results if r["student"] == "dee")).with_suffix(".md")
     assert "unknown assignment" in Path(str(md)).read_text(encoding="utf-8")
@@ -354,12 +356,13 @@ def test_gradebook_keeps_other_batches_and_retires_what_changed(tmp_path, sandbo
     grade(second, out, sandbox)
     lines = list(csv.DictReader((out / "grades.csv").read_text(encoding="utf-8-sig").splitlines()))
     assert sorted((r["student"], r["status"].split(":")[0]) for r in lines) == [
-        ("ann", "graded"), ("bo", "duplicate submission"), ("bo", "duplicate submission")]  # ann's row stays
-    (second / "bo" / "02_qkv_attention-Copy1.ipynb").unlink()        # the instructor resolves it
+        ("ann", "graded"), ("bo", "graded; also found")]              # ann's row stays; bo's copy is named, not graded
+    (second / "bo" / "02_qkv_attention.ipynb").unlink()              # the instructor keeps the copy instead
     again = grade(second, out, sandbox)
     assert [r["key"] for r in again.results] == ["bo__02_qkv_attention"]
+    assert again.results[0]["source"] == "bo/02_qkv_attention-Copy1.ipynb" and again.graded == 1
     assert set(rows(out)) == {"ann/02_qkv_attention", "bo/02_qkv_attention"}
-    assert len(list((out / "superseded").glob("*.json"))) == 2       # moved aside, not deleted
+    assert len(list((out / "superseded").glob("*.json"))) == 1       # moved aside, not deleted
     assert len(list((out / "results").glob("*.json"))) == 2
 
 

@@ -34,8 +34,31 @@ SOLUTION_MARKERS = (B.BEGIN, B.END)
 
 
 # -- test cells ---------------------------------------------------------------------------
+def test_a_changed_point_value_is_one_build_away(course_root: Path) -> None:
+    """Points live in course.yml alone: `build --check` names the source notebook whose test cell
+    disagrees, and `autograder build` rewrites it (no hidden step)."""
+    import yaml
+
+    from autograder.errors import StaleError
+
+    config = yaml.safe_load((course_root / "course.yml").read_text(encoding="utf-8"))
+    config["assignments"][1]["exercises"][1]["points"] = 3          # 2.2: 2 -> 3
+    (course_root / "course.yml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    rel = f"source/{QKV.id}/{QKV.notebook}"
+    with pytest.raises(StaleError) as caught:
+        B.check_current(course_root)
+    assert f"{rel} (test cells differ from course.yml's points)" in caught.value.message
+    assert "source/" in caught.value.hint
+    lines = B.build(course_root)
+    assert f"updated the test cells of {rel} from course.yml" in lines
+    B.check_current(course_root)
+    nb = nbformat.read(course_root / rel, as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == NB.tests_grade_id("2.2"))
+    assert cell.metadata.nbgrader.points == 3
+
+
 def test_source_notebooks_hold_one_test_cell_per_exercise_with_course_points() -> None:
-    assert NB.sync_test_cells(ROOT, COURSE, write=False) == [], "run sync_test_cells, then autograder build"
+    assert NB.sync_test_cells(ROOT, COURSE, write=False) == [], "run autograder build"
     for a in COURSE.assignments:
         nb = nbformat.read(ROOT / "source" / a.id / a.notebook, as_version=4)
         ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
@@ -132,12 +155,12 @@ def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
     results = [
         _result("ada", "01_rnn_decay", 10.5), _result("ada", "02_qkv_attention", 8),
         _result("ben", "02_qkv_attention", 3.25),
-        _result("chen", "02_qkv_attention", 0, graded=False),                   # a named failure counts 0
+        _result("chen", "02_qkv_attention", 0, graded=False),                   # not a grade: blank, listed
         _result("ben", "02_qkv_attention", 1, graded=False, key="ben__dup"),     # a graded result wins
-        _result(None, "02_qkv_attention", 5, key="unknown"),                     # nobody to credit
+        _result(None, "02_qkv_attention", 5, key="unknown"),                     # nobody to credit: listed
     ]
     paths = NB.write_lms_csv(results, COURSE, tmp_path)
-    assert [p.name for p in paths] == ["canvas.csv", "moodle.csv"]
+    assert [p.name for p in paths] == ["canvas.csv", "moodle.csv", "lms-skipped.csv"]
 
     canvas = _rows((tmp_path / "canvas.csv").read_text(encoding="utf-8"))
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "01_rnn_decay",
@@ -145,11 +168,17 @@ def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
     assert canvas[1] == ["Points Possible", "", "", "", "", "11", "8", "19"]
     assert canvas[2:] == [["ada", "", "", "ada", "", "10.5", "8", "18.5"],
                           ["ben", "", "", "ben", "", "", "3.25", "3.25"],     # no 01 submission: blank, not 0
-                          ["chen", "", "", "chen", "", "", "0", "0"]]
+                          ["chen", "", "", "chen", "", "", "", "0"]]          # not graded: blank, not 0
 
     moodle = _rows((tmp_path / "moodle.csv").read_text(encoding="utf-8"))
-    assert moodle == [["Username", "01_rnn_decay", "02_qkv_attention", "Total"],
-                      ["ada", "10.5", "8", "18.5"], ["ben", "", "3.25", "3.25"], ["chen", "", "0", "0"]]
+    at = "2026-11-20T10:00:00+00:00"
+    assert moodle == [["Identifier", "Full name", "Assignment", "Grade", "Maximum Grade", "Last modified (grade)"],
+                      ["", "ada", "01_rnn_decay", "10.5", "11", at], ["", "ada", "02_qkv_attention", "8", "8", at],
+                      ["", "ben", "02_qkv_attention", "3.25", "8", at], ["", "chen", "02_qkv_attention", "", "8", ""]]
+    skipped = _rows((tmp_path / "lms-skipped.csv").read_text(encoding="utf-8"))
+    assert skipped == [["student", "assignment", "status", "source"],
+                       ["", "02_qkv_attention", "graded", ""],
+                       ["chen", "02_qkv_attention", "unreadable: not JSON", ""]]
 
 
 # -- the nbgrader course ----------------------------------------------------------------------

@@ -351,6 +351,54 @@ def test_cli_unknown_exercise_exits_2(tmp_path, capsys):
     assert "2.4" in capsys.readouterr().err
 
 
+def short_limits(tmp_path: Path, monkeypatch, call_seconds: float = 2, submission_seconds: float = 60) -> None:
+    """This course, with short time limits, for the checks below (set as `autograder --course` would)."""
+    text = (ROOT / "course.yml").read_text(encoding="utf-8")
+    text = text.replace("call_seconds: 10 ", f"call_seconds: {call_seconds} ")
+    text = text.replace("submission_seconds: 120 ", f"submission_seconds: {submission_seconds} ")
+    course = tmp_path / "course.yml"
+    course.write_text(text, encoding="utf-8")
+    assert load_course(course).limits.call_seconds == call_seconds
+    monkeypatch.setenv("AUTOGRADER_COURSE", str(course))
+
+
+# A call stuck in C: the regex engine backtracks for ages without returning to the interpreter loop.
+C_LOOP = CORRECT.replace("def scaled_dot_product_attention(Q, K, V):\n",
+                         "def scaled_dot_product_attention(Q, K, V):\n    import re\n"
+                         "    re.match('(a+)+$', 'a' * 64 + 'b')\n")
+
+
+def test_cli_stops_an_endless_cell_and_names_it(tmp_path, monkeypatch, capsys):
+    short_limits(tmp_path, monkeypatch)
+    path = notebook(tmp_path / "02_qkv_attention.ipynb", CORRECT, "x = 0\nwhile True:\n    x += 1")
+    start = time.perf_counter()
+    assert cli.main(["check", str(path), "--language", "en"]) == 1
+    seconds = time.perf_counter() - start
+    out = capsys.readouterr().out
+    assert "cell [2] (x = 0) was still running after 2 s (course.yml limits.call_seconds)" in out, out
+    assert "endless loop" in out
+    print(f"endless cell stopped after {seconds:.1f} s")
+    assert seconds < 30
+
+
+def test_cli_stops_a_call_stuck_in_c_and_names_the_exercise(tmp_path, monkeypatch, capsys):
+    short_limits(tmp_path, monkeypatch)
+    path = notebook(tmp_path / "02_qkv_attention.ipynb", C_LOOP)
+    assert cli.main(["check", str(path), "--exercise", "2.4"]) == 1
+    out = capsys.readouterr().out
+    assert "练习 2.4（调用 scaled_dot_product_attention）运行超过 2 秒" in out, out
+
+
+def test_cli_whole_run_bound(tmp_path, monkeypatch, capsys):
+    """Many short cells, none over call_seconds, still stop at submission_seconds."""
+    short_limits(tmp_path, monkeypatch, call_seconds=3, submission_seconds=4)
+    path = notebook(tmp_path / "02_qkv_attention.ipynb", CORRECT, *["import time\ntime.sleep(1)"] * 30)
+    assert cli.main(["check", str(path), "--language", "en"]) == 1
+    out = capsys.readouterr().out
+    assert "did not finish within 4 s (course.yml limits.submission_seconds)" in out, out
+    assert "cell [" in out and "(import time)" in out           # the cell it was running, or had just run
+
+
 # -- a real kernel ------------------------------------------------------------------------
 @pytest.mark.slow
 def test_in_a_real_kernel(tmp_path, fingerprints_file):

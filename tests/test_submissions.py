@@ -113,11 +113,15 @@ def test_ambiguous_and_conflicting_identities_are_reported(tmp_path):
     assert rows["bob/drafts/01_rnn_decay.ipynb"][2].startswith("ambiguous student")
     assert rows["carol/01_rnn_decay_02_qkv_attention.ipynb"][2].startswith("ambiguous assignment")
     assert rows["dan/01_rnn_decay.ipynb"][2].startswith("ambiguous assignment: the path says 01_rnn_decay")
-    for rel in ("erin/02_qkv_attention.ipynb", "erin/02_qkv_attention-Copy1.ipynb"):
-        assert rows[rel][2].startswith("duplicate submission: 2 notebooks for erin/02_qkv_attention")
+    # The same student twice: the notebook named as the assignment's is graded, the copy is named in it.
+    assert rows["erin/02_qkv_attention.ipynb"] == ("erin", "02_qkv_attention", None)
+    assert "erin/02_qkv_attention-Copy1.ipynb" not in rows
     assert "no such assignment" in rows["fay/work.ipynb"][2]
     d = discover(tmp_path, COURSE)
     assert len({s.key for s in d.submissions}) == len(d.submissions)   # every row keeps its own files
+    assert d.superseded == {"erin/02_qkv_attention-Copy1.ipynb": "erin/02_qkv_attention.ipynb"}
+    erin = next(s for s in d.submissions if s.student == "erin")
+    assert erin.evidence["also_found"] == "erin/02_qkv_attention-Copy1.ipynb"
 
 
 def test_assignment_flag_scopes_the_batch(tmp_path):

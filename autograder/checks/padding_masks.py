@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 
 from .. import plain
 from . import Audience, CheckFailed, Context, Kind, Msg, check, exercise
@@ -44,8 +45,14 @@ def key_lengths(ctx: Context, batch: int, keys: int, *, empty_row: bool = False)
 
 
 def mask_from_lengths(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """bool (B, max_len), True at padded positions: the closed form of 3.1."""
-    return torch.arange(max_len).unsqueeze(0) >= lengths.unsqueeze(1)     # (B, max_len)
+    """bool (B, max_len), True at padded positions: where torch's own ``pad_sequence`` pads.
+
+    One all-False sequence per length, padded with True by torch; a last sequence of
+    ``max_len`` sets the width and is dropped.
+    """
+    sequences = [torch.zeros(int(n), dtype=torch.bool) for n in lengths.tolist()]
+    sequences.append(torch.zeros(max_len, dtype=torch.bool))
+    return pad_sequence(sequences, batch_first=True, padding_value=True)[:-1]
 
 
 def key_mask_like(mask: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -143,8 +150,8 @@ def _pad_shape(ctx: Context) -> None:
     expect_bool(ctx, ctx.call(lengths, T + 3), (B, T + 3), what=f"padding_mask(lengths, max_len={T + 3})")
 
 
-@check("3.1", "matches-closed-form", P, Kind.NUMERIC, zh="与 arange(max_len) >= lengths 一致",
-       en="equals arange(max_len) >= lengths", weight=2)
+@check("3.1", "matches-closed-form", P, Kind.NUMERIC, zh="与 torch 的 pad_sequence 填充的位置完全一致",
+       en="True exactly where torch's pad_sequence pads", weight=2)
 def _pad_values(ctx: Context) -> None:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
@@ -218,11 +225,19 @@ def _msm_torch(ctx: Context) -> None:
 # -- 3.3 masked_attention -------------------------------------------------------------
 def torch_masked_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor,
                            mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """torch's masked attention in float64 (NaN on rows whose keys are all padded)."""
+    """torch's masked attention in float64: ``F.scaled_dot_product_attention`` with the boolean mask.
+
+    Its weights are the same call with the identity as V (weights @ I = weights). Rows
+    whose keys are all padded are set to 0, whatever this torch version gives there
+    (NaN in some, 0 in others): the checks test them as a property.
+    """
     q, k, v = Q.double(), K.double(), V.double()
     keep = ~key_mask_like(mask, q)                                 # (B, 1.., Tk): True = may attend
+    eye = torch.eye(k.shape[-2], dtype=torch.float64).expand(*k.shape[:-1], k.shape[-2])
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-    weights = torch_masked_softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, mask)
+    weights = F.scaled_dot_product_attention(q, k, eye, attn_mask=keep)
+    dead = ~live(mask)
+    out[dead], weights[dead] = 0.0, 0.0
     return out, weights
 
 

@@ -1,0 +1,192 @@
+"""LMS downloads in, LMS imports out: Canvas and Moodle zips graded as a user grades them, then
+canvas.csv / moodle.csv / lms-skipped.csv read back as the LMS would read them.
+
+What must hold: the LMS ids of the download (Canvas user id, Moodle participant id) reach the
+import files; a notebook that could not be graded leaves a blank cell (never a 0) and is listed
+with its reason; a student with two notebooks for one assignment gets one graded row.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from support import make_samples as MS
+from autograder import grade as G
+from autograder import nbgrader_bridge as NB
+from autograder.config import load_course
+from autograder.sandbox import Sandbox
+from autograder.submissions import discover, opened
+
+COURSE = load_course()
+QKV = COURSE.assignment("02_qkv_attention")
+FULL = QKV.points
+LIMITS = COURSE.limits.model_copy(update={"call_seconds": 4.0, "submission_seconds": 60.0})
+
+OLD = (2026, 1, 10, 9, 0, 0)       # zip member times (local time, as zip stores them)
+NEW = (2026, 1, 12, 9, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(LIMITS, "cpu") as sb:
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def notebooks() -> dict[str, str]:
+    return {"full": nbformat.writes(MS.submission(QKV, solved="all")),
+            "part": nbformat.writes(MS.submission(QKV, solved=("2.1",))),
+            "stub": nbformat.writes(MS.student_notebook(QKV)),
+            "broken": "{oops"}
+
+
+def _zip(path: Path, members: list[tuple[str, str, tuple[int, ...]]]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text, when in members:
+            zf.writestr(zipfile.ZipInfo(name, date_time=when), text)
+    return path
+
+
+def _grade_zip(archive: Path, out: Path, sandbox) -> list[dict]:
+    """What ``autograder grade ARCHIVE -o OUT`` does, in-process: discover, grade, write the LMS files."""
+    with opened(archive) as (root, refused):
+        batch = G.plan(root, COURSE, out, refused=refused, origin=archive)
+        G.grade_batch(batch, sandbox, jobs=2)
+    results = batch.outputs.all_results()
+    NB.write_lms_csv(results, COURSE, out)
+    return results
+
+
+def _csv(path: Path) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+
+
+def _dicts(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))   # grades.csv has a BOM
+
+
+def test_canvas_download_keeps_user_ids_blanks_the_ungraded_and_grades_one_duplicate(tmp_path, sandbox, notebooks):
+    archive = _zip(tmp_path / "canvas.zip", [
+        ("alicesmith_12345_67890_02_qkv_attention.ipynb", notebooks["full"], OLD),
+        ("bobjones_late_23456_67891_02_qkv_attention.ipynb", notebooks["part"], OLD),
+        ("carolwu_34567_67892_02_qkv_attention.ipynb", notebooks["broken"], OLD),
+        # Two notebooks of one student: the one named as the assignment's notebook counts, though older.
+        ("danlee_45678_67894_02_qkv_attention-Copy1.ipynb", notebooks["stub"], NEW),
+        ("danlee_45678_67893_02_qkv_attention.ipynb", notebooks["full"], OLD),
+    ])
+    out = tmp_path / "out"
+    results = _grade_zip(archive, out, sandbox)
+    by_student = {r["student"]: r for r in results}
+    assert sorted(by_student) == ["alicesmith", "bobjones", "carolwu", "danlee"]    # one row for dan
+    assert {s: r["evidence"].get("canvas_id") for s, r in by_student.items()} == {
+        "alicesmith": "12345", "bobjones": "23456", "carolwu": "34567", "danlee": "45678"}
+    dan = by_student["danlee"]
+    assert dan["status"].startswith("graded") and dan["points"] == FULL
+    assert dan["source"] == "danlee_45678_67893_02_qkv_attention.ipynb"
+    assert dan["evidence"]["also_found"] == "danlee_45678_67894_02_qkv_attention-Copy1.ipynb"
+    assert dan["evidence"]["chosen_by"] == f"named {QKV.notebook}"
+    assert by_student["carolwu"]["status"].startswith("unreadable")
+    bob = by_student["bobjones"]["points"]
+    assert 0 < bob < FULL
+
+    canvas = _csv(out / "canvas.csv")
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", QKV.id, "Final Points"]
+    assert canvas[1] == ["Points Possible", "", "", "", "", f"{FULL:g}", f"{FULL:g}"]
+    assert canvas[2:] == [["alicesmith", "12345", "", "", "", f"{FULL:g}", f"{FULL:g}"],
+                          ["bobjones", "23456", "", "", "", f"{bob:g}", f"{bob:g}"],
+                          ["carolwu", "34567", "", "", "", "", "0"],      # unreadable: blank, not 0
+                          ["danlee", "45678", "", "", "", f"{FULL:g}", f"{FULL:g}"]]
+    skipped = _dicts(out / "lms-skipped.csv")
+    assert [(r["student"], r["assignment"], r["source"]) for r in skipped] == [
+        ("carolwu", QKV.id, "carolwu_34567_67892_02_qkv_attention.ipynb")]
+    assert skipped[0]["status"].startswith("unreadable")
+    grades = _dicts(out / "grades.csv")
+    assert sorted(r["student"] for r in grades) == ["alicesmith", "bobjones", "carolwu", "danlee"]
+
+
+def test_moodle_download_matches_by_participant_id_and_grades_the_newest_copy(tmp_path, sandbox, notebooks):
+    folder = "{}_{}_assignsubmission_file_/{}"
+    archive = _zip(tmp_path / "moodle.zip", [
+        (folder.format("Ada Lovelace", 4242, "02_qkv_attention.ipynb"), notebooks["full"], OLD),
+        (folder.format("Ben Ng", 4343, "02_qkv_attention.ipynb"), notebooks["broken"], OLD),
+        # Neither is named 02_qkv_attention.ipynb: the newer file counts (the zip's time, not extraction order).
+        (folder.format("Cy Ho", 4444, "02_qkv_attention-Copy2.ipynb"), notebooks["full"], NEW),
+        (folder.format("Cy Ho", 4444, "02_qkv_attention-Copy1.ipynb"), notebooks["stub"], OLD),
+        # Two students of the same name: two people (their participant ids differ), not a duplicate.
+        (folder.format("Li Wei", 4545, "02_qkv_attention.ipynb"), notebooks["full"], OLD),
+        (folder.format("Li Wei", 4646, "02_qkv_attention.ipynb"), notebooks["part"], OLD),
+    ])
+    out = tmp_path / "out"
+    results = _grade_zip(archive, out, sandbox)
+    by_student = {r["student"]: r for r in results}
+    assert sorted(by_student) == ["Ada Lovelace", "Ben Ng", "Cy Ho", "Li Wei_4545", "Li Wei_4646"]
+    assert {s: r["evidence"].get("moodle_id") for s, r in by_student.items()} == {
+        "Ada Lovelace": "4242", "Ben Ng": "4343", "Cy Ho": "4444", "Li Wei_4545": "4545", "Li Wei_4646": "4646"}
+    cy = by_student["Cy Ho"]
+    assert cy["points"] == FULL and cy["source"].endswith("02_qkv_attention-Copy2.ipynb")
+    assert cy["evidence"]["chosen_by"] == "the newest file"
+    assert cy["evidence"]["also_found"].endswith("02_qkv_attention-Copy1.ipynb")
+
+    moodle = _dicts(out / "moodle.csv")
+    assert list(moodle[0]) == ["Identifier", "Full name", "Assignment", "Grade", "Maximum Grade",
+                               "Last modified (grade)"]
+    part = by_student["Li Wei_4646"]["points"]
+    assert [(r["Identifier"], r["Full name"], r["Assignment"], r["Grade"], r["Maximum Grade"]) for r in moodle] == [
+        ("Participant 4242", "Ada Lovelace", QKV.id, f"{FULL:g}", f"{FULL:g}"),
+        ("Participant 4343", "Ben Ng", QKV.id, "", f"{FULL:g}"),                     # unreadable: blank
+        ("Participant 4444", "Cy Ho", QKV.id, f"{FULL:g}", f"{FULL:g}"),
+        ("Participant 4545", "Li Wei_4545", QKV.id, f"{FULL:g}", f"{FULL:g}"),
+        ("Participant 4646", "Li Wei_4646", QKV.id, f"{part:g}", f"{FULL:g}")]
+    graded = {r["Full name"]: r["Last modified (grade)"] for r in moodle}
+    assert graded["Ada Lovelace"] == by_student["Ada Lovelace"]["graded_at"] and graded["Ben Ng"] == ""
+    assert [r["student"] for r in _dicts(out / "lms-skipped.csv")] == ["Ben Ng"]
+    canvas = _csv(out / "canvas.csv")                      # no Canvas id: the name goes to SIS Login ID
+    assert canvas[2] == ["Ada Lovelace", "", "", "Ada Lovelace", "", f"{FULL:g}", f"{FULL:g}"]
+    assert canvas[3][5] == ""                              # Ben: blank, not 0
+
+
+def test_duplicate_rule_newest_then_path_and_blind_marking(tmp_path):
+    """The rule without grading: a canonical name wins, else the newest file, else the first path."""
+    nb = nbformat.writes(MS.student_notebook(QKV))
+
+    def put(rel: str, mtime: float) -> None:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(nb, encoding="utf-8")
+        os.utime(path, (mtime, mtime))
+
+    now = time.time()
+    put("folders/ann/02_qkv_attention-Copy1.ipynb", now)
+    put("folders/ann/02_qkv_attention.ipynb", now - 3600)                 # older, but the assignment's name
+    put("folders/bo/attention (1).ipynb", now - 60)
+    put("folders/bo/attention.ipynb", now)                                # newest
+    put("folders/cy/b.ipynb", now)
+    put("folders/cy/a.ipynb", now)                                        # same time: first by path
+    put("moodle/Participant_7_assignsubmission_file_/02_qkv_attention.ipynb", now)   # blind marking
+    put("moodle/Participant_8_assignsubmission_file_/02_qkv_attention.ipynb", now)
+    d = discover(tmp_path / "folders", COURSE, assignment=QKV.id)
+    rows = {s.source: (s.student, s.problem, s.evidence.get("also_found"), s.evidence.get("chosen_by"))
+            for s in d.submissions}
+    assert rows["ann/02_qkv_attention.ipynb"] == ("ann", None, "ann/02_qkv_attention-Copy1.ipynb",
+                                                  f"named {QKV.notebook}")
+    assert rows["bo/attention.ipynb"] == ("bo", None, "bo/attention (1).ipynb", "the newest file")
+    assert rows["cy/a.ipynb"] == ("cy", None, "cy/b.ipynb", "the first by path (same modification time)")
+    assert d.superseded == {"ann/02_qkv_attention-Copy1.ipynb": "ann/02_qkv_attention.ipynb",
+                            "bo/attention (1).ipynb": "bo/attention.ipynb", "cy/b.ipynb": "cy/a.ipynb"}
+    assert len({s.key for s in d.submissions}) == len(d.submissions) == 3
+    blind = discover(tmp_path / "moodle", COURSE).submissions
+    assert {s.student: s.evidence["moodle_id"] for s in blind} == {"Participant 7": "7", "Participant 8": "8"}
+    assert all(s.problem is None for s in blind)
+    for raw in (b"ann\x01", b"ann\x02"):       # two folders on disk, one name once cleaned: never merged
+        folder = os.path.join(os.fsencode(tmp_path / "clash"), raw)
+        os.makedirs(folder)
+        Path(os.fsdecode(os.path.join(folder, b"02_qkv_attention.ipynb"))).write_text(nb, encoding="utf-8")
+    clash = discover(tmp_path / "clash", COURSE).submissions
+    assert len(clash) == 2 and all(s.problem.startswith("ambiguous student: 2 notebooks for ann/") for s in clash)

@@ -58,6 +58,8 @@ from .text import file_stem, line, path_text
 #: Folder names that organize submissions but never name a student.
 STRUCTURAL = {"submitted", "submissions", "submission", "autograded", "release", "source", "feedback",
               "nbgrader", "exchange", "inbound", "outbound", "export", "download", "downloads", "notebooks"}
+#: Files that belong beside submissions and need no mention (nbgrader's submit time).
+EXPECTED_FILES = {"timestamp.txt"}
 #: Folders whose content is never a submission.
 IGNORED_DIRS = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".git"}
 
@@ -416,7 +418,7 @@ def find_notebooks(root: Path) -> tuple[list[Path], list[str]]:
         for name in sorted(filenames):
             p = Path(dirpath) / name
             rel = path_text(p.relative_to(root).as_posix())
-            if name.startswith("."):
+            if name.startswith(".") or name in EXPECTED_FILES:
                 continue
             if p.is_symlink():
                 others.append(f"{rel} (a link, not followed)")

@@ -59,6 +59,7 @@ def test_three_layouts_side_by_side(tmp_path):
     put(tmp_path, "bob/01_rnn_decay.ipynb")                               # student folder
     put(tmp_path, "submitted/carol/03_padding_masks/03_padding_masks.ipynb")   # nbgrader
     put(tmp_path, "submitted/carol/.ipynb_checkpoints/x-checkpoint.ipynb")     # never a submission
+    put(tmp_path, "submitted/carol/03_padding_masks/timestamp.txt", "2026-11-30 05:00:00")  # nbgrader's, unlisted
     put(tmp_path, "README.txt", "hello")
     d = discover(tmp_path, COURSE)
     rows = {s.source: (s.student, s.assignment, s.problem) for s in d.submissions}

@@ -144,10 +144,12 @@ class Course(_Strict):
         for a in self.assignments:
             if a.id == assignment_id:
                 return a
-        raise UnknownExercise(
-            f"course.yml has no assignment {assignment_id!r}",
-            hint=_did_you_mean(assignment_id, [a.id for a in self.assignments]),
-        )
+        ids = [a.id for a in self.assignments]
+        starts = [i for i in ids if i.startswith(str(assignment_id))]
+        guess = f"did you mean {starts[0]!r}?" if len(starts) == 1 else _did_you_mean(assignment_id, ids)
+        guess = f"{guess} " if guess else ""
+        raise UnknownExercise(f"course.yml has no assignment {assignment_id!r}",
+                              hint=f"{guess}the assignments are {', '.join(ids)}")
 
     def exercise(self, exercise_id: str) -> tuple[Assignment, Exercise]:
         for a in self.assignments:

@@ -88,3 +88,16 @@ def test_cli_shows_the_course():
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "20 exercises" in proc.stdout
+
+
+def test_an_unknown_assignment_lists_the_known_ones() -> None:
+    from autograder.config import load_course
+    from autograder.errors import UnknownExercise
+
+    course = load_course()
+    with pytest.raises(UnknownExercise) as caught:
+        course.assignment("02_qkv")
+    assert caught.value.hint.startswith("did you mean '02_qkv_attention'? the assignments are 01_rnn_decay, ")
+    with pytest.raises(UnknownExercise) as caught:
+        course.assignment("zzz")
+    assert caught.value.hint == "the assignments are " + ", ".join(a.id for a in course.assignments)

@@ -197,9 +197,27 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _describe(error: dict[str, Any]) -> tuple[str, str | None]:
+def _named_path(loc: tuple[Any, ...], data: Any) -> str:
+    """``assignments[1].exercises[1].point`` as the reader knows it: ``exercise 2.2: point``."""
+    try:
+        if len(loc) >= 4 and loc[0] == "assignments" and loc[2] == "exercises":
+            ex = data["assignments"][loc[1]]["exercises"][loc[3]]
+            if isinstance(ex, dict) and isinstance(ex.get("id"), str):
+                rest = _field_path(loc[4:]) if loc[4:] else ""
+                return f"exercise {ex['id']} ({_field_path(loc[:4])})" + (f": {rest}" if rest else "")
+        if len(loc) >= 2 and loc[0] == "assignments":
+            a = data["assignments"][loc[1]]
+            if isinstance(a, dict) and isinstance(a.get("id"), str):
+                rest = _field_path(loc[2:]) if loc[2:] else ""
+                return f"assignment {a['id']} ({_field_path(loc[:2])})" + (f": {rest}" if rest else "")
+    except (KeyError, IndexError, TypeError):
+        pass
+    return _field_path(loc)
+
+
+def _describe(error: dict[str, Any], data: Any = None) -> tuple[str, str | None]:
     loc = tuple(error["loc"])
-    path = _field_path(loc)
+    path = _named_path(loc, data)
     kind = error["type"]
     if kind == "extra_forbidden":
         owner = _model_at(loc[:-1])
@@ -212,6 +230,10 @@ def _describe(error: dict[str, Any]) -> tuple[str, str | None]:
     return f"{path}: {msg} (got {got!r})" if kind != "value_error" else f"{path}: {msg}", None
 
 
+#: Problems of one course.yml listed at once (each on its own line).
+MAX_REPORTED = 10
+
+
 def parse_course(data: Any, source: str = "course.yml") -> Course:
     """Validate already-parsed YAML data; raises ConfigError naming ``source`` and the field."""
     if not isinstance(data, dict):
@@ -221,10 +243,13 @@ def parse_course(data: Any, source: str = "course.yml") -> Course:
     except ValidationError as exc:
         # An unknown key first: a typo'd key also shows up as "missing" under its real name.
         errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-        first, hint = _describe(errors[0])
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        suggestion = f" ({hint})" if hint else ""
-        raise ConfigError(f"{source}: {first}{suggestion}{more}") from None
+        lines = []
+        for error in errors[:MAX_REPORTED]:
+            text, hint = _describe(error, data)
+            lines.append(f"{source}: {text}" + (f" ({hint})" if hint else ""))
+        if len(errors) > MAX_REPORTED:
+            lines.append(f"... and {len(errors) - MAX_REPORTED} more")
+        raise ConfigError("\n  ".join(lines)) from None
 
 
 def course_file() -> Path:

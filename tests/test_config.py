@@ -35,7 +35,8 @@ def _bad(mutate) -> str:
 
 def test_wrong_type_names_the_field():
     msg = _bad(lambda d: d["assignments"][1]["exercises"][0].__setitem__("points", "many"))
-    assert msg.startswith("course.yml: assignments[1].exercises[0].points:")
+    # Named as the reader knows it (exercise 2.1), with where it is in the file.
+    assert msg.startswith("course.yml: exercise 2.1 (assignments[1].exercises[0]): points:")
     assert "many" in msg
 
 
@@ -51,7 +52,7 @@ def test_typo_gets_did_you_mean():
 
 def test_exercise_id_must_be_quoted():
     msg = _bad(lambda d: d["assignments"][0]["exercises"][0].__setitem__("id", 1.1))
-    assert "assignments[0].exercises[0].id" in msg and "quoted" in msg
+    assert "assignment 01_rnn_decay (assignments[0]): exercises[0].id" in msg and "quoted" in msg
 
 
 def test_duplicate_exercise_id_is_refused():
@@ -72,14 +73,15 @@ def test_unknown_exercise_lookup_suggests():
     ("name: [unclosed\n", "not valid YAML"),
     (CONTRACT.read_text().replace("assignments:", "assignmnts:"), "did you mean 'assignments'"),
 ])
-def test_cli_reports_one_line_exit_2_no_traceback(tmp_path, text, field):
+def test_cli_reports_each_problem_on_a_line_exit_2_no_traceback(tmp_path, text, field):
     bad = tmp_path / "course.yml"
     bad.write_text(text)
     proc = subprocess.run([sys.executable, "-m", "autograder", "--course", str(bad), "course"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ERROR ") and field in lines[0], proc.stderr
+    assert lines[0].startswith("ERROR ") and field in lines[0], proc.stderr
+    assert all(line.startswith("  course.yml: ") for line in lines[1:]), proc.stderr   # every problem, none hidden
     assert "Traceback" not in proc.stderr
 
 
@@ -101,3 +103,15 @@ def test_an_unknown_assignment_lists_the_known_ones() -> None:
     with pytest.raises(UnknownExercise) as caught:
         course.assignment("zzz")
     assert caught.value.hint == "the assignments are " + ", ".join(a.id for a in course.assignments)
+
+
+def test_every_problem_is_listed_and_exercises_are_named():
+    def edit(d):
+        ex = d["assignments"][1]["exercises"][1]
+        ex["point"] = ex.pop("points")
+        d["limits"]["memory_mbb"] = 1
+    msg = _bad(edit)
+    assert msg.splitlines() == [
+        "course.yml: limits.memory_mbb: unknown key (did you mean 'memory_mb'?)",
+        "  course.yml: exercise 2.2 (assignments[1].exercises[1]): point: unknown key (did you mean 'points'?)",
+        "  course.yml: exercise 2.2 (assignments[1].exercises[1]): points: missing (required field)"]

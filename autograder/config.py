@@ -301,4 +301,35 @@ def run(args: argparse.Namespace) -> int:
     for a in course.assignments:
         ids = ", ".join(f"{e.id} {e.function} ({e.points:g})" for e in a.exercises)
         print(f"  {a.id} [{a.points:g} points]: {ids}")
+    _check_sources(course)
     return 0
+
+
+def _check_sources(course: Course) -> None:
+    """Where the source notebooks are (the instructor's repository), each exercise's solution cell
+    must define the function course.yml names: a misspelled name fails here, not only at build.
+
+    A light read (JSON and def/class lines): `autograder build` validates the notebooks in full.
+    """
+    import json
+    import re
+
+    root = course_file().resolve().parent
+    for a in course.assignments:
+        path = root / "source" / a.id / a.notebook
+        try:
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue   # no source here (a student bundle), or a notebook `autograder build` will name
+        sources = {}
+        for cell in cells:
+            gid = (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id") if isinstance(cell, dict) else None
+            src = cell.get("source", "") if isinstance(cell, dict) else ""
+            sources[gid] = "".join(src) if isinstance(src, list) else str(src)
+        for e in a.exercises:
+            cell_id = "ex" + e.id.replace(".", "_")
+            defined = re.findall(r"^\s*(?:def|class)\s+([A-Za-z_]\w*)", sources.get(cell_id, ""), flags=re.M)
+            if cell_id in sources and e.function not in defined:
+                raise ConfigError(f"course.yml: exercise {e.id}: function {e.function!r} is not defined in "
+                                  f"source/{a.id}/{a.notebook} (cell {cell_id!r})",
+                                  hint=_did_you_mean(e.function, defined) or f"the cell defines {', '.join(defined) or 'nothing'}")

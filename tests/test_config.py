@@ -115,3 +115,17 @@ def test_every_problem_is_listed_and_exercises_are_named():
         "course.yml: limits.memory_mbb: unknown key (did you mean 'memory_mb'?)",
         "  course.yml: exercise 2.2 (assignments[1].exercises[1]): point: unknown key (did you mean 'points'?)",
         "  course.yml: exercise 2.2 (assignments[1].exercises[1]): points: missing (required field)"]
+
+
+def test_course_names_a_function_the_source_does_not_define(course_root):
+    import yaml
+
+    config = yaml.safe_load((course_root / "course.yml").read_text(encoding="utf-8"))
+    config["assignments"][1]["exercises"][1]["function"] = "softmx"
+    (course_root / "course.yml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "autograder", "--course", str(course_root / "course.yml"), "course"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("ERROR course.yml: exercise 2.2: function 'softmx' is not defined in "
+            "source/02_qkv_attention/02_qkv_attention.ipynb (cell 'ex2_2')") in proc.stderr
+    assert "did you mean 'softmax'?" in proc.stderr and "Traceback" not in proc.stderr

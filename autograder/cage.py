@@ -161,7 +161,7 @@ def fork_into(mode: str) -> int:
 _FILTERS: dict[bool, Any] = {}
 
 
-def prepare(modes: tuple[str, ...] = MODES) -> None:
+def prepare() -> None:
     """In the template: load libc, libseccomp and build the filters once (each worker only loads one)."""
     libc()
     try:

@@ -41,17 +41,16 @@ def probe_modes(device: str = "cpu") -> list[dict[str, Any]]:
     """One row per cage mode this user could get: works (with its layers) or refused (and why)."""
     from .config import load_course
     from .errors import AutograderError
-    from .sandbox import Sandbox
+    from .sandbox import Sandbox, cage_modes
 
     limits = load_course().limits
-    modes = ("root", "landlock") if os.geteuid() == 0 else ("userns", "landlock")
     rows = []
-    for mode in modes:
+    for mode in cage_modes():      # what `autograder grade` would try, in its order
         try:
             with Sandbox(limits, device, modes=(mode,)) as sandbox:
                 rows.append({"mode": mode, "works": True, "layers": list(sandbox.isolation.layers)})
         except AutograderError as exc:
-            why = exc.message.split(f"{mode}: ", 1)[-1].rstrip(")")
+            why = getattr(exc, "missing", {}).get(mode, exc.message)
             rows.append({"mode": mode, "works": False, "why": why})
     return rows
 

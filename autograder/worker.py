@@ -69,7 +69,6 @@ WORKER_ENV = {"PATH": "/nonexistent", "HOME": "/", "LANG": "C.UTF-8", "MPLBACKEN
               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 PR_SET_PDEATHSIG = 1
-PR_SET_NO_NEW_PRIVS = 38
 
 
 # -- frames ----------------------------------------------------------------------
@@ -338,13 +337,6 @@ def _task_count() -> int:
         return 1
 
 
-def libc() -> Any:
-    """libc through ctypes (prctl), loaded in the template: a chrooted worker could not."""
-    from .cage import libc as load
-
-    return load()
-
-
 # -- the worker -------------------------------------------------------------------------
 def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int) -> NoReturn:
     """Runs in the forked child: set up the cage, then serve the grader; never returns."""
@@ -384,7 +376,7 @@ def _setup(config: WorkerConfig, template_pid: int) -> dict[str, Any]:
     data_now = _vm_kib("VmData") * 1024
     tasks = _task_count()
     address_space = _vm_kib("VmSize") * 1024 + config.memory_mb * MiB
-    from .cage import enter
+    from .cage import enter, libc
 
     # CUDA reserves far more address space than it uses: there RLIMIT_DATA (below) is the memory limit.
     started = time.perf_counter()
@@ -396,8 +388,7 @@ def _setup(config: WorkerConfig, template_pid: int) -> dict[str, Any]:
     caged = config.uid is not None
     # Cleared by the uid change in the cage, so set after it. Without a PID namespace, make sure the
     # template still lives (in one, the parent is outside and getppid() says 0).
-    lib.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    lib.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)     # (no_new_privs: set by the cage, every mode)
     if "pid-ns" not in isolation.layers and os.getppid() != template_pid:
         os._exit(5)
     # Memory the student's code may add on top of what the template already mapped.

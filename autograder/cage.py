@@ -213,6 +213,10 @@ def enter(mode: str, *, workdir: str, uid: int | None, gid: int | None, disk_mb:
     iso = Isolation(mode)
     lib = libc()
     os.chdir(workdir)
+    if mode == "userns" and outer_uid == 0:
+        # Its one mapped id would be the grader's: uid 0 of the host, whatever it may still reach.
+        raise CageError(errno.EPERM, "userns: the grader runs as root, so the worker's only id would map "
+                                     "to uid 0 outside; as root the 'root' mode gives it a uid of its own")
     if mode in ("root", "userns"):
         iso.layers += ["pid-ns", "mount-ns", "net-ns", "ipc-ns"]
         if mode == "userns":

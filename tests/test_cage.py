@@ -268,3 +268,16 @@ def test_with_no_cage_at_all_grading_refuses_or_runs_only_when_told(world, ordin
     assert "--no-isolation" in done.stdout
     ada = json.loads((world["out"] / "results" / "ada__02_qkv_attention.json").read_text(encoding="utf-8"))
     assert ada["isolation"]["mode"] == "none" and ada["points"] == QKV.points
+
+
+@pytest.mark.slow
+def test_as_root_the_user_namespace_cage_is_refused_never_mapped_to_root(world):
+    """In a user namespace the worker's one id maps to the grader's: as root that is uid 0 outside."""
+    if os.geteuid() != 0:
+        pytest.skip("only a grader running as root could map a worker to uid 0 (this run is not root)")
+    done = grade_as(world, user=False, env={"AUTOGRADER_CAGE": "userns"})
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and "no cage for student code" in errors[0], done.stderr
+    assert "uid 0 outside" in done.stderr and "Traceback" not in done.stderr
+    assert not (world["out"] / "results").exists() or not any((world["out"] / "results").iterdir())

@@ -68,6 +68,7 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/errors.py",
     "autograder/plain.py",
     "autograder/text.py",
+    "autograder/points.py",
     "autograder/probes.py",
     "autograder/selfcheck.py",
     "autograder/notebook.py",

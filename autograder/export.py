@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import ROOT, Assignment, Course, load_course
+from .points import shares
+from .report import cell_number
 from .errors import AutograderError, report
 
 #: Gradescope's results.json vocabulary (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
@@ -167,9 +169,9 @@ def planned_checks(assignment: Assignment) -> list[PlannedCheck]:
         found = C.checks_for(ex.id, (C.Audience.PUBLIC, C.Audience.HIDDEN))
         if not found:
             raise AutograderError(f"exercise {ex.id} has no checks", hint="run autograder validate")
-        total = sum(c.weight for c in found)
-        out += [PlannedCheck(ex.id, c.name, c.audience.value, c.title._asdict(), ex.points * c.weight / total)
-                for c in found]
+        points = shares(ex.points, [c.weight for c in found])
+        out += [PlannedCheck(ex.id, c.name, c.audience.value, c.title._asdict(), share)
+                for c, share in zip(found, points)]
     return out
 
 
@@ -180,7 +182,7 @@ _TEXT = {
            "check_error": "检查程序出错", "hidden": "隐藏检查", "diagnosis": "诊断", "not_graded": "未能评分",
            "forbidden_note": "本题调用了禁止的函数（{names}），整题记 0 分。",
            "public": "公开检查：通过 {passed}/{total} 项。隐藏检查的结果在成绩发布后显示。",
-           "note": "说明", "cell": "单元格", "cells": "运行出错的单元格：",
+           "note": "说明", "cell": "单元格", "cells": "运行出错的单元格（从 1 数起，含文字单元格）：",
            "what_now": "请检查你提交的文件（正确的 .ipynb 笔记本、文件名与作业对应），然后重新提交。"},
     "en": {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "missing": "function missing",
            "error": "error", "forbidden": "forbidden call", "timeout": "timed out", "crashed": "crashed",
@@ -188,7 +190,7 @@ _TEXT = {
            "diagnosis": "Diagnosis", "not_graded": "not graded",
            "forbidden_note": "This exercise calls a forbidden function ({names}): the whole exercise scores 0.",
            "public": "Public checks: {passed}/{total} passed. Hidden checks show once grades are published.",
-           "note": "Note", "cell": "cell", "cells": "Cells that raised:",
+           "note": "Note", "cell": "cell", "cells": "Cells that raised (counting from 1, text cells included):",
            "what_now": "Check the file you submitted (a valid .ipynb notebook named for the assignment) "
                        "and submit again."},
 }
@@ -205,7 +207,7 @@ def _msg(msg: Any, language: str) -> str:
 
 
 def _points(x: float) -> float:
-    return round(float(x), 6)
+    return round(float(x), 2)   # every score is in hundredths (autograder.points)
 
 
 def _check_test(ex_title: str, check: dict[str, Any], *, passed: bool, output: str, language: str,
@@ -264,7 +266,7 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
             lines.append(_say(language, "cells"))
             for c in bad:
                 detail = " ".join(str(x) for x in (c.get("error_type") or c.get("status"), c.get("message") or "") if x)
-                lines.append(f"  {_say(language, 'cell')} {c.get('index')}: {detail}")
+                lines.append(f"  {_say(language, 'cell')} {cell_number(c)}: {detail}")
     else:
         lines += [f"{_say(language, 'not_graded')}: {_msg(result.get('message'), language)}",
                   _say(language, "what_now")]

@@ -28,7 +28,8 @@ from typing import Any
 
 from .config import Course, Exercise
 from .errors import AutograderError
-from .text import csv_rows
+from .points import fmt as fmt_points, total as points_total
+from .text import csv_rows, line
 
 #: The hidden test cell of an exercise; ``{exercise}`` is its ID ("2.4").
 TEST_CELL_SOURCE = (
@@ -280,8 +281,102 @@ def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, cours
                 grade.auto_score = min(points.get(ex.id, 0.0), float(ex.points))
                 grade.needs_manual_grade = False
             gb.db.commit()
-            record.recorded.append((student, assignment_id, round(sum(points.values()), 6)))
+            record.recorded.append((student, assignment_id, points_total(points.values())))
+            try:
+                write_autograded(coursedir, course, student, assignment_id, r)
+            except Exception as exc:  # noqa: BLE001 - the grade is recorded; only the formgrader's copy is missing
+                record.skipped.append((key, f"autograded/ copy not written ({type(exc).__name__}: {line(str(exc))})"))
     return record
+
+
+def _one_component(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
+
+
+def write_autograded(coursedir: Any, course: Course, student: str, assignment_id: str,
+                     result: dict[str, Any]) -> Path:
+    """``autograded/<student>/<assignment>/<notebook>.ipynb``, as ``nbgrader autograde`` would leave it.
+
+    nbgrader counts a submission graded (the formgrader shows its score, ``nbgrader
+    generate_feedback`` makes its feedback) only when this folder exists and its
+    ``timestamp.txt`` matches the gradebook's. The notebook is the student's, with every
+    output cleared (the kit ran the code in its sandbox: outputs saved by the student prove
+    nothing and may carry HTML), each exercise's test cell restored as the gradebook holds it
+    and showing the kit's points and checks as its output. A submission that could not be
+    read gets the release notebook with the reason in its first test cell.
+    """
+    import nbformat
+
+    if not _one_component(student) or not _one_component(assignment_id):
+        raise AutograderError(f"{line(student)}/{assignment_id}: not a single folder name")
+    root = Path(coursedir.root).resolve()
+    folder = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment_id)).resolve()
+    if not folder.is_relative_to(root):
+        raise AutograderError(f"{folder}: outside the course folder {root}")
+    assignment = course.assignment(assignment_id)
+    nb = _submitted_notebook(result, course) if _is_graded(result) else None
+    if nb is None:
+        nb = nbformat.read(root / "release" / assignment.id / assignment.notebook, as_version=4)
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code":
+            cell.outputs, cell.execution_count = [], None
+    graded = {e.get("exercise"): e for e in result.get("exercises", [])} if _is_graded(result) else {}
+    cells = {_grade_id(c): c for c in nb.cells}
+    from .report import message_text
+
+    why = None if _is_graded(result) else message_text(result.get("message"), course.language.value)
+    for ex in assignment.exercises:
+        want = test_cell(ex)
+        cell = cells.get(want.metadata.nbgrader.grade_id)
+        if cell is None or cell.get("cell_type") != "code":   # deleted or retyped: nbgrader adds it back too
+            cell = want
+            nb.cells.append(cell)
+        cell.source, cell.metadata["nbgrader"] = want.source, want.metadata.nbgrader
+        cell.outputs = [_test_output(ex, graded.get(ex.id), why, course)]
+        why = None   # the reason once, under the first test cell
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{Path(assignment.notebook).stem}.ipynb"
+    from .report import atomic_write_text
+
+    atomic_write_text(target, nbformat.writes(nb) + "\n")
+    stamp = _timestamp(result)
+    if stamp is not None:
+        atomic_write_text(folder / "timestamp.txt", stamp + "\n")
+    return target
+
+
+def _submitted_notebook(result: dict[str, Any], course: Course) -> Any:
+    """The graded notebook as the student submitted it, or None when it cannot be read again."""
+    import nbformat
+
+    origin, source = result.get("origin"), result.get("source")
+    if not origin or not source:
+        return None
+    base = Path(str(origin)).resolve()
+    path = (base / str(source)).resolve()
+    try:
+        if not path.is_relative_to(base) or path.stat().st_size > course.limits.notebook_mb * 1024 * 1024:
+            return None
+        return nbformat.reads(path.read_text(encoding="utf-8", errors="replace"), as_version=4)
+    except Exception:  # noqa: BLE001 - gone or changed since grading: the release notebook stands in
+        return None
+
+
+def _test_output(ex: Exercise, graded: dict[str, Any] | None, why: str | None, course: Course) -> Any:
+    """The test cell's output: its points as nbgrader reads them, the kit's checks as HTML."""
+    import html
+
+    import nbformat
+
+    from .report import check_lines
+
+    points = float(graded.get("points", 0.0)) if graded else 0.0
+    language = course.language.value
+    items = "".join(f"<li>{html.escape(text)}</li>" for text in check_lines(graded, language)) if graded else ""
+    head = f"{html.escape(ex.id)} {html.escape(ex.title)}: {fmt_points(points)} / {fmt_points(ex.points)}"
+    body = f"<p><b>{head}</b></p>" + (f"<p>{html.escape(why)}</p>" if why else "") + (f"<ul>{items}</ul>" if items else "")
+    return nbformat.v4.new_output("execute_result", data={"text/plain": repr(round(points, 2)),
+                                                          "text/html": body}, execution_count=None)
 
 
 def _check_grade_cells(gb: Any, course: Course, assignment_id: str) -> None:
@@ -338,7 +433,7 @@ def after_batch(out_dir: Path, course_root: Path, *, course: Course | None = Non
 
 # -- LMS exports -------------------------------------------------------------------------
 def _fmt(points: float) -> str:
-    return f"{round(float(points), 3):g}"
+    return fmt_points(points)
 
 
 def _evidence(result: dict[str, Any], key: str) -> str:
@@ -407,7 +502,7 @@ def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
     rows = []
     for student in sorted(per_student):
         scores = {a.id: per_student[student].get(a.id) for a in assignments}
-        rows.append((student, scores, round(sum(v for v in scores.values() if v is not None), 6)))
+        rows.append((student, scores, points_total(v for v in scores.values() if v is not None)))
     skipped.sort()
     return LmsTable(assignments, rows, entries, {k: v for k, (_, v) in canvas_ids.items()}, skipped)
 

@@ -63,8 +63,8 @@ class ExerciseGrade:
 
     @property
     def points(self) -> float:
-        # The same rounding as the kit's result files (ExerciseResult.to_json).
-        return round(float(self.result.points), 6)
+        # Hundredths, as the kit's result files (autograder.points).
+        return round(float(self.result.points), 2)
 
     @property
     def max_points(self) -> float:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import Course
+from .points import fmt as points_fmt
 from .text import csv_rows, line
 
 RESULT_SCHEMA = 1
@@ -94,8 +95,7 @@ def _text(msg: Any, language: str) -> str:
     return "" if msg is None else str(msg)
 
 
-def fmt_points(x: float) -> str:
-    return f"{round(float(x), 3):g}"
+fmt_points = points_fmt   # every score reads in hundredths: 6.09, 2, 0.5
 
 
 def _md(text: str) -> str:
@@ -115,11 +115,11 @@ def exercise_title(course: Course, exercise_id: str) -> str:
 
 _LABELS = {
     "zh": {"score": "得分", "exercise": "练习", "status": "状态", "hidden": "隐藏检查", "public": "公开检查",
-           "diagnosis": "诊断", "cells": "出错的单元格", "cell": "单元格", "not_graded": "未能评分",
+           "diagnosis": "诊断", "cells": "出错的单元格（从 1 数起，含文字单元格）", "cell": "单元格", "not_graded": "未能评分",
            "passed_all": "全部通过", "title": "评分反馈", "total": "总分", "note": "说明",
            "what_now": "请检查你提交的文件（正确的 .ipynb 笔记本、文件名与作业对应），然后重新提交。"},
     "en": {"score": "Score", "exercise": "Exercise", "status": "Status", "hidden": "hidden check",
-           "public": "public check", "diagnosis": "Diagnosis", "cells": "Cells that raised", "cell": "cell",
+           "public": "public check", "diagnosis": "Diagnosis", "cells": "Cells that raised (counting from 1, text cells included)", "cell": "cell",
            "not_graded": "not graded", "passed_all": "all checks passed", "title": "Grading feedback",
            "total": "Total", "note": "Note",
            "what_now": "Check the file you submitted (a valid .ipynb notebook named for the assignment) "
@@ -134,6 +134,12 @@ _STATUS = {
 }
 
 
+def cell_number(cell: dict[str, Any]) -> str:
+    """A result's cell as a student counts it in JupyterLab: from 1, text cells included."""
+    index = cell.get("index")
+    return str(index + 1) if isinstance(index, int) and not isinstance(index, bool) else "?"
+
+
 def _label(language: str, key: str) -> str:
     return _LABELS.get(language, _LABELS["en"])[key]
 
@@ -143,13 +149,41 @@ def _status_text(language: str, status: str) -> str:
 
 
 # -- feedback ---------------------------------------------------------------------------------
-def _failed_checks(ex: dict[str, Any]) -> list[dict[str, Any]]:
-    """The checks a student should read about; one line for a not attempted / missing exercise."""
-    # A withheld check (passed, but earning nothing without a correct output) says why as well.
-    failed = [c for c in ex.get("checks", []) if not c.get("passed") or c.get("withheld")]
-    if ex.get("status") in ("not_attempted", "missing") and failed:
-        return failed[:1]
-    return failed
+def _shown_checks(ex: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every check of the exercise with its points; one line for a not attempted / missing exercise."""
+    checks = list(ex.get("checks", []))
+    if ex.get("status") in ("not_attempted", "missing") and checks:
+        return checks[:1]
+    return checks
+
+
+def _check_points(check: dict[str, Any]) -> str:
+    return f"{fmt_points(check.get('points') or 0)} / {fmt_points(check.get('max_points') or 0)}"
+
+
+def message_text(msg: Any, language: str) -> str:
+    """One language of a result's {"zh", "en"} message."""
+    return _text(msg, language)
+
+
+def check_lines(ex: dict[str, Any], language: str) -> list[str]:
+    """One plain-text line per check of an exercise's result (escape it where it goes)."""
+    out = []
+    for c in _shown_checks(ex):
+        who = _label(language, "hidden") if c.get("audience") == "hidden" else _label(language, "public")
+        text = (f"{_text(c.get('title'), language)} ({who}, {_status_text(language, c.get('status', ''))}, "
+                f"{_check_points(c)})")
+        if _explained(c):
+            text += f": {_text(c.get('message'), language)}"
+            if c.get("mistake_message"):
+                text += f" · {_label(language, 'diagnosis')}: {_text(c['mistake_message'], language)}"
+        out.append(text)
+    return out
+
+
+def _explained(check: dict[str, Any]) -> bool:
+    """A check whose message the student should read: failed, or passed but withheld (it says why)."""
+    return not check.get("passed") or bool(check.get("withheld"))
 
 
 def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> str:
@@ -169,22 +203,26 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
                      f"{fmt_points(ex['points'])} / {fmt_points(ex['max_points'])} | "
                      f"{_status_text(language, ex['status'])} |")
     for ex in result.get("exercises", []):
-        failed = _failed_checks(ex)
-        if not failed:
+        shown = _shown_checks(ex)
+        if not shown:
             continue
         lines += ["", f"## {ex['exercise']} {exercise_title(course, ex['exercise'])}"
                       f" ({fmt_points(ex['points'])} / {fmt_points(ex['max_points'])})", ""]
-        for c in failed:
+        for c in shown:
             who = L("hidden") if c.get("audience") == "hidden" else L("public")
-            lines.append(f"- **{_md(_text(c.get('title'), language))}** ({who}, "
-                         f"{_status_text(language, c.get('status', ''))}): {_md(_text(c.get('message'), language))}")
+            head = (f"- **{_md(_text(c.get('title'), language))}** ({who}, "
+                    f"{_status_text(language, c.get('status', ''))}, {_check_points(c)})")
+            if not _explained(c):
+                lines.append(head)
+                continue
+            lines.append(f"{head}: {_md(_text(c.get('message'), language))}")
             if c.get("mistake_message"):
                 lines.append(f"  - {L('diagnosis')}: {_md(_text(c['mistake_message'], language))}")
     bad_cells = [c for c in result.get("cells", []) if c.get("status") not in ("ok", "skipped", None)]
     if bad_cells:
         lines += ["", f"## {L('cells')}", ""]
         for c in bad_cells:
-            lines.append(f"- {L('cell')} {c.get('index')}: {_md(str(c.get('error_type') or c.get('status')))}"
+            lines.append(f"- {L('cell')} {cell_number(c)}: {_md(str(c.get('error_type') or c.get('status')))}"
                          f" {_md(str(c.get('message') or ''))}")
     return "\n".join(lines) + "\n"
 
@@ -221,17 +259,21 @@ def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
     body.append(f"<table><tr><th>{_h(L('exercise'))}</th><th>{_h(L('score'))}</th><th>{_h(L('status'))}</th></tr>"
                 f"{rows}</table>")
     for ex in result.get("exercises", []):
-        failed = _failed_checks(ex)
-        if not failed:
+        shown = _shown_checks(ex)
+        if not shown:
             continue
         body.append(f"<h2>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise']))} "
                     f"({_h(fmt_points(ex['points']))} / {_h(fmt_points(ex['max_points']))})</h2><ul>")
-        for c in failed:
+        for c in shown:
             who = L("hidden") if c.get("audience") == "hidden" else L("public")
             status = c.get("status", "")
             item = (f"<li><b>{_h(_text(c.get('title'), language))}</b> ({_h(who)}, "
-                    f"<span class='{_h(status)}'>{_h(_status_text(language, status))}</span>): "
-                    f"{_h(_text(c.get('message'), language))}")
+                    f"<span class='{_h(status)}'>{_h(_status_text(language, status))}</span>, "
+                    f"{_h(_check_points(c))})")
+            if not _explained(c):
+                body.append(item + "</li>")
+                continue
+            item += f": {_h(_text(c.get('message'), language))}"
             if c.get("mistake_message"):
                 diagnosis = _text(c["mistake_message"], language)
                 item += f"<br><span class='diag'>{_h(L('diagnosis'))}: {_h(diagnosis)}</span>"
@@ -240,7 +282,7 @@ def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
     bad_cells = [c for c in result.get("cells", []) if c.get("status") not in ("ok", "skipped", None)]
     if bad_cells:
         body.append(f"<h2>{_h(L('cells'))}</h2><ul>")
-        body += [f"<li>{_h(L('cell'))} {_h(c.get('index'))}: <code>{_h(c.get('error_type') or c.get('status'))}</code> "
+        body += [f"<li>{_h(L('cell'))} {_h(cell_number(c))}: <code>{_h(c.get('error_type') or c.get('status'))}</code> "
                  f"{_h(c.get('message') or '')}</li>" for c in bad_cells]
         body.append("</ul>")
     return _page(title, language, body)

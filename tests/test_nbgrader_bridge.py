@@ -23,6 +23,7 @@ import pytest
 
 from autograder import build as B
 from autograder import nbgrader_bridge as NB
+from autograder import points as P
 from autograder.config import ROOT, load_course
 from autograder.errors import AutograderError
 from autograder.nbgrader_tests import autograde_identity, grade_exercise
@@ -242,6 +243,21 @@ def _submit(course: Path) -> None:
         (folder / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC\n")
 
 
+def _gid(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _formgrader_submissions(course: Path) -> dict[str, dict]:
+    """What the formgrader's "Manage Submissions" page lists (its own API, as its handlers call it)."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    coursedir = NB.course_directory(course)
+    assert isinstance(coursedir, CourseDirectory)
+    api = NbGraderAPI(coursedir=coursedir)
+    return {s["student"]: s for s in api.get_submissions(QKV.id)}
+
+
 def _gradebook_points(course: Path, students) -> dict[str, dict[str, float]]:
     from nbgrader.api import Gradebook
 
@@ -290,8 +306,32 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
         assert float(rows[student]["max_score"]) == QKV.points
         assert rows[student]["timestamp"].startswith("2026-11-20 10:00:00")
 
+    # The formgrader counts every kit-graded submission as autograded, with the kit's score ...
     t = time.perf_counter()
-    done = subprocess.run([str(VENV_BIN / "nbgrader"), "autograde", QKV.id], cwd=course, env=env,
+    shown = _formgrader_submissions(course)
+    timings["formgrader view"] = time.perf_counter() - t
+    assert sorted(shown) == sorted(kit)
+    for student, result in kit.items():
+        assert shown[student]["autograded"] is True and shown[student]["needs_manual_grade"] is False, student
+        assert shown[student]["score"] == pytest.approx(result["points"], abs=1e-6), student
+    mallory = nbformat.read(course / "autograded" / "mallory" / QKV.id / QKV.notebook, as_version=4)
+    assert all(not c.get("outputs") for c in mallory.cells if _gid(c) is None), "student outputs are not kept"
+    assert "grade_exercise = lambda" in "".join(c.source for c in mallory.cells)   # the student's code, as sent
+    # ... and nbgrader's own generate_feedback writes every student's feedback from it.
+    done = subprocess.run([str(VENV_BIN / "nbgrader"), "generate_feedback", QKV.id], cwd=course, env=env,
+                          check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for student, result in kit.items():
+        page = (course / "feedback" / student / QKV.id / QKV.notebook.replace(".ipynb", ".html")).read_text(
+            encoding="utf-8")
+        assert f"(Score: {float(result['points'])} / {float(QKV.points)})" in page, student  # Jinja's round(2)
+        ours = {e["exercise"]: e for e in result["exercises"]}
+        for ex in QKV.exercises:   # each test cell shows the kit's points for it
+            assert f"{ex.id} {ex.title}: {P.fmt(ours[ex.id]['points'])} / {P.fmt(ex.points)}" in page, (student, ex.id)
+
+    t = time.perf_counter()
+    # --force: nbgrader skips what it counts as autograded, and the kit's submissions now are.
+    done = subprocess.run([str(VENV_BIN / "nbgrader"), "autograde", QKV.id, "--force"], cwd=course, env=env,
                           check=False, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr
     timings["nbgrader autograde"] = time.perf_counter() - t

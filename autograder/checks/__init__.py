@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from .. import plain
+from ..points import shares as share_points, total as total_points
 from ..probes import Reply, Request
 
 
@@ -218,7 +219,7 @@ class CheckResult:
         return {
             "exercise": self.exercise, "check": self.check, "audience": self.audience, "kind": self.kind,
             "title": self.title._asdict(), "status": self.status.value, "passed": self.passed,
-            "points": round(self.points, 6), "max_points": round(self.max_points, 6),
+            "points": round(self.points, 2), "max_points": round(self.max_points, 2),
             "message": self.message._asdict() if self.message else None,
             "mistake": self.mistake,
             "mistake_message": self.mistake_message._asdict() if self.mistake_message else None,
@@ -697,7 +698,7 @@ class ExerciseResult:
     checks: list[CheckResult]
 
     def to_json(self) -> dict[str, Any]:
-        return {"exercise": self.exercise, "function": self.function, "points": round(self.points, 6),
+        return {"exercise": self.exercise, "function": self.function, "points": round(self.points, 2),
                 "max_points": self.max_points, "status": self.status.value,
                 "checks": [c.to_json() for c in self.checks]}
 
@@ -723,11 +724,11 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
     if not checks:
         raise ValueError(f"no checks declared for exercise {exercise_id}")
     spec = SPECS.get(exercise_id, ExerciseSpec(exercise_id))
-    total_weight = sum(c.weight for c in checks)
+    # Each check's share in hundredths of a point, adding up to max_points exactly (autograder.points).
+    check_shares = share_points(max_points, [c.weight for c in checks])
     results: list[CheckResult] = []
     stop_status: Status | None = None
-    for c in checks:
-        share = max_points * c.weight / total_weight
+    for c, share in zip(checks, check_shares):
         if stop_status is not None:
             # Not attempted / missing: every later check would say the same.
             results.append(CheckResult(exercise_id, c.name, c.audience.value, c.kind.value, c.title,
@@ -772,7 +773,7 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
             stop_status = status
     _withhold_without_output(checks, results)
     forbidden = sorted({f for r in results for f in r.forbidden})
-    points = sum(r.points for r in results)
+    points = total_points(r.points for r in results)
     if forbidden:
         points = 0.0
         for r in results:

@@ -22,6 +22,7 @@ build: setup
 
 validate: setup
 	autograder validate
+	autograder validate --mutants    # every mutant of every reference (~5 min on 2 cores); CI: tests/test_mutants.py
 
 clean:
 	rm -rf $(DEMO_OUT) dist .pytest_cache

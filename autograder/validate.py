@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import checks as C
 from .config import Course, load_course
@@ -108,12 +110,44 @@ def print_report(v: Validation) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("exercises", nargs="*", help="exercise IDs to validate (default: all)")
     parser.add_argument("--seeds", type=int, default=3, help="how many seeds to run the references on")
+    parser.add_argument("--mutants", action="store_true",
+                        help="mutation testing: grade one-token changes of every reference in the sandbox; "
+                             "exit 1 on any that keeps full marks and is not a declared equivalent (mutants.yml)")
+    parser.add_argument("--html", type=Path, default=Path("validate-mutants.html"), metavar="PATH",
+                        help="with --mutants: the HTML report (default: validate-mutants.html)")
+    parser.add_argument("--sample", type=int, default=0, metavar="N",
+                        help="with --mutants: a fixed, seeded subset of N mutants per exercise (default: all)")
+    parser.add_argument("--sample-seed", type=int, default=0, metavar="S", help="with --sample: the seed")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="with --mutants: mutants graded in parallel (default: the CPU count)")
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
+    if args.mutants:
+        return run_mutants_command(args)
     result = validate(seeds=tuple(range(args.seeds)), exercises=args.exercises or None)
     print_report(result)
+    return 0 if result.ok else 1
+
+
+def run_mutants_command(args: argparse.Namespace) -> int:
+    """``validate --mutants``: the table and survivors on the terminal, the HTML page at ``--html``."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from . import mutants as M
+
+    course = load_course()
+    console = Console()
+    columns = (TextColumn("mutants"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("mutants", total=None)
+        result = M.run_mutants(course, exercises=args.exercises or None, per_exercise=args.sample,
+                               seed=args.sample_seed, jobs=args.jobs, progress=lambda v: progress.advance(task))
+    M.print_mutants_report(result, course, console)
+    args.html.write_text(M.html_report(result, course), encoding="utf-8")
+    console.print(f"wrote {args.html}")
     return 0 if result.ok else 1

@@ -38,6 +38,14 @@ def _pad_edges(ctx: Context) -> None:
     lengths = torch.tensor([3, 0, 1], dtype=torch.int64)
     expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, max_len=3), (3, 3)), ctx.reference(lengths, 3),
                  "padding_mask(lengths with a 0, max_len = the longest length)")
+    # max_len left to its default: one sequence (the longest is the only one), and an empty batch (0, 0)
+    T = ctx.sizes(1, low=2, high=9)[0]
+    single = torch.tensor([T], dtype=torch.int64)
+    expect_exact(ctx, expect_bool(ctx, ctx.call(single), (1, T)), torch.zeros(1, T, dtype=torch.bool),
+                 "padding_mask(a batch of one sequence)")
+    empty = torch.zeros(0, dtype=torch.int64)
+    expect_exact(ctx, expect_bool(ctx, ctx.call(empty), (0, 0)), torch.zeros(0, 0, dtype=torch.bool),
+                 "padding_mask(an empty batch)")
 
 
 # -- 3.2 masked_softmax ---------------------------------------------------------------
@@ -159,8 +167,8 @@ def _mce_reference(ctx: Context) -> None:
             ctx.expect_close(got, want, dtype, what=f"masked_cross_entropy (ignore_index={ignore_index})")
 
 
-@check("3.4", "edge-cases", H, Kind.EDGE, zh="只有一个目标计入、T = 1、logits 在 1e4 附近",
-       en="a single counted target, T = 1, logits near 1e4")
+@check("3.4", "edge-cases", H, Kind.EDGE, zh="只有一个目标计入、T = 1、logits 在 1e4 附近、各位置 logits 量级相差很大",
+       en="a single counted target, T = 1, logits near 1e4, logits of very different magnitudes per position")
 def _mce_edges(ctx: Context) -> None:
     B, T, C = ctx.sizes(3, low=3)
     targets = torch.full((B, T), -100, dtype=torch.int64)
@@ -187,6 +195,14 @@ def _mce_edges(ctx: Context) -> None:
         if dtype == torch.float64:
             # float32 cannot hold log-sum-exp (~1e4) minus the picked logit (~1e4) to 1e-4: finiteness only
             ctx.expect_close(got, want, dtype, what="masked_cross_entropy (logits near 1e4)")
+    # Each position's logits spread over hundreds and the positions thousands apart: only a shift by the
+    # max of each position's own row keeps every exp finite and non-zero (not the global max, the min, the mean).
+    spread = ctx.randn(B, T, C, scale=400.0)
+    offsets = (torch.arange(B * T, dtype=torch.float64).reshape(B, T, 1) % 3 - 1) * 3000.0
+    logits = spread + offsets
+    want = ctx.reference(logits, targets)
+    got = expect_loss(ctx, ctx.call(logits, targets), torch.float64)
+    ctx.expect_close(got, want, torch.float64, what="masked_cross_entropy (logits of very different magnitudes)")
 
 
 @check("3.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的交叉熵或 NLL", en="no library cross entropy or NLL")

@@ -2,7 +2,8 @@
 
 * ``release/<a>/<a>.ipynb``: the source notebook run through nbgrader's own
   generate_assignment preprocessors (:data:`RELEASE_PREPROCESSORS`); the solution
-  regions become ``raise NotImplementedError("Need to implement for exercise 2.4")``.
+  regions become a stub in course.yml's language (:data:`STUBS`), with ``language: zh``
+  ``raise NotImplementedError("请完成练习 2.4")``.
   ``nbgrader_config.py`` hands nbgrader the same pipeline, so ``nbgrader
   generate_assignment`` writes the very same bytes.
 * ``solutions/<module>.py``: the imports cell and every solution cell, marker lines
@@ -56,8 +57,31 @@ from traitlets.config import Config
 from .config import ROOT, Course, load_course, parse_course
 from .errors import BuildError, ConfigError, StaleError
 
-#: What a solution region becomes; ``{exercise}`` is the cell's exercise ID ("2.4").
-STUB = 'raise NotImplementedError("Need to implement for exercise {exercise}")'
+#: What a solution region becomes, in course.yml's language; ``{exercise}`` is the cell's exercise ID
+#: ("2.4"). The engine tells "not attempted" by the exception's type, never by this text.
+STUBS: dict[str, str] = {
+    "zh": 'raise NotImplementedError("请完成练习 {exercise}")',
+    "en": 'raise NotImplementedError("Need to implement for exercise {exercise}")',
+}
+
+
+def stub_for(language: str) -> str:
+    """The stub template of a course language ("zh" or "en")."""
+    return STUBS[str(getattr(language, "value", language))]
+
+
+def _course_language(root: Path) -> str:
+    """course.yml's ``language`` read without validation (zh, the schema's default, when unreadable)."""
+    try:
+        data = yaml.safe_load((root / "course.yml").read_text(encoding="utf-8"))
+        language = str(data.get("language", "zh"))
+    except (OSError, yaml.YAMLError, AttributeError):
+        return "zh"
+    return language if language in STUBS else "zh"
+
+
+#: The stub of this checkout's course (nbgrader_config.py hands it to ``nbgrader generate_assignment``).
+STUB = stub_for(_course_language(ROOT))
 
 #: The public part of the autograder package: everything a student's ``check`` needs.
 #: Nothing else of autograder/ (hidden checks, known mistakes, grading) nor solutions/
@@ -290,9 +314,14 @@ def strip_markers(code: str) -> str:
 
 
 # -- deriving the files ------------------------------------------------------------------
-def release_notebook(source: Source) -> bytes:
-    """The student notebook, through nbgrader's preprocessors and nbconvert's writer."""
-    exporter = NotebookExporter(config=Config({"Exporter": {"default_preprocessors": []}}))
+def release_notebook(source: Source, language: str | None = None) -> bytes:
+    """The student notebook, through nbgrader's preprocessors and nbconvert's writer.
+
+    ``language`` (course.yml's) picks the stub text; None: this checkout's course.
+    """
+    stub = STUB if language is None else stub_for(language)
+    exporter = NotebookExporter(config=Config({"Exporter": {"default_preprocessors": []},
+                                               "ExerciseStubs": {"code_stub": {"python": stub}}}))
     for preprocessor in RELEASE_PREPROCESSORS:
         exporter.register_preprocessor(preprocessor)
     name = PurePosixPath(source.path).stem
@@ -381,7 +410,7 @@ def derive(root: Path, course: Course, outputs: bool = True) -> Derived:
     for a in course.assignments:
         source = read_source(root, a.id, [(e.id, e.function) for e in a.exercises])
         sources.append(source)
-        files[f"release/{a.id}/{a.notebook}"] = release_notebook(source)
+        files[f"release/{a.id}/{a.notebook}"] = release_notebook(source, course.language)
         files.update(_extra_files(root, a.id))
         files[f"solutions/{a.module}.py"] = solutions_module(source, a.module)
     solutions = {path: data for path, data in files.items()

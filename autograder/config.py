@@ -72,6 +72,11 @@ class Exercise(_Strict):
     function: str = Field(description="name of the student's function or class")
     points: Annotated[float, Field(gt=0, description="points of the whole exercise")]
     title: str = Field(description="short English title")
+    title_zh: str | None = Field(None, description="short Chinese title (feedback in zh; the English one if absent)")
+
+    def title_in(self, language: Any) -> str:
+        """The title in ``language`` ("zh" or "en")."""
+        return self.title_zh if str(getattr(language, "value", language)) == "zh" and self.title_zh else self.title
 
     @field_validator("id", mode="before")
     @classmethod
@@ -94,7 +99,12 @@ class Exercise(_Strict):
 class Assignment(_Strict):
     id: str = Field(description="folder name under source/ and release/, e.g. 02_qkv_attention")
     title: str = Field(description="English title")
+    title_zh: str | None = Field(None, description="Chinese title (feedback in zh; the English one if absent)")
     exercises: list[Exercise] = Field(min_length=1)
+
+    def title_in(self, language: Any) -> str:
+        """The title in ``language`` ("zh" or "en")."""
+        return self.title_zh if str(getattr(language, "value", language)) == "zh" and self.title_zh else self.title
 
     @field_validator("id")
     @classmethod

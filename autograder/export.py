@@ -227,7 +227,7 @@ def _check_test(ex_title: str, check: dict[str, Any], *, passed: bool, output: s
 def gradescope_results(result: dict[str, Any], course: Course, assignment: Assignment, language: str, *,
                        seconds: float, plan: list[PlannedCheck]) -> dict[str, Any]:
     """The kit's result of one submission as Gradescope's results.json: one test per check."""
-    titles = {ex.id: ex.title for ex in assignment.exercises}
+    titles = {ex.id: ex.title_in(language) for ex in assignment.exercises}
     tests: list[dict[str, Any]] = []
     graded = bool(result.get("exercises"))
     if graded:
@@ -256,7 +256,7 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
             tests.append(_check_test(titles.get(p.exercise, p.exercise), check, passed=False, output=why,
                                      language=language, score=0.0, max_score=p.points))
     public = [t for t in tests if t["extra_data"]["audience"] == "public"]
-    lines = [f"{assignment.id} · {assignment.title}"]
+    lines = [f"{assignment.id} · {assignment.title_in(language)}"]
     if graded:
         lines.append(_say(language, "public", passed=sum(t["status"] == "passed" for t in public), total=len(public)))
         for note in result.get("notes_msg") or []:

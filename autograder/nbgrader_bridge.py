@@ -4,8 +4,8 @@ Three things live here:
 
 * **Test cells.** Every exercise of a source notebook has, after its ``check``
   cell, an autograded test cell (grade_id ``ex2_4_tests``, points from
-  course.yml) whose hidden body calls :func:`autograder.nbgrader_tests.grade_exercise`.
-  :func:`sync_test_cells` writes them; the release keeps only their comment line.
+  course.yml), ``check("2.4", score=True)``: the same text in source and release (see
+  :data:`TEST_CELL_SOURCES`). :func:`sync_test_cells` writes them.
 * **The gradebook.** :func:`record_in_gradebook` writes the per-exercise points of
   ``autograder grade`` results into nbgrader's own ``gradebook.db`` through
   nbgrader's API (students, submissions, one ``Grade`` per test cell with its
@@ -31,14 +31,19 @@ from .errors import AutograderError
 from .points import fmt as fmt_points, total as points_total
 from .text import csv_rows, line
 
-#: The hidden test cell of an exercise; ``{exercise}`` is its ID ("2.4").
-TEST_CELL_SOURCE = (
-    "# Hidden tests: empty in the student's notebook; nbgrader autograde runs them.\n"
-    "### BEGIN HIDDEN TESTS\n"
-    "from autograder.nbgrader_tests import grade_exercise\n"
-    'grade_exercise("{exercise}")\n'
-    "### END HIDDEN TESTS"
-)
+#: The test cell of an exercise, per course language; ``{exercise}`` is its ID ("2.4"). The same
+#: text in the source and the release: nbgrader's hidden-test markers would make the release's
+#: checksum differ from the gradebook's, and ``nbgrader autograde`` would then report every honest
+#: submission as tampered with (jupyter/nbgrader#1961). What runs differs by where it runs
+#: (``autograder.check(..., score=True)``): every check under ``nbgrader autograde`` on the
+#: instructor's machine, the public ones on a student's.
+TEST_CELL_SOURCES = {
+    "zh": ("# 评分单元格（请勿修改）：nbgrader 评分时在这里运行本题的全部检查；在你的电脑上只运行公开检查。\n"
+           'check("{exercise}", score=True)'),
+    "en": ("# Grading cell (do not edit): nbgrader runs every check of this exercise here; "
+           "on your computer, the public ones.\n"
+           'check("{exercise}", score=True)'),
+}
 CANVAS_FILE = "canvas.csv"
 MOODLE_FILE = "moodle.csv"
 #: Canvas' importer skips columns whose header contains "Final Points" (read-only, it computes its own).
@@ -68,11 +73,16 @@ def _points(value: float) -> float | int:
     return int(value) if float(value).is_integer() else float(value)
 
 
-def test_cell(exercise: Exercise) -> Any:
-    """The autograded test cell of one exercise, as it belongs in the source notebook."""
+def test_cell_source(exercise: Exercise, language: Any) -> str:
+    template = TEST_CELL_SOURCES.get(str(getattr(language, "value", language)), TEST_CELL_SOURCES["en"])
+    return template.format(exercise=exercise.id)
+
+
+def test_cell(exercise: Exercise, language: Any = "zh") -> Any:
+    """The autograded test cell of one exercise, as it belongs in the source notebook (and the release)."""
     import nbformat
 
-    cell = nbformat.v4.new_code_cell(TEST_CELL_SOURCE.format(exercise=exercise.id))
+    cell = nbformat.v4.new_code_cell(test_cell_source(exercise, language))
     cell.id = tests_cell_id(exercise.id)
     cell.metadata = nbformat.from_dict({"nbgrader": {
         "grade": True, "grade_id": tests_grade_id(exercise.id), "locked": True,
@@ -102,7 +112,7 @@ def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
         except Exception:  # noqa: BLE001 - missing or unreadable: reading the sources names it (build.read_source)
             continue
         for ex in a.exercises:
-            want = test_cell(ex)
+            want = test_cell(ex, course.language)
             nb.cells = [c for c in nb.cells if _grade_id(c) != want.metadata.nbgrader.grade_id]
             check_id = "ex" + ex.id.replace(".", "_") + "_check"
             at = next((i for i, c in enumerate(nb.cells) if _grade_id(c) == check_id), None)
@@ -326,7 +336,7 @@ def write_autograded(coursedir: Any, course: Course, student: str, assignment_id
 
     why = None if _is_graded(result) else message_text(result.get("message"), course.language.value)
     for ex in assignment.exercises:
-        want = test_cell(ex)
+        want = test_cell(ex, course.language)
         cell = cells.get(want.metadata.nbgrader.grade_id)
         if cell is None or cell.get("cell_type") != "code":   # deleted or retyped: nbgrader adds it back too
             cell = want
@@ -373,7 +383,7 @@ def _test_output(ex: Exercise, graded: dict[str, Any] | None, why: str | None, c
     points = float(graded.get("points", 0.0)) if graded else 0.0
     language = course.language.value
     items = "".join(f"<li>{html.escape(text)}</li>" for text in check_lines(graded, language)) if graded else ""
-    head = f"{html.escape(ex.id)} {html.escape(ex.title)}: {fmt_points(points)} / {fmt_points(ex.points)}"
+    head = f"{html.escape(ex.id)} {html.escape(ex.title_in(language))}: {fmt_points(points)} / {fmt_points(ex.points)}"
     body = f"<p><b>{head}</b></p>" + (f"<p>{html.escape(why)}</p>" if why else "") + (f"<ul>{items}</ul>" if items else "")
     return nbformat.v4.new_output("execute_result", data={"text/plain": repr(round(points, 2)),
                                                           "text/html": body}, execution_count=None)

@@ -1,15 +1,16 @@
-"""nbgrader's own path: the hidden test cell of each exercise calls :func:`grade_exercise`.
+"""nbgrader's own path: each exercise's test cell, ``check("2.4", score=True)``, calls :func:`grade_exercise`.
 
 Each source notebook has, after an exercise's ``check`` cell, an autograded test
-cell (grade_id ``ex2_4_tests``, points from course.yml) whose body is hidden::
+cell (grade_id ``ex2_4_tests``, points from course.yml), the same text in the release::
 
-    # Hidden tests: empty in the student's notebook; nbgrader autograde runs them.
-    ### BEGIN HIDDEN TESTS
-    from autograder.nbgrader_tests import grade_exercise
-    grade_exercise("2.4")
-    ### END HIDDEN TESTS
+    # 评分单元格（请勿修改）：...
+    check("2.4", score=True)
 
-``nbgrader autograde`` restores that cell from the gradebook and runs it in the
+Under ``nbgrader autograde`` where the instructor's kit is installed,
+:func:`autograder.selfcheck.score` hands that call to :func:`grade_exercise`;
+elsewhere it scores the public checks only.
+
+``nbgrader autograde`` runs that cell in the
 student's kernel. :func:`grade_exercise` runs the exercise's public and hidden
 checks (the kit's catalog, the reference from ``solutions/``) against the
 function in the kernel's namespace, seeded exactly as ``autograder grade`` seeds

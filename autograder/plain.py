@@ -147,20 +147,20 @@ class Value:
         s = self.spec
         t = s["t"]
         if t == "tensor":
-            return f"Tensor{tuple(s['shape'])} {s['dtype'].removeprefix('torch.')} on {s['device']}"
+            return f"Tensor{tuple(s['shape'])} {s['dtype'].removeprefix('torch.')}, {s['device']}"
         if t == "ndarray":
             return f"ndarray{tuple(s['shape'])} {s['dtype']}"
         if t in ("float", "int", "bool"):
             return f"{s.get('type', t)} {s['v']!r}"
         if t in ("tuple", "list"):
-            return f"{t} of {len(s['items'])}: (" + ", ".join(Value(i, self.arrays).describe() for i in s["items"]) + ")"
+            return f"{t}[{len(s['items'])}]: (" + ", ".join(Value(i, self.arrays).describe() for i in s["items"]) + ")"
         if t == "dict":
             return "dict {" + ", ".join(f"{k}: {Value(v, self.arrays).describe()}" for k, v in s["items"].items()) + "}"
         if t == "none":
             return "None"
         if t == "str":
             return f"str {s['v']!r}"
-        return f"an object of type {s.get('type', '?')}"
+        return f"<{s.get('type', '?')}>"
 
     def tensor(self) -> torch.Tensor:
         """The CPU tensor this node holds (with the sender's dtype); PlainDataError if none."""

@@ -160,12 +160,13 @@ def probe_call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
 
 def probe_module(cls: Callable, embed_dim: int, num_heads: int, state: dict, query: torch.Tensor,
                  key: torch.Tensor, value: torch.Tensor, key_padding_mask: Any, grad_out: torch.Tensor,
-                 bias: bool = True) -> dict:
+                 bias: bool | None = True) -> dict:
     """Build the student's module, load torch-named weights, run forward and backward.
 
-    Returns the outputs and the gradients of every named parameter and of the query.
+    ``bias=None`` builds it with its own default (``cls(embed_dim, num_heads)``). Returns the
+    outputs and the gradients of every named parameter and of the query.
     """
-    module = cls(embed_dim, num_heads, bias=bias)
+    module = cls(embed_dim, num_heads) if bias is None else cls(embed_dim, num_heads, bias=bias)
     module = module.to(device=query.device, dtype=query.dtype)
     missing = [k for k in state if k not in dict(module.named_parameters())]
     module.load_state_dict(state, strict=False)

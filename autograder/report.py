@@ -106,9 +106,9 @@ def _md(text: str) -> str:
     return " ".join(out.split())
 
 
-def exercise_title(course: Course, exercise_id: str) -> str:
+def exercise_title(course: Course, exercise_id: str, language: str = "en") -> str:
     try:
-        return course.exercise(exercise_id)[1].title
+        return course.exercise(exercise_id)[1].title_in(language)
     except Exception:  # noqa: BLE001 - an old result of an exercise since removed
         return exercise_id
 
@@ -199,14 +199,14 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
         lines.append(f"> {L('note')}: {_md(_text(note, language))}")
     lines += ["", f"| {L('exercise')} | {L('score')} | {L('status')} |", "|---|---|---|"]
     for ex in result.get("exercises", []):
-        lines.append(f"| {ex['exercise']} {exercise_title(course, ex['exercise'])} | "
+        lines.append(f"| {ex['exercise']} {exercise_title(course, ex['exercise'], language)} | "
                      f"{fmt_points(ex['points'])} / {fmt_points(ex['max_points'])} | "
                      f"{_status_text(language, ex['status'])} |")
     for ex in result.get("exercises", []):
         shown = _shown_checks(ex)
         if not shown:
             continue
-        lines += ["", f"## {ex['exercise']} {exercise_title(course, ex['exercise'])}"
+        lines += ["", f"## {ex['exercise']} {exercise_title(course, ex['exercise'], language)}"
                       f" ({fmt_points(ex['points'])} / {fmt_points(ex['max_points'])})", ""]
         for c in shown:
             who = L("hidden") if c.get("audience") == "hidden" else L("public")
@@ -252,7 +252,7 @@ def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
     for note in result.get("notes_msg", []):
         body.append(f"<p class='note'>{_h(L('note'))}: {_h(_text(note, language))}</p>")
     rows = "".join(
-        f"<tr><td>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise']))}</td>"
+        f"<tr><td>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise'], language))}</td>"
         f"<td>{_h(fmt_points(ex['points']))} / {_h(fmt_points(ex['max_points']))}</td>"
         f"<td class='{_h(ex['status'])}'>{_h(_status_text(language, ex['status']))}</td></tr>"
         for ex in result.get("exercises", []))
@@ -262,7 +262,7 @@ def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
         shown = _shown_checks(ex)
         if not shown:
             continue
-        body.append(f"<h2>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise']))} "
+        body.append(f"<h2>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise'], language))} "
                     f"({_h(fmt_points(ex['points']))} / {_h(fmt_points(ex['max_points']))})</h2><ul>")
         for c in shown:
             who = L("hidden") if c.get("audience") == "hidden" else L("public")
@@ -357,70 +357,111 @@ def class_stats(results: list[dict[str, Any]], course: Course) -> dict[str, Any]
             "median": statistics.median(fractions) if fractions else None}
 
 
+_REPORT = {
+    "zh": {"title": "{name}：班级报告", "summary": "共 {n} 份提交，{graded} 份已评分", "mean": "；平均 {mean:.1f}%，中位数 {median:.1f}%",
+           "scores": "得分", "hist": "得分分布", "hist_x": "得分（占作业总分的 %）", "count": "提交数",
+           "pass": "各练习的满分率", "pass_x": "练习", "pass_y": "满分的比例（%）",
+           "exercise": "练习", "ex_title": "题目", "graded": "已评分", "full": "满分", "mean_points": "平均得分",
+           "statuses": "状态", "mistakes": "最常见的已诊断错误", "mistake": "错误", "message": "说明",
+           "no_mistakes": "没有诊断出已知错误。", "submissions": "提交", "student": "学生", "assignment": "作业",
+           "score": "得分", "status": "状态", "feedback": "反馈"},
+    "en": {"title": "{name}: class report", "summary": "{n} submissions, {graded} graded", "mean": "; mean score {mean:.1f}%, median {median:.1f}%",
+           "scores": "Scores", "hist": "Score histogram", "hist_x": "score (% of the assignment's points)",
+           "count": "submissions", "pass": "Pass rate per exercise", "pass_x": "exercise", "pass_y": "% with full points",
+           "exercise": "exercise", "ex_title": "title", "graded": "graded", "full": "full points",
+           "mean_points": "mean points", "statuses": "statuses", "mistakes": "Most common diagnosed mistakes",
+           "mistake": "mistake", "message": "message", "no_mistakes": "No known mistake was diagnosed.",
+           "submissions": "Submissions", "student": "student", "assignment": "assignment", "score": "score",
+           "status": "status", "feedback": "feedback"},
+}
+#: Fonts with Chinese glyphs, most common first; without one, plots keep English labels (a missing glyph
+#: would only warn and draw boxes).
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Micro Hei", "WenQuanYi Zen Hei",
+             "Microsoft YaHei", "PingFang SC", "SimHei", "Heiti SC", "AR PL UMing CN")
+
+
+def cjk_font() -> str | None:
+    """An installed font family that draws Chinese, or None."""
+    from matplotlib import font_manager
+
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in names), None)
+
+
 def class_report_html(results: list[dict[str, Any]], course: Course, language: str = "en") -> str:
-    """The class report: summary, three plots embedded as base64 PNG, tables; self-contained HTML."""
+    """The class report in ``language``: summary, three plots embedded as base64 PNG, tables; self-contained."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
+    language = language if language in _REPORT else "en"
+    T = _REPORT[language]
+    font = cjk_font() if language == "zh" else None
+    P = _REPORT["zh"] if font else _REPORT["en"]          # plot labels: Chinese only where a font draws it
+    style = {"font.family": [font, "sans-serif"]} if font else {}
     stats = class_stats(results, course)
-    body = [f"<h1>{_h(course.name)}: class report</h1>",
-            f"<p>{stats['n']} submissions, {stats['graded']} graded"
-            + (f"; mean score {stats['mean'] * 100:.1f}%, median {stats['median'] * 100:.1f}%"
-               if stats["mean"] is not None else "") + ".</p>"]
+    summary = T["summary"].format(n=stats["n"], graded=stats["graded"])
+    if stats["mean"] is not None:
+        summary += T["mean"].format(mean=stats["mean"] * 100, median=stats["median"] * 100)
+    body = [f"<h1>{_h(T['title'].format(name=course.name))}</h1>", f"<p>{_h(summary)}。</p>"
+            if language == "zh" else f"<p>{_h(summary)}.</p>"]
 
-    # Plot labels stay ASCII: a CJK glyph missing from the default font would only warn.
-    fig = Figure(figsize=(6, 3.2))
-    ax = fig.subplots()
-    ax.hist([f * 100 for f in stats["fractions"]], bins=[i * 10 for i in range(11)], color="#4c78a8",
-            edgecolor="white")
-    ax.set(xlabel="score (% of the assignment's points)", ylabel="submissions", title="Score histogram")
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    body.append(f"<h2>Scores</h2><img alt='score histogram' src='data:image/png;base64,{_png(fig)}'>")
-
-    per = stats["per_exercise"]
-    if per:
-        fig = Figure(figsize=(max(4.0, 0.55 * len(per) + 1.5), 3.2))
+    with matplotlib.rc_context(style):
+        fig = Figure(figsize=(6, 3.2))
         ax = fig.subplots()
-        ids = list(per)
-        ax.bar(ids, [per[i]["full"] / per[i]["n"] * 100 for i in ids], color="#54a24b")
-        ax.set(ylim=(0, 100), xlabel="exercise", ylabel="% with full points", title="Pass rate per exercise")
-        body.append(f"<h2>Pass rate per exercise</h2><img alt='pass rate per exercise' "
-                    f"src='data:image/png;base64,{_png(fig)}'>")
-        rows = "".join(
-            f"<tr><td>{_h(i)}</td><td>{_h(exercise_title(course, i))}</td><td>{e['n']}</td>"
-            f"<td>{e['full'] / e['n'] * 100:.0f}%</td><td>{_h(fmt_points(e['points'] / e['n']))} / "
-            f"{_h(fmt_points(e['max']))}</td><td>{_h(', '.join(f'{k} {v}' for k, v in e['statuses'].most_common()))}"
-            f"</td></tr>" for i, e in per.items())
-        body.append("<table><tr><th>exercise</th><th>title</th><th>graded</th><th>full points</th>"
-                    f"<th>mean points</th><th>statuses</th></tr>{rows}</table>")
+        ax.hist([f * 100 for f in stats["fractions"]], bins=[i * 10 for i in range(11)], color="#4c78a8",
+                edgecolor="white")
+        ax.set(xlabel=P["hist_x"], ylabel=P["count"], title=P["hist"])
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        body.append(f"<h2>{_h(T['scores'])}</h2><img alt='{_h(T['hist'])}' src='data:image/png;base64,{_png(fig)}'>")
 
-    top = stats["mistakes"][:10]
-    body.append("<h2>Most common diagnosed mistakes</h2>")
-    if top:
-        fig = Figure(figsize=(6, 0.45 * len(top) + 1.2))
-        ax = fig.subplots()
-        labels = [f"{e} {m}" for (e, m), _ in top][::-1]
-        ax.barh(labels, [n for _, n in top][::-1], color="#e45756")
-        ax.set(xlabel="submissions", title="Diagnosed mistakes")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        body.append(f"<img alt='most common diagnosed mistakes' src='data:image/png;base64,{_png(fig)}'>")
-        rows = "".join(f"<tr><td>{_h(e)}</td><td>{_h(m)}</td><td>{n}</td>"
-                       f"<td>{_h(_text(stats['mistake_text'].get((e, m)), language))}</td></tr>" for (e, m), n in top)
-        body.append(f"<table><tr><th>exercise</th><th>mistake</th><th>submissions</th><th>message</th></tr>{rows}</table>")
-    else:
-        body.append("<p>No known mistake was diagnosed.</p>")
+        per = stats["per_exercise"]
+        if per:
+            fig = Figure(figsize=(max(4.0, 0.55 * len(per) + 1.5), 3.2))
+            ax = fig.subplots()
+            ids = list(per)
+            ax.bar(ids, [per[i]["full"] / per[i]["n"] * 100 for i in ids], color="#54a24b")
+            ax.set(ylim=(0, 100), xlabel=P["pass_x"], ylabel=P["pass_y"], title=P["pass"])
+            body.append(f"<h2>{_h(T['pass'])}</h2><img alt='{_h(T['pass'])}' "
+                        f"src='data:image/png;base64,{_png(fig)}'>")
+            rows = "".join(
+                f"<tr><td>{_h(i)}</td><td>{_h(exercise_title(course, i, language))}</td><td>{e['n']}</td>"
+                f"<td>{e['full'] / e['n'] * 100:.0f}%</td><td>{_h(fmt_points(e['points'] / e['n']))} / "
+                f"{_h(fmt_points(e['max']))}</td><td>"
+                f"{_h(', '.join(f'{_status_text(language, k)} {v}' for k, v in e['statuses'].most_common()))}"
+                f"</td></tr>" for i, e in per.items())
+            head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "ex_title", "graded", "full", "mean_points",
+                                                          "statuses"))
+            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+
+        top = stats["mistakes"][:10]
+        body.append(f"<h2>{_h(T['mistakes'])}</h2>")
+        if top:
+            fig = Figure(figsize=(6, 0.45 * len(top) + 1.2))
+            ax = fig.subplots()
+            labels = [f"{e} {m}" for (e, m), _ in top][::-1]
+            ax.barh(labels, [n for _, n in top][::-1], color="#e45756")
+            ax.set(xlabel=P["count"], title=P["mistakes"])
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            body.append(f"<img alt='{_h(T['mistakes'])}' src='data:image/png;base64,{_png(fig)}'>")
+            rows = "".join(f"<tr><td>{_h(e)}</td><td>{_h(m)}</td><td>{n}</td>"
+                           f"<td>{_h(_text(stats['mistake_text'].get((e, m)), language))}</td></tr>"
+                           for (e, m), n in top)
+            head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "mistake", "count", "message"))
+            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+        else:
+            body.append(f"<p>{_h(T['no_mistakes'])}</p>")
 
     rows = "".join(
         f"<tr><td>{_h(r.get('student') or '')}</td><td>{_h(r.get('assignment') or '')}</td>"
         f"<td>{_h(fmt_points(r.get('points', 0)))} / {_h(fmt_points(r.get('max_points', 0)))}</td>"
-        f"<td>{_h(r.get('status', ''))}</td><td><a href='feedback/{_h(r['key'])}.html'>feedback</a></td></tr>"
+        f"<td>{_h(r.get('status', ''))}</td><td><a href='feedback/{_h(r['key'])}.html'>{_h(T['feedback'])}</a></td></tr>"
         for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))))
-    body.append("<h2>Submissions</h2><table><tr><th>student</th><th>assignment</th><th>score</th><th>status</th>"
-                f"<th></th></tr>{rows}</table>")
-    return _page(f"{course.name}: class report", "en", body)
+    head = "".join(f"<th>{_h(T[k])}</th>" for k in ("student", "assignment", "score", "status")) + "<th></th>"
+    body.append(f"<h2>{_h(T['submissions'])}</h2><table><tr>{head}</tr>{rows}</table>")
+    return _page(T["title"].format(name=course.name), language, body)
 
 
 # -- the terminal summary -----------------------------------------------------------------------

@@ -145,6 +145,74 @@ def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1)
     return result
 
 
+@dataclass
+class PublicScore:
+    """``check("2.4", score=True)`` on a student's machine: the public checks' share of the points.
+
+    Its repr is the bare number, as nbgrader reads a test cell's result (partial credit); the
+    hidden checks only run where the instructor grades.
+    """
+
+    exercise: str
+    points: float
+    max_points: float
+    passed: int
+    total: int
+    language: str = "zh"
+
+    def __float__(self) -> float:
+        return self.points
+
+    def __repr__(self) -> str:
+        return repr(self.points)
+
+    def _repr_html_(self) -> str:
+        from .points import fraction
+
+        if self.language == "zh":
+            text = (f"练习 {self.exercise}：公开检查 {self.passed}/{self.total} 项通过，"
+                    f"{fraction(self.points, self.max_points)} 分（最终得分由教师的全部检查给出）")
+        else:
+            text = (f"exercise {self.exercise}: {self.passed}/{self.total} public checks pass, "
+                    f"{fraction(self.points, self.max_points)} points (the final score comes from all the "
+                    f"instructor's checks)")
+        return f"<div>{html.escape(text)}</div>"
+
+
+def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any:
+    """The exercise's points as its nbgrader test cell shows them (see :func:`autograder.check`).
+
+    Never raises and never writes to stderr (nbgrader would score the cell 0).
+    """
+    from . import checks as C
+    from .config import load_course
+
+    namespace = _caller_namespace(_depth + 1)
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde" and C.hidden_available():
+        # The instructor's kit under nbgrader autograde: every check, seeded per student.
+        from . import nbgrader_tests
+
+        return nbgrader_tests.grade_exercise(str(exercise), namespace=namespace, language=language)
+    course = load_course()
+    _, ex = course.exercise(str(exercise))
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
+                _one_thread():
+            warnings.simplefilter("ignore")
+            result = self_check(namespace, str(exercise), language=language, course=course)
+        rows = [c for e in result.exercises for c in e.checks]
+    except (Exception, SystemExit):  # noqa: BLE001 - a test cell never raises: it scores 0
+        result, rows = None, []
+    earned = sum(c.points for c in rows if c.passed)
+    possible = sum(c.max_points for c in rows) or 1.0
+    from .points import total
+
+    points = total([ex.points * earned / possible]) if rows else 0.0
+    lang = _language(language, course)
+    return PublicScore(ex.id, points, ex.points, sum(c.passed for c in rows), len(rows), lang)
+
+
 def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str | None = None,
                notebook: str | None = None, course: Any = None,
                fingerprints: dict[str, Any] | None = None) -> SelfCheckResult:

@@ -16,7 +16,7 @@ from support import failed, grade
 EXERCISES = ["3.1", "3.2", "3.3", "3.4", "3.5", "4.1", "4.2", "4.3", "4.4", "4.5"]
 #: Known mistakes per exercise (the catalog's table; update together with autograder/mistakes/).
 MISTAKE_COUNTS = {"3.1": 3, "3.2": 6, "3.3": 5, "3.4": 5, "3.5": 4,
-                  "4.1": 3, "4.2": 3, "4.3": 7, "4.4": 3, "4.5": 5}
+                  "4.1": 3, "4.2": 3, "4.3": 7, "4.4": 4, "4.5": 5}
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -182,3 +182,44 @@ def test_a_nan_mistake_does_not_claim_finite_output():
     nan = plain.roundtrip(torch.tensor([0.5, float("nan")]))
     assert C.values_match(nan, nan, tol)
     assert not C.values_match(plain.roundtrip(torch.tensor([0.5, 0.5])), nan, tol)
+
+
+def test_nan_to_num_after_softmax_is_named_in_4_4(course):
+    """The reviewer's variant: an additive -inf mask, torch.softmax, nan_to_num. Its forward pass is right
+    (full marks on 4.3); its backward pass goes through the fully padded row's 0/0 (NaN gradients in 4.4)."""
+    import math
+
+    from solutions.multi_head_attention import MultiHeadAttention as Reference
+    from solutions.multi_head_attention import merge_heads, split_heads
+
+    def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight,
+                             out_proj_bias, key_padding_mask=None):
+        W_q, W_k, W_v = in_proj_weight.chunk(3)
+        b_q, b_k, b_v = in_proj_bias.chunk(3)
+        q = split_heads(query @ W_q.T + b_q, num_heads)
+        k = split_heads(key @ W_k.T + b_k, num_heads)
+        v = split_heads(value @ W_v.T + b_v, num_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if key_padding_mask is not None:
+            additive = torch.zeros(key_padding_mask.shape, dtype=scores.dtype, device=scores.device)
+            scores = scores + additive.masked_fill(key_padding_mask, float("-inf"))[:, None, None, :]
+        weights = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
+        return merge_heads(weights @ v) @ out_proj_weight.T + out_proj_bias, weights
+
+    forward_only = grade(course, "4.3", multi_head_attention)
+    assert forward_only.points == forward_only.max_points
+
+    class MultiHeadAttention(Reference):
+        def forward(self, query, key, value, key_padding_mask=None):
+            E = self.embed_dim
+            in_bias = self.in_proj_bias if self.in_proj_bias is not None else query.new_zeros(3 * E)
+            out_bias = self.out_proj.bias if self.out_proj.bias is not None else query.new_zeros(E)
+            return multi_head_attention(query, key, value, self.num_heads, self.in_proj_weight, in_bias,
+                                        self.out_proj.weight, out_bias, key_padding_mask)
+
+    result = grade(course, "4.4", MultiHeadAttention)
+    bad = failed(result)
+    assert "fully-padded-row" in bad and "matches-torch" not in bad
+    assert bad["fully-padded-row"].mistake == "nan-to-num-backward"
+    assert "nan_to_num" in bad["fully-padded-row"].message.en
+    assert 0 < result.points < result.max_points

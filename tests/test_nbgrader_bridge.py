@@ -70,17 +70,22 @@ def test_source_notebooks_hold_one_test_cell_per_exercise_with_course_points() -
             meta = cell.metadata.nbgrader
             assert (meta.grade, meta.solution, meta.locked, meta.points) == (True, False, True, ex.points)
             assert cell.id == NB.tests_cell_id(ex.id)
-            assert f'grade_exercise("{ex.id}")' in cell.source and "### BEGIN HIDDEN TESTS" in cell.source
+            assert cell.source == NB.test_cell_source(ex, COURSE.language)
+            assert f'check("{ex.id}", score=True)' in cell.source and "HIDDEN TESTS" not in cell.source
 
 
-def test_release_keeps_the_graded_cells_but_no_hidden_test_and_the_bundle_no_grader() -> None:
+def test_release_keeps_the_graded_cells_as_in_the_source_and_the_bundle_no_grader() -> None:
+    """The test cell is the same text in source and release: nbgrader's checksum then matches (no
+    "checksum has changed" on every honest submission), and nothing hidden is in it."""
     for a in COURSE.assignments:
         nb = nbformat.read(ROOT / "release" / a.id / a.notebook, as_version=4)
+        source = nbformat.read(ROOT / "source" / a.id / a.notebook, as_version=4)
         by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+        in_source = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in source.cells}
         for ex in a.exercises:
             cell = by_id[NB.tests_grade_id(ex.id)]
             assert cell.metadata.nbgrader.points == ex.points and cell.metadata.nbgrader.grade
-            assert cell.source.startswith("# Hidden tests")
+            assert cell.source == in_source[NB.tests_grade_id(ex.id)].source
         text = (ROOT / "release" / a.id / a.notebook).read_text(encoding="utf-8")
         for secret in ("HIDDEN TESTS", "grade_exercise", "nbgrader_tests", *SOLUTION_MARKERS):
             assert secret not in text, f"{a.id}: {secret!r} reached the release"
@@ -222,7 +227,7 @@ HONEST = {
 }
 #: Patches the grader in its own kernel: nbgrader's path believes it, the sandbox never runs it.
 TAMPER = ("import autograder.nbgrader_tests as _t\n"
-          "_t.grade_exercise = lambda ex: {'2.1': 1, '2.2': 2, '2.3': 2, '2.4': 3}[ex]\n")
+          "_t.grade_exercise = lambda ex, **kw: {'2.1': 1, '2.2': 2, '2.3': 2, '2.4': 3}[ex]\n")
 
 
 def _submit(course: Path) -> None:
@@ -334,6 +339,7 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
     done = subprocess.run([str(VENV_BIN / "nbgrader"), "autograde", QKV.id, "--force"], cwd=course, env=env,
                           check=False, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "has changed" not in done.stdout + done.stderr, "an honest submission reads as tampered with"
     timings["nbgrader autograde"] = time.perf_counter() - t
     theirs = _gradebook_points(course, kit)
     for student in HONEST:
@@ -342,6 +348,30 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
     # nbgrader's path runs the tests in the student's kernel: a patched grader gets full marks there.
     assert sum(theirs["mallory"].values()) == QKV.points and kit["mallory"]["points"] == 0
     print("timings:", {k: round(v, 1) for k, v in timings.items()})
+
+
+@pytest.mark.slow
+def test_nbgrader_validate_fails_untouched_stubs_and_passes_a_solved_notebook(nbgrader_course: Path,
+                                                                              tmp_path: Path) -> None:
+    """What a student sees from nbgrader's Validate button: stubs fail, the public checks' share counts."""
+    course, env = nbgrader_course, _env(nbgrader_course)
+    release = nbformat.read(course / "release" / QKV.id / QKV.notebook, as_version=4)
+    source = nbformat.read(course / "source" / QKV.id / QKV.notebook, as_version=4)
+    solved = nbformat.from_dict(json.loads(json.dumps(release)))
+    for c in solved.cells:
+        gid = _gid(c)
+        if gid in HONEST["ada"]:
+            c.source = _solution(source, gid)
+    outcome = {}
+    for name, nb in (("stubs", release), ("solved", solved)):
+        path = tmp_path / name / QKV.notebook
+        path.parent.mkdir()
+        nbformat.write(nb, path)
+        done = subprocess.run([str(VENV_BIN / "nbgrader"), "validate", str(path)], cwd=course, env=env,
+                              check=False, capture_output=True, text=True, timeout=300)
+        outcome[name] = done.stdout + done.stderr
+    assert "Success" not in outcome["stubs"] and "VALIDATION FAILED" in outcome["stubs"], outcome["stubs"][-2000:]
+    assert "Success! Your notebook passes all the tests." in outcome["solved"], outcome["solved"][-2000:]
 
 
 @pytest.mark.slow

@@ -283,21 +283,21 @@ def _brief(spec: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> s
     if t in ("float", "int", "bool"):
         kind = spec.get("type")
         kind = kind if kind in _SCALAR_TYPES else t
-        return f"{'an' if kind == 'int' else 'a'} {kind}"
+        return str(kind)
     if t in ("tuple", "list"):
         items = spec.get("items") or []
         if depth >= 2:
-            return f"a {t} of {len(items)}"
+            return f"{t}[{len(items)}]"
         inner = ", ".join(_brief(i, arrays, depth + 1) for i in items[:4])
-        return f"{t} of {len(items)}: ({inner}{', …' if len(items) > 4 else ''})"
+        return f"{t}[{len(items)}]: ({inner}{', …' if len(items) > 4 else ''})"
     if t == "dict":
         n = len(spec.get("items") or {})
-        return f"a dict of {n} key{'' if n == 1 else 's'}"
+        return f"dict[{n}]"
     if t == "none":
         return "None"
     if t == "str":
-        return "a str"
-    return "an object of another type"
+        return "str"
+    return "<object>"
 
 
 def number_free(text: str, limit: int = 300) -> str:

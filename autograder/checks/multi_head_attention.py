@@ -7,7 +7,8 @@ on a batch row whose keys are all padded, so such rows are never compared with
 torch: they are checked as a property (zero weights, out = out_proj.bias).
 
 4.4 (a class) runs through the "module" probe: build with (E, H, bias=...),
-load torch-named weights with strict=False, forward with a key padding mask,
+load torch-named weights (strict=False there, so that a wrong name is reported as
+missing rather than raised; the notebook teaches strict=True), forward with a key padding mask,
 backward of (out * grad_out).sum(); it returns out, weights, the gradient of
 every loaded parameter and of the query.
 """
@@ -316,9 +317,9 @@ def expect_module(ctx: Context, value: plain.Value, state: dict[str, torch.Tenso
         known = ", ".join(n for n in PARAMETERS if n in str(missing).split(",")) or "?"
         raise CheckFailed(Msg(
             f"找不到按 torch 命名的参数：{missing}。参数应叫 in_proj_weight、in_proj_bias、out_proj.weight、out_proj.bias，"
-            f"这样 load_state_dict(torch_mha.state_dict(), strict=False) 才能加载",
+            f"这样 load_state_dict(torch_mha.state_dict(), strict=True) 才能加载",
             f"no parameter named as torch's: {missing}. Name them in_proj_weight, in_proj_bias, out_proj.weight, "
-            f"out_proj.bias so that load_state_dict(torch_mha.state_dict(), strict=False) loads them"),
+            f"out_proj.bias so that load_state_dict(torch_mha.state_dict(), strict=True) loads them"),
             hidden=Msg(f"找不到按 torch 命名的参数：{known}。参数应叫 in_proj_weight、in_proj_bias、out_proj.weight、"
                        f"out_proj.bias", f"no parameter named as torch's: {known}. Name them in_proj_weight, "
                        f"in_proj_bias, out_proj.weight, out_proj.bias"))
@@ -348,19 +349,19 @@ def expect_gradients(ctx: Context, got: dict[str, Any], want: dict[str, Any], dt
     ctx.expect_close(got["grad_query"], want["grad_query"], dtype, what="query.grad")
 
 
-def module_case(ctx: Context, dtype: torch.dtype, *, bias: bool = True, empty_row: bool = False,
+def module_case(ctx: Context, dtype: torch.dtype, *, bias: bool | None = True, empty_row: bool = False,
                 sizes: tuple[int, ...] | None = None) -> tuple[tuple[Any, ...], tuple[int, int, int, int]]:
     """Inputs of one probe call: (E, H, state, q, k, v, mask, grad_out, bias) plus the sizes."""
     B, Tq, Tk, H, d = sizes or head_sizes(ctx)
     E = H * d
-    state = mha_state(ctx, E, dtype, bias=bias)
+    state = mha_state(ctx, E, dtype, bias=bias is not False)     # None: the class's default, which has biases
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=empty_row), Tk)
     grad_out = ctx.randn(B, Tq, E, dtype=dtype)
     return (E, H, state, q, k, v, mask, grad_out), (B, Tq, Tk, H)
 
 
-def call_module(ctx: Context, args: tuple[Any, ...], bias: bool = True) -> plain.Value:
+def call_module(ctx: Context, args: tuple[Any, ...], bias: bool | None = True) -> plain.Value:
     return ctx.call(*args, probe="module", bias=bias)
 
 
@@ -413,9 +414,13 @@ def _module_dead(ctx: Context) -> None:
     expect_dead_rows(ctx, got["out"], got["weights"], mask, state["out_proj.bias"])
     for name, g in [*got["grads"].items(), ("query", got["grad_query"])]:
         ctx.expect(g is None or bool(torch.isfinite(g).all()),
-                   f"{name} 的梯度里有 NaN/inf：全填充行的 softmax 在反向传播时也不能出现 0/0",
+                   f"{name} 的梯度里有 NaN/inf：全填充行的 softmax 在反向传播时也不能出现 0/0。"
+                   f"前向之后再用 nan_to_num 或 torch.where 把 NaN 换成 0 不够，反向传播仍会经过那次 0/0；"
+                   f"要在 softmax 之前处理这一行",
                    f"the gradient of {name} holds NaN/inf: the fully padded row's softmax must not divide 0/0 "
-                   f"in the backward pass either", diagnose=True)
+                   f"in the backward pass either. Replacing the NaN by 0 after the forward pass (nan_to_num, "
+                   f"torch.where) is not enough, the backward pass still goes through that 0/0; handle the row "
+                   f"before the softmax", diagnose=True)
 
 
 # -- 4.5 attention_memory -------------------------------------------------------------
@@ -447,7 +452,7 @@ def _memory_type(ctx: Context) -> None:
                f"应当返回 Python int，实际是 {value.describe()}", f"should return a Python int, got {value.describe()}")
 
 
-@check("4.5", "fact-one-gib", P, Kind.FACT, zh="batch 32、8 个头、1024 个 token、float32：恰好 1 GiB",
+@check("4.5", "fact-one-gib", P, Kind.FACT, zh="批量 32、8 个头、1024 个词元、float32：恰好 1 GiB",
        en="batch 32, 8 heads, 1024 tokens, float32: exactly 1 GiB")
 def _memory_fact(ctx: Context) -> None:
     expect_int(ctx, ctx.call(32, 8, 1024), 2**30, "attention_memory(32, 8, 1024)")

@@ -28,7 +28,7 @@ DECAY_LENGTHS = [5, 10, 20, 50]
 RNN_RESIDUAL = [0.2610, 0.1452, 0.0493, 0.0021]
 ATTENTION_RESIDUAL = 0.6
 FACT_QUERY = [0.0, 1.0]
-FACT_KEYS = [[1.0, 0.0], [0.0, 1.0], [0.8, 0.8]]     # 我, love, 猫
+FACT_KEYS = [[1.0, 0.0], [0.0, 1.0], [0.8, 0.8]]     # 我, 爱, 猫
 FACT_WEIGHTS = [0.168, 0.457, 0.374]
 
 #: Python's float and NumPy's float64 (a subclass of float) both count as "a Python float".
@@ -359,8 +359,8 @@ def _weights_shape(ctx: Context) -> None:
 
 
 @check("1.6", "chapter-weights", P, Kind.FACT,
-       zh="书中的例子：query [0, 1] 对 我/love/猫 的权重为 [0.168, 0.457, 0.374]",
-       en="the chapter's example: query [0, 1] over 我/love/猫 gives [0.168, 0.457, 0.374]")
+       zh="书中的例子：查询 [0, 1] 对 我/爱/猫 的权重为 [0.168, 0.457, 0.374]",
+       en="the chapter's example: query [0, 1] over 我 (I) / 爱 (love) / 猫 (cat) gives [0.168, 0.457, 0.374]")
 def _weights_fact(ctx: Context) -> None:
     got = ctx.expect_tensor(ctx.call(torch.tensor(FACT_QUERY), torch.tensor(FACT_KEYS)), (3,), torch.float32,
                             what="attention_weights([0, 1], keys)")

@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 
-from ..checks import Audience, Context, Kind, as_float64, check
+from ..checks import Audience, Context, Kind, Msg, as_float64, check
 from ..checks.multi_head_attention import (attention_inputs, call_module, expect_dead_rows,
                                            expect_gradients, expect_int, expect_mha, expect_module,
                                            functional_args, mha_state, module_case)
-from ..checks.padding_masks import DTYPES, expect_exact, key_lengths, mask_from_lengths
+from ..checks.padding_masks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 from ..probes import probe_module
 
 H = Audience.HIDDEN
@@ -68,10 +68,10 @@ def _merge_edges(ctx: Context) -> None:
 
 # -- 4.3 multi_head_attention ---------------------------------------------------------
 def _mha_case(ctx: Context, B: int, Tq: int, Tk: int, Hn: int, d: int, dtype: torch.dtype,
-              *, empty_row: bool, with_mask: bool = True) -> None:
+              *, empty_row: bool, with_mask: bool = True, scale: float = 1.0) -> None:
     E = Hn * d
     state = mha_state(ctx, E, dtype)
-    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
+    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype, scale=scale)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=empty_row), Tk) if with_mask else None
     args = (q, k, v, Hn, *functional_args(state))
     want_out, want_w = ctx.reference(*args, key_padding_mask=mask)
@@ -99,6 +99,30 @@ def _mha_edges(ctx: Context) -> None:
     _mha_case(ctx, B, 1, Tk, Hn, d, torch.float64, empty_row=False)
 
 
+@check("4.3", "edge-large-scores", H, Kind.EDGE,
+       zh="分数在 1e4 量级（带填充掩码、含全填充行）：没有 inf/NaN，与参考答案一致",
+       en="scores of order 1e4 (with a padding mask, fully padded rows included): no inf/NaN, agrees with the "
+          "reference")
+def _mha_large(ctx: Context) -> None:
+    B, Tq, Tk, Hn, d = ctx.sizes(5, low=3, high=7)
+    # inputs of 100 through weights of 1/sqrt(E): scores q.k/sqrt(d) of order 1e4, far past exp's range
+    _mha_case(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=True, scale=100.0)
+    _mha_case(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=False, with_mask=False, scale=100.0)
+    # float32: scores of 1e4 carry rounding of 1e-3, so only finiteness and the rows' sums are checked
+    E = Hn * d
+    state = mha_state(ctx, E, torch.float32)
+    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float32, scale=100.0)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+    out, weights = expect_mha(ctx, ctx.call(q, k, v, Hn, *functional_args(state), key_padding_mask=mask),
+                              B, Tq, Tk, E, Hn, torch.float32)
+    ctx.expect(bool(torch.isfinite(weights).all() and torch.isfinite(out).all()),
+               "分数很大时 weights 或 out 里出现了 inf 或 NaN：softmax 之前每一行先减去它的最大分数（已填充的键除外）",
+               "inf or NaN in weights or out when the scores are large: subtract each row's largest score "
+               "(over its unpadded keys) before exp", diagnose=True, safe=True)
+    want_sums = live(mask).to(torch.float64)[:, None, None].expand(B, Hn, Tq)     # 1 per live row, 0 if all padded
+    ctx.expect_close(weights.double().sum(-1), want_sums, torch.float32, what="weights.sum(-1) (large scores)")
+
+
 @check("4.3", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention")
 def _mha_forbidden(ctx: Context) -> None:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
@@ -115,7 +139,7 @@ def reference_probe(ctx: Context, args: tuple[Any, ...], bias: bool) -> dict[str
     return probe_module(ctx.reference_fn, *as_float64(args), bias=bias)
 
 
-def _module_against_reference(ctx: Context, dtype: torch.dtype, *, bias: bool = True, empty_row: bool = False,
+def _module_against_reference(ctx: Context, dtype: torch.dtype, *, bias: bool | None = True, empty_row: bool = False,
                               sizes: tuple[int, ...] | None = None) -> None:
     args, (B, Tq, Tk, Hn) = module_case(ctx, dtype, bias=bias, empty_row=empty_row, sizes=sizes)
     want = reference_probe(ctx, args, bias)
@@ -133,11 +157,29 @@ def _module_reference(ctx: Context) -> None:
     _module_against_reference(ctx, torch.float64, bias=False, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
 
 
-@check("4.4", "edge-cases", H, Kind.EDGE, zh="一个头、T = 1", en="one head, T = 1")
+@check("4.4", "edge-cases", H, Kind.EDGE, zh="一个头、T = 1；不传 bias 时默认带偏置（与 nn.MultiheadAttention 相同）",
+       en="one head, T = 1; without a bias argument the module has biases (as nn.MultiheadAttention)")
 def _module_edges(ctx: Context) -> None:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
     _module_against_reference(ctx, torch.float64, sizes=(B, Tq, Tk, 1, d))
     _module_against_reference(ctx, torch.float64, sizes=(B, 1, 1, Hn, d))
+    _module_against_reference(ctx, torch.float64, bias=None, sizes=(B, Tq, Tk, Hn, d))
+
+
+# A class whose __init__ always raises ValueError passes this: its points need a correct output.
+@check("4.4", "value-error", H, Kind.PROPERTY, zh="embed_dim 不能被 num_heads 整除时 __init__ 抛出 ValueError",
+       en="__init__ raises ValueError when embed_dim is not divisible by num_heads", needs_output=True)
+def _module_error(ctx: Context) -> None:
+    Hn, d = ctx.sizes(2, low=2, high=6)
+    for E in (Hn * d + 1, Hn * d - 1):
+        reply = ctx.call_raw(E, Hn)
+        ctx.expect(reply.status == "error" and reply.error_type == "ValueError",
+                   f"MultiHeadAttention({E}, {Hn}) 应当抛出 ValueError（{E} 不能被 {Hn} 整除），"
+                   f"实际{'抛出了 ' + reply.error_type if reply.status == 'error' else '正常返回了'}",
+                   f"MultiHeadAttention({E}, {Hn}) should raise ValueError ({E} is not divisible by {Hn}), "
+                   f"{'got ' + reply.error_type if reply.status == 'error' else 'it returned normally'}",
+                   hidden=Msg("embed_dim 不能被 num_heads 整除时，__init__ 应当抛出 ValueError",
+                              "__init__ should raise ValueError when embed_dim is not divisible by num_heads"))
 
 
 @check("4.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention")
@@ -160,7 +202,7 @@ def _memory_reference(ctx: Context) -> None:
                "attention_memory(random b, h, a 100k-token sequence)")
 
 
-@check("4.5", "edge-cases", H, Kind.EDGE, zh="一个 token、一个头、batch 1", en="one token, one head, batch 1")
+@check("4.5", "edge-cases", H, Kind.EDGE, zh="一个词元、一个头、批量 1", en="one token, one head, batch 1")
 def _memory_edges(ctx: Context) -> None:
     expect_int(ctx, ctx.call(1, 1, 1), ctx.reference(1, 1, 1), "attention_memory(1, 1, 1)")
     expect_int(ctx, ctx.call(3, 1, 1, 2), ctx.reference(3, 1, 1, 2), "attention_memory(3, 1, 1, 2)")

@@ -114,9 +114,13 @@ def _residual_reference(ctx: Context) -> None:
         ctx.expect_close(got, want, torch.float64, what=f"attention_residual(a sequence of {length}, random alpha)")
 
 
-@check("1.3", "edge-short-large", H, Kind.EDGE, zh="长度 1 的序列、±1e4 的输入",
-       en="a sequence of length 1, inputs near ±1e4")
+@check("1.3", "edge-short-large", H, Kind.EDGE, zh="长度 1 的序列、空序列（返回 0.0）、±1e4 的输入",
+       en="a sequence of length 1, an empty sequence (0.0), inputs near ±1e4")
 def _residual_edge(ctx: Context) -> None:
+    got = expect_number(ctx, ctx.call([]), what="attention_residual([])")
+    ctx.expect_close(got, 0.0, torch.float64, what="attention_residual([]) (an empty sequence gives 0.0)")
+    got = expect_number(ctx, ctx.call([], alpha=0.25), what="attention_residual([], alpha)")
+    ctx.expect_close(got, 0.0, torch.float64, what="attention_residual([], another alpha)")
     x = random_sequence(ctx, 1)
     want = ctx.reference(x)
     ctx.expect_close(expect_float(ctx, ctx.call(x), what="attention_residual([x])"), want, torch.float64,
@@ -191,6 +195,17 @@ def _layer_edge(ctx: Context) -> None:
     _layer_case(ctx, B, 3, D, Hd, torch.float64, with_bias=True, with_h0=True, scale=1e4)
 
 
+@check("1.5", "edge-empty-sequence", H, Kind.EDGE,
+       zh="T = 0：outputs 是形状 (B, 0, H) 的空张量，h_T 是初始状态（h0，或 h0=None 时的全零 (B, H)），dtype 不变",
+       en="T = 0: outputs is an empty (B, 0, H) tensor and h_T the initial state (h0, or zeros (B, H) for "
+          "h0=None), in the input's dtype")
+def _layer_empty(ctx: Context) -> None:
+    B, D, Hd = ctx.sizes(3)
+    _layer_case(ctx, B, 0, D, Hd, torch.float64, with_bias=True, with_h0=False)
+    _layer_case(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=True)
+    _layer_case(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=False, keywords=False)
+
+
 # -- 1.6 attention_weights -------------------------------------------------------
 @check("1.6", "reference-random", H, Kind.NUMERIC, zh="随机 query 与 keys 与参考答案一致",
        en="agrees with the reference on random queries and keys", weight=2)
@@ -212,3 +227,28 @@ def _weights_edge(ctx: Context) -> None:
         got = ctx.expect_tensor(ctx.call(query, keys), (keys.shape[0],), torch.float64,
                                 what=f"attention_weights (keys {tuple(keys.shape)})")
         ctx.expect_close(got, want, torch.float64, what=f"attention_weights (keys {tuple(keys.shape)})")
+
+
+@check("1.6", "edge-large-scores", H, Kind.EDGE, zh="分数在 1e4 量级：没有 inf/NaN，与参考答案一致（float32 与 float64）",
+       en="scores of order 1e4: no inf/NaN, agrees with the reference (float32 and float64)")
+def _weights_large(ctx: Context) -> None:
+    N, D = ctx.sizes(2, 3, 9)
+    for dtype in (torch.float64, torch.float32):
+        query = ctx.randn(D, dtype=torch.float64, scale=40.0)
+        keys = ctx.randn(N, D, dtype=torch.float64, scale=40.0)
+        keys[0] = 0.5 * query                   # one score is large and positive: exp of it overflows unshifted
+        query, keys = query.to(dtype), keys.to(dtype)
+        want = ctx.reference(query, keys)
+        label = f"attention_weights (scores of order 1e4, N={N}, D={D}, {dtype})"
+        got = ctx.expect_tensor(ctx.call(query, keys), (N,), dtype, what=label)
+        ctx.expect(bool(torch.isfinite(got).all()),
+                   "分数很大时权重里出现了 inf 或 NaN：exp 之前先减去分数的最大值",
+                   "the weights hold inf or NaN when the scores are large: subtract the largest score before exp",
+                   diagnose=True, safe=True)
+        if dtype == torch.float64:
+            ctx.expect_close(got, want, dtype, what=label)
+        else:
+            # float32 scores of 1e4 carry rounding of 1e-3: only the distribution is compared
+            ctx.expect_close(got.double().sum(), 1.0, dtype, what=f"{label}: the sum of the weights")
+            ctx.expect(bool((got >= 0).all()), "权重不应为负", "the weights should not be negative",
+                       diagnose=True, safe=True)

@@ -87,7 +87,7 @@ def _safe_softmax(scores):
 
 def _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
          key_padding_mask=None, *, split=_split, order=(0, 1, 2), scale_dim=None, out_proj=True,
-         average=False, use_mask=True, transpose_weights=True, softmax=_safe_softmax):
+         average=False, use_mask=True, transpose_weights=True, softmax=_safe_softmax, additive_mask=False):
     """Multi-head attention with one switch per known mistake (defaults: right)."""
     E = query.shape[-1]
     chunks_w = in_proj_weight.chunk(3, dim=0)
@@ -103,7 +103,10 @@ def _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_we
     v = split(project(value, W_v, b_v), num_heads)                      # (B, H, Tk, d)
     d = scale_dim or E // num_heads
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)                     # (B, H, Tq, Tk)
-    if key_padding_mask is not None and use_mask:
+    if key_padding_mask is not None and use_mask and additive_mask:
+        # a float mask added to the scores: unlike masked_fill, its backward lets the gradient into padded keys
+        scores = scores + torch.zeros_like(scores).masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+    elif key_padding_mask is not None and use_mask:
         scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
     weights = softmax(scores)
     out = _merge(weights @ v)                                           # (B, Tq, E)
@@ -202,6 +205,23 @@ class _ModuleDetached(_Module):
     def weights(self, query):
         W_in, b_in, W_out, b_out = super().weights(query)
         return W_in.detach(), b_in, W_out, b_out
+
+
+def _softmax_then_nan_to_num(scores):
+    """The additive-mask recipe: torch.softmax makes NaN on a fully masked row, nan_to_num hides it."""
+    return torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
+
+
+@mistake("4.4", "nan-to-num-backward",
+         zh="分数加上 -inf 的浮点掩码，全填充行的 softmax 算出 NaN，再用 nan_to_num 换成 0：前向对了，反向传播却仍经过那次 0/0，"
+            "梯度全是 NaN（torch 自己的模块在这里也是 NaN）；要在 softmax 之前处理：行最大值为 -inf 时换成 0，行和为 0 时换成 1",
+         en="an additive -inf float mask makes the fully padded row's softmax NaN and nan_to_num turns it into 0: "
+            "the forward pass is right, but "
+            "the backward pass still goes through that 0/0 and the gradients are NaN (torch's own module's too); "
+            "handle the row before the softmax: a -inf row max becomes 0, a zero row sum becomes 1")
+class _ModuleNanToNum(_Module):
+    # With masked_fill the backward zeroes the padded keys' gradient and hides the NaN; an additive mask does not.
+    options = {"softmax": _softmax_then_nan_to_num, "additive_mask": True}
 
 
 # -- 4.5 attention_memory -------------------------------------------------------------

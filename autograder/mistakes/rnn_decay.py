@@ -205,3 +205,10 @@ def _weights_sum_normalized(query, keys):
          en="divided by sqrt(D): this chapter's score is the plain dot product keys @ query, no scale")
 def _weights_scaled(query, keys):
     return torch.softmax(keys @ query / math.sqrt(query.shape[-1]), dim=0)
+
+
+@mistake("1.6", "no-max-subtraction", zh="没有先减去最大分数：分数很大时 exp 溢出，得到 inf/NaN",
+         en="the largest score is not subtracted first: exp overflows on large scores, giving inf/NaN")
+def _weights_no_max(query, keys):
+    e = torch.exp(keys @ query)
+    return e / e.sum()

@@ -1,0 +1,63 @@
+"""The instructor's class report and the students' feedback speak the course's language."""
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+
+from autograder import report as R
+from autograder.config import load_course
+
+COURSE = load_course()
+CHECK = {"exercise": "2.2", "audience": "public", "kind": "value", "withheld": False, "mistake": None,
+         "mistake_message": None, "forbidden": []}
+
+
+def _result(student: str, points: float, passed: bool) -> dict:
+    checks = [dict(CHECK, check="a", title={"zh": "形状", "en": "shape"}, status="passed", passed=True,
+                   points=0.67, max_points=0.67, message=None),
+              dict(CHECK, check="b", title={"zh": "数值", "en": "values"}, status="passed" if passed else "failed",
+                   passed=passed, points=0.67 if passed else 0.0, max_points=0.67,
+                   message=None if passed else {"zh": "与参考答案不符", "en": "differs from the reference"}),
+              dict(CHECK, check="c", title={"zh": "稳定", "en": "stable"}, status="passed", passed=True,
+                   points=0.66, max_points=0.66, message=None)]
+    return {"key": f"{student}__02_qkv_attention", "student": student, "assignment": "02_qkv_attention",
+            "points": points, "max_points": 2.0, "status": "graded", "message": None, "notes_msg": [],
+            "cells": [{"index": 4, "status": "error", "error_type": "ValueError", "message": "bad"}],
+            "exercises": [{"exercise": "2.2", "function": "softmax", "points": points, "max_points": 2.0,
+                           "status": "passed" if passed else "failed", "checks": checks}]}
+
+
+RESULTS = [_result("ada", 2.0, True), _result("ben", 1.33, False)]
+
+
+def test_the_class_report_is_chinese_for_a_chinese_course_and_draws_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # a missing glyph warns: it must not happen
+        page = R.class_report_html(RESULTS, COURSE, "zh")
+    text = re.sub(r"<[^>]+>|data:image/png;base64,[^'\"]+", " ", page)
+    assert "班级报告" in page and "最常见的已诊断错误" in page and "未通过" in page
+    for english in ("class report", "Scores", "submissions", "Pass rate", "mean score", "feedback"):
+        assert english not in text, english
+    assert "class report" in R.class_report_html(RESULTS, COURSE, "en")
+
+
+def test_without_a_chinese_font_the_plots_fall_back_to_english_labels(monkeypatch):
+    monkeypatch.setattr(R, "cjk_font", lambda: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        page = R.class_report_html(RESULTS, COURSE, "zh")
+    assert "班级报告" in page                  # the page itself stays Chinese (the browser has the fonts)
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_feedback_lists_every_check_with_its_points_and_counts_cells_from_one(language):
+    md = R.feedback_markdown(RESULTS[1], COURSE, language)
+    page = R.feedback_html(RESULTS[1], COURSE, language)
+    for text in (md, page):
+        assert "0.67 / 0.67" in text and "0 / 0.67" in text and "0.66 / 0.66" in text   # passed ones too
+        assert "1.33 / 2" in text
+    assert re.search(r"(单元格|cell) 5\b", md), md                    # index 4 is the fifth cell
+    title = COURSE.exercise("2.2")[1].title_in(language)
+    assert title in md

@@ -12,13 +12,25 @@ Resuming: a result whose notebook hash and grader fingerprint match the current
 ones is kept (``--force`` regrades). Hidden inputs are seeded per (course seed,
 student, assignment), so a regrade gives identical scores.
 
-Threads: ``-j N`` threads in this (trusted) process, each driving one sandbox
-worker at a time. Student code never runs here; the references do, on one
+Lanes: ``-j N`` grades N submissions at a time, each lane driving one sandbox
+worker at a time. A small batch stays in this process (N threads, one sandbox
+template). A larger one (at least ``PROCESS_MIN_SUBMISSIONS`` per extra lane)
+runs one lane here and N-1 in trusted grader processes started with
+multiprocessing's ``spawn`` context (a fresh interpreter: nothing of this
+process's threads or torch state is copied), each with a sandbox of its own;
+their lane is :func:`lane_grade`, and only JSON text crosses the process
+boundary (the submission's fields in, the result and its rendered feedback
+out). This process stays the one writer of results, feedback and CSVs
+(:class:`Outputs`), so results stay atomic and a run stays resumable; a lane
+process that dies hands its submission back to the lanes here. ``--scheduler``
+sends the same lanes to a Dask cluster instead (:mod:`autograder.distributed`).
+Student code never runs in any of these processes; the references do, on one
 torch thread each.
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime as dt
 import functools
 import hashlib
@@ -26,6 +38,7 @@ import importlib
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 import traceback
@@ -37,6 +50,7 @@ from typing import Any, Callable
 from . import report as R
 from .config import ROOT, Course, load_course
 from .errors import AutograderError, NotebookError
+from .points import total as points_total
 from .submissions import Discovery, Submission, discover, opened
 from .source_scan import scan_notebook
 from .text import line, scrub
@@ -331,7 +345,7 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     if failed_cells:
         notes.append(f"cells failed: {', '.join(str(c['index']) for c in failed_cells)}")
     result["exercises"] = exercises
-    result["points"] = round(sum(e["points"] for e in exercises), 6)
+    result["points"] = points_total(e["points"] for e in exercises)
     result["notes"], result["notes_msg"] = notes, notes_msg
     result["status"] = "; ".join([R.GRADED, *notes])
     result["message"] = None
@@ -515,10 +529,12 @@ class Outputs:
             moved.append(key)
         return moved
 
-    def feedback(self, result: dict[str, Any]) -> None:
+    def feedback(self, result: dict[str, Any], rendered: tuple[str, str] | None = None) -> None:
+        """Write the feedback files; ``rendered`` is (markdown, html) a grading lane already made."""
         key = result["key"]
-        R.write_if_changed(self.feedback_dir / f"{key}.md", R.feedback_markdown(result, self.course, self.language))
-        R.write_if_changed(self.feedback_dir / f"{key}.html", R.feedback_html(result, self.course, self.language))
+        md, html = rendered if rendered is not None else render_feedback(result, self.course, self.language)
+        R.write_if_changed(self.feedback_dir / f"{key}.md", md)
+        R.write_if_changed(self.feedback_dir / f"{key}.html", html)
 
     def keep(self, result: dict[str, Any]) -> None:
         """A result from an earlier run: its feedback (in this run's language) and its row."""
@@ -526,10 +542,10 @@ class Outputs:
         with self.lock:
             self.rows[result["key"]] = _row(result)
 
-    def record(self, result: dict[str, Any]) -> None:
+    def record(self, result: dict[str, Any], rendered: tuple[str, str] | None = None) -> None:
         """Write one fresh result, its feedback, then the gradebook; safe from any thread."""
         R.atomic_write_text(self.result_path(result["key"]), R.dump_result(result))
-        self.feedback(result)
+        self.feedback(result, rendered)
         with self.lock:
             self.rows[result["key"]] = _row(result)
             # Rebuilding is O(rows): past a few thousand rows, at most once a second (and at the end).
@@ -559,6 +575,11 @@ class Outputs:
     def report(self, results: list[dict[str, Any]] | None = None) -> None:
         results = self.all_results() if results is None else results
         R.atomic_write_text(self.out / "report.html", R.class_report_html(results, self.course, self.language))
+
+
+def render_feedback(result: dict[str, Any], course: Course, language: str) -> tuple[str, str]:
+    """A result's feedback files: (markdown, html)."""
+    return R.feedback_markdown(result, course, language), R.feedback_html(result, course, language)
 
 
 def _row(result: dict[str, Any]) -> dict[str, Any]:
@@ -636,9 +657,27 @@ def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | Non
                 str(Path(origin if origin is not None else root).resolve()), demo_cells(course))
 
 
+#: Submissions to grade per extra lane process: fewer, and the lanes stay threads of this process
+#: (a lane process imports torch and starts a sandbox template: seconds that a short batch never recovers).
+PROCESS_MIN_SUBMISSIONS = 16
+
+
+def lane_processes(jobs: int, todo: int) -> int:
+    """How many of ``jobs`` lanes run in grader processes of their own for ``todo`` submissions."""
+    return max(0, min(jobs - 1, todo // PROCESS_MIN_SUBMISSIONS))
+
+
 def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, progress: Any = None,
-                on_result: Callable[[dict[str, Any]], None] | None = None) -> BatchOutcome:
-    """Grade every submission not already done; each result is written as soon as it exists."""
+                on_result: Callable[[dict[str, Any]], None] | None = None, processes: int | None = None,
+                lanes: ProcessLanes | None = None, scheduler: Any = None,
+                isolation: str | None = None) -> BatchOutcome:
+    """Grade every submission not already done; each result is written as soon as it exists.
+
+    ``jobs`` lanes in all: ``processes`` of them (default: :func:`lane_processes`) in grader processes of
+    their own (``lanes``, when the caller started them early), the rest as threads here. ``scheduler`` (a
+    Dask scheduler address or Client) grades on a Dask cluster instead (``sandbox`` may be None then).
+    Whatever grades, this process writes every result, feedback file and grades.csv.
+    """
     from . import checks as C
 
     course, outputs = batch.outputs.course, batch.outputs
@@ -658,41 +697,315 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     resumed = len(results)
     task = progress.add_task("grading", total=len(batch.found.submissions), completed=resumed) if progress else None
     start = time.perf_counter()
-    interrupted = False
     write_seconds = 0.0
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade")
+    # A submission that cannot be graded (no student, unknown assignment) fails here at once: no sandbox.
+    local = [s for s in todo if s.problem]
+    rest = [s for s in todo if not s.problem]
+    config = lane_config(batch, sandbox, outputs.language, isolation)
+    if scheduler is not None:
+        from .distributed import cluster_results
+
+        stream = cluster_results(scheduler, config, rest, ctx, local=local)
+        owned = None
+    else:
+        if lanes is None and sandbox is not None:
+            wanted = lane_processes(jobs, len(rest)) if processes is None else max(0, min(processes, jobs - 1))
+            lanes = ProcessLanes(wanted, config) if wanted and len(rest) > 1 else None
+            owned = lanes
+        else:
+            owned = None
+        stream = _local_results(ctx, local + rest, jobs, lanes, config)
     try:
-        pending: dict[Future, Submission] = {pool.submit(grade_or_fail, s, ctx): s for s in todo}
-        while pending:
-            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            for fut in done:
-                sub = pending.pop(fut)
-                result = fut.result()
-                if result is None:
-                    continue
-                t0 = time.perf_counter()
-                result = _record(outputs, result, sub, ctx, unwritten)
-                write_seconds += time.perf_counter() - t0
-                if result is None:
-                    continue
-                results[result["key"]] = result
-                if on_result:
-                    on_result(result)
-                if progress:
-                    progress.advance(task)
-    except KeyboardInterrupt:
-        interrupted = True
+        for sub, result, rendered in stream:
+            t0 = time.perf_counter()
+            result = _record(outputs, result, sub, ctx, unwritten, rendered)
+            write_seconds += time.perf_counter() - t0
+            if result is None:
+                continue
+            results[result["key"]] = result
+            if on_result:
+                on_result(result)
+            if progress:
+                progress.advance(task)
+    except BaseException:
         ctx.stopping.set()  # before the sandbox goes: no half-graded submission gets written
-        pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
-        if not interrupted:
-            pool.shutdown(wait=True)
+        stream.close()
+        if owned is not None:
+            owned.close()
         outputs.write_csv()
     seconds = time.perf_counter() - start
     ordered = [results[s.key] for s in batch.found.submissions if s.key in results]
     return BatchOutcome(ordered, len(ordered) - resumed, resumed, seconds, write_seconds=write_seconds,
                         unwritten=unwritten)
+
+
+def _local_results(ctx: Context, todo: list[Submission], jobs: int, lanes: ProcessLanes | None,
+                   config: dict[str, Any]) -> Any:
+    """Grade ``todo`` with threads here and the ``lanes`` processes; yield each result as it is ready.
+
+    Each lane process holds one submission at a time, so a lane that is still starting takes none from the
+    threads; a lane process that fails or dies gives its submission back to the threads (nothing is lost).
+    """
+    queue = collections.deque(todo)
+    remote = lanes.count if lanes is not None and lanes.alive else 0
+    threads = max(1, jobs - remote)
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade")
+    pending: dict[Future, tuple[Submission, bool]] = {}
+    interrupted = False
+
+    def feed() -> None:
+        here = sum(1 for _s, far in pending.values() if not far)
+        away = len(pending) - here
+        while queue and lanes is not None and lanes.alive and away < lanes.count:
+            sub = queue.popleft()
+            pending[lanes.submit(config, sub)] = (sub, True)
+            away += 1
+        # Lanes here: the threads left to this process, or all of them once the lane processes have stopped.
+        while queue and here < (threads if lanes is not None and lanes.alive else max(1, jobs)):
+            sub = queue.popleft()
+            pending[pool.submit(grade_or_fail, sub, ctx)] = (sub, False)
+            here += 1
+
+    try:
+        feed()
+        while pending:
+            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in done:
+                sub, far = pending.pop(fut)
+                if far:
+                    try:
+                        payload = json.loads(fut.result())
+                    except Exception as exc:  # noqa: BLE001 - the lane process died or could not start
+                        lanes.failed(exc)
+                        queue.appendleft(sub)      # graded again, here
+                        continue
+                    if payload is None:
+                        continue
+                    feedback = payload.get("feedback")
+                    yield sub, payload["result"], tuple(feedback) if feedback else None
+                else:
+                    result = fut.result()
+                    if result is not None:
+                        yield sub, result, None
+            feed()
+    except BaseException:
+        interrupted = True
+        ctx.stopping.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        if lanes is not None:
+            lanes.close(kill=True)
+        raise
+    finally:
+        if not interrupted:
+            pool.shutdown(wait=True)
+
+
+# -- lanes in other processes -------------------------------------------------------------
+def lane_config(batch: Plan, sandbox: Any, language: str, isolation: str | None = None) -> dict[str, Any]:
+    """Everything a lane in another process (or on another machine) needs to grade like this one: plain JSON.
+
+    The lanes cage their workers as ``sandbox`` does (its mode), else as ``isolation`` says ("none" for
+    --no-isolation; None: the best the lane's machine offers).
+    """
+    course = batch.outputs.course
+    limits = getattr(sandbox, "limits", None) or course.limits
+    chosen = getattr(sandbox, "isolation", None)
+    return {"course": course.model_dump(mode="json"), "device": batch.device, "fingerprint": batch.fingerprint,
+            "origin": batch.origin, "demos": batch.demos, "language": language,
+            "assignments": sorted({a.id for a in course.assignments
+                                   if any(e.id in batch.references for e in a.exercises)}),
+            "limits": limits.model_dump(mode="json"),
+            "isolation": chosen.mode if chosen is not None else isolation,
+            "max_restarts": getattr(sandbox, "max_restarts", 2)}
+
+
+def submission_json(sub: Submission) -> dict[str, Any]:
+    """A submission as plain JSON (its path is where *this* machine has it)."""
+    return {"path": str(sub.path), "source": sub.source, "sha256": sub.sha256, "student": sub.student,
+            "assignment": sub.assignment, "problem": sub.problem,
+            "evidence": json.loads(json.dumps(sub.evidence, default=str))}
+
+
+class LaneSetupError(AutograderError):
+    """A lane cannot grade as the batch asks (another kit version, no sandbox): the batch's fault, not a row's."""
+
+
+#: This process's lane state: its sandbox (one per process) and a Context per batch configuration.
+_LANE: dict[str, Any] = {}
+_LANE_LOCK = threading.Lock()
+
+
+def _lane_sandbox(limits: Any, device: str, isolation: str | None, max_restarts: int = 2) -> Any:
+    """This process's sandbox, started on first use (one warm template per lane process)."""
+    from .sandbox import Sandbox
+
+    key = json.dumps([limits.model_dump(mode="json"), device, max_restarts], sort_keys=True)
+    box = _LANE.get("sandbox")
+    if box is not None and _LANE.get("sandbox_key") == key and not box._closed \
+            and isolation in (None, box.isolation.mode):
+        return box
+    if box is not None:
+        box.close()
+    modes = None if isolation in (None, "none") else (isolation,)
+    box = Sandbox(limits, device, isolation=isolation != "none", modes=modes, max_restarts=max_restarts)
+    _LANE.update(sandbox=box, sandbox_key=key)
+    # A lane process ends without atexit (multiprocessing, Dask's nanny): close the sandbox either way.
+    import atexit
+    from multiprocessing import util
+
+    util.Finalize(None, box.close, exitpriority=10)
+    atexit.register(box.close)
+    return box
+
+
+def lane_warm(config: dict[str, Any] | None = None,
+              sandbox: tuple[dict[str, Any], str, str | None] | None = None) -> int:
+    """Import what grading needs (torch, the catalog) and start this process's sandbox: the batch's
+    (``config``), or one of ``sandbox`` = (limits, device, cage mode or None) before the batch is known."""
+    import torch
+
+    from . import checks as C
+    from .config import Limits
+
+    torch.set_num_threads(1)
+    with _LANE_LOCK:
+        if sandbox is not None:
+            _lane_sandbox(Limits.model_validate(sandbox[0]), sandbox[1], sandbox[2])
+        C.load_catalog(hidden=True, mistakes=True)
+        if config is not None:
+            _lane_context(config)
+    return os.getpid()
+
+
+def _lane_context(config: dict[str, Any]) -> Context:
+    """The grading context of ``config`` in this process (made once; the caller holds _LANE_LOCK)."""
+    key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    contexts = _LANE.setdefault("contexts", {})
+    if key in contexts:
+        return contexts[key]
+    import torch
+
+    from . import checks as C
+    from .config import Limits
+
+    torch.set_num_threads(1)
+    device = config["device"]
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    course = Course.model_validate(config["course"])
+    fingerprint = grader_fingerprint(device)
+    if fingerprint != config["fingerprint"]:
+        raise LaneSetupError(f"this grader's checks, references or course.yml differ from the batch's "
+                             f"(fingerprint {fingerprint}, the batch's {config['fingerprint']})",
+                             hint="install the same version of the kit on every grading machine")
+    references = check_catalog(course, set(config["assignments"]))
+    sandbox = _lane_sandbox(Limits.model_validate(config["limits"]), device, config["isolation"],
+                            int(config.get("max_restarts", 2)))
+    ctx = Context(course, sandbox, device, fingerprint, references, C.LiveDiagnoser(course.tolerances),
+                  config["demos"], config["origin"])
+    contexts[key] = ctx
+    return ctx
+
+
+def lane_grade(config: dict[str, Any], sub: dict[str, Any], notebook: bytes | None = None) -> str:
+    """Grade one submission in this process's lane: JSON text of {"result", "feedback"} (or null).
+
+    ``sub`` is :func:`submission_json`; ``notebook``, when given, is the file's bytes (a lane on another
+    machine cannot read the client's path). The result is :func:`grade_or_fail`'s, so a submission's
+    failure is caught and finalized where it always is; only plain JSON text leaves.
+    """
+    with _LANE_LOCK:
+        ctx = _lane_context(config)
+    fields = dict(sub)
+    fields["path"] = Path(fields["path"])
+    submission = Submission(**fields)
+    scratch = None
+    try:
+        if notebook is not None:
+            fd, scratch = tempfile.mkstemp(prefix="autograder-lane-", suffix=".ipynb")
+            with os.fdopen(fd, "wb") as f:
+                f.write(notebook)
+            submission.path = Path(scratch)
+        result = grade_or_fail(submission, ctx)
+    finally:
+        if scratch is not None:
+            os.unlink(scratch)
+    if result is None:
+        return "null"
+    try:
+        feedback: Any = list(render_feedback(result, ctx.course, config["language"]))
+    except Exception:  # noqa: BLE001 - the writer renders it again, and names a failure there
+        feedback = None
+    return json.dumps({"result": result, "feedback": feedback}, ensure_ascii=False, allow_nan=False)
+
+
+def _lane_process_init() -> None:
+    """A lane process: Ctrl-C is the parent's to handle (it stops the lanes)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import torch
+
+    torch.set_num_threads(1)
+
+
+class ProcessLanes:
+    """``count`` trusted grader processes (multiprocessing, ``spawn``), each with a sandbox of its own.
+
+    ``spawn`` starts a fresh interpreter: nothing of the parent's threads, torch state or CUDA context
+    is forked, and each process starts its own sandbox template (which forks workers before it computes
+    anything). Started early (:meth:`warm`), they import torch and start their sandbox while this process
+    starts its own.
+    """
+
+    def __init__(self, count: int, config: dict[str, Any] | None = None, *,
+                 sandbox: tuple[dict[str, Any], str, str | None] | None = None):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.count = count
+        self.alive = count > 0
+        self.problem: BaseException | None = None
+        self.pids: list[int] = []
+        self._pool = ProcessPoolExecutor(max_workers=max(count, 1), mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_lane_process_init)
+        self._warming = [self._pool.submit(lane_warm, config, sandbox) for _ in range(count)]
+
+    def submit(self, config: dict[str, Any], sub: Submission) -> Future:
+        return self._pool.submit(lane_grade, config, submission_json(sub))
+
+    def failed(self, exc: BaseException) -> None:
+        """A lane process could not grade (its start failed, or it died): the threads here take over."""
+        import logging
+
+        if self.alive:
+            logging.getLogger(__name__).warning("grading lanes in other processes stopped (%s: %s); "
+                                                "this process grades the rest", type(exc).__name__, exc)
+        self.alive = False
+        self.problem = exc
+
+    def ready(self, timeout: float | None = None) -> list[int]:
+        """Wait until every lane process has warmed up; their pids."""
+        pids = []
+        for fut in self._warming:
+            try:
+                pids.append(fut.result(timeout=timeout))
+            except Exception as exc:  # noqa: BLE001
+                self.failed(exc)
+        self.pids = pids
+        return pids
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the lane processes: at once with ``kill`` or while one still starts (nothing left to grade)."""
+        if kill or not all(fut.done() for fut in self._warming):
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                try:
+                    proc.terminate()
+                except Exception:  # noqa: BLE001, S110 - already gone
+                    pass
+        self._pool.shutdown(wait=not kill and all(fut.done() for fut in self._warming), cancel_futures=True)
+        self.alive = False
 
 
 def _kept(outputs: Outputs, old: dict[str, Any]) -> bool:
@@ -705,14 +1018,14 @@ def _kept(outputs: Outputs, old: dict[str, Any]) -> bool:
 
 
 def _record(outputs: Outputs, result: dict[str, Any], sub: Submission, ctx: Context,
-            unwritten: list[str]) -> dict[str, Any] | None:
+            unwritten: list[str], rendered: tuple[str, str] | None = None) -> dict[str, Any] | None:
     """Write one result; if that fails, write this submission's failure row instead.
 
     Returns what was written, or None (named in ``unwritten``) when not even the failure row
     could be: the batch goes on either way.
     """
     try:
-        outputs.record(result)
+        outputs.record(result, rendered)
         return result
     except Exception as exc:  # noqa: BLE001 - a submission's row can fail, never the batch
         try:
@@ -735,7 +1048,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where student code runs: cpu, cuda, or auto (cuda when available)")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help="submissions graded in parallel (default: the CPU count)")
+                        help="submissions graded in parallel (default: the CPU count); a batch of at least "
+                             f"{PROCESS_MIN_SUBMISSIONS} per extra lane grades in N processes")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="grade on a Dask distributed cluster (tcp://HOST:8786; needs pip install '.[dask]'): "
+                             "each Dask worker holds its own sandbox, this process writes every output")
     parser.add_argument("--force", action="store_true", help="regrade submissions that already have a result")
     parser.add_argument("--language", choices=("zh", "en"), default=None,
                         help="language of the feedback (default: course.yml's)")
@@ -748,6 +1065,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise AutograderError(f"-j {args.jobs}: need at least one worker")
+    launch = None
+    if not args.scheduler:
+        from .worker import launch_template
+
+        # First thing: the sandbox template imports torch while this process does (a cold start waits for
+        # both; one after the other they took twice as long). The sandbox adopts it below.
+        launch = launch_template()
+    try:
+        return _run(args, launch)
+    finally:
+        if launch is not None:
+            launch.close()   # a template no sandbox adopted (the command stopped before grading)
+
+
+def _run(args: argparse.Namespace, launch: Any) -> int:
     import torch
     from rich.console import Console
     from rich.markup import escape
@@ -756,8 +1090,6 @@ def run(args: argparse.Namespace) -> int:
 
     from .sandbox import Sandbox
 
-    if args.jobs < 1:
-        raise AutograderError(f"-j {args.jobs}: need at least one worker")
     console = Console()
     course = load_course()
     language = args.language or course.language.value
@@ -790,28 +1122,57 @@ def run(args: argparse.Namespace) -> int:
         if found.out_of_scope:
             console.print(f"[dim]{len(found.out_of_scope)} notebooks of other assignments skipped (--assignment "
                           f"{args.assignment})[/]")
-        console.print(f"{len(found.submissions)} submissions under {escape(str(args.submissions))}; "
-                      f"device {device}, {args.jobs} workers")
         t0 = time.perf_counter()
         importing = _import_lazy_modules()
-        with Sandbox(course.limits, device, isolation=not args.no_isolation) as sandbox:
-            warm = time.perf_counter() - t0
-            iso = sandbox.isolation
-            if iso.mode == "none":
-                console.print("[bold red]--no-isolation: student code runs uncaged, with the grader's rights[/]")
-            else:
-                console.print(f"isolation: {iso.mode} ({', '.join(iso.layers)})")
-            importing.join()
-            columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TimeElapsedColumn(), TimeRemainingColumn())
-            try:
+        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn())
+        lanes = None
+        try:
+            if args.scheduler:
+                from .distributed import cluster_description
+
+                console.print(f"{len(found.submissions)} submissions under {escape(str(args.submissions))}; "
+                              f"device {device}, on {escape(cluster_description(args.scheduler))}")
+                warm = time.perf_counter() - t0
+                if args.no_isolation:
+                    console.print("[bold red]--no-isolation: student code runs uncaged on the cluster[/]")
+                importing.join()
                 with Progress(*columns, console=console) as progress:
-                    outcome = grade_batch(batch, sandbox, jobs=args.jobs, force=args.force, progress=progress)
-            except KeyboardInterrupt:
-                done = len(list(batch.outputs.results_dir.glob("*.json")))
-                console.print(f"[yellow]interrupted: {done} results are saved in {batch.outputs.results_dir}; "
-                              "run the same command again to finish[/]")
-                raise
+                    outcome = grade_batch(batch, None, jobs=args.jobs, force=args.force, progress=progress,
+                                          scheduler=args.scheduler,
+                                          isolation="none" if args.no_isolation else None)
+            else:
+                # Lane processes start now, alongside this process's sandbox: they import torch and start
+                # their own sandbox while this one does.
+                todo = len(found.submissions) if args.force else \
+                    sum(1 for s in found.submissions if s.key not in batch.outputs.rows)
+                extra = lane_processes(args.jobs, todo)
+                if extra:
+                    lanes = ProcessLanes(extra, None, sandbox=(course.limits.model_dump(mode="json"), device,
+                                                               "none" if args.no_isolation else None))
+                lanes_note = f" ({extra + 1} processes)" if extra else ""
+                console.print(f"{len(found.submissions)} submissions under {escape(str(args.submissions))}; "
+                              f"device {device}, {args.jobs} workers{lanes_note}")
+                with Sandbox(course.limits, device, isolation=not args.no_isolation, launch=launch) as sandbox:
+                    warm = time.perf_counter() - t0
+                    iso = sandbox.isolation
+                    if iso.mode == "none":
+                        console.print("[bold red]--no-isolation: student code runs uncaged, with the grader's "
+                                      "rights[/]")
+                    else:
+                        console.print(f"isolation: {iso.mode} ({', '.join(iso.layers)})")
+                    importing.join()
+                    with Progress(*columns, console=console) as progress:
+                        outcome = grade_batch(batch, sandbox, jobs=args.jobs, force=args.force, progress=progress,
+                                              processes=extra, lanes=lanes)
+        except KeyboardInterrupt:
+            done = len(list(batch.outputs.results_dir.glob("*.json")))
+            console.print(f"[yellow]interrupted: {done} results are saved in {batch.outputs.results_dir}; "
+                          "run the same command again to finish[/]")
+            raise
+        finally:
+            if lanes is not None:
+                lanes.close()
     out = batch.outputs.out
     everything = batch.outputs.all_results()
     from .nbgrader_bridge import after_batch, write_lms_csv

@@ -46,7 +46,6 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -66,7 +65,12 @@ from .errors import AutograderError
 from .notebook import Cell
 from .probes import Reply, Request
 from .worker import (
-    TEMPLATE_ENV,
+    _FOLDER_PREFIX,
+    TEMPLATE_ENV,  # noqa: F401 - re-exported
+    TemplateLaunch,
+    _process_identity,
+    launch_template,
+    template_environment,  # noqa: F401 - re-exported (tests, doctor)
     FrameError,
     FrameTooLarge,
     MiB,
@@ -145,17 +149,6 @@ def describe_exit(status: int | None) -> str:
 
 
 # -- the sandbox's folders -------------------------------------------------------------------
-_FOLDER_PREFIX = "autograder-sandbox-"
-
-
-def _process_identity(pid: int) -> str:
-    """pid and start time: a pid that was reused by another process does not match."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return f"{pid} {fields[19]}"
-    except (OSError, IndexError):
-        return f"{pid} ?"
 
 
 def _remove_stale_folders() -> None:
@@ -304,7 +297,8 @@ class Sandbox:
     """
 
     def __init__(self, limits: Limits, device: str = "cpu", *, max_restarts: int = 2,
-                 start_timeout: float = 300.0, isolation: bool = True, modes: tuple[str, ...] | None = None):
+                 start_timeout: float = 300.0, isolation: bool = True, modes: tuple[str, ...] | None = None,
+                 launch: TemplateLaunch | None = None):
         if device not in ("cpu", "cuda"):
             raise AutograderError(f"--device {device}: the sandbox runs on 'cpu' or 'cuda'",
                                   hint="resolve 'auto' before starting the sandbox")
@@ -334,15 +328,20 @@ class Sandbox:
         self._closed = False
         self._template_restarts = 0
         _remove_stale_folders()
-        self._base = Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
-        (self._base / "owner").write_text(_process_identity(os.getpid()), encoding="ascii")
+        if launch is not None and launch.adopt():
+            # A template launched earlier (see autograder.worker.launch_template): its folder is ours now.
+            self._base = Path(launch.folder)
+        else:
+            launch = None
+            self._base = Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
+            (self._base / "owner").write_text(_process_identity(os.getpid()), encoding="ascii")
         # Removed by close(), or at the latest when this object or the interpreter goes.
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._base, ignore_errors=True)
         self._ctrl: socket.socket | None = None
         self._template: subprocess.Popen[bytes] | None = None
         self.worker_info: dict[str, Any] = {}
         try:
-            self._start_template()
+            self._start_template(launch)
             self._probe()
         except BaseException:
             self.close()
@@ -385,17 +384,11 @@ class Sandbox:
         self.close()
 
     # the template ---------------------------------------------------------------
-    def _start_template(self) -> None:
-        start = time.perf_counter()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = template_environment(os.environ)
-        log_path = self._base / "template.log"
-        with open(log_path, "wb") as log_file:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", f"from autograder.worker import template_main; template_main({theirs.fileno()})"],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=log_file, cwd=self._base, env=env, start_new_session=True)
-        theirs.close()
+    def _start_template(self, launch: TemplateLaunch | None = None) -> None:
+        start = launch.started if launch is not None else time.perf_counter()
+        if launch is None:
+            launch = launch_template(str(self._base))
+        proc, ours, log_path = launch.proc, launch.sock, Path(launch.log_path)
         ours.settimeout(self.start_timeout)
         try:
             msg = ours.recv(1 << 16)
@@ -942,24 +935,6 @@ def readable(value: plain.Value) -> None:
             stack.extend(spec["items"])
         elif kind == "dict":
             stack.extend(spec["items"].values())
-
-
-#: What the template inherits from the grader's environment (a worker's memory still holds the
-#: environment its process started with, whatever it clears): what Python, torch, CUDA and
-#: matplotlib need, and no token or password the grader may have been given.
-_ENV_KEEP = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
-             "CONDA_PREFIX", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "PYTHONPATH",
-             "PYTHONHASHSEED", "PYTHONHOME", "PYTHONNOUSERSITE", "CUDA_HOME", "CUDA_PATH")
-_ENV_KEEP_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_")
-
-
-def template_environment(environ: Any) -> dict[str, str]:
-    """The template's environment: the kept part of ``environ``, one thread, Agg, this package first."""
-    env = {k: v for k, v in environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)}
-    env.update(TEMPLATE_ENV)
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def encode_request(request: Request) -> bytes:

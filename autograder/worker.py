@@ -33,6 +33,7 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 MAGIC = b"AGW1"
@@ -137,6 +138,105 @@ def recv_frame(sock: socket.socket, deadline: float | None, max_blob: int,
         raise FrameError("header is not a JSON object")
     blob = _recv_exact(sock, n_blob, deadline) if n_blob else b""
     return header, blob
+
+
+#: What the template inherits from the grader's environment (a worker's memory still holds the
+#: environment its process started with, whatever it clears): what Python, torch, CUDA and
+#: matplotlib need, and no token or password the grader may have been given.
+_ENV_KEEP = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
+             "CONDA_PREFIX", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "PYTHONPATH",
+             "PYTHONHASHSEED", "PYTHONHOME", "PYTHONNOUSERSITE", "CUDA_HOME", "CUDA_PATH")
+_ENV_KEEP_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_")
+
+
+def template_environment(environ: Any) -> dict[str, str]:
+    """The template's environment: the kept part of ``environ``, one thread, Agg, this package first."""
+    env = {k: v for k, v in environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)}
+    env.update(TEMPLATE_ENV)
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+#: The sandbox's folders in the temporary directory: its template's cwd and log, the workers' folders.
+_FOLDER_PREFIX = "autograder-sandbox-"
+
+
+def _process_identity(pid: int) -> str:
+    """pid and start time: a pid that was reused by another process does not match."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return f"{pid} {fields[19]}"
+    except (OSError, IndexError):
+        return f"{pid} ?"
+
+
+@dataclass
+class TemplateLaunch:
+    """A template process started, not yet ready: :class:`autograder.sandbox.Sandbox` adopts it (``launch=``).
+
+    :func:`launch_template` needs neither torch nor the sandbox module, so ``autograder grade`` starts the
+    template first thing and imports torch while the template imports it too.
+    """
+
+    proc: Any                  # subprocess.Popen
+    sock: socket.socket        # the grader's end of the control channel
+    folder: str
+    log_path: str
+    started: float             # time.perf_counter() at launch
+    adopted: bool = False
+    own_folder: bool = False   # launch_template made the folder (and removes it when not adopted)
+
+    def adopt(self) -> bool:
+        """Hand the template to a sandbox (once); False when it was closed or adopted already."""
+        if self.adopted:
+            return False
+        self.adopted = True
+        return True
+
+    def close(self) -> None:
+        """Stop a template no sandbox adopted (the batch stopped before its sandbox started)."""
+        if self.adopted:
+            return
+        self.adopted = True
+        self.sock.close()
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001, S110 - already gone
+            pass
+        if self.own_folder:
+            import shutil
+
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def launch_template(folder: str | None = None) -> TemplateLaunch:
+    """Start the template process (:func:`template_main`) in ``folder`` (default: a new sandbox folder)."""
+    import subprocess
+    import tempfile
+
+    started = time.perf_counter()
+    own = folder is None
+    if folder is None:
+        folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
+        with open(os.path.join(folder, "owner"), "w", encoding="ascii") as f:
+            f.write(_process_identity(os.getpid()))
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    log_path = os.path.join(folder, "template.log")
+    try:
+        with open(log_path, "wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", f"from autograder.worker import template_main; template_main({theirs.fileno()})"],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=log_file, cwd=folder, env=template_environment(os.environ), start_new_session=True)
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return TemplateLaunch(proc, ours, folder, log_path, started, own_folder=own)
 
 
 # -- configuration the grader sends with each fork --------------------------------

@@ -40,7 +40,11 @@ neither hidden nor counted twice:
 "wall / submission" is the whole command's wall time over the submissions it
 graded: start-up included, for every tool.
 
-``--kit-only`` skips nbgrader and Otter (the smoke test uses it).
+``--kit-only`` skips nbgrader and Otter (the smoke test uses it). The "Scaling and cold start"
+section gives the -j 2 / -j 1 throughput ratio and the memory the second lane process adds, the cold
+start of one submission over ``python -c "import torch"`` timed in the same run, and with
+``--big 1000`` one run of 1,000 generated notebooks at -j 2 (wall time, notebooks per minute, peak
+memory of the whole process tree).
 """
 from __future__ import annotations
 
@@ -271,6 +275,62 @@ def kit_runs(subs_dir: Path, work: Path, jobs: int, repeats: int, n: int) -> tup
               max(x.maxrss_mib for x in runs), _max_or_none(x.peak_pss_mib for x in runs),
               "grading loop / N (sandbox template started once)", per)
     return row, out, statistics.median(writes)
+
+
+def import_torch(repeats: int) -> float:
+    """The median wall time of ``python -c "import torch"`` (a fresh process each time), in this run."""
+    walls = []
+    for _ in range(repeats):
+        run = _require(measure([sys.executable, "-c", "import torch"], cwd=ROOT, env=_env()), "import torch")
+        walls.append(run.wall)
+    print(f"  import torch: median {statistics.median(walls):.2f} s over {repeats} runs")
+    return statistics.median(walls)
+
+
+def gradescope_run(sub_file: Path, sub: Sub, work: Path, repeats: int, course: Any) -> float:
+    """The median wall time of Gradescope's ``run_autograder`` on one submission, laid out as Gradescope does
+    (``A/source`` from ``autograder export gradescope``, ``A/submission``), with this .venv's Python."""
+    from autograder.export import gradescope_files
+
+    a = course.assignment(sub.assignment)
+    root = work / "gradescope"
+    for name, data in gradescope_files(course, a).items():
+        target = root / "source" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    (root / "source" / "run_autograder").chmod(0o755)
+    # Gradescope unpacks the autograder once per image: its bytecode is compiled before the first submission.
+    _require(measure([sys.executable, "-m", "compileall", "-q", str(root / "source")], cwd=work, env=_env()),
+             "compileall")
+    walls = []
+    for r in range(repeats + 1):
+        shutil.rmtree(root / "submission", ignore_errors=True)
+        shutil.rmtree(root / "results", ignore_errors=True)
+        (root / "submission").mkdir(parents=True)
+        shutil.copyfile(sub_file, root / "submission" / a.notebook)
+        run = _require(measure(["bash", str(root / "source" / "run_autograder")], cwd=work,
+                               env=_env(AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable)),
+                       "run_autograder")
+        if r:   # the first run warms the page cache, as the cold-start runs of the kit find it warm
+            walls.append(run.wall)
+    print(f"  Gradescope run_autograder: median {statistics.median(walls):.2f} s over {repeats} runs")
+    return statistics.median(walls)
+
+
+def big_run(n: int, jobs: int, work: Path, course: Any) -> dict[str, Any]:
+    """One ``autograder grade -j jobs`` of ``n`` generated notebooks: wall time, peak memory, notebooks/minute."""
+    folder = work / f"big-{n}"
+    generate(folder, n, course)
+    print(f"  {n} notebooks generated; grading them at -j {jobs} ...")
+    run = _require(measure([str(VENV_BIN / "autograder"), "grade", str(folder), "-o", str(work / f"big-out-{n}"),
+                            "-j", str(jobs)], cwd=ROOT, env=_env(), timeout=3600), f"autograder grade ({n})")
+    found = GRADED_LINE.search(run.stdout)
+    loop = float(found.group(2)) if found else None
+    out = {"n": n, "jobs": jobs, "wall": run.wall, "loop": loop, "per_minute": 60 * n / run.wall,
+           "peak_pss_mib": run.peak_pss_mib, "maxrss_mib": run.maxrss_mib}
+    print(f"  {n} notebooks at -j {jobs}: {run.wall:.0f} s wall ({out['per_minute']:.0f} / minute), peak PSS "
+          f"{_fmt(run.peak_pss_mib, 0)} MiB")
+    return out
 
 
 def _max_or_none(values: Any) -> float | None:
@@ -529,6 +589,25 @@ def markdown(rows: list[Row], kit: Row, meta: dict[str, Any], compared: int, dis
                      f"{_fmt(ratio, 1) if not r.tool.startswith('kit: ') or is_kit_batch else '—'} | "
                      f"{_fmt(wall_ratio, 1) if not r.tool.startswith('kit: ') or is_kit_batch else '—'} |")
     lines += ["", "What each column means: " + meta["definitions"], ""]
+    sc = meta.get("scaling")
+    if sc:
+        lines += ["## Scaling and cold start", "",
+                  f"- **-j 2 speed-up**: {_fmt(sc['speedup_j2'], 2)}× the throughput of -j 1 (grading loop; "
+                  f"whole command {_fmt(sc['speedup_j2_wall'], 2)}×); the second lane is a process of its own "
+                  f"(for a batch of at least 16 per extra lane) and adds {_fmt(sc['extra_process_mib'], 0)} MiB "
+                  "of peak PSS (its interpreter, torch and its sandbox template).",
+                  f"- **Cold start / import torch**: {_fmt(sc['cold_start'], 2)} s for one submission from a cold "
+                  f"`autograder grade` against {_fmt(sc['import_torch'], 2)} s for `python -c \"import torch\"` "
+                  f"in the same run: **{_fmt(sc['cold_over_torch'], 2)}×**; Gradescope's `run_autograder` on the same "
+                  f"notebook {_fmt(sc.get('gradescope'), 2)} s "
+                  f"({_fmt((sc.get('gradescope') or 0) - sc['cold_start'], 2)} s more than the cold start)."]
+        big = sc.get("big")
+        if big:
+            lines.append(f"- **{big['n']} notebooks** at -j {big['jobs']}: {big['wall']:.0f} s wall "
+                         f"(grading loop {_fmt(big['loop'], 0)} s), **{big['per_minute']:.0f} notebooks per "
+                         f"minute**, peak memory {_fmt(big['peak_pss_mib'], 0)} MiB PSS of the whole tree "
+                         f"(largest process {_fmt(big['maxrss_mib'], 0)} MiB RSS).")
+        lines.append("")
     for r in rows:
         if r.note:
             lines.append(f"- **{r.tool}**: {r.note}.")
@@ -604,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--otter", type=int, default=4, metavar="M", help="submissions otter runs (default 4)")
     parser.add_argument("--kernel-calls", type=int, default=5, help="timed check() calls in the kernel (default 5)")
     parser.add_argument("--kit-only", action="store_true", help="skip nbgrader and Otter")
+    parser.add_argument("--big", type=int, default=0, metavar="N",
+                        help="also grade N generated notebooks in one run at -j 2 (e.g. --big 1000: minutes)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (printed) instead of removing it")
     args = parser.parse_args(argv)
     if args.n < 1 or args.repeats < 1:
@@ -633,6 +714,9 @@ def main(argv: list[str] | None = None) -> int:
         profile["write"] = writing
         correct = next(s for s in subs if s.kind == "correct")
         cold, _ = cold_start(subs_dir / correct.rel, correct, work, args.repeats)
+        torch_seconds = import_torch(args.repeats)
+        gradescope = gradescope_run(subs_dir / correct.rel, correct, work, args.repeats, course)
+        big = big_run(args.big, 2, work, course) if args.big else None
         warm = warm_check(course, args.kernel_calls)
         tools = {"kit": kit_points(kit_out)}
         subsets = "kit: all submissions."
@@ -665,6 +749,16 @@ def main(argv: list[str] | None = None) -> int:
                         f"torch {torch.__version__}, load average at the end {load[0]:.1f}"),
             "n": args.n, "kinds": kinds, "repeats": args.repeats, "peer_repeats": args.nbgrader_repeats,
             "seconds": seconds, "subsets": subsets, "compared_tools": ", ".join(tools),
+            "scaling": {"speedup_j2": kit1.per_submission / kit2.per_submission if kit2.per_submission else None,
+                        "speedup_j2_wall": (kit1.wall_per_submission / kit2.wall_per_submission
+                                            if kit2.wall_per_submission else None),
+                        "extra_process_mib": (kit2.peak_pss_mib - kit1.peak_pss_mib
+                                              if kit1.peak_pss_mib is not None and kit2.peak_pss_mib is not None
+                                              else None),
+                        "import_torch": torch_seconds, "cold_start": cold.per_submission,
+                        "cold_over_torch": cold.per_submission / torch_seconds if torch_seconds else None,
+                        "gradescope": gradescope,
+                        "big": big},
             "definitions": ("kit: grading loop / N (template start-up excluded, reported in the cold-start row); "
                             "nbgrader: median gap between consecutive autograded notebooks; otter: one process "
                             "per submission; wall / submission: the whole command's wall time / submissions, "

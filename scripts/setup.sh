@@ -15,7 +15,8 @@ if [ ! -f "$stamp" ]; then
   # TORCH_INDEX_URL lets a machine with internet take the CPU wheel from PyTorch's own index.
   .venv/bin/python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
   echo "setup: the kit and its dependencies (nbgrader, JupyterLab, Otter, ...)"
-  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e .   # (setuptools' editable-install banner)
+  # The dask extra: `autograder grade --scheduler` and its tests (tests/test_distributed.py).
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e ".[dask]"   # (setuptools' editable-install banner)
   .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
   rm -f .venv/.installed-*
   touch "$stamp"

@@ -1,0 +1,93 @@
+"""``autograder grade --scheduler``: a Dask LocalCluster of 2 worker processes grades like a local run, and a
+worker killed mid-batch loses no submission. Dask is installed by scripts/setup.sh (the ``dask`` extra)."""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import signal
+
+import pytest
+
+from autograder import grade as G
+from autograder.config import ROOT, load_course
+from autograder.sandbox import Sandbox
+
+COURSE = load_course()
+SAMPLES = ROOT / "samples" / "submissions"
+QUICK = ("ada", "ben", "chen", "dana", "finn")   # 8 rows: 7 graded, finn's unreadable notebook
+
+
+def quick_samples(folder):
+    for name in QUICK:
+        shutil.copytree(SAMPLES / name, folder / name)
+    return folder
+
+
+def scores(outcome):
+    return {r["key"]: (r["points"], r["status"], [(e["exercise"], e["points"]) for e in r["exercises"]])
+            for r in outcome.results}
+
+
+def table(out):
+    with open(out / "grades.csv", encoding="utf-8-sig", newline="") as f:
+        return {f"{r['student']}/{r['assignment']}": (r["total"], r["status"]) for r in csv.DictReader(f)}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from dask.distributed import Client, LocalCluster   # not importorskip: setup.sh installs the extra
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
+            Client(lc) as client:
+        yield lc, client
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    """The reference: the same submissions graded locally."""
+    import torch
+
+    torch.set_num_threads(1)
+    tmp = tmp_path_factory.mktemp("local")
+    subs = quick_samples(tmp / "subs")
+    with Sandbox(COURSE.limits, "cpu") as sb:
+        outcome = G.grade_batch(G.plan(subs, COURSE, tmp / "out"), sb, jobs=1)
+    return outcome, table(tmp / "out")
+
+
+@pytest.mark.slow
+def test_a_cluster_grades_like_a_local_run_and_resumes(tmp_path, cluster, local):
+    lc, _client = cluster
+    subs = quick_samples(tmp_path / "subs")
+    outcome = G.grade_batch(G.plan(subs, COURSE, tmp_path / "out"), None, jobs=2, scheduler=lc.scheduler_address)
+    assert outcome.graded == 8
+    assert scores(outcome) == scores(local[0])
+    assert table(tmp_path / "out") == local[1]
+    for r in outcome.results:
+        assert (tmp_path / "out" / "feedback" / f"{r['key']}.md").is_file()
+        assert r["status"].startswith("unreadable") or r["isolation"]["mode"] != "none"
+    again = G.grade_batch(G.plan(subs, COURSE, tmp_path / "out"), None, jobs=2, scheduler=lc.scheduler_address)
+    assert (again.graded, again.resumed) == (0, 8)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_batch_loses_nothing(tmp_path, cluster, local):
+    lc, client = cluster
+    subs = quick_samples(tmp_path / "subs")
+    killed = []
+
+    def kill_a_busy_worker(result):
+        if killed:
+            return
+        busy = [w for w, keys in client.processing().items() if keys]
+        if busy:
+            for address, pid in client.run(os.getpid, workers=busy[:1]).items():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(address)
+
+    outcome = G.grade_batch(G.plan(subs, COURSE, tmp_path / "out"), None, jobs=2, scheduler=client,
+                            on_result=kill_a_busy_worker)
+    assert killed, "no worker was busy after the first result"
+    assert outcome.graded == 8 and len(table(tmp_path / "out")) == 8
+    assert scores(outcome) == scores(local[0])

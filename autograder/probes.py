@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
@@ -181,7 +182,58 @@ def probe_module(cls: Callable, embed_dim: int, num_heads: int, state: dict, que
             "missing": ",".join(missing)}
 
 
-PROBES: dict[str, Callable[..., Any]] = {"call": probe_call, "module": probe_module}
+def _argument(value: Any) -> Any:
+    """An argument as :func:`probe_inputs` returns it: a tensor or an array itself, anything else None."""
+    return value if type(value) is torch.Tensor or type(value) is np.ndarray else None
+
+
+def probe_inputs(fn: Callable, *args: Any, **kwargs: Any) -> dict:
+    """Call ``fn``; return its result and its tensor and array arguments *as they are after the call*.
+
+    ``{"out": result, "args": [each positional argument, None where not a tensor or array],
+    "kwargs": {name: the same}}``. The trusted side compares them with what it sent: a function
+    that edits an argument in place (``x.sub_``, ``masked_fill_``) changed its caller's data, which
+    a plain call cannot show (every call gets fresh copies). No verdict is made here: the worker
+    only reports what it holds, and the trusted side judges the bytes.
+    """
+    out = fn(*args, **kwargs)
+    return {"out": out, "args": [_argument(a) for a in args],
+            "kwargs": {k: _argument(v) for k, v in kwargs.items()}}
+
+
+def probe_grad(fn: Callable, wrt: Any, grad_out: Any, *args: Any, **kwargs: Any) -> dict:
+    """Call ``fn`` with the arguments named in ``wrt`` requiring grad; backpropagate; return the gradients.
+
+    ``wrt``: positions (int) of ``args`` or names (str) of ``kwargs``; each is replaced by a fresh leaf
+    copy that requires grad. ``grad_out``: a tensor (one output) or a tuple/list with one tensor or None
+    per output. ``sum((output_i * grad_out_i).sum())`` over the outputs that are tensors of
+    ``grad_out_i``'s shape and require grad is backpropagated (an output that does not require grad,
+    such as a detached one, adds nothing: its gradient is missing). Returns ``{"out": result,
+    "grads": [the gradient of each ``wrt`` input, None where none arrived]}``.
+    """
+    args = list(args)
+    leaves = []
+    for w in wrt:
+        source = kwargs if isinstance(w, str) else args
+        leaf = source[w].detach().clone().requires_grad_(True)
+        source[w] = leaf
+        leaves.append(leaf)
+    out = fn(*args, **kwargs)
+    outs = out if type(out) in (tuple, list) else (out,)
+    gouts = grad_out if type(grad_out) in (tuple, list) else (grad_out,)
+    loss = None
+    for o, g in zip(outs, gouts):
+        if g is None or type(o) is not torch.Tensor or not o.requires_grad or tuple(o.shape) != tuple(g.shape):
+            continue
+        term = (o * g.to(dtype=o.dtype, device=o.device)).sum()
+        loss = term if loss is None else loss + term
+    if loss is not None:
+        loss.backward()
+    return {"out": out, "grads": [leaf.grad for leaf in leaves]}
+
+
+PROBES: dict[str, Callable[..., Any]] = {"call": probe_call, "module": probe_module, "inputs": probe_inputs,
+                                         "grad": probe_grad}
 
 
 def _short(exc: BaseException) -> str:

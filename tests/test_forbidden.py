@@ -133,6 +133,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, embed_dim, num_heads, bias=True):
         super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError("embed_dim must be divisible by num_heads")
         self.num_heads = num_heads
         self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))
         if bias:

@@ -15,6 +15,7 @@ from ..checks.multi_head_attention import (attention_inputs, call_module, expect
                                            functional_args, mha_state, module_case)
 from ..checks.padding_masks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 from ..probes import probe_module
+from .integrity import expect_input_gradients, expect_inputs_unchanged
 
 H = Audience.HIDDEN
 
@@ -206,3 +207,55 @@ def _memory_reference(ctx: Context) -> None:
 def _memory_edges(ctx: Context) -> None:
     expect_int(ctx, ctx.call(1, 1, 1), ctx.reference(1, 1, 1), "attention_memory(1, 1, 1)")
     expect_int(ctx, ctx.call(3, 1, 1, 2), ctx.reference(3, 1, 1, 2), "attention_memory(3, 1, 1, 2)")
+
+
+# -- inputs left alone, gradients through (autograder.hidden.integrity) ---------------
+INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操作）", "leaves the tensors it is given unchanged (no in-place op on an input)"
+GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
+
+
+@check("4.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _split_inputs(ctx: Context) -> None:
+    B, T, Hn, d = ctx.sizes(4, low=2, high=6)
+    expect_inputs_unchanged(ctx, ctx.randn(B, T, Hn * d), Hn)
+
+
+@check("4.1", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+def _split_gradients(ctx: Context) -> None:
+    B, T, Hn, d = ctx.sizes(4, low=2, high=6)
+    expect_input_gradients(ctx, ("x",), (0,), ctx.randn(B, T, Hn * d), Hn)
+
+
+@check("4.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _merge_inputs(ctx: Context) -> None:
+    B, Hn, T, d = ctx.sizes(4, low=2, high=6)
+    expect_inputs_unchanged(ctx, ctx.randn(B, Hn, T, d))
+
+
+@check("4.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+def _merge_gradients(ctx: Context) -> None:
+    B, Hn, T, d = ctx.sizes(4, low=2, high=6)
+    expect_input_gradients(ctx, ("x",), (0,), ctx.randn(B, Hn, T, d))
+
+
+def _mha_args(ctx: Context) -> tuple[tuple[Any, ...], torch.Tensor]:
+    B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
+    E = Hn * d
+    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    return (q, k, v, Hn, *functional_args(mha_state(ctx, E))), mask
+
+
+@check("4.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _mha_inputs(ctx: Context) -> None:
+    args, mask = _mha_args(ctx)
+    expect_inputs_unchanged(ctx, *args, key_padding_mask=mask)
+
+
+@check("4.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（out 与 weights 两个输出）",
+       en=GRAD_EN + " (through both outputs, out and weights)")
+def _mha_gradients(ctx: Context) -> None:
+    args, mask = _mha_args(ctx)
+    expect_input_gradients(ctx, ("query", "key", "value", "in_proj_weight", "in_proj_bias", "out_proj_weight",
+                           "out_proj_bias"), (0, 1, 2, 4, 5, 6, 7), *args, key_padding_mask=mask,
+                     outputs=("out", "weights"))

@@ -10,6 +10,7 @@ import torch
 from ..checks import Audience, Context, Kind, Msg, check
 from ..checks.padding_masks import (DTYPES, expect_bool, expect_causal, expect_exact, expect_loss,
                                     expect_masked_weights, key_lengths, mask_from_lengths, padded_targets)
+from .integrity import expect_input_gradients, expect_inputs_unchanged
 
 H = Audience.HIDDEN
 
@@ -224,3 +225,62 @@ def _causal_reference(ctx: Context) -> None:
 def _causal_one(ctx: Context) -> None:
     # At T = 1 several mistakes give the same [[True]]: fail without naming one.
     expect_exact(ctx, expect_causal(ctx, 1, diagnose=False), ctx.reference(1), "causal_mask(1)", diagnose=False)
+
+
+# -- inputs left alone, gradients through (autograder.hidden.integrity) ---------------
+INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操作）", "leaves the tensors it is given unchanged (no in-place op on an input)"
+GRAD_ZH, GRAD_EN = "梯度能传回每个浮点输入，且与参考答案一致", "gradients reach every float input and agree with the reference's"
+
+
+@check("3.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _pad_inputs(ctx: Context) -> None:
+    B, T = ctx.sizes(2, low=2, high=9)
+    lengths = ctx.randint(0, T + 1, B)
+    expect_inputs_unchanged(ctx, lengths)
+    expect_inputs_unchanged(ctx, lengths, T + 2)
+
+
+@check("3.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _msm_inputs(ctx: Context) -> None:
+    B, Tq, Tk = ctx.sizes(3, low=3, high=7)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+    expect_inputs_unchanged(ctx, ctx.randn(B, 2, Tq, Tk, scale=4.0), mask)
+
+
+@check("3.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+def _msm_gradients(ctx: Context) -> None:
+    B, Tq, Tk = ctx.sizes(3, low=3, high=7)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    expect_input_gradients(ctx, ("scores",), (0,), ctx.randn(B, Tq, Tk, scale=2.0), mask)
+
+
+@check("3.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _mattn_inputs(ctx: Context) -> None:
+    B, Tq, Tk, Dk, Dv = ctx.sizes(5, low=2, high=7)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+    expect_inputs_unchanged(ctx, ctx.randn(B, Tq, Dk), ctx.randn(B, Tk, Dk), ctx.randn(B, Tk, Dv), mask)
+
+
+@check("3.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（out 与 weights 两个输出）",
+       en=GRAD_EN + " (through both outputs, out and weights)")
+def _mattn_gradients(ctx: Context) -> None:
+    B, Tq, Tk, Dk, Dv = ctx.sizes(5, low=2, high=7)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    expect_input_gradients(ctx, ("Q", "K", "V"), (0, 1, 2), ctx.randn(B, Tq, Dk), ctx.randn(B, Tk, Dk),
+                     ctx.randn(B, Tk, Dv), mask, outputs=("out", "weights"))
+
+
+def _ce_inputs(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
+    B, T, Cn = ctx.sizes(3, low=2, high=7)
+    lengths = key_lengths(ctx, B, T)
+    return ctx.randn(B, T, Cn, scale=2.0), padded_targets(ctx, B, T, Cn, lengths, -100)
+
+
+@check("3.4", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _ce_inputs_unchanged(ctx: Context) -> None:
+    expect_inputs_unchanged(ctx, *_ce_inputs(ctx))
+
+
+@check("3.4", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+def _ce_gradients(ctx: Context) -> None:
+    expect_input_gradients(ctx, ("logits",), (0,), *_ce_inputs(ctx))

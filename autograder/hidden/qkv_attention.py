@@ -11,6 +11,7 @@ import torch
 
 from ..checks import Audience, Context, Kind, check
 from ..checks.qkv_attention import BATCHES, call_batched, expect_close_at_scale
+from .integrity import expect_input_gradients, expect_inputs_unchanged
 
 H = Audience.HIDDEN
 
@@ -156,3 +157,60 @@ def _sdpa_forbidden(ctx: Context) -> None:
     for batch in ((), (2,)):
         Tq, Tk, Dk, Dv = ctx.sizes(4)
         ctx.call(ctx.randn(*batch, Tq, Dk), ctx.randn(*batch, Tk, Dk), ctx.randn(*batch, Tk, Dv))
+
+
+# -- inputs left alone, gradients through (autograder.hidden.integrity) ---------------
+INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操作）", "leaves the tensors it is given unchanged (no in-place op on an input)"
+GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
+
+
+@check("2.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _project_inputs(ctx: Context) -> None:
+    T, D, Dk, Dv = ctx.sizes(4, low=2, high=6)
+    expect_inputs_unchanged(ctx, ctx.randn(2, T, D), ctx.randn(D, Dk), ctx.randn(D, Dk), ctx.randn(D, Dv))
+
+
+@check("2.1", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+def _project_gradients(ctx: Context) -> None:
+    T, D, Dk, Dv = ctx.sizes(4, low=2, high=6)
+    expect_input_gradients(ctx, ("x", "W_q", "W_k", "W_v"), (0, 1, 2, 3), ctx.randn(2, T, D), ctx.randn(D, Dk),
+                     ctx.randn(D, Dk), ctx.randn(D, Dv), outputs=("Q", "K", "V"))
+
+
+@check("2.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _softmax_inputs(ctx: Context) -> None:
+    a, b, c = ctx.sizes(3, low=2, high=6)
+    expect_inputs_unchanged(ctx, ctx.randn(a, b, c, scale=4.0), dim=1)
+    expect_inputs_unchanged(ctx, ctx.randn(b, a, dtype=torch.float32, scale=4.0))
+
+
+@check("2.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+def _softmax_gradients(ctx: Context) -> None:
+    a, b, c = ctx.sizes(3, low=2, high=6)
+    expect_input_gradients(ctx, ("x",), (0,), ctx.randn(a, b, c, scale=2.0), dim=1)
+
+
+@check("2.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _scores_inputs(ctx: Context) -> None:
+    Tq, Tk, Dk = ctx.sizes(3, low=2, high=6)
+    expect_inputs_unchanged(ctx, ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk))
+
+
+@check("2.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+def _scores_gradients(ctx: Context) -> None:
+    Tq, Tk, Dk = ctx.sizes(3, low=2, high=6)
+    expect_input_gradients(ctx, ("Q", "K"), (0, 1), ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk))
+
+
+@check("2.4", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _sdpa_inputs(ctx: Context) -> None:
+    Tq, Tk, Dk, Dv = ctx.sizes(4, low=2, high=6)
+    expect_inputs_unchanged(ctx, ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk), ctx.randn(2, Tk, Dv))
+
+
+@check("2.4", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（out 与 weights 两个输出）",
+       en=GRAD_EN + " (through both outputs, out and weights)")
+def _sdpa_gradients(ctx: Context) -> None:
+    Tq, Tk, Dk, Dv = ctx.sizes(4, low=2, high=6)
+    expect_input_gradients(ctx, ("Q", "K", "V"), (0, 1, 2), ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk),
+                     ctx.randn(2, Tk, Dv), outputs=("out", "weights"))

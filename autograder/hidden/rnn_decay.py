@@ -15,6 +15,7 @@ import torch
 from .. import plain
 from ..checks import Audience, CheckFailed, Context, Kind, Msg, brief, check
 from ..checks.rnn_decay import expect_float, expect_ndarray, random_sequence, random_weight
+from .integrity import expect_input_gradients, expect_inputs_unchanged
 
 H = Audience.HIDDEN
 
@@ -252,3 +253,35 @@ def _weights_large(ctx: Context) -> None:
             ctx.expect_close(got.double().sum(), 1.0, dtype, what=f"{label}: the sum of the weights")
             ctx.expect(bool((got >= 0).all()), "权重不应为负", "the weights should not be negative",
                        diagnose=True, safe=True)
+
+
+# -- inputs left alone, gradients through (autograder.hidden.integrity) ---------------
+INPUTS_ZH, INPUTS_EN = "不修改传入的张量或数组（没有对输入做原地操作）", \
+    "leaves the tensors and arrays it is given unchanged (no in-place op on an input)"
+GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
+
+
+@check("1.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _tanh_inputs(ctx: Context) -> None:
+    n = ctx.sizes(1)[0]
+    expect_inputs_unchanged(ctx, ctx.randn(n, dtype=torch.float32, scale=2.0))
+    expect_inputs_unchanged(ctx, ctx.randn(n, scale=2.0).numpy())
+
+
+@check("1.5", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _layer_inputs(ctx: Context) -> None:
+    B, T, D, Hd = ctx.sizes(4, low=2, high=6)
+    expect_inputs_unchanged(ctx, ctx.randn(B, T, D), ctx.randn(D, Hd, scale=0.5), ctx.randn(Hd, Hd, scale=0.5),
+                            b=ctx.randn(Hd, scale=0.5), h0=ctx.randn(B, Hd))
+
+
+@check("1.6", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+def _weights_inputs(ctx: Context) -> None:
+    N, D = ctx.sizes(2)
+    expect_inputs_unchanged(ctx, ctx.randn(D, scale=1.5), ctx.randn(N, D, scale=1.5))
+
+
+@check("1.6", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+def _weights_gradients(ctx: Context) -> None:
+    N, D = ctx.sizes(2)
+    expect_input_gradients(ctx, ("query", "keys"), (0, 1), ctx.randn(D, scale=1.5), ctx.randn(N, D, scale=1.5))

@@ -62,6 +62,17 @@ def _softmax_last_dim(x, dim=-1):
     return e / e.sum(dim=-1, keepdim=True)
 
 
+@mistake("2.2", "in-place-max-subtraction",
+         zh="原地减去了最大值（x.sub_ / x -= ...）：结果对，但调用者传进来的 x 被改掉了，请写 x - x.amax(...)",
+         en="subtracts the max in place (x.sub_ or x -= ...): the result is right, but the caller's x is changed; "
+            "write x - x.amax(...)")
+def _softmax_in_place(x, dim=-1):
+    # Last among 2.2's mistakes: the live diagnoser runs them on the check's own inputs, which this one edits.
+    x -= x.amax(dim=dim, keepdim=True)
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
 # -- 2.3 attention_scores --------------------------------------------------------
 @mistake("2.3", "no-scale", zh="看起来少了 1/√d 缩放", en="looks like the 1/sqrt(d) scale is missing")
 def _scores_no_scale(Q, K):

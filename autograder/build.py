@@ -93,6 +93,7 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/plain.py",
     "autograder/text.py",
     "autograder/points.py",
+    "autograder/messages.py",
     "autograder/probes.py",
     "autograder/selfcheck.py",
     "autograder/notebook.py",

@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from .config import ROOT, Assignment, Course, load_course
+from .messages import say, text
 from .points import shares
-from .report import cell_number
+from .report import cell_message, cell_number
 from .errors import AutograderError, report
 
 #: Gradescope's results.json vocabulary (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
@@ -176,28 +177,14 @@ def planned_checks(assignment: Assignment) -> list[PlannedCheck]:
 
 
 # -- results.json ------------------------------------------------------------------------------
-_TEXT = {
-    "zh": {"passed": "通过", "failed": "未通过", "not_attempted": "未作答", "missing": "函数缺失", "error": "出错",
-           "forbidden": "使用了禁止的调用", "timeout": "超时", "crashed": "中断", "too_large": "返回值过大",
-           "check_error": "检查程序出错", "hidden": "隐藏检查", "diagnosis": "诊断", "not_graded": "未能评分",
-           "forbidden_note": "本题调用了禁止的函数（{names}），整题记 0 分。",
-           "public": "公开检查：通过 {passed}/{total} 项。隐藏检查的结果在成绩发布后显示。",
-           "note": "说明", "cell": "单元格", "cells": "运行出错的单元格（从 1 数起，含文字单元格）：",
-           "what_now": "请检查你提交的文件（正确的 .ipynb 笔记本、文件名与作业对应），然后重新提交。"},
-    "en": {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "missing": "function missing",
-           "error": "error", "forbidden": "forbidden call", "timeout": "timed out", "crashed": "crashed",
-           "too_large": "output too large", "check_error": "check error", "hidden": "hidden check",
-           "diagnosis": "Diagnosis", "not_graded": "not graded",
-           "forbidden_note": "This exercise calls a forbidden function ({names}): the whole exercise scores 0.",
-           "public": "Public checks: {passed}/{total} passed. Hidden checks show once grades are published.",
-           "note": "Note", "cell": "cell", "cells": "Cells that raised (counting from 1, text cells included):",
-           "what_now": "Check the file you submitted (a valid .ipynb notebook named for the assignment) "
-                       "and submit again."},
-}
+#: results.json's words -> the message catalogue's keys.
+_KEYS = {"hidden": "label.hidden", "diagnosis": "label.diagnosis", "not_graded": "label.not_graded",
+         "forbidden_note": "label.forbidden_note", "public": "label.public_summary", "note": "label.note",
+         "cell": "label.cell", "cells": "label.cells", "what_now": "label.what_now"}
 
 
 def _say(language: str, key: str, **kw: Any) -> str:
-    return _TEXT.get(language, _TEXT["en"])[key].format(**kw)
+    return text(_KEYS.get(key, f"status.{key}"), language, **kw)
 
 
 def _msg(msg: Any, language: str) -> str:
@@ -265,7 +252,7 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
         if bad:
             lines.append(_say(language, "cells"))
             for c in bad:
-                detail = " ".join(str(x) for x in (c.get("error_type") or c.get("status"), c.get("message") or "") if x)
+                detail = " ".join(str(x) for x in (c.get("error_type") or c.get("status"), cell_message(c, language)) if x)
                 lines.append(f"  {_say(language, 'cell')} {cell_number(c)}: {detail}")
     else:
         lines += [f"{_say(language, 'not_graded')}: {_msg(result.get('message'), language)}",
@@ -317,8 +304,10 @@ def find_submission(folder: Path, course: Course, assignment: Assignment, studen
     notebooks = notebooks[:MAX_SUBMISSION_FILES]
     chosen: Path | None = None
     problem: str | None = None
+    said = None
     if not notebooks:
         problem = "no notebook: the submission holds no .ipynb file"
+        said = say("submission.no_notebook")
     elif len(notebooks) == 1:
         chosen = notebooks[0]
     else:
@@ -331,9 +320,12 @@ def find_submission(folder: Path, course: Course, assignment: Assignment, studen
         else:
             listed = ", ".join(p.relative_to(folder).as_posix() for p in notebooks[:10])
             problem = f"several notebooks ({listed}): submit only {assignment.notebook}"
+            said = say("submission.several_notebooks", names=listed, notebook=assignment.notebook)
     if chosen is None:
-        return Submission(path=folder / "(none)", source="(none)", student=student or "submission",
-                          assignment=assignment.id, problem=problem)
+        sub = Submission(path=folder / "(none)", source="(none)", student=student or "submission",
+                         assignment=assignment.id)
+        sub.fail(problem or "no notebook", said)
+        return sub
     data = chosen.read_bytes()
     source = chosen.relative_to(folder).as_posix()
     sub = Submission(path=chosen, source=source, sha256=hashlib.sha256(data).hexdigest(),
@@ -342,7 +334,8 @@ def find_submission(folder: Path, course: Course, assignment: Assignment, studen
     # What the notebook says of itself: its metadata, else the nbgrader ids of its cells.
     said = evidence.declared or (next(iter(evidence.by_grade_id)) if len(evidence.by_grade_id) == 1 else None)
     if said is not None and said != assignment.id:
-        sub.problem = f"wrong assignment: the notebook is {said}, this autograder grades {assignment.id}"
+        sub.fail(f"wrong assignment: the notebook is {said}, this autograder grades {assignment.id}",
+                 say("submission.wrong_assignment", said=said, wanted=assignment.id))
     return sub
 
 

@@ -50,6 +50,7 @@ from typing import Any, Callable
 from . import report as R
 from .config import ROOT, Course, load_course
 from .errors import AutograderError, NotebookError
+from .messages import as_dict, say
 from .points import total as points_total
 from .submissions import Discovery, Submission, discover, opened
 from .source_scan import scan_notebook
@@ -145,8 +146,7 @@ def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 *
             continue
         source, gid = _source(cell), _grade_id(cell)
         if len(source) > max_cell_bytes or len(source.encode("utf-8", errors="replace")) > max_cell_bytes:
-            out.append(Cell(index, gid, "", "", f"the cell is larger than {max_cell_bytes // 1024} KiB "
-                                                f"(limits.cell_kb): not run"))
+            out.append(Cell(index, gid, "", "", say("sandbox.cell_too_large", kib=max_cell_bytes // 1024).en))
         elif gid in demos and source == demos[gid]:
             out.append(Cell(index, gid, source, "", DEMO_SKIPPED))
         else:
@@ -167,9 +167,9 @@ def resolve_device(requested: str) -> str:
 
 
 # -- one submission -----------------------------------------------------------------
-def _msg(en: str) -> dict[str, str]:
-    """A failure message for both languages: the feedback heads it with "not graded" / "未能评分"."""
-    return {"zh": en, "en": en}
+def _said(key: str, **params: Any) -> dict[str, str]:
+    """A message of the catalogue (autograder.messages) as a result holds it: {"zh", "en"}."""
+    return as_dict(say(key, **params))
 
 
 @dataclass
@@ -217,6 +217,7 @@ def _cell_json(cell: Any) -> dict[str, Any]:
     return {"index": getattr(cell, "index", None), "status": getattr(cell, "status", None),
             "error_type": getattr(cell, "error_type", None) or None,
             "message": (str(getattr(cell, "message", "") or "")[:500]) or None,
+            "said": getattr(cell, "said", None) or None,      # the sandbox's words, {"zh", "en"}
             "seconds": round(float(getattr(cell, "seconds", 0.0) or 0.0), 4)}
 
 
@@ -276,7 +277,7 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     from .notebook import read_notebook
 
     if sub.problem:
-        return failure(sub, ctx, sub.problem, _msg(sub.problem))
+        return failure(sub, ctx, sub.problem, sub.said or _said("submission.problem", detail=sub.problem))
     start = time.perf_counter()
     # Where the seconds go (see PROFILE_SECTIONS), kept in the result's timing section.
     profile: dict[str, float] = {}
@@ -286,8 +287,7 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     except NotebookError as exc:
         text = exc.message.replace(str(sub.path), sub.source)
         detail = text.split(": ", 1)[1] if text.startswith(sub.source + ": ") else text
-        return failure(sub, ctx, f"unreadable: {detail}",
-                       {"zh": f"无法读取笔记本：{detail}", "en": f"the notebook could not be read: {detail}"})
+        return failure(sub, ctx, f"unreadable: {detail}", _said("submission.unreadable", detail=detail))
     assignment = ctx.course.assignment(sub.assignment)
     demos = ctx.demos.get(assignment.id, {})
     cells = submission_cells(nb, demos, int(limits.cell_kb * 1024))
@@ -298,13 +298,10 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     notes_msg: list[dict[str, str]] = []
     if sub.evidence.get("also_found"):
         notes.append(f"also found: {sub.evidence['also_found']}")
-        notes_msg.append({"zh": f"同一作业还有其他副本，未评分：{sub.evidence['also_found']}",
-                          "en": f"other copies of this assignment were found and not graded: "
-                                f"{sub.evidence['also_found']}"})
+        notes_msg.append(_said("submission.also_found", others=sub.evidence["also_found"]))
     if nb.metadata.get("autograder_converted_from") == 3:
         notes.append("converted from nbformat 3")
-        notes_msg.append({"zh": "笔记本为旧格式 nbformat 3，已自动转换",
-                          "en": "the notebook was nbformat 3 and was converted"})
+        notes_msg.append(_said("submission.old_format"))
     timing: dict[str, Any] = {}
     t0 = time.perf_counter()
     worker = ctx.sandbox.open(cells, label=sub.key)
@@ -343,7 +340,7 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
         return None
     failed_cells = [c for c in result["cells"] if c["status"] not in ("ok", "skipped", None)]
     if failed_cells:
-        notes.append(f"cells failed: {', '.join(str(c['index']) for c in failed_cells)}")
+        notes.append(f"cells failed: {', '.join(R.cell_number(c) for c in failed_cells)}")
     result["exercises"] = exercises
     result["points"] = points_total(e["points"] for e in exercises)
     result["notes"], result["notes_msg"] = notes, notes_msg
@@ -429,7 +426,7 @@ def grader_fault(sub: Submission, ctx: Context, exc: BaseException, step: str = 
     """The row of a submission whose grading (or ``step``) failed on the trusted side: retried next run."""
     where = f" {step}" if step else ""
     return failure(sub, ctx, f"crash: grader error{where} ({type(exc).__name__}: {line(str(exc), 300)})",
-                   _msg(f"the grader failed on this notebook ({type(exc).__name__}); the instructor will look"),
+                   _said("submission.grader_fault", kind=type(exc).__name__),
                    traceback="".join(traceback.format_exception(exc, limit=20)), retry=True)
 
 
@@ -462,8 +459,7 @@ def finalize(result: dict[str, Any], max_bytes: int = RESULT_MAX_BYTES) -> dict[
     if cut or size > max_bytes:
         result["truncated"] = True
         result.setdefault("notes", []).append("truncated")
-        result.setdefault("notes_msg", []).append(
-            {"zh": f"结果过大，已截短到 {max_bytes // 1024} KiB 以内", "en": f"this result was cut to fit {max_bytes // 1024} KiB"})
+        result.setdefault("notes_msg", []).append(_said("submission.too_large", kib=max_bytes // 1024))
     return result
 
 

@@ -137,6 +137,9 @@ class Reply:
     error: str = ""
     forbidden: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: The sandbox's own words in both languages (a messages.Msg), when it, not the student's code,
+    #: ended the call (a timeout, a crash); never set from what the worker sends.
+    message: Any = field(default=None, compare=False)
 
     def value(self) -> plain.Value:
         return plain.decode(self.blob)

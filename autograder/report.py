@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import Course
+from .messages import CATALOGUE, text
 from .points import fmt as points_fmt
 from .text import csv_rows, line
 
@@ -113,39 +114,26 @@ def exercise_title(course: Course, exercise_id: str, language: str = "en") -> st
         return exercise_id
 
 
-_LABELS = {
-    "zh": {"score": "得分", "exercise": "练习", "status": "状态", "hidden": "隐藏检查", "public": "公开检查",
-           "diagnosis": "诊断", "cells": "出错的单元格（从 1 数起，含文字单元格）", "cell": "单元格", "not_graded": "未能评分",
-           "passed_all": "全部通过", "title": "评分反馈", "total": "总分", "note": "说明",
-           "what_now": "请检查你提交的文件（正确的 .ipynb 笔记本、文件名与作业对应），然后重新提交。"},
-    "en": {"score": "Score", "exercise": "Exercise", "status": "Status", "hidden": "hidden check",
-           "public": "public check", "diagnosis": "Diagnosis", "cells": "Cells that raised (counting from 1, text cells included)", "cell": "cell",
-           "not_graded": "not graded", "passed_all": "all checks passed", "title": "Grading feedback",
-           "total": "Total", "note": "Note",
-           "what_now": "Check the file you submitted (a valid .ipynb notebook named for the assignment) "
-                       "and submit again."},
-}
-_STATUS = {
-    "zh": {"passed": "通过", "failed": "未通过", "not_attempted": "未作答", "missing": "函数缺失", "error": "出错",
-           "forbidden": "使用了禁止的调用", "timeout": "超时", "crashed": "中断", "too_large": "返回值过大"},
-    "en": {"passed": "passed", "failed": "failed", "not_attempted": "not attempted", "missing": "function missing",
-           "error": "error", "forbidden": "forbidden call", "timeout": "timed out", "crashed": "crashed",
-           "too_large": "output too large"},
-}
-
-
 def cell_number(cell: dict[str, Any]) -> str:
     """A result's cell as a student counts it in JupyterLab: from 1, text cells included."""
     index = cell.get("index")
     return str(index + 1) if isinstance(index, int) and not isinstance(index, bool) else "?"
 
 
+def cell_message(cell: dict[str, Any], language: str) -> str:
+    """What stopped a cell: the sandbox's words in ``language``, else the student's exception text."""
+    said = cell.get("said")
+    if isinstance(said, dict) and said.get(language):
+        return str(said[language])
+    return str(cell.get("message") or "")
+
+
 def _label(language: str, key: str) -> str:
-    return _LABELS.get(language, _LABELS["en"])[key]
+    return text(f"label.{key}", language)
 
 
 def _status_text(language: str, status: str) -> str:
-    return _STATUS.get(language, _STATUS["en"]).get(status, status)
+    return text(f"status.{status}", language) if f"status.{status}" in CATALOGUE else status
 
 
 # -- feedback ---------------------------------------------------------------------------------
@@ -223,7 +211,7 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
         lines += ["", f"## {L('cells')}", ""]
         for c in bad_cells:
             lines.append(f"- {L('cell')} {cell_number(c)}: {_md(str(c.get('error_type') or c.get('status')))}"
-                         f" {_md(str(c.get('message') or ''))}")
+                         f" {_md(cell_message(c, language))}")
     return "\n".join(lines) + "\n"
 
 
@@ -283,7 +271,7 @@ def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
     if bad_cells:
         body.append(f"<h2>{_h(L('cells'))}</h2><ul>")
         body += [f"<li>{_h(L('cell'))} {_h(cell_number(c))}: <code>{_h(c.get('error_type') or c.get('status'))}</code> "
-                 f"{_h(c.get('message') or '')}</li>" for c in bad_cells]
+                 f"{_h(cell_message(c, language))}</li>" for c in bad_cells]
         body.append("</ul>")
     return _page(title, language, body)
 

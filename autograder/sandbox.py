@@ -62,6 +62,7 @@ from . import plain
 from .cage import Isolation
 from .config import Limits
 from .errors import AutograderError
+from .messages import Msg, around, as_dict, say
 from .notebook import Cell
 from .probes import Reply, Request
 from .worker import (
@@ -90,11 +91,9 @@ CELL_STATUSES = ("ok", "error", "skipped", "timeout", "crashed")
 #: How long a worker may take to set itself up after the fork (CUDA init is the slow part).
 SETUP_SECONDS = {"cpu": 30.0, "cuda": 180.0}
 _SMALL_HEADER = 64 * 1024
-_SIGNAL_HINTS = {
-    signal.SIGKILL: "memory limit?", signal.SIGXCPU: "CPU time limit", signal.SIGXFSZ: "file size limit",
-    signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "aborted",
-    signal.SIGFPE: "arithmetic error",
-}
+#: Signals whose cause the message names (messages.CATALOGUE["sandbox.hint.<NAME>"]).
+_SIGNAL_HINTS = frozenset({signal.SIGKILL, signal.SIGXCPU, signal.SIGXFSZ, signal.SIGSEGV, signal.SIGBUS,
+                           signal.SIGABRT, signal.SIGFPE})
 
 
 class SandboxError(AutograderError):
@@ -117,22 +116,31 @@ class CheckedReply(Reply):
 
 @dataclass(frozen=True)
 class CellOutcome:
-    """What happened to one code cell: ok, error, skipped, timeout or crashed."""
+    """What happened to one code cell: ok, error, skipped, timeout or crashed.
+
+    ``message`` is the student's exception text or, when the sandbox stopped the cell, its
+    words in English; ``said`` then holds them in both languages ({"zh", "en"}).
+    """
 
     index: int
     status: str
     error_type: str = ""
     message: str = ""
     seconds: float = 0.0
+    said: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def describe_exit(status: int | None) -> str:
-    """A wait status in words: ``killed by SIGKILL (memory limit?)``, ``exited with status 0 ...``."""
+def _cell_said(index: int, status: str, msg: Msg, seconds: float = 0.0) -> CellOutcome:
+    return CellOutcome(index, status, "", msg.en, seconds, as_dict(msg))
+
+
+def exit_message(status: int | None) -> Msg:
+    """A wait status in words, both languages: ``killed by SIGKILL (memory limit?)``, ``exited with status 0 ...``."""
     if status is None:
-        return "the worker stopped (exit status unknown)"
+        return say("sandbox.stopped_unknown")
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         try:
@@ -140,12 +148,25 @@ def describe_exit(status: int | None) -> str:
             name = sig.name
         except ValueError:
             sig, name = None, f"signal {number}"
-        hint = _SIGNAL_HINTS.get(sig) if sig is not None else None
-        return f"killed by {name} ({hint})" if hint else f"killed by {name}"
+        hint = f"sandbox.hint.{sig.name}" if sig is not None and sig in _SIGNAL_HINTS else None
+        if hint is None:
+            return say("sandbox.killed_signal", signal=name)
+        words = say(hint)
+        return Msg(say("sandbox.killed_signal_hint", signal=name, hint=words.zh).zh,
+                   say("sandbox.killed_signal_hint", signal=name, hint=words.en).en)
     if os.WIFEXITED(status):
-        return (f"the worker exited with status {os.WEXITSTATUS(status)} "
-                "(sys.exit, os._exit or similar in the student's code?)")
-    return f"the worker stopped (wait status {status})"
+        return say("sandbox.exit_status", status=os.WEXITSTATUS(status))
+    return say("sandbox.stopped_status", status=status)
+
+
+def describe_exit(status: int | None) -> str:
+    """:func:`exit_message` in English (the instructor's logs)."""
+    return exit_message(status).en
+
+
+def _said(status: str, msg: Msg, **extra: Any) -> Reply:
+    """A reply in the sandbox's own words: English in ``error`` (logs), both languages in ``message``."""
+    return Reply(status, error=msg.en, message=msg, **extra)
 
 
 # -- the sandbox's folders -------------------------------------------------------------------
@@ -606,7 +627,7 @@ class Worker:
         self._poisoned: dict[str, Reply] = {}        # function -> the answer to any further call
         self._crashes: Counter[str] = Counter()
         self._broken: Reply | None = None            # set when no worker can be started any more
-        self._last_failure = ""
+        self._last_failure: Msg = say("sandbox.stopped_unknown")
         self._seq = 0
         self._closed = False
         self._ran: dict[int, CellOutcome] = {}       # outcomes of the latest run of the cells
@@ -646,8 +667,8 @@ class Worker:
     def _time_left(self) -> float:
         return self._deadline - time.monotonic()
 
-    def _budget_message(self) -> str:
-        return f"the submission used up its time limit of {self._limits.submission_seconds:g} s"
+    def _budget_message(self) -> Msg:
+        return say("sandbox.budget", seconds=f"{self._limits.submission_seconds:g}")
 
     def _stop(self, wait: bool = True) -> int | None:
         """Kill the live worker; with ``wait``, also its exit status (else it is reaped in the background)."""
@@ -668,28 +689,28 @@ class Worker:
         max_spawns = self.spawns + len(self._source) + 2
         while self.spawns < max_spawns:
             if self._time_left() <= 0:
-                self._give_up(Reply("timeout", error=self._budget_message()), "timeout")
+                self._give_up(_said("timeout", self._budget_message()), "timeout")
                 return False
             self.spawns += 1
             start = time.perf_counter()
             try:
                 proc = self._sandbox._spawn(self.label, self._limits)
             except _SpawnFailed as exc:
-                self._give_up(Reply("crashed", error=str(exc)), "crashed")
+                self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
             self._proc = proc
             problem = self._await_ready(proc)
             self._spent("fork", start)
             if problem is not None:
                 self._stop()
-                self._give_up(Reply("crashed", error=problem), "crashed")
+                self._give_up(_said("crashed", say("sandbox.not_started", detail=problem)), "crashed")
                 return False
             start = time.perf_counter()
             try:
                 failed = self._run_cells(proc)
             except _SpawnFailed as exc:
                 self._stop(wait=False)
-                self._give_up(Reply("crashed", error=str(exc)), "crashed")
+                self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
             finally:
                 self._spent("cells", start)
@@ -697,14 +718,15 @@ class Worker:
                 return True
             self._bad[failed.index] = failed
             self._stop(wait=False)
-        self._give_up(Reply("crashed", error="the cells keep stopping the worker"), "crashed")
+        self._give_up(_said("crashed", say("sandbox.keeps_stopping")), "crashed")
         return False
 
     def _give_up(self, reply: Reply, cell_status: str) -> None:
         """No worker any more: every call answers ``reply``; cells never run get ``cell_status``."""
         self._broken = reply
         if not self._complete:
-            self.cells = self._outcomes((cell_status, f"not run: {reply.error}"))
+            said = reply.message if isinstance(reply.message, Msg) else Msg(reply.error, reply.error)
+            self.cells = self._outcomes((cell_status, around("sandbox.not_run", said)))
 
     def _await_ready(self, proc: _Process) -> str | None:
         deadline = time.monotonic() + SETUP_SECONDS[self._sandbox.device]
@@ -726,7 +748,7 @@ class Worker:
             self.profile["cage"] = self.profile.get("cage", 0.0) + cage
         return None
 
-    def _outcomes(self, not_run: tuple[str, str]) -> list[CellOutcome]:
+    def _outcomes(self, not_run: tuple[str, Msg]) -> list[CellOutcome]:
         """One outcome per cell, in order, from the latest run (``not_run`` for cells it did not reach)."""
         out = []
         for cell in self._source:
@@ -737,7 +759,7 @@ class Worker:
             elif cell.index in self._ran:
                 out.append(self._ran[cell.index])
             else:
-                out.append(CellOutcome(cell.index, not_run[0], "", not_run[1]))
+                out.append(_cell_said(cell.index, not_run[0], not_run[1]))
         return out
 
     def _run_cells(self, proc: _Process) -> CellOutcome | None:
@@ -752,7 +774,7 @@ class Worker:
             status = self._stop()
             if not runnable:
                 raise _SpawnFailed(f"the sandbox worker stopped: {describe_exit(status)}") from None
-            return CellOutcome(runnable[0].index, "crashed", "", describe_exit(status))
+            return _cell_said(runnable[0].index, "crashed", exit_message(status))
         for cell in runnable:
             start = time.monotonic()
             deadline = min(start + self._limits.call_seconds, self._deadline)
@@ -760,16 +782,16 @@ class Worker:
                 header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=_SMALL_HEADER)
             except TimeoutError:
                 message = (self._budget_message() if self._time_left() <= 0 else
-                           f"the cell did not finish within {self._limits.call_seconds:g} s (an endless loop?)")
-                return CellOutcome(cell.index, "timeout", "", message, time.monotonic() - start)
-            except FrameError as exc:
-                return CellOutcome(cell.index, "crashed", "", f"the worker sent malformed data ({exc})")
+                           say("sandbox.cell_timeout", seconds=f"{self._limits.call_seconds:g}"))
+                return _cell_said(cell.index, "timeout", message, time.monotonic() - start)
+            except FrameError:
+                return _cell_said(cell.index, "crashed", say("sandbox.malformed"))
             except (EOFError, OSError):
                 status = self._stop()
-                return CellOutcome(cell.index, "crashed", "", describe_exit(status), time.monotonic() - start)
+                return _cell_said(cell.index, "crashed", exit_message(status), time.monotonic() - start)
             outcome = _cell_outcome(header, cell.index)
             if outcome is None:
-                return CellOutcome(cell.index, "crashed", "", "the worker sent an unexpected message")
+                return _cell_said(cell.index, "crashed", say("sandbox.unexpected"))
             self._ran[cell.index] = outcome
         try:
             header, _ = recv_frame(proc.chan, time.monotonic() + 5, max_blob=0, max_header=_SMALL_HEADER)
@@ -778,8 +800,8 @@ class Worker:
         if header.get("t") != "cells_done":
             if not runnable:
                 raise _SpawnFailed("the sandbox worker stopped before running any cell")
-            return CellOutcome(runnable[-1].index, "crashed", "", "the worker stopped after this cell")
-        self.cells = self._outcomes(("skipped", "not run"))
+            return _cell_said(runnable[-1].index, "crashed", say("sandbox.stopped_after_cell"))
+        self.cells = self._outcomes(("skipped", say("sandbox.not_run_plain")))
         self._complete = True
         return None
 
@@ -787,13 +809,13 @@ class Worker:
     def __call__(self, request: Request) -> Reply:
         """Run one request in the worker; every failure is a Reply, never an exception."""
         if self._closed:
-            return Reply("crashed", error="the sandbox worker is closed")
+            return _said("crashed", say("sandbox.closed"))
         known = self._poisoned.get(request.function)
         if known is not None:
-            return Reply(known.status, error_type=known.error_type, error=known.error)
+            return Reply(known.status, error_type=known.error_type, error=known.error, message=known.message)
         if self._time_left() <= 0:
             self._stop(wait=False)
-            return Reply("timeout", error=self._budget_message())
+            return _said("timeout", self._budget_message())
         if request.device != self._sandbox.device and not request.device.startswith(self._sandbox.device):
             return Reply("error", error_type="SandboxError",
                          error=f"this sandbox runs on {self._sandbox.device}, the request asks for {request.device}")
@@ -802,17 +824,16 @@ class Worker:
         self._spent("encode", start)
         if self._proc is None:
             if self._broken is not None:
-                return Reply(self._broken.status, error=self._broken.error)
+                return Reply(self._broken.status, error=self._broken.error, message=self._broken.message)
             if self.restarts >= self._sandbox.max_restarts:
-                return Reply("crashed", error=f"not run: the worker already stopped {self.restarts + 1} times "
-                                              f"(last: {self._last_failure})")
+                return _said("crashed", around("sandbox.restarts", self._last_failure, count=self.restarts + 1))
             self.restarts += 1
             if not self._launch():
-                broken = self._broken or Reply("crashed", error="the worker could not be restarted")
-                return Reply(broken.status, error=broken.error)
+                broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
+                return Reply(broken.status, error=broken.error, message=broken.message)
         proc = self._proc
         if proc is None:  # _launch said yes but holds no worker: cannot happen, answer anyway
-            return Reply("crashed", error="the sandbox worker is gone")
+            return _said("crashed", say("sandbox.gone"))
         self._seq += 1
         header = {"t": "call", "seq": self._seq, "function": request.function, "probe": request.probe,
                   "forbidden": list(request.forbidden), "device": request.device}
@@ -827,31 +848,31 @@ class Worker:
         except TimeoutError:
             self._stop(wait=False)
             if self._time_left() <= 0:
-                return Reply("timeout", error=self._budget_message(), seconds=time.monotonic() - start)
-            message = f"the call did not return within {self._limits.call_seconds:g} s (an endless loop?)"
+                return _said("timeout", self._budget_message(), seconds=time.monotonic() - start)
+            seconds = f"{self._limits.call_seconds:g}"
+            message = say("sandbox.call_timeout", seconds=seconds)
             self._last_failure = message
-            self._poisoned[request.function] = Reply(
-                "timeout", error=f"not run again: an earlier call of {request.function} took longer than "
-                                 f"{self._limits.call_seconds:g} s")
-            return Reply("timeout", error=message, seconds=time.monotonic() - start)
+            self._poisoned[request.function] = _said(
+                "timeout", say("sandbox.slow_again", function=request.function, seconds=seconds))
+            return _said("timeout", message, seconds=time.monotonic() - start)
         except FrameTooLarge as exc:
             self._stop(wait=False)
-            self._last_failure = "too large an output"
-            return Reply("too_large", error=f"output too large: {exc.size / MiB:.0f} MiB, at most "
-                                            f"{self._limits.output_mb:g} MiB", seconds=time.monotonic() - start)
-        except FrameError as exc:
+            self._last_failure = say("check.too_large_hidden")
+            return _said("too_large", say("sandbox.output_too_large", size=f"{exc.size / MiB:.0f}",
+                                          limit=f"{self._limits.output_mb:g}"), seconds=time.monotonic() - start)
+        except FrameError:
             self._stop(wait=False)
-            self._last_failure = "malformed data"
-            return Reply("crashed", error=f"the worker sent malformed data ({exc})", seconds=time.monotonic() - start)
+            self._last_failure = say("sandbox.malformed")
+            return _said("crashed", say("sandbox.malformed"), seconds=time.monotonic() - start)
         except (EOFError, OSError):
             status = self._stop()
-            message = describe_exit(status)
+            message = exit_message(status)
             self._last_failure = message
             self._crashes[request.function] += 1
             if self._crashes[request.function] >= 2:
-                self._poisoned[request.function] = Reply(
-                    "crashed", error=f"not run again: {request.function} stopped the worker twice ({message})")
-            return Reply("crashed", error=message, seconds=time.monotonic() - start)
+                self._poisoned[request.function] = _said(
+                    "crashed", around("sandbox.stopped_twice", message, function=request.function))
+            return _said("crashed", message, seconds=time.monotonic() - start)
         elapsed = time.monotonic() - start
         received = time.perf_counter()
         try:
@@ -860,8 +881,8 @@ class Worker:
             # The type only: the message could quote the worker's bytes.
             log.warning("sandbox: a worker's reply could not be read (%s)", type(exc).__name__)
             self._stop(wait=False)
-            self._last_failure = "an unreadable reply"
-            return Reply("crashed", error=UNREADABLE_REPLY, seconds=elapsed)
+            self._last_failure = say("sandbox.unreadable")
+            return _said("crashed", say("sandbox.unreadable"), seconds=elapsed)
         finally:
             self._spent("decode", received)
 
@@ -871,9 +892,8 @@ class Worker:
         if header.get("t") != "reply" or header.get("seq") != self._seq or type(status) is not str \
                 or status not in WORKER_STATUSES:
             self._stop(wait=False)
-            self._last_failure = "an unexpected message"
-            return Reply("crashed", error="the worker sent an unexpected message instead of a reply",
-                         seconds=elapsed)
+            self._last_failure = say("sandbox.unexpected")
+            return _said("crashed", say("sandbox.unexpected"), seconds=elapsed)
         forbidden = header.get("forbidden")
         names = [f for f in forbidden if type(f) is str and f in request.forbidden] \
             if type(forbidden) is list else []
@@ -894,8 +914,8 @@ class Worker:
             except Exception:  # noqa: BLE001 - PlainDataError, or whatever else a forged blob provokes
                 # Only a tampered worker sends such a frame: do not trust its channel any further.
                 self._stop(wait=False)
-                self._last_failure = "unreadable data"
-                return Reply("error", error_type="PlainDataError", error=UNREADABLE_REPLY,
+                self._last_failure = say("sandbox.unreadable")
+                return _said("error", say("sandbox.unreadable"), error_type="PlainDataError",
                              forbidden=reply.forbidden, seconds=reply.seconds)
             return CheckedReply(status, blob, reply.error_type, reply.error, reply.forbidden, reply.seconds,
                                 decoded=decoded)
@@ -904,7 +924,7 @@ class Worker:
 
 #: What a student is told when the worker's reply is not what an honest worker sends (a forged frame,
 #: a patched encoder): the student's outcome, like a crash, never "the check itself failed".
-UNREADABLE_REPLY = "the worker's reply could not be read"
+UNREADABLE_REPLY = say("sandbox.unreadable").en
 #: The array an honest worker sends for each tensor dtype (bfloat16 travels as float32, see plain.encode).
 _TENSOR_ARRAYS = {"torch.float16": "float16", "torch.bfloat16": "float32", "torch.float32": "float32",
                   "torch.float64": "float64", "torch.int8": "int8", "torch.int16": "int16", "torch.int32": "int32",

@@ -53,6 +53,7 @@ from typing import Any, Iterator
 
 from .config import Course
 from .errors import AutograderError, UnknownExercise
+from .messages import Msg, say
 from .text import file_stem, line, path_text
 
 #: Folder names that organize submissions but never name a student.
@@ -89,7 +90,8 @@ class Submission:
     sha256: str = ""
     student: str | None = None
     assignment: str | None = None
-    problem: str | None = None     # why it cannot be graded, when it cannot
+    problem: str | None = None     # why it cannot be graded, when it cannot (English, for the instructor)
+    said: dict[str, str] | None = None  # the same for the student, {"zh", "en"} (autograder.messages)
     evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -103,9 +105,11 @@ class Submission:
             return f"{safe_name(self.student or 'unknown')}__{self.assignment or 'unknown'}__{tag}"
         return f"{safe_name(self.student or 'unknown')}__{self.assignment}"
 
-    def fail(self, problem: str) -> None:
-        """This notebook cannot be graded: why, as one clean line."""
+    def fail(self, problem: str, said: Msg | None = None) -> None:
+        """This notebook cannot be graded: why, as one clean line (and in both languages for the student)."""
         self.problem = line(problem, 400)
+        msg = said or say("submission.problem", detail=problem)
+        self.said = {"zh": line(msg.zh, 400), "en": line(msg.en, 400)}
 
 
 @dataclass
@@ -451,7 +455,7 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
         try:
             sub.sha256, data = _read(p, max_bytes)
         except OSError as exc:
-            sub.fail(f"unreadable: {_os_reason(exc)}")
+            sub.fail(f"unreadable: {_os_reason(exc)}", say("submission.unreadable", detail=_os_reason(exc)))
             data = b""
         sub.evidence["notebook"] = notebook_evidence(data, course)
         subs.append(sub)
@@ -459,7 +463,7 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
         name = path_text(name)
         if name.lower().endswith(".ipynb"):
             sub = Submission(root / "(refused)", name, hashlib.sha256(name.encode()).hexdigest())
-            sub.fail(f"not extracted from the zip: {why}")
+            sub.fail(f"not extracted from the zip: {why}", say("submission.not_extracted", detail=why))
             subs.append(sub)
         else:
             others.append(f"{name} (refused: {line(why, 200)})")
@@ -472,7 +476,8 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
             try:
                 _identify(s, prefix, course, assignment)
             except Exception as exc:  # noqa: BLE001 - one odd name must not stop the discovery
-                s.fail(f"could not be identified ({type(exc).__name__})")
+                s.fail(f"could not be identified ({type(exc).__name__})",
+                       say("submission.unidentified", kind=type(exc).__name__))
         if s.problem == "out of scope":
             out_of_scope.append(s.source)
             continue
@@ -513,11 +518,14 @@ def _identify(s: Submission, prefix: tuple[str, ...], course: Course, wanted: st
     s.assignment, assignment_problem, how = _assignment(dirs, stem, s.evidence["notebook"], course, wanted)
     s.evidence["assignment"] = how
     problem = assignment_problem or student_problem
-    s.problem = problem if problem in (None, "out of scope") else line(problem, 400)
+    if problem is None or problem == "out of scope":
+        s.problem = problem
+    else:
+        s.fail(*problem)
 
 
 def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: Course,
-                wanted: str | None) -> tuple[str | None, str | None, str]:
+                wanted: str | None) -> tuple[str | None, Any, str]:
     """(assignment, problem, how it was established): the path, then the notebook, then --assignment."""
     by_path: set[str] = set()
     for part in (*dirs, stem):
@@ -525,31 +533,37 @@ def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: 
     said, how = _notebook_says(ev)
     known = {a.id for a in course.assignments}
     if said is not None and said not in known:
-        return None, f"unknown assignment: the notebook says {said!r}, course.yml has no such assignment", how
+        return None, (f"unknown assignment: the notebook says {said!r}, course.yml has no such assignment",
+                      say("submission.unknown_assignment_said", said=repr(said))), how
     if len(by_path) > 1:
         if said not in by_path:
-            return None, f"ambiguous assignment: the path names {', '.join(sorted(by_path))}", "path"
+            names = ", ".join(sorted(by_path))
+            return None, (f"ambiguous assignment: the path names {names}",
+                          say("submission.ambiguous_assignment", names=names)), "path"
         by_path = {said}
     path_says = next(iter(by_path), None)
     if path_says is not None:
         if wanted is not None and path_says != wanted:
             return path_says, "out of scope", "path"
         if ev.declared is not None and ev.declared != path_says:
-            return None, (f"ambiguous assignment: the path says {path_says}, "
-                          f"the notebook metadata says {ev.declared}"), "path"
+            return None, (f"ambiguous assignment: the path says {path_says}, the notebook metadata says "
+                          f"{ev.declared}", say("submission.assignment_disagrees", path=path_says,
+                                                declared=ev.declared)), "path"
         return path_says, None, "path"
     if wanted is not None:
         if said is not None and said != wanted:
-            return wanted, f"wrong assignment: the notebook is {said} ({how}), expected {wanted}", how
+            return wanted, (f"wrong assignment: the notebook is {said} ({how}), expected {wanted}",
+                            say("submission.wrong_assignment", said=said, wanted=wanted)), how
         return wanted, None, "--assignment"
     if said is not None:
         return said, None, how
     why = "the notebook names none" if ev.readable else "the notebook is unreadable"
-    return None, f"unknown assignment: the path names none and {why} (pass --assignment)", ""
+    return None, (f"unknown assignment: the path names none and {why} (pass --assignment)",
+                  say("submission.unknown_assignment")), ""
 
 
 def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: Course,
-             source: str) -> tuple[str | None, str | None, dict[str, str]]:
+             source: str) -> tuple[str | None, Any, dict[str, str]]:
     """(student, problem, LMS ids): the one folder that tells students apart, else the file name.
 
     The LMS ids (``canvas_id``, ``moodle_id``) come from the very name that gave the student.
@@ -562,7 +576,8 @@ def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: 
     candidates = names(dirs[len(prefix):])
     if len(candidates) > 1:
         listed = ", ".join(name for name, _ in candidates)
-        return None, f"ambiguous student: several folders of {source} could name one ({listed})", {}
+        return None, (f"ambiguous student: several folders of {source} could name one ({listed})",
+                      say("submission.ambiguous_student", names=listed)), {}
     if candidates:
         return candidates[0][0], None, candidates[0][1]
     student, ids = _student_from_stem(stem, course)
@@ -571,7 +586,7 @@ def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: 
         outer = names(prefix)
         student, ids = outer[-1] if outer else (None, {})
     if student is None:
-        return None, f"unknown student: nothing in {source} names one", {}
+        return None, (f"unknown student: nothing in {source} names one", say("submission.unknown_student")), {}
     return student, None, ids
 
 
@@ -646,7 +661,7 @@ def _pick_duplicates(subs: list[Submission], course: Course) -> tuple[list[Submi
             where = ", ".join(g.source for g in group)
             for g in group:
                 g.fail(f"ambiguous student: {len(group)} notebooks for {student}/{assignment} come from "
-                       f"different folders ({where})")
+                       f"different folders ({where})", say("submission.namesakes", count=len(group), where=where))
             continue
         try:
             notebook = course.assignment(assignment).notebook

@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from support import make_samples
+from autograder import messages as M
 from autograder import export as E
 from autograder import otter_tests as OT
 from autograder.cli import main
@@ -281,7 +282,8 @@ def test_no_notebook_still_gets_a_valid_results_json(tmp_path, capsys):
     data = read_results(tmp_path / "results" / "results.json")
     assert_kit_results(data)
     assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"])
-    assert "no notebook" in data["output"] and "no notebook" in data["tests"][0]["output"]
+    said = M.text("submission.no_notebook", COURSE.language)
+    assert said in data["output"] and said in data["tests"][0]["output"]
 
 
 def test_a_grader_fault_still_writes_a_valid_results_json(tmp_path, capsys):
@@ -422,7 +424,7 @@ def test_a_hostile_notebook_cannot_change_results_json(runs):
     assert hostile["score"] == pytest.approx(5.0, abs=1e-6)   # 2.1-2.3 honest, 2.4 nothing
     assert all(t["score"] == 0 for t in hostile["tests"] if t["number"] == "2.4")
     # The cell and every call of 2.4 stopped their worker: named, graded as zero, the run went on.
-    assert "exited with status 0" in hostile["output"]
+    assert M.text("sandbox.exit_status", COURSE.language, status=0) in hostile["output"]
     assert all("中断" in t["output"] for t in hostile["tests"] if t["number"] == "2.4")
     if os.geteuid() == 0:
         # Caged: the worker's uid and chroot never let it reach the grader's folders at all.

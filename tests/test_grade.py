@@ -19,6 +19,7 @@ import pytest
 from support import make_samples
 from autograder import checks as C
 from autograder import grade as G
+from autograder import messages as M
 from autograder.cli import main
 from autograder.config import ROOT, load_course
 from autograder.probes import Reply, Request
@@ -311,7 +312,8 @@ def test_discovery_problems_are_rows_too(tmp_path, sandbox):
     assert len((out / "grades.csv").read_text(encoding="utf-8-sig").splitlines()) == 1 + 4
     assert table["cy/02_qkv_attention"]["status"] == "graded"
     md = (out / "feedback" / next(r["key"] for r in outcome.results if r["student"] == "dee")).with_suffix(".md")
-    assert "unknown assignment" in Path(str(md)).read_text(encoding="utf-8")
+    said = M.text("submission.unknown_assignment", COURSE.language)     # the course's language, no English clause
+    assert said.replace("_", "\\_") in Path(str(md)).read_text(encoding="utf-8")
 
 
 # -- resuming and regrading -----------------------------------------------------------------

@@ -332,7 +332,7 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
         assert f"(Score: {float(result['points'])} / {float(QKV.points)})" in page, student  # Jinja's round(2)
         ours = {e["exercise"]: e for e in result["exercises"]}
         for ex in QKV.exercises:   # each test cell shows the kit's points for it
-            assert f"{ex.id} {ex.title}: {P.fmt(ours[ex.id]['points'])} / {P.fmt(ex.points)}" in page, (student, ex.id)
+            assert f"{ex.id} {ex.title_in(COURSE.language)}: {P.fmt(ours[ex.id]['points'])} / {P.fmt(ex.points)}" in page, (student, ex.id)
 
     t = time.perf_counter()
     # --force: nbgrader skips what it counts as autograded, and the kit's submissions now are.

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from .. import plain
+from ..messages import Msg, say
 from ..points import shares as share_points, total as total_points
 from ..probes import Reply, Request
 
@@ -71,14 +72,6 @@ class Kind(str, enum.Enum):
 OUTPUT_KINDS = frozenset({Kind.NUMERIC, Kind.FACT, Kind.GRADIENT})
 
 
-class Msg(NamedTuple):
-    """A message in both languages."""
-
-    zh: str
-    en: str
-
-    def get(self, language: str) -> str:
-        return self.zh if str(getattr(language, "value", language)) == "zh" else self.en
 
 
 @dataclass(frozen=True)
@@ -313,7 +306,7 @@ def number_free(text: str, limit: int = 300) -> str:
 
 def _safe_name(name: str) -> str:
     """An exception's class name as a hidden message may repeat it: letters only, bounded."""
-    return name if re.fullmatch(r"[A-Za-z_]{1,40}", name or "") else "an exception"
+    return name if re.fullmatch(r"[A-Za-z_]{1,40}", name or "") else ""
 
 
 def hidden_message(check: "Check", failed: "CheckFailed") -> Msg:
@@ -324,12 +317,11 @@ def hidden_message(check: "Check", failed: "CheckFailed") -> Msg:
     """
     if failed.status is Status.ERROR:
         kind = _safe_name(failed.error_type)
-        return Msg(f"代码在隐藏测试的输入上抛出了 {kind}（先用公开自检和更多形状测试你的函数）",
-                   f"your code raised {kind} on a hidden test input (test your function on more "
-                   f"shapes and dtypes, starting with the public self-check)")
+        some = say("check.some_exception")
+        return Msg(say("check.raised_hidden", kind=kind or some.zh).zh, say("check.raised_hidden", kind=kind or some.en).en)
     if failed.hidden is not None:
         return Msg(number_free(failed.hidden.zh), number_free(failed.hidden.en))
-    return Msg(f"在隐藏测试的输入上未通过：{check.title.zh}", f"failed on the hidden test inputs: {check.title.en}")
+    return Msg(say("check.failed_hidden", title=check.title.zh).zh, say("check.failed_hidden", title=check.title.en).en)
 
 
 @dataclass
@@ -635,36 +627,41 @@ def _refuse_forbidden(reply: Reply, known: Iterable[str] = ()) -> None:
     if reply.forbidden:
         known = set(known)
         named = [n for n in reply.forbidden if n in known] or ["a forbidden call"]
-        raise CheckFailed(Msg(f"使用了禁止的调用：{', '.join(reply.forbidden)}",
-                              f"used a forbidden call: {', '.join(reply.forbidden)}"),
-                          status=Status.FORBIDDEN,
-                          hidden=Msg(f"使用了禁止的调用：{', '.join(named)}", f"used a forbidden call: {', '.join(named)}"))
+        raise CheckFailed(say("check.forbidden", names=", ".join(reply.forbidden)), status=Status.FORBIDDEN,
+                          hidden=say("check.forbidden", names=", ".join(named)))
 
 
 def _reply_failure(reply: Reply, function: str) -> CheckFailed:
     # Hidden messages: the worker's text (too_large) is the student's process speaking, the
     # sandbox's own (timeout, crashed) is bounded; neither repeats a value.
     if reply.status == "not_attempted":
-        message = Msg("尚未作答（仍在抛出 NotImplementedError）", "not attempted (still raises NotImplementedError)")
+        message = say("check.not_attempted")
         return CheckFailed(message, status=Status.NOT_ATTEMPTED, hidden=message)
     if reply.status == "missing":
-        message = Msg(f"找不到函数 {function}：请确认定义它的单元格已运行且名字没改",
-                      f"{function} is not defined: run the cell that defines it and keep its name")
+        message = say("check.missing", function=function)
         return CheckFailed(message, status=Status.MISSING, hidden=message)
     if reply.status == "too_large":
-        return CheckFailed(Msg(f"返回值过大：{reply.error}", f"return value too large: {reply.error}"),
-                           status=Status.TOO_LARGE, hidden=Msg("返回值过大", "return value too large"))
+        return CheckFailed(_sandbox_said("check.too_large", reply), status=Status.TOO_LARGE,
+                           hidden=say("check.too_large_hidden"))
     if reply.status == "timeout":
-        said = number_free(reply.error, 160)
-        return CheckFailed(Msg(f"超时：{reply.error}", f"timed out: {reply.error}"), status=Status.TIMEOUT,
-                           hidden=Msg(f"超时：{said}", f"timed out: {said}"))
+        return CheckFailed(_sandbox_said("check.timeout", reply), status=Status.TIMEOUT,
+                           hidden=_sandbox_said("check.timeout", reply, hidden=True))
     if reply.status == "crashed":
-        said = number_free(reply.error, 160)
-        return CheckFailed(Msg(f"运行中断：{reply.error}", f"the run was cut short: {reply.error}"),
-                           status=Status.CRASHED, hidden=Msg(f"运行中断：{said}", f"the run was cut short: {said}"))
-    return CheckFailed(Msg(f"代码抛出了 {reply.error_type}：{reply.error}",
-                           f"your code raised {reply.error_type}: {reply.error}"),
+        return CheckFailed(_sandbox_said("check.crashed", reply), status=Status.CRASHED,
+                           hidden=_sandbox_said("check.crashed", reply, hidden=True))
+    return CheckFailed(say("check.raised", kind=reply.error_type, detail=reply.error),
                        status=Status.ERROR, error_type=reply.error_type)
+
+
+def _sandbox_said(key: str, reply: Reply, hidden: bool = False) -> Msg:
+    """``key``'s sentence around what the sandbox said: its own words in both languages when it gave
+    them (``Reply.message``), else its text; a hidden check's without any number."""
+    said = getattr(reply, "message", None)
+    if not isinstance(said, Msg):
+        said = Msg(reply.error or "", reply.error or "")
+    if hidden:
+        said = Msg(number_free(said.zh, 160), number_free(said.en, 160))
+    return Msg(say(key, detail=said.zh).zh, say(key, detail=said.en).en)
 
 
 def load_catalog(*, hidden: bool, mistakes: bool) -> None:

@@ -1,0 +1,178 @@
+"""The engine's messages to students, one catalogue per language.
+
+Every sentence the grader, the sandbox and the reports write for a student comes from
+here: ``say("timeout.call", seconds=10)`` gives both languages (a :class:`Msg`), and
+``text("timeout.call", "zh", seconds=10)`` one. Parameters are values (numbers, names,
+a student's exception text), never sentences, so a Chinese message never carries an
+English clause. ``tests/test_messages.py`` holds the catalogue to that: every key in
+both languages with the same parameters, no English words in the Chinese texts, every
+key used and every key used present.
+
+Check titles and course content (``checks/``, ``hidden/``, ``mistakes/``) are the
+course's, bilingual where they are declared; this catalogue is the engine's.
+"""
+from __future__ import annotations
+
+import string
+from typing import Any, NamedTuple
+
+LANGUAGES = ("zh", "en")
+
+
+class Msg(NamedTuple):
+    """A message in both languages."""
+
+    zh: str
+    en: str
+
+    def get(self, language: str) -> str:
+        return self.zh if str(getattr(language, "value", language)) == "zh" else self.en
+
+
+#: key -> (zh, en). Keys are grouped by who speaks: status words, report labels, check
+#: failures, the sandbox, a submission that cannot be graded.
+CATALOGUE: dict[str, tuple[str, str]] = {
+    # -- a check's or an exercise's status --------------------------------------------------
+    "status.passed": ("通过", "passed"),
+    "status.failed": ("未通过", "failed"),
+    "status.not_attempted": ("未作答", "not attempted"),
+    "status.missing": ("函数缺失", "function missing"),
+    "status.error": ("出错", "error"),
+    "status.forbidden": ("使用了禁止的调用", "forbidden call"),
+    "status.timeout": ("超时", "timed out"),
+    "status.crashed": ("中断", "crashed"),
+    "status.too_large": ("返回值过大", "output too large"),
+    "status.check_error": ("检查程序出错", "check error"),
+    # -- feedback and report labels ---------------------------------------------------------
+    "label.score": ("得分", "Score"),
+    "label.exercise": ("练习", "Exercise"),
+    "label.status": ("状态", "Status"),
+    "label.hidden": ("隐藏检查", "hidden check"),
+    "label.public": ("公开检查", "public check"),
+    "label.diagnosis": ("诊断", "Diagnosis"),
+    "label.cells": ("出错的单元格（从 1 数起，含文字单元格）", "Cells that raised (counting from 1, text cells included)"),
+    "label.cell": ("单元格", "cell"),
+    "label.not_graded": ("未能评分", "not graded"),
+    "label.title": ("评分反馈", "Grading feedback"),
+    "label.total": ("总分", "Total"),
+    "label.note": ("说明", "Note"),
+    "label.what_now": ("请检查你提交的文件（正确的 .ipynb 笔记本、文件名与作业对应），然后重新提交。",
+                       "Check the file you submitted (a valid .ipynb notebook named for the assignment) and "
+                       "submit again."),
+    "label.public_summary": ("公开检查：通过 {passed}/{total} 项。隐藏检查的结果在成绩发布后显示。",
+                             "Public checks: {passed}/{total} passed. Hidden checks show once grades are published."),
+    "label.forbidden_note": ("本题调用了禁止的函数（{names}），整题记 0 分。",
+                             "This exercise calls a forbidden function ({names}): the whole exercise scores 0."),
+    # -- why a check failed -----------------------------------------------------------------
+    "check.not_attempted": ("尚未作答（仍在抛出 NotImplementedError）", "not attempted (still raises NotImplementedError)"),
+    "check.missing": ("找不到函数 {function}：请确认定义它的单元格已运行且名字没改",
+                      "{function} is not defined: run the cell that defines it and keep its name"),
+    "check.too_large": ("返回值过大：{detail}", "return value too large: {detail}"),
+    "check.too_large_hidden": ("返回值过大", "return value too large"),
+    "check.timeout": ("超时：{detail}", "timed out: {detail}"),
+    "check.crashed": ("运行中断：{detail}", "the run was cut short: {detail}"),
+    "check.raised": ("代码抛出了 {kind}：{detail}", "your code raised {kind}: {detail}"),
+    "check.raised_hidden": ("代码在隐藏测试的输入上抛出了 {kind}（先用公开自检和更多形状测试你的函数）",
+                            "your code raised {kind} on a hidden test input (test your function on more shapes "
+                            "and dtypes, starting with the public self-check)"),
+    "check.failed_hidden": ("在隐藏测试的输入上未通过：{title}", "failed on the hidden test inputs: {title}"),
+    "check.forbidden": ("使用了禁止的调用：{names}", "used a forbidden call: {names}"),
+    "check.some_exception": ("某种异常", "an exception"),
+    # -- the sandbox: how a call or a cell ended ----------------------------------------------
+    "sandbox.call_timeout": ("调用在 {seconds} 秒内没有返回（死循环？）",
+                             "the call did not return within {seconds} s (an endless loop?)"),
+    "sandbox.cell_timeout": ("单元格在 {seconds} 秒内没有运行完（死循环？）",
+                             "the cell did not finish within {seconds} s (an endless loop?)"),
+    "sandbox.budget": ("这份提交用完了它的时间上限（{seconds} 秒）",
+                       "the submission used up its time limit of {seconds} s"),
+    "sandbox.slow_again": ("不再运行：之前一次调用 {function} 超过了 {seconds} 秒",
+                           "not run again: an earlier call of {function} took longer than {seconds} s"),
+    "sandbox.output_too_large": ("返回值过大：{size} MiB，上限 {limit} MiB",
+                                 "output too large: {size} MiB, at most {limit} MiB"),
+    "sandbox.stopped_unknown": ("运行学生代码的进程停止了（退出状态未知）", "the worker stopped (exit status unknown)"),
+    "sandbox.stopped_status": ("运行学生代码的进程停止了（等待状态 {status}）", "the worker stopped (wait status {status})"),
+    "sandbox.killed_signal_hint": ("运行学生代码的进程被信号 {signal} 终止（{hint}）", "killed by {signal} ({hint})"),
+    "sandbox.hint.SIGKILL": ("内存超限？", "memory limit?"),
+    "sandbox.hint.SIGXCPU": ("CPU 时间上限", "CPU time limit"),
+    "sandbox.hint.SIGXFSZ": ("文件大小上限", "file size limit"),
+    "sandbox.hint.SIGSEGV": ("段错误", "segmentation fault"),
+    "sandbox.hint.SIGBUS": ("总线错误", "bus error"),
+    "sandbox.hint.SIGABRT": ("异常中止", "aborted"),
+    "sandbox.hint.SIGFPE": ("算术错误", "arithmetic error"),
+    "sandbox.exit_status": ("运行学生代码的进程退出了（状态 {status}：代码里调用了 sys.exit、os._exit 之类？）",
+                            "the worker exited with status {status} (sys.exit, os._exit or similar in the "
+                            "student's code?)"),
+    "sandbox.killed_signal": ("运行学生代码的进程被信号 {signal} 终止", "killed by {signal}"),
+    "sandbox.stopped_twice": ("不再运行：{function} 已经两次让运行学生代码的进程停止（{detail}）",
+                              "not run again: {function} stopped the worker twice ({detail})"),
+    "sandbox.not_run": ("未运行：{detail}", "not run: {detail}"),
+    "sandbox.not_run_plain": ("未运行", "not run"),
+    "sandbox.keeps_stopping": ("这些单元格反复让运行学生代码的进程停止", "the cells keep stopping the worker"),
+    "sandbox.restarts": ("未运行：运行学生代码的进程已经停止了 {count} 次（最近一次：{detail}）",
+                         "not run: the worker already stopped {count} times (last: {detail})"),
+    "sandbox.malformed": ("运行学生代码的进程发回了格式错误的数据", "the worker sent malformed data"),
+    "sandbox.unreadable": ("运行学生代码的进程发回的结果无法读取", "the worker's reply could not be read"),
+    "sandbox.unexpected": ("运行学生代码的进程发来了意外的消息", "the worker sent an unexpected message"),
+    "sandbox.stopped_after_cell": ("运行学生代码的进程在这个单元格之后停止了", "the worker stopped after this cell"),
+    "sandbox.closed": ("运行学生代码的进程已关闭", "the sandbox worker is closed"),
+    "sandbox.not_restarted": ("运行学生代码的进程无法重新启动", "the worker could not be restarted"),
+    "sandbox.not_started": ("运行学生代码的进程无法启动：{detail}", "the worker could not be started: {detail}"),
+    "sandbox.gone": ("运行学生代码的进程已不在", "the sandbox worker is gone"),
+    "sandbox.cell_too_large": ("单元格大于 {kib} KiB（limits.cell_kb），没有运行",
+                               "the cell is larger than {kib} KiB (limits.cell_kb): not run"),
+    # -- a submission that cannot be graded ---------------------------------------------------
+    "submission.unreadable": ("无法读取笔记本：{detail}", "the notebook could not be read: {detail}"),
+    "submission.also_found": ("同一作业还有其他副本，未评分：{others}", "other copies of this assignment were not graded: {others}"),
+    "submission.old_format": ("笔记本为旧格式 nbformat 3，已自动转换", "the notebook was in the old nbformat 3 and was converted"),
+    "submission.grader_fault": ("评分程序处理这份笔记本时出错（{kind}），教师会查看",
+                                "the grader failed on this notebook ({kind}); the instructor will look"),
+    "submission.too_large": ("结果过大，已截短到 {kib} KiB 以内", "this result was cut to fit {kib} KiB"),
+    "submission.problem": ("无法评分：{detail}", "cannot be graded: {detail}"),
+    "submission.not_extracted": ("没能从 zip 中取出：{detail}", "not extracted from the zip: {detail}"),
+    "submission.unidentified": ("无法确定这份笔记本属于谁、属于哪个作业（{kind}）",
+                                "could not tell whose notebook this is or for which assignment ({kind})"),
+    "submission.unknown_assignment_said": ("笔记本自称属于作业 {said}，课程中没有这个作业",
+                                           "the notebook says it is for {said}, and the course has no such assignment"),
+    "submission.unknown_assignment": ("看不出这份笔记本属于哪个作业：请按作业命名文件（例如 02_qkv_attention.ipynb）",
+                                      "cannot tell which assignment this notebook is for: name the file for the "
+                                      "assignment (e.g. 02_qkv_attention.ipynb)"),
+    "submission.ambiguous_assignment": ("路径中出现了多个作业名（{names}），无法确定是哪一个",
+                                        "the path names several assignments ({names}): cannot tell which"),
+    "submission.assignment_disagrees": ("路径说是 {path}，笔记本的元数据说是 {declared}",
+                                        "the path says {path}, the notebook's metadata says {declared}"),
+    "submission.wrong_assignment": ("这份笔记本是作业 {said}，这里评分的是 {wanted}",
+                                    "this notebook is for {said}; this grades {wanted}"),
+    "submission.ambiguous_student": ("路径中有多个文件夹都可能是学生名（{names}）",
+                                     "several folders of the path could name the student ({names})"),
+    "submission.unknown_student": ("路径和文件名里都看不出学生是谁", "nothing in the path or file name names the student"),
+    "submission.namesakes": ("同名学生的 {count} 份笔记本来自不同的文件夹（{where}），无法区分",
+                             "{count} notebooks of one student name come from different folders ({where}): "
+                             "cannot tell them apart"),
+    "submission.no_notebook": ("提交里没有 .ipynb 笔记本", "the submission holds no .ipynb notebook"),
+    "submission.several_notebooks": ("提交里有多份笔记本（{names}）：只提交 {notebook}",
+                                     "several notebooks ({names}): submit only {notebook}"),
+}
+
+
+def _fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def say(key: str, **params: Any) -> Msg:
+    """Both languages of ``key`` with ``params`` filled in."""
+    zh, en = CATALOGUE[key]
+    return Msg(zh.format(**params), en.format(**params))
+
+
+def text(key: str, language: Any, **params: Any) -> str:
+    """One language of ``key``."""
+    return say(key, **params).get(language)
+
+
+def around(key: str, inner: Msg, **params: Any) -> Msg:
+    """``key``'s sentence with ``inner`` (a message of its own) as its ``{detail}``, language by language."""
+    return Msg(CATALOGUE[key][0].format(detail=inner.zh, **params), CATALOGUE[key][1].format(detail=inner.en, **params))
+
+
+def as_dict(msg: Msg) -> dict[str, str]:
+    return {"zh": msg.zh, "en": msg.en}

@@ -1,0 +1,103 @@
+"""The engine's message catalogue (autograder/messages.py): complete in both languages, one language each."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from autograder import messages as M
+from autograder.checks import Status
+
+PACKAGE = Path(M.__file__).parent
+#: Code, file and unit names a Chinese sentence may contain as they are.
+TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", "limits", "cell_kb", "ipynb",
+             "nbformat", "CPU", "zip", "_qkv_attention.ipynb"}
+
+
+@pytest.mark.parametrize("key", sorted(M.CATALOGUE))
+def test_every_message_exists_in_both_languages_with_the_same_parameters(key):
+    zh, en = M.CATALOGUE[key]
+    assert zh.strip() and en.strip(), key
+    assert M._fields(zh) == M._fields(en), key
+
+
+@pytest.mark.parametrize("key", sorted(M.CATALOGUE))
+def test_chinese_messages_hold_no_english_words(key):
+    zh, en = M.CATALOGUE[key]
+    bare = re.sub(r"\{[^}]*\}", "", zh)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z_.]{2,}", bare)) - TECHNICAL
+    words = {w for w in words if not set(w.split(".")) <= TECHNICAL}
+    assert not words, (key, words)
+    assert re.search(r"[\u4e00-\u9fff]", zh) or key.startswith("status."), key
+    assert not re.search(r"[\u4e00-\u9fff]", en), key
+
+
+def _keys_used_in_code() -> set[str]:
+    used: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "messages.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in (
+                    "say", "text", "_sandbox_said") and node.args and isinstance(node.args[0], ast.Constant):
+                used.add(node.args[0].value)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in M.CATALOGUE:
+                used.add(node.value)
+    return used
+
+
+def test_every_key_the_code_asks_for_exists_and_every_entry_is_used():
+    used = _keys_used_in_code()
+    assert used - set(M.CATALOGUE) == set()
+    # status.* and label.* are looked up by name (a Status value, a label word); the rest literally.
+    dynamic = {k for k in M.CATALOGUE if k.startswith(("status.", "label.", "sandbox.hint."))}
+    import signal
+
+    from autograder import sandbox
+    assert {f"sandbox.hint.{s.name}" for s in sandbox._SIGNAL_HINTS} == {
+        k for k in M.CATALOGUE if k.startswith("sandbox.hint.")}
+    assert set(M.CATALOGUE) - dynamic - used == set()
+    assert {f"status.{s.value}" for s in Status} <= set(M.CATALOGUE)
+
+
+def test_say_fills_both_languages():
+    msg = M.say("sandbox.call_timeout", seconds=10)
+    assert msg.zh == "调用在 10 秒内没有返回（死循环？）" and "10 s" in msg.en
+    assert M.text("sandbox.call_timeout", "en", seconds=3) == msg.en.replace("10", "3")
+
+
+def test_chinese_feedback_of_a_crashing_and_looping_submission_has_no_english_sentence(tmp_path):
+    """eve's 2.4 calls sys.exit, and a cell of ours loops forever: what the sandbox says reaches a
+    Chinese course's feedback in Chinese (it used to read "运行中断：the worker exited with status 0 ...")."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    import nbformat
+
+    subs = tmp_path / "subs"
+    shutil.copytree(PACKAGE.parent / "samples" / "submissions" / "eve", subs / "eve")
+    path = subs / "eve" / "02_qkv_attention.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("while True:\n    pass"))
+    nbformat.write(nb, path)
+    course = tmp_path / "course.yml"
+    text = (PACKAGE.parent / "course.yml").read_text(encoding="utf-8").replace("call_seconds: 10 ", "call_seconds: 2 ")
+    course.write_text(text, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "autograder", "--course", str(course), "grade", str(subs), "-o",
+                           str(tmp_path / "out"), "-j", "1"], capture_output=True, text=True, timeout=300,
+                          cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    md = (tmp_path / "out" / "feedback" / "eve__02_qkv_attention.md").read_text(encoding="utf-8")
+    result = json.loads((tmp_path / "out" / "results" / "eve__02_qkv_attention.json").read_text(encoding="utf-8"))
+    assert "运行学生代码的进程退出了（状态 0" in md and "单元格在 2 秒内没有运行完" in md, md
+    english = [en for key, (zh, en) in M.CATALOGUE.items() if key.startswith(("sandbox.", "check.", "submission."))]
+    for sentence in english:
+        head = re.split(r"\{", sentence)[0].strip()
+        assert len(head) < 8 or head not in md, head
+    looped = [c for c in result["cells"] if c["status"] == "timeout"]
+    assert looped and looped[0]["said"]["zh"].startswith("单元格在 2 秒内")

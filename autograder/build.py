@@ -552,6 +552,10 @@ NEAR_ANSWERS: dict[str, tuple[str, ...]] = {
             r"[A-Za-z_][\w.]*(\.unsqueeze\(1\)|\[:,None\])(<=|>)[\w.()]*arange"),
     # masked_attention: scaled scores handed to a masked softmax
     "3.3": (r"masked_softmax\(.*@.*(transpose\(-2,-1\)|\.mT)",),
+    # attention_scores: the scaled product itself
+    "2.3": (r"@[\w.()]*(transpose\(-2,-1\)|\.mT)\)?/(math|np|numpy|torch)\.sqrt\(",),
+    # masked_softmax: a softmax of scores filled with -inf where masked
+    "3.2": (r"(?<!masked_)softmax\([\w.()]*masked_fill\(.*-inf",),
     # scaled_dot_product_attention: a softmax of the scaled scores
     "2.4": (r"softmax\(.*@.*(transpose\(-2,-1\)|\.mT).*/",),
     # split_heads / merge_heads with variable sizes

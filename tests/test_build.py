@@ -537,6 +537,8 @@ OLD_NEAR_ANSWERS = {
     "3.1": "return torch.arange(max_len).unsqueeze(0) >= lengths.unsqueeze(1)     # (B, max_len)",
     "3.3": "weights = torch_masked_softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, mask)",
     "2.4": "weights = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)",
+    "2.3": "return Q.double() @ K.double().transpose(-2, -1) / math.sqrt(Q.shape[-1])",
+    "3.2": 'return F.softmax(s.masked_fill(key_mask_like(mask, s), float("-inf")), dim=-1)',
     "4.1": "return x.reshape(B, T, H, E // H).transpose(1, 2)                  # (B, H, T, d)",
     "4.2": "return x.transpose(1, 2).reshape(B, T, H * d)                      # (B, T, H*d)",
 }

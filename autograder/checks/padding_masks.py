@@ -62,9 +62,12 @@ def key_mask_like(mask: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
 
 
 def torch_masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """torch's masked softmax in float64 (NaN on rows whose keys are all padded)."""
+    """torch's own masked softmax of ``scores``, in float64: ``F.scaled_dot_product_attention`` with the
+    identity as K and V and scale 1 (so q k^T is the scores and weights @ I the weights), the boolean
+    mask as its attn_mask. Rows whose keys are all padded are left to the checks' properties."""
     s = scores.double()
-    return F.softmax(s.masked_fill(key_mask_like(mask, s), float("-inf")), dim=-1)
+    eye = torch.eye(s.shape[-1], dtype=torch.float64).expand(*s.shape[:-2], -1, -1)
+    return F.scaled_dot_product_attention(s, eye, eye, attn_mask=~key_mask_like(mask, s), scale=1.0)
 
 
 def live(mask: torch.Tensor) -> torch.Tensor:
@@ -209,8 +212,8 @@ def _msm_dead(ctx: Context) -> None:
         expect_masked_weights(ctx, weights, mask)
 
 
-@check("3.2", "matches-torch", P, Kind.NUMERIC, zh="与 F.softmax(scores.masked_fill(mask, -inf)) 一致",
-       en="agrees with F.softmax(scores.masked_fill(mask, -inf))", weight=2)
+@check("3.2", "matches-torch", P, Kind.NUMERIC, zh="与 torch 的 F.scaled_dot_product_attention 的带掩码权重一致",
+       en="agrees with the masked weights of torch's F.scaled_dot_product_attention", weight=2)
 def _msm_torch(ctx: Context) -> None:
     B, H, Tq, Tk = ctx.sizes(4)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)

@@ -10,7 +10,6 @@ student gets the very tensors the check holds and could modify them in place.
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn.functional as F
@@ -193,8 +192,23 @@ def _softmax_numeric(ctx: Context) -> None:
 
 
 # -- 2.3 attention_scores --------------------------------------------------------
-def _scores(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
-    return Q.double() @ K.double().transpose(-2, -1) / math.sqrt(Q.shape[-1])
+def _torch_log_weights(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    """The log of torch's own attention weights for Q and K, in float64.
+
+    ``F.scaled_dot_product_attention`` with the identity as V returns its weights (weights @ I);
+    their log is the scaled scores less each row's logsumexp. The checks compare the student's
+    scores through ``log_softmax``, so no implementation of 2.3 ships with them.
+    """
+    q, k = Q.double(), K.double()
+    eye = torch.eye(k.shape[-2], dtype=torch.float64).expand(*k.shape[:-2], -1, -1)
+    return torch.log(F.scaled_dot_product_attention(q, k, eye))
+
+
+def _expect_scores(ctx: Context, got: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, dtype: torch.dtype,
+                   what: str) -> None:
+    """The student's scores give torch's attention weights (row by row, up to a constant no softmax sees)."""
+    ctx.expect_close(F.log_softmax(got.double(), dim=-1), _torch_log_weights(Q, K), dtype,
+                     what=f"log_softmax({what}, dim=-1)")
 
 
 @check("2.3", "shapes", P, Kind.SHAPE, zh="输出形状 (..., Tq, Tk)，dtype 不变",
@@ -206,25 +220,24 @@ def _scores_shapes(ctx: Context) -> None:
         ctx.expect_tensor(got, (Tq, Tk), dtype, what="attention_scores(Q, K)")
 
 
-@check("2.3", "seeded-example", P, Kind.FACT, zh="笔记本中的例子：分数形状 (5, 5)，等于 Q K^T / √8",
-       en="the notebook's example: scores of shape (5, 5), equal to Q K^T / sqrt(8)")
+@check("2.3", "seeded-example", P, Kind.FACT, zh="笔记本中的例子：分数形状 (5, 5)，softmax 后与 torch 的注意力权重一致",
+       en="the notebook's example: scores of shape (5, 5) whose softmax is torch's attention weights")
 def _scores_fact(ctx: Context) -> None:
     x, W_q, W_k, _ = seeded_example()
     Q, K = x @ W_q, x @ W_k
-    want = _scores(Q, K)
     got = ctx.expect_tensor(ctx.call(Q, K), (5, 5), torch.float32, what="attention_scores(Q, K)")
-    ctx.expect_close(got, want, torch.float32, what="attention_scores(Q, K)")
+    _expect_scores(ctx, got, Q, K, torch.float32, "attention_scores(Q, K)")
 
 
-@check("2.3", "matches-closed-form", P, Kind.NUMERIC, zh="与 Q @ K.transpose(-2, -1) / √Dk 一致",
-       en="agrees with Q @ K.transpose(-2, -1) / sqrt(Dk)", weight=2)
+@check("2.3", "matches-closed-form", P, Kind.NUMERIC,
+       zh="softmax 后与 torch 的 F.scaled_dot_product_attention 的注意力权重一致（缩放 1/√Dk）",
+       en="after a softmax, torch's F.scaled_dot_product_attention weights (scaled by 1/sqrt(Dk))", weight=2)
 def _scores_numeric(ctx: Context) -> None:
     Tq, Tk, Dk = ctx.sizes(3)
     for dtype in (torch.float32, torch.float64):
         Q, K = ctx.randn(Tq, Dk, dtype=dtype), ctx.randn(Tk, Dk, dtype=dtype)
-        want = _scores(Q, K)
         got = ctx.expect_tensor(ctx.call(Q, K), (Tq, Tk), dtype, what="attention_scores(Q, K)")
-        ctx.expect_close(got, want, dtype, what="attention_scores(Q, K)")
+        _expect_scores(ctx, got, Q, K, dtype, "attention_scores(Q, K)")
 
 
 @check("2.3", "batch-dims", P, Kind.NUMERIC, zh="带批量维 (B, Tq, Dk) 与 (B, H, Tq, Dk) 也能用（K.T 不行）",
@@ -233,9 +246,8 @@ def _scores_batched(ctx: Context) -> None:
     B, H, Tq, Tk, Dk = ctx.sizes(5)
     for dtype, batch in ((torch.float64, (B,)), (torch.float32, (B, H))):
         Q, K = ctx.randn(*batch, Tq, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dk, dtype=dtype)
-        want = _scores(Q, K)
         got = ctx.expect_tensor(call_batched(ctx, Q, K), (*batch, Tq, Tk), dtype, what="attention_scores(Q, K)")
-        ctx.expect_close(got, want, dtype, what=f"attention_scores(Q, K) with batch dims {batch}")
+        _expect_scores(ctx, got, Q, K, dtype, f"attention_scores(Q, K) with batch dims {batch}")
 
 
 # -- 2.4 scaled_dot_product_attention --------------------------------------------

@@ -68,6 +68,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+
+def _process_min() -> int:
+    """Submissions per extra lane from which `autograder grade -j N` grades in processes."""
+    from autograder.grade import PROCESS_MIN_SUBMISSIONS
+
+    return PROCESS_MIN_SUBMISSIONS
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
@@ -593,9 +600,12 @@ def markdown(rows: list[Row], kit: Row, meta: dict[str, Any], compared: int, dis
     if sc:
         lines += ["## Scaling and cold start", "",
                   f"- **-j 2 speed-up**: {_fmt(sc['speedup_j2'], 2)}× the throughput of -j 1 (grading loop; "
-                  f"whole command {_fmt(sc['speedup_j2_wall'], 2)}×); the second lane is a process of its own "
-                  f"(for a batch of at least 16 per extra lane) and adds {_fmt(sc['extra_process_mib'], 0)} MiB "
-                  "of peak PSS (its interpreter, torch and its sandbox template).",
+                  f"whole command {_fmt(sc['speedup_j2_wall'], 2)}×); "
+                  + (f"the second lane is a process of its own (a batch of at least {_process_min()} "
+                     f"per extra lane) and adds {_fmt(sc['extra_process_mib'], 0)} MiB of peak PSS (its "
+                     "interpreter, torch and its sandbox template)." if sc.get("process_lane", True) else
+                     f"a batch under {_process_min()} per extra lane: the second lane is a thread "
+                     f"of the same process ({_fmt(sc['extra_process_mib'], 0)} MiB more peak PSS)."),
                   f"- **Cold start / import torch**: {_fmt(sc['cold_start'], 2)} s for one submission from a cold "
                   f"`autograder grade` against {_fmt(sc['import_torch'], 2)} s for `python -c \"import torch\"` "
                   f"in the same run: **{_fmt(sc['cold_over_torch'], 2)}×**; Gradescope's `run_autograder` on the same "
@@ -755,6 +765,7 @@ def main(argv: list[str] | None = None) -> int:
                         "extra_process_mib": (kit2.peak_pss_mib - kit1.peak_pss_mib
                                               if kit1.peak_pss_mib is not None and kit2.peak_pss_mib is not None
                                               else None),
+                        "process_lane": args.n >= _process_min(),
                         "import_torch": torch_seconds, "cold_start": cold.per_submission,
                         "cold_over_torch": cold.per_submission / torch_seconds if torch_seconds else None,
                         "gradescope": gradescope,

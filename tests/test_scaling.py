@@ -49,7 +49,8 @@ def test_lanes_go_to_processes_only_for_batches_worth_it():
     assert G.lane_processes(1, 10_000) == 0                       # -j 1: this process alone
     assert G.lane_processes(2, G.PROCESS_MIN_SUBMISSIONS - 1) == 0  # a short batch: threads here
     assert G.lane_processes(2, G.PROCESS_MIN_SUBMISSIONS) == 1
-    assert G.lane_processes(32, 1000) == 31
+    assert G.lane_processes(32, 1000) == 1000 // G.PROCESS_MIN_SUBMISSIONS   # 15: each lane worth its start-up
+    assert G.lane_processes(32, 10_000) == 31
     assert G.lane_processes(32, 3 * G.PROCESS_MIN_SUBMISSIONS) == 3
 
 

@@ -151,6 +151,41 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "submission.no_notebook": ("提交里没有 .ipynb 笔记本", "the submission holds no .ipynb notebook"),
     "submission.several_notebooks": ("提交里有多份笔记本（{names}）：只提交 {notebook}",
                                      "several notebooks ({names}): submit only {notebook}"),
+    # -- the student's self-check (check() in a notebook, autograder check NOTEBOOK) --------------
+    "selfcheck.failed": ("自检本身出错了（{kind}: {detail}）。请重新运行上面的单元格后再试；如果仍然出错，请告诉助教。",
+                         "self-check itself failed ({kind}: {detail}). Re-run the cells above and try again; if it "
+                         "keeps failing, tell the teaching staff."),
+    "selfcheck.unknown_language": ("不认识语言 {language}，改用 {using}（可选：zh、en）",
+                                   "unknown language {language}, using {using} (choose zh or en)"),
+    "selfcheck.no_public_checks": ("练习 {exercise} 还没有公开的自检项。", "exercise {exercise} has no public checks yet."),
+    "selfcheck.exit": ("你的代码调用了 exit()/sys.exit()：函数里不要退出程序",
+                       "your code called exit()/sys.exit(): do not exit inside the function"),
+    "selfcheck.unfinished": ("检查无法完成（{kind}: {detail}）：请确认返回值的类型与形状符合题目要求",
+                             "the checks could not finish ({kind}: {detail}): make sure the return value has the "
+                             "type and shape the exercise asks for"),
+    "selfcheck.no_fingerprints": ("没有找到已知错误的数据（autograder/data/fingerprints.json），所以不能指出是哪种常见错误；"
+                                  "教师运行 autograder build 即可生成。",
+                                  "no known-mistake data (autograder/data/fingerprints.json), so common mistakes are "
+                                  "not named; `autograder build` makes it."),
+    "selfcheck.public_checks": ("公开检查", "public checks"),
+    "selfcheck.fixed_seed": ("不在 nbgrader autograde 中：用固定的种子", "not under nbgrader autograde: fixed seed"),
+    "selfcheck.no_functions": ("没有在这个笔记本里找到任何练习函数。请先运行定义函数的单元格，或者指明练习，例如 "
+                               "check(\"2.4\")。可用的练习：{known}",
+                               "no exercise function is defined in this notebook yet. Run the cells that define them, "
+                               "or name an exercise, e.g. check(\"2.4\"). Exercises: {known}"),
+    "selfcheck.unknown_exercise": ("没有编号为 {key} 的练习。可用的练习：{ids}", "there is no exercise {key}. Exercises: {ids}"),
+    "selfcheck.unknown_exercise_guess": ("没有编号为 {key} 的练习。你是不是想写 check(\"{guess}\")？可用的练习：{ids}",
+                                         "there is no exercise {key}. Did you mean check(\"{guess}\")? Exercises: {ids}"),
+    "selfcheck.head.passed": ("全部通过", "all passed"),
+    "selfcheck.head.not_attempted": ("尚未作答（函数仍在抛出 NotImplementedError）",
+                                     "not attempted (the function still raises NotImplementedError)"),
+    "selfcheck.head.missing": ("找不到这个函数：请运行定义它的单元格，且不要改函数名",
+                               "function not defined: run the cell that defines it and keep its name"),
+    "selfcheck.head.forbidden": ("使用了禁止的调用 {calls}：本题计 0 分，请自己实现",
+                                 "used a forbidden call ({calls}): this exercise scores 0, implement it yourself"),
+    "selfcheck.likely_mistake": ("可能的错误：", "likely mistake: "),
+    "selfcheck.cell_not_run": ("第 {cell} 个单元格未运行：{detail}", "cell {cell} not run: {detail}"),
+    "selfcheck.cell_raised": ("第 {cell} 个单元格出错并被跳过：{kind}: {detail}", "cell {cell} raised and was skipped: {kind}: {detail}"),
 }
 
 
@@ -158,18 +193,18 @@ def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
-def say(key: str, **params: Any) -> Msg:
+def say(key: str, /, **params: Any) -> Msg:
     """Both languages of ``key`` with ``params`` filled in."""
     zh, en = CATALOGUE[key]
     return Msg(zh.format(**params), en.format(**params))
 
 
-def text(key: str, language: Any, **params: Any) -> str:
+def text(key: str, language: Any, /, **params: Any) -> str:
     """One language of ``key``."""
     return say(key, **params).get(language)
 
 
-def around(key: str, inner: Msg, **params: Any) -> Msg:
+def around(key: str, inner: Msg, /, **params: Any) -> Msg:
     """``key``'s sentence with ``inner`` (a message of its own) as its ``{detail}``, language by language."""
     return Msg(CATALOGUE[key][0].format(detail=inner.zh, **params), CATALOGUE[key][1].format(detail=inner.en, **params))
 

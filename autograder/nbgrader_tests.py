@@ -113,7 +113,8 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     """
     from . import checks as C
     from .config import load_course
-    from .selfcheck import Note, Text, _caller_namespace, _language, _one_thread
+    from .messages import say
+    from .selfcheck import Note, _caller_namespace, _language, _one_thread
 
     start = time.perf_counter()
     course = load_course()
@@ -143,7 +144,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
             result = _zero(C, exercise, C.Status.CRASHED, C.Msg(
                 "你的代码调用了 exit()/sys.exit()：本题计 0 分", "your code called exit()/sys.exit(): this exercise scores 0"))
     if who is None:
-        notes.append(Note("info", Text("不在 nbgrader autograde 中：用固定的种子", "not under nbgrader autograde: fixed seed")))
+        notes.append(Note("info", say("selfcheck.fixed_seed")))
     return ExerciseGrade(result, who, lang, time.perf_counter() - start, notes)
 
 

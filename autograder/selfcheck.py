@@ -29,19 +29,15 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
+
+from .messages import CATALOGUE, Msg, say
 
 LANGUAGES = ("zh", "en")
 
 
-class Text(NamedTuple):
-    """A message in both languages (same shape as ``checks.Msg``, without importing torch)."""
-
-    zh: str
-    en: str
-
-    def get(self, language: str) -> str:
-        return self.zh if language == "zh" else self.en
+#: A message in both languages: the catalogue's (autograder.messages), one type for the whole kit.
+Text = Msg
 
 
 @dataclass
@@ -136,10 +132,8 @@ def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1)
             warnings.simplefilter("ignore")
             result = self_check(namespace, exercise, language=language)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - self-check never raises into the notebook
-        result = SelfCheckResult([], _language(language, None), [Note("error", Text(
-            f"自检本身出错了（{type(exc).__name__}: {exc}）。请重新运行上面的单元格后再试；如果仍然出错，请告诉助教。",
-            f"self-check itself failed ({type(exc).__name__}: {exc}). Re-run the cells above and try again; "
-            f"if it keeps failing, tell the teaching staff."))])
+        result = SelfCheckResult([], _language(language, None), [Note("error", say(
+            "selfcheck.failed", kind=type(exc).__name__, detail=exc))])
     result.seconds = time.perf_counter() - start
     _show(result)
     return result
@@ -223,8 +217,7 @@ def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str
     lang = _language(language, course)
     notes: list[Note] = []
     if language is not None and _language(language, None, strict=True) is None:
-        notes.append(Note("info", Text(f"不认识语言 {language!r}，改用 {lang}（可选：zh、en）",
-                                       f"unknown language {language!r}, using {lang} (choose zh or en)")))
+        notes.append(Note("info", say("selfcheck.unknown_language", language=repr(language), using=lang)))
     chosen, title, more = resolve(course, exercise, namespace, notebook or _notebook_name(namespace))
     notes.extend(more)
     results = run_public(namespace, chosen, course, fingerprints=fingerprints, notes=notes)
@@ -252,7 +245,7 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
     for ex in exercises:
         if not C.checks_for(ex.id, [C.Audience.PUBLIC]):
             if notes is not None:
-                notes.append(Note("info", Text(f"练习 {ex.id} 还没有公开的自检项。", f"exercise {ex.id} has no public checks yet.")))
+                notes.append(Note("info", say("selfcheck.no_public_checks", exercise=ex.id)))
             continue
         try:
             results.append(C.run_exercise(ex.id, ex.function, ex.points, _timed(runner, ex, on_call),
@@ -260,20 +253,13 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
                                           tolerances=course.tolerances, seed_parts=(C.PUBLIC_SEED,),
                                           diagnoser=diagnoser))
         except SystemExit:
-            results.append(_whole_exercise(C, ex, C.Status.ERROR, C.Msg(
-                "你的代码调用了 exit()/sys.exit()：函数里不要退出程序", "your code called exit()/sys.exit(): do not exit inside the function")))
+            results.append(_whole_exercise(C, ex, C.Status.ERROR, say("selfcheck.exit")))
         except Exception as exc:  # noqa: BLE001 - a check broken by an odd return value
-            results.append(_whole_exercise(C, ex, C.Status.ERROR, C.Msg(
-                f"检查无法完成（{type(exc).__name__}: {exc}）：请确认返回值的类型与形状符合题目要求",
-                f"the checks could not finish ({type(exc).__name__}: {exc}): make sure the return value has "
-                f"the type and shape the exercise asks for")))
+            results.append(_whole_exercise(C, ex, C.Status.ERROR, say(
+                "selfcheck.unfinished", kind=type(exc).__name__, detail=exc)))
     if notes is not None and not diagnoser.data.get("exercises") \
             and any(r.status is not C.Status.PASSED for r in results):
-        notes.append(Note("info", Text(
-            "没有找到已知错误的数据（autograder/data/fingerprints.json），所以不能指出是哪种常见错误；"
-            "教师运行 `autograder build` 即可生成。",
-            "no known-mistake data (autograder/data/fingerprints.json), so common mistakes are not named; "
-            "`autograder build` makes it.")))
+        notes.append(Note("info", say("selfcheck.no_fingerprints")))
     return results
 
 
@@ -293,7 +279,7 @@ def _timed(runner: Any, ex: Any, on_call: Any) -> Any:
 
 
 def _whole_exercise(C: Any, ex: Any, status: Any, message: Any) -> Any:
-    row = C.CheckResult(ex.id, "(all)", C.Audience.PUBLIC.value, "", C.Msg("公开检查", "public checks"),
+    row = C.CheckResult(ex.id, "(all)", C.Audience.PUBLIC.value, "", say("selfcheck.public_checks"),
                         status, 0.0, ex.points, message=message)
     return C.ExerciseResult(ex.id, ex.function, 0.0, ex.points, status, [row])
 
@@ -306,10 +292,7 @@ def resolve(course: Any, exercise: Any, namespace: dict[str, Any],
         assignment = guess_assignment(course, namespace, notebook)
         if assignment is None:
             known = ", ".join(e.id for e in course.exercises)
-            return [], "", [Note("error", Text(
-                f"没有在这个笔记本里找到任何练习函数。请先运行定义函数的单元格，或者指明练习，例如 check(\"2.4\")。可用的练习：{known}",
-                f"no exercise function is defined in this notebook yet. Run the cells that define them, or name "
-                f"an exercise, e.g. check(\"2.4\"). Exercises: {known}"))]
+            return [], "", [Note("error", say("selfcheck.no_functions", known=known))]
         return list(assignment.exercises), assignment.id, []
     key = str(exercise).strip()
     for a in course.assignments:
@@ -320,11 +303,10 @@ def resolve(course: Any, exercise: Any, namespace: dict[str, Any],
                 return [e], e.id, []
     options = [e.id for e in course.exercises] + [e.function for e in course.exercises]
     close = difflib.get_close_matches(key, options, n=1, cutoff=0.5)
-    hint_zh = f"你是不是想写 check(\"{close[0]}\")？" if close else ""
-    hint_en = f"Did you mean check(\"{close[0]}\")? " if close else ""
     ids = ", ".join(e.id for e in course.exercises)
-    return [], key, [Note("error", Text(f"没有编号为 {key!r} 的练习。{hint_zh}可用的练习：{ids}",
-                                        f"there is no exercise {key!r}. {hint_en}Exercises: {ids}"))]
+    if close:
+        return [], key, [Note("error", say("selfcheck.unknown_exercise_guess", key=repr(key), guess=close[0], ids=ids))]
+    return [], key, [Note("error", say("selfcheck.unknown_exercise", key=repr(key), ids=ids))]
 
 
 def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | None = None) -> Any:
@@ -405,12 +387,12 @@ def _show(result: SelfCheckResult) -> None:
 # -- rendering ---------------------------------------------------------------------
 _MARK = {"passed": "✓", "not_attempted": "○", "missing": "?"}
 _HEAD = {
-    "passed": Text("全部通过", "all passed"),
-    "not_attempted": Text("尚未作答（函数仍在抛出 NotImplementedError）", "not attempted (the function still raises NotImplementedError)"),
-    "missing": Text("找不到这个函数：请运行定义它的单元格，且不要改函数名", "function not defined: run the cell that defines it and keep its name"),
-    "forbidden": Text("使用了禁止的调用 {calls}：本题计 0 分，请自己实现", "used a forbidden call ({calls}): this exercise scores 0, implement it yourself"),
+    "passed": say("selfcheck.head.passed"),
+    "not_attempted": say("selfcheck.head.not_attempted"),
+    "missing": say("selfcheck.head.missing"),
+    "forbidden": Msg(*CATALOGUE["selfcheck.head.forbidden"]),      # {calls} filled when shown
 }
-_MISTAKE = Text("可能的错误：", "likely mistake: ")
+_MISTAKE = say("selfcheck.likely_mistake")
 
 
 def _status(e: Any) -> str:
@@ -639,7 +621,7 @@ def _step_text(label: tuple[str, ...] | None, lang: str) -> str:
     if label is None:
         return "自检本身" if lang == "zh" else "the self-check itself"
     if label[0] == "cell":
-        return (f"单元格 [{label[1]}]（{label[2]}）" if lang == "zh" else f"cell [{label[1]}] ({label[2]})")
+        return (f"第 {label[1]} 个单元格（{label[2]}）" if lang == "zh" else f"cell {label[1]} ({label[2]})")
     return (f"练习 {label[1]}（调用 {label[2]}）" if lang == "zh"
             else f"exercise {label[1]} (a call to {label[2]})")
 
@@ -672,7 +654,8 @@ def _died_message(label: tuple[str, ...] | None, exitcode: int | None, lang: str
 
 def _cell_label(cell: Any) -> tuple[str, ...]:
     first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
-    return ("cell", str(cell.index), first[:60] + ("…" if len(first) > 60 else ""))
+    # Counted from 1, text cells included, as a student counts them in JupyterLab.
+    return ("cell", str(cell.index + 1), first[:60] + ("…" if len(first) > 60 else ""))
 
 
 def _check_in_child(conn: Any, notebook: str, exercise_ids: list[str], lang: str, tty: bool, width: int) -> None:
@@ -757,8 +740,7 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None) -> tuple[dict[str,
         os.chdir(cwd)
         for cell in cells:
             if cell.skipped:
-                notes.append(Note("info", Text(f"单元格 [{cell.index}] 未运行：{cell.skipped}",
-                                               f"cell [{cell.index}] not run: {cell.skipped}")))
+                notes.append(Note("info", say("selfcheck.cell_not_run", cell=cell.index + 1, detail=cell.skipped)))
                 continue
             if not cell.code.strip():
                 continue
@@ -771,8 +753,8 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None) -> tuple[dict[str,
                     exec(code, namespace)  # noqa: S102 - the student's own notebook, on their machine
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - report and go on, as a kernel would
                 first = str(exc).splitlines()[0][:200] if str(exc) else ""
-                notes.append(Note("info", Text(f"单元格 [{cell.index}] 出错并被跳过：{type(exc).__name__}: {first}",
-                                               f"cell [{cell.index}] raised and was skipped: {type(exc).__name__}: {first}")))
+                notes.append(Note("info", say("selfcheck.cell_raised", cell=cell.index + 1,
+                                              kind=type(exc).__name__, detail=first)))
             finally:
                 if on_cell is not None:
                     on_cell(None)

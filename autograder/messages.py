@@ -184,6 +184,39 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "selfcheck.head.forbidden": ("使用了禁止的调用 {calls}：本题计 0 分，请自己实现",
                                  "used a forbidden call ({calls}): this exercise scores 0, implement it yourself"),
     "selfcheck.likely_mistake": ("可能的错误：", "likely mistake: "),
+    "selfcheck.public_score": ("练习 {exercise}：公开检查 {passed}/{total} 项通过，{score} 分（最终得分由教师的全部检查给出）",
+                               "exercise {exercise}: {passed}/{total} public checks pass, {score} points (the final "
+                               "score comes from all the instructor's checks)"),
+    "selfcheck.checks_passed": ("{ok}/{n} 项检查通过", "{ok}/{n} checks passed"),
+    "selfcheck.n_checks": ("（{n} 项检查）", " ({n} checks)"),
+    "selfcheck.summary": ("自检 {title}：{done}/{n} 题通过", "self-check {title}: {done}/{n} exercises pass"),
+    "selfcheck.summary_todo": ("，{todo} 题尚未作答", ", {todo} not attempted"),
+    "selfcheck.exercises_pass": ("{done}/{n} 题通过", "{done}/{n} exercises pass"),
+    "selfcheck.no_checks": ("（没有可运行的检查）", "(no checks to run)"),
+    "selfcheck.step.itself": ("自检本身", "the self-check itself"),
+    "selfcheck.step.cell": ("第 {cell} 个单元格（{first}）", "cell {cell} ({first})"),
+    "selfcheck.step.call": ("练习 {exercise}（调用 {function}）", "exercise {exercise} (a call to {function})"),
+    "selfcheck.whole_timeout_running": ("自检在 {seconds} 秒内没有完成（course.yml 的 limits.submission_seconds），"
+                                        "停止时正在运行{what}。是不是有死循环？",
+                                        "the self-check did not finish within {seconds} s (course.yml "
+                                        "limits.submission_seconds); it was stopped while running {what}. An endless loop?"),
+    "selfcheck.whole_timeout_after": ("自检在 {seconds} 秒内没有完成（course.yml 的 limits.submission_seconds），"
+                                      "停止时刚运行完{what}。是不是有死循环？",
+                                      "the self-check did not finish within {seconds} s (course.yml "
+                                      "limits.submission_seconds); it was stopped just after {what}. An endless loop?"),
+    "selfcheck.call_timeout": ("{what}运行超过 {seconds} 秒（course.yml 的 limits.call_seconds）仍未结束，已停止。"
+                               "是不是有死循环？改好后再运行 autograder check。",
+                               "{what} was still running after {seconds} s (course.yml limits.call_seconds) and was "
+                               "stopped. An endless loop? Fix it and run autograder check again."),
+    "selfcheck.died": ("运行{what}时，自检进程意外退出（退出码 {exitcode}）：是不是调用了 os._exit()，或者内存用光了？",
+                       "the self-check process ended while running {what} (exit code {exitcode}): did the code "
+                       "call os._exit(), or run out of memory?"),
+    "selfcheck.table_title": ("自检：{name}", "self-check: {name}"),
+    "selfcheck.column.exercise": ("练习", "exercise"),
+    "selfcheck.column.check": ("检查", "check"),
+    "selfcheck.column.result": ("结果", "result"),
+    "selfcheck.column.message": ("说明", "message"),
+    "selfcheck.column.mistake": ("可能的错误", "mistake"),
     "selfcheck.cell_not_run": ("第 {cell} 个单元格未运行：{detail}", "cell {cell} not run: {detail}"),
     "selfcheck.cell_raised": ("第 {cell} 个单元格出错并被跳过：{kind}: {detail}", "cell {cell} raised and was skipped: {kind}: {detail}"),
 }

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .messages import CATALOGUE, Msg, say
+from .messages import CATALOGUE, Msg, say, text
 
 LANGUAGES = ("zh", "en")
 
@@ -163,14 +163,9 @@ class PublicScore:
     def _repr_html_(self) -> str:
         from .points import fraction
 
-        if self.language == "zh":
-            text = (f"练习 {self.exercise}：公开检查 {self.passed}/{self.total} 项通过，"
-                    f"{fraction(self.points, self.max_points)} 分（最终得分由教师的全部检查给出）")
-        else:
-            text = (f"exercise {self.exercise}: {self.passed}/{self.total} public checks pass, "
-                    f"{fraction(self.points, self.max_points)} points (the final score comes from all the "
-                    f"instructor's checks)")
-        return f"<div>{html.escape(text)}</div>"
+        line = say("selfcheck.public_score", exercise=self.exercise, passed=self.passed, total=self.total,
+                   score=fraction(self.points, self.max_points)).get(self.language)
+        return f"<div>{html.escape(line)}</div>"
 
 
 def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any:
@@ -412,11 +407,16 @@ def _exercise_head(e: Any, lang: str) -> str:
         head = _HEAD["forbidden"].get(lang).format(calls=calls)
     else:
         ok, n = _counts(e)
-        head = f"{ok}/{n} 项检查通过" if lang == "zh" else f"{ok}/{n} checks passed"
+        head = text("selfcheck.checks_passed", lang, ok=ok, n=n)
     if status == "passed":
         ok, n = _counts(e)
-        head += f"（{n} 项检查）" if lang == "zh" else f" ({n} checks)"
+        head += text("selfcheck.n_checks", lang, n=n)
     return head
+
+
+def _status_word(status: str, lang: str) -> str:
+    key = f"status.{status}"
+    return text(key, lang) if key in CATALOGUE else status.replace("_", " ")
 
 
 def _lines_of(e: Any) -> bool:
@@ -431,11 +431,8 @@ def _summary(result: SelfCheckResult) -> str | None:
     done = sum(_status(e) == "passed" for e in result.exercises)
     todo = sum(_status(e) == "not_attempted" for e in result.exercises)
     n = len(result.exercises)
-    if lang == "zh":
-        text = f"自检 {result.title}：{done}/{n} 题通过"
-        return text + (f"，{todo} 题尚未作答" if todo else "")
-    text = f"self-check {result.title}: {done}/{n} exercises pass"
-    return text + (f", {todo} not attempted" if todo else "")
+    summary = text("selfcheck.summary", lang, title=result.title, done=done, n=n)
+    return summary + (text("selfcheck.summary_todo", lang, todo=todo) if todo else "")
 
 
 def render_text(result: SelfCheckResult) -> str:
@@ -459,7 +456,7 @@ def render_text(result: SelfCheckResult) -> str:
             if r.mistake_message is not None:
                 lines.append(f"      → {_MISTAKE.get(lang)}{r.mistake_message.get(lang)}")
     if not lines:
-        lines.append("（没有可运行的检查）" if lang == "zh" else "(no checks to run)")
+        lines.append(text("selfcheck.no_checks", lang))
     if result.seconds:
         lines.append(f"({result.seconds:.2f} s)")
     return "\n".join(lines)
@@ -619,37 +616,24 @@ def _stop(proc: Any) -> None:
 
 def _step_text(label: tuple[str, ...] | None, lang: str) -> str:
     if label is None:
-        return "自检本身" if lang == "zh" else "the self-check itself"
+        return text("selfcheck.step.itself", lang)
     if label[0] == "cell":
-        return (f"第 {label[1]} 个单元格（{label[2]}）" if lang == "zh" else f"cell {label[1]} ({label[2]})")
-    return (f"练习 {label[1]}（调用 {label[2]}）" if lang == "zh"
-            else f"exercise {label[1]} (a call to {label[2]})")
+        return text("selfcheck.step.cell", lang, cell=label[1], first=label[2])
+    return text("selfcheck.step.call", lang, exercise=label[1], function=label[2])
 
 
 def _timeout_message(label: tuple[str, ...] | None, lang: str, limits: Any, *, whole: bool,
                      running: bool = True) -> str:
     what = _step_text(label, lang)
     if whole:
-        seconds = f"{limits.submission_seconds:g}"
-        where_zh = f"停止时正在运行{what}" if running else f"停止时刚运行完{what}"
-        where_en = f"it was stopped while running {what}" if running else f"it was stopped just after {what}"
-        return (f"✗ 自检在 {seconds} 秒内没有完成（course.yml 的 limits.submission_seconds），{where_zh}。"
-                f"是不是有死循环？" if lang == "zh" else
-                f"✗ the self-check did not finish within {seconds} s (course.yml limits.submission_seconds); "
-                f"{where_en}. An endless loop?")
-    seconds = f"{limits.call_seconds:g}"
-    return (f"✗ {what}运行超过 {seconds} 秒（course.yml 的 limits.call_seconds）仍未结束，已停止。"
-            f"是不是有死循环？改好后再运行 autograder check。" if lang == "zh" else
-            f"✗ {what} was still running after {seconds} s (course.yml limits.call_seconds) and was stopped. "
-            f"An endless loop? Fix it and run autograder check again.")
+        key = "selfcheck.whole_timeout_running" if running else "selfcheck.whole_timeout_after"
+        return "✗ " + text(key, lang, seconds=f"{limits.submission_seconds:g}", what=what)
+    return "✗ " + text("selfcheck.call_timeout", lang, seconds=f"{limits.call_seconds:g}", what=what)
 
 
 def _died_message(label: tuple[str, ...] | None, exitcode: int | None, lang: str) -> str:
     what = _step_text(label, lang)
-    return (f"✗ 运行{what}时，自检进程意外退出（退出码 {exitcode}）：是不是调用了 os._exit()，或者内存用光了？"
-            if lang == "zh" else
-            f"✗ the self-check process ended while running {what} (exit code {exitcode}): "
-            f"did the code call os._exit(), or run out of memory?")
+    return "✗ " + text("selfcheck.died", lang, what=what, exitcode=exitcode)
 
 
 def _cell_label(cell: Any) -> tuple[str, ...]:
@@ -778,9 +762,8 @@ def print_table(result: SelfCheckResult, name: str, console: Any = None) -> None
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     for note in result.notes:
         console.print(("[red]✗[/] " if note.level == "error" else "· ") + escape(note.message.get(lang)))
-    headers = ("练习", "检查", "结果", "说明", "可能的错误") if lang == "zh" else \
-        ("exercise", "check", "result", "message", "mistake")
-    table = Table(title=f"{'自检' if lang == 'zh' else 'self-check'}: {name}", show_lines=False)
+    headers = tuple(text(f"selfcheck.column.{c}", lang) for c in ("exercise", "check", "result", "message", "mistake"))
+    table = Table(title=text("selfcheck.table_title", lang, name=name), show_lines=False)
     for h in headers:
         table.add_column(h, overflow="fold")
     table.columns[1].no_wrap = True
@@ -790,20 +773,20 @@ def print_table(result: SelfCheckResult, name: str, console: Any = None) -> None
         status = _status(e)
         style = styles.get(status, "red")
         if not _lines_of(e):
-            table.add_row(e.exercise, e.function, f"[{style}]{_MARK.get(status, '✗')} {status.replace('_', ' ')}[/]",
+            table.add_row(e.exercise, e.function, f"[{style}]{_MARK.get(status, '✗')} {_status_word(status, lang)}[/]",
                           escape(_exercise_head(e, lang)), "")
             continue
         for r in e.checks:
             mark = "[green]✓[/]" if r.passed else "[red]✗[/]"
-            word = "passed" if r.passed else r.status.value.replace("_", " ")
+            word = _status_word("passed" if r.passed else r.status.value, lang)
             table.add_row(e.exercise, r.check, f"{mark} {word}",
                           escape(r.message.get(lang)) if r.message is not None and not r.passed else "",
                           f"[yellow]{escape(r.mistake_message.get(lang))}[/]" if r.mistake_message else "")
     console.print(table)
     done = sum(_status(e) == "passed" for e in result.exercises)
     n = len(result.exercises)
-    verdict = ("[green]全部通过[/]" if lang == "zh" else "[green]all passed[/]") if result.passed else \
-        (f"[red]{done}/{n} 题通过[/]" if lang == "zh" else f"[red]{done}/{n} exercises pass[/]")
+    verdict = f"[green]{text('selfcheck.head.passed', lang)}[/]" if result.passed else \
+        f"[red]{text('selfcheck.exercises_pass', lang, done=done, n=n)}[/]"
     console.print(verdict)
 
 

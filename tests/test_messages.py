@@ -14,7 +14,8 @@ PACKAGE = Path(M.__file__).parent
 #: Code, file and unit names a Chinese sentence may contain as they are.
 TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", "limits", "cell_kb", "ipynb",
              "nbformat", "CPU", "zip", "_qkv_attention.ipynb", "nbgrader", "autograde", "autograder", "build", "data",
-             "fingerprints.json", "check"}   # commands, paths and functions a student types as they are
+             "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds"}
+# (commands, paths, settings and functions a student types as they are)
 
 
 @pytest.mark.parametrize("key", sorted(M.CATALOGUE))
@@ -54,7 +55,7 @@ def test_every_key_the_code_asks_for_exists_and_every_entry_is_used():
     used = _keys_used_in_code()
     assert used - set(M.CATALOGUE) == set()
     # status.* and label.* are looked up by name (a Status value, a label word); the rest literally.
-    dynamic = {k for k in M.CATALOGUE if k.startswith(("status.", "label.", "sandbox.hint."))}
+    dynamic = {k for k in M.CATALOGUE if k.startswith(("status.", "label.", "sandbox.hint.", "selfcheck.column."))}
     import signal
 
     from autograder import sandbox
@@ -102,3 +103,10 @@ def test_chinese_feedback_of_a_crashing_and_looping_submission_has_no_english_se
         assert len(head) < 8 or head not in md, head
     looped = [c for c in result["cells"] if c["status"] == "timeout"]
     assert looped and looped[0]["said"]["zh"].startswith("单元格在 2 秒内")
+
+
+def test_the_self_check_table_names_statuses_in_the_course_language():
+    from autograder import selfcheck as S
+
+    assert S._status_word("not_attempted", "zh") == "未作答" and S._status_word("passed", "en") == "passed"
+    assert S._step_text(("cell", "3", "x = 0"), "zh") == "第 3 个单元格（x = 0）"

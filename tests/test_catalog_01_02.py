@@ -247,3 +247,9 @@ def test_hidden_check_errors_do_not_echo_the_students_exception_text():
     assert hidden and all(r.status is C.Status.ERROR for r in hidden)
     assert all("SECRET" not in r.message.en and "ValueError" in r.message.en for r in hidden)
     assert any("SECRET" in r.message.en for r in public)  # public inputs are the student's to see
+
+
+def test_every_exercise_of_these_assignments_in_course_yml_is_covered_here():
+    """A new exercise in course.yml fails here until these tests know it (never skipped silently)."""
+    wanted = {e.id for e in load_course().exercises if e.id.split(".")[0] in ('1', '2')}
+    assert set(EXERCISES) == wanted and set(MISTAKE_COUNTS) == wanted

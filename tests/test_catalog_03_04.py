@@ -223,3 +223,9 @@ def test_nan_to_num_after_softmax_is_named_in_4_4(course):
     assert bad["fully-padded-row"].mistake == "nan-to-num-backward"
     assert "nan_to_num" in bad["fully-padded-row"].message.en
     assert 0 < result.points < result.max_points
+
+
+def test_every_exercise_of_these_assignments_in_course_yml_is_covered_here():
+    """A new exercise in course.yml fails here until these tests know it (never skipped silently)."""
+    wanted = {e.id for e in load_course().exercises if e.id.split(".")[0] in ('3', '4')}
+    assert set(EXERCISES) == wanted and set(MISTAKE_COUNTS) == wanted

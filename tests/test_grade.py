@@ -11,7 +11,6 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -31,50 +30,9 @@ FULL = QKV.points
 
 MS = make_samples
 
-try:
-    from autograder.sandbox import Sandbox
-    REAL_SANDBOX = True
-except ImportError:  # stand-in until autograder/sandbox.py lands: same interface, no isolation
-    REAL_SANDBOX = False
-    from autograder.notebook import fresh_namespace
-    from autograder.probes import execute
+from autograder.sandbox import Sandbox   # the real one: a test that cannot import it fails
 
-    class _Worker:
-        def __init__(self, cells):
-            self.namespace = fresh_namespace()
-            self.cells = []
-            for c in cells:
-                if c.skipped:
-                    self.cells.append(SimpleNamespace(index=c.index, status="skipped", error_type=None,
-                                                      message=c.skipped))
-                    continue
-                try:
-                    exec(compile(c.code, f"<cell {c.index}>", "exec"), self.namespace)  # noqa: S102
-                    self.cells.append(SimpleNamespace(index=c.index, status="ok", error_type=None, message=None))
-                except Exception as exc:  # noqa: BLE001
-                    self.cells.append(SimpleNamespace(index=c.index, status="error",
-                                                      error_type=type(exc).__name__, message=str(exc)))
 
-        def __call__(self, request: Request) -> Reply:
-            return execute(self.namespace, request)
-
-        def close(self) -> None:
-            pass
-
-    class Sandbox:  # type: ignore[no-redef]
-        def __init__(self, limits, device):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def open(self, cells, label=""):
-            return _Worker(cells)
-
-needs_sandbox = pytest.mark.skipif(not REAL_SANDBOX, reason="autograder/sandbox.py has not landed yet")
 
 
 #: Course limits, but an endless loop costs seconds, not the course's call_seconds.
@@ -264,7 +222,6 @@ EXIT_TOP = "import sys\nsys.exit(0)\n"
 
 
 @pytest.mark.slow
-@needs_sandbox
 def test_hostile_submissions_get_named_rows_and_no_points(tmp_path, sandbox):
     subs = tmp_path / "subs"
     sample = MS.samples(COURSE)
@@ -426,7 +383,6 @@ def _batch_command(subs: Path, out: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-@needs_sandbox
 def test_a_killed_batch_loses_nothing_and_resumes(tmp_path, sandbox):
     subs = tmp_path / "subs"
     good, stub = correct(), MS.student_notebook(QKV)
@@ -476,7 +432,6 @@ def warm_cli(monkeypatch, sandbox):
     monkeypatch.setattr("autograder.sandbox.Sandbox", Shared)
 
 
-@needs_sandbox
 def test_cli_grades_a_zip_with_a_traversal_attempt(tmp_path, capsys, warm_cli):
     archive = tmp_path / "lms.zip"
     good = nbformat.writes(correct())
@@ -510,7 +465,6 @@ def test_cli_user_errors(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@needs_sandbox
 def test_the_readme_demo_grades_every_sample(tmp_path, capsys, warm_cli):
     out = tmp_path / "demo-out"
     assert main(["grade", str(ROOT / "samples" / "submissions"), "-o", str(out), "--force"]) == 0

@@ -26,13 +26,11 @@ import ast
 import fnmatch
 import importlib
 import importlib.util
-import io
 import json
 import os
 import re
 import sys
 import types
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -54,8 +52,9 @@ from nbgrader.preprocessors import (
 from traitlets import Dict
 from traitlets.config import Config
 
-from .config import ROOT, Course, load_course, parse_course
+from .config import ROOT, Course, exercise_of, grade_id, load_course, parse_course
 from .errors import BuildError, ConfigError, StaleError
+from .zips import ZIP_TIME, deterministic_zip  # noqa: F401 - ZIP_TIME: the time of every entry
 
 #: What a solution region becomes, in course.yml's language; ``{exercise}`` is the cell's exercise ID
 #: ("2.4"). The engine tells "not attempted" by the exception's type, never by this text.
@@ -115,25 +114,12 @@ BUNDLE_FOLDER = "student-bundle"
 #: The student course.yml, inside the package so a non-editable install finds it too.
 STUDENT_COURSE = "autograder/data/course.yml"
 #: 1980-01-01, the earliest time a zip entry can carry: no build time leaks into the bundle.
-ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
-SOLUTION_GRADE_ID = re.compile(r"^ex(\d+)_(\d+)$")
 SEED_LINE = re.compile(r"^seed:[^\n]*$", re.MULTILINE)
 BEGIN = ClearSolutions.begin_solution_delimeter.default_value
 END = ClearSolutions.end_solution_delimeter.default_value
 #: What nbgrader leaves out when it copies an assignment folder (checkpoints, caches).
 IGNORED: list[str] = CourseDirectory.class_traits()["ignore"].default()
-
-
-def grade_id(exercise_id: str) -> str:
-    """``"2.4"`` -> ``"ex2_4"`` (nbgrader rejects dots in grade_ids)."""
-    return "ex" + exercise_id.replace(".", "_")
-
-
-def exercise_of(cell_grade_id: str) -> str | None:
-    """``"ex2_4"`` -> ``"2.4"``; None for any other grade_id."""
-    m = SOLUTION_GRADE_ID.match(cell_grade_id)
-    return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
 class ExerciseStubs(ClearSolutions):
@@ -610,16 +596,8 @@ def solution_lines(nb: NotebookNode) -> set[str]:
 
 
 def zip_bytes(files: dict[str, bytes], folder: str = BUNDLE_FOLDER) -> bytes:
-    """A deterministic zip: sorted entries, fixed times and permissions."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(files):
-            info = zipfile.ZipInfo(f"{folder}/{path}", date_time=ZIP_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            info.create_system = 3  # unix, whatever the host: the same bytes everywhere
-            zf.writestr(info, files[path], compresslevel=9)
-    return buffer.getvalue()
+    """The student bundle as a deterministic zip, every file under ``folder/``."""
+    return deterministic_zip(files, prefix=f"{folder}/")
 
 
 # -- comparing and writing ---------------------------------------------------------------

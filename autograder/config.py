@@ -67,6 +67,21 @@ class Limits(_Strict):
                                                      "(a larger one is recorded as not run)")] = 256
 
 
+def grade_id(exercise_id: str) -> str:
+    """``"2.4"`` -> ``"ex2_4"``: the nbgrader grade_id of the exercise's solution cell (nbgrader rejects
+    dots). Its check cell is ``ex2_4_check``, its test cell ``ex2_4_tests``: every name derives from this."""
+    return "ex" + exercise_id.replace(".", "_")
+
+
+_GRADE_ID = re.compile(r"^ex(\d+)_(\d+)$")
+
+
+def exercise_of(cell_grade_id: str) -> str | None:
+    """``"ex2_4"`` -> ``"2.4"``; None for any other grade_id."""
+    m = _GRADE_ID.match(cell_grade_id or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
 class Exercise(_Strict):
     id: str = Field(description='exercise ID such as "2.4", used everywhere')
     function: str = Field(description="name of the student's function or class")
@@ -337,7 +352,7 @@ def _check_sources(course: Course) -> None:
             src = cell.get("source", "") if isinstance(cell, dict) else ""
             sources[gid] = "".join(src) if isinstance(src, list) else str(src)
         for e in a.exercises:
-            cell_id = "ex" + e.id.replace(".", "_")
+            cell_id = grade_id(e.id)
             defined = re.findall(r"^\s*(?:def|class)\s+([A-Za-z_]\w*)", sources.get(cell_id, ""), flags=re.M)
             if cell_id in sources and e.function not in defined:
                 raise ConfigError(f"course.yml: exercise {e.id}: function {e.function!r} is not defined in "

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import io
 import json
 import os
 import pprint
@@ -35,7 +34,6 @@ import re
 import sys
 import time
 import traceback
-import zipfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,9 +41,10 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from .config import ROOT, Assignment, Course, load_course
+from .config import ROOT, Assignment, Course, grade_id, load_course
 from .messages import say, text
 from .points import shares
+from .zips import deterministic_zip
 from .report import cell_message, cell_number
 from .errors import AutograderError, report
 
@@ -61,7 +60,6 @@ GRADING_DEPENDENCIES = ("numpy", "nbformat", "pydantic", "pyyaml", "rich", "matp
 KIT_PATTERNS = ("autograder/*.py", "autograder/*/*.py", "autograder/data/*.json", "autograder/templates/*")
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: Fixed entry time: the same kit gives the same zip bytes.
-ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 EXECUTABLES = ("setup.sh", "run_autograder")
 OTTER_KIT = "kit"
 #: A submission folder holding more than this is not read for notebooks.
@@ -136,16 +134,7 @@ def gradescope_files(course: Course, assignment: Assignment, *, root: Path = ROO
 
 def zip_bytes(files: dict[str, bytes]) -> bytes:
     """A deterministic zip, files at its root (Gradescope looks for setup.sh there), scripts executable."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(files):
-            info = zipfile.ZipInfo(path, date_time=ZIP_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            executable = Path(path).name in EXECUTABLES
-            info.external_attr = (0o100755 if executable else 0o100644) << 16
-            info.create_system = 3  # unix: the mode bits above mean what they say
-            zf.writestr(info, files[path], compresslevel=9)
-    return buffer.getvalue()
+    return deterministic_zip(files, executables=EXECUTABLES)
 
 
 # -- the checks, planned ------------------------------------------------------------------------
@@ -458,7 +447,7 @@ def otter_test_file(exercise_id: str, checks: list[PlannedCheck], language: str)
 
 
 def otter_test_name(exercise_id: str) -> str:
-    return "ex" + exercise_id.replace(".", "_")
+    return grade_id(exercise_id)
 
 
 def otter_files(course: Course, assignment: Assignment, *, root: Path = ROOT,

@@ -49,7 +49,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import importlib
 import json
 import os
 from dataclasses import dataclass
@@ -251,16 +250,12 @@ def _recording_runner(namespace: dict[str, Any], seen: dict[str, dict[str, Reque
 
 def _reference(course: Any, exercise_id: str) -> Any:
     from .errors import BuildError
+    from .references import MissingReference, reference
 
-    assignment, exercise = course.exercise(exercise_id)
     try:
-        module = importlib.import_module(f"solutions.{assignment.module}")
-    except ImportError as exc:
-        raise BuildError(f"solutions/{assignment.module}.py cannot be imported ({exc})") from None
-    fn = getattr(module, exercise.function, None)
-    if fn is None:
-        raise BuildError(f"solutions/{assignment.module}.py defines no {exercise.function} (exercise {exercise_id})")
-    return fn
+        return reference(course, exercise_id)
+    except MissingReference as exc:
+        raise BuildError(exc.message) from None
 
 
 def build_fingerprints(course: Any = None, exercises: Iterable[str] | None = None) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from .config import ROOT, Course, load_course
 from .errors import AutograderError, NotebookError
 from .messages import as_dict, say
 from .points import total as points_total
+from .references import reference_module
 from .submissions import Discovery, Submission, discover, opened
 from .source_scan import scan_notebook
 from .text import line, scrub
@@ -606,11 +607,7 @@ def check_catalog(course: Course, assignments: set[str]) -> dict[str, Callable[.
     for a in course.assignments:
         if a.id not in assignments:
             continue
-        try:
-            module = importlib.import_module(f"solutions.{a.module}")
-        except ImportError as exc:
-            raise AutograderError(f"solutions/{a.module}.py cannot be imported ({exc})",
-                                  hint="run autograder build") from None
+        module = reference_module(a)
         for ex in a.exercises:
             if not C.checks_for(ex.id, (C.Audience.PUBLIC, C.Audience.HIDDEN)):
                 gaps.append(f"{ex.id} has no checks")

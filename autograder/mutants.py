@@ -731,7 +731,8 @@ class Notebooks:
     def __init__(self, course: Course, root: Path = ROOT):
         import nbformat
 
-        from .build import grade_id, strip_markers
+        from .build import strip_markers
+        from .config import grade_id
 
         self.course, self.nbformat, self.grade_id = course, nbformat, grade_id
         self.solved: dict[str, Any] = {}

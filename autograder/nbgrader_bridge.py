@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import Course, Exercise
+from .config import Course, Exercise, grade_id
 from .errors import AutograderError
 from .points import fmt as fmt_points, total as points_total
 from .text import csv_rows, line
@@ -61,12 +61,12 @@ LMS_SKIPPED_COLUMNS = ("student", "assignment", "status", "source")
 # -- the test cells of the source notebooks --------------------------------------------
 def tests_grade_id(exercise_id: str) -> str:
     """``"2.4"`` -> ``"ex2_4_tests"``: the nbgrader grade cell that carries the exercise's points."""
-    return "ex" + exercise_id.replace(".", "_") + "_tests"
+    return grade_id(exercise_id) + "_tests"
 
 
 def tests_cell_id(exercise_id: str) -> str:
     """``"2.4"`` -> ``"ex2-4-tests"``: the stable nbformat cell id."""
-    return "ex" + exercise_id.replace(".", "-") + "-tests"
+    return grade_id(exercise_id).replace("_", "-") + "-tests"
 
 
 def _points(value: float) -> float | int:
@@ -114,7 +114,7 @@ def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
         for ex in a.exercises:
             want = test_cell(ex, course.language)
             nb.cells = [c for c in nb.cells if _grade_id(c) != want.metadata.nbgrader.grade_id]
-            check_id = "ex" + ex.id.replace(".", "_") + "_check"
+            check_id = grade_id(ex.id) + "_check"
             at = next((i for i, c in enumerate(nb.cells) if _grade_id(c) == check_id), None)
             if at is None:
                 raise AutograderError(f"{rel}: no check cell {check_id!r} for exercise {ex.id}")

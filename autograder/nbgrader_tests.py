@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import importlib
 import io
 import os
 import time
@@ -123,7 +122,9 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
         raise RuntimeError("grade_exercise needs the instructor's kit (autograder/hidden): "
                            "run nbgrader autograde where the course's grader is installed")
     C.load_catalog(hidden=True, mistakes=True)
-    reference = getattr(importlib.import_module(f"solutions.{assignment.module}"), exercise.function)
+    from .references import reference as reference_of
+
+    reference = reference_of(course, exercise.id)
     ns = namespace if namespace is not None else _caller_namespace(2)
     who = student if student is not None else autograde_identity(assignment.id)
     lang = _language(language, course)

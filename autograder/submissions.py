@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
-from .config import Course
+from .config import Course, grade_id
 from .errors import AutograderError, UnknownExercise
 from .messages import Msg, say
 from .text import file_stem, line, path_text
@@ -364,7 +364,7 @@ def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> Notebook
     if not isinstance(cells, list):  # nbformat 3
         cells = [c for ws in nb.get("worksheets") or [] if isinstance(ws, dict)
                  for c in ws.get("cells") or []]
-    by_exercise = {f"ex{e.id.replace('.', '_')}": a.id for a in course.assignments for e in a.exercises}
+    by_exercise = {grade_id(e.id): a.id for a in course.assignments for e in a.exercises}
     functions = {e.function: a.id for a in course.assignments for e in a.exercises}
     defined: set[str] = set()
     for cell in cells:

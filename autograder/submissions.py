@@ -59,8 +59,9 @@ from .text import file_stem, line, path_text
 #: Folder names that organize submissions but never name a student.
 STRUCTURAL = {"submitted", "submissions", "submission", "autograded", "release", "source", "feedback",
               "nbgrader", "exchange", "inbound", "outbound", "export", "download", "downloads", "notebooks"}
-#: Files that belong beside submissions and need no mention (nbgrader's submit time).
-EXPECTED_FILES = {"timestamp.txt"}
+#: Files that belong beside submissions and need no mention (nbgrader's submit time, and the secret
+#: nbgrader submit writes next to it).
+EXPECTED_FILES = {"timestamp.txt", "submission_secret.txt"}
 #: Folders whose content is never a submission.
 IGNORED_DIRS = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".git"}
 

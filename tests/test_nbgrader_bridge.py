@@ -410,3 +410,42 @@ def test_record_in_gradebook_rules(nbgrader_course: Path) -> None:
 def test_discover_nbgrader_course_names_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(AutograderError, match="submitted/"):
         NB.discover_nbgrader_course(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_nbgrader_exchange_flow_end_to_end(nbgrader_course: Path, tmp_path: Path) -> None:
+    """An instructor's week with nbgrader's own commands: generate, release to an exchange, a student
+    fetches, solves and submits, the instructor collects, then `autograder grade --nbgrader`: no
+    surprise on the way (no "not a notebook" line for nbgrader's own files, the formgrader shows it)."""
+    course, env = nbgrader_course, _env(nbgrader_course)
+    exchange, home = tmp_path / "exchange", tmp_path / "home"
+    exchange.mkdir(mode=0o777)
+    home.mkdir()
+    flag = f"--Exchange.root={exchange}"
+
+    def nbgrader(*args: str, cwd: Path) -> str:
+        done = subprocess.run([str(VENV_BIN / "nbgrader"), *args, flag], cwd=cwd, env=env, check=False,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    nbgrader("generate_assignment", QKV.id, "--force", cwd=course)
+    nbgrader("release_assignment", QKV.id, cwd=course)
+    nbgrader("fetch_assignment", QKV.id, "--course", "attention-from-scratch", cwd=home)
+    fetched = home / QKV.id / QKV.notebook
+    nb = nbformat.read(fetched, as_version=4)
+    source = nbformat.read(course / "source" / QKV.id / QKV.notebook, as_version=4)
+    for c in nb.cells:
+        if _gid(c) in HONEST["ada"]:
+            c.source = _solution(source, _gid(c))
+    nbformat.write(nb, fetched)
+    nbgrader("submit", QKV.id, "--course", "attention-from-scratch", cwd=home)
+    nbgrader("collect", QKV.id, cwd=course)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", ".", "--nbgrader", "-o", str(tmp_path / "out")],
+                          cwd=course, env=env, check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not a notebook" not in done.stdout + done.stderr, done.stdout
+    shown = _formgrader_submissions(course)
+    assert len(shown) == 1
+    (student, row), = shown.items()
+    assert row["autograded"] is True and row["score"] == pytest.approx(QKV.points)

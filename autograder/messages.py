@@ -227,9 +227,11 @@ def _fields(template: str) -> set[str]:
 
 
 def say(key: str, /, **params: Any) -> Msg:
-    """Both languages of ``key`` with ``params`` filled in."""
+    """Both languages of ``key`` with ``params`` filled in; a parameter that is itself a :class:`Msg`
+    (a check's title, another message) goes in language by language."""
     zh, en = CATALOGUE[key]
-    return Msg(zh.format(**params), en.format(**params))
+    return Msg(zh.format(**{k: v.zh if isinstance(v, Msg) else v for k, v in params.items()}),
+               en.format(**{k: v.en if isinstance(v, Msg) else v for k, v in params.items()}))
 
 
 def text(key: str, language: Any, /, **params: Any) -> str:
@@ -237,9 +239,10 @@ def text(key: str, language: Any, /, **params: Any) -> str:
     return say(key, **params).get(language)
 
 
-def around(key: str, inner: Msg, /, **params: Any) -> Msg:
-    """``key``'s sentence with ``inner`` (a message of its own) as its ``{detail}``, language by language."""
-    return Msg(CATALOGUE[key][0].format(detail=inner.zh, **params), CATALOGUE[key][1].format(detail=inner.en, **params))
+def status_word(status: str, language: Any) -> str:
+    """A check's or an exercise's status as a word of ``language`` (an unknown one as it is spelled)."""
+    key = f"status.{status}"
+    return text(key, language) if key in CATALOGUE else status.replace("_", " ")
 
 
 def as_dict(msg: Msg) -> dict[str, str]:

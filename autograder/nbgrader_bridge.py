@@ -442,10 +442,6 @@ def after_batch(out_dir: Path, course_root: Path, *, course: Course | None = Non
 
 
 # -- LMS exports -------------------------------------------------------------------------
-def _fmt(points: float) -> str:
-    return fmt_points(points)
-
-
 def _evidence(result: dict[str, Any], key: str) -> str:
     """An LMS id the discovery read from the submission's name (``canvas_id``, ``moodle_id``), or ""."""
     evidence = result.get("evidence")
@@ -527,14 +523,14 @@ def canvas_csv(table: LmsTable) -> str:
     assignments the import creates; Canvas ignores "Final Points" (read-only, it computes its own).
     """
     header = [*CANVAS_STUDENT_COLUMNS, *(a.id for a in table.assignments), CANVAS_TOTAL]
-    possible = ["Points Possible", "", "", "", "", *(_fmt(a.points) for a in table.assignments),
-                _fmt(sum(a.points for a in table.assignments))]
+    possible = ["Points Possible", "", "", "", "", *(fmt_points(a.points) for a in table.assignments),
+                fmt_points(sum(a.points for a in table.assignments))]
     rows = []
     for student, scores, total in table.rows:
         canvas_id = table.canvas_ids.get(student, "")
         rows.append([student, canvas_id, "", "" if canvas_id else student, "",
-                     *("" if scores[a.id] is None else _fmt(scores[a.id]) for a in table.assignments),
-                     _fmt(total)])
+                     *("" if scores[a.id] is None else fmt_points(scores[a.id]) for a in table.assignments),
+                     fmt_points(total)])
     # A student named "Points Possible" would be read as a second such row: the gate quotes it.
     return csv_rows([header, possible], rows, reserved=("Points Possible",))
 
@@ -552,7 +548,7 @@ def moodle_csv(table: LmsTable, course: Course | None = None) -> str:
     """
     maxima = {a.id: a.points for a in (course.assignments if course is not None else table.assignments)}
     rows = [[MOODLE_PARTICIPANT + e.moodle_id if e.moodle_id else "", e.student, e.assignment,
-             "" if e.points is None else _fmt(e.points), _fmt(maxima[e.assignment]) if e.assignment in maxima else "",
+             "" if e.points is None else fmt_points(e.points), fmt_points(maxima[e.assignment]) if e.assignment in maxima else "",
              e.graded_at if e.points is not None else ""] for e in table.entries]
     return csv_rows([list(MOODLE_COLUMNS)], rows)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import Course
-from .messages import CATALOGUE, text
+from .messages import status_word, text
 from .points import fmt as points_fmt
 from .text import csv_rows, line
 
@@ -133,7 +133,7 @@ def _label(language: str, key: str) -> str:
 
 
 def _status_text(language: str, status: str) -> str:
-    return text(f"status.{status}", language) if f"status.{status}" in CATALOGUE else status
+    return status_word(status, language)
 
 
 # -- feedback ---------------------------------------------------------------------------------

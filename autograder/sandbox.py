@@ -62,7 +62,7 @@ from . import plain
 from .cage import Isolation
 from .config import Limits
 from .errors import AutograderError
-from .messages import Msg, around, as_dict, say
+from .messages import Msg, as_dict, say
 from .notebook import Cell
 from .probes import Reply, Request
 from .worker import (
@@ -151,9 +151,7 @@ def exit_message(status: int | None) -> Msg:
         hint = f"sandbox.hint.{sig.name}" if sig is not None and sig in _SIGNAL_HINTS else None
         if hint is None:
             return say("sandbox.killed_signal", signal=name)
-        words = say(hint)
-        return Msg(say("sandbox.killed_signal_hint", signal=name, hint=words.zh).zh,
-                   say("sandbox.killed_signal_hint", signal=name, hint=words.en).en)
+        return say("sandbox.killed_signal_hint", signal=name, hint=say(hint))
     if os.WIFEXITED(status):
         return say("sandbox.exit_status", status=os.WEXITSTATUS(status))
     return say("sandbox.stopped_status", status=status)
@@ -726,7 +724,7 @@ class Worker:
         self._broken = reply
         if not self._complete:
             said = reply.message if isinstance(reply.message, Msg) else Msg(reply.error, reply.error)
-            self.cells = self._outcomes((cell_status, around("sandbox.not_run", said)))
+            self.cells = self._outcomes((cell_status, say("sandbox.not_run", detail=said)))
 
     def _await_ready(self, proc: _Process) -> str | None:
         deadline = time.monotonic() + SETUP_SECONDS[self._sandbox.device]
@@ -826,7 +824,7 @@ class Worker:
             if self._broken is not None:
                 return Reply(self._broken.status, error=self._broken.error, message=self._broken.message)
             if self.restarts >= self._sandbox.max_restarts:
-                return _said("crashed", around("sandbox.restarts", self._last_failure, count=self.restarts + 1))
+                return _said("crashed", say("sandbox.restarts", detail=self._last_failure, count=self.restarts + 1))
             self.restarts += 1
             if not self._launch():
                 broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
@@ -871,7 +869,7 @@ class Worker:
             self._crashes[request.function] += 1
             if self._crashes[request.function] >= 2:
                 self._poisoned[request.function] = _said(
-                    "crashed", around("sandbox.stopped_twice", message, function=request.function))
+                    "crashed", say("sandbox.stopped_twice", detail=message, function=request.function))
             return _said("crashed", message, seconds=time.monotonic() - start)
         elapsed = time.monotonic() - start
         received = time.perf_counter()

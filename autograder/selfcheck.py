@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .messages import CATALOGUE, Msg, say, text
+from .messages import CATALOGUE, Msg, say, status_word, text
 
 LANGUAGES = ("zh", "en")
 
@@ -414,11 +414,6 @@ def _exercise_head(e: Any, lang: str) -> str:
     return head
 
 
-def _status_word(status: str, lang: str) -> str:
-    key = f"status.{status}"
-    return text(key, lang) if key in CATALOGUE else status.replace("_", " ")
-
-
 def _lines_of(e: Any) -> bool:
     """Whether to list the checks one by one (not when one line says it all)."""
     return _status(e) not in ("not_attempted", "missing", "forbidden")
@@ -773,12 +768,12 @@ def print_table(result: SelfCheckResult, name: str, console: Any = None) -> None
         status = _status(e)
         style = styles.get(status, "red")
         if not _lines_of(e):
-            table.add_row(e.exercise, e.function, f"[{style}]{_MARK.get(status, '✗')} {_status_word(status, lang)}[/]",
+            table.add_row(e.exercise, e.function, f"[{style}]{_MARK.get(status, '✗')} {status_word(status, lang)}[/]",
                           escape(_exercise_head(e, lang)), "")
             continue
         for r in e.checks:
             mark = "[green]✓[/]" if r.passed else "[red]✗[/]"
-            word = _status_word("passed" if r.passed else r.status.value, lang)
+            word = status_word("passed" if r.passed else r.status.value, lang)
             table.add_row(e.exercise, r.check, f"{mark} {word}",
                           escape(r.message.get(lang)) if r.message is not None and not r.passed else "",
                           f"[yellow]{escape(r.mistake_message.get(lang))}[/]" if r.mistake_message else "")

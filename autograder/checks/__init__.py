@@ -317,11 +317,10 @@ def hidden_message(check: "Check", failed: "CheckFailed") -> Msg:
     """
     if failed.status is Status.ERROR:
         kind = _safe_name(failed.error_type)
-        some = say("check.some_exception")
-        return Msg(say("check.raised_hidden", kind=kind or some.zh).zh, say("check.raised_hidden", kind=kind or some.en).en)
+        return say("check.raised_hidden", kind=kind or say("check.some_exception"))
     if failed.hidden is not None:
         return Msg(number_free(failed.hidden.zh), number_free(failed.hidden.en))
-    return Msg(say("check.failed_hidden", title=check.title.zh).zh, say("check.failed_hidden", title=check.title.en).en)
+    return say("check.failed_hidden", title=check.title)
 
 
 @dataclass
@@ -661,7 +660,7 @@ def _sandbox_said(key: str, reply: Reply, hidden: bool = False) -> Msg:
         said = Msg(reply.error or "", reply.error or "")
     if hidden:
         said = Msg(number_free(said.zh, 160), number_free(said.en, 160))
-    return Msg(say(key, detail=said.zh).zh, say(key, detail=said.en).en)
+    return say(key, detail=said)
 
 
 def load_catalog(*, hidden: bool, mistakes: bool) -> None:

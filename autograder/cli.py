@@ -31,7 +31,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         prog="autograder", description="Build, self-check, validate and grade the attention course kit.",
         epilog="Run `autograder COMMAND --help` for the options of a command.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    parser.add_argument("--course", metavar="FILE", help="course.yml to use (default: the repository's)")
+    parser.add_argument("--course", metavar="PATH",
+                        help="the course: its course.yml or the folder holding it (default: the nearest course.yml "
+                             "from the current folder upward)")
     chosen = _chosen_command(parser, sys.argv[1:] if argv is None else argv)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():

@@ -16,13 +16,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError, UnknownExercise
 
-#: The repository root: course.yml, source/, release/, solutions/ live here.
-ROOT = Path(__file__).resolve().parent.parent
-COURSE_FILE = ROOT / "course.yml"
+#: The engine's own folder (the ``autograder`` package). The course it grades is found, never assumed:
+#: see :func:`course_file`.
+PACKAGE = Path(__file__).resolve().parent
+#: The file that marks a course's top folder (with source/, release/, solutions/ beside it).
+COURSE_NAME = "course.yml"
+#: The files of an assignment's folder (``source/<id>/``), by what they declare: public checks, hidden
+#: checks, known mistakes. Only PUBLIC_FILE ever ships to students (autograder.build.course_files).
+PUBLIC_FILE, HIDDEN_FILE, MISTAKES_FILE = "checks.py", "hidden.py", "mistakes.py"
+COURSE_FILES = frozenset({PUBLIC_FILE, HIDDEN_FILE, MISTAKES_FILE})
+#: Where an installed student bundle carries its course (course.yml and each assignment's public checks).
+PACKAGED_COURSE = PACKAGE / "data" / COURSE_NAME
 
 EXERCISE_ID = re.compile(r"^[1-9]\d*\.[1-9]\d*$")
 ASSIGNMENT_ID = re.compile(r"^\d\d_[a-z][a-z0-9_]*$")
@@ -143,6 +151,8 @@ class Assignment(_Strict):
 
 
 class Course(_Strict):
+    _root: Path | None = PrivateAttr(None)
+
     name: str = Field(description="course name shown in reports")
     seed: int = Field(description="grading seed; hidden inputs derive from it, never shipped to students")
     language: Language = Field(Language.ZH, description="default language of messages: zh or en")
@@ -163,6 +173,22 @@ class Course(_Strict):
         if dupes:
             raise ValueError(f"assignment ID {dupes[0]!r} appears twice")
         return self
+
+    # -- where the course's files are ----------------------------------------
+    @property
+    def root(self) -> Path:
+        """The folder of the course.yml this course was read from (source/, release/, solutions/)."""
+        if self._root is None:
+            raise ConfigError("this course was not read from a file: it has no folder",
+                              hint="load it with autograder.config.load_course(PATH)")
+        return self._root
+
+    def content_dir(self, assignment: "Assignment | str") -> Path:
+        """The folder of one assignment's notebook, checks, hidden checks and known mistakes:
+        ``source/<id>/`` in an instructor's course, ``<id>/`` in a student's (only public checks there)."""
+        a = assignment if isinstance(assignment, str) else assignment.id
+        source = self.root / "source" / a
+        return source if source.is_dir() or (self.root / "source").is_dir() else self.root / a
 
     # -- look-ups -----------------------------------------------------------
     def assignment(self, assignment_id: str) -> Assignment:
@@ -277,19 +303,50 @@ def parse_course(data: Any, source: str = "course.yml") -> Course:
         raise ConfigError("\n  ".join(lines)) from None
 
 
-def course_file() -> Path:
-    """course.yml to read: $AUTOGRADER_COURSE (set by ``autograder --course``) or the repository's."""
+def find_course(start: str | Path | None = None) -> Path | None:
+    """The nearest course.yml in ``start`` (default: the current folder) or a folder above it, as git
+    finds its repository; None when there is none."""
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / COURSE_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def course_file(start: str | Path | None = None) -> Path:
+    """The course.yml to read, the first of:
+
+    1. ``$AUTOGRADER_COURSE`` (set by ``autograder --course PATH``: a course.yml or its folder);
+    2. the nearest course.yml from the current folder (or ``start``) upward;
+    3. the course an installed student bundle carries inside the package.
+
+    Raises :class:`ConfigError` when there is none.
+    """
     override = os.environ.get("AUTOGRADER_COURSE")
     if override:
-        return Path(override)
-    # An installed student bundle carries its course.yml inside the package.
-    packaged = Path(__file__).resolve().parent / "data" / "course.yml"
-    return COURSE_FILE if COURSE_FILE.exists() or not packaged.exists() else packaged
+        path = Path(override)
+        return path / COURSE_NAME if path.is_dir() else path
+    found = find_course(start)
+    if found is not None:
+        return found
+    if PACKAGED_COURSE.is_file():
+        return PACKAGED_COURSE
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    raise ConfigError(f"no {COURSE_NAME} in {here} or any folder above it",
+                      hint="run autograder inside a course's folder, or name one: autograder --course PATH")
+
+
+def course_root(start: str | Path | None = None) -> Path:
+    """The folder of :func:`course_file`: where source/, release/ and solutions/ are."""
+    return course_file(start).resolve().parent
 
 
 def load_course(path: str | Path | None = None) -> Course:
-    """Read and validate course.yml (default: :func:`course_file`)."""
+    """Read and validate course.yml (default: :func:`course_file`); a folder means its course.yml."""
     file = Path(path) if path is not None else course_file()
+    if file.is_dir():
+        file = file / COURSE_NAME
     return _load(str(file.resolve()), file.stat().st_mtime_ns if file.exists() else 0)
 
 
@@ -308,7 +365,9 @@ def _load(file: str, _mtime: int) -> Course:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return parse_course(data, source=path.name)
+    course = parse_course(data, source=path.name)
+    course._root = path.parent
+    return course
 
 
 # -- ``autograder course``: show the course as read ---------------------------------
@@ -317,10 +376,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    course = load_course()
+    file = course_file()
+    course = load_course(file)
     if args.json:
         print(course.model_dump_json(indent=2))
         return 0
+    print(f"course file: {file.resolve()}")
     print(f"{course.name}: {len(course.assignments)} assignments, {len(course.exercises)} exercises, "
           f"language {course.language.value}")
     for a in course.assignments:
@@ -339,9 +400,8 @@ def _check_sources(course: Course) -> None:
     import json
     import re
 
-    root = course_file().resolve().parent
     for a in course.assignments:
-        path = root / "source" / a.id / a.notebook
+        path = course.root / "source" / a.id / a.notebook
         try:
             cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         except (OSError, ValueError, KeyError, TypeError):

@@ -19,8 +19,9 @@ grades the submission with ``kit/run_autograder`` (the kit's sandbox) before Ott
 anything, gives Otter's kernel a notebook without the student's code, and makes Otter's
 results the kit's.
 
-Both paths rely on the root of the folder the bundle is unpacked in being the kit's root:
-``autograder/``, ``solutions/`` and ``course.yml`` side by side, found through PYTHONPATH.
+Both paths rely on the root of the folder the bundle is unpacked in being the course's root, the
+engine beside it: ``autograder/`` (found through PYTHONPATH), ``course.yml``, ``source/<id>/``
+(every assignment's checks) and ``solutions/``.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from .config import ROOT, Assignment, Course, grade_id, load_course
+from .config import PACKAGE, Assignment, Course, grade_id, load_course
 from .messages import say, text
 from .points import shares
 from .zips import deterministic_zip
@@ -67,14 +68,14 @@ MAX_SUBMISSION_FILES = 1000
 
 
 # -- the bundle ------------------------------------------------------------------------------
-def requirements_txt(root: Path = ROOT) -> str:
+def requirements_txt(root: Path | None = None) -> str:
     """What the grader imports besides torch: the course's version ranges, and the versions exported with.
 
     Ranges, not pins: Gradescope builds its image once per upload, so every submission
     already sees the same versions, and a range installs on whichever Python the chosen
     Ubuntu image has (an exact numpy pin may have no wheel for it).
     """
-    ranges = _pyproject_ranges(root)
+    ranges = _pyproject_ranges(root if root is not None else PACKAGE.parent)
     lines = [f"# What the course kit's grader imports besides torch (setup.sh installs {TORCH_PIN}, CPU build, first).",
              "# Version ranges from the course's pyproject.toml; the versions `autograder export` ran with in comments."]
     for name in GRADING_DEPENDENCIES:
@@ -107,15 +108,25 @@ def _template(name: str, assignment: Assignment, language: str) -> bytes:
     return text.replace("@ASSIGNMENT@", assignment.id).replace("@LANGUAGE@", language).encode("utf-8")
 
 
-def gradescope_files(course: Course, assignment: Assignment, *, root: Path = ROOT,
-                     language: str | None = None) -> dict[str, bytes]:
-    """Path inside the Gradescope zip -> bytes: scripts, requirements, kit, this assignment's solution."""
+def gradescope_files(course: Course, assignment: Assignment, *, language: str | None = None) -> dict[str, bytes]:
+    """Path inside the Gradescope zip -> bytes: scripts, requirements, the engine, the course's checks,
+    course.yml and this assignment's solution (the course laid out as on the instructor's machine)."""
+    from .catalog import COURSE_FILES as CHECK_FILES
+
     language = language or course.language.value
+    root = course.root
+    engine = PACKAGE.parent
     files: dict[str, bytes] = {}
     for pattern in KIT_PATTERNS:
-        for path in sorted(root.glob(pattern)):
+        for path in sorted(engine.glob(pattern)):
             if path.is_file() and "__pycache__" not in path.parts:
-                files[path.relative_to(root).as_posix()] = path.read_bytes()
+                files[path.relative_to(engine).as_posix()] = path.read_bytes()
+    # Every assignment's checks: one assignment's may import another's (``from ..padding_masks.checks``).
+    for a in course.assignments:
+        for name in sorted(CHECK_FILES):
+            path = course.content_dir(a) / name
+            if path.is_file():
+                files[f"source/{a.id}/{name}"] = path.read_bytes()
     for name in ("__init__.py", f"{assignment.module}.py"):
         path = root / "solutions" / name
         if not path.is_file():
@@ -126,7 +137,8 @@ def gradescope_files(course: Course, assignment: Assignment, *, root: Path = ROO
     release = root / "release" / assignment.id / assignment.notebook
     if release.is_file():
         files[f"release/{assignment.id}/{assignment.notebook}"] = release.read_bytes()
-    files["requirements.txt"] = requirements_txt(root).encode("utf-8")
+    files["requirements.txt"] = requirements_txt(engine if (engine / "pyproject.toml").is_file() else root
+                                                 ).encode("utf-8")
     files["setup.sh"] = _template("gradescope_setup.sh", assignment, language)
     files["run_autograder"] = _template("gradescope_run_autograder", assignment, language)
     return files
@@ -151,7 +163,7 @@ class PlannedCheck:
 
 def planned_checks(assignment: Assignment) -> list[PlannedCheck]:
     """Every check of the assignment, in grading order, with the points :func:`run_exercise` gives it."""
-    from . import checks as C
+    from . import catalog as C
 
     C.load_catalog(hidden=True, mistakes=False)
     out = []
@@ -353,7 +365,7 @@ def _sandbox_starting(limits: Any, device: str, wanted: bool) -> Iterator[Future
 def grade_one(root: Path, assignment_id: str, *, device: str = "cpu",
               language: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Grade ``root/submission`` in the sandbox: (the kit's result, Gradescope's results.json dict)."""
-    from . import checks as C
+    from . import catalog as C
     from . import grade as G
 
     start = time.monotonic()
@@ -367,7 +379,7 @@ def grade_one(root: Path, assignment_id: str, *, device: str = "cpu",
         torch.set_num_threads(1)  # the references run here, one thread, as in `autograder grade`
         references = G.check_catalog(course, {assignment.id})
         plan = planned_checks(assignment)
-        ctx = G.Context(course=course, sandbox=None, device=device, fingerprint=G.grader_fingerprint(device),
+        ctx = G.Context(course=course, sandbox=None, device=device, fingerprint=G.grader_fingerprint(device, course),
                         references=references, diagnoser=C.LiveDiagnoser(course.tolerances),
                         demos=G.demo_cells(course), origin="gradescope")
         if starting is not None:
@@ -450,13 +462,12 @@ def otter_test_name(exercise_id: str) -> str:
     return grade_id(exercise_id)
 
 
-def otter_files(course: Course, assignment: Assignment, *, root: Path = ROOT,
-                language: str | None = None) -> dict[str, bytes]:
+def otter_files(course: Course, assignment: Assignment, *, language: str | None = None) -> dict[str, bytes]:
     """Path inside the Otter autograder zip -> bytes."""
     language = language or course.language.value
     plan = planned_checks(assignment)
     files = {f"{OTTER_KIT}/{path}": data
-             for path, data in gradescope_files(course, assignment, root=root, language=language).items()}
+             for path, data in gradescope_files(course, assignment, language=language).items()}
     for ex in assignment.exercises:
         mine = [p for p in plan if p.exercise == ex.id]
         files[f"tests/{otter_test_name(ex.id)}.py"] = otter_test_file(ex.id, mine, language).encode("utf-8")
@@ -481,8 +492,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             ("otter", "an Otter autograder zip for `otter run` (tests that delegate to the kit)")):
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("assignment", metavar="ASSIGNMENT", help="assignment ID, e.g. 02_qkv_attention")
-        p.add_argument("-o", "--out", type=Path, default=ROOT / "dist", metavar="DIR",
-                       help="folder to write the zip into (default: dist/)")
+        p.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
+                       help="folder to write the zip into (default: the course's dist/)")
         p.add_argument("--language", choices=("zh", "en"), default=None,
                        help="language of the students' results (default: course.yml's)")
     p = sub.add_parser("gradescope-run", help="inside Gradescope: grade the submission, write results.json",
@@ -502,7 +513,7 @@ def run(args: argparse.Namespace) -> int:
     course = load_course()
     assignment = course.assignment(args.assignment)
     G.check_catalog(course, {assignment.id})  # refuse to export a grader that cannot grade
-    out = Path(args.out)
+    out = Path(args.out) if args.out is not None else course.root / "dist"
     out.mkdir(parents=True, exist_ok=True)
     if args.target == "gradescope":
         files = gradescope_files(course, assignment, language=args.language)

@@ -59,13 +59,15 @@ import numpy as np
 import torch
 
 from . import plain
-from .checks import (PUBLIC_SEED, copied, in_process_runner, Audience, Mistake, Msg, checks_for, load_catalog,
+from .catalog import (PUBLIC_SEED, copied, in_process_runner, Audience, Mistake, Msg, checks_for, load_catalog,
                      run_exercise, values_match)
 from .probes import Reply, Request, execute
 
 FORMAT = 2
-#: Where ``autograder build`` writes the fingerprints and self-check reads them.
-FINGERPRINTS_FILE = Path(__file__).resolve().parent / "data" / "fingerprints.json"
+#: The fingerprints of a course, beside its course.yml: where a student bundle carries them
+#: (``autograder/data/``, the packaged course's folder), else the instructor's build output under dist/.
+FINGERPRINTS_NAME = "fingerprints.json"
+BUILT_FINGERPRINTS = f"dist/{FINGERPRINTS_NAME}"
 #: Largest relative error tolerated when a float64 array is stored as float32.
 _F32_RTOL, _F32_ATOL = 1e-7, 1e-12
 #: Elements kept per stored array (all of a smaller one), of which up to SAMPLE_DEPARTURES
@@ -233,7 +235,7 @@ def _value_key(packed: dict[str, Any]) -> str:
     return hashlib.sha256(_dumps(packed).encode()).hexdigest()[:16]
 
 
-# -- building (instructor side: needs solutions/ and autograder.mistakes) ----------
+# -- building (instructor side: needs solutions/ and the mistakes.py files) ----------
 def _recording_runner(namespace: dict[str, Any], seen: dict[str, dict[str, Request]]) -> Any:
     """In-process runner that remembers every request, by key and then by exact data
     (forbidden calls are not policed here)."""
@@ -264,11 +266,11 @@ def build_fingerprints(course: Any = None, exercises: Iterable[str] | None = Non
     Deterministic: the public seed is fixed, torch runs on one thread while
     building, and every dict is written with sorted keys.
     """
-    from . import checks as C
+    from . import catalog as C
     from .config import load_course
 
     course = course or load_course()
-    load_catalog(hidden=False, mistakes=True)
+    load_catalog(course, hidden=False, mistakes=True)
     wanted = set(exercises) if exercises is not None else None
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -337,11 +339,11 @@ def verify_fingerprints(data: dict[str, Any], course: Any = None,
                         exercises: Iterable[str] | None = None) -> list[str]:
     """Problems, if any: a public check where the stored fingerprints name a mistake other than
     the live diagnoser does (running every known mistake through the public checks). Instructor side."""
-    from . import checks as C
+    from . import catalog as C
     from .config import load_course
 
     course = course or load_course()
-    load_catalog(hidden=False, mistakes=True)
+    load_catalog(course, hidden=False, mistakes=True)
     live = C.LiveDiagnoser(course.tolerances)
     stored = FingerprintDiagnoser(course.tolerances, data)
     wanted = set(exercises) if exercises is not None else None
@@ -382,9 +384,9 @@ def dumps(data: dict[str, Any]) -> str:
     return _dumps(data) + "\n"
 
 
-def write_fingerprints(data: dict[str, Any], path: str | Path | None = None) -> Path:
+def write_fingerprints(data: dict[str, Any], path: str | Path) -> Path:
     """Write atomically (a reader never sees half a file)."""
-    file = Path(path) if path is not None else FINGERPRINTS_FILE
+    file = Path(path)
     file.parent.mkdir(parents=True, exist_ok=True)
     tmp = file.with_name(file.name + ".tmp")
     tmp.write_text(dumps(data), encoding="utf-8")
@@ -393,18 +395,26 @@ def write_fingerprints(data: dict[str, Any], path: str | Path | None = None) -> 
 
 
 # -- reading (student side: no solutions, no mistakes) -------------------------------
-def fingerprints_file() -> Path:
-    """$AUTOGRADER_FINGERPRINTS (tests, a kernel pointed elsewhere) or the packaged file."""
+def fingerprints_file(course: Any = None) -> Path:
+    """$AUTOGRADER_FINGERPRINTS (tests, a kernel pointed elsewhere), else the course's own: beside its
+    course.yml (a student bundle's) or its build output (``dist/fingerprints.json``)."""
     override = os.environ.get("AUTOGRADER_FINGERPRINTS")
-    return Path(override) if override else FINGERPRINTS_FILE
+    if override:
+        return Path(override)
+    if course is None:
+        from .config import load_course
+
+        course = load_course()
+    beside = course.root / FINGERPRINTS_NAME
+    return beside if beside.is_file() else course.root / BUILT_FINGERPRINTS
 
 
-def load_fingerprints(path: str | Path | None = None) -> dict[str, Any]:
+def load_fingerprints(path: str | Path | None = None, course: Any = None) -> dict[str, Any]:
     """The stored fingerprints, or an empty set when the file is missing or unreadable.
 
     Self-check still works without them; it just cannot name mistakes.
     """
-    file = Path(path) if path is not None else fingerprints_file()
+    file = Path(path) if path is not None else fingerprints_file(course)
     try:
         stat = file.stat()
     except OSError:
@@ -428,11 +438,11 @@ def _not_shipped(*args: Any, **kwargs: Any) -> Any:
 
 
 class FingerprintDiagnoser:
-    """Diagnoser (see autograder.checks) over stored outputs: names a mistake without its code."""
+    """Diagnoser (see autograder.catalog) over stored outputs: names a mistake without its code."""
 
-    def __init__(self, tolerances: Any, fingerprints: dict[str, Any] | None = None):
+    def __init__(self, tolerances: Any, fingerprints: dict[str, Any] | None = None, course: Any = None):
         self.tolerances = tolerances
-        self.data = fingerprints if fingerprints is not None else load_fingerprints()
+        self.data = fingerprints if fingerprints is not None else load_fingerprints(course=course)
         self._values: dict[tuple[str, str], Stored] = {}
 
     def __call__(self, exercise_id: str, request: Request, got: plain.Value) -> Mistake | None:

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import report as R
-from .config import ROOT, Course, load_course
+from .config import Course, load_course
 from .errors import AutograderError, NotebookError
 from .messages import as_dict, say
 from .points import total as points_total
@@ -57,20 +57,27 @@ from .submissions import Discovery, Submission, discover, opened
 from .source_scan import scan_notebook
 from .text import line, scrub
 
-#: What the grader fingerprint covers: a change to any of these regrades on the next run.
-GRADER_FILES = ("course.yml", "autograder/checks", "autograder/hidden", "autograder/mistakes",
-                "autograder/probes.py", "autograder/plain.py", "autograder/source_scan.py", "solutions")
+#: What the grader fingerprint covers: a change to any of these regrades on the next run. The engine's
+#: modules that decide a score (relative to the engine's folder), and the course's: course.yml, every
+#: assignment folder's checks, hidden checks and mistakes, and the references.
+ENGINE_FILES = ("catalog", "probes.py", "plain.py", "source_scan.py", "points.py")
+COURSE_FILES = ("course.yml", "source/*/*.py", "solutions/*.py")
 
 
-def grader_fingerprint(device: str, root: Path = ROOT) -> str:
-    """A hash of everything that decides a score (checks, references, course.yml) and the device."""
+def grader_fingerprint(device: str, course: Course) -> str:
+    """A hash of everything that decides a score (the engine's checks machinery, the course's checks,
+    references and course.yml) and the device."""
+    from .config import PACKAGE
+
     digest = hashlib.sha256(f"device={device}\n".encode())
-    for name in GRADER_FILES:
-        path = root / name
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-        for f in files:
-            if f.is_file():
-                digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    for base, patterns, label in ((PACKAGE, ENGINE_FILES, "engine"), (course.root, COURSE_FILES, "course")):
+        for pattern in patterns:
+            path = base / pattern
+            files = sorted(path.rglob("*.py")) if path.is_dir() else sorted(base.glob(pattern))
+            for f in files:
+                if f.is_file():
+                    name = f"{label}/{f.relative_to(base).as_posix()}"
+                    digest.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -79,7 +86,7 @@ SETUP_CELLS = frozenset({"imports", "selfcheck_setup"})
 DEMO_SKIPPED = "a demo cell of the release notebook, unchanged: not needed for grading"
 
 
-def demo_cells(course: Course, root: Path = ROOT) -> dict[str, dict[str, str]]:
+def demo_cells(course: Course) -> dict[str, dict[str, str]]:
     """assignment -> {grade_id: source} of the locked demo cells (facts, plots, experiments).
 
     Read from release/ (what students received), else from source/ (the same
@@ -96,7 +103,7 @@ def demo_cells(course: Course, root: Path = ROOT) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for a in course.assignments:
         for folder in ("release", "source"):
-            path = root / folder / a.id / a.notebook
+            path = course.root / folder / a.id / a.notebook
             if path.exists():
                 break
         else:
@@ -274,7 +281,7 @@ def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[s
 
 def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     """The result dict of one submission; None only when the batch is being stopped."""
-    from . import checks as C
+    from . import catalog as C
     from .notebook import read_notebook
 
     if sub.problem:
@@ -599,15 +606,15 @@ class BatchOutcome:
 
 def check_catalog(course: Course, assignments: set[str]) -> dict[str, Callable[..., Any]]:
     """Load the full catalog; every exercise to grade needs checks and a reference, else a clear error."""
-    from . import checks as C
+    from . import catalog as C
 
-    C.load_catalog(hidden=True, mistakes=True)
+    C.load_catalog(course, hidden=True, mistakes=True)
     references: dict[str, Callable[..., Any]] = {}
     gaps: list[str] = []
     for a in course.assignments:
         if a.id not in assignments:
             continue
-        module = reference_module(a)
+        module = reference_module(course, a)
         for ex in a.exercises:
             if not C.checks_for(ex.id, (C.Audience.PUBLIC, C.Audience.HIDDEN)):
                 gaps.append(f"{ex.id} has no checks")
@@ -646,7 +653,7 @@ def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | Non
     present = {s.assignment for s in found.submissions if s.assignment and not s.problem}
     references = check_catalog(course, present)
     outputs = Outputs(out, course, language or course.language.value)
-    return Plan(found, outputs, references, grader_fingerprint(device), device,
+    return Plan(found, outputs, references, grader_fingerprint(device, course), device,
                 str(Path(origin if origin is not None else root).resolve()), demo_cells(course))
 
 
@@ -673,7 +680,7 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     Dask scheduler address or Client) grades on a Dask cluster instead (``sandbox`` may be None then).
     Whatever grades, this process writes every result, feedback file and grades.csv.
     """
-    from . import checks as C
+    from . import catalog as C
 
     course, outputs = batch.outputs.course, batch.outputs
     ctx = Context(course, sandbox, batch.device, batch.fingerprint, batch.references,
@@ -807,7 +814,8 @@ def lane_config(batch: Plan, sandbox: Any, language: str, isolation: str | None 
     course = batch.outputs.course
     limits = getattr(sandbox, "limits", None) or course.limits
     chosen = getattr(sandbox, "isolation", None)
-    return {"course": course.model_dump(mode="json"), "device": batch.device, "fingerprint": batch.fingerprint,
+    return {"course": course.model_dump(mode="json"), "course_root": str(course.root),
+            "device": batch.device, "fingerprint": batch.fingerprint,
             "origin": batch.origin, "demos": batch.demos, "language": language,
             "assignments": sorted({a.id for a in course.assignments
                                    if any(e.id in batch.references for e in a.exercises)}),
@@ -856,19 +864,21 @@ def _lane_sandbox(limits: Any, device: str, isolation: str | None, max_restarts:
 
 
 def lane_warm(config: dict[str, Any] | None = None,
-              sandbox: tuple[dict[str, Any], str, str | None] | None = None) -> int:
+              sandbox: tuple[dict[str, Any], str, str | None] | None = None, course_root: str | None = None) -> int:
     """Import what grading needs (torch, the catalog) and start this process's sandbox: the batch's
-    (``config``), or one of ``sandbox`` = (limits, device, cage mode or None) before the batch is known."""
+    (``config``), or one of ``sandbox`` = (limits, device, cage mode or None) before the batch is known.
+    ``course_root``: the course whose catalog to load (default: the batch's, else the one found here)."""
     import torch
 
-    from . import checks as C
+    from . import catalog as C
     from .config import Limits
 
     torch.set_num_threads(1)
     with _LANE_LOCK:
         if sandbox is not None:
             _lane_sandbox(Limits.model_validate(sandbox[0]), sandbox[1], sandbox[2])
-        C.load_catalog(hidden=True, mistakes=True)
+        root = config["course_root"] if config is not None else course_root
+        C.load_catalog(load_course(root) if root else None, hidden=True, mistakes=True)
         if config is not None:
             _lane_context(config)
     return os.getpid()
@@ -882,7 +892,7 @@ def _lane_context(config: dict[str, Any]) -> Context:
         return contexts[key]
     import torch
 
-    from . import checks as C
+    from . import catalog as C
     from .config import Limits
 
     torch.set_num_threads(1)
@@ -890,8 +900,8 @@ def _lane_context(config: dict[str, Any]) -> Context:
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    course = Course.model_validate(config["course"])
-    fingerprint = grader_fingerprint(device)
+    course = _lane_course(config)
+    fingerprint = grader_fingerprint(device, course)
     if fingerprint != config["fingerprint"]:
         raise LaneSetupError(f"this grader's checks, references or course.yml differ from the batch's "
                              f"(fingerprint {fingerprint}, the batch's {config['fingerprint']})",
@@ -903,6 +913,20 @@ def _lane_context(config: dict[str, Any]) -> Context:
                   config["demos"], config["origin"])
     contexts[key] = ctx
     return ctx
+
+
+def _lane_course(config: dict[str, Any]) -> Course:
+    """The batch's course, read from the same folder on this machine (a lane grades with the course's
+    checks and references, which are files): it must say what the batch's says."""
+    try:
+        course = load_course(config["course_root"])
+    except AutograderError as exc:
+        raise LaneSetupError(f"this grader cannot read the batch's course at {config['course_root']} ({exc.message})",
+                             hint="every grading machine needs the course at the same path") from None
+    if course.model_dump(mode="json") != config["course"]:
+        raise LaneSetupError(f"{course.root / 'course.yml'} on this machine differs from the batch's",
+                             hint="every grading machine needs the same course")
+    return course
 
 
 def lane_grade(config: dict[str, Any], sub: dict[str, Any], notebook: bytes | None = None) -> str:
@@ -955,7 +979,7 @@ class ProcessLanes:
     """
 
     def __init__(self, count: int, config: dict[str, Any] | None = None, *,
-                 sandbox: tuple[dict[str, Any], str, str | None] | None = None):
+                 sandbox: tuple[dict[str, Any], str, str | None] | None = None, course_root: str | None = None):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -965,7 +989,7 @@ class ProcessLanes:
         self.pids: list[int] = []
         self._pool = ProcessPoolExecutor(max_workers=max(count, 1), mp_context=multiprocessing.get_context("spawn"),
                                          initializer=_lane_process_init)
-        self._warming = [self._pool.submit(lane_warm, config, sandbox) for _ in range(count)]
+        self._warming = [self._pool.submit(lane_warm, config, sandbox, course_root) for _ in range(count)]
 
     def submit(self, config: dict[str, Any], sub: Submission) -> Future:
         return self._pool.submit(lane_grade, config, submission_json(sub))
@@ -1144,7 +1168,8 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
                 extra = lane_processes(args.jobs, todo)
                 if extra:
                     lanes = ProcessLanes(extra, None, sandbox=(course.limits.model_dump(mode="json"), device,
-                                                               "none" if args.no_isolation else None))
+                                                               "none" if args.no_isolation else None),
+                                         course_root=str(course.root))
                 lanes_note = f" ({extra + 1} processes)" if extra else ""
                 console.print(f"{len(found.submissions)} submissions under {escape(str(args.submissions))}; "
                               f"device {device}, {args.jobs} workers{lanes_note}")

@@ -1,6 +1,6 @@
 """``autograder validate --mutants``: mutation testing of every reference solution.
 
-Hand-listed mistakes (``autograder/mistakes/``) cover what their author thought of. This
+Hand-listed mistakes (each assignment's ``mistakes.py``) cover what their author thought of. This
 module derives the rest automatically: one-token changes to each reference in
 ``solutions/<module>.py`` (a *mutant*), each graded as a student's notebook would be, in
 the sandbox, with the whole catalog, public and hidden. A mutant that loses points is
@@ -48,9 +48,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 import libcst as cst
 
-from .config import ROOT, Course, load_course
+from .config import Course, load_course
 
-MUTANTS_FILE = ROOT / "mutants.yml"
+#: The course's declared equivalents, beside its course.yml.
+MUTANTS_NAME = "mutants.yml"
 
 
 # -- mutants ------------------------------------------------------------------------
@@ -96,7 +97,7 @@ def mutant_id(exercise: str, source: str) -> str:
     return hashlib.sha256(f"{exercise}\0{normal_form(source)}".encode()).hexdigest()[:12]
 
 
-def reference_source(module: str, function: str, root: Path = ROOT) -> tuple[str, str]:
+def reference_source(module: str, function: str, root: Path) -> tuple[str, str]:
     """(the whole solutions/<module>.py text, the source of ``function`` in it)."""
     text = (root / "solutions" / f"{module}.py").read_text(encoding="utf-8")
     for node in ast.parse(text).body:
@@ -578,10 +579,10 @@ def _first_changed_line(a: str, b: str) -> int:
     return min(len(a.splitlines()), len(b.splitlines())) + 1
 
 
-def mutants_of(course: Course, exercise_id: str, root: Path = ROOT) -> list[Mutant]:
+def mutants_of(course: Course, exercise_id: str) -> list[Mutant]:
     """Every distinct mutant of one exercise's reference, in a stable order."""
     assignment, ex = course.exercise(exercise_id)
-    _, ref = reference_source(assignment.module, ex.function, root)
+    _, ref = reference_source(assignment.module, ex.function, course.root)
     reference_form = normal_form(ref)
     seen: dict[str, Mutant] = {}
     for operator, code in mutate(ref):
@@ -631,12 +632,13 @@ class MutantsFile(BaseModel):
     equivalent: list[Equivalent] = Field(default_factory=list)
 
 
-def load_equivalents(course: Course, path: Path = MUTANTS_FILE) -> dict[tuple[str, str], str]:
+def load_equivalents(course: Course, path: Path | None = None) -> dict[tuple[str, str], str]:
     """(exercise, id) -> reason, from mutants.yml; a bad file is a ConfigError naming the entry and field."""
     import yaml
 
     from .errors import ConfigError
 
+    path = path if path is not None else course.root / MUTANTS_NAME
     if not path.exists():
         return {}
     try:
@@ -659,7 +661,7 @@ def load_equivalents(course: Course, path: Path = MUTANTS_FILE) -> dict[tuple[st
 
 
 # -- confirming an equivalent: the mutant next to the reference, on the checks' inputs ------------
-def mutant_namespace(module: str, function: str, source: str, root: Path = ROOT) -> dict[str, Any]:
+def mutant_namespace(module: str, function: str, source: str, root: Path) -> dict[str, Any]:
     """solutions/<module>.py with ``function`` replaced by ``source``, executed: the mutant among the
     other references (so 2.4's mutant calls the reference softmax, and 2.2's mutant is called by nothing)."""
     text, _ = reference_source(module, function, root)
@@ -671,15 +673,15 @@ def mutant_namespace(module: str, function: str, source: str, root: Path = ROOT)
 def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = range(3)) -> list[str]:
     """Where the mutant and the reference differ on the inputs of every check (public and hidden) of its
     exercise, on several seeds of random inputs: [] when they never do."""
-    from . import checks as C
+    from . import catalog as C
     from .probes import execute
     from .validate import solution_for
 
-    C.load_catalog(hidden=True, mistakes=True)
+    C.load_catalog(course, hidden=True, mistakes=True)
     assignment, ex = course.exercise(mutant.exercise)
     reference = solution_for(course, ex.id)
     ref_ns = {ex.function: reference}
-    mut_ns = mutant_namespace(assignment.module, ex.function, mutant.source)
+    mut_ns = mutant_namespace(assignment.module, ex.function, mutant.source, course.root)
     differences: list[str] = []
 
     def runner(request: Any) -> Any:
@@ -701,7 +703,7 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
 def _same(a: Any, b: Any, course: Course) -> bool:
     """Equal values: the same structure and dtypes, numbers equal within the course's tolerance of their dtype
     (a float32 result may round differently from the reference's float32 result, never by more)."""
-    from .checks import values_match
+    from .catalog import values_match
 
     if a.spec.get("dtype") != b.spec.get("dtype"):
         return False
@@ -728,7 +730,7 @@ class Notebooks:
     """Student notebooks of each assignment: the release notebook with every solution cell filled from the
     source notebook (markers removed), and one exercise's cell holding the mutant."""
 
-    def __init__(self, course: Course, root: Path = ROOT):
+    def __init__(self, course: Course):
         import nbformat
 
         from .build import strip_markers
@@ -736,6 +738,7 @@ class Notebooks:
 
         self.course, self.nbformat, self.grade_id = course, nbformat, grade_id
         self.solved: dict[str, Any] = {}
+        root = course.root
         for a in course.assignments:
             source = nbformat.read(root / "source" / a.id / a.notebook, as_version=4)
             release_path = root / "release" / a.id / a.notebook
@@ -770,7 +773,7 @@ def grade_mutants(course: Course, mutants: list[Mutant], *, jobs: int = 2, workd
 
     import torch
 
-    from . import checks as C
+    from . import catalog as C
     from . import grade as G
     from .sandbox import Sandbox
     from .submissions import Submission
@@ -789,7 +792,7 @@ def grade_mutants(course: Course, mutants: list[Mutant], *, jobs: int = 2, workd
         return Submission(path, f"{name}/{assignment}.ipynb", hashlib.sha256(data).hexdigest(), name, assignment)
 
     with Sandbox(course.limits, "cpu") as sandbox:
-        ctx = G.Context(course, sandbox, "cpu", G.grader_fingerprint("cpu"), references,
+        ctx = G.Context(course, sandbox, "cpu", G.grader_fingerprint("cpu", course), references,
                         C.LiveDiagnoser(course.tolerances), G.demo_cells(course))
         wanted = sorted({course.exercise(m.exercise)[0].id for m in mutants})
         for a in wanted:
@@ -862,13 +865,14 @@ class MutationRun:
 
 
 def run_mutants(course: Course | None = None, *, exercises: list[str] | None = None, per_exercise: int = 0,
-                seed: int = 0, jobs: int = 2, equivalents_file: Path = MUTANTS_FILE,
+                seed: int = 0, jobs: int = 2, equivalents_file: Path | None = None,
                 progress: Callable[[Verdict], None] | None = None) -> MutationRun:
     """Make, grade and judge the mutants of ``exercises`` (default all); ``per_exercise`` > 0 draws a seeded
     subset of that many per exercise (every declared equivalent must still exist; those drawn are confirmed)."""
     import tempfile
 
     course = course or load_course()
+    equivalents_file = equivalents_file if equivalents_file is not None else course.root / MUTANTS_NAME
     start = time.perf_counter()
     declared = load_equivalents(course, equivalents_file)
     chosen = [e.id for e in course.exercises if not exercises or e.id in exercises]

@@ -20,7 +20,7 @@ reads a test cell whose only result is one number as partial credit
 holds the kit's per-exercise points. It never writes to stderr, which nbgrader
 would score 0.
 
-Instructor side only: it needs ``autograder/hidden``, ``autograder/mistakes`` and
+Instructor side only: it needs each assignment's ``hidden.py`` and ``mistakes.py`` and
 ``solutions/``, present where nbgrader autograde runs and never in the student
 bundle. A kit fault (hidden checks missing) raises, so it shows in the autograded
 notebook instead of passing for a student's 0.
@@ -102,6 +102,16 @@ def autograde_identity(assignment_id: str, cwd: Path | None = None) -> str | Non
     return here.parent.name
 
 
+def pinned_course() -> str:
+    """The course nbgrader's kernels grade with: ``$AUTOGRADER_COURSE``, which the course's
+    nbgrader_config.py sets. Never one found from the kernel's folder, which is the submission's."""
+    pinned = os.environ.get("AUTOGRADER_COURSE")
+    if not pinned:
+        raise RuntimeError("nbgrader autograde: AUTOGRADER_COURSE is not set (the course's nbgrader_config.py "
+                           "sets it; run nbgrader from the course's folder)")
+    return pinned
+
+
 def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None, student: str | None = None,
                    language: str | None = None) -> ExerciseGrade:
     """Grade one exercise in this kernel: public and hidden checks, the course's seed and points.
@@ -110,18 +120,18 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     caller's globals); ``student`` defaults to the one nbgrader is autograding.
     The value shows as the points (text/plain) and the checks (HTML).
     """
-    from . import checks as C
+    from . import catalog as C
     from .config import load_course
     from .messages import say
     from .selfcheck import Note, _caller_namespace, _language, _one_thread
 
     start = time.perf_counter()
-    course = load_course()
+    course = load_course(pinned_course())
     assignment, exercise = course.exercise(exercise_id)
-    if not C.hidden_available():
-        raise RuntimeError("grade_exercise needs the instructor's kit (autograder/hidden): "
-                           "run nbgrader autograde where the course's grader is installed")
-    C.load_catalog(hidden=True, mistakes=True)
+    if not C.hidden_available(course):
+        raise RuntimeError(f"grade_exercise needs the instructor's course (hidden.py beside each source notebook); "
+                           f"{course.root} has none")
+    C.load_catalog(course, hidden=True, mistakes=True)
     from .references import reference as reference_of
 
     reference = reference_of(course, exercise.id)

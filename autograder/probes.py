@@ -162,27 +162,49 @@ def probe_call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     return fn(*args, **kwargs)
 
 
-def probe_module(cls: Callable, embed_dim: int, num_heads: int, state: dict, query: torch.Tensor,
-                 key: torch.Tensor, value: torch.Tensor, key_padding_mask: Any, grad_out: torch.Tensor,
-                 bias: bool | None = True) -> dict:
-    """Build the student's module, load torch-named weights, run forward and backward.
+def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict, args: tuple, kwargs: dict,
+                 grad_out: Any, wrt: tuple = ()) -> dict:
+    """Build a student's ``nn.Module`` class, load named weights, run forward and backward.
 
-    ``bias=None`` builds it with its own default (``cls(embed_dim, num_heads)``). Returns the
-    outputs and the gradients of every named parameter and of the query.
+    ``cls(*init_args, **init_kwargs)`` is moved to the device and dtype of the first tensor of
+    ``args`` and loaded with ``state`` (``strict=False``: a parameter the class names otherwise is
+    reported in ``missing``, not raised). The positional arguments at the positions ``wrt`` become
+    fresh leaves that require grad; ``module(*args, **kwargs)`` runs, and ``grad_out`` is
+    backpropagated as :func:`probe_grad` does. Returns ``{"out": the module's output, "grads":
+    {name in state: its gradient or None}, "input_grads": [one per wrt position], "missing":
+    "name,name"}``.
     """
-    module = cls(embed_dim, num_heads) if bias is None else cls(embed_dim, num_heads, bias=bias)
-    module = module.to(device=query.device, dtype=query.dtype)
-    missing = [k for k in state if k not in dict(module.named_parameters())]
+    module = cls(*init_args, **init_kwargs)
+    first = next((a for a in args if type(a) is torch.Tensor), None)
+    if first is not None:
+        module = module.to(device=first.device, dtype=first.dtype)
+    named = dict(module.named_parameters())
+    missing = [k for k in state if k not in named]
     module.load_state_dict(state, strict=False)
-    query = query.clone().requires_grad_(True)
-    out, weights = module(query, key, value, key_padding_mask=key_padding_mask)
-    (out * grad_out).sum().backward()
-    grads = {}
-    for name, p in module.named_parameters():
-        if name in state:
-            grads[name] = p.grad if p.grad is not None else None
-    return {"out": out, "weights": weights, "grads": grads, "grad_query": query.grad,
-            "missing": ",".join(missing)}
+    args = list(args)
+    leaves = []
+    for i in wrt:
+        args[i] = args[i].detach().clone().requires_grad_(True)
+        leaves.append(args[i])
+    out = module(*args, **kwargs)
+    _backpropagate(out, grad_out)
+    grads = {name: p.grad for name, p in module.named_parameters() if name in state}
+    return {"out": out, "grads": grads, "input_grads": [leaf.grad for leaf in leaves], "missing": ",".join(missing)}
+
+
+def _backpropagate(out: Any, grad_out: Any) -> None:
+    """Backpropagate ``sum((output_i * grad_out_i).sum())`` over the outputs that are tensors of
+    ``grad_out_i``'s shape and require grad (see :func:`probe_grad`); nothing when none does."""
+    outs = out if type(out) in (tuple, list) else (out,)
+    gouts = grad_out if type(grad_out) in (tuple, list) else (grad_out,)
+    loss = None
+    for o, g in zip(outs, gouts):
+        if g is None or type(o) is not torch.Tensor or not o.requires_grad or tuple(o.shape) != tuple(g.shape):
+            continue
+        term = (o * g.to(dtype=o.dtype, device=o.device)).sum()
+        loss = term if loss is None else loss + term
+    if loss is not None:
+        loss.backward()
 
 
 def _argument(value: Any) -> Any:
@@ -222,16 +244,7 @@ def probe_grad(fn: Callable, wrt: Any, grad_out: Any, *args: Any, **kwargs: Any)
         source[w] = leaf
         leaves.append(leaf)
     out = fn(*args, **kwargs)
-    outs = out if type(out) in (tuple, list) else (out,)
-    gouts = grad_out if type(grad_out) in (tuple, list) else (grad_out,)
-    loss = None
-    for o, g in zip(outs, gouts):
-        if g is None or type(o) is not torch.Tensor or not o.requires_grad or tuple(o.shape) != tuple(g.shape):
-            continue
-        term = (o * g.to(dtype=o.dtype, device=o.device)).sum()
-        loss = term if loss is None else loss + term
-    if loss is not None:
-        loss.backward()
+    _backpropagate(out, grad_out)
     return {"out": out, "grads": [leaf.grad for leaf in leaves]}
 
 

@@ -4,7 +4,7 @@ One :class:`Sandbox` per batch starts a warm *template* process (see
 :mod:`autograder.worker`) that has imported torch and friends but computed
 nothing. :meth:`Sandbox.open` asks it to fork a fresh worker for one submission,
 hands the worker the notebook's cells and returns a :class:`Worker`: the
-:class:`~autograder.checks.Runner` the checks call. Each call is a plain-data
+:class:`~autograder.catalog.Runner` the checks call. Each call is a plain-data
 request over a socket pair; the reply is validated here (frame, header, blob
 through :func:`autograder.plain.decode`) and anything else — garbage, a
 truncated frame, a dead or silent worker — becomes a ``Reply`` with status

@@ -173,11 +173,12 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
 
     Never raises and never writes to stderr (nbgrader would score the cell 0).
     """
-    from . import checks as C
+    from . import catalog as C
     from .config import load_course
 
     namespace = _caller_namespace(_depth + 1)
-    if os.environ.get("NBGRADER_EXECUTION") == "autograde" and C.hidden_available():
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("AUTOGRADER_COURSE") \
+            and C.hidden_available(load_course(os.environ["AUTOGRADER_COURSE"])):
         # The instructor's kit under nbgrader autograde: every check, seeded per student.
         from . import nbgrader_tests
 
@@ -227,15 +228,15 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
     ``on_call`` (for ``autograder check``'s clock) is told ("call", exercise ID, function)
     before each call into the student's code and None when it returns.
     """
-    from . import checks as C
+    from . import catalog as C
     from .fingerprints import FingerprintDiagnoser, copying_runner
 
     if not exercises:
         return []
-    C.load_catalog(hidden=False, mistakes=False)
+    C.load_catalog(course, hidden=False, mistakes=False)
     # Copies of the inputs, as the sandbox would pass: an in-place edit cannot fool a check.
     runner = copying_runner(namespace)
-    diagnoser = FingerprintDiagnoser(course.tolerances, fingerprints)
+    diagnoser = FingerprintDiagnoser(course.tolerances, fingerprints, course=course)
     results = []
     for ex in exercises:
         if not C.checks_for(ex.id, [C.Audience.PUBLIC]):
@@ -670,9 +671,9 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
     course = load_course()
     chosen = [course.exercise(i)[1] for i in exercise_ids]
     title = ", ".join(exercise_ids)
-    from . import checks as C
+    from . import catalog as C
 
-    C.load_catalog(hidden=False, mistakes=False)
+    C.load_catalog(course, hidden=False, mistakes=False)
     if step is not None:
         step("ready")
     namespace, notes = execute_notebook(nb, Path(notebook).parent, on_cell=step)

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import checks as C
+from . import catalog as C
 from .config import Course, load_course
 
 
@@ -50,7 +50,7 @@ def solution_for(course: Course, exercise_id: str):
 def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
              exercises: list[str] | None = None, min_mistakes: int = 2) -> Validation:
     course = course or load_course()
-    C.load_catalog(hidden=True, mistakes=True)
+    C.load_catalog(course, hidden=True, mistakes=True)
     audiences = (C.Audience.PUBLIC, C.Audience.HIDDEN)
     diagnoser = C.LiveDiagnoser(course.tolerances)
     ref_fail: list[str] = []

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.config import ROOT
+#: The repository: the course and the engine, side by side.
+ROOT = Path(__file__).resolve().parent.parent
 
 COPIED = ("course.yml", "pyproject.toml", "nbgrader_config.py", "autograder", "source", "release", "solutions")
 
@@ -43,7 +44,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def course():
     """The course with the whole catalog (public, hidden, mistakes) loaded."""
-    from autograder import checks as C
+    from autograder import catalog as C
     from autograder.config import load_course
 
     C.load_catalog(hidden=True, mistakes=True)

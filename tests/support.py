@@ -5,9 +5,12 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-from autograder import checks as C
-from autograder.config import ROOT, Course
+from autograder import catalog as C
+from autograder.config import Course
 from autograder.validate import solution_for
+
+#: The repository: the course and the engine, side by side.
+ROOT = Path(__file__).resolve().parent.parent
 
 BOTH = (C.Audience.PUBLIC, C.Audience.HIDDEN)
 

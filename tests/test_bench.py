@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.config import ROOT, load_course
+from autograder.config import load_course
+from support import ROOT
 
 COURSE = load_course()
 

@@ -190,6 +190,9 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
         "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
         "JUPYTER_PREFER_ENV_PATH": "1",
         "IPYTHONDIR": str(home / "ipython"),
+        # The notebooks are copies outside the course: their check() uses this course, as a student's
+        # installed bundle would use the one it carries.
+        "AUTOGRADER_COURSE": str(ROOT / "course.yml"),
     })
     command = [str(jupyter), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",

@@ -18,10 +18,11 @@ import nbformat
 import pytest
 
 from autograder import build as B
-from autograder import checks as C
+from autograder import catalog as C
 from autograder.cli import main
-from autograder.config import ROOT, load_course
+from autograder.config import load_course
 from autograder.errors import BuildError, StaleError
+from support import ROOT
 
 VENV_BIN = Path(sys.executable).parent
 COMMON_IMPORTS = ("import math\nimport numpy as np\nimport torch\nimport torch.nn as nn\n"
@@ -132,7 +133,7 @@ def test_build_gives_the_same_committed_bytes_in_another_folder_process_and_cpu_
     assert [path for path in committed if (ROOT / path).read_bytes() != first[path]] == []
     # The bundle: every entry the same but the fingerprints, in fixed order and times.
     mine, theirs = bundle_entries(first[B.BUNDLE]), bundle_entries(second[B.BUNDLE])
-    shipped = f"{B.BUNDLE_FOLDER}/{B.FINGERPRINTS}"
+    shipped = f"{B.BUNDLE_FOLDER}/{B.BUNDLED_FINGERPRINTS}"
     assert list(mine) == list(theirs) == sorted(mine) and shipped in mine
     assert [name for name in mine if name != shipped and mine[name] != theirs[name]] == []
     with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
@@ -265,11 +266,11 @@ def test_the_stale_hint_names_only_the_folders_that_are_stale(course_root: Path)
     with pytest.raises(StaleError) as caught:
         B.check_current(course_root)
     assert caught.value.hint == "run `autograder build` and commit release/"
-    (course_root / "autograder" / "notebook.py").unlink()
+    (course_root / "source" / a.id / "checks.py").unlink()
     with pytest.raises(StaleError) as caught:
         B.check_current(course_root)
     assert caught.value.hint == ("run `autograder build` and commit release/; "
-                                 "restore autograder/notebook.py (the student bundle needs it)")
+                                 f"restore source/{a.id}/checks.py (the student bundle needs it)")
 
 
 @pytest.mark.usefixtures("no_fingerprints")
@@ -278,16 +279,17 @@ def test_check_names_missing_and_leftover_files(course_root: Path) -> None:
     a = load_course(course_root / "course.yml").assignments[2]
     (course_root / "release" / a.id / a.notebook).unlink()
     (course_root / "solutions" / "old_module.py").write_text("x = 1\n")
-    notebook_module = (course_root / "autograder" / "notebook.py").read_bytes()
-    (course_root / "autograder" / "notebook.py").unlink()
+    checks = course_root / "source" / a.id / "checks.py"
+    public_checks = checks.read_bytes()
+    checks.unlink()
     with pytest.raises(StaleError) as caught:
         B.check_current(course_root)
     assert f"release/{a.id}/{a.notebook} (missing)" in caught.value.message
     assert "solutions/old_module.py (not derived from source/)" in caught.value.message
-    assert "autograder/notebook.py (missing bundle input)" in caught.value.message
-    with pytest.raises(BuildError, match="cannot make the student bundle: autograder/notebook.py missing"):
+    assert f"source/{a.id}/checks.py (missing bundle input)" in caught.value.message
+    with pytest.raises(BuildError, match=f"cannot make the student bundle: source/{a.id}/checks.py missing"):
         B.build(course_root)
-    (course_root / "autograder" / "notebook.py").write_bytes(notebook_module)
+    checks.write_bytes(public_checks)
     B.build(course_root)
     assert not (course_root / "solutions" / "old_module.py").exists()
     B.check_current(course_root)
@@ -420,8 +422,12 @@ def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root
     course = load_course(course_root / "course.yml")
     with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
         bundle = {i.filename.split("/", 1)[1]: zf.read(i) for i in zf.infolist()}
-    assert {"pyproject.toml", "README.md", "autograder/__init__.py", "autograder/checks/__init__.py"} <= set(bundle)
+    assert {"pyproject.toml", "README.md", "autograder/__init__.py", "autograder/catalog/__init__.py"} <= set(bundle)
     assert all(f"{a.id}/{a.notebook}" in bundle for a in course.assignments)
+    # Of each assignment's folder, the public checks alone ship (inside the package, for any install).
+    assert {n for n in bundle if n.endswith(".py") and (not n.startswith("autograder/") or "/data/" in n)} == \
+        {f"autograder/data/{a.id}/checks.py" for a in course.assignments}
+    assert not [n for n in bundle if n.rsplit("/", 1)[-1] in ("hidden.py", "mistakes.py") or "solutions" in n]
     lines = set().union(*(text_lines(d) for d in bundle.values()))
 
     # 1. Not one line of a reference solution (as build derived them from source/).
@@ -432,14 +438,16 @@ def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root
         assert not leaked, f"{path} leaked into the bundle: {sorted(leaked)[:3]}"
 
     # 2. No text of a hidden check or a known mistake (lines shared with the public checks are public).
-    public = set().union(*(secret_lines(p.read_text()) for p in (ROOT / "autograder" / "checks").glob("*.py")))
-    for folder in ("hidden", "mistakes"):
-        for module in sorted((ROOT / "autograder" / folder).glob("*.py")):
+    public = set().union(*(secret_lines(p.read_text()) for p in (course_root / "source").glob("*/checks.py")))
+    for name in ("hidden.py", "mistakes.py"):
+        for module in sorted((course_root / "source").glob(f"*/{name}")):
             leaked = (secret_lines(module.read_text()) - public) & lines
-            assert not leaked, f"autograder/{folder}/{module.name} leaked into the bundle: {sorted(leaked)[:3]}"
+            assert not leaked, f"{module.relative_to(course_root)} leaked into the bundle: {sorted(leaked)[:3]}"
+    # Nor into release/, which nbgrader hands out as it is.
+    assert not [p for p in (course_root / "release").rglob("*") if p.suffix == ".py"]
 
     # 3. No file defines a function that passes the checks, hidden ones included...
-    C.load_catalog(hidden=True, mistakes=False)
+    C.load_catalog(course, hidden=True, mistakes=False)
     references: dict = {}
     for a in course.assignments:
         namespace: dict = {}
@@ -457,7 +465,8 @@ def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root
     seed = re.compile(rf"(?<![0-9A-Za-z+/]){course.seed}(?![0-9A-Za-z+/])".encode())
     assert not [n for n, d in bundle.items() if seed.search(d)]
     student = load_course_text(bundle[B.STUDENT_COURSE])
-    assert student.seed == 0 and student.model_copy(update={"seed": course.seed}) == course
+    assert student.seed == 0
+    assert student.model_copy(update={"seed": course.seed}).model_dump() == course.model_dump()
 
 
 def load_course_text(data: bytes):
@@ -486,8 +495,8 @@ def test_student_bundle_installs_and_imports_check(course_root: Path, tmp_path: 
         "from autograder.config import load_course\n"
         "course = load_course(pathlib.Path(autograder.__file__).parent / 'data' / 'course.yml')\n"
         "print(autograder.__file__, course.seed, callable(check), flush=True)\n"
-        "from autograder import checks\n"
-        "print(checks.hidden_available(), flush=True)\n"
+        "from autograder import catalog\n"
+        "print(catalog.hidden_available(), flush=True)\n"
         "def scaled_dot_product_attention(Q, K, V):  # a known mistake: no 1/sqrt(d)\n"
         "    w = torch.softmax(Q @ K.transpose(-2, -1), dim=-1)\n"
         "    return w @ V, w\n"
@@ -545,9 +554,12 @@ OLD_NEAR_ANSWERS = {
 
 
 def test_no_shipped_file_holds_a_near_answer() -> None:
-    package, missing = B.student_package(ROOT)
+    course = load_course(ROOT / "course.yml")
+    C.load_catalog(course, hidden=True, mistakes=False)       # the near-answers: declared in hidden.py
+    package, missing = B.student_package()
     assert not missing
-    shipped = {**package, **{p.relative_to(ROOT).as_posix(): p.read_bytes() for p in (ROOT / "release").rglob("*.ipynb")}}
+    shipped = {**package, **B.course_files(course),
+               **{p.relative_to(ROOT).as_posix(): p.read_bytes() for p in (ROOT / "release").rglob("*.ipynb")}}
     assert {p: B.near_answers(p, d) for p, d in shipped.items() if B.near_answers(p, d)} == {}
     # The patterns catch what used to ship, and the references' own one-liners.
     for exercise, line in OLD_NEAR_ANSWERS.items():
@@ -556,7 +568,9 @@ def test_no_shipped_file_holds_a_near_answer() -> None:
     assert {"1.1", "3.1", "4.1", "4.2"} <= refs
     # ...and the build refuses a bundle holding one.
     with pytest.raises(BuildError, match="near-answer of exercise 4.1"):
-        B._refuse_secrets((), {"autograder/checks/extra.py": f"    {OLD_NEAR_ANSWERS['4.1']}\n".encode()})
+        B._refuse_secrets((), {"autograder/data/04_x/checks.py": f"    {OLD_NEAR_ANSWERS['4.1']}\n".encode()})
+    with pytest.raises(BuildError, match="must never be shipped"):
+        B._refuse_secrets((), {"autograder/data/04_x/hidden.py": b"x = 1\n"})
 
 
 def test_bundle_pyproject_declares_what_students_need() -> None:
@@ -572,7 +586,8 @@ def test_bundle_pyproject_declares_what_students_need() -> None:
     assert not {"nbgrader", "otter-grader", "pyseccomp", "pytest"} & {re.split(r"[<>=!~ ]", d)[0]
                                                                      for d in bundle["dependencies"]}
     assert bundle["scripts"] == {"autograder": B.STUDENT_SCRIPT}
-    assert "download.pytorch.org/whl/cpu" in B.BUNDLE_README.decode()
+    readme = B.bundle_readme(load_course(ROOT / "course.yml")).decode()
+    assert "download.pytorch.org/whl/cpu" in readme and "01_rnn_decay/01_rnn_decay.ipynb" in readme
 
 
 @pytest.mark.slow
@@ -585,7 +600,7 @@ def test_bundle_installed_in_a_fresh_venv_runs_its_autograder_check(course_root:
     derived = B.derive(course_root, course, outputs=False)
     fingerprints = {B.FINGERPRINTS: dumps(build_fingerprints(course, exercises=["2.4"])).encode()}
     derived = B.Derived(derived.files, derived.sources, fingerprints)
-    with zipfile.ZipFile(io.BytesIO(B.zip_bytes(B.bundle_files(course_root, derived)))) as zf:
+    with zipfile.ZipFile(io.BytesIO(B.zip_bytes(B.bundle_files(course, derived)))) as zf:
         zf.extractall(tmp_path / "unzipped")
     folder = tmp_path / "unzipped" / B.BUNDLE_FOLDER
     venv = tmp_path / "venv"

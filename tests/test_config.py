@@ -1,6 +1,7 @@
 """course.yml: the real file validates; every kind of bad file gets one clear line and exit 2."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -8,10 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autograder.config import COURSE_FILE, load_course, parse_course
+from autograder.config import load_course, parse_course
 from autograder.errors import ConfigError
+from support import ROOT
 
-CONTRACT = Path(__file__).resolve().parent.parent / "course.yml"
+COURSE_FILE = ROOT / "course.yml"
+CONTRACT = COURSE_FILE
 
 
 def test_course_declares_every_exercise_of_the_contract():
@@ -129,3 +132,62 @@ def test_course_names_a_function_the_source_does_not_define(course_root):
     assert ("ERROR course.yml: exercise 2.2: function 'softmx' is not defined in "
             "source/02_qkv_attention/02_qkv_attention.ipynb (cell 'ex2_2')") in proc.stderr
     assert "did you mean 'softmax'?" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- which course: found from the current folder, as git finds its repository ------------------------
+def _autograder(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_COURSE"}
+    return subprocess.run([sys.executable, "-m", "autograder", *args], cwd=cwd, env={**environ, **env},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_uses_the_nearest_course_from_the_current_folder_upward(course_root):
+    """In a copy of the course (and in any folder below it) `autograder` acts on the copy, not on the
+    repository it was installed from; `autograder course` says which course.yml it uses."""
+    import yaml
+
+    config = yaml.safe_load((course_root / "course.yml").read_text(encoding="utf-8"))
+    config["name"] = "The copy"
+    (course_root / "course.yml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    below = course_root / "source" / "02_qkv_attention"
+    for cwd in (course_root, below):
+        done = _autograder("course", cwd=cwd)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[0] == f"course file: {course_root.resolve() / 'course.yml'}"
+        assert "The copy: 4 assignments" in done.stdout
+    # `autograder build --check` checks the copy: an edit there is named, the repository is not touched.
+    release = course_root / "release" / "02_qkv_attention" / "02_qkv_attention.ipynb"
+    release.write_bytes(release.read_bytes().replace(b"\n", b"\r\n", 1))
+    done = _autograder("build", "--check", cwd=below)
+    assert done.returncode == 1 and "release/02_qkv_attention/02_qkv_attention.ipynb (stale)" in done.stderr, \
+        done.stdout + done.stderr
+
+
+def test_course_option_takes_a_file_or_its_folder_and_outside_a_course_is_a_clear_error(tmp_path, course_root):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for named in (course_root, course_root / "course.yml"):
+        done = _autograder("--course", str(named), "course", cwd=outside)
+        assert done.returncode == 0 and f"course file: {course_root.resolve() / 'course.yml'}" in done.stdout, \
+            done.stderr
+    done = _autograder("course", cwd=outside)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[0] == f"ERROR no course.yml in {outside.resolve()} or any folder above it"
+    assert "--course" in done.stderr
+
+
+def test_a_course_copy_loads_its_own_checks(course_root):
+    """The catalog comes from the course's folder: a check added in the copy exists there only."""
+    from autograder import catalog as C
+
+    checks = course_root / "source" / "02_qkv_attention" / "checks.py"
+    checks.write_text(checks.read_text(encoding="utf-8") + (
+        "\n\n@check(\"2.1\", \"only-in-the-copy\", Audience.PUBLIC, Kind.PROPERTY, zh=\"副本\", en=\"the copy\")\n"
+        "def _only_in_the_copy(ctx: Context) -> None:\n    pass\n"), encoding="utf-8")
+    try:
+        C.load_catalog(load_course(course_root / "course.yml"), hidden=False, mistakes=False)
+        assert "only-in-the-copy" in [c.name for c in C.CHECKS["2.1"]]
+        assert C.CHECKS["2.1"][0].run.__module__ == "autograder_course.qkv_attention.checks"
+    finally:
+        C.load_catalog(load_course(ROOT / "course.yml"), hidden=True, mistakes=True)
+    assert "only-in-the-copy" not in [c.name for c in C.CHECKS["2.1"]]

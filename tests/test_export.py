@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from support import make_samples
+from support import ROOT, make_samples
 from autograder import messages as M
 from autograder import export as E
 from autograder import otter_tests as OT
@@ -197,7 +197,8 @@ def test_gradescope_zip_layout(zips, tmp_path):
         zf.extractall(tmp_path)
     # At the zip's root, where Gradescope looks; the kit, this assignment's solution only.
     assert {"setup.sh", "run_autograder", "requirements.txt", "course.yml", "autograder/__init__.py",
-            "autograder/export.py", "autograder/sandbox.py", "autograder/worker.py", "autograder/hidden/qkv_attention.py",
+            "autograder/export.py", "autograder/sandbox.py", "autograder/worker.py", f"source/{QKV.id}/hidden.py",
+            f"source/{QKV.id}/checks.py", f"source/{QKV.id}/mistakes.py",
             "solutions/__init__.py", "solutions/qkv_attention.py"} <= names
     assert not any(n.startswith("solutions/") and n.endswith(("rnn_decay.py", "padding_masks.py")) for n in names)
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
@@ -352,8 +353,8 @@ class Runs:
         write_nb(base / "subs" / "1001" / QKV.notebook, partial_nb())
         write_nb(base / "subs" / "1002" / QKV.notebook, correct_nb())
         write_nb(base / "subs" / "1003" / QKV.notebook, hostile_nb(base / "decoy"))
-        self._start("grade", [str(VENV_BIN / "autograder"), "grade", str(base / "subs"), "-o", str(base / "out"),
-                              "--assignment", QKV.id, "-j", "2"], base, env)
+        self._start("grade", [str(VENV_BIN / "autograder"), "--course", str(ROOT), "grade", str(base / "subs"),
+                              "-o", str(base / "out"), "--assignment", QKV.id, "-j", "2"], base, env)
         for s, root in self.gradescope.items():
             # bash, as Gradescope runs it: the script is its own entry point.
             self._start(f"gradescope-{s}", ["bash", str(root / "source" / "run_autograder")], root,

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder import checks as C
+from autograder import catalog as C
 from autograder import grade as G
 from autograder import plain, probes
 from autograder.config import load_course

@@ -15,12 +15,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from support import make_samples
-from autograder import checks as C
+from support import ROOT, make_samples
+from autograder import catalog as C
 from autograder import grade as G
 from autograder import messages as M
 from autograder.cli import main
-from autograder.config import ROOT, load_course
+from autograder.config import load_course
 from autograder.probes import Reply, Request
 
 COURSE = load_course()

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import checks as C
+from autograder import catalog as C
 from autograder import plain
 from autograder.probes import Reply, Request
 from autograder.validate import solution_for

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autograder import messages as M
-from autograder.checks import Status
+from autograder.catalog import Status
 
 PACKAGE = Path(M.__file__).parent
 #: Code, file and unit names a Chinese sentence may contain as they are.
@@ -71,7 +71,7 @@ def test_say_fills_both_languages():
     assert M.text("sandbox.call_timeout", "en", seconds=3) == msg.en.replace("10", "3")
 
 
-def test_chinese_feedback_of_a_crashing_and_looping_submission_has_no_english_sentence(tmp_path):
+def test_chinese_feedback_of_a_crashing_and_looping_submission_has_no_english_sentence(tmp_path, course_root):
     """eve's 2.4 calls sys.exit, and a cell of ours loops forever: what the sandbox says reaches a
     Chinese course's feedback in Chinese (it used to read "运行中断：the worker exited with status 0 ...")."""
     import json
@@ -87,8 +87,8 @@ def test_chinese_feedback_of_a_crashing_and_looping_submission_has_no_english_se
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell("while True:\n    pass"))
     nbformat.write(nb, path)
-    course = tmp_path / "course.yml"
-    text = (PACKAGE.parent / "course.yml").read_text(encoding="utf-8").replace("call_seconds: 10 ", "call_seconds: 2 ")
+    course = course_root / "course.yml"      # a copy of the course, with a 2-second call limit
+    text = course.read_text(encoding="utf-8").replace("call_seconds: 10 ", "call_seconds: 2 ")
     course.write_text(text, encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "autograder", "--course", str(course), "grade", str(subs), "-o",
                            str(tmp_path / "out"), "-j", "1"], capture_output=True, text=True, timeout=300,

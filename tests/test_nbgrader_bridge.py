@@ -24,9 +24,10 @@ import pytest
 from autograder import build as B
 from autograder import nbgrader_bridge as NB
 from autograder import points as P
-from autograder.config import ROOT, load_course
+from autograder.config import load_course
 from autograder.errors import AutograderError
 from autograder.nbgrader_tests import autograde_identity, grade_exercise
+from support import ROOT
 
 COURSE = load_course()
 VENV_BIN = Path(sys.executable).parent
@@ -89,15 +90,15 @@ def test_release_keeps_the_graded_cells_as_in_the_source_and_the_bundle_no_grade
         text = (ROOT / "release" / a.id / a.notebook).read_text(encoding="utf-8")
         for secret in ("HIDDEN TESTS", "grade_exercise", "nbgrader_tests", *SOLUTION_MARKERS):
             assert secret not in text, f"{a.id}: {secret!r} reached the release"
-    shipped, _missing = B.student_package(ROOT)
+    shipped, _missing = B.student_package()
     assert not [p for p in shipped if "nbgrader" in p], "the instructor's nbgrader modules must not ship"
 
 
 # -- grade_exercise -------------------------------------------------------------------------
 def _reference_namespace(module: str) -> dict:
-    import importlib
+    from autograder.references import reference_module
 
-    return dict(vars(importlib.import_module(f"solutions.{module}")))
+    return dict(vars(reference_module(COURSE, next(a for a in COURSE.assignments if a.module == module))))
 
 
 def test_grade_exercise_gives_the_references_full_points_as_a_bare_number() -> None:
@@ -433,6 +434,8 @@ def test_the_nbgrader_exchange_flow_end_to_end(nbgrader_course: Path, tmp_path: 
     nbgrader("release_assignment", QKV.id, cwd=course)
     nbgrader("fetch_assignment", QKV.id, "--course", "attention-from-scratch", cwd=home)
     fetched = home / QKV.id / QKV.notebook
+    # What nbgrader handed out is the notebook alone: the course's checks beside it stay the grader's.
+    assert [p.name for p in (home / QKV.id).iterdir()] == [QKV.notebook]
     nb = nbformat.read(fetched, as_version=4)
     source = nbformat.read(course / "source" / QKV.id / QKV.notebook, as_version=4)
     for c in nb.cells:

@@ -40,7 +40,7 @@ def test_scores_read_in_hundredths():
 
 
 def test_every_exercise_of_the_course_splits_exactly():
-    from autograder import checks as C
+    from autograder import catalog as C
 
     C.load_catalog(hidden=True, mistakes=False)
     for ex in COURSE.exercises:

@@ -1,4 +1,4 @@
-"""The "inputs" and "grad" probes and the hidden checks built on them (autograder.hidden.integrity).
+"""The "inputs" and "grad" probes and the hidden checks built on them (autograder.catalog.integrity).
 
 An in-place edit of an input and a ``.detach()`` keep every returned value right; these
 probes make both visible, and the trusted side judges from the bytes that came back.
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import checks as C
+from autograder import catalog as C
 from autograder.config import load_course
-from autograder.hidden.integrity import CHANGED, expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog.integrity import CHANGED, expect_input_gradients, expect_inputs_unchanged
 from autograder.probes import Request, execute, probe_grad, probe_inputs
 
 COURSE = load_course()

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from autograder import grade as G
-from autograder.config import ROOT, load_course
+from autograder.config import load_course
 from autograder.sandbox import Sandbox
+from support import ROOT
 
 COURSE = load_course()
 SAMPLES = ROOT / "samples" / "submissions"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import re
 import time
 from pathlib import Path
@@ -355,7 +356,9 @@ def short_limits(tmp_path: Path, monkeypatch, call_seconds: float = 2, submissio
     text = (ROOT / "course.yml").read_text(encoding="utf-8")
     text = text.replace("call_seconds: 10 ", f"call_seconds: {call_seconds} ")
     text = text.replace("submission_seconds: 120 ", f"submission_seconds: {submission_seconds} ")
-    course = tmp_path / "course.yml"
+    folder = tmp_path / "course"
+    shutil.copytree(ROOT / "source", folder / "source", ignore=shutil.ignore_patterns("__pycache__"))
+    course = folder / "course.yml"
     course.write_text(text, encoding="utf-8")
     assert load_course(course).limits.call_seconds == call_seconds
     monkeypatch.setenv("AUTOGRADER_COURSE", str(course))

@@ -6,11 +6,11 @@ float64; reshapes are compared exactly with expected tensors built element by el
 on a batch row whose keys are all padded, so such rows are never compared with
 torch: they are checked as a property (zero weights, out = out_proj.bias).
 
-4.4 (a class) runs through the "module" probe: build with (E, H, bias=...),
+4.4 (a class) runs through the engine's "module" probe: build with (E, H, bias=...),
 load torch-named weights (strict=False there, so that a wrong name is reported as
 missing rather than raised; the notebook teaches strict=True), forward with a key padding mask,
-backward of (out * grad_out).sum(); it returns out, weights, the gradient of
-every loaded parameter and of the query.
+backward of (out * grad_out).sum(); it returns (out, weights), the gradient of
+every loaded parameter and of the query (:func:`module_request`).
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from .. import plain
-from . import Audience, CheckFailed, Context, Kind, Msg, brief, check, exercise
-from .padding_masks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
+from autograder import plain
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, exercise
+from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
 P = Audience.PUBLIC
 
@@ -324,16 +324,16 @@ def expect_module(ctx: Context, value: plain.Value, state: dict[str, torch.Tenso
                        f"out_proj.bias", f"no parameter named as torch's: {known}. Name them in_proj_weight, "
                        f"in_proj_bias, out_proj.weight, out_proj.bias"))
     E = state["in_proj_weight"].shape[1]
-    out = ctx.expect_tensor(field(value, "out"), (B, Tq, E), dtype, what="out")
-    weights = ctx.expect_tensor(field(value, "weights"), (B, H, Tq, Tk), dtype,
-                                what="weights (B, H, Tq, Tk), one map per head")
+    out, weights = ctx.expect_tuple(field(value, "out"), 2)
+    out = ctx.expect_tensor(out, (B, Tq, E), dtype, what="out")
+    weights = ctx.expect_tensor(weights, (B, H, Tq, Tk), dtype, what="weights (B, H, Tq, Tk), one map per head")
     grads_value = field(value, "grads")
     grads: dict[str, torch.Tensor | None] = {}
     for name in state:
         g = plain.Value(grads_value.spec["items"][name], grads_value.arrays)
         grads[name] = None if g.kind == "none" else ctx.expect_tensor(g, tuple(state[name].shape), dtype,
                                                                       what=f"{name}.grad")
-    gq = field(value, "grad_query")
+    gq = ctx.expect_tuple(field(value, "input_grads"), 1)[0]
     grad_query = None if gq.kind == "none" else ctx.expect_tensor(gq, (B, Tq, E), dtype, what="query.grad")
     return {"out": out, "weights": weights, "grads": grads, "grad_query": grad_query}
 
@@ -361,8 +361,23 @@ def module_case(ctx: Context, dtype: torch.dtype, *, bias: bool | None = True, e
     return (E, H, state, q, k, v, mask, grad_out), (B, Tq, Tk, H)
 
 
+def module_request(args: tuple[Any, ...], bias: bool | None = True) -> tuple[Any, ...]:
+    """The engine's "module" probe arguments for :func:`module_case`'s ``args``: build with
+    ``(E, H)`` and ``bias=`` (nothing for None: the class's default), forward ``(q, k, v)`` with the
+    key padding mask, backpropagate ``grad_out`` into ``out``, the query's gradient asked for."""
+    E, H, state, q, k, v, mask, grad_out = args
+    return ((E, H), {} if bias is None else {"bias": bias}, state, (q, k, v), {"key_padding_mask": mask},
+            (grad_out, None), (0,))
+
+
+def module_result(result: dict[str, Any]) -> dict[str, Any]:
+    """The "module" probe's dict, run in-process, in the form :func:`expect_module` returns."""
+    out, weights = result["out"]
+    return {"out": out, "weights": weights, "grads": result["grads"], "grad_query": result["input_grads"][0]}
+
+
 def call_module(ctx: Context, args: tuple[Any, ...], bias: bool | None = True) -> plain.Value:
-    return ctx.call(*args, probe="module", bias=bias)
+    return ctx.call(*module_request(args, bias), probe="module")
 
 
 @check("4.4", "torch-names-shapes", P, Kind.SHAPE, zh="按 torch 命名的参数都能加载；out、weights、梯度的形状与 dtype",

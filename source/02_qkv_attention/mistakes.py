@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ..checks import mistake
+from autograder.catalog import mistake
 
 
 # -- 2.1 project_qkv -------------------------------------------------------------

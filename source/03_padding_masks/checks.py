@@ -16,8 +16,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 
-from .. import plain
-from . import Audience, CheckFailed, Context, Kind, Msg, check, exercise
+from autograder import plain
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, check, exercise
 
 P = Audience.PUBLIC
 

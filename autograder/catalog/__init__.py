@@ -1,8 +1,9 @@
 """The check catalog: declarations, the context a check runs in, and scoring.
 
-One module per assignment declares its *public* checks (``autograder/checks/<module>.py``,
-shipped to students). Hidden checks live in ``autograder/hidden/<module>.py`` and
-known mistakes in ``autograder/mistakes/<module>.py``; neither is ever shipped.
+The engine names no exercise: each assignment's folder of the course (``source/<id>/``) declares
+its *public* checks in ``checks.py`` (shipped to students), its hidden checks in ``hidden.py``
+and its known mistakes in ``mistakes.py`` (neither is ever shipped); :func:`load_catalog`
+imports them.
 
 A check is a function ``run(ctx)`` on the trusted side. It builds inputs, asks
 ``ctx.call(...)`` to run the student's function (in-process for self-check, in a
@@ -109,6 +110,10 @@ class ExerciseSpec:
 CHECKS: dict[str, list[Check]] = {}
 MISTAKES: dict[str, list[Mistake]] = {}
 SPECS: dict[str, ExerciseSpec] = {}
+#: exercise -> regular expressions of code that solves it in one line without being a line of its
+#: reference (declared in hidden.py: they describe answers). ``autograder build`` refuses a student
+#: bundle with a line that matches (matched with all whitespace removed).
+NEAR_ANSWERS: dict[str, tuple[str, ...]] = {}
 
 
 def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en: str,
@@ -148,6 +153,13 @@ def mistake(exercise: str, name: str, zh: str, en: str) -> Callable[[Callable[..
 def exercise(exercise_id: str, forbidden: Iterable[str] = ()) -> None:
     """Declare per-exercise facts (the forbidden calls, as exercises.md names them)."""
     SPECS[exercise_id] = ExerciseSpec(exercise_id, tuple(forbidden))
+
+
+def near_answer(exercise_id: str, *patterns: str) -> None:
+    """Declare near-answers of an exercise (hidden.py; see :data:`NEAR_ANSWERS`)."""
+    for pattern in patterns:
+        re.compile(pattern)
+    NEAR_ANSWERS[exercise_id] = NEAR_ANSWERS.get(exercise_id, ()) + tuple(patterns)
 
 
 # -- outcomes ------------------------------------------------------------------
@@ -663,20 +675,85 @@ def _sandbox_said(key: str, reply: Reply, hidden: bool = False) -> Msg:
     return say(key, detail=said)
 
 
-def load_catalog(*, hidden: bool, mistakes: bool) -> None:
-    """Import the catalog modules. Hidden checks and mistakes exist only in the instructor's kit."""
+#: The package the course's own modules are imported under: ``autograder_course.<module>.checks``,
+#: ``.hidden``, ``.mistakes`` (one subpackage per assignment, its folder the assignment's
+#: :meth:`~autograder.config.Course.content_dir`), so that a course's files import each other
+#: relatively (``from .checks import ...``, ``from ..padding_masks.checks import ...``).
+COURSE_PACKAGE = "autograder_course"
+from ..config import COURSE_FILES, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE  # noqa: E402,F401 - declared there
+
+#: (course root, hidden, mistakes) of what is loaded now.
+_LOADED: dict[str, Any] = {}
+
+
+def _course_package(course: Any) -> None:
+    """Make ``autograder_course`` and one subpackage per assignment importable from the course's folders."""
+    import sys
+    import types
+
+    root = types.ModuleType(COURSE_PACKAGE, "The course being graded (loaded by autograder.catalog).")
+    root.__path__ = []
+    root.__file__ = str(course.root / "course.yml")
+    sys.modules[COURSE_PACKAGE] = root
+    for a in course.assignments:
+        folder = course.content_dir(a)
+        package = types.ModuleType(f"{COURSE_PACKAGE}.{a.module}", f"Checks of assignment {a.id}.")
+        package.__path__ = [str(folder)]
+        package.__package__ = package.__name__
+        sys.modules[package.__name__] = package
+        setattr(root, a.module, package)
+
+
+def _forget_course() -> None:
+    import sys
+
+    # The references too (autograder.references imports them as autograder_course.solutions.*).
+    for name in [n for n in sys.modules if n == COURSE_PACKAGE or n.startswith(COURSE_PACKAGE + ".")]:
+        del sys.modules[name]
+    CHECKS.clear()
+    MISTAKES.clear()
+    SPECS.clear()
+    NEAR_ANSWERS.clear()
+    _LOADED.clear()
+
+
+def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool) -> None:
+    """Import the course's check modules: each assignment's public checks, and where asked (and present:
+    the instructor's course has them, a student's never) its hidden checks and known mistakes.
+
+    ``course``: a :class:`~autograder.config.Course` (default: :func:`~autograder.config.load_course`).
+    Loading another course's catalog first forgets the one loaded before.
+    """
+    from ..config import load_course
+    from ..errors import ConfigError
+
+    course = course if course is not None else load_course()
+    root = str(course.root)
+    if _LOADED.get("root") not in (None, root):
+        _forget_course()
+    if _LOADED.get("root") is None:
+        _course_package(course)
+        _LOADED.update(root=root, hidden=False, mistakes=False)
+    wanted = [PUBLIC_FILE] + ([HIDDEN_FILE] if hidden else []) + ([MISTAKES_FILE] if mistakes else [])
+    for a in course.assignments:
+        folder = course.content_dir(a)
+        for file in wanted:
+            if file != PUBLIC_FILE and not (folder / file).is_file():
+                continue      # a student's course: no hidden checks, no mistakes
+            if not (folder / file).is_file():
+                raise ConfigError(f"{folder / file}: missing: assignment {a.id} declares its public checks there",
+                                  hint="every assignment folder has a checks.py (see the README: adding an exercise)")
+            importlib.import_module(f"{COURSE_PACKAGE}.{a.module}.{file.removesuffix('.py')}")
+    _LOADED["hidden"] = _LOADED["hidden"] or hidden
+    _LOADED["mistakes"] = _LOADED["mistakes"] or mistakes
+
+
+def hidden_available(course: Any = None) -> bool:
+    """Whether the course has hidden checks here (the instructor's course; never a student's)."""
     from ..config import load_course
 
-    for a in load_course().assignments:
-        importlib.import_module(f"autograder.checks.{a.module}")
-        if hidden:
-            importlib.import_module(f"autograder.hidden.{a.module}")
-        if mistakes:
-            importlib.import_module(f"autograder.mistakes.{a.module}")
-
-
-def hidden_available() -> bool:
-    return importlib.util.find_spec("autograder.hidden") is not None
+    course = course if course is not None else load_course()
+    return any((course.content_dir(a) / HIDDEN_FILE).is_file() for a in course.assignments)
 
 
 def checks_for(exercise_id: str, audiences: Iterable[Audience]) -> list[Check]:
@@ -843,7 +920,7 @@ def _copy(value: Any) -> Any:
 
 
 class LiveDiagnoser:
-    """Instructor side: runs each known mistake on the same inputs (needs autograder.mistakes)."""
+    """Instructor side: runs each known mistake on the same inputs (needs the course's mistakes.py)."""
 
     def __init__(self, tolerances: Any):
         self.tolerances = tolerances

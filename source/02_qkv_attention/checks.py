@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .. import plain
-from . import Audience, CheckFailed, Context, Kind, Msg, Status, check, compare, exercise, mismatch
+from autograder import plain
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Status, check, compare, exercise, mismatch
 
 P = Audience.PUBLIC
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from ..checks import Audience, Context, Kind, check
-from ..checks.qkv_attention import BATCHES, call_batched, expect_close_at_scale
-from .integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog import Audience, Context, Kind, check, near_answer
+from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from .checks import BATCHES, call_batched, expect_close_at_scale
 
 H = Audience.HIDDEN
 
@@ -159,7 +159,7 @@ def _sdpa_forbidden(ctx: Context) -> None:
         ctx.call(ctx.randn(*batch, Tq, Dk), ctx.randn(*batch, Tk, Dk), ctx.randn(*batch, Tk, Dv))
 
 
-# -- inputs left alone, gradients through (autograder.hidden.integrity) ---------------
+# -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------
 INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操作）", "leaves the tensors it is given unchanged (no in-place op on an input)"
 GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
 
@@ -214,3 +214,10 @@ def _sdpa_gradients(ctx: Context) -> None:
     Tq, Tk, Dk, Dv = ctx.sizes(4, low=2, high=6)
     expect_input_gradients(ctx, ("Q", "K", "V"), (0, 1, 2), ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk),
                      ctx.randn(2, Tk, Dv), outputs=("out", "weights"))
+
+
+# -- near-answers: what `autograder build` refuses in the student bundle (autograder.catalog.NEAR_ANSWERS) --
+# 2.3 attention_scores: the scaled product itself
+near_answer("2.3", r"@[\w.()]*(transpose\(-2,-1\)|\.mT)\)?/(math|np|numpy|torch)\.sqrt\(")
+# 2.4 scaled_dot_product_attention: a softmax of the scaled scores
+near_answer("2.4", r"softmax\(.*@.*(transpose\(-2,-1\)|\.mT).*/")

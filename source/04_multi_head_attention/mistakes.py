@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn as nn
 
-from ..checks import mistake
+from autograder.catalog import mistake
 
 
 def _check_divisible(E, num_heads):

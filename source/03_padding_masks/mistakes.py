@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from ..checks import mistake
+from autograder.catalog import mistake
 
 
 def _key_mask(mask: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:

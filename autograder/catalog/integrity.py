@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from .. import plain
-from ..checks import CheckFailed, Context, Msg, as_float64, compare
+from . import CheckFailed, Context, Msg, as_float64, compare
 from ..probes import probe_grad
 
 CHANGED = Msg("修改了传入的张量（原地操作，如 x.sub_ / masked_fill_）：调用者的数据被改变了",

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from ..checks import Audience, Context, Kind, Msg, check
-from ..checks.padding_masks import (DTYPES, expect_bool, expect_causal, expect_exact, expect_loss,
-                                    expect_masked_weights, key_lengths, mask_from_lengths, padded_targets)
-from .integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer
+from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from .checks import (DTYPES, expect_bool, expect_causal, expect_exact, expect_loss, expect_masked_weights,
+                     key_lengths, mask_from_lengths, padded_targets)
 
 H = Audience.HIDDEN
 
@@ -227,7 +227,7 @@ def _causal_one(ctx: Context) -> None:
     expect_exact(ctx, expect_causal(ctx, 1, diagnose=False), ctx.reference(1), "causal_mask(1)", diagnose=False)
 
 
-# -- inputs left alone, gradients through (autograder.hidden.integrity) ---------------
+# -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------
 INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操作）", "leaves the tensors it is given unchanged (no in-place op on an input)"
 GRAD_ZH, GRAD_EN = "梯度能传回每个浮点输入，且与参考答案一致", "gradients reach every float input and agree with the reference's"
 
@@ -284,3 +284,13 @@ def _ce_inputs_unchanged(ctx: Context) -> None:
 @check("3.4", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
 def _ce_gradients(ctx: Context) -> None:
     expect_input_gradients(ctx, ("logits",), (0,), *_ce_inputs(ctx))
+
+
+# -- near-answers: what `autograder build` refuses in the student bundle (autograder.catalog.NEAR_ANSWERS) --
+# 3.1 padding_mask: positions (1, T) compared with lengths (B, 1)
+near_answer("3.1", r"(\.unsqueeze\(0\)|\[None,:\]|\[None\])(>=|<)[A-Za-z_][\w.]*(\.unsqueeze\(1\)|\[:,None\])",
+            r"[A-Za-z_][\w.]*(\.unsqueeze\(1\)|\[:,None\])(<=|>)[\w.()]*arange")
+# 3.2 masked_softmax: a softmax of scores filled with -inf where masked
+near_answer("3.2", r"(?<!masked_)softmax\([\w.()]*masked_fill\(.*-inf")
+# 3.3 masked_attention: scaled scores handed to a masked softmax
+near_answer("3.3", r"masked_softmax\(.*@.*(transpose\(-2,-1\)|\.mT)")

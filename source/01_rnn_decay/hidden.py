@@ -12,10 +12,10 @@ import math
 import numpy as np
 import torch
 
-from .. import plain
-from ..checks import Audience, CheckFailed, Context, Kind, Msg, brief, check
-from ..checks.rnn_decay import expect_float, expect_ndarray, random_sequence, random_weight
-from .integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder import plain
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, near_answer
+from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from .checks import expect_float, expect_ndarray, random_sequence, random_weight
 
 H = Audience.HIDDEN
 
@@ -255,7 +255,7 @@ def _weights_large(ctx: Context) -> None:
                        diagnose=True, safe=True)
 
 
-# -- inputs left alone, gradients through (autograder.hidden.integrity) ---------------
+# -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------
 INPUTS_ZH, INPUTS_EN = "不修改传入的张量或数组（没有对输入做原地操作）", \
     "leaves the tensors and arrays it is given unchanged (no in-place op on an input)"
 GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
@@ -285,3 +285,9 @@ def _weights_inputs(ctx: Context) -> None:
 def _weights_gradients(ctx: Context) -> None:
     N, D = ctx.sizes(2)
     expect_input_gradients(ctx, ("query", "keys"), (0, 1), ctx.randn(D, scale=1.5), ctx.randn(N, D, scale=1.5))
+
+
+# -- near-answers: what `autograder build` refuses in the student bundle (autograder.catalog.NEAR_ANSWERS) --
+# 1.1 tanh_derivative: 1 - tanh(z)**2 as code (the notebook's markdown writes the math: 1 - tanh(z)^2)
+near_answer("1.1", r"1-(torch|np|numpy|math)\.tanh\(([^()]|\([^()]*\))*\)(\*\*2|\.pow\(2\)|\.square\(\))",
+            r"1-(torch|np|numpy)\.square\((torch|np|numpy|math)\.tanh")

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import torch
 
-from ..checks import mistake
+from autograder.catalog import mistake
 
 
 def _same_kind(z, torch_fn, numpy_fn, math_fn):

@@ -9,13 +9,12 @@ from typing import Any
 
 import torch
 
-from ..checks import Audience, Context, Kind, Msg, as_float64, check
-from ..checks.multi_head_attention import (attention_inputs, call_module, expect_dead_rows,
-                                           expect_gradients, expect_int, expect_mha, expect_module,
-                                           functional_args, mha_state, module_case)
-from ..checks.padding_masks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
-from ..probes import probe_module
-from .integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog import Audience, Context, Kind, Msg, as_float64, check, near_answer
+from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.probes import probe_module
+from .checks import (attention_inputs, call_module, expect_dead_rows, expect_gradients, expect_int, expect_mha,
+                     expect_module, functional_args, mha_state, module_case, module_request, module_result)
+from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
 H = Audience.HIDDEN
 
@@ -137,7 +136,7 @@ def reference_probe(ctx: Context, args: tuple[Any, ...], bias: bool) -> dict[str
     """The solution class through the same "module" probe, on float64 CPU copies."""
     if ctx.reference_fn is None:
         raise RuntimeError(f"check {ctx.exercise}/{ctx.check} has no reference")
-    return probe_module(ctx.reference_fn, *as_float64(args), bias=bias)
+    return module_result(probe_module(ctx.reference_fn, *as_float64(module_request(args, bias))))
 
 
 def _module_against_reference(ctx: Context, dtype: torch.dtype, *, bias: bool | None = True, empty_row: bool = False,
@@ -209,7 +208,7 @@ def _memory_edges(ctx: Context) -> None:
     expect_int(ctx, ctx.call(3, 1, 1, 2), ctx.reference(3, 1, 1, 2), "attention_memory(3, 1, 1, 2)")
 
 
-# -- inputs left alone, gradients through (autograder.hidden.integrity) ---------------
+# -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------
 INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操作）", "leaves the tensors it is given unchanged (no in-place op on an input)"
 GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
 
@@ -259,3 +258,9 @@ def _mha_gradients(ctx: Context) -> None:
     expect_input_gradients(ctx, ("query", "key", "value", "in_proj_weight", "in_proj_bias", "out_proj_weight",
                            "out_proj_bias"), (0, 1, 2, 4, 5, 6, 7), *args, key_padding_mask=mask,
                      outputs=("out", "weights"))
+
+
+# -- near-answers: what `autograder build` refuses in the student bundle (autograder.catalog.NEAR_ANSWERS) --
+# 4.1 split_heads / merge_heads with variable sizes
+near_answer("4.1", r"\.(reshape|view)\([A-Za-z_]\w*,[A-Za-z_]\w*,[A-Za-z_][\w.]*,[^()]*\)\.(transpose\(1,2\)|permute\(0,2,1,3\))")
+near_answer("4.2", r"\.(transpose\(1,2\)|permute\(0,2,1,3\))(\.contiguous\(\))?\.(reshape|view)\([A-Za-z_]")

@@ -1,1 +1,0 @@
-"""Hidden checks: autograder only, never shipped in the student bundle."""

@@ -1,1 +1,0 @@
-"""Known mistakes per exercise: instructor side only, never shipped to students."""

@@ -120,7 +120,7 @@ class Exercise(_Strict):
 
 
 class Assignment(_Strict):
-    id: str = Field(description="folder name under source/ and release/, e.g. 02_qkv_attention")
+    id: str = Field(description="folder name under source/ and release/, e.g. 02_attention")
     title: str = Field(description="English title")
     title_zh: str | None = Field(None, description="Chinese title (feedback in zh; the English one if absent)")
     exercises: list[Exercise] = Field(min_length=1)
@@ -133,7 +133,7 @@ class Assignment(_Strict):
     @classmethod
     def _assignment_id(cls, value: str) -> str:
         if not ASSIGNMENT_ID.match(value):
-            raise ValueError(f"an assignment ID looks like 02_qkv_attention, got {value!r}")
+            raise ValueError(f"an assignment ID looks like 02_attention (two digits, an underscore, lower-case words), got {value!r}")
         return value
 
     @property

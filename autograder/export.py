@@ -491,7 +491,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name, help_text in (("gradescope", "an autograder zip for Gradescope (setup.sh, run_autograder, the kit)"),
                             ("otter", "an Otter autograder zip for `otter run` (tests that delegate to the kit)")):
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("assignment", metavar="ASSIGNMENT", help="assignment ID, e.g. 02_qkv_attention")
+        p.add_argument("assignment", metavar="ASSIGNMENT", help="assignment ID (see autograder course)")
         p.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
                        help="folder to write the zip into (default: the course's dist/)")
         p.add_argument("--language", choices=("zh", "en"), default=None,

@@ -1,7 +1,7 @@
 """nbgrader's configuration for this course (read by `nbgrader ...` run from this folder).
 
 `nbgrader generate_assignment <assignment> --force` writes release/<assignment>/ with
-the very pipeline of `autograder build` (autograder.build.NBGRADER_PREPROCESSORS), so
+the very pipeline of `autograder build` (autograder.authoring.build.NBGRADER_PREPROCESSORS), so
 both write the same bytes and never fight. The course's checks, hidden checks and
 known mistakes beside each source notebook are the grader's: nbgrader never copies
 them into release/ (CourseDirectory.ignore). nbgrader spawns `alembic`: put the
@@ -18,7 +18,7 @@ if HERE not in sys.path:
 # never one found from the submission's folder.
 os.environ["AUTOGRADER_COURSE"] = os.path.join(HERE, "course.yml")
 
-from autograder.build import NBGRADER_PREPROCESSORS, STUB  # noqa: E402
+from autograder.authoring.build import NBGRADER_PREPROCESSORS, STUB  # noqa: E402
 from autograder.config import COURSE_FILES  # noqa: E402
 from nbgrader.coursedir import CourseDirectory  # noqa: E402
 

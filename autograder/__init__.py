@@ -21,9 +21,9 @@ def check(exercise: str | None = None, *, language: str | None = None, score: bo
     student's machine (and in ``nbgrader validate``) the public checks' share of the points.
     """
     if score:
-        from .selfcheck import score as _score
+        from autograder.selfcheck import score as _score
 
         return _score(exercise, language=language, _depth=2)
-    from .selfcheck import check as _check
+    from autograder.selfcheck import check as _check
 
     return _check(exercise, language=language, _depth=2)

@@ -11,16 +11,16 @@ import argparse
 import importlib
 import sys
 
-from .errors import run_command, use_course
+from autograder.errors import run_command, use_course
 
 #: subcommand -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "course": ("autograder.config", "validate course.yml and show the course"),
-    "build": ("autograder.build", "regenerate release/, solutions/ and the student bundle from source/"),
+    "build": ("autograder.authoring.build", "regenerate release/, solutions/ and the student bundle from source/"),
     "check": ("autograder.selfcheck", "run the public self-checks on a saved notebook"),
-    "validate": ("autograder.validate", "prove the check catalog sound (references pass, mistakes caught)"),
-    "grade": ("autograder.grade", "grade a folder or zip of submissions in the sandbox"),
-    "export": ("autograder.export", "export the grader for Gradescope or Otter"),
+    "validate": ("autograder.authoring.validate", "prove the check catalog sound (references pass, mistakes caught)"),
+    "grade": ("autograder.grading.command", "grade a folder or zip of submissions in the sandbox"),
+    "export": ("autograder.exports.command", "export the grader for Gradescope or Otter"),
     "doctor": ("autograder.doctor", "show what this machine offers the grader: cage layers, CUDA, CPUs"),
 }
 
@@ -56,7 +56,7 @@ def _chosen_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | N
 
 
 def _version() -> str:
-    from . import __version__
+    from autograder import __version__
 
     return __version__
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError, UnknownExercise
+from autograder.errors import ConfigError, UnknownExercise
 
 #: The engine's own folder (the ``autograder`` package). The course it grades is found, never assumed:
 #: see :func:`course_file`.
@@ -26,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parent
 #: The file that marks a course's top folder (with source/, release/, solutions/ beside it).
 COURSE_NAME = "course.yml"
 #: The files of an assignment's folder (``source/<id>/``), by what they declare: public checks, hidden
-#: checks, known mistakes. Only PUBLIC_FILE ever ships to students (autograder.build.course_files).
+#: checks, known mistakes. Only PUBLIC_FILE ever ships to students (autograder.authoring.build.course_files).
 PUBLIC_FILE, HIDDEN_FILE, MISTAKES_FILE = "checks.py", "hidden.py", "mistakes.py"
 COURSE_FILES = frozenset({PUBLIC_FILE, HIDDEN_FILE, MISTAKES_FILE})
 #: Where an installed student bundle carries its course (course.yml and each assignment's public checks).

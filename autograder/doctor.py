@@ -1,6 +1,6 @@
 """``autograder doctor``: what this machine offers the grader, one table.
 
-For each cage mode (see :mod:`autograder.cage`) it starts a real sandbox limited to
+For each cage mode (see :mod:`autograder.sandbox.cage`) it starts a real sandbox limited to
 that mode and one empty worker, exactly as ``autograder grade`` would, and says
 which layers held or why the mode was refused. Then CUDA and the CPUs. Exit 1 when
 ``autograder grade`` would refuse to run (no cage at all).
@@ -11,7 +11,7 @@ import argparse
 import os
 from typing import Any
 
-from .cage import LANDLOCK_GAPS, landlock_abi
+from autograder.sandbox.cage import LANDLOCK_GAPS, landlock_abi
 
 #: What each layer keeps from the student's code, for the table.
 LAYERS = {
@@ -39,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def probe_modes(device: str = "cpu") -> list[dict[str, Any]]:
     """One row per cage mode this user could get: works (with its layers) or refused (and why)."""
-    from .config import load_course
-    from .errors import AutograderError
-    from .sandbox import Sandbox, cage_modes
+    from autograder.config import load_course
+    from autograder.errors import AutograderError
+    from autograder.sandbox import Sandbox, cage_modes
 
     limits = load_course().limits
     rows = []

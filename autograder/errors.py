@@ -58,6 +58,12 @@ def run_command(work: "Callable[[], int]") -> int:
     except KeyboardInterrupt:
         print("ERROR interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`autograder course | head`): nothing more to say, and nothing to flush.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def use_course(path: str | None) -> None:

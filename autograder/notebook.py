@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import NotebookError
+from autograder.errors import NotebookError
 
 if TYPE_CHECKING:  # nbformat costs seconds to import (schema validation); load it only when needed
     import nbformat

@@ -25,7 +25,7 @@ worker imports it before any cell runs): a cell that later replaces this
 module's attributes (the tables, the guards, ``execute`` itself, ``plain.encode``)
 changes nothing the worker calls. This is a deterrent, not a proof: a cell runs
 in the same process and can reach anything; the trusted side therefore also
-scans the submission's source (:mod:`autograder.source_scan`) and treats every
+scans the submission's source (:mod:`autograder.grading.source_scan`) and treats every
 byte the worker sends as hostile (:mod:`autograder.sandbox`).
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import plain
+from autograder import plain
 
 #: Forbidden names as exercises.md spells them -> the torch function objects that are that call
 #: (the function level; aliases such as ``torch.special.softmax`` included).
@@ -93,7 +93,7 @@ FORBIDDEN_OPERATORS: dict[str, tuple[str, ...]] = {
 #: every call. A TorchDispatchMode costs each dispatched operator a Python call (~10 us): watching
 #: every call added about a quarter to grading a 04 submission (the module probe runs hundreds of
 #: operators a call), watching four about a tenth. A dodge is the same code on every call, so its
-#: first calls show it, and the static scan (:mod:`autograder.source_scan`) reads its spelling.
+#: first calls show it, and the static scan (:mod:`autograder.grading.source_scan`) reads its spelling.
 OPERATOR_WATCHED_CALLS = 4
 
 

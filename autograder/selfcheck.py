@@ -4,7 +4,7 @@
 namespace, runs the exercise's public checks in-process (this is the student's
 own code on the student's own machine, so no sandbox) and shows one line per
 check: HTML in JupyterLab, text in a terminal. A known mistake is named from the
-fingerprints the build stored (:mod:`autograder.fingerprints`): neither the
+fingerprints the build stored (:mod:`autograder.catalog.fingerprints`): neither the
 reference solutions nor the mistakes' code ship with self-check.
 
 Two rules come from nbgrader, which may execute these notebooks: ``check`` never
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .messages import CATALOGUE, Msg, say, status_word, text
+from autograder.messages import CATALOGUE, Msg, say, status_word, text
 
 LANGUAGES = ("zh", "en")
 
@@ -161,7 +161,7 @@ class PublicScore:
         return repr(self.points)
 
     def _repr_html_(self) -> str:
-        from .points import fraction
+        from autograder.points import fraction
 
         line = say("selfcheck.public_score", exercise=self.exercise, passed=self.passed, total=self.total,
                    score=fraction(self.points, self.max_points)).get(self.language)
@@ -173,14 +173,14 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
 
     Never raises and never writes to stderr (nbgrader would score the cell 0).
     """
-    from . import catalog as C
-    from .config import load_course
+    from autograder import catalog as C
+    from autograder.config import load_course
 
     namespace = _caller_namespace(_depth + 1)
     if os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("AUTOGRADER_COURSE") \
             and C.hidden_available(load_course(os.environ["AUTOGRADER_COURSE"])):
         # The instructor's kit under nbgrader autograde: every check, seeded per student.
-        from . import nbgrader_tests
+        from autograder.exports import nbgrader_cells as nbgrader_tests
 
         return nbgrader_tests.grade_exercise(str(exercise), namespace=namespace, language=language)
     course = load_course()
@@ -196,7 +196,7 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
         result, rows = None, []
     earned = sum(c.points for c in rows if c.passed)
     possible = sum(c.max_points for c in rows) or 1.0
-    from .points import total
+    from autograder.points import total
 
     points = total([ex.points * earned / possible]) if rows else 0.0
     lang = _language(language, course)
@@ -207,7 +207,7 @@ def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str
                notebook: str | None = None, course: Any = None,
                fingerprints: dict[str, Any] | None = None) -> SelfCheckResult:
     """The work of :func:`check` without the display: resolve, run, collect."""
-    from .config import load_course
+    from autograder.config import load_course
 
     course = course or load_course()
     lang = _language(language, course)
@@ -228,8 +228,8 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
     ``on_call`` (for ``autograder check``'s clock) is told ("call", exercise ID, function)
     before each call into the student's code and None when it returns.
     """
-    from . import catalog as C
-    from .fingerprints import FingerprintDiagnoser, copying_runner
+    from autograder import catalog as C
+    from autograder.catalog.fingerprints import FingerprintDiagnoser, copying_runner
 
     if not exercises:
         return []
@@ -244,7 +244,7 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
                 notes.append(Note("info", say("selfcheck.no_public_checks", exercise=ex.id)))
             continue
         try:
-            results.append(C.run_exercise(ex.id, ex.function, ex.points, _timed(runner, ex, on_call),
+            results.append(C.run_exercise(ex, _timed(runner, ex, on_call),
                                           audiences=[C.Audience.PUBLIC],
                                           tolerances=course.tolerances, seed_parts=(C.PUBLIC_SEED,),
                                           diagnoser=diagnoser))
@@ -516,9 +516,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import load_course
-    from .errors import UnknownExercise
-    from .notebook import read_notebook
+    from autograder.config import load_course
+    from autograder.errors import UnknownExercise
+    from autograder.notebook import read_notebook
 
     read_notebook(args.notebook)             # NotebookError: the CLI prints it and exits 2
     course = load_course()
@@ -552,7 +552,7 @@ def supervise(notebook: str, exercises: list[str], lang: str, limits: Any, *, tt
     """Run :func:`_check_in_child` under the course's time limits; print its table; the exit code."""
     import multiprocessing
 
-    from .errors import AutograderError, UnknownExercise
+    from autograder.errors import AutograderError, UnknownExercise
 
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
@@ -642,7 +642,7 @@ def _check_in_child(conn: Any, notebook: str, exercise_ids: list[str], lang: str
     """The child's side: run the notebook and the checks, send ("done", exit code, table text)."""
     import traceback
 
-    from .errors import AutograderError
+    from autograder.errors import AutograderError
 
     def step(label: Any) -> None:
         conn.send(("ready",) if label == "ready" else ("step", label))
@@ -661,9 +661,9 @@ def _check_in_child(conn: Any, notebook: str, exercise_ids: list[str], lang: str
 def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool, width: int,
                     step: Any = None) -> tuple[int, str]:
     """Execute the notebook, run the public checks: (exit code, the rendered table)."""
-    from .config import load_course
-    from .errors import UnknownExercise
-    from .notebook import read_notebook
+    from autograder.config import load_course
+    from autograder.errors import UnknownExercise
+    from autograder.notebook import read_notebook
 
     import torch  # noqa: F401 - imported before the clocks start: a slow first import is no endless loop
 
@@ -671,7 +671,7 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
     course = load_course()
     chosen = [course.exercise(i)[1] for i in exercise_ids]
     title = ", ".join(exercise_ids)
-    from . import catalog as C
+    from autograder import catalog as C
 
     C.load_catalog(course, hidden=False, mistakes=False)
     if step is not None:
@@ -703,7 +703,7 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None) -> tuple[dict[str,
     Output and warnings of the cells are swallowed: the table is the output. ``on_cell``
     is told each cell (a label) before it runs, and None after.
     """
-    from .notebook import code_cells, fresh_namespace
+    from autograder.notebook import code_cells, fresh_namespace
 
     os.environ.setdefault("MPLBACKEND", "Agg")     # plt.show() must not open windows
     namespace = fresh_namespace()
@@ -793,8 +793,8 @@ def main(argv: list[str] | None = None) -> int:
     The kit's own command (:mod:`autograder.cli`) imports the grading modules, which the
     bundle does not ship; this one needs only the self-check's files.
     """
-    from . import __version__
-    from .errors import run_command, use_course
+    from autograder import __version__
+    from autograder.errors import run_command, use_course
 
     parser = argparse.ArgumentParser(
         prog="autograder", description="The course's self-check: run the public checks on a saved notebook.",

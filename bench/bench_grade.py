@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autograder import grade as G  # noqa: E402
+from autograder import grading as G  # noqa: E402
 from autograder.config import load_course  # noqa: E402
 
 

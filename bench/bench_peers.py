@@ -71,7 +71,7 @@ from typing import Any, Iterator
 
 def _process_min() -> int:
     """Submissions per extra lane from which `autograder grade -j N` grades in processes."""
-    from autograder.grade import PROCESS_MIN_SUBMISSIONS
+    from autograder.grading.batch import PROCESS_MIN_SUBMISSIONS
 
     return PROCESS_MIN_SUBMISSIONS
 
@@ -297,7 +297,7 @@ def import_torch(repeats: int) -> float:
 def gradescope_run(sub_file: Path, sub: Sub, work: Path, repeats: int, course: Any) -> float:
     """The median wall time of Gradescope's ``run_autograder`` on one submission, laid out as Gradescope does
     (``A/source`` from ``autograder export gradescope``, ``A/submission``), with this .venv's Python."""
-    from autograder.export import gradescope_files
+    from autograder.exports.gradescope import gradescope_files
 
     a = course.assignment(sub.assignment)
     root = work / "gradescope"
@@ -468,7 +468,7 @@ def gradebook_points(course: Path, subset: list[Sub]) -> dict[str, dict[str, flo
     from nbgrader.api import Gradebook
 
     from autograder.config import load_course
-    from autograder.nbgrader_bridge import tests_grade_id
+    from autograder.exports.nbgrader import tests_grade_id
 
     c = load_course()
     out: dict[str, dict[str, float]] = {}
@@ -701,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("-n and --repeats must be at least 1")
 
     from autograder.config import load_course
-    from autograder.grade import PROFILE_SECTIONS
+    from autograder.grading.timing import PROFILE_SECTIONS
 
     started = time.perf_counter()
     course = load_course()

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "samples" / "submissions"
 sys.path.insert(0, str(ROOT))
 
-from autograder.build import BEGIN, END, Source, grade_id, release_notebook, strip_markers  # noqa: E402
+from autograder.authoring.build import BEGIN, END, Source, grade_id, release_notebook, strip_markers  # noqa: E402
 from autograder.config import Assignment, Course, load_course  # noqa: E402
 
 

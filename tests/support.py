@@ -7,7 +7,7 @@ from types import ModuleType
 
 from autograder import catalog as C
 from autograder.config import Course
-from autograder.validate import solution_for
+from autograder.authoring.validate import solution_for
 
 #: The repository: the course and the engine, side by side.
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,7 +19,7 @@ def grade(course: Course, exercise_id: str, fn, audiences=BOTH, seed: int = 0) -
     """Score ``fn`` as a student's answer to one exercise, in-process, with diagnosis."""
     _, ex = course.exercise(exercise_id)
     reference = solution_for(course, exercise_id) if C.Audience.HIDDEN in audiences else None
-    return C.run_exercise(exercise_id, ex.function, ex.points, C.in_process_runner({ex.function: fn}),
+    return C.run_exercise(ex, C.in_process_runner({ex.function: fn}),
                           audiences=audiences, tolerances=course.tolerances, seed_parts=("test", seed),
                           reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
 

@@ -31,7 +31,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from autograder import build
+from autograder.authoring import build
 from autograder.config import load_course
 
 ROOT = Path(__file__).resolve().parent.parent

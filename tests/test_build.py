@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import build as B
+from autograder.authoring import build as B
 from autograder import catalog as C
 from autograder.cli import main
 from autograder.config import load_course
@@ -140,7 +140,7 @@ def test_build_gives_the_same_committed_bytes_in_another_folder_process_and_cpu_
         assert {i.date_time for i in zf.infolist()} == {B.ZIP_TIME}
     # The fingerprints' keys name calls by site, not by float bits: the same keys under both kernels,
     # and what the default kernels stored names every known mistake here as the live diagnoser does.
-    from autograder.fingerprints import verify_fingerprints
+    from autograder.catalog.fingerprints import verify_fingerprints
 
     here, there = (json.loads(files[B.FINGERPRINTS]) for files in (first, second))
     assert {ex: sorted(e["requests"]) for ex, e in here["exercises"].items()} == \
@@ -299,18 +299,18 @@ def test_check_names_missing_and_leftover_files(course_root: Path) -> None:
 def test_fingerprints_are_a_build_output_only_when_their_module_exists(course_root: Path, monkeypatch) -> None:
     import importlib.util
 
-    has_module = importlib.util.find_spec("autograder.fingerprints") is not None
+    has_module = importlib.util.find_spec("autograder.catalog.fingerprints") is not None
     result = B.derive(course_root, load_course(course_root / "course.yml"))
     assert B.FINGERPRINTS not in result.files    # never a committed file: its floats are this machine's
     assert (B.FINGERPRINTS in result.outputs) == has_module
     if has_module:
         data = result.outputs[B.FINGERPRINTS]
-        from autograder.fingerprints import dumps
+        from autograder.catalog.fingerprints import dumps
 
         assert data == dumps(json.loads(data)).encode()  # the fingerprints module's canonical form
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *rest: None if name == "autograder.fingerprints" else real(name, *rest))
+                        lambda name, *rest: None if name == "autograder.catalog.fingerprints" else real(name, *rest))
     assert B.FINGERPRINTS not in B.derive(course_root, load_course(course_root / "course.yml")).outputs
 
 
@@ -408,7 +408,7 @@ def _full_marks(name: str, data: bytes, course, references: dict) -> list[str]:
     for ex in course.exercises:
         if ex.function not in namespace or not C.checks_for(ex.id, (C.Audience.PUBLIC, C.Audience.HIDDEN)):
             continue
-        result = C.run_exercise(ex.id, ex.function, ex.points, C.in_process_runner(namespace),
+        result = C.run_exercise(ex, C.in_process_runner(namespace),
                                 audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=course.tolerances,
                                 seed_parts=("bundle-test",), reference=references[ex.id])
         if result.points >= ex.points - 1e-9:
@@ -528,10 +528,14 @@ def test_nbgrader_generate_assignment_writes_what_build_writes(course_root: Path
     B.check_current(course_root)
 
 
-def test_nbgrader_config_uses_the_build_pipeline() -> None:
+def test_nbgrader_config_uses_the_build_pipeline(monkeypatch) -> None:
     from traitlets.config.loader import PyFileConfigLoader
 
+    monkeypatch.delenv("AUTOGRADER_COURSE", raising=False)     # the config sets it: undone after this test
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    # The kernels nbgrader starts grade with this course, never one found from a submission's folder.
+    assert os.environ["AUTOGRADER_COURSE"] == str(ROOT / "course.yml")
+    assert set(config.CourseDirectory.ignore) >= {"checks.py", "hidden.py", "mistakes.py"}
     assert config.GenerateAssignment.preprocessors == B.NBGRADER_PREPROCESSORS
     assert config.ClearSolutions.code_stub == {"python": B.STUB}
     assert config.CourseDirectory.root == str(ROOT)
@@ -594,7 +598,7 @@ def test_bundle_pyproject_declares_what_students_need() -> None:
 def test_bundle_installed_in_a_fresh_venv_runs_its_autograder_check(course_root: Path, tmp_path: Path) -> None:
     """pip install . in a new venv (offline: dependencies from the kit's environment), then the
     installed `autograder check` on a notebook with a known mistake names it."""
-    from autograder.fingerprints import build_fingerprints, dumps
+    from autograder.catalog.fingerprints import build_fingerprints, dumps
 
     course = load_course(course_root / "course.yml")
     derived = B.derive(course_root, course, outputs=False)

@@ -9,8 +9,8 @@ import torch
 
 from autograder import catalog as C
 from autograder.config import load_course
-from autograder.validate import solution_for, validate
-from support import ROOT, failed, grade
+from autograder.authoring.validate import solution_for, validate
+from support import failed, grade
 
 EXERCISES = ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.1", "2.2", "2.3", "2.4"]
 #: Known mistakes per exercise (the catalog's table; update together with source/*/mistakes.py).
@@ -50,7 +50,7 @@ def test_every_exercise_has_each_kind_it_needs(course):
 def test_public_checks_pass_the_solution_without_hidden_data(course, exercise_id):
     """Self-check runs with no reference and no diagnoser; the solution scores full marks there."""
     _, ex = course.exercise(exercise_id)
-    result = C.run_exercise(exercise_id, ex.function, ex.points,
+    result = C.run_exercise(ex,
                             C.in_process_runner({ex.function: solution_for(course, exercise_id)}),
                             audiences=[C.Audience.PUBLIC], tolerances=course.tolerances,
                             seed_parts=(C.PUBLIC_SEED,))
@@ -226,7 +226,7 @@ def test_hidden_check_errors_do_not_echo_the_students_exception_text():
     def leaky(x, dim=-1):
         raise ValueError(f"SECRET{x.flatten()[:3].tolist()}")
 
-    result = C.run_exercise("2.2", "softmax", 2, C.in_process_runner({"softmax": leaky}),
+    result = C.run_exercise(course.exercise("2.2")[1], C.in_process_runner({"softmax": leaky}),
                             audiences=[C.Audience.PUBLIC, C.Audience.HIDDEN], tolerances=course.tolerances,
                             seed_parts=("leak",), reference=reference_softmax)
     hidden = [r for r in result.checks if r.audience == "hidden"]

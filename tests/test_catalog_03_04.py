@@ -9,8 +9,8 @@ import torch.nn as nn
 
 from autograder import catalog as C
 from autograder.config import load_course
-from autograder.validate import solution_for, validate
-from support import ROOT, failed, grade
+from autograder.authoring.validate import solution_for, validate
+from support import failed, grade
 
 EXERCISES = ["3.1", "3.2", "3.3", "3.4", "3.5", "4.1", "4.2", "4.3", "4.4", "4.5"]
 #: Known mistakes per exercise (the catalog's table; update together with source/*/mistakes.py).

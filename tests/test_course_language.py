@@ -10,7 +10,7 @@ import nbformat
 import pytest
 import yaml
 
-from autograder import build as B
+from autograder.authoring import build as B
 from autograder.config import load_course
 
 ROOT = Path(__file__).resolve().parent.parent

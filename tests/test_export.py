@@ -17,8 +17,8 @@ import pytest
 
 from support import ROOT, make_samples
 from autograder import messages as M
-from autograder import export as E
-from autograder import otter_tests as OT
+from autograder import exports as E
+from autograder.exports import otter_plugin as OT
 from autograder.cli import main
 from autograder.config import load_course
 
@@ -197,7 +197,8 @@ def test_gradescope_zip_layout(zips, tmp_path):
         zf.extractall(tmp_path)
     # At the zip's root, where Gradescope looks; the kit, this assignment's solution only.
     assert {"setup.sh", "run_autograder", "requirements.txt", "course.yml", "autograder/__init__.py",
-            "autograder/export.py", "autograder/sandbox.py", "autograder/worker.py", f"source/{QKV.id}/hidden.py",
+            "autograder/exports/gradescope.py", "autograder/sandbox/host.py", "autograder/sandbox/worker.py",
+            f"source/{QKV.id}/hidden.py",
             f"source/{QKV.id}/checks.py", f"source/{QKV.id}/mistakes.py",
             "solutions/__init__.py", "solutions/qkv_attention.py"} <= names
     assert not any(n.startswith("solutions/") and n.endswith(("rnn_decay.py", "padding_masks.py")) for n in names)
@@ -229,7 +230,7 @@ def test_otter_zip_layout(zips, tmp_path):
     with zipfile.ZipFile(zips["otter"]) as zf:
         zf.extractall(tmp_path)
     config = json.loads((tmp_path / "otter_config.json").read_text())
-    assert config["plugins"] == [{"autograder.otter_tests.KitPlugin": {"kit": "kit", "assignment": QKV.id}}]
+    assert config["plugins"] == [{"autograder.exports.otter_plugin.KitPlugin": {"kit": "kit", "assignment": QKV.id}}]
     assert (tmp_path / "kit" / "run_autograder").is_file() and (tmp_path / "kit" / "solutions" / "qkv_attention.py").is_file()
     plan = E.planned_checks(QKV)
     for ex in QKV.exercises:

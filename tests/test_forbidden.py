@@ -17,14 +17,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from autograder import catalog as C
-from autograder import grade as G
+from autograder import grading as G
 from autograder import plain, probes
 from autograder.config import load_course
 from autograder.notebook import Cell, to_python
 from autograder.probes import Request, execute
 from autograder.sandbox import UNREADABLE_REPLY, Sandbox
-from autograder.source_scan import MAX_SOURCE_BYTES, TAMPERING, UNINSPECTABLE, scan_exercise, scan_notebook
-from autograder.validate import solution_for
+from autograder.grading.source_scan import MAX_SOURCE_BYTES, TAMPERING, UNINSPECTABLE, scan_exercise, scan_notebook
+from autograder.authoring.validate import solution_for
 from support import make_samples
 
 COURSE = load_course()
@@ -175,7 +175,7 @@ def test_hand_written_solutions_are_not_flagged(course, exercise, answer):
     def every_call_watched(request: Request):
         return execute({ex.function: fresh(answer)}, C.copied(request))
 
-    result = C.run_exercise(exercise, ex.function, ex.points, every_call_watched,
+    result = C.run_exercise(ex, every_call_watched,
                             audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=course.tolerances,
                             seed_parts=("forbidden", 0), reference=solution_for(course, exercise))
     assert result.status is C.Status.PASSED, [(r.check, r.message) for r in result.checks if not r.passed]
@@ -328,7 +328,7 @@ def cells(*sources: str) -> list[Cell]:
     return [Cell(i, None, s, s, None) for i, s in enumerate(sources)]
 
 
-PATCH_THE_GRADER = '''import autograder.probes as P, autograder.plain as plain, autograder.worker as W
+PATCH_THE_GRADER = '''import autograder.probes as P, autograder.plain as plain, autograder.sandbox.worker as W
 P.FORBIDDEN_OBJECTS.clear()
 P.FORBIDDEN_OPERATORS.clear()
 P.execute = lambda namespace, request, max_bytes=0: P.Reply(

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from support import make_samples as MS
-from autograder import grade as G
-from autograder import report as R
+from autograder import grading as G
+from autograder import reports as R
 from autograder.config import load_course
 from autograder.notebook import NotebookError, parse_notebook
-from autograder.submissions import discover, notebook_evidence
+from autograder.grading.submissions import discover, notebook_evidence
 from autograder.text import TRUNCATED, clean, csv_cell, csv_rows, file_stem, line
 
 COURSE = load_course()

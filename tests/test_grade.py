@@ -17,10 +17,11 @@ import pytest
 
 from support import ROOT, make_samples
 from autograder import catalog as C
-from autograder import grade as G
+from autograder import grading as G
 from autograder import messages as M
 from autograder.cli import main
 from autograder.config import load_course
+from autograder.errors import AutograderError
 from autograder.probes import Reply, Request
 
 COURSE = load_course()
@@ -123,7 +124,7 @@ def _hidden_inputs(student: str, fn) -> list[float]:
             seen.append(request)
             return C.in_process_runner({ex.function: fn(ex)})(request)
 
-        C.run_exercise(ex.id, ex.function, ex.points, runner, audiences=(C.Audience.HIDDEN,),
+        C.run_exercise(ex, runner, audiences=(C.Audience.HIDDEN,),
                        tolerances=COURSE.tolerances, seed_parts=(COURSE.seed, student, QKV.id),
                        reference=refs[ex.id], diagnoser=None)
     values: list[float] = []
@@ -486,7 +487,7 @@ def test_device_auto_and_unavailable_cuda():
 
     assert G.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     if not torch.cuda.is_available():
-        with pytest.raises(G.AutograderError, match="sees no CUDA device"):
+        with pytest.raises(AutograderError, match="sees no CUDA device"):
             G.resolve_device("cuda")
 
 

@@ -24,7 +24,7 @@ import torch
 from autograder import catalog as C
 from autograder import plain
 from autograder.probes import Reply, Request
-from autograder.validate import solution_for
+from autograder.authoring.validate import solution_for
 
 EXERCISES = ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.1", "2.2", "2.3", "2.4",
              "3.1", "3.2", "3.3", "3.4", "3.5", "4.1", "4.2", "4.3", "4.4", "4.5"]
@@ -119,7 +119,7 @@ def spelled_pieces(text: str, width: int = 16) -> set[str]:
 def grade_recorded(course, exercise_id: str, fn: Any, seed: int = 0) -> tuple[C.ExerciseResult, Recorder]:
     _, ex = course.exercise(exercise_id)
     recorder = Recorder(exercise_id, ex.function, fn, solution_for(course, exercise_id))
-    result = C.run_exercise(exercise_id, ex.function, ex.points, recorder, audiences=BOTH,
+    result = C.run_exercise(ex, recorder, audiences=BOTH,
                             tolerances=course.tolerances, seed_parts=("hidden-safety", seed),
                             reference=recorder.reference, diagnoser=C.LiveDiagnoser(course.tolerances))
     return result, recorder
@@ -267,7 +267,7 @@ def test_the_leak_detector_sees_what_public_messages_show(course):
     _, ex = course.exercise("2.2")
     recorder = Recorder("2.2", ex.function, fn, solution)
     recorder.hidden_checks = {c.name for c in C.checks_for("2.2", BOTH)}     # record the public inputs too
-    result = C.run_exercise("2.2", ex.function, ex.points, recorder, audiences=BOTH, tolerances=course.tolerances,
+    result = C.run_exercise(ex, recorder, audiences=BOTH, tolerances=course.tolerances,
                             seed_parts=("hidden-safety", 0), reference=recorder.reference)
     numbers = np.asarray(recorder.numbers)
     public = [r.message.en for r in result.checks if r.audience == "public" and r.message is not None]
@@ -423,7 +423,7 @@ def test_self_check_scoring_is_unchanged_for_a_correct_answer(course):
     """Public checks only, as self-check runs them: the solution keeps full marks, nothing withheld."""
     for exercise_id in EXERCISES:
         _, ex = course.exercise(exercise_id)
-        result = C.run_exercise(exercise_id, ex.function, ex.points,
+        result = C.run_exercise(ex,
                                 C.in_process_runner({ex.function: solution_for(course, exercise_id)}),
                                 audiences=[C.Audience.PUBLIC], tolerances=course.tolerances,
                                 seed_parts=(C.PUBLIC_SEED,))

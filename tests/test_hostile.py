@@ -16,12 +16,12 @@ import pytest
 from rich.console import Console
 
 from support import make_samples as MS
-from autograder import grade as G
-from autograder import report as R
+from autograder import grading as G
+from autograder import reports as R
 from autograder.config import load_course
-from autograder.nbgrader_bridge import write_lms_csv
+from autograder.reports.lms import write_lms_csv
 from autograder.sandbox import Sandbox
-from autograder.submissions import discover, extract_zip
+from autograder.grading.submissions import discover, extract_zip
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")

@@ -18,11 +18,11 @@ import nbformat
 import pytest
 
 from support import make_samples as MS
-from autograder import grade as G
-from autograder import nbgrader_bridge as NB
+from autograder import grading as G
+from autograder.reports import lms as LMS
 from autograder.config import load_course
 from autograder.sandbox import Sandbox
-from autograder.submissions import discover, opened
+from autograder.grading.submissions import discover, opened
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
@@ -60,7 +60,7 @@ def _grade_zip(archive: Path, out: Path, sandbox) -> list[dict]:
         batch = G.plan(root, COURSE, out, refused=refused, origin=archive)
         G.grade_batch(batch, sandbox, jobs=2)
     results = batch.outputs.all_results()
-    NB.write_lms_csv(results, COURSE, out)
+    LMS.write_lms_csv(results, COURSE, out)
     return results
 
 

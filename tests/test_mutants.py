@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from autograder import mutants as M
+from autograder.authoring import mutants as M
 from autograder.config import load_course
 from autograder.errors import ConfigError
 

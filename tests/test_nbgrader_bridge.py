@@ -21,12 +21,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import build as B
-from autograder import nbgrader_bridge as NB
+from autograder.authoring import build as B
+from autograder.exports import nbgrader as NB
+from autograder.reports import lms as LMS
+from autograder.reports import results as RES
 from autograder import points as P
 from autograder.config import load_course
 from autograder.errors import AutograderError
-from autograder.nbgrader_tests import autograde_identity, grade_exercise
+from autograder.exports.nbgrader_cells import autograde_identity, grade_exercise
 from support import ROOT
 
 COURSE = load_course()
@@ -95,10 +97,25 @@ def test_release_keeps_the_graded_cells_as_in_the_source_and_the_bundle_no_grade
 
 
 # -- grade_exercise -------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def _pinned_course(monkeypatch):
+    """What the course's nbgrader_config.py sets for the kernels nbgrader starts (grade_exercise needs it)."""
+    monkeypatch.setenv("AUTOGRADER_COURSE", str(ROOT / "course.yml"))
+
+
 def _reference_namespace(module: str) -> dict:
-    from autograder.references import reference_module
+    from autograder.grading.references import reference_module
 
     return dict(vars(reference_module(COURSE, next(a for a in COURSE.assignments if a.module == module))))
+
+
+def test_grade_exercise_never_uses_a_course_found_from_the_kernels_folder(monkeypatch, tmp_path) -> None:
+    """Under nbgrader autograde the kernel runs in the submission's folder: a course.yml there (the student's)
+    must not be the one that grades. Without the course nbgrader_config.py pins, grading refuses."""
+    monkeypatch.delenv("AUTOGRADER_COURSE")
+    monkeypatch.chdir(ROOT)                    # a course.yml right here, and still refused
+    with pytest.raises(RuntimeError, match="AUTOGRADER_COURSE is not set"):
+        grade_exercise("2.2", namespace={}, student="ada")
 
 
 def test_grade_exercise_gives_the_references_full_points_as_a_bare_number() -> None:
@@ -145,7 +162,7 @@ def test_autograde_identity_is_the_student_folder_only_under_nbgrader(monkeypatc
 
 # -- LMS exports ----------------------------------------------------------------------------
 def _result(student, assignment, points, *, graded=True, at="2026-11-20T10:00:00+00:00", key=None):
-    """A result as autograder.grade writes it, the points spread over the exercises by their weight."""
+    """A result as autograder.grading writes it, the points spread over the exercises by their weight."""
     exercises = [e for a in COURSE.assignments if a.id == assignment for e in a.exercises]
     total = sum(e.points for e in exercises)
     return {"key": key or f"{student}__{assignment}", "student": student, "assignment": assignment,
@@ -166,7 +183,7 @@ def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
         _result("ben", "02_qkv_attention", 1, graded=False, key="ben__dup"),     # a graded result wins
         _result(None, "02_qkv_attention", 5, key="unknown"),                     # nobody to credit: listed
     ]
-    paths = NB.write_lms_csv(results, COURSE, tmp_path)
+    paths = LMS.write_lms_csv(results, COURSE, tmp_path)
     assert [p.name for p in paths] == ["canvas.csv", "moodle.csv", "lms-skipped.csv"]
 
     canvas = _rows((tmp_path / "canvas.csv").read_text(encoding="utf-8"))
@@ -227,7 +244,7 @@ HONEST = {
     "eve": {"ex2_1": "ok", "ex2_2": "ok", "ex2_3": "ok", "ex2_4": "wrong"},
 }
 #: Patches the grader in its own kernel: nbgrader's path believes it, the sandbox never runs it.
-TAMPER = ("import autograder.nbgrader_tests as _t\n"
+TAMPER = ("import autograder.exports.nbgrader_cells as _t\n"
           "_t.grade_exercise = lambda ex, **kw: {'2.1': 1, '2.2': 2, '2.3': 2, '2.4': 3}[ex]\n")
 
 
@@ -288,7 +305,7 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
                           cwd=course, env=env, check=False, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     timings["autograder grade"] = time.perf_counter() - t
-    kit = {r["student"]: r for r in NB.load_results(out)}
+    kit = {r["student"]: r for r in RES.load_results(out)}
     assert sorted(kit) == sorted([*HONEST, "mallory"])
     assert kit["ada"]["points"] == QKV.points and kit["ben"]["points"] == 0 and kit["mallory"]["points"] == 0
     assert 0 < kit["dana"]["points"] < QKV.points and 0 < kit["eve"]["points"] < QKV.points

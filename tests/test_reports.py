@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from autograder import report as R
+from autograder import reports as R
 from autograder.config import load_course
 
 COURSE = load_course()

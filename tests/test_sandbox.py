@@ -23,7 +23,7 @@ from autograder.errors import AutograderError
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
 from autograder.sandbox import UID_BASE, Sandbox, encode_request, template_environment
-from autograder.worker import WORKER_ENV
+from autograder.sandbox.worker import WORKER_ENV
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="the cage (own uid, chroot) needs the grader to run as root")
@@ -448,7 +448,7 @@ def test_concurrent_workers_get_their_own_uid_and_cannot_touch_each_other(sandbo
 
 
 def test_uncaged_workers_run_only_when_asked_and_the_limits_still_hold(sandbox, monkeypatch):
-    from autograder.cage import Isolation
+    from autograder.sandbox.cage import Isolation
 
     # What `--no-isolation` gives (the same template, workers forked without a cage): limits still hold.
     monkeypatch.setattr(sandbox, "isolation", Isolation("none"))

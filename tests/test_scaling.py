@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade as G
+from autograder import grading as G
+from autograder.grading import lanes
 from autograder.config import load_course
 from autograder.sandbox import Sandbox
 from support import ROOT
@@ -97,8 +98,8 @@ def test_lane_grade_sends_only_json(tmp_path):
     try:
         text = G.lane_grade(config, G.submission_json(sub), sub.path.read_bytes())
     finally:
-        box = G._LANE.pop("sandbox", None)
-        G._LANE.clear()
+        box = lanes._LANE.pop("sandbox", None)
+        lanes._LANE.clear()
         if box is not None:
             box.close()
     payload = json.loads(text)
@@ -111,6 +112,6 @@ def test_lane_grade_sends_only_json(tmp_path):
 
 
 def test_grading_never_imports_dask():
-    code = ("import sys, autograder.grade, autograder.cli; "
+    code = ("import sys, autograder.grading, autograder.cli; "
             "sys.exit(1 if any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0

@@ -13,8 +13,8 @@ import pytest
 
 from autograder import cli
 from autograder.config import load_course
-from autograder.fingerprints import (FingerprintDiagnoser, build_fingerprints, dumps, load_fingerprints,
-                                     verify_fingerprints, write_fingerprints)
+from autograder.catalog.fingerprints import (FingerprintDiagnoser, build_fingerprints, dumps, load_fingerprints,
+                                             verify_fingerprints, write_fingerprints)
 from autograder.selfcheck import SelfCheckResult, self_check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -250,7 +250,7 @@ def test_sampled_outputs_match_only_the_same_output():
     import torch
 
     from autograder import plain
-    from autograder.fingerprints import pack_value, stored_matches, unpack_value
+    from autograder.catalog.fingerprints import pack_value, stored_matches, unpack_value
 
     gen = torch.Generator().manual_seed(0)
     ref = {"weights": torch.rand(4, 5, 6, generator=gen, dtype=torch.float64), "out": torch.rand(4, 3, generator=gen)}
@@ -287,7 +287,7 @@ def test_fingerprints_built_here_name_every_mistake_under_other_cpu_kernels(tmp_
 
     file = write_fingerprints(build_fingerprints(COURSE), tmp_path / "fingerprints.json")
     script = ("import json, sys, torch\n"
-              "from autograder.fingerprints import load_fingerprints, verify_fingerprints\n"
+              "from autograder.catalog.fingerprints import load_fingerprints, verify_fingerprints\n"
               "print(torch.backends.cpu.get_cpu_capability())\n"
               "print(json.dumps(verify_fingerprints(load_fingerprints(sys.argv[1]))))\n")
     done = subprocess.run([sys.executable, "-c", script, str(file)], capture_output=True, text=True,
@@ -403,8 +403,12 @@ def test_cli_whole_run_bound(tmp_path, monkeypatch, capsys):
 
 # -- a real kernel ------------------------------------------------------------------------
 @pytest.mark.slow
-def test_in_a_real_kernel(tmp_path, fingerprints_file):
+def test_in_a_real_kernel(tmp_path, fingerprints_file, monkeypatch):
     from nbclient import NotebookClient
+
+    # The kernel runs in tmp_path, outside any course: it uses this one, as a student's kernel uses the
+    # course their installed bundle carries.
+    monkeypatch.setenv("AUTOGRADER_COURSE", str(ROOT / "course.yml"))
 
     warm = "import time\n_t = time.perf_counter()\ncheck('2.4')\nprint(f'WARM {time.perf_counter() - _t:.3f}')"
     nb = nbformat.v4.new_notebook()

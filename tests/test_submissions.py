@@ -10,7 +10,7 @@ import pytest
 
 from autograder.config import load_course
 from autograder.errors import AutograderError
-from autograder.submissions import UnsafeArchive, discover, extract_zip, opened, safe_name
+from autograder.grading.submissions import UnsafeArchive, discover, extract_zip, opened, safe_name
 
 COURSE = load_course()
 

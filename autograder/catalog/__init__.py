@@ -47,10 +47,11 @@ from typing import Any, Callable, Iterable, NamedTuple, Protocol
 import numpy as np
 import torch
 
-from .. import plain
-from ..messages import Msg, say
-from ..points import shares as share_points, total as total_points
-from ..probes import Reply, Request
+from autograder import plain
+from autograder.messages import Msg, say
+from autograder.points import shares as share_points, total as total_points
+from autograder.probes import Reply, Request
+from autograder.stopwatch import OFF, Stopwatch
 
 
 # -- declarations --------------------------------------------------------------
@@ -352,30 +353,22 @@ class Context:
     last_value: plain.Value | None = None
     forbidden_seen: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    profile: dict[str, float] | None = None   # section -> seconds, accumulated when given (see run_exercise)
+    timer: Stopwatch = OFF                    # where the time goes (see run_exercise); measures nothing by default
     calls: int = 0                            # calls made so far: the n in each request's site
     audience: Audience = Audience.PUBLIC      # whose check this is (a hidden one shows CheckFailed.hidden only)
 
     def __post_init__(self) -> None:
         self.generator = torch.Generator().manual_seed(self.seed)
 
-    def _spent(self, section: str, start: float) -> None:
-        if self.profile is not None:
-            self.profile[section] = self.profile.get(section, 0.0) + time.perf_counter() - start
-
     # inputs ---------------------------------------------------------------
     def randn(self, *shape: int, dtype: torch.dtype = torch.float64, scale: float = 1.0) -> torch.Tensor:
         """Seeded normal noise on the CPU (moved to the device under test by the runner)."""
-        start = time.perf_counter()
-        out = torch.randn(*shape, generator=self.generator, dtype=torch.float64).mul_(scale).to(dtype)
-        self._spent("inputs", start)
-        return out
+        with self.timer.section("inputs"):
+            return torch.randn(*shape, generator=self.generator, dtype=torch.float64).mul_(scale).to(dtype)
 
     def randint(self, low: int, high: int, *shape: int) -> torch.Tensor:
-        start = time.perf_counter()
-        out = torch.randint(low, high, shape, generator=self.generator, dtype=torch.int64)
-        self._spent("inputs", start)
-        return out
+        with self.timer.section("inputs"):
+            return torch.randint(low, high, shape, generator=self.generator, dtype=torch.int64)
 
     def sizes(self, n: int, low: int = 2, high: int = 9) -> list[int]:
         """``n`` distinct sizes in [low, high], so a transposed axis cannot go unnoticed."""
@@ -417,23 +410,18 @@ class Context:
         self.calls += 1
         request = Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
                           device=self.device, site=f"{self.check}#{self.calls}")
-        start = time.perf_counter()
-        reply = self.runner(request)
-        self._spent("call", start)
+        with self.timer.section("call"):
+            reply = self.runner(request)
         self.seconds += reply.seconds
-        if self.profile is not None:
-            self.profile["student"] = self.profile.get("student", 0.0) + reply.seconds
+        self.timer.add("student", reply.seconds)
         return request, reply
 
     def reference(self, *args: Any, **kwargs: Any) -> Any:
         """Hidden checks: the reference solution on CPU float64 copies of the arguments."""
         if self.reference_fn is None:
             raise RuntimeError(f"check {self.exercise}/{self.check} has no reference (public check?)")
-        start = time.perf_counter()
-        try:
+        with self.timer.section("reference"):
             return self.reference_fn(*as_float64(args), **as_float64(kwargs))
-        finally:
-            self._spent("reference", start)
 
     # expectations ---------------------------------------------------------
     def tol(self, dtype: Any) -> tuple[float, float]:
@@ -451,16 +439,14 @@ class Context:
     def expect_tensor(self, value: plain.Value, shape: tuple[int, ...] | None = None,
                       dtype: torch.dtype | None = None, device: str | None = None,
                       what: str = "the output") -> torch.Tensor:
-        """A tensor of this shape/dtype/device (device defaults to the one under test)."""
-        start = time.perf_counter()
-        try:
-            return self._expect_tensor(value, shape, dtype, device, what)
-        finally:
-            self._spent("compare", start)
+        """A tensor of this shape/dtype/device (device defaults to the one under test).
 
-    def _expect_tensor(self, value: plain.Value, shape: tuple[int, ...] | None, dtype: torch.dtype | None,
-                       device: str | None, what: str) -> torch.Tensor:
-        # Shapes, dtypes and devices of a tensor are safe to state to hidden checks as well.
+        Shapes, dtypes and devices of a tensor are safe to state to hidden checks as well."""
+        with self.timer.section("compare"):
+            return self._tensor_as_expected(value, shape, dtype, device, what)
+
+    def _tensor_as_expected(self, value: plain.Value, shape: tuple[int, ...] | None, dtype: torch.dtype | None,
+                            device: str | None, what: str) -> torch.Tensor:
         if value.kind != "tensor":
             raise CheckFailed(Msg(f"{what} 应当是 torch.Tensor，实际是 {value.describe()}",
                                   f"{what} should be a torch.Tensor, got {value.describe()}"),
@@ -491,9 +477,8 @@ class Context:
         The hidden message says only that (and whether everywhere) the values differ.
         """
         rtol, atol = self.tol(dtype)
-        start = time.perf_counter()
-        problem = compare(got, expected, rtol, atol)
-        self._spent("compare", start)
+        with self.timer.section("compare"):
+            problem = compare(got, expected, rtol, atol)
         if problem is not None:
             raise mismatch(problem, got, expected, rtol, atol, what, diagnose=diagnose)
 
@@ -680,7 +665,7 @@ def _sandbox_said(key: str, reply: Reply, hidden: bool = False) -> Msg:
 #: :meth:`~autograder.config.Course.content_dir`), so that a course's files import each other
 #: relatively (``from .checks import ...``, ``from ..padding_masks.checks import ...``).
 COURSE_PACKAGE = "autograder_course"
-from ..config import COURSE_FILES, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE  # noqa: E402,F401 - declared there
+from autograder.config import COURSE_FILES, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE  # noqa: E402,F401 - declared there
 
 #: (course root, hidden, mistakes) of what is loaded now.
 _LOADED: dict[str, Any] = {}
@@ -707,7 +692,7 @@ def _course_package(course: Any) -> None:
 def _forget_course() -> None:
     import sys
 
-    # The references too (autograder.references imports them as autograder_course.solutions.*).
+    # The references too (autograder.grading.references imports them as autograder_course.solutions.*).
     for name in [n for n in sys.modules if n == COURSE_PACKAGE or n.startswith(COURSE_PACKAGE + ".")]:
         del sys.modules[name]
     CHECKS.clear()
@@ -724,8 +709,8 @@ def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool) -> None:
     ``course``: a :class:`~autograder.config.Course` (default: :func:`~autograder.config.load_course`).
     Loading another course's catalog first forgets the one loaded before.
     """
-    from ..config import load_course
-    from ..errors import ConfigError
+    from autograder.config import load_course
+    from autograder.errors import ConfigError
 
     course = course if course is not None else load_course()
     root = str(course.root)
@@ -750,7 +735,7 @@ def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool) -> None:
 
 def hidden_available(course: Any = None) -> bool:
     """Whether the course has hidden checks here (the instructor's course; never a student's)."""
-    from ..config import load_course
+    from autograder.config import load_course
 
     course = course if course is not None else load_course()
     return any((course.content_dir(a) / HIDDEN_FILE).is_file() for a in course.assignments)
@@ -776,23 +761,23 @@ class ExerciseResult:
                 "checks": [c.to_json() for c in self.checks]}
 
 
-def run_exercise(exercise_id: str, function: str, max_points: float, runner: Runner, *,
-                 audiences: Iterable[Audience], tolerances: Any, seed_parts: tuple[Any, ...],
-                 device: str = "cpu", reference: Callable[..., Any] | None = None,
-                 diagnoser: Diagnoser | None = None, profile: dict[str, float] | None = None) -> ExerciseResult:
-    """Run every check of one exercise for these audiences; score it.
+def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience], tolerances: Any,
+                 seed_parts: tuple[Any, ...], device: str = "cpu", reference: Callable[..., Any] | None = None,
+                 diagnoser: Diagnoser | None = None, timer: Stopwatch = OFF) -> ExerciseResult:
+    """Run every check of one exercise (a course.yml :class:`~autograder.config.Exercise`: its ID,
+    function and points) for these audiences; score it.
 
-    ``profile``, when given, accumulates seconds per section: ``inputs`` (ctx.randn and
-    friends), ``call`` (round trips to the student's code, of which ``student`` is the
-    time inside it), ``reference``, ``compare`` (ctx.expect_tensor / expect_close) and
-    ``diagnose`` (known mistakes run on the failing inputs). Cheap: a few perf_counter
-    calls per check.
+    ``timer`` accumulates seconds per section: ``inputs`` (ctx.randn and friends), ``call`` (round
+    trips to the student's code, of which ``student`` is the time inside it), ``reference``,
+    ``compare`` (ctx.expect_tensor / expect_close) and ``diagnose`` (known mistakes run on the
+    failing inputs).
 
     The two rules of the module docstring apply here: a hidden check's message is
     :func:`hidden_message` (its full one kept in ``CheckResult.detail`` for the
     instructor), and a ``needs_output`` check keeps its status but earns 0 points,
     ``withheld``, unless a check of ``OUTPUT_KINDS`` of this exercise passed.
     """
+    exercise_id, function, max_points = exercise.id, exercise.function, exercise.points
     checks = checks_for(exercise_id, audiences)
     if not checks:
         raise ValueError(f"no checks declared for exercise {exercise_id}")
@@ -809,7 +794,7 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
             continue
         ctx = Context(exercise_id, function, c.name, runner, tolerances,
                       stable_seed(*seed_parts, exercise_id, c.name), spec.forbidden, device, reference,
-                      profile=profile, audience=c.audience)
+                      timer=timer, audience=c.audience)
         hidden = c.audience is Audience.HIDDEN
         status, message, found, detail = Status.PASSED, None, None, None
         try:
@@ -820,9 +805,8 @@ def run_exercise(exercise_id: str, function: str, max_points: float, runner: Run
                 detail, message = message, hidden_message(c, failed)
             if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
                     and ctx.last_value is not None:
-                started = time.perf_counter()
-                found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)
-                ctx._spent("diagnose", started)
+                with timer.section("diagnose"):
+                    found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)
         except plain.PlainDataError as exc:
             # The text describes the student's value (describe()): hidden checks keep it as detail.
             status, message = Status.FAILED, Msg(f"返回值不对：{exc}", f"wrong return value: {exc}")
@@ -884,7 +868,7 @@ def _withhold_without_output(checks: list[Check], results: list[CheckResult]) ->
 # -- diagnosis ------------------------------------------------------------------
 def in_process_runner(namespace: dict[str, Any]) -> Runner:
     """A runner for trusted code or the student's own kernel (no sandbox)."""
-    from ..probes import execute
+    from autograder.probes import execute
 
     def run(request: Request) -> Reply:
         # Copies, as the sandbox would: a function that edits its arguments in place must not
@@ -926,7 +910,7 @@ class LiveDiagnoser:
         self.tolerances = tolerances
 
     def __call__(self, exercise_id: str, request: Request, got: plain.Value) -> Mistake | None:
-        from ..probes import execute
+        from autograder.probes import execute
 
         for m in MISTAKES.get(exercise_id, []):
             cpu_request = Request(request.function, request.args, request.kwargs, probe=request.probe)

@@ -22,9 +22,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .. import plain
-from . import CheckFailed, Context, Msg, as_float64, compare
-from ..probes import probe_grad
+from autograder import plain
+from autograder.catalog import CheckFailed, Context, Msg, as_float64, compare
+from autograder.probes import probe_grad
 
 CHANGED = Msg("修改了传入的张量（原地操作，如 x.sub_ / masked_fill_）：调用者的数据被改变了",
               "changed a tensor it was given (an in-place op such as x.sub_ or masked_fill_): the caller's data changed")

@@ -27,7 +27,7 @@ python3 -m venv "$VENV"
 cd "$SOURCE"
 PYTHONPATH="$SOURCE" "$VENV/bin/python" -c "
 import torch
-import autograder.grade, autograder.sandbox
+import autograder.grading, autograder.exports.command, autograder.sandbox.host
 assert torch.__version__.split('+')[0] == '2.13.0', torch.__version__
 print('course kit ready: torch', torch.__version__)
 "

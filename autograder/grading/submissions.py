@@ -51,10 +51,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
-from .config import Course, grade_id
-from .errors import AutograderError, UnknownExercise
-from .messages import Msg, say
-from .text import file_stem, line, path_text
+from autograder.config import Course, grade_id
+from autograder.errors import AutograderError, UnknownExercise
+from autograder.messages import Msg, say
+from autograder.text import file_stem, line, path_text
 
 #: Folder names that organize submissions but never name a student.
 STRUCTURAL = {"submitted", "submissions", "submission", "autograded", "release", "source", "feedback",

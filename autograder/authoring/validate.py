@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import catalog as C
-from .config import Course, load_course
+from autograder import catalog as C
+from autograder.config import Course, load_course
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Validation:
 
 
 def solution_for(course: Course, exercise_id: str):
-    from .references import reference
+    from autograder.grading.references import reference
 
     return reference(course, exercise_id)
 
@@ -66,7 +66,7 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
             missing.append(f"{ex.id}: only {len(C.MISTAKES.get(ex.id, []))} known mistakes (want {min_mistakes})")
         reference = solution_for(course, ex.id)
         for seed in seeds:
-            result = C.run_exercise(ex.id, ex.function, ex.points, C.in_process_runner({ex.function: reference}),
+            result = C.run_exercise(ex, C.in_process_runner({ex.function: reference}),
                                     audiences=audiences, tolerances=course.tolerances,
                                     seed_parts=("validate", seed), reference=reference, diagnoser=diagnoser)
             for r in result.checks:
@@ -74,7 +74,7 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
                     ref_fail.append(f"{ex.id}/{r.check} (seed {seed}): {r.status.value}: "
                                     f"{(r.detail or r.message).en if (r.detail or r.message) else ''}")
         for m in C.MISTAKES.get(ex.id, []):
-            result = C.run_exercise(ex.id, ex.function, ex.points, C.in_process_runner({ex.function: m.fn}),
+            result = C.run_exercise(ex, C.in_process_runner({ex.function: m.fn}),
                                     audiences=audiences, tolerances=course.tolerances,
                                     seed_parts=("validate", seeds[0]), reference=reference, diagnoser=diagnoser)
             named = sorted({r.mistake for r in result.checks if r.mistake})
@@ -137,7 +137,7 @@ def run_mutants_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from . import mutants as M
+    from autograder.authoring import mutants as M
 
     course = load_course()
     console = Console()

@@ -121,7 +121,7 @@ def check_passed(exercise: str, check: str) -> bool:
 class KitPlugin:
     """Otter plugin: grade with the kit's sandbox; Otter executes no student code and reports the kit's score.
 
-    Configuration (``otter_config.json``): ``{"autograder.otter_tests.KitPlugin":
+    Configuration (``otter_config.json``): ``{"autograder.exports.otter_plugin.KitPlugin":
     {"kit": "kit", "assignment": "02_qkv_attention"}}``; ``kit`` is relative to the
     autograder's ``source/`` folder. Otter calls a plugin's events by name (it needs no
     base class), so importing this module does not import Otter.

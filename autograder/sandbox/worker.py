@@ -55,7 +55,7 @@ TEMPLATE_MODULES = (
     "torch.linalg", "torch.fft", "torch.special", "torch.distributions", "torch.utils.data",
     "torch.testing", "torch._subclasses.schema_check_mode", "torch.profiler._cupti_monitor", "torch._dynamo",
     "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
-    "autograder", "autograder.plain", "autograder.probes", "autograder.notebook", "autograder.cage",
+    "autograder", "autograder.plain", "autograder.probes", "autograder.notebook", "autograder.sandbox.cage",
     "autograder.text",
 )
 #: Set before torch/numpy load, in the template's environment: one thread everywhere,
@@ -228,7 +228,7 @@ def launch_template(folder: str | None = None) -> TemplateLaunch:
     try:
         with open(log_path, "wb") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-c", f"from autograder.worker import template_main; template_main({theirs.fileno()})"],
+                [sys.executable, "-c", f"from autograder.sandbox.worker import template_main; template_main({theirs.fileno()})"],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=log_file, cwd=folder, env=template_environment(os.environ), start_new_session=True)
     except BaseException:
@@ -252,7 +252,7 @@ class WorkerConfig:
     file_mb: float
     processes: int
     output_bytes: int
-    mode: str = "none"         # the cage: see autograder.cage
+    mode: str = "none"         # the cage: see autograder.sandbox.cage
     disk_mb: float = 256.0     # the worker's tmpfs
     outer_uid: int = 0         # the grader's uid and gid: what a userns worker maps itself to
     outer_gid: int = 0
@@ -284,10 +284,10 @@ def template_main(ctrl_fd: int) -> NoReturn:
     # The plain-data path once, on numpy data only (no torch op runs here): its lazy imports happen now.
     import numpy
 
-    from . import plain
+    from autograder import plain
 
     plain.decode(plain.encode(((1, 2.5, True, None, "s", numpy.zeros(2)), {"k": [numpy.int64(3)]}))).to_python()
-    from . import cage
+    from autograder.sandbox import cage
 
     cage.prepare()     # libc, libseccomp and the seccomp filters, while the file system is there
     cuda_loaded = _libcuda_loaded()
@@ -371,7 +371,7 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    from .cage import fork_into
+    from autograder.sandbox.cage import fork_into
 
     try:
         pid = fork_into(config.mode)    # os.fork(), or a clone straight into the cage's namespaces
@@ -477,7 +477,7 @@ def _setup(config: WorkerConfig, template_pid: int) -> dict[str, Any]:
     data_now = _vm_kib("VmData") * 1024
     tasks = _task_count()
     address_space = _vm_kib("VmSize") * 1024 + config.memory_mb * MiB
-    from .cage import enter, libc
+    from autograder.sandbox.cage import enter, libc
 
     # CUDA reserves far more address space than it uses: there RLIMIT_DATA (below) is the memory limit.
     started = time.perf_counter()
@@ -575,10 +575,10 @@ def _limit(which: int, soft: int, hard: int | None = None) -> None:
 
 
 def _serve(chan: socket.socket, config: WorkerConfig) -> None:
-    from . import plain, probes
-    from .notebook import fresh_namespace
+    from autograder import plain, probes
+    from autograder.notebook import fresh_namespace
 
-    # Bound before any cell runs: a cell that replaces attributes of autograder.worker,
+    # Bound before any cell runs: a cell that replaces attributes of autograder.sandbox.worker,
     # autograder.probes or autograder.plain afterwards changes nothing this loop calls.
     calls = _Calls(plain.decode, probes.Request, probes.Reply, probes.execute, config.output_bytes)
     send, recv, cell = send_frame, recv_frame, run_cell

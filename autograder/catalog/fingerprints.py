@@ -58,10 +58,10 @@ from typing import Any, Iterable
 import numpy as np
 import torch
 
-from . import plain
-from .catalog import (PUBLIC_SEED, copied, in_process_runner, Audience, Mistake, Msg, checks_for, load_catalog,
+from autograder import plain
+from autograder.catalog import (PUBLIC_SEED, copied, in_process_runner, Audience, Mistake, Msg, checks_for, load_catalog,
                      run_exercise, values_match)
-from .probes import Reply, Request, execute
+from autograder.probes import Reply, Request, execute
 
 FORMAT = 2
 #: The fingerprints of a course, beside its course.yml: where a student bundle carries them
@@ -251,8 +251,8 @@ def _recording_runner(namespace: dict[str, Any], seen: dict[str, dict[str, Reque
 
 
 def _reference(course: Any, exercise_id: str) -> Any:
-    from .errors import BuildError
-    from .references import MissingReference, reference
+    from autograder.errors import BuildError
+    from autograder.grading.references import MissingReference, reference
 
     try:
         return reference(course, exercise_id)
@@ -266,8 +266,8 @@ def build_fingerprints(course: Any = None, exercises: Iterable[str] | None = Non
     Deterministic: the public seed is fixed, torch runs on one thread while
     building, and every dict is written with sorted keys.
     """
-    from . import catalog as C
-    from .config import load_course
+    from autograder import catalog as C
+    from autograder.config import load_course
 
     course = course or load_course()
     load_catalog(course, hidden=False, mistakes=True)
@@ -292,7 +292,7 @@ def _exercise_fingerprints(course: Any, ex: Any, mistakes: list[Mistake]) -> dic
     reference = _reference(course, ex.id)
     seen: dict[str, dict[str, Request]] = {}
     for fn in [reference, *(m.fn for m in mistakes)]:
-        run_exercise(ex.id, ex.function, ex.points, _recording_runner({ex.function: fn}, seen),
+        run_exercise(ex, _recording_runner({ex.function: fn}, seen),
                      audiences=[Audience.PUBLIC], tolerances=course.tolerances, seed_parts=(PUBLIC_SEED,))
     requests: dict[str, list[list[str]]] = {}
     values: dict[str, Any] = {}
@@ -339,8 +339,8 @@ def verify_fingerprints(data: dict[str, Any], course: Any = None,
                         exercises: Iterable[str] | None = None) -> list[str]:
     """Problems, if any: a public check where the stored fingerprints name a mistake other than
     the live diagnoser does (running every known mistake through the public checks). Instructor side."""
-    from . import catalog as C
-    from .config import load_course
+    from autograder import catalog as C
+    from autograder.config import load_course
 
     course = course or load_course()
     load_catalog(course, hidden=False, mistakes=True)
@@ -360,7 +360,7 @@ def verify_fingerprints(data: dict[str, Any], course: Any = None,
                                     f"fingerprints {b.name if b else 'none'}")
                 return a
 
-            run_exercise(ex.id, ex.function, ex.points, copying_runner({ex.function: m.fn}),
+            run_exercise(ex, copying_runner({ex.function: m.fn}),
                          audiences=[Audience.PUBLIC], tolerances=course.tolerances, seed_parts=(PUBLIC_SEED,),
                          diagnoser=both)
     return problems
@@ -402,7 +402,7 @@ def fingerprints_file(course: Any = None) -> Path:
     if override:
         return Path(override)
     if course is None:
-        from .config import load_course
+        from autograder.config import load_course
 
         course = load_course()
     beside = course.root / FINGERPRINTS_NAME

@@ -77,7 +77,7 @@ class ExerciseGrade:
         return repr(self.points)
 
     def _repr_html_(self) -> str:
-        from .selfcheck import SelfCheckResult, render_html
+        from autograder.selfcheck import SelfCheckResult, render_html
 
         head = (f'<div class="autograder-nbgrader" data-exercise="{html.escape(self.result.exercise)}" '
                 f'data-points="{self.points!r}" style="font-weight:600">'
@@ -120,10 +120,10 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     caller's globals); ``student`` defaults to the one nbgrader is autograding.
     The value shows as the points (text/plain) and the checks (HTML).
     """
-    from . import catalog as C
-    from .config import load_course
-    from .messages import say
-    from .selfcheck import Note, _caller_namespace, _language, _one_thread
+    from autograder import catalog as C
+    from autograder.config import load_course
+    from autograder.messages import say
+    from autograder.selfcheck import Note, _caller_namespace, _language, _one_thread
 
     start = time.perf_counter()
     course = load_course(pinned_course())
@@ -132,7 +132,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
         raise RuntimeError(f"grade_exercise needs the instructor's course (hidden.py beside each source notebook); "
                            f"{course.root} has none")
     C.load_catalog(course, hidden=True, mistakes=True)
-    from .references import reference as reference_of
+    from autograder.grading.references import reference as reference_of
 
     reference = reference_of(course, exercise.id)
     ns = namespace if namespace is not None else _caller_namespace(2)
@@ -146,7 +146,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
         warnings.simplefilter("ignore")
         try:
             result = C.run_exercise(
-                exercise.id, exercise.function, exercise.points, C.in_process_runner(ns),
+                exercise, C.in_process_runner(ns),
                 audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=course.tolerances,
                 seed_parts=(course.seed, who if who is not None else NO_STUDENT, assignment.id),
                 device="cpu", reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))

@@ -1,16 +1,16 @@
 """The sandbox: student code runs only in caged worker processes; only plain data comes back.
 
 One :class:`Sandbox` per batch starts a warm *template* process (see
-:mod:`autograder.worker`) that has imported torch and friends but computed
+:mod:`autograder.sandbox.worker`) that has imported torch and friends but computed
 nothing. :meth:`Sandbox.open` asks it to fork a fresh worker for one submission,
-hands the worker the notebook's cells and returns a :class:`Worker`: the
+hands the worker the notebook's cells and returns a :class:`WorkerHandle`: the
 :class:`~autograder.catalog.Runner` the checks call. Each call is a plain-data
 request over a socket pair; the reply is validated here (frame, header, blob
 through :func:`autograder.plain.decode`) and anything else — garbage, a
 truncated frame, a dead or silent worker — becomes a ``Reply`` with status
 ``crashed``, ``timeout`` or ``too_large``, never an exception of the grader.
 
-The cage (:mod:`autograder.cage`): the first probe worker of a batch finds the best mode
+The cage (:mod:`autograder.sandbox.cage`): the first probe worker of a batch finds the best mode
 this machine offers (namespaces and an empty tmpfs root as root or in a user namespace of
 its own, else Landlock), every worker enters it right after its fork, and
 :attr:`Sandbox.isolation` says which, for every result. Where no mode can be set up the
@@ -58,27 +58,18 @@ from typing import Any
 
 import numpy as np
 
-from . import plain
-from .cage import Isolation
-from .config import Limits
-from .errors import AutograderError
-from .messages import Msg, as_dict, say
-from .notebook import Cell
-from .probes import Reply, Request
-from .worker import (
-    _FOLDER_PREFIX,
-    TEMPLATE_ENV,  # noqa: F401 - re-exported
-    TemplateLaunch,
-    _process_identity,
-    launch_template,
-    template_environment,  # noqa: F401 - re-exported (tests, doctor)
-    FrameError,
-    FrameTooLarge,
-    MiB,
-    WorkerConfig,
-    recv_frame,
-    send_frame,
-)
+from autograder import plain
+from autograder.config import Limits
+from autograder.errors import AutograderError
+from autograder.messages import Msg, as_dict, say
+from autograder.notebook import Cell
+from autograder.probes import Reply, Request
+from autograder.sandbox.cage import Isolation
+from autograder.stopwatch import Stopwatch
+# TEMPLATE_ENV and template_environment: re-exported (tests, doctor).
+from autograder.sandbox.worker import (_FOLDER_PREFIX, TEMPLATE_ENV, FrameError, FrameTooLarge, MiB,  # noqa: F401
+                                       TemplateLaunch, WorkerConfig, _process_identity, launch_template, recv_frame,
+                                       send_frame, template_environment)
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +303,7 @@ class Sandbox:
     """One per batch: a warm template process; :meth:`open` forks a fresh worker per submission.
 
     Thread-safe: several threads may :meth:`open` workers at once (``-j N``); each
-    :class:`Worker` belongs to the thread that uses it.
+    :class:`WorkerHandle` belongs to the thread that uses it.
     """
 
     def __init__(self, limits: Limits, device: str = "cpu", *, max_restarts: int = 2,
@@ -332,7 +323,7 @@ class Sandbox:
         self.device = device
         self.max_restarts = max_restarts
         self.start_timeout = start_timeout
-        # The cages to try, best first (see autograder.cage); the first probe worker that sets one up wins.
+        # The cages to try, best first (see autograder.sandbox.cage); the first probe worker that sets one up wins.
         self._modes = ("none",) if not isolation else modes or cage_modes()
         if not self._modes:
             raise SandboxError(f"AUTOGRADER_CAGE={os.environ.get('AUTOGRADER_CAGE')!r} names no cage",
@@ -340,7 +331,7 @@ class Sandbox:
         self.isolation = Isolation(self._modes[0])
         self._ctrl_lock = threading.Lock()
         self._restart_lock = threading.Lock()
-        self._workers: set[Worker] = set()     # open workers, closed with the sandbox if forgotten
+        self._workers: set[WorkerHandle] = set()     # open workers, closed with the sandbox if forgotten
         self._workers_lock = threading.Lock()
         self._retired: queue.Queue[_Process | None] = queue.Queue()
         self._reaper: threading.Thread | None = None
@@ -348,7 +339,7 @@ class Sandbox:
         self._template_restarts = 0
         _remove_stale_folders()
         if launch is not None and launch.adopt():
-            # A template launched earlier (see autograder.worker.launch_template): its folder is ours now.
+            # A template launched earlier (see autograder.sandbox.worker.launch_template): its folder is ours now.
             self._base = Path(launch.folder)
         else:
             launch = None
@@ -564,8 +555,8 @@ class Sandbox:
         """Wait until every closed or killed worker is gone and its uid and folder are free."""
         self._retired.join()
 
-    def open(self, cells: list[Cell], *, label: str, limits: Limits | None = None) -> Worker:
-        """Fork a fresh worker for one submission and run its cells; the returned Worker answers calls.
+    def open(self, cells: list[Cell], *, label: str, limits: Limits | None = None) -> WorkerHandle:
+        """Fork a fresh worker for one submission and run its cells; the returned WorkerHandle answers calls.
 
         ``limits`` replaces the sandbox's limits for this submission only (tests, overrides).
         Raises SandboxError only when the sandbox itself is broken; a submission that
@@ -573,7 +564,7 @@ class Sandbox:
         """
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        worker = Worker(self, cells, label, limits or self.limits)
+        worker = WorkerHandle(self, cells, label, limits or self.limits)
         with self._workers_lock:
             self._workers.add(worker)
         try:
@@ -608,7 +599,7 @@ class Sandbox:
         self._cleanup()
 
 
-class Worker:
+class WorkerHandle:
     """The sandboxed run of one submission: cell outcomes, then calls (a checks ``Runner``)."""
 
     def __init__(self, sandbox: Sandbox, cells: list[Cell], label: str, limits: Limits):
@@ -636,13 +627,10 @@ class Worker:
         #: ``cells`` (running the notebook's cells), ``encode`` / ``roundtrip`` / ``decode`` of calls
         #: (``roundtrip`` includes ``worker``: the worker's own decoding, the student's code and its
         #: encoding, as the worker reports it).
-        self.profile: dict[str, float] = {}
-
-    def _spent(self, section: str, start: float) -> None:
-        self.profile[section] = self.profile.get(section, 0.0) + time.perf_counter() - start
+        self.timer = Stopwatch()     # fork, cage, cells, encode, roundtrip, decode, worker: seconds
 
     # context manager -------------------------------------------------------------
-    def __enter__(self) -> Worker:
+    def __enter__(self) -> WorkerHandle:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -698,7 +686,7 @@ class Worker:
                 return False
             self._proc = proc
             problem = self._await_ready(proc)
-            self._spent("fork", start)
+            self.timer.since("fork", start)
             if problem is not None:
                 self._stop()
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=problem)), "crashed")
@@ -711,7 +699,7 @@ class Worker:
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
             finally:
-                self._spent("cells", start)
+                self.timer.since("cells", start)
             if failed is None:
                 return True
             self._bad[failed.index] = failed
@@ -743,7 +731,7 @@ class Worker:
         cage = header.get("cage_seconds")
         if type(cage) is float and 0 <= cage < 60:
             # The worker's word, for the profile only: setting up its cage, inside the "fork" section.
-            self.profile["cage"] = self.profile.get("cage", 0.0) + cage
+            self.timer.add("cage", cage)
         return None
 
     def _outcomes(self, not_run: tuple[str, Msg]) -> list[CellOutcome]:
@@ -819,7 +807,7 @@ class Worker:
                          error=f"this sandbox runs on {self._sandbox.device}, the request asks for {request.device}")
         start = time.perf_counter()
         blob = encode_request(request)  # a grader bug (not plain data) raises here, loudly
-        self._spent("encode", start)
+        self.timer.since("encode", start)
         if self._proc is None:
             if self._broken is not None:
                 return Reply(self._broken.status, error=self._broken.error, message=self._broken.message)
@@ -842,35 +830,9 @@ class Worker:
             proc.chan.settimeout(max(deadline - start, 0.001))
             send_frame(proc.chan, header, blob)
             got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=_SMALL_HEADER)
-            self._spent("roundtrip", sent)
-        except TimeoutError:
-            self._stop(wait=False)
-            if self._time_left() <= 0:
-                return _said("timeout", self._budget_message(), seconds=time.monotonic() - start)
-            seconds = f"{self._limits.call_seconds:g}"
-            message = say("sandbox.call_timeout", seconds=seconds)
-            self._last_failure = message
-            self._poisoned[request.function] = _said(
-                "timeout", say("sandbox.slow_again", function=request.function, seconds=seconds))
-            return _said("timeout", message, seconds=time.monotonic() - start)
-        except FrameTooLarge as exc:
-            self._stop(wait=False)
-            self._last_failure = say("check.too_large_hidden")
-            return _said("too_large", say("sandbox.output_too_large", size=f"{exc.size / MiB:.0f}",
-                                          limit=f"{self._limits.output_mb:g}"), seconds=time.monotonic() - start)
-        except FrameError:
-            self._stop(wait=False)
-            self._last_failure = say("sandbox.malformed")
-            return _said("crashed", say("sandbox.malformed"), seconds=time.monotonic() - start)
-        except (EOFError, OSError):
-            status = self._stop()
-            message = exit_message(status)
-            self._last_failure = message
-            self._crashes[request.function] += 1
-            if self._crashes[request.function] >= 2:
-                self._poisoned[request.function] = _said(
-                    "crashed", say("sandbox.stopped_twice", detail=message, function=request.function))
-            return _said("crashed", message, seconds=time.monotonic() - start)
+            self.timer.since("roundtrip", sent)
+        except (TimeoutError, FrameError, EOFError, OSError) as exc:   # FrameTooLarge is a FrameError
+            return self._call_failed(exc, request.function, time.monotonic() - start)
         elapsed = time.monotonic() - start
         received = time.perf_counter()
         try:
@@ -878,20 +840,53 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - whatever the worker sent is its outcome, never the grader's fault
             # The type only: the message could quote the worker's bytes.
             log.warning("sandbox: a worker's reply could not be read (%s)", type(exc).__name__)
-            self._stop(wait=False)
-            self._last_failure = say("sandbox.unreadable")
-            return _said("crashed", say("sandbox.unreadable"), seconds=elapsed)
+            return self._failed("crashed", say("sandbox.unreadable"), elapsed)
         finally:
-            self._spent("decode", received)
+            self.timer.since("decode", received)
+
+    def _call_failed(self, exc: BaseException, function: str, seconds: float) -> Reply:
+        """What a call that did not come back means, by what stopped it: the one place a failed call
+        becomes the worker's state (see :meth:`_failed`) and the call's Reply."""
+        if isinstance(exc, TimeoutError):
+            if self._time_left() <= 0:      # the submission's budget, not this call, ran out
+                return self._failed("timeout", self._budget_message(), seconds, remember=self._last_failure)
+            limit = f"{self._limits.call_seconds:g}"
+            return self._failed("timeout", say("sandbox.call_timeout", seconds=limit), seconds,
+                                poison=(function, say("sandbox.slow_again", function=function, seconds=limit)))
+        if isinstance(exc, FrameTooLarge):
+            return self._failed("too_large", say("sandbox.output_too_large", size=f"{exc.size / MiB:.0f}",
+                                                 limit=f"{self._limits.output_mb:g}"),
+                                seconds, remember=say("check.too_large_hidden"))
+        if isinstance(exc, FrameError):
+            return self._failed("crashed", say("sandbox.malformed"), seconds)
+        # EOF or a broken channel: the worker died. Its exit status says how; a second death of the same
+        # function answers its later calls without running it again.
+        status = self._stop()
+        message = exit_message(status)
+        self._crashes[function] += 1
+        twice = self._crashes[function] >= 2
+        return self._failed("crashed", message, seconds, stopped=True,
+                            poison=(function, say("sandbox.stopped_twice", detail=message, function=function))
+                            if twice else None)
+
+    def _failed(self, status: str, message: Msg, seconds: float, *, remember: Msg | None = None,
+                poison: tuple[str, Msg] | None = None, stopped: bool = False, **extra: Any) -> Reply:
+        """A call failed in a way that leaves the worker unusable: stop it (unless ``stopped``), remember
+        what went wrong (``remember``, default ``message``: a restart's message names it), answer the
+        function's later calls with ``poison``'s message when given, and return the call's Reply."""
+        if not stopped:
+            self._stop(wait=False)
+        self._last_failure = remember if remember is not None else message
+        if poison is not None:
+            self._poisoned[poison[0]] = _said(status, poison[1])
+        return _said(status, message, seconds=seconds, **extra)
 
     def _validate(self, header: dict[str, Any], blob: bytes, request: Request, elapsed: float) -> Reply:
         """Believe nothing but plain data: the header's fields are checked one by one."""
         status = header.get("status")
         if header.get("t") != "reply" or header.get("seq") != self._seq or type(status) is not str \
                 or status not in WORKER_STATUSES:
-            self._stop(wait=False)
-            self._last_failure = say("sandbox.unexpected")
-            return _said("crashed", say("sandbox.unexpected"), seconds=elapsed)
+            return self._failed("crashed", say("sandbox.unexpected"), elapsed)
         forbidden = header.get("forbidden")
         names = [f for f in forbidden if type(f) is str and f in request.forbidden] \
             if type(forbidden) is list else []
@@ -901,7 +896,7 @@ class Worker:
         busy = header.get("busy")
         if type(busy) in (int, float) and math.isfinite(busy) and busy >= 0:
             # The worker's word, used only to split the profile's round trip (never for a score).
-            self.profile["worker"] = self.profile.get("worker", 0.0) + min(float(busy), elapsed)
+            self.timer.add("worker", min(float(busy), elapsed))
         reply = Reply(status, error_type=_text(header.get("error_type"), 100),
                       error=_text(header.get("error"), 500), forbidden=list(dict.fromkeys(names)),
                       seconds=min(float(seconds), elapsed))
@@ -911,10 +906,8 @@ class Worker:
                 readable(decoded)
             except Exception:  # noqa: BLE001 - PlainDataError, or whatever else a forged blob provokes
                 # Only a tampered worker sends such a frame: do not trust its channel any further.
-                self._stop(wait=False)
-                self._last_failure = say("sandbox.unreadable")
-                return _said("error", say("sandbox.unreadable"), error_type="PlainDataError",
-                             forbidden=reply.forbidden, seconds=reply.seconds)
+                return self._failed("error", say("sandbox.unreadable"), reply.seconds, error_type="PlainDataError",
+                                    forbidden=reply.forbidden)
             return CheckedReply(status, blob, reply.error_type, reply.error, reply.forbidden, reply.seconds,
                                 decoded=decoded)
         return reply
@@ -992,5 +985,5 @@ def _text(value: Any, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
-__all__ = ["UNREADABLE_REPLY", "CellOutcome", "CheckedReply", "Sandbox", "SandboxError", "Worker", "describe_exit",
+__all__ = ["UNREADABLE_REPLY", "CellOutcome", "CheckedReply", "Sandbox", "SandboxError", "WorkerHandle", "describe_exit",
            "encode_request", "readable"]

@@ -5,9 +5,9 @@ An optional extra (``pip install '.[dask]'``): Dask is imported only here, and t
 
 The client (the ``autograder grade`` process) discovers the submissions, decides what is already done
 (resuming as a local run does) and sends each remaining one to the cluster as one task:
-:func:`autograder.grade.lane_grade` with the batch's configuration (plain JSON: course, device,
+:func:`autograder.grading.lane_grade` with the batch's configuration (plain JSON: course, device,
 grader fingerprint, limits, cage mode) and the notebook's bytes. Each Dask worker process builds its
-grading context once and holds its own warm sandbox (:func:`autograder.grade._lane_sandbox`), so
+grading context once and holds its own warm sandbox (:func:`autograder.grading.lanes._lane_sandbox`), so
 student code runs caged on the worker machines exactly as it does locally, and only JSON text comes
 back: the finalized result and its rendered feedback. The client stays the one writer of
 ``results/``, ``feedback/``, ``grades.csv``, the LMS CSVs and ``report.html``.
@@ -25,8 +25,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import AutograderError
-from .submissions import Submission
+from autograder.errors import AutograderError
+from autograder.grading.submissions import Submission
 
 #: Tasks in flight at once per worker thread of the cluster (at least MIN_WINDOW): bounded memory on the
 #: scheduler for thousands of notebooks, and every worker kept busy.
@@ -65,9 +65,9 @@ def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submissio
 
     ``local`` (submissions that fail before any code runs: no student, unknown assignment) and notebooks
     that cannot be sent (unreadable, over ``limits.notebook_mb``: they fail reading, without a sandbox)
-    are graded here, through :func:`autograder.grade.grade_or_fail` like every other.
+    are graded here, through :func:`autograder.grading.grade_or_fail` like every other.
     """
-    from . import grade as G
+    from autograder import grading as G
 
     for sub in local:
         result = G.grade_or_fail(sub, ctx)

@@ -38,7 +38,6 @@ import ast
 import difflib
 import hashlib
 import html
-import importlib
 import random
 import re
 import time
@@ -48,7 +47,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import libcst as cst
 
-from .config import Course, load_course
+from autograder.config import Course, load_course
 
 #: The course's declared equivalents, beside its course.yml.
 MUTANTS_NAME = "mutants.yml"
@@ -636,7 +635,7 @@ def load_equivalents(course: Course, path: Path | None = None) -> dict[tuple[str
     """(exercise, id) -> reason, from mutants.yml; a bad file is a ConfigError naming the entry and field."""
     import yaml
 
-    from .errors import ConfigError
+    from autograder.errors import ConfigError
 
     path = path if path is not None else course.root / MUTANTS_NAME
     if not path.exists():
@@ -673,9 +672,9 @@ def mutant_namespace(module: str, function: str, source: str, root: Path) -> dic
 def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = range(3)) -> list[str]:
     """Where the mutant and the reference differ on the inputs of every check (public and hidden) of its
     exercise, on several seeds of random inputs: [] when they never do."""
-    from . import catalog as C
-    from .probes import execute
-    from .validate import solution_for
+    from autograder import catalog as C
+    from autograder.probes import execute
+    from autograder.authoring.validate import solution_for
 
     C.load_catalog(course, hidden=True, mistakes=True)
     assignment, ex = course.exercise(mutant.exercise)
@@ -695,7 +694,7 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
         return want
 
     for seed in seeds:
-        C.run_exercise(ex.id, ex.function, ex.points, runner, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
+        C.run_exercise(ex, runner, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
                        tolerances=course.tolerances, seed_parts=("mutant-equivalence", seed), reference=reference)
     return differences
 
@@ -703,7 +702,7 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
 def _same(a: Any, b: Any, course: Course) -> bool:
     """Equal values: the same structure and dtypes, numbers equal within the course's tolerance of their dtype
     (a float32 result may round differently from the reference's float32 result, never by more)."""
-    from .catalog import values_match
+    from autograder.catalog import values_match
 
     if a.spec.get("dtype") != b.spec.get("dtype"):
         return False
@@ -733,8 +732,8 @@ class Notebooks:
     def __init__(self, course: Course):
         import nbformat
 
-        from .build import strip_markers
-        from .config import grade_id
+        from autograder.authoring.build import strip_markers
+        from autograder.config import grade_id
 
         self.course, self.nbformat, self.grade_id = course, nbformat, grade_id
         self.solved: dict[str, Any] = {}
@@ -773,10 +772,10 @@ def grade_mutants(course: Course, mutants: list[Mutant], *, jobs: int = 2, workd
 
     import torch
 
-    from . import catalog as C
-    from . import grade as G
-    from .sandbox import Sandbox
-    from .submissions import Submission
+    from autograder import catalog as C
+    from autograder import grading as G
+    from autograder.sandbox import Sandbox
+    from autograder.grading.submissions import Submission
 
     torch.set_num_threads(1)
     notebooks = Notebooks(course)
@@ -798,7 +797,7 @@ def grade_mutants(course: Course, mutants: list[Mutant], *, jobs: int = 2, workd
         for a in wanted:
             result = G.grade_or_fail(submission(a, None), ctx) or {}
             if result.get("points") != result.get("max_points") or not result.get("exercises"):
-                from .errors import AutograderError
+                from autograder.errors import AutograderError
 
                 raise AutograderError(f"the reference notebook of {a} does not score full marks in the sandbox "
                                       f"({result.get('points')}/{result.get('max_points')}: {result.get('status')})",
@@ -820,7 +819,7 @@ def grade_mutants(course: Course, mutants: list[Mutant], *, jobs: int = 2, workd
 
 
 def _verdict(mutant: Mutant, result: dict[str, Any] | None) -> Verdict:
-    from .errors import AutograderError
+    from autograder.errors import AutograderError
 
     if not result or not result.get("exercises"):
         raise AutograderError(f"mutant {mutant.exercise} {mutant.id} could not be graded: "

@@ -1,38 +1,21 @@
-"""``autograder export``: hand the grader to Gradescope or to an Otter course, sandbox included.
-
-``autograder export gradescope ASSIGNMENT [-o DIR]`` writes ``DIR/<assignment>-gradescope.zip``,
-an autograder for Gradescope's fleet: ``setup.sh`` (torch==2.13.0 CPU first, then what the
-grader imports), ``run_autograder``, ``requirements.txt``, the kit's package, the assignment's
-reference solution and ``course.yml``. On each submission ``run_autograder`` runs
-``python -m autograder.export gradescope-run``, which grades the notebook in
-``/autograder/submission`` exactly as ``autograder grade`` does (a fresh sandbox worker,
-public and hidden checks, known mistakes named) and writes ``/autograder/results/results.json``
-per Gradescope's specification: one test per check (``number`` is the exercise ID; hidden
-checks ``after_published``, public ones ``visible``). The worker is gone, and could never see
-``/autograder`` (an empty chroot under its own uid), when that file is written.
-
-``autograder export otter ASSIGNMENT [-o DIR]`` writes ``DIR/<assignment>-otter.zip`` for
-``otter run -a ZIP -o OUT NOTEBOOK``: ``otter_config.json`` naming the
-:class:`autograder.otter_tests.KitPlugin` plugin, one OK-format test per exercise (one case
-per check, worth the check's points) and ``kit/``, the Gradescope bundle above. The plugin
-grades the submission with ``kit/run_autograder`` (the kit's sandbox) before Otter executes
-anything, gives Otter's kernel a notebook without the student's code, and makes Otter's
-results the kit's.
-
-Both paths rely on the root of the folder the bundle is unpacked in being the course's root, the
-engine beside it: ``autograder/`` (found through PYTHONPATH), ``course.yml``, ``source/<id>/``
-(every assignment's checks) and ``solutions/``.
+"""Gradescope: ``autograder export gradescope ASSIGNMENT`` writes an autograder zip for Gradescope's
+fleet: ``setup.sh`` (torch's CPU build first, then what the grader imports), ``run_autograder``,
+``requirements.txt``, the engine, the course's checks, this assignment's reference and ``course.yml``,
+laid out as the course is on the instructor's machine. On each submission ``run_autograder`` runs
+``python -m autograder.exports gradescope-run``, which grades the notebook in ``/autograder/submission``
+exactly as ``autograder grade`` does (a fresh sandbox worker, public and hidden checks, known mistakes
+named) and writes ``/autograder/results/results.json`` per Gradescope's specification: one test per
+check (``number`` is the exercise ID; hidden checks ``after_published``, public ones ``visible``). The
+worker is gone, and could never see ``/autograder`` (an empty chroot under its own uid), when that file
+is written.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
 import os
-import pprint
 import re
-import sys
 import time
 import traceback
 from collections.abc import Iterator
@@ -42,27 +25,41 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from .config import PACKAGE, Assignment, Course, grade_id, load_course
-from .messages import say, text
-from .points import shares
-from .zips import deterministic_zip
-from .report import cell_message, cell_number
-from .errors import AutograderError, report
+from autograder.config import PACKAGE, Assignment, Course, load_course
+from autograder.errors import AutograderError
+from autograder.messages import say, text
+from autograder.points import shares
+from autograder.reports.feedback import cell_message, cell_number
+from autograder.zips import deterministic_zip
+
 
 #: Gradescope's results.json vocabulary (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+
 #: Where each audience's checks show, and when.
 CHECK_VISIBILITY = {"public": "visible", "hidden": "after_published"}
+
+
 #: The torch the course is checked against; setup.sh installs its CPU build.
 TORCH_PIN = "torch==2.13.0"
+
+
 #: What the grading path imports besides torch (build, nbgrader and notebooks are not needed there).
 GRADING_DEPENDENCIES = ("numpy", "nbformat", "pydantic", "pyyaml", "rich", "matplotlib")
+
+
 #: The kit's files that travel (the rest of autograder/ is caches and the student's course.yml).
 KIT_PATTERNS = ("autograder/*.py", "autograder/*/*.py", "autograder/data/*.json", "autograder/templates/*")
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+TEMPLATES = PACKAGE / "templates"
+
+
 #: Fixed entry time: the same kit gives the same zip bytes.
 EXECUTABLES = ("setup.sh", "run_autograder")
-OTTER_KIT = "kit"
+
+
 #: A submission folder holding more than this is not read for notebooks.
 MAX_SUBMISSION_FILES = 1000
 
@@ -111,7 +108,7 @@ def _template(name: str, assignment: Assignment, language: str) -> bytes:
 def gradescope_files(course: Course, assignment: Assignment, *, language: str | None = None) -> dict[str, bytes]:
     """Path inside the Gradescope zip -> bytes: scripts, requirements, the engine, the course's checks,
     course.yml and this assignment's solution (the course laid out as on the instructor's machine)."""
-    from .catalog import COURSE_FILES as CHECK_FILES
+    from autograder.catalog import COURSE_FILES as CHECK_FILES
 
     language = language or course.language.value
     root = course.root
@@ -163,7 +160,7 @@ class PlannedCheck:
 
 def planned_checks(assignment: Assignment) -> list[PlannedCheck]:
     """Every check of the assignment, in grading order, with the points :func:`run_exercise` gives it."""
-    from . import catalog as C
+    from autograder import catalog as C
 
     C.load_catalog(hidden=True, mistakes=False)
     out = []
@@ -184,28 +181,28 @@ _KEYS = {"hidden": "label.hidden", "diagnosis": "label.diagnosis", "not_graded":
          "cell": "label.cell", "cells": "label.cells", "what_now": "label.what_now"}
 
 
-def _say(language: str, key: str, **kw: Any) -> str:
+def say_in(language: str, key: str, **kw: Any) -> str:
     return text(_KEYS.get(key, f"status.{key}"), language, **kw)
 
 
-def _msg(msg: Any, language: str) -> str:
+def localized(msg: Any, language: str) -> str:
     if isinstance(msg, dict):
         return str(msg.get(language) or msg.get("en") or msg.get("zh") or "")
     return "" if msg is None else str(msg)
 
 
-def _points(x: float) -> float:
+def hundredths(x: float) -> float:
     return round(float(x), 2)   # every score is in hundredths (autograder.points)
 
 
 def _check_test(ex_title: str, check: dict[str, Any], *, passed: bool, output: str, language: str,
                 score: float, max_score: float) -> dict[str, Any]:
     hidden = check["audience"] == "hidden"
-    name = f"{ex_title}: {_msg(check['title'], language)}"
+    name = f"{ex_title}: {localized(check['title'], language)}"
     if hidden:
-        name += f" ({_say(language, 'hidden')})"
+        name += f" ({say_in(language, 'hidden')})"
     return {
-        "score": _points(score), "max_score": _points(max_score), "status": "passed" if passed else "failed",
+        "score": hundredths(score), "max_score": hundredths(max_score), "status": "passed" if passed else "failed",
         "name": name, "number": check["exercise"], "output": output,
         "visibility": CHECK_VISIBILITY[check["audience"]],
         "extra_data": {"exercise": check["exercise"], "check": check["check"], "audience": check["audience"]},
@@ -225,20 +222,20 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
             for c in ex["checks"]:
                 passed = bool(c["passed"]) and not forbidden and not c.get("withheld")
                 if passed:
-                    output = _say(language, "passed")
+                    output = say_in(language, "passed")
                 else:
-                    detail = _msg(c.get("message"), language)
-                    lines = [f"{_say(language, c['status'])}: {detail}" if detail else _say(language, c["status"])]
+                    detail = localized(c.get("message"), language)
+                    lines = [f"{say_in(language, c['status'])}: {detail}" if detail else say_in(language, c["status"])]
                     if c.get("mistake_message"):
-                        lines.append(f"{_say(language, 'diagnosis')}: {_msg(c['mistake_message'], language)}")
+                        lines.append(f"{say_in(language, 'diagnosis')}: {localized(c['mistake_message'], language)}")
                     if forbidden:
-                        lines.append(_say(language, "forbidden_note", names=", ".join(names) or "?"))
+                        lines.append(say_in(language, "forbidden_note", names=", ".join(names) or "?"))
                     output = "\n".join(lines)
                 tests.append(_check_test(titles.get(ex["exercise"], ex["exercise"]), c, passed=passed,
                                          output=output, language=language, score=c["points"],
                                          max_score=c["max_points"]))
     else:
-        why = f"{_say(language, 'not_graded')}: {_msg(result.get('message'), language)}"
+        why = f"{say_in(language, 'not_graded')}: {localized(result.get('message'), language)}"
         for p in plan:
             check = {"exercise": p.exercise, "check": p.check, "audience": p.audience, "title": p.title}
             tests.append(_check_test(titles.get(p.exercise, p.exercise), check, passed=False, output=why,
@@ -246,22 +243,22 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
     public = [t for t in tests if t["extra_data"]["audience"] == "public"]
     lines = [f"{assignment.id} · {assignment.title_in(language)}"]
     if graded:
-        lines.append(_say(language, "public", passed=sum(t["status"] == "passed" for t in public), total=len(public)))
+        lines.append(say_in(language, "public", passed=sum(t["status"] == "passed" for t in public), total=len(public)))
         for note in result.get("notes_msg") or []:
-            lines.append(f"{_say(language, 'note')}: {_msg(note, language)}")
+            lines.append(f"{say_in(language, 'note')}: {localized(note, language)}")
         bad = [c for c in result.get("cells") or [] if c.get("status") not in ("ok", "skipped", None)]
         if bad:
-            lines.append(_say(language, "cells"))
+            lines.append(say_in(language, "cells"))
             for c in bad:
                 detail = " ".join(str(x) for x in (c.get("error_type") or c.get("status"), cell_message(c, language)) if x)
-                lines.append(f"  {_say(language, 'cell')} {cell_number(c)}: {detail}")
+                lines.append(f"  {say_in(language, 'cell')} {cell_number(c)}: {detail}")
     else:
-        lines += [f"{_say(language, 'not_graded')}: {_msg(result.get('message'), language)}",
-                  _say(language, "what_now")]
-    from . import __version__
+        lines += [f"{say_in(language, 'not_graded')}: {localized(result.get('message'), language)}",
+                  say_in(language, "what_now")]
+    from autograder import __version__
 
     return {
-        "score": _points(result.get("points") or 0.0),
+        "score": hundredths(result.get("points") or 0.0),
         "execution_time": max(0, round(seconds)),
         "output": "\n".join(lines),
         # Student-controlled text (cell errors, names) must not render as HTML.
@@ -272,7 +269,7 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
         # stdout carries the instructor's full feedback, hidden checks included.
         "stdout_visibility": "hidden",
         "extra_data": {"kit": __version__, "assignment": assignment.id, "grader": result.get("grader"),
-                       "status": result.get("status"), "max_points": _points(assignment.points)},
+                       "status": result.get("status"), "max_points": hundredths(assignment.points)},
         "tests": tests,
     }
 
@@ -293,13 +290,13 @@ def submission_student(root: Path) -> str | None:
 
 
 def find_submission(folder: Path, course: Course, assignment: Assignment, student: str | None) -> Any:
-    """The notebook to grade in ``folder``, as a :class:`~autograder.submissions.Submission`.
+    """The notebook to grade in ``folder``, as a :class:`~autograder.grading.submissions.Submission`.
 
     One notebook: that one. Several: the one named for the assignment, else the only
     one that is this assignment's by its content. None, or no way to choose: a
     Submission with a ``problem`` (graded as a named failure, no sandbox needed).
     """
-    from .submissions import Submission, find_notebooks, notebook_evidence
+    from autograder.grading.submissions import Submission, find_notebooks, notebook_evidence
 
     notebooks, _others = find_notebooks(folder) if folder.is_dir() else ([], [])
     notebooks = notebooks[:MAX_SUBMISSION_FILES]
@@ -350,7 +347,7 @@ def _sandbox_starting(limits: Any, device: str, wanted: bool) -> Iterator[Future
     if not wanted:
         yield None
         return
-    from .sandbox import Sandbox
+    from autograder.sandbox import Sandbox
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-start") as pool:
         future = pool.submit(Sandbox, limits, device)
@@ -365,8 +362,8 @@ def _sandbox_starting(limits: Any, device: str, wanted: bool) -> Iterator[Future
 def grade_one(root: Path, assignment_id: str, *, device: str = "cpu",
               language: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Grade ``root/submission`` in the sandbox: (the kit's result, Gradescope's results.json dict)."""
-    from . import catalog as C
-    from . import grade as G
+    from autograder import catalog as C
+    from autograder import grading as G
 
     start = time.monotonic()
     course = load_course()
@@ -414,7 +411,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 def run_gradescope(root: Path, assignment_id: str, *, device: str = "cpu", language: str | None = None) -> int:
     """What ``run_autograder`` runs: grade, then write ``root/results/results.json`` (always, even on a fault)."""
-    from . import report as R
+    from autograder import reports as R
 
     root = Path(root).resolve()
     results_dir = root / "results"
@@ -437,116 +434,3 @@ def run_gradescope(root: Path, assignment_id: str, *, device: str = "cpu", langu
     print(f"score {results['score']:g} / {course.assignment(assignment_id).points:g} "
           f"({result.get('status')}); {len(results['tests'])} tests; wrote {target}")
     return 0
-
-
-# -- Otter ----------------------------------------------------------------------------------------
-def otter_test_file(exercise_id: str, checks: list[PlannedCheck], language: str) -> str:
-    """One exercise as an OK-format test: one doctest case per check, worth that check's points."""
-    cases = []
-    for p in checks:
-        code = (">>> from autograder.otter_tests import check_passed\n"
-                f">>> check_passed({exercise_id!r}, {p.check!r})\nTrue")
-        cases.append({"name": f"{exercise_id} {p.check}", "code": code, "hidden": p.audience == "hidden",
-                      "points": p.points, "locked": False,
-                      "failure_message": _msg(p.title, language)})
-    spec = {"name": otter_test_name(exercise_id), "all_or_nothing": False,
-            "suites": [{"type": "doctest", "scored": True, "setup": "", "teardown": "", "cases": cases}]}
-    return (f'"""Exercise {exercise_id}, written by `autograder export otter`: the course kit grades it.\n\n'
-            "Each case asks the kit whether one check passed; the kit graded the submission in its\n"
-            'sandbox (see autograder/otter_tests.py). Points: the check\'s share of the exercise."""\n'
-            "OK_FORMAT = True  # Otter's marker of an OK-format test file\n\n"
-            f"test = {pprint.pformat(spec, width=110, sort_dicts=False)}\n")
-
-
-def otter_test_name(exercise_id: str) -> str:
-    return grade_id(exercise_id)
-
-
-def otter_files(course: Course, assignment: Assignment, *, language: str | None = None) -> dict[str, bytes]:
-    """Path inside the Otter autograder zip -> bytes."""
-    language = language or course.language.value
-    plan = planned_checks(assignment)
-    files = {f"{OTTER_KIT}/{path}": data
-             for path, data in gradescope_files(course, assignment, language=language).items()}
-    for ex in assignment.exercises:
-        mine = [p for p in plan if p.exercise == ex.id]
-        files[f"tests/{otter_test_name(ex.id)}.py"] = otter_test_file(ex.id, mine, language).encode("utf-8")
-    config = {
-        "lang": "python",
-        "plugins": [{"autograder.otter_tests.KitPlugin": {"kit": OTTER_KIT, "assignment": assignment.id}}],
-        # A hidden check's result shows once grades are published, as in the Gradescope export.
-        "show_hidden": True,
-        "force_public_test_summary": True,
-        "show_stdout": False,
-        # A top-level score: Otter's total over the assignment's points, i.e. the kit's score.
-        "points_possible": assignment.points,
-    }
-    files["otter_config.json"] = (json.dumps(config, indent=2) + "\n").encode("utf-8")
-    return files
-
-
-# -- the command ------------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
-    for name, help_text in (("gradescope", "an autograder zip for Gradescope (setup.sh, run_autograder, the kit)"),
-                            ("otter", "an Otter autograder zip for `otter run` (tests that delegate to the kit)")):
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("assignment", metavar="ASSIGNMENT", help="assignment ID (see autograder course)")
-        p.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
-                       help="folder to write the zip into (default: the course's dist/)")
-        p.add_argument("--language", choices=("zh", "en"), default=None,
-                       help="language of the students' results (default: course.yml's)")
-    p = sub.add_parser("gradescope-run", help="inside Gradescope: grade the submission, write results.json",
-                       description="What run_autograder runs (not for instructors' machines).")
-    p.add_argument("--root", type=Path, default=Path(os.environ.get("AUTOGRADER_ROOT", "/autograder")),
-                   help="the folder laid out as Gradescope's /autograder (default: $AUTOGRADER_ROOT or /autograder)")
-    p.add_argument("--assignment", required=True)
-    p.add_argument("--language", choices=("zh", "en"), default=None)
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.target == "gradescope-run":
-        return run_gradescope(args.root, args.assignment, device=args.device, language=args.language)
-    from . import grade as G
-
-    course = load_course()
-    assignment = course.assignment(args.assignment)
-    G.check_catalog(course, {assignment.id})  # refuse to export a grader that cannot grade
-    out = Path(args.out) if args.out is not None else course.root / "dist"
-    out.mkdir(parents=True, exist_ok=True)
-    if args.target == "gradescope":
-        files = gradescope_files(course, assignment, language=args.language)
-        path = out / f"{assignment.id}-gradescope.zip"
-    else:
-        files = otter_files(course, assignment, language=args.language)
-        path = out / f"{assignment.id}-otter.zip"
-    data = zip_bytes(files)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    print(f"wrote {path} ({len(files)} files, {len(data) / 1024:.0f} KiB)")
-    if args.target == "gradescope":
-        print(f"  Gradescope: a Programming Assignment worth {assignment.points:g} points; Configure Autograder -> "
-              "Zip file upload -> this zip (base image: Ubuntu 24.04, or any with Python >= 3.10).")
-        print(f"  Try it locally first: unzip into A/source, put a notebook in A/submission, then\n"
-              f"  AUTOGRADER_ROOT=A AUTOGRADER_PYTHON={sys.executable} bash A/source/run_autograder")
-    else:
-        print(f"  otter run -a {path} -o OUT {assignment.notebook}   (OUT must exist; run it where the kit is "
-              "installed, e.g. this course's .venv)")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m autograder.export ...``: run_autograder's entry (no nbgrader needed, unlike the full CLI)."""
-    parser = argparse.ArgumentParser(prog="python -m autograder.export", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except AutograderError as exc:
-        return report(exc)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,8 +13,8 @@ import sys
 from types import ModuleType
 from typing import Any, Callable
 
-from .config import Assignment, Course
-from .errors import AutograderError
+from autograder.config import Assignment, Course
+from autograder.errors import AutograderError
 
 #: The package the references are imported under (a sibling of the course's checks' package).
 SOLUTIONS_PACKAGE = "autograder_course.solutions"

@@ -1,0 +1,12 @@
+"""The kit where courses already live: Gradescope (:mod:`~autograder.exports.gradescope`), Otter
+(:mod:`~autograder.exports.otter`, its plugin :mod:`~autograder.exports.otter_plugin`) and nbgrader
+(:mod:`~autograder.exports.nbgrader`; the test cells' runtime :mod:`~autograder.exports.nbgrader_cells`).
+"""
+from __future__ import annotations
+
+from autograder.exports.gradescope import (CHECK_VISIBILITY, EXECUTABLES, GRADING_DEPENDENCIES, KIT_PATTERNS,
+                                           MAX_SUBMISSION_FILES, TEMPLATES, TORCH_PIN, VISIBILITIES, find_submission,
+                                           grade_one, gradescope_files, gradescope_results, hundredths, localized,
+                                           planned_checks, PlannedCheck, requirements_txt, run_gradescope, say_in,
+                                           submission_student, write_json_atomic, zip_bytes)  # noqa: F401
+from autograder.exports.otter import OTTER_KIT, otter_files, otter_test_file, otter_test_name  # noqa: F401

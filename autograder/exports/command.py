@@ -1,0 +1,81 @@
+"""``autograder export gradescope|otter ASSIGNMENT``, and ``python -m autograder.exports gradescope-run``
+(what Gradescope's run_autograder runs).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from autograder.config import load_course
+from autograder.errors import AutograderError, report
+from autograder.exports.gradescope import gradescope_files, run_gradescope, zip_bytes
+from autograder.exports.otter import otter_files
+
+
+# -- the command ------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
+    for name, help_text in (("gradescope", "an autograder zip for Gradescope (setup.sh, run_autograder, the kit)"),
+                            ("otter", "an Otter autograder zip for `otter run` (tests that delegate to the kit)")):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("assignment", metavar="ASSIGNMENT", help="assignment ID (see autograder course)")
+        p.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
+                       help="folder to write the zip into (default: the course's dist/)")
+        p.add_argument("--language", choices=("zh", "en"), default=None,
+                       help="language of the students' results (default: course.yml's)")
+    p = sub.add_parser("gradescope-run", help="inside Gradescope: grade the submission, write results.json",
+                       description="What run_autograder runs (not for instructors' machines).")
+    p.add_argument("--root", type=Path, default=Path(os.environ.get("AUTOGRADER_ROOT", "/autograder")),
+                   help="the folder laid out as Gradescope's /autograder (default: $AUTOGRADER_ROOT or /autograder)")
+    p.add_argument("--assignment", required=True)
+    p.add_argument("--language", choices=("zh", "en"), default=None)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.target == "gradescope-run":
+        return run_gradescope(args.root, args.assignment, device=args.device, language=args.language)
+    from autograder import grading as G
+
+    course = load_course()
+    assignment = course.assignment(args.assignment)
+    G.check_catalog(course, {assignment.id})  # refuse to export a grader that cannot grade
+    out = Path(args.out) if args.out is not None else course.root / "dist"
+    out.mkdir(parents=True, exist_ok=True)
+    if args.target == "gradescope":
+        files = gradescope_files(course, assignment, language=args.language)
+        path = out / f"{assignment.id}-gradescope.zip"
+    else:
+        files = otter_files(course, assignment, language=args.language)
+        path = out / f"{assignment.id}-otter.zip"
+    data = zip_bytes(files)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    print(f"wrote {path} ({len(files)} files, {len(data) / 1024:.0f} KiB)")
+    if args.target == "gradescope":
+        print(f"  Gradescope: a Programming Assignment worth {assignment.points:g} points; Configure Autograder -> "
+              "Zip file upload -> this zip (base image: Ubuntu 24.04, or any with Python >= 3.10).")
+        print(f"  Try it locally first: unzip into A/source, put a notebook in A/submission, then\n"
+              f"  AUTOGRADER_ROOT=A AUTOGRADER_PYTHON={sys.executable} bash A/source/run_autograder")
+    else:
+        print(f"  otter run -a {path} -o OUT {assignment.notebook}   (OUT must exist; run it where the kit is "
+              "installed, e.g. this course's .venv)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autograder.exports ...``: run_autograder's entry (no nbgrader needed, unlike the full CLI)."""
+    parser = argparse.ArgumentParser(prog="python -m autograder.exports", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except AutograderError as exc:
+        return report(exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

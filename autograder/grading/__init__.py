@@ -1,0 +1,32 @@
+"""Grading: from a folder or zip of submissions to results, feedback, grades.csv and the LMS files.
+
+For each submission found (:mod:`~autograder.grading.submissions`): read the notebook, open a fresh sandbox
+worker with its code cells (:mod:`~autograder.grading.cells`), run every exercise of its assignment, public
+and hidden checks, against the course's references (:mod:`~autograder.grading.submission`, the grader of
+:mod:`~autograder.grading.grader`), and write ``results/<key>.json`` and ``feedback/<key>.{md,html}``
+atomically, then rebuild ``grades.csv`` (:mod:`~autograder.grading.outputs`). Every submission found yields
+a row: graded, or a named failure.
+
+Resuming: a result whose notebook hash and grader fingerprint match the current ones is kept (``--force``
+regrades). Hidden inputs are seeded per (course seed, student, assignment, file), so a regrade gives
+identical scores.
+
+Lanes (:mod:`~autograder.grading.batch`): ``-j N`` grades N submissions at a time. A small batch stays in
+this process (threads, one sandbox template); a larger one also runs lanes in trusted grader processes
+started with ``spawn`` (:mod:`~autograder.grading.lanes`), or on a Dask cluster
+(:mod:`~autograder.grading.distributed`). Only JSON crosses a process boundary, and this process stays the
+one writer. Student code never runs in any of these processes; the references do, on one torch thread.
+"""
+from __future__ import annotations
+
+from autograder.grading.cells import DEMO_SKIPPED, SETUP_CELLS, demo_cells, submission_cells  # noqa: F401
+from autograder.grading.timing import PROFILE_SECTIONS, flat_profile  # noqa: F401
+from autograder.grading.grader import (COURSE_FILES, ENGINE_FILES, check_catalog, Context, grader_fingerprint,
+                                       resolve_device)  # noqa: F401
+from autograder.grading.submission import (RESULT_MAX_BYTES, RESULT_MAX_CELLS, failure, finalize, grade_or_fail,
+                                           grade_submission, grader_fault, hidden_seed_parts)  # noqa: F401
+from autograder.grading.outputs import keep_earlier, Outputs, record_or_fail, render_feedback  # noqa: F401
+from autograder.grading.lanes import (lane_config, lane_grade, lane_warm, LaneSetupError, ProcessLanes,
+                                      submission_json)  # noqa: F401
+from autograder.grading.batch import (PROCESS_MIN_SUBMISSIONS, BatchOutcome, grade_batch, lane_processes, Plan,
+                                      plan)  # noqa: F401

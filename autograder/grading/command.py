@@ -1,0 +1,229 @@
+"""``autograder grade SUBMISSIONS -o OUT``: the command (options, progress, the summary).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from autograder import reports as R
+from autograder.config import load_course
+from autograder.errors import AutograderError
+from autograder.grading.batch import PROCESS_MIN_SUBMISSIONS, grade_batch, lane_processes, plan
+from autograder.grading.grader import resolve_device
+from autograder.grading.lanes import ProcessLanes
+from autograder.grading.submissions import opened
+from autograder.text import line
+
+
+# -- the command ---------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("submissions", type=Path, metavar="SUBMISSIONS",
+                        help="a folder of notebooks (any nesting) or a .zip exported from an LMS")
+    parser.add_argument("-o", "--out", type=Path, required=True, metavar="OUT",
+                        help="output folder: results/, feedback/, grades.csv, report.html")
+    parser.add_argument("--assignment", metavar="A", help="grade only this assignment (and use it where the "
+                        "path and the notebook name none)")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                        help="where student code runs: cpu, cuda, or auto (cuda when available)")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="submissions graded in parallel (default: the CPU count); a batch of at least "
+                             f"{PROCESS_MIN_SUBMISSIONS} per extra lane grades in N processes")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="grade on a Dask distributed cluster (tcp://HOST:8786; needs pip install '.[dask]'): "
+                             "each Dask worker holds its own sandbox, this process writes every output")
+    parser.add_argument("--force", action="store_true", help="regrade submissions that already have a result")
+    parser.add_argument("--language", choices=("zh", "en"), default=None,
+                        help="language of the feedback (default: course.yml's)")
+    parser.add_argument("--no-isolation", action="store_true",
+                        help="run student code without the cage (for trusted code only: a machine where "
+                             "`autograder doctor` finds no cage); every result records it")
+    parser.add_argument("--nbgrader", action="store_true",
+                        help="SUBMISSIONS is an nbgrader course folder: grade its submitted/ and record the "
+                             "scores in its gradebook.db")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise AutograderError(f"-j {args.jobs}: need at least one worker")
+    launch = None
+    if not args.scheduler:
+        from autograder.sandbox.worker import launch_template
+
+        # First thing: the sandbox template imports torch while this process does (a cold start waits for
+        # both; one after the other they took twice as long). The sandbox adopts it below.
+        launch = launch_template()
+    try:
+        return _run(args, launch)
+    finally:
+        if launch is not None:
+            launch.close()   # a template no sandbox adopted (the command stopped before grading)
+
+
+def _run(args: argparse.Namespace, launch: Any) -> int:
+    import torch
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
+    from autograder.sandbox import Sandbox
+
+    console = Console()
+    course = load_course()
+    language = args.language or course.language.value
+    device = resolve_device(args.device)
+    # The trusted side runs references in several threads: one torch thread each, no oversubscription.
+    torch.set_num_threads(1)
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    _sigterm_interrupts()
+    course_root = None
+    if args.nbgrader:
+        from autograder.exports.nbgrader import discover_nbgrader_course
+
+        course_root = args.submissions
+        args.submissions = discover_nbgrader_course(course_root)
+    with opened(args.submissions) as (root, refused):
+        batch = plan(root, course, args.out, refused=refused, assignment=args.assignment,
+                     language=language, device=device, origin=args.submissions)
+        found = batch.found
+        if not found.submissions:
+            raise AutograderError(f"{args.submissions}: no notebook (.ipynb) found",
+                                  hint="pass the folder or zip that holds the submitted notebooks")
+        for name in found.ignored[:10]:
+            console.print(f"[dim]ignored (not a notebook): {escape(name)}[/]")
+        if len(found.ignored) > 10:
+            console.print(f"[dim]... and {len(found.ignored) - 10} more files that are not notebooks[/]")
+        for extra, chosen in list(found.superseded.items())[:10]:
+            console.print(f"[dim]not graded: {escape(extra)} (a second copy; {escape(chosen)} is graded)[/]")
+        if found.out_of_scope:
+            console.print(f"[dim]{len(found.out_of_scope)} notebooks of other assignments skipped (--assignment "
+                          f"{args.assignment})[/]")
+        t0 = time.perf_counter()
+        importing = _import_lazy_modules()
+        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn())
+        lanes = None
+        try:
+            if args.scheduler:
+                from autograder.grading.distributed import cluster_description
+
+                console.print(f"{len(found.submissions)} submissions under {escape(str(args.submissions))}; "
+                              f"device {device}, on {escape(cluster_description(args.scheduler))}")
+                warm = time.perf_counter() - t0
+                if args.no_isolation:
+                    console.print("[bold red]--no-isolation: student code runs uncaged on the cluster[/]")
+                importing.join()
+                with Progress(*columns, console=console) as progress:
+                    outcome = grade_batch(batch, None, jobs=args.jobs, force=args.force, progress=progress,
+                                          scheduler=args.scheduler,
+                                          isolation="none" if args.no_isolation else None)
+            else:
+                # Lane processes start now, alongside this process's sandbox: they import torch and start
+                # their own sandbox while this one does.
+                todo = len(found.submissions) if args.force else \
+                    sum(1 for s in found.submissions if s.key not in batch.outputs.rows)
+                extra = lane_processes(args.jobs, todo)
+                if extra:
+                    lanes = ProcessLanes(extra, None, sandbox=(course.limits.model_dump(mode="json"), device,
+                                                               "none" if args.no_isolation else None),
+                                         course_root=str(course.root))
+                lanes_note = f" ({extra + 1} processes)" if extra else ""
+                console.print(f"{len(found.submissions)} submissions under {escape(str(args.submissions))}; "
+                              f"device {device}, {args.jobs} workers{lanes_note}")
+                with Sandbox(course.limits, device, isolation=not args.no_isolation, launch=launch) as sandbox:
+                    warm = time.perf_counter() - t0
+                    iso = sandbox.isolation
+                    if iso.mode == "none":
+                        console.print("[bold red]--no-isolation: student code runs uncaged, with the grader's "
+                                      "rights[/]")
+                    else:
+                        console.print(f"isolation: {iso.mode} ({', '.join(iso.layers)})")
+                    importing.join()
+                    with Progress(*columns, console=console) as progress:
+                        outcome = grade_batch(batch, sandbox, jobs=args.jobs, force=args.force, progress=progress,
+                                              processes=extra, lanes=lanes)
+        except KeyboardInterrupt:
+            done = len(list(batch.outputs.results_dir.glob("*.json")))
+            console.print(f"[yellow]interrupted: {done} results are saved in {batch.outputs.results_dir}; "
+                          "run the same command again to finish[/]")
+            raise
+        finally:
+            if lanes is not None:
+                lanes.close()
+    out = batch.outputs.out
+    everything = batch.outputs.all_results()
+    from autograder.exports.nbgrader import after_batch
+    from autograder.reports.lms import write_lms_csv
+
+    # Batch-level steps: one that fails is named and the command exits 1, but every result stays on disk
+    # and the other steps still run.
+    failed = [f"no row could be written for {where}" for where in outcome.unwritten]
+
+    def step(what: str, work: Callable[[], Any]) -> None:
+        try:
+            work()
+        except Exception as exc:  # noqa: BLE001
+            failed.append(f"{what} failed ({type(exc).__name__}: {line(str(exc), 300)})")
+
+    def gradebook() -> None:
+        for text in after_batch(out, course_root, course=course).lines():
+            console.print(escape(line(text, 1000)))
+
+    step("report.html", lambda: batch.outputs.report(everything))
+    step("canvas.csv and moodle.csv", lambda: write_lms_csv(everything, course, out))
+    if course_root is not None:
+        step("recording in gradebook.db", gradebook)
+    step("the summary table", lambda: R.print_summary(console, everything, course))
+    earlier = len(everything) - len(outcome.results)
+    if earlier:
+        console.print(f"{earlier} rows of grades.csv come from earlier runs into {out} (other submissions)")
+    per = outcome.seconds / outcome.graded if outcome.graded else 0.0
+    writing = outcome.write_seconds / outcome.graded if outcome.graded else 0.0
+    console.print(f"graded {outcome.graded} in {outcome.seconds:.2f} s ({per:.3f} s each, of which writing "
+                  f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s), {outcome.resumed} kept from an earlier "
+                  f"run; wrote {out}/grades.csv, canvas.csv, moodle.csv, lms-skipped.csv, report.html, results/, "
+                  "feedback/")
+    if args.no_isolation:
+        console.print("[bold red]graded with --no-isolation: student code ran uncaged (recorded in every result)[/]")
+    for problem in failed:
+        console.print(f"[red]ERROR[/] {escape(problem)}; every result written is in {escape(str(out))}/results/")
+    return 1 if failed else 0
+
+
+#: Modules the trusted side needs later, each worth a second or more to import: nbformat (reading the
+#: first notebook), matplotlib (report.html), and sympy, which the first nn.MultiheadAttention call
+#: with a key_padding_mask (a public check of 4.3) pulls in through torch._check_with.
+LAZY_IMPORTS = ("nbformat", "matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.ticker",
+                "torch.fx.experimental.symbolic_shapes")
+
+
+def _import_lazy_modules() -> threading.Thread:
+    """Import LAZY_IMPORTS in a thread while the sandbox template starts: this process would only wait
+    for the template then, and the template's imports take one core of two."""
+    def work() -> None:
+        for name in LAZY_IMPORTS:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S110 - torch internals move; this only saves time
+                pass
+
+    thread = threading.Thread(target=work, name="lazy-imports", daemon=True)
+    thread.start()
+    return thread
+
+
+def _sigterm_interrupts() -> None:
+    """SIGTERM (a scheduler's kill) stops like Ctrl-C: finished results are already on disk."""
+    if threading.current_thread() is threading.main_thread():
+        def handler(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt()
+
+        signal.signal(signal.SIGTERM, handler)

@@ -1,0 +1,89 @@
+"""What grades: the course's catalog and references, the device, the sandbox, and a fingerprint of
+all that decides a score (a change to any of them regrades on the next run).
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from autograder.config import Course
+from autograder.errors import AutograderError
+from autograder.grading.references import reference_module
+
+
+#: What the grader fingerprint covers: a change to any of these regrades on the next run. The engine's
+#: modules that decide a score (relative to the engine's folder), and the course's: course.yml, every
+#: assignment folder's checks, hidden checks and mistakes, and the references.
+ENGINE_FILES = ("catalog", "probes.py", "plain.py", "grading/source_scan.py", "points.py")
+
+
+COURSE_FILES = ("course.yml", "source/*/*.py", "solutions/*.py")
+
+
+def grader_fingerprint(device: str, course: Course) -> str:
+    """A hash of everything that decides a score (the engine's checks machinery, the course's checks,
+    references and course.yml) and the device."""
+    from autograder.config import PACKAGE
+
+    digest = hashlib.sha256(f"device={device}\n".encode())
+    for base, patterns, label in ((PACKAGE, ENGINE_FILES, "engine"), (course.root, COURSE_FILES, "course")):
+        for pattern in patterns:
+            path = base / pattern
+            files = sorted(path.rglob("*.py")) if path.is_dir() else sorted(base.glob(pattern))
+            for f in files:
+                if f.is_file():
+                    name = f"{label}/{f.relative_to(base).as_posix()}"
+                    digest.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise AutograderError("--device cuda: torch sees no CUDA device here",
+                              hint="use --device auto (CUDA when present, else CPU) or --device cpu")
+    return requested
+
+
+@dataclass
+class Context:
+    """What every grading thread shares (read-only once the batch starts)."""
+
+    course: Course
+    sandbox: Any
+    device: str
+    fingerprint: str
+    references: dict[str, Callable[..., Any]]      # exercise ID -> reference solution
+    diagnoser: Any
+    demos: dict[str, dict[str, str]] = field(default_factory=dict)   # see demo_cells()
+    origin: str = ""
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+
+def check_catalog(course: Course, assignments: set[str]) -> dict[str, Callable[..., Any]]:
+    """Load the full catalog; every exercise to grade needs checks and a reference, else a clear error."""
+    from autograder import catalog as C
+
+    C.load_catalog(course, hidden=True, mistakes=True)
+    references: dict[str, Callable[..., Any]] = {}
+    gaps: list[str] = []
+    for a in course.assignments:
+        if a.id not in assignments:
+            continue
+        module = reference_module(course, a)
+        for ex in a.exercises:
+            if not C.checks_for(ex.id, (C.Audience.PUBLIC, C.Audience.HIDDEN)):
+                gaps.append(f"{ex.id} has no checks")
+            fn = getattr(module, ex.function, None)
+            if fn is None:
+                gaps.append(f"solutions/{a.module}.py defines no {ex.function} ({ex.id})")
+            references[ex.id] = fn
+    if gaps:
+        raise AutograderError("the grader is incomplete: " + "; ".join(gaps),
+                              hint="run autograder build and autograder validate")
+    return references

@@ -1,0 +1,249 @@
+"""Lanes in other processes: trusted grader processes (``spawn``), each with a sandbox of its own,
+grading submissions sent as plain JSON and answering with JSON text (also what a Dask worker runs).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import tempfile
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autograder.config import Course, load_course
+from autograder.errors import AutograderError
+from autograder.grading.grader import Context, check_catalog, grader_fingerprint
+from autograder.grading.outputs import render_feedback
+from autograder.grading.submission import grade_or_fail
+from autograder.grading.submissions import Submission
+
+if TYPE_CHECKING:   # batch.py starts the lanes: the plan is only named here
+    from autograder.grading.batch import Plan
+
+
+# -- lanes in other processes -------------------------------------------------------------
+def lane_config(batch: Plan, sandbox: Any, language: str, isolation: str | None = None) -> dict[str, Any]:
+    """Everything a lane in another process (or on another machine) needs to grade like this one: plain JSON.
+
+    The lanes cage their workers as ``sandbox`` does (its mode), else as ``isolation`` says ("none" for
+    --no-isolation; None: the best the lane's machine offers).
+    """
+    course = batch.outputs.course
+    limits = getattr(sandbox, "limits", None) or course.limits
+    chosen = getattr(sandbox, "isolation", None)
+    return {"course": course.model_dump(mode="json"), "course_root": str(course.root),
+            "device": batch.device, "fingerprint": batch.fingerprint,
+            "origin": batch.origin, "demos": batch.demos, "language": language,
+            "assignments": sorted({a.id for a in course.assignments
+                                   if any(e.id in batch.references for e in a.exercises)}),
+            "limits": limits.model_dump(mode="json"),
+            "isolation": chosen.mode if chosen is not None else isolation,
+            "max_restarts": getattr(sandbox, "max_restarts", 2)}
+
+
+def submission_json(sub: Submission) -> dict[str, Any]:
+    """A submission as plain JSON (its path is where *this* machine has it)."""
+    return {"path": str(sub.path), "source": sub.source, "sha256": sub.sha256, "student": sub.student,
+            "assignment": sub.assignment, "problem": sub.problem,
+            "evidence": json.loads(json.dumps(sub.evidence, default=str))}
+
+
+class LaneSetupError(AutograderError):
+    """A lane cannot grade as the batch asks (another kit version, no sandbox): the batch's fault, not a row's."""
+
+
+#: This process's lane state: its sandbox (one per process) and a Context per batch configuration.
+_LANE: dict[str, Any] = {}
+
+
+_LANE_LOCK = threading.Lock()
+
+
+def _lane_sandbox(limits: Any, device: str, isolation: str | None, max_restarts: int = 2) -> Any:
+    """This process's sandbox, started on first use (one warm template per lane process)."""
+    from autograder.sandbox import Sandbox
+
+    key = json.dumps([limits.model_dump(mode="json"), device, max_restarts], sort_keys=True)
+    box = _LANE.get("sandbox")
+    if box is not None and _LANE.get("sandbox_key") == key and not box._closed \
+            and isolation in (None, box.isolation.mode):
+        return box
+    if box is not None:
+        box.close()
+    modes = None if isolation in (None, "none") else (isolation,)
+    box = Sandbox(limits, device, isolation=isolation != "none", modes=modes, max_restarts=max_restarts)
+    _LANE.update(sandbox=box, sandbox_key=key)
+    # A lane process ends without atexit (multiprocessing, Dask's nanny): close the sandbox either way.
+    import atexit
+    from multiprocessing import util
+
+    util.Finalize(None, box.close, exitpriority=10)
+    atexit.register(box.close)
+    return box
+
+
+def lane_warm(config: dict[str, Any] | None = None,
+              sandbox: tuple[dict[str, Any], str, str | None] | None = None, course_root: str | None = None) -> int:
+    """Import what grading needs (torch, the catalog) and start this process's sandbox: the batch's
+    (``config``), or one of ``sandbox`` = (limits, device, cage mode or None) before the batch is known.
+    ``course_root``: the course whose catalog to load (default: the batch's, else the one found here)."""
+    import torch
+
+    from autograder import catalog as C
+    from autograder.config import Limits
+
+    torch.set_num_threads(1)
+    with _LANE_LOCK:
+        if sandbox is not None:
+            _lane_sandbox(Limits.model_validate(sandbox[0]), sandbox[1], sandbox[2])
+        root = config["course_root"] if config is not None else course_root
+        C.load_catalog(load_course(root) if root else None, hidden=True, mistakes=True)
+        if config is not None:
+            _lane_context(config)
+    return os.getpid()
+
+
+def _lane_context(config: dict[str, Any]) -> Context:
+    """The grading context of ``config`` in this process (made once; the caller holds _LANE_LOCK)."""
+    key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    contexts = _LANE.setdefault("contexts", {})
+    if key in contexts:
+        return contexts[key]
+    import torch
+
+    from autograder import catalog as C
+    from autograder.config import Limits
+
+    torch.set_num_threads(1)
+    device = config["device"]
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    course = _lane_course(config)
+    fingerprint = grader_fingerprint(device, course)
+    if fingerprint != config["fingerprint"]:
+        raise LaneSetupError(f"this grader's checks, references or course.yml differ from the batch's "
+                             f"(fingerprint {fingerprint}, the batch's {config['fingerprint']})",
+                             hint="install the same version of the kit on every grading machine")
+    references = check_catalog(course, set(config["assignments"]))
+    sandbox = _lane_sandbox(Limits.model_validate(config["limits"]), device, config["isolation"],
+                            int(config.get("max_restarts", 2)))
+    ctx = Context(course, sandbox, device, fingerprint, references, C.LiveDiagnoser(course.tolerances),
+                  config["demos"], config["origin"])
+    contexts[key] = ctx
+    return ctx
+
+
+def _lane_course(config: dict[str, Any]) -> Course:
+    """The batch's course, read from the same folder on this machine (a lane grades with the course's
+    checks and references, which are files): it must say what the batch's says."""
+    try:
+        course = load_course(config["course_root"])
+    except AutograderError as exc:
+        raise LaneSetupError(f"this grader cannot read the batch's course at {config['course_root']} ({exc.message})",
+                             hint="every grading machine needs the course at the same path") from None
+    if course.model_dump(mode="json") != config["course"]:
+        raise LaneSetupError(f"{course.root / 'course.yml'} on this machine differs from the batch's",
+                             hint="every grading machine needs the same course")
+    return course
+
+
+def lane_grade(config: dict[str, Any], sub: dict[str, Any], notebook: bytes | None = None) -> str:
+    """Grade one submission in this process's lane: JSON text of {"result", "feedback"} (or null).
+
+    ``sub`` is :func:`submission_json`; ``notebook``, when given, is the file's bytes (a lane on another
+    machine cannot read the client's path). The result is :func:`grade_or_fail`'s, so a submission's
+    failure is caught and finalized where it always is; only plain JSON text leaves.
+    """
+    with _LANE_LOCK:
+        ctx = _lane_context(config)
+    fields = dict(sub)
+    fields["path"] = Path(fields["path"])
+    submission = Submission(**fields)
+    scratch = None
+    try:
+        if notebook is not None:
+            fd, scratch = tempfile.mkstemp(prefix="autograder-lane-", suffix=".ipynb")
+            with os.fdopen(fd, "wb") as f:
+                f.write(notebook)
+            submission.path = Path(scratch)
+        result = grade_or_fail(submission, ctx)
+    finally:
+        if scratch is not None:
+            os.unlink(scratch)
+    if result is None:
+        return "null"
+    try:
+        feedback: Any = list(render_feedback(result, ctx.course, config["language"]))
+    except Exception:  # noqa: BLE001 - the writer renders it again, and names a failure there
+        feedback = None
+    return json.dumps({"result": result, "feedback": feedback}, ensure_ascii=False, allow_nan=False)
+
+
+def _lane_process_init() -> None:
+    """A lane process: Ctrl-C is the parent's to handle (it stops the lanes)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import torch
+
+    torch.set_num_threads(1)
+
+
+class ProcessLanes:
+    """``count`` trusted grader processes (multiprocessing, ``spawn``), each with a sandbox of its own.
+
+    ``spawn`` starts a fresh interpreter: nothing of the parent's threads, torch state or CUDA context
+    is forked, and each process starts its own sandbox template (which forks workers before it computes
+    anything). Started early (:meth:`warm`), they import torch and start their sandbox while this process
+    starts its own.
+    """
+
+    def __init__(self, count: int, config: dict[str, Any] | None = None, *,
+                 sandbox: tuple[dict[str, Any], str, str | None] | None = None, course_root: str | None = None):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.count = count
+        self.alive = count > 0
+        self.problem: BaseException | None = None
+        self.pids: list[int] = []
+        self._pool = ProcessPoolExecutor(max_workers=max(count, 1), mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_lane_process_init)
+        self._warming = [self._pool.submit(lane_warm, config, sandbox, course_root) for _ in range(count)]
+
+    def submit(self, config: dict[str, Any], sub: Submission) -> Future:
+        return self._pool.submit(lane_grade, config, submission_json(sub))
+
+    def failed(self, exc: BaseException) -> None:
+        """A lane process could not grade (its start failed, or it died): the threads here take over."""
+        import logging
+
+        if self.alive:
+            logging.getLogger(__name__).warning("grading lanes in other processes stopped (%s: %s); "
+                                                "this process grades the rest", type(exc).__name__, exc)
+        self.alive = False
+        self.problem = exc
+
+    def ready(self, timeout: float | None = None) -> list[int]:
+        """Wait until every lane process has warmed up; their pids."""
+        pids = []
+        for fut in self._warming:
+            try:
+                pids.append(fut.result(timeout=timeout))
+            except Exception as exc:  # noqa: BLE001
+                self.failed(exc)
+        self.pids = pids
+        return pids
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the lane processes: at once with ``kill`` or while one still starts (nothing left to grade)."""
+        if kill or not all(fut.done() for fut in self._warming):
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                try:
+                    proc.terminate()
+                except Exception:  # noqa: BLE001, S110 - already gone
+                    pass
+        self._pool.shutdown(wait=not kill and all(fut.done() for fut in self._warming), cancel_futures=True)
+        self.alive = False

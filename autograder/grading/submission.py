@@ -1,0 +1,262 @@
+"""One submission, graded: its cells in a fresh sandbox worker, every exercise of its assignment
+(public and hidden checks, seeded per student), the source scan, and one result dict. Every failure
+of a submission is caught in one place (:func:`grade_or_fail`) and becomes its row.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+import traceback
+from typing import Any
+
+from autograder import reports as R
+from autograder.config import Course
+from autograder.errors import AutograderError, NotebookError
+from autograder.grading.cells import submission_cells
+from autograder.grading.grader import Context
+from autograder.grading.source_scan import scan_notebook
+from autograder.grading.submissions import Submission
+from autograder.grading.timing import flat_profile
+from autograder.messages import as_dict, say
+from autograder.points import total as points_total
+from autograder.stopwatch import Stopwatch
+from autograder.text import line, scrub
+
+
+# -- one submission -----------------------------------------------------------------
+def _said(key: str, **params: Any) -> dict[str, str]:
+    """A message of the catalogue (autograder.messages) as a result holds it: {"zh", "en"}."""
+    return as_dict(say(key, **params))
+
+
+def _base(sub: Submission, ctx: Context) -> dict[str, Any]:
+    return {"schema": R.RESULT_SCHEMA, "key": sub.key, "student": sub.student, "assignment": sub.assignment,
+            "origin": ctx.origin, "source": sub.source, "sha256": sub.sha256, "grader": ctx.fingerprint,
+            "device": ctx.device, "isolation": _isolation(ctx),
+            "points": 0.0, "max_points": 0.0, "exercises": [], "cells": [], "notes": [], "notes_msg": [],
+            "evidence": {k: v for k, v in sub.evidence.items() if isinstance(v, str)}}
+
+
+def _isolation(ctx: Context) -> dict[str, Any] | None:
+    """The cage the batch's workers ran in (autograder.sandbox.cage), as every result records it."""
+    isolation = getattr(ctx.sandbox, "isolation", None)
+    return isolation.to_json() if isolation is not None else None
+
+
+def failure(sub: Submission, ctx: Context, status: str, message: dict[str, str], **extra: Any) -> dict[str, Any]:
+    """A named failure row: no points; max_points from the assignment when it is known."""
+    result = _base(sub, ctx)
+    if sub.assignment:
+        try:
+            result["max_points"] = ctx.course.assignment(sub.assignment).points
+        except AutograderError:
+            pass
+    result.update(status=status, message=message, **extra)
+    return result
+
+
+def _cell_json(cell: Any) -> dict[str, Any]:
+    return {"index": getattr(cell, "index", None), "status": getattr(cell, "status", None),
+            "error_type": getattr(cell, "error_type", None) or None,
+            "message": (str(getattr(cell, "message", "") or "")[:500]) or None,
+            "said": getattr(cell, "said", None) or None,      # the sandbox's words, {"zh", "en"}
+            "seconds": round(float(getattr(cell, "seconds", 0.0) or 0.0), 4)}
+
+
+#: Errors of a cell that Python's compiler can raise before any of it runs.
+_COMPILE_ERRORS = frozenset({"SyntaxError", "RecursionError", "MemoryError"})
+
+
+def _scan(cells: list[Any], outcomes: list[Any]) -> Any:
+    """The static scan of the code the worker ran; cells the worker's compiler rejected are marked as such."""
+    ran = [c for c in cells if not c.skipped]
+    failed = {o.index for o in outcomes if getattr(o, "status", None) == "error"
+              and getattr(o, "error_type", "") in _COMPILE_ERRORS}
+    return scan_notebook([c.code for c in ran], [i for i, c in enumerate(ran) if c.index in failed])
+
+
+def _forbidden_in_source(ex_json: dict[str, Any], findings: list[str]) -> None:
+    """Zero an exercise whose code, read on the trusted side, reaches a forbidden call or tampers with
+    the grader; one more check row says what was found."""
+    for check in ex_json["checks"]:
+        check["points"] = 0.0
+    ex_json["points"], ex_json["status"] = 0.0, "forbidden"
+    found = line(", ".join(findings), 300)
+    ex_json["checks"].append({
+        "exercise": ex_json["exercise"], "check": "source-scan", "audience": "public", "kind": "forbidden",
+        "title": {"zh": "代码中没有禁止的调用", "en": "no forbidden call in the code"}, "status": "forbidden",
+        "passed": False, "points": 0.0, "max_points": 0.0,
+        "message": {"zh": f"评分程序读代码时发现：{found}（整道题记 0 分）",
+                    "en": f"reading the code, the grader found: {found} (the exercise scores 0)"},
+        "mistake": None, "mistake_message": None, "forbidden": [f for f in findings if ":" not in f],
+        "seconds": 0.0, "withheld": False})
+
+
+def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[str, str]] | None:
+    """A short note for the gradebook (and the student) when an exercise could not run normally."""
+    status = ex_json["status"]
+    first = next((c for c in ex_json["checks"] if not c["passed"]), None)
+    message = (first or {}).get("message") or {}
+    zh, en = message.get("zh", "") or "", message.get("en", "") or ""
+    ex = ex_json["exercise"]
+    if status == "missing":
+        return f"missing: {function} ({ex})", {"zh": f"找不到函数 {function}（{ex}）",
+                                                "en": f"{function} is missing ({ex})"}
+    if status in ("crashed", "error", "timeout", "failed") and "memory" in en.lower():
+        return f"memory: {ex}", {"zh": f"{ex} 超出内存限制：{zh}", "en": f"{ex} ran out of memory: {en}"}
+    if status == "timeout":
+        return f"timeout: {ex}", {"zh": f"{ex}：{zh}", "en": f"{ex}: {en}"}
+    if status == "crashed":
+        return f"crash: {ex}", {"zh": f"{ex}：{zh}", "en": f"{ex}: {en}"}
+    if status == "forbidden":
+        return f"forbidden: {ex}", {"zh": f"{ex}：{zh}", "en": f"{ex}: {en}"}
+    return None
+
+
+def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
+    """The result dict of one submission; None only when the batch is being stopped."""
+    from autograder import catalog as C
+    from autograder.notebook import read_notebook
+
+    if sub.problem:
+        return failure(sub, ctx, sub.problem, sub.said or _said("submission.problem", detail=sub.problem))
+    start = time.perf_counter()
+    # Where the seconds go (see PROFILE_SECTIONS), kept in the result's timing section.
+    timer = Stopwatch()    # the grader's sections; the worker handle keeps its own (see grading/timing.py)
+    limits = ctx.course.limits
+    try:
+        nb = read_notebook(sub.path, max_bytes=int(limits.notebook_mb * 2**20))
+    except NotebookError as exc:
+        text = exc.message.replace(str(sub.path), sub.source)
+        detail = text.split(": ", 1)[1] if text.startswith(sub.source + ": ") else text
+        return failure(sub, ctx, f"unreadable: {detail}", _said("submission.unreadable", detail=detail))
+    assignment = ctx.course.assignment(sub.assignment)
+    demos = ctx.demos.get(assignment.id, {})
+    cells = submission_cells(nb, demos, int(limits.cell_kb * 1024))
+    timer.since("read", start)
+    result = _base(sub, ctx)
+    result["max_points"] = assignment.points
+    notes: list[str] = []
+    notes_msg: list[dict[str, str]] = []
+    if sub.evidence.get("also_found"):
+        notes.append(f"also found: {sub.evidence['also_found']}")
+        notes_msg.append(_said("submission.also_found", others=sub.evidence["also_found"]))
+    if nb.metadata.get("autograder_converted_from") == 3:
+        notes.append("converted from nbformat 3")
+        notes_msg.append(_said("submission.old_format"))
+    timing: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    worker = ctx.sandbox.open(cells, label=sub.key)
+    try:
+        # The trusted side's own look at the code (the worker's guards run where a cell could turn them off).
+        scanned = _scan(cells, getattr(worker, "cells", []))
+        timing["open_seconds"] = round(time.perf_counter() - t0, 4)
+        exercises = []
+        for ex in assignment.exercises:
+            t1 = time.perf_counter()
+            with timer.section("checks"):
+                outcome = C.run_exercise(
+                    ex, worker, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=ctx.course.tolerances,
+                    seed_parts=hidden_seed_parts(ctx.course, sub, assignment.id), device=ctx.device,
+                    reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, timer=timer)
+            t2 = time.perf_counter()
+            ex_json = outcome.to_json()
+            findings = scanned.exercise(ex.function, C.SPECS[ex.id].forbidden if ex.id in C.SPECS else ())
+            if findings:
+                _forbidden_in_source(ex_json, findings)
+            timer.since("results", t2)
+            ex_json["seconds"] = round(time.perf_counter() - t1, 4)
+            exercises.append(ex_json)
+            note = _exercise_notes(ex_json, ex.function)
+            if note:
+                notes.append(note[0])
+                notes_msg.append(note[1])
+        # After the calls: a worker forked again after a crash reports its cells afresh.
+        result["cells"] = [_cell_json(c) for c in getattr(worker, "cells", [])]
+    finally:
+        with timer.section("close"):
+            worker.close()
+    if ctx.stopping.is_set():
+        # The sandbox may have been torn down under this submission: its outcome is not trustworthy.
+        return None
+    failed_cells = [c for c in result["cells"] if c["status"] not in ("ok", "skipped", None)]
+    if failed_cells:
+        notes.append(f"cells failed: {', '.join(R.cell_number(c) for c in failed_cells)}")
+    result["exercises"] = exercises
+    result["points"] = points_total(e["points"] for e in exercises)
+    result["notes"], result["notes_msg"] = notes, notes_msg
+    result["status"] = "; ".join([R.GRADED, *notes])
+    result["message"] = None
+    timing["seconds"] = round(time.perf_counter() - start, 4)
+    timing["profile"] = flat_profile(timer.seconds, worker.timer.seconds, timing["seconds"])
+    result["timing"] = timing
+    return result
+
+
+def hidden_seed_parts(course: Course, sub: Submission, assignment_id: str) -> tuple[Any, ...]:
+    """What seeds a submission's hidden inputs: the course seed, who, which assignment and the file's
+    content. Regrading the same file gives the same inputs and score; a changed file gets new inputs,
+    so inputs harvested from one round's feedback are no use in the next."""
+    return (course.seed, sub.student, assignment_id, sub.sha256)
+
+
+def grade_or_fail(sub: Submission, ctx: Context) -> dict[str, Any] | None:
+    """:func:`grade_submission`, with every fault turned into this submission's row (the batch goes on).
+
+    The one place where a submission's failure is caught, and the one place its result
+    leaves: every string passes the text gate and the whole is capped (:func:`finalize`).
+    """
+    try:
+        result = grade_submission(sub, ctx)
+        if result is not None:
+            result = finalize(result)
+    except Exception as exc:  # noqa: BLE001 - one broken submission must not stop the batch
+        if ctx.stopping.is_set():
+            return None
+        result = finalize(grader_fault(sub, ctx, exc))
+    if result is not None:
+        result["graded_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return result
+
+
+def grader_fault(sub: Submission, ctx: Context, exc: BaseException, step: str = "") -> dict[str, Any]:
+    """The row of a submission whose grading (or ``step``) failed on the trusted side: retried next run."""
+    where = f" {step}" if step else ""
+    return failure(sub, ctx, f"crash: grader error{where} ({type(exc).__name__}: {line(str(exc), 300)})",
+                   _said("submission.grader_fault", kind=type(exc).__name__),
+                   traceback="".join(traceback.format_exception(exc, limit=20)), retry=True)
+
+
+#: The most a result JSON may hold; past it, messages and cell records are cut, with a marker.
+RESULT_MAX_BYTES = 1 << 20
+
+
+#: Cell records kept in a result (a notebook of a hundred thousand empty cells is possible).
+RESULT_MAX_CELLS = 500
+
+
+def finalize(result: dict[str, Any], max_bytes: int = RESULT_MAX_BYTES) -> dict[str, Any]:
+    """The result as it may be written: clean text everywhere (see autograder.text), at most ``max_bytes``.
+
+    Cutting is visible: ``truncated`` is set and a note says so in both languages.
+    """
+    result = scrub(result)
+    cut = False
+    if len(result.get("cells") or []) > RESULT_MAX_CELLS:
+        result["cells"], cut = result["cells"][:RESULT_MAX_CELLS], True
+    size = len(R.dump_result(result).encode("utf-8"))
+    for limit in (500, 120):
+        if size <= max_bytes:
+            break
+        result, cut = scrub(result, limit), True
+        size = len(R.dump_result(result).encode("utf-8"))
+    if size > max_bytes:
+        result["cells"], result["traceback"] = [], None
+        for ex in result.get("exercises") or []:
+            for check in ex.get("checks") or []:
+                check["message"] = None
+    if cut or size > max_bytes:
+        result["truncated"] = True
+        result.setdefault("notes", []).append("truncated")
+        result.setdefault("notes_msg", []).append(_said("submission.too_large", kib=max_bytes // 1024))
+    return result

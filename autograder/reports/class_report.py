@@ -1,0 +1,209 @@
+"""What the instructor sees: report.html (scores, pass rates per exercise, the most common mistakes)
+and the terminal summary at the end of a batch.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import statistics
+from collections import Counter
+from typing import Any
+
+from autograder.config import Course
+from autograder.reports.feedback import _h, _page, _status_text, _text, exercise_title, fmt_points
+from autograder.reports.files import GRADED
+from autograder.text import line
+
+
+# -- the class report ------------------------------------------------------------------------
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def class_stats(results: list[dict[str, Any]], course: Course) -> dict[str, Any]:
+    """Numbers behind the report and the terminal summary."""
+    graded = [r for r in results if r.get("status", "").startswith(GRADED)]
+    fractions = [r["points"] / r["max_points"] for r in graded if r.get("max_points")]
+    per_exercise: dict[str, dict[str, Any]] = {}
+    mistakes: Counter[tuple[str, str]] = Counter()
+    mistake_text: dict[tuple[str, str], Any] = {}
+    for r in graded:
+        for ex in r.get("exercises", []):
+            e = per_exercise.setdefault(ex["exercise"], {"n": 0, "full": 0, "points": 0.0,
+                                                          "max": ex["max_points"], "statuses": Counter()})
+            e["n"] += 1
+            e["points"] += ex["points"]
+            e["full"] += ex["points"] >= ex["max_points"] - 1e-9
+            e["statuses"][ex["status"]] += 1
+            seen = set()
+            for c in ex.get("checks", []):
+                if c.get("mistake") and (ex["exercise"], c["mistake"]) not in seen:
+                    seen.add((ex["exercise"], c["mistake"]))
+                    mistakes[(ex["exercise"], c["mistake"])] += 1
+                    mistake_text[(ex["exercise"], c["mistake"])] = c.get("mistake_message")
+    order = {e.id: i for i, e in enumerate(course.exercises)}
+    per_exercise = dict(sorted(per_exercise.items(), key=lambda kv: order.get(kv[0], 10**6)))
+    statuses = Counter(r.get("status", "").split(";")[0].split(":")[0] for r in results)
+    return {"n": len(results), "graded": len(graded), "fractions": fractions, "per_exercise": per_exercise,
+            "mistakes": mistakes.most_common(), "mistake_text": mistake_text, "statuses": statuses,
+            "mean": statistics.fmean(fractions) if fractions else None,
+            "median": statistics.median(fractions) if fractions else None}
+
+
+_REPORT = {
+    "zh": {"title": "{name}：班级报告", "summary": "共 {n} 份提交，{graded} 份已评分", "mean": "；平均 {mean:.1f}%，中位数 {median:.1f}%",
+           "scores": "得分", "hist": "得分分布", "hist_x": "得分（占作业总分的 %）", "count": "提交数",
+           "pass": "各练习的满分率", "pass_x": "练习", "pass_y": "满分的比例（%）",
+           "exercise": "练习", "ex_title": "题目", "graded": "已评分", "full": "满分", "mean_points": "平均得分",
+           "statuses": "状态", "mistakes": "最常见的已诊断错误", "mistake": "错误", "message": "说明",
+           "no_mistakes": "没有诊断出已知错误。", "submissions": "提交", "student": "学生", "assignment": "作业",
+           "score": "得分", "status": "状态", "feedback": "反馈"},
+    "en": {"title": "{name}: class report", "summary": "{n} submissions, {graded} graded", "mean": "; mean score {mean:.1f}%, median {median:.1f}%",
+           "scores": "Scores", "hist": "Score histogram", "hist_x": "score (% of the assignment's points)",
+           "count": "submissions", "pass": "Pass rate per exercise", "pass_x": "exercise", "pass_y": "% with full points",
+           "exercise": "exercise", "ex_title": "title", "graded": "graded", "full": "full points",
+           "mean_points": "mean points", "statuses": "statuses", "mistakes": "Most common diagnosed mistakes",
+           "mistake": "mistake", "message": "message", "no_mistakes": "No known mistake was diagnosed.",
+           "submissions": "Submissions", "student": "student", "assignment": "assignment", "score": "score",
+           "status": "status", "feedback": "feedback"},
+}
+
+
+#: Fonts with Chinese glyphs, most common first; without one, plots keep English labels (a missing glyph
+#: would only warn and draw boxes).
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Micro Hei", "WenQuanYi Zen Hei",
+             "Microsoft YaHei", "PingFang SC", "SimHei", "Heiti SC", "AR PL UMing CN")
+
+
+def cjk_font() -> str | None:
+    """An installed font family that draws Chinese, or None."""
+    from matplotlib import font_manager
+
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in names), None)
+
+
+def class_report_html(results: list[dict[str, Any]], course: Course, language: str = "en") -> str:
+    """The class report in ``language``: summary, three plots embedded as base64 PNG, tables; self-contained."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    language = language if language in _REPORT else "en"
+    T = _REPORT[language]
+    font = cjk_font() if language == "zh" else None
+    P = _REPORT["zh"] if font else _REPORT["en"]          # plot labels: Chinese only where a font draws it
+    style = {"font.family": [font, "sans-serif"]} if font else {}
+    stats = class_stats(results, course)
+    summary = T["summary"].format(n=stats["n"], graded=stats["graded"])
+    if stats["mean"] is not None:
+        summary += T["mean"].format(mean=stats["mean"] * 100, median=stats["median"] * 100)
+    body = [f"<h1>{_h(T['title'].format(name=course.name))}</h1>", f"<p>{_h(summary)}。</p>"
+            if language == "zh" else f"<p>{_h(summary)}.</p>"]
+
+    with matplotlib.rc_context(style):
+        fig = Figure(figsize=(6, 3.2))
+        ax = fig.subplots()
+        ax.hist([f * 100 for f in stats["fractions"]], bins=[i * 10 for i in range(11)], color="#4c78a8",
+                edgecolor="white")
+        ax.set(xlabel=P["hist_x"], ylabel=P["count"], title=P["hist"])
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        body.append(f"<h2>{_h(T['scores'])}</h2><img alt='{_h(T['hist'])}' src='data:image/png;base64,{_png(fig)}'>")
+
+        per = stats["per_exercise"]
+        if per:
+            fig = Figure(figsize=(max(4.0, 0.55 * len(per) + 1.5), 3.2))
+            ax = fig.subplots()
+            ids = list(per)
+            ax.bar(ids, [per[i]["full"] / per[i]["n"] * 100 for i in ids], color="#54a24b")
+            ax.set(ylim=(0, 100), xlabel=P["pass_x"], ylabel=P["pass_y"], title=P["pass"])
+            body.append(f"<h2>{_h(T['pass'])}</h2><img alt='{_h(T['pass'])}' "
+                        f"src='data:image/png;base64,{_png(fig)}'>")
+            rows = "".join(
+                f"<tr><td>{_h(i)}</td><td>{_h(exercise_title(course, i, language))}</td><td>{e['n']}</td>"
+                f"<td>{e['full'] / e['n'] * 100:.0f}%</td><td>{_h(fmt_points(e['points'] / e['n']))} / "
+                f"{_h(fmt_points(e['max']))}</td><td>"
+                f"{_h(', '.join(f'{_status_text(language, k)} {v}' for k, v in e['statuses'].most_common()))}"
+                f"</td></tr>" for i, e in per.items())
+            head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "ex_title", "graded", "full", "mean_points",
+                                                          "statuses"))
+            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+
+        top = stats["mistakes"][:10]
+        body.append(f"<h2>{_h(T['mistakes'])}</h2>")
+        if top:
+            fig = Figure(figsize=(6, 0.45 * len(top) + 1.2))
+            ax = fig.subplots()
+            labels = [f"{e} {m}" for (e, m), _ in top][::-1]
+            ax.barh(labels, [n for _, n in top][::-1], color="#e45756")
+            ax.set(xlabel=P["count"], title=P["mistakes"])
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            body.append(f"<img alt='{_h(T['mistakes'])}' src='data:image/png;base64,{_png(fig)}'>")
+            rows = "".join(f"<tr><td>{_h(e)}</td><td>{_h(m)}</td><td>{n}</td>"
+                           f"<td>{_h(_text(stats['mistake_text'].get((e, m)), language))}</td></tr>"
+                           for (e, m), n in top)
+            head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "mistake", "count", "message"))
+            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+        else:
+            body.append(f"<p>{_h(T['no_mistakes'])}</p>")
+
+    rows = "".join(
+        f"<tr><td>{_h(r.get('student') or '')}</td><td>{_h(r.get('assignment') or '')}</td>"
+        f"<td>{_h(fmt_points(r.get('points', 0)))} / {_h(fmt_points(r.get('max_points', 0)))}</td>"
+        f"<td>{_h(r.get('status', ''))}</td><td><a href='feedback/{_h(r['key'])}.html'>{_h(T['feedback'])}</a></td></tr>"
+        for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))))
+    head = "".join(f"<th>{_h(T[k])}</th>" for k in ("student", "assignment", "score", "status")) + "<th></th>"
+    body.append(f"<h2>{_h(T['submissions'])}</h2><table><tr>{head}</tr>{rows}</table>")
+    return _page(T["title"].format(name=course.name), language, body)
+
+
+# -- the terminal summary -----------------------------------------------------------------------
+def print_summary(console: Any, results: list[dict[str, Any]], course: Course, *, list_limit: int = 40) -> None:
+    """A rich summary: per submission (small batches), per exercise, and every failure named."""
+    from rich.table import Table
+
+    stats = class_stats(results, course)
+    if len(results) <= list_limit:
+        table = Table(title="Submissions")
+        for col in ("student", "assignment", "score", "status"):
+            table.add_column(col, overflow="fold")
+        for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))):
+            ok = r.get("status") == GRADED
+            table.add_row(_esc(r.get("student") or "?"), _esc(r.get("assignment") or "?"),
+                          f"{fmt_points(r.get('points', 0))}/{fmt_points(r.get('max_points', 0))}",
+                          _esc(r.get("status", "")) if ok else f"[yellow]{_esc(r.get('status', ''))}[/]")
+        console.print(table)
+    else:
+        problems = [r for r in results if r.get("status") != GRADED]
+        for r in problems[:list_limit]:
+            console.print(f"[yellow]{_esc(r.get('source', ''))}[/]: {_esc(r.get('status', ''))}")
+        if len(problems) > list_limit:
+            console.print(f"... and {len(problems) - list_limit} more rows that are not plainly graded "
+                          "(see grades.csv)")
+    if stats["per_exercise"]:
+        table = Table(title="Exercises")
+        for col in ("exercise", "graded", "full points", "mean", "top mistake"):
+            table.add_column(col)
+        top_by_ex: dict[str, tuple[str, int]] = {}
+        for (e, m), n in stats["mistakes"]:
+            top_by_ex.setdefault(e, (m, n))
+        for i, e in stats["per_exercise"].items():
+            m = top_by_ex.get(i)
+            table.add_row(i, str(e["n"]), f"{e['full'] / e['n'] * 100:.0f}%",
+                          f"{fmt_points(e['points'] / e['n'])}/{fmt_points(e['max'])}",
+                          f"{m[0]} ({m[1]})" if m else "")
+        console.print(table)
+    mean = f", mean {stats['mean'] * 100:.1f}%" if stats["mean"] is not None else ""
+    console.print(f"{stats['n']} submissions: {stats['graded']} graded, "
+                  f"{stats['n'] - stats['graded']} not graded{mean}")
+
+
+def _esc(text: Any) -> str:
+    """For the terminal: one clean line (no escape sequence reaches it), rich markup escaped."""
+    from rich.markup import escape
+
+    return escape(line(text if isinstance(text, str) else str(text), 200))

@@ -1,0 +1,236 @@
+"""What one student sees (feedback/<key>.md and .html) and the gradebook (grades.csv), from result dicts.
+
+Feedback shows per exercise the score, every check with its points, the failed checks' messages and
+diagnoses, and the cells that raised; never hidden inputs or references beyond what a check's message
+says. Every piece of text a student controls is escaped.
+"""
+from __future__ import annotations
+
+import html
+from typing import Any, Iterable
+
+from autograder.config import Course
+from autograder.messages import status_word, text
+from autograder.points import fmt as points_fmt
+from autograder.reports.files import GRADED
+from autograder.text import csv_rows
+
+
+# -- small helpers ---------------------------------------------------------------------------
+def _text(msg: Any, language: str) -> str:
+    """One language of a {"zh", "en"} message (or a plain string)."""
+    if isinstance(msg, dict):
+        return str(msg.get(language) or msg.get("en") or msg.get("zh") or "")
+    return "" if msg is None else str(msg)
+
+
+fmt_points = points_fmt   # every score reads in hundredths: 6.09, 2, 0.5
+
+
+def _md(text: str) -> str:
+    """Student-controlled text inside Markdown: no raw HTML, no accidental emphasis or tables."""
+    out = html.escape(text, quote=False)
+    for ch in "\\`*_[]|#":
+        out = out.replace(ch, "\\" + ch)
+    return " ".join(out.split())
+
+
+def exercise_title(course: Course, exercise_id: str, language: str = "en") -> str:
+    try:
+        return course.exercise(exercise_id)[1].title_in(language)
+    except Exception:  # noqa: BLE001 - an old result of an exercise since removed
+        return exercise_id
+
+
+def cell_number(cell: dict[str, Any]) -> str:
+    """A result's cell as a student counts it in JupyterLab: from 1, text cells included."""
+    index = cell.get("index")
+    return str(index + 1) if isinstance(index, int) and not isinstance(index, bool) else "?"
+
+
+def cell_message(cell: dict[str, Any], language: str) -> str:
+    """What stopped a cell: the sandbox's words in ``language``, else the student's exception text."""
+    said = cell.get("said")
+    if isinstance(said, dict) and said.get(language):
+        return str(said[language])
+    return str(cell.get("message") or "")
+
+
+def _label(language: str, key: str) -> str:
+    return text(f"label.{key}", language)
+
+
+def _status_text(language: str, status: str) -> str:
+    return status_word(status, language)
+
+
+# -- feedback ---------------------------------------------------------------------------------
+def _shown_checks(ex: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every check of the exercise with its points; one line for a not attempted / missing exercise."""
+    checks = list(ex.get("checks", []))
+    if ex.get("status") in ("not_attempted", "missing") and checks:
+        return checks[:1]
+    return checks
+
+
+def _check_points(check: dict[str, Any]) -> str:
+    return f"{fmt_points(check.get('points') or 0)} / {fmt_points(check.get('max_points') or 0)}"
+
+
+def message_text(msg: Any, language: str) -> str:
+    """One language of a result's {"zh", "en"} message."""
+    return _text(msg, language)
+
+
+def check_lines(ex: dict[str, Any], language: str) -> list[str]:
+    """One plain-text line per check of an exercise's result (escape it where it goes)."""
+    out = []
+    for c in _shown_checks(ex):
+        who = _label(language, "hidden") if c.get("audience") == "hidden" else _label(language, "public")
+        text = (f"{_text(c.get('title'), language)} ({who}, {_status_text(language, c.get('status', ''))}, "
+                f"{_check_points(c)})")
+        if _explained(c):
+            text += f": {_text(c.get('message'), language)}"
+            if c.get("mistake_message"):
+                text += f" · {_label(language, 'diagnosis')}: {_text(c['mistake_message'], language)}"
+        out.append(text)
+    return out
+
+
+def _explained(check: dict[str, Any]) -> bool:
+    """A check whose message the student should read: failed, or passed but withheld (it says why)."""
+    return not check.get("passed") or bool(check.get("withheld"))
+
+
+def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> str:
+    """The student's feedback as Markdown (escaped; nothing hidden beyond the check messages)."""
+    L = lambda key: _label(language, key)  # noqa: E731 - a local shorthand
+    # Assignment IDs and titles come from course.yml; only student-controlled text needs escaping.
+    lines = [f"# {L('title')}: {result.get('assignment') or '?'} · {_md(str(result.get('student') or '?'))}", ""]
+    if result.get("status") != GRADED and not result.get("exercises"):
+        lines += [f"**{L('not_graded')}**: {_md(_text(result.get('message'), language))}", "", L("what_now"), ""]
+        return "\n".join(lines)
+    lines += [f"**{L('total')}: {fmt_points(result['points'])} / {fmt_points(result['max_points'])}**", ""]
+    for note in result.get("notes_msg", []):
+        lines.append(f"> {L('note')}: {_md(_text(note, language))}")
+    lines += ["", f"| {L('exercise')} | {L('score')} | {L('status')} |", "|---|---|---|"]
+    for ex in result.get("exercises", []):
+        lines.append(f"| {ex['exercise']} {exercise_title(course, ex['exercise'], language)} | "
+                     f"{fmt_points(ex['points'])} / {fmt_points(ex['max_points'])} | "
+                     f"{_status_text(language, ex['status'])} |")
+    for ex in result.get("exercises", []):
+        shown = _shown_checks(ex)
+        if not shown:
+            continue
+        lines += ["", f"## {ex['exercise']} {exercise_title(course, ex['exercise'], language)}"
+                      f" ({fmt_points(ex['points'])} / {fmt_points(ex['max_points'])})", ""]
+        for c in shown:
+            who = L("hidden") if c.get("audience") == "hidden" else L("public")
+            head = (f"- **{_md(_text(c.get('title'), language))}** ({who}, "
+                    f"{_status_text(language, c.get('status', ''))}, {_check_points(c)})")
+            if not _explained(c):
+                lines.append(head)
+                continue
+            lines.append(f"{head}: {_md(_text(c.get('message'), language))}")
+            if c.get("mistake_message"):
+                lines.append(f"  - {L('diagnosis')}: {_md(_text(c['mistake_message'], language))}")
+    bad_cells = [c for c in result.get("cells", []) if c.get("status") not in ("ok", "skipped", None)]
+    if bad_cells:
+        lines += ["", f"## {L('cells')}", ""]
+        for c in bad_cells:
+            lines.append(f"- {L('cell')} {cell_number(c)}: {_md(str(c.get('error_type') or c.get('status')))}"
+                         f" {_md(cell_message(c, language))}")
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC",sans-serif;max-width:60rem;
+margin:2rem auto;padding:0 1rem;color:#222}table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;
+padding:.3rem .6rem;text-align:left;vertical-align:top}th{background:#f4f4f4}.passed{color:#1a7f37}
+.failed,.error,.crashed,.timeout,.forbidden,.too_large,.missing{color:#b42318}.not_attempted{color:#777}
+.diag{color:#6941c6}.note{background:#fff7e6;padding:.5rem}img{max-width:100%}code{background:#f4f4f4}"""
+
+
+def _h(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
+    """The student's feedback as a standalone HTML page (every dynamic string escaped)."""
+    L = lambda key: _label(language, key)  # noqa: E731
+    title = f"{L('title')}: {result.get('assignment') or '?'} · {result.get('student') or '?'}"
+    body = [f"<h1>{_h(title)}</h1>"]
+    if result.get("status") != GRADED and not result.get("exercises"):
+        body += [f"<p class='note'><b>{_h(L('not_graded'))}</b>: {_h(_text(result.get('message'), language))}</p>",
+                 f"<p>{_h(L('what_now'))}</p>"]
+        return _page(title, language, body)
+    body.append(f"<p><b>{_h(L('total'))}: {_h(fmt_points(result['points']))} / "
+                f"{_h(fmt_points(result['max_points']))}</b></p>")
+    for note in result.get("notes_msg", []):
+        body.append(f"<p class='note'>{_h(L('note'))}: {_h(_text(note, language))}</p>")
+    rows = "".join(
+        f"<tr><td>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise'], language))}</td>"
+        f"<td>{_h(fmt_points(ex['points']))} / {_h(fmt_points(ex['max_points']))}</td>"
+        f"<td class='{_h(ex['status'])}'>{_h(_status_text(language, ex['status']))}</td></tr>"
+        for ex in result.get("exercises", []))
+    body.append(f"<table><tr><th>{_h(L('exercise'))}</th><th>{_h(L('score'))}</th><th>{_h(L('status'))}</th></tr>"
+                f"{rows}</table>")
+    for ex in result.get("exercises", []):
+        shown = _shown_checks(ex)
+        if not shown:
+            continue
+        body.append(f"<h2>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise'], language))} "
+                    f"({_h(fmt_points(ex['points']))} / {_h(fmt_points(ex['max_points']))})</h2><ul>")
+        for c in shown:
+            who = L("hidden") if c.get("audience") == "hidden" else L("public")
+            status = c.get("status", "")
+            item = (f"<li><b>{_h(_text(c.get('title'), language))}</b> ({_h(who)}, "
+                    f"<span class='{_h(status)}'>{_h(_status_text(language, status))}</span>, "
+                    f"{_h(_check_points(c))})")
+            if not _explained(c):
+                body.append(item + "</li>")
+                continue
+            item += f": {_h(_text(c.get('message'), language))}"
+            if c.get("mistake_message"):
+                diagnosis = _text(c["mistake_message"], language)
+                item += f"<br><span class='diag'>{_h(L('diagnosis'))}: {_h(diagnosis)}</span>"
+            body.append(item + "</li>")
+        body.append("</ul>")
+    bad_cells = [c for c in result.get("cells", []) if c.get("status") not in ("ok", "skipped", None)]
+    if bad_cells:
+        body.append(f"<h2>{_h(L('cells'))}</h2><ul>")
+        body += [f"<li>{_h(L('cell'))} {_h(cell_number(c))}: <code>{_h(c.get('error_type') or c.get('status'))}</code> "
+                 f"{_h(cell_message(c, language))}</li>" for c in bad_cells]
+        body.append("</ul>")
+    return _page(title, language, body)
+
+
+def _page(title: str, language: str, body: list[str]) -> str:
+    return (f"<!DOCTYPE html>\n<html lang='{_h(language)}'><head><meta charset='utf-8'>"
+            f"<title>{_h(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+# -- the gradebook -----------------------------------------------------------------------------
+def exercise_columns(course: Course, results: Iterable[dict[str, Any]]) -> list[str]:
+    """Exercise IDs of the assignments present, in course order."""
+    present = {r.get("assignment") for r in results}
+    return [e.id for a in course.assignments if a.id in present for e in a.exercises]
+
+
+def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
+    """One row per submission: student, assignment, each exercise's points, total, max, status, source."""
+    columns = exercise_columns(course, results)
+    rows = []
+    for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""),
+                                            str(r.get("source")))):
+        per = {ex["exercise"]: ex["points"] for ex in r.get("exercises", [])}
+        own = set()
+        try:
+            own = {e.id for e in course.assignment(r["assignment"]).exercises} if r.get("assignment") else set()
+        except Exception:  # noqa: BLE001 - an assignment since removed from course.yml
+            pass
+        cells = [fmt_points(per.get(c, 0.0)) if c in own else "" for c in columns]
+        rows.append([r.get("student") or "", r.get("assignment") or "", *cells,
+                     fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)),
+                     r.get("status", ""), r.get("source", "")])
+    # Every cell through the CSV gate: a student folder named "=HYPERLINK(...)" stays text.
+    return csv_rows([["student", "assignment", *columns, "total", "max", "status", "source"]], rows)

@@ -1,0 +1,70 @@
+"""Result files, written atomically (a temporary file in the same folder, then ``os.replace``): a batch
+killed at any instant leaves each output either the old complete file or the new one, never half.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+
+RESULT_SCHEMA = 1
+
+
+GRADED = "graded"
+
+
+# -- atomic files ------------------------------------------------------------------------
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a reader (or a crash) never sees a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str, encoding: str = "utf-8") -> None:
+    atomic_write_bytes(path, text.encode(encoding))
+
+
+def write_if_changed(path: Path, text: str, encoding: str = "utf-8") -> bool:
+    """Atomic write, skipped when the file already holds exactly this text (keeps mtimes honest)."""
+    data = text.encode(encoding)
+    try:
+        if path.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    atomic_write_bytes(path, data)
+    return True
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Temporary files a killed batch left behind (never a finished output)."""
+    if folder.is_dir():
+        for p in folder.glob(".*.tmp"):
+            p.unlink(missing_ok=True)
+
+
+def dump_result(result: dict[str, Any]) -> str:
+    return json.dumps(result, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+
+
+def load_result(path: Path) -> dict[str, Any] | None:
+    """A result file, or None when it is missing or not one of ours."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != RESULT_SCHEMA:
+        return None
+    return data

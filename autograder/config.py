@@ -133,7 +133,8 @@ class Assignment(_Strict):
     @classmethod
     def _assignment_id(cls, value: str) -> str:
         if not ASSIGNMENT_ID.match(value):
-            raise ValueError(f"an assignment ID looks like 02_attention (two digits, an underscore, lower-case words), got {value!r}")
+            raise ValueError(f"an assignment ID looks like 02_attention (two digits, an underscore, lower-case "
+                             f"words), got {value!r}")
         return value
 
     @property

@@ -52,7 +52,8 @@ from nbgrader.preprocessors import (
 from traitlets import Dict
 from traitlets.config import Config
 
-from autograder.config import PACKAGE, PUBLIC_FILE, Course, course_root, exercise_of, find_course, grade_id, load_course, parse_course
+from autograder.config import (PACKAGE, PUBLIC_FILE, Course, course_root, exercise_of, find_course, grade_id, load_course,
+                               parse_course)
 from autograder.errors import BuildError, ConfigError, StaleError
 from autograder.zips import ZIP_TIME, deterministic_zip  # noqa: F401 - ZIP_TIME: the time of every entry
 

@@ -4,24 +4,30 @@
   friends and forks one worker per submission, which runs the cells and answers calls.
 * :mod:`~autograder.sandbox.cage`: what a forked worker enters before any student code runs
   (namespaces, an empty root, an unprivileged uid, seccomp, Landlock, resource limits).
-* :mod:`~autograder.sandbox.host`: the grader's side: :class:`Sandbox` owns the template and hands out
-  :class:`WorkerHandle`\\ s; every byte a worker sends is treated as hostile there.
+* the grader's side, below: :class:`Sandbox` owns the template and hands out :class:`WorkerHandle`\\ s;
+  every byte a worker sends is treated as hostile there.
 
-The host's names are importable from this package (``from autograder.sandbox import Sandbox``); they load
-on first use, so that the worker, which imports this package on its way to its own module, never loads
-the host's code.
+The grader's side is split by job: :mod:`~autograder.sandbox.host` (:class:`Sandbox`: the template, the
+cage, forking), :mod:`~autograder.sandbox.handle` (:class:`WorkerHandle`), :mod:`~autograder.sandbox.replies`
+(what a worker's bytes may become) and :mod:`~autograder.sandbox.processes` (worker uids, folders,
+processes). Their names are importable from this package (``from autograder.sandbox import Sandbox``);
+they load on first use, so that the worker, which imports this package on its way to its own module,
+never loads the grader's code.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
+#: Where a name of this package is looked up, in order (the worker's own names last: TEMPLATE_ENV...).
+_MODULES = ("host", "handle", "replies", "processes", "worker")
+
 
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
-    host = importlib.import_module("autograder.sandbox.host")
-    try:
-        return getattr(host, name)
-    except AttributeError:
-        raise AttributeError(f"module 'autograder.sandbox' has no attribute {name!r}") from None
+    for module in _MODULES:
+        found = importlib.import_module(f"{__name__}.{module}")
+        if name in vars(found):
+            return vars(found)[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

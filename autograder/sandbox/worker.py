@@ -228,7 +228,8 @@ def launch_template(folder: str | None = None) -> TemplateLaunch:
     try:
         with open(log_path, "wb") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-c", f"from autograder.sandbox.worker import template_main; template_main({theirs.fileno()})"],
+                [sys.executable, "-c",
+                 f"from autograder.sandbox.worker import template_main; template_main({theirs.fileno()})"],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=log_file, cwd=folder, env=template_environment(os.environ), start_new_session=True)
     except BaseException:

@@ -1,0 +1,136 @@
+"""Comparing outputs: in float64 on the CPU, within the course's tolerance for the dtype under test.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from autograder import plain
+from autograder.messages import Msg
+from autograder.catalog.outcomes import CheckFailed
+
+
+def as_float64(value: Any) -> Any:
+    """Floating tensors/arrays -> float64 CPU copies, recursively (reference precision)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu()
+        return t.double() if t.is_floating_point() else t.clone()
+    if isinstance(value, np.ndarray):
+        return value.astype(np.float64) if value.dtype.kind == "f" else value.copy()
+    if isinstance(value, tuple):
+        return tuple(as_float64(v) for v in value)
+    if isinstance(value, list):
+        return [as_float64(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_float64(v) for k, v in value.items()}
+    return value
+
+
+def _to_double(x: Any) -> torch.Tensor:
+    if isinstance(x, plain.Value):
+        x = x.to_python()
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(np.asarray(x, dtype=np.float64).copy())
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().double()
+    return torch.tensor(float(x), dtype=torch.float64)
+
+
+def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool = False) -> tuple[str, str] | None:
+    """None when close (NaN never equals anything); else (zh, en) with shapes and the largest difference.
+
+    ``hidden``: the same verdict, told without values or positions (shapes only, and
+    whether every element or some differ, NaN included).
+    """
+    g, e = _to_double(got), _to_double(expected)
+    if g.shape != e.shape:
+        return (f"形状应为 {tuple(e.shape)}，实际是 {tuple(g.shape)}",
+                f"expected shape {tuple(e.shape)}, got {tuple(g.shape)}")
+    if g.numel() == 0:
+        return None
+    # The common case in one pass: every difference finite and within tolerance. A NaN or an
+    # infinity anywhere makes this False (NaN compares False; inf - inf is NaN), and the full
+    # rules below decide, so the verdict is the same either way.
+    if bool(((g - e).abs() <= atol + rtol * e.abs()).all()):
+        return None
+    bad_nan = torch.isnan(g) & ~torch.isnan(e)
+    if hidden and bad_nan.any():
+        if bool((e[bad_nan] == 0).all()):
+            return ("在参考答案恰好为 0 的位置出现了 NaN", "NaN where the reference is exactly 0")
+        return ("出现了 NaN，而参考答案在那里是一个数", "NaN where the reference has a number")
+    if bad_nan.any():
+        idx = tuple(int(i) for i in bad_nan.nonzero()[0])
+        return (f"出现 NaN（位置 {idx}，期望 {e[idx].item():.6g}）",
+                f"NaN at index {idx} (expected {e[idx].item():.6g})")
+    same_inf = torch.isinf(e) & (g == e)
+    diff = torch.where(same_inf, torch.zeros_like(g), (g - e).abs())
+    limit = atol + rtol * e.abs().nan_to_num(posinf=0.0, neginf=0.0)
+    over = (diff > limit) | (torch.isnan(diff) & ~torch.isnan(e))
+    if not over.any():
+        return None
+    flat = int(torch.argmax(torch.where(over, diff.nan_to_num(nan=math.inf), torch.zeros_like(diff))))
+    idx = tuple(int(i) for i in np.unravel_index(flat, tuple(g.shape))) if g.dim() else ()
+    n_bad = int(over.sum())
+    if hidden:
+        # Which elements, as a class (all, or only where the reference is exactly 0: masked
+        # positions, say), never their values or places.
+        if g.numel() == 1:
+            return ("与参考答案不符（超出容差）", "differs from the reference (beyond the tolerance)")
+        every = n_bad == g.numel()
+        zeros = not every and bool((e[over] == 0).all())
+        where = ("每个元素", "every element") if every else \
+            ("参考答案恰好为 0 的元素", "the elements where the reference is exactly 0") if zeros else \
+            ("部分元素", "some elements")
+        inf = bool((torch.isinf(g) & over).any())
+        return (f"与参考答案不符：{where[0]}超出容差{'（含 inf）' if inf else ''}（形状 {tuple(g.shape)}）",
+                f"differs from the reference in {where[1]}{' (inf among them)' if inf else ''} "
+                f"(shape {tuple(g.shape)})")
+    return (f"{n_bad}/{g.numel()} 个元素不符，最大差 {diff[idx].item():.3g} 在位置 {idx}：期望 {e[idx].item():.6g}，"
+            f"得到 {g[idx].item():.6g}（形状 {tuple(g.shape)}）",
+            f"{n_bad}/{g.numel()} elements differ, largest difference {diff[idx].item():.3g} at {idx}: "
+            f"expected {e[idx].item():.6g}, got {g[idx].item():.6g} (shape {tuple(g.shape)})")
+
+
+def mismatch(problem: tuple[str, str], got: Any, expected: Any, rtol: float, atol: float, what: str, *,
+             diagnose: bool = True) -> "CheckFailed":
+    """The failure of a :func:`compare` that found ``problem``: its hidden message told without values."""
+    zh, en = problem
+    hidden_zh, hidden_en = compare(got, expected, rtol, atol, hidden=True) or ("与参考答案不符", "differs from the reference")
+    return CheckFailed(Msg(f"{what}：{zh}", f"{what}: {en}"), diagnose=diagnose,
+                       hidden=Msg(f"{what}：{hidden_zh}", f"{what}: {hidden_en}"))
+
+
+def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:
+    """Structural and numerical match of two plain values (diagnosis of known mistakes)."""
+    a, b = got.spec, other.spec
+    if a["t"] != b["t"]:
+        # a float vs a 0-d tensor etc. still counts as the same mistake
+        numeric = {"tensor", "ndarray", "float", "int"}
+        if not (a["t"] in numeric and b["t"] in numeric):
+            return False
+    t = a["t"]
+    if t in ("tuple", "list"):
+        ia, ib = got.items(), other.items()
+        return len(ia) == len(ib) and all(values_match(x, y, tolerances) for x, y in zip(ia, ib))
+    if t == "dict":
+        ka, kb = a["items"], b["items"]
+        return ka.keys() == kb.keys() and all(
+            values_match(plain.Value(ka[k], got.arrays), plain.Value(kb[k], other.arrays), tolerances) for k in ka)
+    if t in ("none", "other", "str"):
+        return a.get("type") == b.get("type") and a.get("v") == b.get("v")
+    if t == "bool":
+        return a["v"] == b.get("v")
+    dtype = a.get("dtype", "float64")
+    tol = tolerances.for_dtype(dtype)
+    ga, gb = _to_double(got), _to_double(other)
+    if ga.shape != gb.shape:
+        return False
+    if not torch.equal(torch.isnan(ga), torch.isnan(gb)):
+        # compare() lets an expected NaN pass anything: a mistake's NaN must meet the student's NaN
+        return False
+    if got.kind == "tensor" and ga.numel() and not ga.is_floating_point():
+        return bool((ga == gb).all())
+    return compare(ga, gb, max(tol.rtol, 1e-6), max(tol.atol, 1e-7)) is None

@@ -1,0 +1,242 @@
+"""The context a check runs in: seeded inputs, calls into the student's code through a runner (the
+sandbox when grading, the student's kernel when self-checking), the reference, and expectations that
+raise :class:`~autograder.catalog.outcomes.CheckFailed` with a message in zh and en.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Protocol
+
+import numpy as np
+import torch
+
+from autograder import plain
+from autograder.messages import Msg, say
+from autograder.probes import Reply, Request
+from autograder.stopwatch import OFF, Stopwatch
+from autograder.catalog.compare import as_float64, compare, mismatch
+from autograder.catalog.declarations import Audience, Mistake
+from autograder.catalog.outcomes import CheckFailed, Status, brief, number_free
+
+
+# -- running student code ------------------------------------------------------
+class Runner(Protocol):
+    """Runs one request against the student's code: in-process or in a sandbox worker."""
+
+    def __call__(self, request: Request) -> Reply: ...
+
+
+class Diagnoser(Protocol):
+    """Finds the known mistake whose output on ``request`` matches the student's ``got``."""
+
+    def __call__(self, exercise: str, request: Request, got: plain.Value) -> Mistake | None: ...
+
+
+def stable_seed(*parts: Any) -> int:
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+PUBLIC_SEED = "public-self-check"
+
+
+@dataclass
+class Context:
+    """What a check sees: seeded inputs, the student's function, expectations."""
+
+    exercise: str
+    function: str
+    check: str
+    runner: Runner
+    tolerances: Any                 # config.Tolerances
+    seed: int
+    forbidden: tuple[str, ...] = ()
+    device: str = "cpu"
+    reference_fn: Callable[..., Any] | None = None   # hidden checks: the solution
+    last_request: Request | None = None
+    last_value: plain.Value | None = None
+    forbidden_seen: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    timer: Stopwatch = OFF                    # where the time goes (see run_exercise); measures nothing by default
+    calls: int = 0                            # calls made so far: the n in each request's site
+    audience: Audience = Audience.PUBLIC      # whose check this is (a hidden one shows CheckFailed.hidden only)
+
+    def __post_init__(self) -> None:
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    # inputs ---------------------------------------------------------------
+    def randn(self, *shape: int, dtype: torch.dtype = torch.float64, scale: float = 1.0) -> torch.Tensor:
+        """Seeded normal noise on the CPU (moved to the device under test by the runner)."""
+        with self.timer.section("inputs"):
+            return torch.randn(*shape, generator=self.generator, dtype=torch.float64).mul_(scale).to(dtype)
+
+    def randint(self, low: int, high: int, *shape: int) -> torch.Tensor:
+        with self.timer.section("inputs"):
+            return torch.randint(low, high, shape, generator=self.generator, dtype=torch.int64)
+
+    def sizes(self, n: int, low: int = 2, high: int = 9) -> list[int]:
+        """``n`` distinct sizes in [low, high], so a transposed axis cannot go unnoticed."""
+        if high - low + 1 < n:
+            raise ValueError("not enough distinct sizes")
+        perm = torch.randperm(high - low + 1, generator=self.generator)[:n]
+        return [int(p) + low for p in perm]
+
+    # calling the student --------------------------------------------------
+    def call(self, *args: Any, probe: str = "call", **kwargs: Any) -> plain.Value:
+        """Run the student's function on these arguments; return what came back as plain data."""
+        request, reply = self._send(args, kwargs, probe)
+        for name in reply.forbidden:
+            if name not in self.forbidden_seen:
+                self.forbidden_seen.append(name)
+        _refuse_forbidden(reply, self.forbidden)
+        self.last_request = request
+        self.last_value = None
+        if reply.status == "ok":
+            try:
+                value = reply.value()
+            except plain.PlainDataError as exc:
+                raise CheckFailed(Msg(f"返回值无法读取：{exc}", f"the return value could not be read: {exc}"),
+                                  hidden=Msg("返回值无法读取", "the return value could not be read"))
+            self.last_value = value
+            return value
+        raise _reply_failure(reply, self.function)
+
+    def call_raw(self, *args: Any, probe: str = "call", **kwargs: Any) -> Reply:
+        """Like :meth:`call` but hands back the reply, e.g. to check that a call *raises*."""
+        _request, reply = self._send(args, kwargs, probe)
+        _refuse_forbidden(reply, self.forbidden)
+        if reply.status not in ("ok", "error"):
+            raise _reply_failure(reply, self.function)
+        return reply
+
+    def _send(self, args: tuple, kwargs: dict, probe: str) -> tuple[Request, Reply]:
+        """One call through the runner. Its site (this check, n-th call) names it across machines."""
+        self.calls += 1
+        request = Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
+                          device=self.device, site=f"{self.check}#{self.calls}")
+        with self.timer.section("call"):
+            reply = self.runner(request)
+        self.seconds += reply.seconds
+        self.timer.add("student", reply.seconds)
+        return request, reply
+
+    def reference(self, *args: Any, **kwargs: Any) -> Any:
+        """Hidden checks: the reference solution on CPU float64 copies of the arguments."""
+        if self.reference_fn is None:
+            raise RuntimeError(f"check {self.exercise}/{self.check} has no reference (public check?)")
+        with self.timer.section("reference"):
+            return self.reference_fn(*as_float64(args), **as_float64(kwargs))
+
+    # expectations ---------------------------------------------------------
+    def tol(self, dtype: Any) -> tuple[float, float]:
+        t = self.tolerances.for_dtype(dtype)
+        return t.rtol, t.atol
+
+    def expect_tuple(self, value: plain.Value, n: int, what: str = "the return value") -> list[plain.Value]:
+        if value.kind not in ("tuple", "list") or len(value.spec["items"]) != n:
+            raise CheckFailed(Msg(f"{what} 应当是 {n} 个元素的元组，实际是 {value.describe()}",
+                                  f"{what} should be a tuple of {n}, got {value.describe()}"),
+                              hidden=Msg(f"{what} 应当是 {n} 个元素的元组，实际是 {brief(value)}",
+                                         f"{what} should be a tuple of {n}, got {brief(value)}"))
+        return value.items()
+
+    def expect_tensor(self, value: plain.Value, shape: tuple[int, ...] | None = None,
+                      dtype: torch.dtype | None = None, device: str | None = None,
+                      what: str = "the output") -> torch.Tensor:
+        """A tensor of this shape/dtype/device (device defaults to the one under test).
+
+        Shapes, dtypes and devices of a tensor are safe to state to hidden checks as well."""
+        with self.timer.section("compare"):
+            return self._tensor_as_expected(value, shape, dtype, device, what)
+
+    def _tensor_as_expected(self, value: plain.Value, shape: tuple[int, ...] | None, dtype: torch.dtype | None,
+                            device: str | None, what: str) -> torch.Tensor:
+        if value.kind != "tensor":
+            raise CheckFailed(Msg(f"{what} 应当是 torch.Tensor，实际是 {value.describe()}",
+                                  f"{what} should be a torch.Tensor, got {value.describe()}"),
+                              hidden=Msg(f"{what} 应当是 torch.Tensor，实际是 {brief(value)}",
+                                         f"{what} should be a torch.Tensor, got {brief(value)}"))
+        spec = value.spec
+        if shape is not None and tuple(spec["shape"]) != tuple(shape):
+            message = Msg(f"{what} 的形状应为 {tuple(shape)}，实际是 {tuple(spec['shape'])}",
+                          f"{what} should have shape {tuple(shape)}, got {tuple(spec['shape'])}")
+            raise CheckFailed(message, diagnose=True, hidden=message)
+        if dtype is not None and spec["dtype"] != str(dtype):
+            message = Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {spec['dtype']}",
+                          f"{what} should have dtype {dtype}, got {spec['dtype']}")
+            raise CheckFailed(message, hidden=message)
+        want_device = device or self.device
+        got_device = torch.device(spec["device"])
+        if got_device.type != torch.device(want_device).type:
+            raise CheckFailed(Msg(f"{what} 应当在 {want_device} 上，实际在 {spec['device']}",
+                                  f"{what} should be on {want_device}, got {spec['device']}"),
+                              hidden=Msg(f"{what} 应当在 {want_device} 上，实际在 {got_device.type}",
+                                         f"{what} should be on {want_device}, got {got_device.type}"))
+        return value.tensor()
+
+    def expect_close(self, got: torch.Tensor | np.ndarray | float, expected: Any, dtype: Any,
+                     what: str = "the output", diagnose: bool = True) -> None:
+        """Compare in float64 with the tolerance of ``dtype``; the message shows the largest difference.
+
+        The hidden message says only that (and whether everywhere) the values differ.
+        """
+        rtol, atol = self.tol(dtype)
+        with self.timer.section("compare"):
+            problem = compare(got, expected, rtol, atol)
+        if problem is not None:
+            raise mismatch(problem, got, expected, rtol, atol, what, diagnose=diagnose)
+
+    def expect(self, condition: bool, zh: str, en: str, diagnose: bool = False, *, safe: bool = False,
+               hidden: Msg | None = None) -> None:
+        """Fail with (zh, en) unless ``condition``.
+
+        A hidden check shows ``hidden``, or (zh, en) itself when ``safe`` declares that
+        they hold no value; else only a sentence naming the check.
+        """
+        if not condition:
+            message = Msg(zh, en)
+            raise CheckFailed(message, diagnose=diagnose, hidden=message if safe and hidden is None else hidden)
+
+
+# -- running checks --------------------------------------------------------------
+def _refuse_forbidden(reply: Reply, known: Iterable[str] = ()) -> None:
+    """Fail on a forbidden call. The names come from the worker: a hidden check repeats only known ones."""
+    if reply.forbidden:
+        known = set(known)
+        named = [n for n in reply.forbidden if n in known] or ["a forbidden call"]
+        raise CheckFailed(say("check.forbidden", names=", ".join(reply.forbidden)), status=Status.FORBIDDEN,
+                          hidden=say("check.forbidden", names=", ".join(named)))
+
+
+def _reply_failure(reply: Reply, function: str) -> CheckFailed:
+    # Hidden messages: the worker's text (too_large) is the student's process speaking, the
+    # sandbox's own (timeout, crashed) is bounded; neither repeats a value.
+    if reply.status == "not_attempted":
+        message = say("check.not_attempted")
+        return CheckFailed(message, status=Status.NOT_ATTEMPTED, hidden=message)
+    if reply.status == "missing":
+        message = say("check.missing", function=function)
+        return CheckFailed(message, status=Status.MISSING, hidden=message)
+    if reply.status == "too_large":
+        return CheckFailed(_sandbox_said("check.too_large", reply), status=Status.TOO_LARGE,
+                           hidden=say("check.too_large_hidden"))
+    if reply.status == "timeout":
+        return CheckFailed(_sandbox_said("check.timeout", reply), status=Status.TIMEOUT,
+                           hidden=_sandbox_said("check.timeout", reply, hidden=True))
+    if reply.status == "crashed":
+        return CheckFailed(_sandbox_said("check.crashed", reply), status=Status.CRASHED,
+                           hidden=_sandbox_said("check.crashed", reply, hidden=True))
+    return CheckFailed(say("check.raised", kind=reply.error_type, detail=reply.error),
+                       status=Status.ERROR, error_type=reply.error_type)
+
+
+def _sandbox_said(key: str, reply: Reply, hidden: bool = False) -> Msg:
+    """``key``'s sentence around what the sandbox said: its own words in both languages when it gave
+    them (``Reply.message``), else its text; a hidden check's without any number."""
+    said = getattr(reply, "message", None)
+    if not isinstance(said, Msg):
+        said = Msg(reply.error or "", reply.error or "")
+    if hidden:
+        said = Msg(number_free(said.zh, 160), number_free(said.en, 160))
+    return say(key, detail=said)

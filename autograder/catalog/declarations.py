@@ -1,0 +1,132 @@
+"""What a course declares: checks (``@check``), known mistakes (``@mistake``), per-exercise facts
+(``exercise(..., forbidden=...)``) and near-answers (``near_answer``), in the registries the engine reads.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from autograder.messages import Msg
+
+if TYPE_CHECKING:   # a check runs in a Context; context.py builds on these declarations
+    from autograder.catalog.context import Context
+
+
+# -- declarations --------------------------------------------------------------
+class Audience(str, enum.Enum):
+    PUBLIC = "public"    # runs in self-check and in the autograder
+    HIDDEN = "hidden"    # autograder only
+
+
+class Kind(str, enum.Enum):
+    SHAPE = "shape"          # shape, dtype, device of every output
+    PROPERTY = "property"    # rows sum to 1, exact zeros, round trips, finiteness
+    FACT = "fact"            # the chapter's numbers
+    NUMERIC = "numeric"      # agreement with a reference on seeded random inputs
+    GRADIENT = "gradient"    # gradients against torch
+    EDGE = "edge"            # T = 1, one head, fully padded rows, inputs near 1e4
+    FORBIDDEN = "forbidden"  # forbidden library calls
+
+
+#: Checks that compare the student's output with values: passing one is "a correct output".
+OUTPUT_KINDS = frozenset({Kind.NUMERIC, Kind.FACT, Kind.GRADIENT})
+
+
+@dataclass(frozen=True)
+class Check:
+    exercise: str
+    name: str
+    audience: Audience
+    kind: Kind
+    title: Msg
+    run: Callable[["Context"], None]
+    weight: float = 1.0
+    #: Passes without any correct output (a forbidden-call scan, "raises ValueError"): earns its
+    #: points only together with a passing check of OUTPUT_KINDS in the same exercise.
+    needs_output: bool = False
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong implementation with the same signature as the student's function."""
+
+    exercise: str
+    name: str
+    message: Msg
+    fn: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ExerciseSpec:
+    """Per-exercise facts the catalog owns (the rest is in course.yml)."""
+
+    exercise: str
+    forbidden: tuple[str, ...] = ()
+
+
+CHECKS: dict[str, list[Check]] = {}
+
+
+MISTAKES: dict[str, list[Mistake]] = {}
+
+
+SPECS: dict[str, ExerciseSpec] = {}
+
+
+#: exercise -> regular expressions of code that solves it in one line without being a line of its
+#: reference (declared in hidden.py: they describe answers). ``autograder build`` refuses a student
+#: bundle with a line that matches (matched with all whitespace removed).
+NEAR_ANSWERS: dict[str, tuple[str, ...]] = {}
+
+
+def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en: str,
+          weight: float = 1.0, needs_output: bool | None = None
+          ) -> Callable[[Callable[["Context"], None]], Callable[["Context"], None]]:
+    """Decorator: declare a check of ``exercise``.
+
+    ``needs_output`` (default: True for ``Kind.FORBIDDEN``, else False) declares a check that
+    a submission can pass with no correct output; see the module docstring.
+    """
+    if needs_output is None:
+        needs_output = kind is Kind.FORBIDDEN
+
+    def register(fn: Callable[["Context"], None]) -> Callable[["Context"], None]:
+        existing = CHECKS.setdefault(exercise, [])
+        if any(c.name == name for c in existing):
+            raise ValueError(f"check {exercise}/{name} declared twice")
+        existing.append(Check(exercise, name, audience, kind, Msg(zh, en), fn, weight, needs_output))
+        return fn
+
+    return register
+
+
+def mistake(exercise: str, name: str, zh: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: declare a known mistake of ``exercise`` (same signature as the student's function)."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        existing = MISTAKES.setdefault(exercise, [])
+        if any(m.name == name for m in existing):
+            raise ValueError(f"mistake {exercise}/{name} declared twice")
+        existing.append(Mistake(exercise, name, Msg(zh, en), fn))
+        return fn
+
+    return register
+
+
+def exercise(exercise_id: str, forbidden: Iterable[str] = ()) -> None:
+    """Declare per-exercise facts (the forbidden calls, as exercises.md names them)."""
+    SPECS[exercise_id] = ExerciseSpec(exercise_id, tuple(forbidden))
+
+
+def near_answer(exercise_id: str, *patterns: str) -> None:
+    """Declare near-answers of an exercise (hidden.py; see :data:`NEAR_ANSWERS`)."""
+    for pattern in patterns:
+        re.compile(pattern)
+    NEAR_ANSWERS[exercise_id] = NEAR_ANSWERS.get(exercise_id, ()) + tuple(patterns)
+
+
+def checks_for(exercise_id: str, audiences: Iterable[Audience]) -> list[Check]:
+    wanted = set(audiences)
+    return [c for c in CHECKS.get(exercise_id, []) if c.audience in wanted]

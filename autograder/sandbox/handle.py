@@ -1,0 +1,343 @@
+"""The grader's handle on one submission's worker: runs its cells, then answers the checks' calls
+(a checks ``Runner``). A call that fails leaves the worker in one known state through one path
+(:meth:`WorkerHandle._failed`); a worker killed by a call is forked again and given the cells again.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from autograder import plain
+from autograder.config import Limits
+from autograder.messages import Msg, say
+from autograder.notebook import Cell
+from autograder.probes import Reply, Request
+from autograder.stopwatch import Stopwatch
+from autograder.sandbox.worker import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
+from autograder.sandbox.processes import SETUP_SECONDS, _Process, _SpawnFailed
+from autograder.sandbox.replies import (_SMALL_HEADER, WORKER_STATUSES, _cell_outcome, _cell_said, CellOutcome,
+                                        CheckedReply, describe_exit, encode_request, exit_message, readable, _said,
+                                        _text)
+
+if TYPE_CHECKING:   # the Sandbox makes its handles
+    from autograder.sandbox.host import Sandbox
+
+log = logging.getLogger(__name__)
+
+
+class WorkerHandle:
+    """The sandboxed run of one submission: cell outcomes, then calls (a checks ``Runner``)."""
+
+    def __init__(self, sandbox: Sandbox, cells: list[Cell], label: str, limits: Limits):
+        self.label = label
+        self.cells: list[CellOutcome] = []
+        self.restarts = 0      # re-forks after a call killed the worker
+        self.spawns = 0        # forks in all, cells' re-runs included
+        self._sandbox = sandbox
+        self._limits = limits
+        self._source = list(cells)
+        self._deadline = time.monotonic() + self._limits.submission_seconds
+        self._bad: dict[int, CellOutcome] = {}       # cells that time out or crash: not run again
+        self._proc: _Process | None = None
+        self._poisoned: dict[str, Reply] = {}        # function -> the answer to any further call
+        self._crashes: Counter[str] = Counter()
+        self._broken: Reply | None = None            # set when no worker can be started any more
+        self._last_failure: Msg = say("sandbox.stopped_unknown")
+        self._seq = 0
+        self._closed = False
+        self._ran: dict[int, CellOutcome] = {}       # outcomes of the latest run of the cells
+        self._complete = False                       # the cells ran to the end at least once
+        self.worker_info: dict[str, Any] = {}
+        self._max_blob = int(self._limits.output_mb * MiB) + 4 * MiB
+        #: Seconds per section of this submission's sandbox side: ``fork`` (fork and worker set-up),
+        #: ``cells`` (running the notebook's cells), ``encode`` / ``roundtrip`` / ``decode`` of calls
+        #: (``roundtrip`` includes ``worker``: the worker's own decoding, the student's code and its
+        #: encoding, as the worker reports it).
+        self.timer = Stopwatch()     # fork, cage, cells, encode, roundtrip, decode, worker: seconds
+
+    # context manager -------------------------------------------------------------
+    def __enter__(self) -> WorkerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop(wait=False)
+        with self._sandbox._workers_lock:
+            self._sandbox._workers.discard(self)
+
+    @property
+    def pid(self) -> int | None:
+        """The live worker's pid (None between a crash and the next call)."""
+        return self._proc.pid if self._proc is not None else None
+
+    # lifecycle -------------------------------------------------------------------
+    def _time_left(self) -> float:
+        return self._deadline - time.monotonic()
+
+    def _budget_message(self) -> Msg:
+        return say("sandbox.budget", seconds=f"{self._limits.submission_seconds:g}")
+
+    def _stop(self, wait: bool = True) -> int | None:
+        """Kill the live worker; with ``wait``, also its exit status (else it is reaped in the background)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        if wait:
+            return self._sandbox._finish(proc)
+        self._sandbox._retire(proc)
+        return None
+
+    def _launch(self) -> bool:
+        """Fork a worker and run the cells, leaving out those that timed out or crashed before.
+
+        A cell that times out or kills the worker is recorded and the cells run again
+        in a fresh worker without it. True when a worker is ready for calls.
+        """
+        max_spawns = self.spawns + len(self._source) + 2
+        while self.spawns < max_spawns:
+            if self._time_left() <= 0:
+                self._give_up(_said("timeout", self._budget_message()), "timeout")
+                return False
+            self.spawns += 1
+            start = time.perf_counter()
+            try:
+                proc = self._sandbox._spawn(self.label, self._limits)
+            except _SpawnFailed as exc:
+                self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
+                return False
+            self._proc = proc
+            problem = self._await_ready(proc)
+            self.timer.since("fork", start)
+            if problem is not None:
+                self._stop()
+                self._give_up(_said("crashed", say("sandbox.not_started", detail=problem)), "crashed")
+                return False
+            start = time.perf_counter()
+            try:
+                failed = self._run_cells(proc)
+            except _SpawnFailed as exc:
+                self._stop(wait=False)
+                self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
+                return False
+            finally:
+                self.timer.since("cells", start)
+            if failed is None:
+                return True
+            self._bad[failed.index] = failed
+            self._stop(wait=False)
+        self._give_up(_said("crashed", say("sandbox.keeps_stopping")), "crashed")
+        return False
+
+    def _give_up(self, reply: Reply, cell_status: str) -> None:
+        """No worker any more: every call answers ``reply``; cells never run get ``cell_status``."""
+        self._broken = reply
+        if not self._complete:
+            said = reply.message if isinstance(reply.message, Msg) else Msg(reply.error, reply.error)
+            self.cells = self._outcomes((cell_status, say("sandbox.not_run", detail=said)))
+
+    def _await_ready(self, proc: _Process) -> str | None:
+        deadline = time.monotonic() + SETUP_SECONDS[self._sandbox.device]
+        try:
+            header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=_SMALL_HEADER)
+        except TimeoutError:
+            return "the sandbox worker did not start in time"
+        except (EOFError, OSError, FrameError):
+            return f"the sandbox worker did not start: {describe_exit(self._stop())}"
+        if header.get("t") == "setup_error":
+            return f"the sandbox worker could not set itself up: {_text(header.get('error'), 300)}"
+        if header.get("t") != "ready":
+            return "the sandbox worker sent an unexpected first message"
+        self.worker_info = {k: header.get(k) for k in ("uid", "caged", "network", "nproc", "data_limit", "tasks",
+                                                       "isolation")}
+        cage = header.get("cage_seconds")
+        if type(cage) is float and 0 <= cage < 60:
+            # The worker's word, for the profile only: setting up its cage, inside the "fork" section.
+            self.timer.add("cage", cage)
+        return None
+
+    def _outcomes(self, not_run: tuple[str, Msg]) -> list[CellOutcome]:
+        """One outcome per cell, in order, from the latest run (``not_run`` for cells it did not reach)."""
+        out = []
+        for cell in self._source:
+            if cell.skipped:
+                out.append(CellOutcome(cell.index, "skipped", "", cell.skipped))
+            elif cell.index in self._bad:
+                out.append(self._bad[cell.index])
+            elif cell.index in self._ran:
+                out.append(self._ran[cell.index])
+            else:
+                out.append(_cell_said(cell.index, not_run[0], not_run[1]))
+        return out
+
+    def _run_cells(self, proc: _Process) -> CellOutcome | None:
+        """Run the cells in ``proc``; the first cell that timed out or stopped the worker, or None."""
+        runnable = [c for c in self._source if not c.skipped and c.index not in self._bad]
+        self._ran = {}
+        payload = json.dumps([{"index": c.index, "code": c.code} for c in runnable]).encode()
+        try:
+            proc.chan.settimeout(max(self._limits.call_seconds, 1.0))
+            send_frame(proc.chan, {"t": "cells"}, payload)
+        except OSError:
+            status = self._stop()
+            if not runnable:
+                raise _SpawnFailed(f"the sandbox worker stopped: {describe_exit(status)}") from None
+            return _cell_said(runnable[0].index, "crashed", exit_message(status))
+        for cell in runnable:
+            start = time.monotonic()
+            deadline = min(start + self._limits.call_seconds, self._deadline)
+            try:
+                header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=_SMALL_HEADER)
+            except TimeoutError:
+                message = (self._budget_message() if self._time_left() <= 0 else
+                           say("sandbox.cell_timeout", seconds=f"{self._limits.call_seconds:g}"))
+                return _cell_said(cell.index, "timeout", message, time.monotonic() - start)
+            except FrameError:
+                return _cell_said(cell.index, "crashed", say("sandbox.malformed"))
+            except (EOFError, OSError):
+                status = self._stop()
+                return _cell_said(cell.index, "crashed", exit_message(status), time.monotonic() - start)
+            outcome = _cell_outcome(header, cell.index)
+            if outcome is None:
+                return _cell_said(cell.index, "crashed", say("sandbox.unexpected"))
+            self._ran[cell.index] = outcome
+        try:
+            header, _ = recv_frame(proc.chan, time.monotonic() + 5, max_blob=0, max_header=_SMALL_HEADER)
+        except (TimeoutError, EOFError, OSError, FrameError):
+            header = {}
+        if header.get("t") != "cells_done":
+            if not runnable:
+                raise _SpawnFailed("the sandbox worker stopped before running any cell")
+            return _cell_said(runnable[-1].index, "crashed", say("sandbox.stopped_after_cell"))
+        self.cells = self._outcomes(("skipped", say("sandbox.not_run_plain")))
+        self._complete = True
+        return None
+
+    # calls --------------------------------------------------------------------------
+    def __call__(self, request: Request) -> Reply:
+        """Run one request in the worker; every failure is a Reply, never an exception."""
+        if self._closed:
+            return _said("crashed", say("sandbox.closed"))
+        known = self._poisoned.get(request.function)
+        if known is not None:
+            return Reply(known.status, error_type=known.error_type, error=known.error, message=known.message)
+        if self._time_left() <= 0:
+            self._stop(wait=False)
+            return _said("timeout", self._budget_message())
+        if request.device != self._sandbox.device and not request.device.startswith(self._sandbox.device):
+            return Reply("error", error_type="SandboxError",
+                         error=f"this sandbox runs on {self._sandbox.device}, the request asks for {request.device}")
+        start = time.perf_counter()
+        blob = encode_request(request)  # a grader bug (not plain data) raises here, loudly
+        self.timer.since("encode", start)
+        if self._proc is None:
+            if self._broken is not None:
+                return Reply(self._broken.status, error=self._broken.error, message=self._broken.message)
+            if self.restarts >= self._sandbox.max_restarts:
+                return _said("crashed", say("sandbox.restarts", detail=self._last_failure, count=self.restarts + 1))
+            self.restarts += 1
+            if not self._launch():
+                broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
+                return Reply(broken.status, error=broken.error, message=broken.message)
+        proc = self._proc
+        if proc is None:  # _launch said yes but holds no worker: cannot happen, answer anyway
+            return _said("crashed", say("sandbox.gone"))
+        self._seq += 1
+        header = {"t": "call", "seq": self._seq, "function": request.function, "probe": request.probe,
+                  "forbidden": list(request.forbidden), "device": request.device}
+        start = time.monotonic()
+        sent = time.perf_counter()
+        deadline = min(start + self._limits.call_seconds, self._deadline)
+        try:
+            proc.chan.settimeout(max(deadline - start, 0.001))
+            send_frame(proc.chan, header, blob)
+            got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=_SMALL_HEADER)
+            self.timer.since("roundtrip", sent)
+        except (TimeoutError, FrameError, EOFError, OSError) as exc:   # FrameTooLarge is a FrameError
+            return self._call_failed(exc, request.function, time.monotonic() - start)
+        elapsed = time.monotonic() - start
+        received = time.perf_counter()
+        try:
+            return self._validate(got, reply_blob, request, elapsed)
+        except Exception as exc:  # noqa: BLE001 - whatever the worker sent is its outcome, never the grader's fault
+            # The type only: the message could quote the worker's bytes.
+            log.warning("sandbox: a worker's reply could not be read (%s)", type(exc).__name__)
+            return self._failed("crashed", say("sandbox.unreadable"), elapsed)
+        finally:
+            self.timer.since("decode", received)
+
+    def _call_failed(self, exc: BaseException, function: str, seconds: float) -> Reply:
+        """What a call that did not come back means, by what stopped it: the one place a failed call
+        becomes the worker's state (see :meth:`_failed`) and the call's Reply."""
+        if isinstance(exc, TimeoutError):
+            if self._time_left() <= 0:      # the submission's budget, not this call, ran out
+                return self._failed("timeout", self._budget_message(), seconds, remember=self._last_failure)
+            limit = f"{self._limits.call_seconds:g}"
+            return self._failed("timeout", say("sandbox.call_timeout", seconds=limit), seconds,
+                                poison=(function, say("sandbox.slow_again", function=function, seconds=limit)))
+        if isinstance(exc, FrameTooLarge):
+            return self._failed("too_large", say("sandbox.output_too_large", size=f"{exc.size / MiB:.0f}",
+                                                 limit=f"{self._limits.output_mb:g}"),
+                                seconds, remember=say("check.too_large_hidden"))
+        if isinstance(exc, FrameError):
+            return self._failed("crashed", say("sandbox.malformed"), seconds)
+        # EOF or a broken channel: the worker died. Its exit status says how; a second death of the same
+        # function answers its later calls without running it again.
+        status = self._stop()
+        message = exit_message(status)
+        self._crashes[function] += 1
+        twice = self._crashes[function] >= 2
+        return self._failed("crashed", message, seconds, stopped=True,
+                            poison=(function, say("sandbox.stopped_twice", detail=message, function=function))
+                            if twice else None)
+
+    def _failed(self, status: str, message: Msg, seconds: float, *, remember: Msg | None = None,
+                poison: tuple[str, Msg] | None = None, stopped: bool = False, **extra: Any) -> Reply:
+        """A call failed in a way that leaves the worker unusable: stop it (unless ``stopped``), remember
+        what went wrong (``remember``, default ``message``: a restart's message names it), answer the
+        function's later calls with ``poison``'s message when given, and return the call's Reply."""
+        if not stopped:
+            self._stop(wait=False)
+        self._last_failure = remember if remember is not None else message
+        if poison is not None:
+            self._poisoned[poison[0]] = _said(status, poison[1])
+        return _said(status, message, seconds=seconds, **extra)
+
+    def _validate(self, header: dict[str, Any], blob: bytes, request: Request, elapsed: float) -> Reply:
+        """Believe nothing but plain data: the header's fields are checked one by one."""
+        status = header.get("status")
+        if header.get("t") != "reply" or header.get("seq") != self._seq or type(status) is not str \
+                or status not in WORKER_STATUSES:
+            return self._failed("crashed", say("sandbox.unexpected"), elapsed)
+        forbidden = header.get("forbidden")
+        names = [f for f in forbidden if type(f) is str and f in request.forbidden] \
+            if type(forbidden) is list else []
+        seconds = header.get("seconds")
+        if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
+            seconds = elapsed
+        busy = header.get("busy")
+        if type(busy) in (int, float) and math.isfinite(busy) and busy >= 0:
+            # The worker's word, used only to split the profile's round trip (never for a score).
+            self.timer.add("worker", min(float(busy), elapsed))
+        reply = Reply(status, error_type=_text(header.get("error_type"), 100),
+                      error=_text(header.get("error"), 500), forbidden=list(dict.fromkeys(names)),
+                      seconds=min(float(seconds), elapsed))
+        if status == "ok":
+            try:
+                decoded = plain.decode(blob)
+                readable(decoded)
+            except Exception:  # noqa: BLE001 - PlainDataError, or whatever else a forged blob provokes
+                # Only a tampered worker sends such a frame: do not trust its channel any further.
+                return self._failed("error", say("sandbox.unreadable"), reply.seconds, error_type="PlainDataError",
+                                    forbidden=reply.forbidden)
+            return CheckedReply(status, blob, reply.error_type, reply.error, reply.forbidden, reply.seconds,
+                                decoded=decoded)
+        return reply

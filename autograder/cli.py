@@ -17,7 +17,7 @@ from autograder.errors import run_command, use_course
 COMMANDS: dict[str, tuple[str, str]] = {
     "course": ("autograder.config", "validate course.yml and show the course"),
     "build": ("autograder.authoring.build", "regenerate release/, solutions/ and the student bundle from source/"),
-    "check": ("autograder.selfcheck", "run the public self-checks on a saved notebook"),
+    "check": ("autograder.selfcheck.command", "run the public self-checks on a saved notebook"),
     "validate": ("autograder.authoring.validate", "prove the check catalog sound (references pass, mistakes caught)"),
     "grade": ("autograder.grading.command", "grade a folder or zip of submissions in the sandbox"),
     "export": ("autograder.exports.command", "export the grader for Gradescope or Otter"),

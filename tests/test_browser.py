@@ -42,7 +42,7 @@ UNTOUCHED = "2.1"        # a stub left as released: its check must say "not atte
 STUB = build.STUB       # the stub release/ holds, in course.yml's language
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# What the self-check HTML says, by course.yml's language (autograder/selfcheck.py renders it).
+# What the self-check HTML says, by course.yml's language (autograder/selfcheck/render.py renders it).
 WORDS = {"zh": {"passed": "全部通过", "not_attempted": "尚未作答"},
          "en": {"passed": "all passed", "not_attempted": "not attempted"}}
 # Typed line by line into CodeMirror: no blank lines, so auto-indentation has nothing to leave behind.

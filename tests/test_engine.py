@@ -14,7 +14,7 @@ from support import ROOT
 
 #: Where the engine's knowledge of torch's API lives: the forbidden-call tables (names of torch functions
 #: and operators) and the tensor-aware mutation operators (tensor methods).
-TORCH_TABLES = {"probes.py", "source_scan.py", "mutants.py"}
+TORCH_TABLES = {"probes.py", "source_scan.py", "operators.py"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

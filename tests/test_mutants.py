@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from autograder.authoring import mutants as M
+from autograder.authoring import operators as O
 from autograder.config import load_course
 from autograder.errors import ConfigError
 
@@ -19,11 +20,11 @@ SUBSET_SEED = 0
 
 def mutated(source: str, operator: str) -> set[str]:
     """The normal forms of the mutants ``operator`` makes of ``source``."""
-    return {M.normal_form(code) for op, code in M.mutate(textwrap.dedent(source)) if op == operator}
+    return {O.normal_form(code) for op, code in O.mutate(textwrap.dedent(source)) if op == operator}
 
 
 def form(source: str) -> str:
-    return M.normal_form(textwrap.dedent(source))
+    return O.normal_form(textwrap.dedent(source))
 
 
 SOFTMAX = '''
@@ -119,22 +120,22 @@ def test_in_place_on_an_input():
 
 def test_generic_operators_come_from_mutmut_and_dedupe():
     snippet = "def f(a, b):\n    \"\"\"doc string\"\"\"\n    if a > b:\n        raise ValueError('a is large')\n    return a + 1\n"
-    ops = {op for op, _ in M.mutate(snippet)}
+    ops = {op for op, _ in O.mutate(snippet)}
     assert {"generic:swap_op", "generic:number", "generic:off-by-one", "generic:drop-statement"} <= ops
-    codes = [code for _, code in M.mutate(snippet)]
+    codes = [code for _, code in O.mutate(snippet)]
     assert not any("XXdoc" in c or "XXa is large" in c for c in codes)   # docstrings and messages untouched
-    made = M.mutants_of(COURSE, "2.3")
-    assert len({m.id for m in made}) == len(made) == len({M.normal_form(m.source) for m in made})
-    assert all(M.normal_form(m.source) != M.normal_form(m.reference) for m in made)
+    made = O.mutants_of(COURSE, "2.3")
+    assert len({m.id for m in made}) == len(made) == len({O.normal_form(m.source) for m in made})
+    assert all(O.normal_form(m.source) != O.normal_form(m.reference) for m in made)
 
 
 def test_ids_are_stable_across_formatting():
-    assert M.mutant_id("2.2", "def f(x):\n    return x + 1\n") == M.mutant_id("2.2", "def f(x):\n    return (x+1)  # c\n")
+    assert O.mutant_id("2.2", "def f(x):\n    return x + 1\n") == O.mutant_id("2.2", "def f(x):\n    return (x+1)  # c\n")
 
 
 # -- equivalents --------------------------------------------------------------------------------------
-def _mutant(exercise: str, operator: str, needle: str) -> M.Mutant:
-    return next(m for m in M.mutants_of(COURSE, exercise) if m.operator == operator and needle in m.source)
+def _mutant(exercise: str, operator: str, needle: str) -> O.Mutant:
+    return next(m for m in O.mutants_of(COURSE, exercise) if m.operator == operator and needle in m.source)
 
 
 def test_a_true_equivalent_is_confirmed():
@@ -165,7 +166,7 @@ def test_mutants_file_is_validated(tmp_path):
 
 def test_html_report_escapes_and_counts():
     m = _mutant("2.3", "tensor:scale", "Q.shape[-1])")
-    m = M.Mutant(m.exercise, m.function, m.operator, m.line, m.source + "# <script>alert(1)</script>\n",
+    m = O.Mutant(m.exercise, m.function, m.operator, m.line, m.source + "# <script>alert(1)</script>\n",
                  m.reference, m.id)
     run = M.MutationRun([M.Verdict(m, "survived", 8, 8)], [], 1.0)
     page = M.html_report(run, COURSE)
@@ -182,7 +183,7 @@ KNOWN_SURVIVORS: dict[str, frozenset[str]] = {}
 @pytest.mark.slow
 def test_seeded_subset_has_no_survivor(tmp_path):
     run = M.run_mutants(COURSE, per_exercise=SUBSET_PER_EXERCISE, seed=SUBSET_SEED, jobs=2)
-    assert len(run.verdicts) == sum(min(SUBSET_PER_EXERCISE, len(M.mutants_of(COURSE, e.id)))
+    assert len(run.verdicts) == sum(min(SUBSET_PER_EXERCISE, len(O.mutants_of(COURSE, e.id)))
                                     for e in COURSE.exercises)
     assert not run.problems, run.problems
     new = [v for v in run.survivors if v.mutant.id not in KNOWN_SURVIVORS.get(v.mutant.exercise, frozenset())]
@@ -193,4 +194,4 @@ def test_seeded_subset_has_no_survivor(tmp_path):
 def test_known_survivors_are_still_mutants():
     """A listed survivor whose mutant no longer exists (the reference changed) is dropped from the list."""
     for ex, ids in KNOWN_SURVIVORS.items():
-        assert ids <= {m.id for m in M.mutants_of(COURSE, ex)}, ex
+        assert ids <= {m.id for m in O.mutants_of(COURSE, ex)}, ex

@@ -103,7 +103,7 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/points.py",
     "autograder/messages.py",
     "autograder/probes.py",
-    "autograder/selfcheck.py",
+    "autograder/selfcheck/*.py",
     "autograder/notebook.py",
     "autograder/stopwatch.py",
     "autograder/catalog/*.py",
@@ -115,7 +115,7 @@ STUDENT_DEPENDENCIES: tuple[str, ...] = ("torch", "numpy", "nbformat", "pydantic
                                          "matplotlib", "jupyterlab", "ipykernel")
 #: The bundle's console script: the student side of ``autograder`` (only ``check``), which needs
 #: nothing outside :data:`STUDENT_PACKAGE` (the kit's autograder/cli.py imports grading modules).
-STUDENT_SCRIPT = "autograder.selfcheck:main"
+STUDENT_SCRIPT = "autograder.selfcheck.command:main"
 
 #: The self-check data: a build output of the course (dist/), carried by the bundle beside its course.yml.
 FINGERPRINTS = "dist/fingerprints.json"

@@ -123,7 +123,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     from autograder import catalog as C
     from autograder.config import load_course
     from autograder.messages import say
-    from autograder.selfcheck import Note, _caller_namespace, _language, _one_thread
+    from autograder.selfcheck.kernel import Note, _caller_namespace, _language, _one_thread
 
     start = time.perf_counter()
     course = load_course(pinned_course())

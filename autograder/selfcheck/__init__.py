@@ -1,0 +1,28 @@
+"""Self-check: the public checks, in the student's own kernel or on a saved notebook.
+
+``check("2.4")`` in a notebook finds the student's function in the notebook's
+namespace, runs the exercise's public checks in-process (this is the student's
+own code on the student's own machine, so no sandbox) and shows one line per
+check: HTML in JupyterLab, text in a terminal. A known mistake is named from the
+fingerprints the build stored (:mod:`autograder.catalog.fingerprints`): neither the
+reference solutions nor the mistakes' code ship with self-check.
+
+Two rules come from nbgrader, which may execute these notebooks: ``check`` never
+writes to stderr (a cell that does scores 0) and never raises for anything the
+student did. ``autograder check NOTEBOOK.ipynb`` runs the same checks on a saved
+notebook from a terminal and exits 0 only when everything passes.
+
+Heavy imports (torch, the catalog) wait for the first call, so
+``from autograder import check`` and ``autograder --help`` stay instant.
+
+The package: :mod:`~autograder.selfcheck.kernel` (``check()`` and ``check(..., score=True)`` in the
+student's kernel), :mod:`~autograder.selfcheck.render` (text, HTML, a table) and
+:mod:`~autograder.selfcheck.command` (``autograder check NOTEBOOK``, the students' command).
+"""
+from __future__ import annotations
+
+from autograder.selfcheck.kernel import (LANGUAGES, check, guess_assignment, Note, PublicScore, resolve, run_public,
+                                         score, self_check, SelfCheckResult, Text)  # noqa: F401
+from autograder.selfcheck.render import print_table, render_html, render_text  # noqa: F401
+from autograder.selfcheck.command import (STARTUP_SECONDS, execute_notebook, main, supervise, add_arguments,
+                                          run)  # noqa: F401

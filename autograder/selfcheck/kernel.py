@@ -1,0 +1,367 @@
+"""``check("2.4")`` in a student's notebook: find the student's functions in the kernel, run the public
+checks on copies of their inputs, name a known mistake from the self-check data, show the result;
+and ``check("2.4", score=True)``, the exercise's nbgrader test cell.
+"""
+from __future__ import annotations
+
+import contextlib
+import difflib
+import html
+import io
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autograder.messages import Msg, say
+from autograder.selfcheck.render import render_html, render_text
+
+
+LANGUAGES = ("zh", "en")
+
+
+#: A message in both languages: the catalogue's (autograder.messages), one type for the whole kit.
+Text = Msg
+
+
+@dataclass
+class Note:
+    """A line that is not a check result: an unknown ID, a cell that raised, a check that broke."""
+
+    level: str      # "info" (calm) or "error" (counts as not passed)
+    message: Text
+
+
+@dataclass
+class SelfCheckResult:
+    """What ``check()`` returns: truthy when every check it ran passed.
+
+    Jupyter shows it once (HTML); a terminal shows its text. ``exercises`` holds
+    ``checks.ExerciseResult`` objects, one per exercise run.
+    """
+
+    exercises: list[Any]
+    language: str = "zh"
+    notes: list[Note] = field(default_factory=list)
+    seconds: float = 0.0
+    title: str = ""
+    _shown_at: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.exercises) and all(e.status.value == "passed" for e in self.exercises) \
+            and not any(n.level == "error" for n in self.notes)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    # rendering ------------------------------------------------------------
+    def text(self) -> str:
+        return render_text(self)
+
+    def html(self) -> str:
+        return render_html(self)
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _ipython_display_(self) -> None:
+        # check() displays its result itself (so a check in the middle of a cell shows too);
+        # the displayhook then finds the same object at the end of that cell: show it once.
+        shell = _ipython()
+        count = getattr(shell, "execution_count", None)
+        if self._shown_at is not None and self._shown_at == count:
+            return
+        self._shown_at = count
+        from IPython.display import display
+
+        display({"text/html": self.html(), "text/plain": self.text()}, raw=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "language": self.language, "seconds": round(self.seconds, 4),
+                "exercises": [e.to_json() for e in self.exercises],
+                "notes": [{"level": n.level, **n.message._asdict()} for n in self.notes]}
+
+
+# -- the notebook entry point ------------------------------------------------------
+@contextlib.contextmanager
+def _one_thread():
+    """The checks use tiny tensors: with torch's thread pool they wait on busy cores (seconds instead
+    of tens of milliseconds). The student's own setting is restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1) -> SelfCheckResult:
+    """Run the public checks of ``exercise`` (or of every exercise of this notebook) and show them.
+
+    ``_depth`` is how many frames up the student's code is (2 through ``autograder.check``).
+    """
+    start = time.perf_counter()
+    namespace = _caller_namespace(_depth + 1)
+    sink = io.StringIO()
+    try:
+        # Student code may print or warn; nbgrader scores a cell that writes to stderr 0.
+        with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
+                _one_thread():
+            warnings.simplefilter("ignore")
+            result = self_check(namespace, exercise, language=language)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - self-check never raises into the notebook
+        result = SelfCheckResult([], _language(language, None), [Note("error", say(
+            "selfcheck.failed", kind=type(exc).__name__, detail=exc))])
+    result.seconds = time.perf_counter() - start
+    _show(result)
+    return result
+
+
+@dataclass
+class PublicScore:
+    """``check("2.4", score=True)`` on a student's machine: the public checks' share of the points.
+
+    Its repr is the bare number, as nbgrader reads a test cell's result (partial credit); the
+    hidden checks only run where the instructor grades.
+    """
+
+    exercise: str
+    points: float
+    max_points: float
+    passed: int
+    total: int
+    language: str = "zh"
+
+    def __float__(self) -> float:
+        return self.points
+
+    def __repr__(self) -> str:
+        return repr(self.points)
+
+    def _repr_html_(self) -> str:
+        from autograder.points import fraction
+
+        line = say("selfcheck.public_score", exercise=self.exercise, passed=self.passed, total=self.total,
+                   score=fraction(self.points, self.max_points)).get(self.language)
+        return f"<div>{html.escape(line)}</div>"
+
+
+def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any:
+    """The exercise's points as its nbgrader test cell shows them (see :func:`autograder.check`).
+
+    Never raises and never writes to stderr (nbgrader would score the cell 0).
+    """
+    from autograder import catalog as C
+    from autograder.config import load_course
+
+    namespace = _caller_namespace(_depth + 1)
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("AUTOGRADER_COURSE") \
+            and C.hidden_available(load_course(os.environ["AUTOGRADER_COURSE"])):
+        # The instructor's kit under nbgrader autograde: every check, seeded per student.
+        from autograder.exports import nbgrader_cells as nbgrader_tests
+
+        return nbgrader_tests.grade_exercise(str(exercise), namespace=namespace, language=language)
+    course = load_course()
+    _, ex = course.exercise(str(exercise))
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
+                _one_thread():
+            warnings.simplefilter("ignore")
+            result = self_check(namespace, str(exercise), language=language, course=course)
+        rows = [c for e in result.exercises for c in e.checks]
+    except (Exception, SystemExit):  # noqa: BLE001 - a test cell never raises: it scores 0
+        result, rows = None, []
+    earned = sum(c.points for c in rows if c.passed)
+    possible = sum(c.max_points for c in rows) or 1.0
+    from autograder.points import total
+
+    points = total([ex.points * earned / possible]) if rows else 0.0
+    lang = _language(language, course)
+    return PublicScore(ex.id, points, ex.points, sum(c.passed for c in rows), len(rows), lang)
+
+
+def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str | None = None,
+               notebook: str | None = None, course: Any = None,
+               fingerprints: dict[str, Any] | None = None) -> SelfCheckResult:
+    """The work of :func:`check` without the display: resolve, run, collect."""
+    from autograder.config import load_course
+
+    course = course or load_course()
+    lang = _language(language, course)
+    notes: list[Note] = []
+    if language is not None and _language(language, None, strict=True) is None:
+        notes.append(Note("info", say("selfcheck.unknown_language", language=repr(language), using=lang)))
+    chosen, title, more = resolve(course, exercise, namespace, notebook or _notebook_name(namespace))
+    notes.extend(more)
+    results = run_public(namespace, chosen, course, fingerprints=fingerprints, notes=notes)
+    return SelfCheckResult(results, lang, notes, title=title)
+
+
+def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
+               fingerprints: dict[str, Any] | None = None, notes: list[Note] | None = None,
+               on_call: Any = None) -> list[Any]:
+    """Run the public checks of ``exercises`` (course.yml Exercise objects) over ``namespace``.
+
+    ``on_call`` (for ``autograder check``'s clock) is told ("call", exercise ID, function)
+    before each call into the student's code and None when it returns.
+    """
+    from autograder import catalog as C
+    from autograder.catalog.fingerprints import FingerprintDiagnoser, copying_runner
+
+    if not exercises:
+        return []
+    C.load_catalog(course, hidden=False, mistakes=False)
+    # Copies of the inputs, as the sandbox would pass: an in-place edit cannot fool a check.
+    runner = copying_runner(namespace)
+    diagnoser = FingerprintDiagnoser(course.tolerances, fingerprints, course=course)
+    results = []
+    for ex in exercises:
+        if not C.checks_for(ex.id, [C.Audience.PUBLIC]):
+            if notes is not None:
+                notes.append(Note("info", say("selfcheck.no_public_checks", exercise=ex.id)))
+            continue
+        try:
+            results.append(C.run_exercise(ex, _timed(runner, ex, on_call),
+                                          audiences=[C.Audience.PUBLIC],
+                                          tolerances=course.tolerances, seed_parts=(C.PUBLIC_SEED,),
+                                          diagnoser=diagnoser))
+        except SystemExit:
+            results.append(_whole_exercise(C, ex, C.Status.ERROR, say("selfcheck.exit")))
+        except Exception as exc:  # noqa: BLE001 - a check broken by an odd return value
+            results.append(_whole_exercise(C, ex, C.Status.ERROR, say(
+                "selfcheck.unfinished", kind=type(exc).__name__, detail=exc)))
+    if notes is not None and not diagnoser.data.get("exercises") \
+            and any(r.status is not C.Status.PASSED for r in results):
+        notes.append(Note("info", say("selfcheck.no_fingerprints")))
+    return results
+
+
+def _timed(runner: Any, ex: Any, on_call: Any) -> Any:
+    """``runner``, telling ``on_call`` when each call into the student's code starts and ends."""
+    if on_call is None:
+        return runner
+
+    def run(request: Any) -> Any:
+        on_call(("call", ex.id, str(getattr(request, "function", ex.function))))
+        try:
+            return runner(request)
+        finally:
+            on_call(None)
+
+    return run
+
+
+def _whole_exercise(C: Any, ex: Any, status: Any, message: Any) -> Any:
+    row = C.CheckResult(ex.id, "(all)", C.Audience.PUBLIC.value, "", say("selfcheck.public_checks"),
+                        status, 0.0, ex.points, message=message)
+    return C.ExerciseResult(ex.id, ex.function, 0.0, ex.points, status, [row])
+
+
+# -- which exercises ---------------------------------------------------------------
+def resolve(course: Any, exercise: Any, namespace: dict[str, Any],
+            notebook: str | None = None) -> tuple[list[Any], str, list[Note]]:
+    """(exercises to run, a title, notes). Accepts an ID ("2.4"), an assignment or a function name."""
+    if exercise is None:
+        assignment = guess_assignment(course, namespace, notebook)
+        if assignment is None:
+            known = ", ".join(e.id for e in course.exercises)
+            return [], "", [Note("error", say("selfcheck.no_functions", known=known))]
+        return list(assignment.exercises), assignment.id, []
+    key = str(exercise).strip()
+    for a in course.assignments:
+        if key in (a.id, a.module):
+            return list(a.exercises), a.id, []
+        for e in a.exercises:
+            if key in (e.id, e.function):
+                return [e], e.id, []
+    options = [e.id for e in course.exercises] + [e.function for e in course.exercises]
+    close = difflib.get_close_matches(key, options, n=1, cutoff=0.5)
+    ids = ", ".join(e.id for e in course.exercises)
+    if close:
+        return [], key, [Note("error", say("selfcheck.unknown_exercise_guess", key=repr(key), guess=close[0], ids=ids))]
+    return [], key, [Note("error", say("selfcheck.unknown_exercise", key=repr(key), ids=ids))]
+
+
+def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | None = None) -> Any:
+    """The notebook's assignment: by its file name when known, else by the exercise functions it defines."""
+    if notebook:
+        stem = Path(str(notebook)).stem
+        for a in course.assignments:
+            if stem == a.id or stem.startswith(a.id) or a.id in stem:
+                return a
+    best, best_share = None, 0.0
+    for a in course.assignments:
+        share = sum(callable(namespace.get(e.function)) for e in a.exercises) / len(a.exercises)
+        if share > best_share:
+            best, best_share = a, share
+    return best
+
+
+def _notebook_name(namespace: dict[str, Any]) -> str | None:
+    # ipykernel puts the notebook path in __session__ (from jupyter_server's JPY_SESSION_NAME);
+    # VS Code sets __vsc_ipynb_file__.
+    for name in (namespace.get("__session__"), namespace.get("__vsc_ipynb_file__"),
+                 os.environ.get("JPY_SESSION_NAME")):
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
+def _caller_namespace(depth: int) -> dict[str, Any]:
+    shell = _ipython()
+    ns = getattr(shell, "user_ns", None)
+    if isinstance(ns, dict):
+        return ns
+    try:
+        return sys._getframe(depth).f_globals
+    except ValueError:
+        return {}
+
+
+def _ipython() -> Any:
+    ipython = sys.modules.get("IPython")   # never import IPython just to learn it is absent
+    if ipython is None:
+        return None
+    try:
+        return ipython.get_ipython()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _language(language: str | None, course: Any, strict: bool = False) -> Any:
+    """zh or en: the requested one ("zh-CN" counts as zh), else course.yml's, else zh."""
+    if language is not None:
+        lang = str(language).strip().lower()
+        for known in LANGUAGES:
+            if lang == known or lang.startswith(known + "-") or lang.startswith(known + "_"):
+                return known
+    if strict:
+        return None
+    if course is not None:
+        return str(getattr(course.language, "value", course.language))
+    return "zh"
+
+
+def _show(result: SelfCheckResult) -> None:
+    if _ipython() is not None:
+        try:
+            result._ipython_display_()
+            return
+        except Exception:  # noqa: BLE001 - fall back to text rather than fail
+            pass
+    if not hasattr(sys, "ps1"):
+        # A script: nobody will echo the return value. (A REPL shows its repr itself.)
+        try:
+            print(result.text())
+        except (OSError, ValueError):   # stdout closed or a broken pipe: nothing to show it on
+            pass

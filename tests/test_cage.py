@@ -199,7 +199,9 @@ def grade_as(world: dict, *, user: bool, env: dict[str, str] | None = None,
     if user:
         unprivileged.give(world["home"])
         return unprivileged.run_as_user(argv, home=world["home"], env=env, cwd=world["course"])
-    return subprocess.run(argv, env={**os.environ, "HOME": str(world["home"]), **env}, cwd=world["course"],
+    # As the instructor runs it: in the course's folder, which names the course (nothing else may).
+    inherited = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_COURSE"}
+    return subprocess.run(argv, env={**inherited, "HOME": str(world["home"]), **env}, cwd=world["course"],
                           capture_output=True, text=True, timeout=600)
 
 

@@ -218,6 +218,15 @@ def nbgrader_course(tmp_path: Path) -> Path:
     return course
 
 
+def test_reading_a_courses_nbgrader_config_leaves_this_process_alone(nbgrader_course: Path) -> None:
+    """nbgrader_config.py pins AUTOGRADER_COURSE for nbgrader's kernels; reading it here (grade --nbgrader)
+    must not pin this process, nor later commands started from it, to that course."""
+    before = dict(os.environ)
+    coursedir = NB.course_directory(nbgrader_course)
+    assert coursedir.root == str(nbgrader_course.resolve())
+    assert dict(os.environ) == before and os.environ.get("AUTOGRADER_COURSE") != str(nbgrader_course / "course.yml")
+
+
 def _env(course: Path) -> dict[str, str]:
     # nbgrader spawns alembic; the kernels must import this environment's autograder.
     return dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",

@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Iterable
@@ -118,11 +119,15 @@ def course_directory(course_root: Path, db_url: str | None = None) -> Any:
     root = Path(course_root).resolve()
     config = Config()
     if (root / "nbgrader_config.py").is_file():
-        saved = list(sys.path)  # the course's config may put its folder on sys.path: not for our process
+        # The course's config may put its folder on sys.path and pin the course its kernels use
+        # (AUTOGRADER_COURSE): for nbgrader's processes, not for ours.
+        saved, environ = list(sys.path), dict(os.environ)
         try:
             config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
         finally:
             sys.path[:] = saved
+            os.environ.clear()
+            os.environ.update(environ)
     config.CourseDirectory.root = str(root)
     if db_url is not None:
         config.CourseDirectory.db_url = db_url

@@ -81,3 +81,26 @@ def test_syntax_errors_survive_for_the_executor_to_report():
     code, skipped = to_python("def f(:\n")
     with pytest.raises(SyntaxError):
         compile(code, "cell", "exec")
+
+
+def test_commands_that_read_notebooks_skip_the_schema_format_nbformat_never_checks(tmp_path):
+    """`autograder grade` spends no cold-start second on jsonschema's "iri" checker (rfc3987_syntax), and the
+    notebooks it reads validate against nbformat's schema all the same."""
+    import subprocess
+    import sys
+
+    from support import ROOT
+
+    subs = tmp_path / "subs" / "ada"
+    subs.mkdir(parents=True)
+    release = ROOT / "release" / "02_qkv_attention" / "02_qkv_attention.ipynb"
+    (subs / release.name).write_bytes(release.read_bytes())
+    probe = ("import sys\n"
+             "from autograder.cli import main\n"
+             f"code = main(['grade', {str(tmp_path / 'subs')!r}, '-o', {str(tmp_path / 'out')!r}])\n"
+             "import nbformat\n"
+             f"nbformat.validate(nbformat.read({str(release)!r}, as_version=4))\n"
+             "print(code, sys.modules.get('rfc3987_syntax', 'absent'))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "0 None", done.stdout[-2000:]

@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from autograder.notebook import skip_unused_schema_formats
+
+    skip_unused_schema_formats()
     if args.target == "gradescope-run":
         return run_gradescope(args.root, args.assignment, device=args.device, language=args.language)
     from autograder import grading as G

@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from autograder.notebook import skip_unused_schema_formats
+
+    skip_unused_schema_formats()
     if args.jobs < 1:
         raise AutograderError(f"-j {args.jobs}: need at least one worker")
     launch = None

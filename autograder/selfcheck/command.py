@@ -38,8 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from autograder.config import load_course
     from autograder.errors import UnknownExercise
-    from autograder.notebook import read_notebook
+    from autograder.notebook import read_notebook, skip_unused_schema_formats
 
+    skip_unused_schema_formats()
     read_notebook(args.notebook)             # NotebookError: the CLI prints it and exits 2
     course = load_course()
     lang = _language(args.language, course)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from autograder.exports.gradescope import (CHECK_VISIBILITY, EXECUTABLES, GRADING_DEPENDENCIES, KIT_PATTERNS,
                                            MAX_SUBMISSION_FILES, TEMPLATES, TORCH_PIN, VISIBILITIES, find_submission,
-                                           grade_one, gradescope_files, gradescope_results, hundredths, localized,
+                                           grade_one, gradescope_files, gradescope_results, hundredths,
                                            planned_checks, PlannedCheck, requirements_txt, run_gradescope, say_in,
                                            submission_student, write_json_atomic, zip_bytes)  # noqa: F401
 from autograder.exports.otter import OTTER_KIT, otter_files, otter_test_file, otter_test_name  # noqa: F401

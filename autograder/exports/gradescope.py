@@ -29,7 +29,7 @@ from autograder.config import PACKAGE, Assignment, Course, load_course
 from autograder.errors import AutograderError
 from autograder.messages import say, text
 from autograder.points import shares
-from autograder.reports.feedback import cell_message, cell_number
+from autograder.reports.feedback import cell_message, cell_number, message_text
 from autograder.zips import deterministic_zip
 
 
@@ -185,12 +185,6 @@ def say_in(language: str, key: str, **kw: Any) -> str:
     return text(_KEYS.get(key, f"status.{key}"), language, **kw)
 
 
-def localized(msg: Any, language: str) -> str:
-    if isinstance(msg, dict):
-        return str(msg.get(language) or msg.get("en") or msg.get("zh") or "")
-    return "" if msg is None else str(msg)
-
-
 def hundredths(x: float) -> float:
     return round(float(x), 2)   # every score is in hundredths (autograder.points)
 
@@ -198,7 +192,7 @@ def hundredths(x: float) -> float:
 def _check_test(ex_title: str, check: dict[str, Any], *, passed: bool, output: str, language: str,
                 score: float, max_score: float) -> dict[str, Any]:
     hidden = check["audience"] == "hidden"
-    name = f"{ex_title}: {localized(check['title'], language)}"
+    name = f"{ex_title}: {message_text(check['title'], language)}"
     if hidden:
         name += f" ({say_in(language, 'hidden')})"
     return {
@@ -224,10 +218,10 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
                 if passed:
                     output = say_in(language, "passed")
                 else:
-                    detail = localized(c.get("message"), language)
+                    detail = message_text(c.get("message"), language)
                     lines = [f"{say_in(language, c['status'])}: {detail}" if detail else say_in(language, c["status"])]
                     if c.get("mistake_message"):
-                        lines.append(f"{say_in(language, 'diagnosis')}: {localized(c['mistake_message'], language)}")
+                        lines.append(f"{say_in(language, 'diagnosis')}: {message_text(c['mistake_message'], language)}")
                     if forbidden:
                         lines.append(say_in(language, "forbidden_note", names=", ".join(names) or "?"))
                     output = "\n".join(lines)
@@ -235,7 +229,7 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
                                          output=output, language=language, score=c["points"],
                                          max_score=c["max_points"]))
     else:
-        why = f"{say_in(language, 'not_graded')}: {localized(result.get('message'), language)}"
+        why = f"{say_in(language, 'not_graded')}: {message_text(result.get('message'), language)}"
         for p in plan:
             check = {"exercise": p.exercise, "check": p.check, "audience": p.audience, "title": p.title}
             tests.append(_check_test(titles.get(p.exercise, p.exercise), check, passed=False, output=why,
@@ -245,7 +239,7 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
     if graded:
         lines.append(say_in(language, "public", passed=sum(t["status"] == "passed" for t in public), total=len(public)))
         for note in result.get("notes_msg") or []:
-            lines.append(f"{say_in(language, 'note')}: {localized(note, language)}")
+            lines.append(f"{say_in(language, 'note')}: {message_text(note, language)}")
         bad = [c for c in result.get("cells") or [] if c.get("status") not in ("ok", "skipped", None)]
         if bad:
             lines.append(say_in(language, "cells"))
@@ -253,7 +247,7 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
                 detail = " ".join(str(x) for x in (c.get("error_type") or c.get("status"), cell_message(c, language)) if x)
                 lines.append(f"  {say_in(language, 'cell')} {cell_number(c)}: {detail}")
     else:
-        lines += [f"{say_in(language, 'not_graded')}: {localized(result.get('message'), language)}",
+        lines += [f"{say_in(language, 'not_graded')}: {message_text(result.get('message'), language)}",
                   say_in(language, "what_now")]
     from autograder import __version__
 

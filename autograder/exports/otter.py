@@ -11,7 +11,8 @@ import json
 import pprint
 
 from autograder.config import Assignment, Course, grade_id
-from autograder.exports.gradescope import PlannedCheck, gradescope_files, localized, planned_checks
+from autograder.exports.gradescope import PlannedCheck, gradescope_files, planned_checks
+from autograder.reports.feedback import message_text
 
 
 OTTER_KIT = "kit"
@@ -26,7 +27,7 @@ def otter_test_file(exercise_id: str, checks: list[PlannedCheck], language: str)
                 f">>> check_passed({exercise_id!r}, {p.check!r})\nTrue")
         cases.append({"name": f"{exercise_id} {p.check}", "code": code, "hidden": p.audience == "hidden",
                       "points": p.points, "locked": False,
-                      "failure_message": localized(p.title, language)})
+                      "failure_message": message_text(p.title, language)})
     spec = {"name": otter_test_name(exercise_id), "all_or_nothing": False,
             "suites": [{"type": "doctest", "scored": True, "setup": "", "teardown": "", "cases": cases}]}
     return (f'"""Exercise {exercise_id}, written by `autograder export otter`: the course kit grades it.\n\n'

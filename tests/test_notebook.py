@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from autograder.errors import NotebookError
-from autograder.notebook import code_cells, fresh_namespace, read_notebook, to_python
+from autograder.notebook import _already_python, code_cells, fresh_namespace, read_notebook, to_python
 
 
 def _write(tmp_path, name, text):
@@ -75,6 +75,54 @@ def test_check_calls_are_replaced_keeping_line_numbers():
     assert code.split("\n")[:5] == ["x = 1", "pass", "pass", "", "y = x"]
     nested, _ = to_python("def f():\n    check('1.1')\n")
     assert "check('1.1')" in nested  # only top-level self-checks are dropped
+
+
+#: Cells that are Python already, and the corner cases of IPython's clean-up transforms.
+PLAIN_EDGE_CASES = (
+    "x = 1", "\n\n  \n\tx = 1\n", "   \n", "", "x = 1   \n\n\n", "def f():\n    return 1\n\n    \n",
+    "s = '''\n    \n  a\n'''\n", "if True:\n\tpass\n", "y = (1 +\n  2) / 3\n", "print(1 != 2)  # why?\n",
+    "s = '%d items' % 3\n", "x = [\n  1,\n]\n", "...\n", "\ufeffx = 1\n", "x = 1\r\ny = 2\r\n",
+)
+#: Cells the fast path must leave to IPython: magics, escapes, prompts (also inside strings), not Python.
+IPYTHON_CASES = (
+    "%timeit x = 1\n", "!ls\n", "x = !ls\n", "x?\n", ">>> x = 1\n", "In [1]: x = 1\n",
+    'def f():\n    """\n    >>> f()\n    """\n', "    x = 1\n", "def f(:\n", "...\n>>> 1\n",
+)
+
+
+def _notebook_cells():
+    from support import ROOT
+
+    for path in sorted(ROOT.glob("**/*.ipynb")):
+        if ".venv" in path.parts or ".ipynb_checkpoints" in path.parts:
+            continue
+        try:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            continue        # the malformed samples
+        for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
+            if isinstance(cell, dict) and cell.get("cell_type") == "code":
+                source = cell.get("source", "")
+                yield "".join(source) if isinstance(source, list) else source
+
+
+def test_plain_python_cells_skip_ipython_and_read_exactly_as_ipython_reads_them():
+    """The fast path (no IPython import on a cold start) gives IPython's own transform, byte for byte, on
+    every code cell of every notebook in the repository and on the clean-up transforms' corner cases;
+    a cell IPython would act on is left to IPython."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    cells = list(_notebook_cells())
+    assert len(cells) > 100
+    fast = 0
+    for source in (*cells, *PLAIN_EDGE_CASES):
+        code = _already_python(source)
+        if code is not None:
+            fast += 1
+            assert code == TransformerManager().transform_cell(source), source[:300]
+    assert fast >= 0.9 * len(cells)            # most cells never need IPython
+    for source in IPYTHON_CASES:
+        assert _already_python(source) is None, source
 
 
 def test_syntax_errors_survive_for_the_executor_to_report():

@@ -1,5 +1,3 @@
-import sys
+from autograder.cli import entry
 
-from autograder.cli import main
-
-sys.exit(main())
+entry()

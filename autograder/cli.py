@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
-from autograder.errors import run_command, use_course
+from autograder.errors import finish, run_command, use_course
 
 #: subcommand -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -23,6 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("autograder.exports.command", "export the grader for Gradescope or Otter"),
     "doctor": ("autograder.doctor", "show what this machine offers the grader: cage layers, CUDA, CPUs"),
 }
+
+#: subcommand -> a function to call before its module is imported: ``grade`` starts its sandbox template
+#: (seconds of importing torch) before importing pydantic, rich and its own modules.
+EARLY: dict[str, str] = {"grade": "autograder.sandbox.worker:launch_early"}
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -39,6 +44,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
+            if name in EARLY and not {"-h", "--help"} & set(sys.argv[1:] if argv is None else argv):
+                early_module, early_function = EARLY[name].split(":")
+                getattr(importlib.import_module(early_module), early_function)()
             module = importlib.import_module(module_name)
             module.add_arguments(p)
             p.set_defaults(_run=module.run)
@@ -74,5 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(work)
 
 
+def entry() -> NoReturn:
+    """The ``autograder`` console script: :func:`main`, then :func:`autograder.errors.finish`."""
+    finish(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

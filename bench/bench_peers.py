@@ -69,12 +69,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
-def _process_min() -> int:
-    """Submissions per extra lane from which `autograder grade -j N` grades in processes."""
-    from autograder.grading.batch import PROCESS_MIN_SUBMISSIONS
-
-    return PROCESS_MIN_SUBMISSIONS
-
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
@@ -89,6 +83,7 @@ MISTAKES = {
     "03_padding_masks": ("3.2", ('float("-inf")', "-1e9")),                         # -1e9 for -inf
     "04_multi_head_attention": ("4.3", (" @ out_proj_weight.T + out_proj_bias", "")),  # no output projection
 }
+LANES_LINE = re.compile(r"lanes in other processes: ([^)]*)\)")
 GRADED_LINE = re.compile(r"graded (\d+) in ([\d.]+) s \(([\d.]+) s each, of which writing ([\d.]+) ms")
 SAMPLE_SECONDS = 0.1
 
@@ -257,6 +252,7 @@ class Row:
     peak_pss_mib: float | None
     note: str = ""
     samples: list[float] = field(default_factory=list)
+    lanes: str = ""                       # kit: its lanes in other processes ("1 forked"), as it said
 
 
 def kit_runs(subs_dir: Path, work: Path, jobs: int, repeats: int, n: int) -> tuple[Row, Path, float]:
@@ -278,9 +274,10 @@ def kit_runs(subs_dir: Path, work: Path, jobs: int, repeats: int, n: int) -> tup
         walls.append(run.wall / n)
         runs.append(run)
         print(f"  kit -j {jobs} run {r + 1}/{repeats}: {run.wall:.1f} s wall, grading loop {found.group(2)} s")
+    lanes = LANES_LINE.search(" ".join(runs[-1].stdout.split()))
     row = Row(f"kit: autograder grade -j {jobs}", n, repeats, statistics.median(per), statistics.median(walls),
               max(x.maxrss_mib for x in runs), _max_or_none(x.peak_pss_mib for x in runs),
-              "grading loop / N (sandbox template started once)", per)
+              "grading loop / N (sandbox template started once)", per, lanes.group(1) if lanes else "")
     return row, out, statistics.median(writes)
 
 
@@ -601,11 +598,15 @@ def markdown(rows: list[Row], kit: Row, meta: dict[str, Any], compared: int, dis
         lines += ["## Scaling and cold start", "",
                   f"- **-j 2 speed-up**: {_fmt(sc['speedup_j2'], 2)}× the throughput of -j 1 (grading loop; "
                   f"whole command {_fmt(sc['speedup_j2_wall'], 2)}×); "
-                  + (f"the second lane is a process of its own (a batch of at least {_process_min()} "
-                     f"per extra lane) and adds {_fmt(sc['extra_process_mib'], 0)} MiB of peak PSS (its "
-                     "interpreter, torch and its sandbox template)." if sc.get("process_lane", True) else
-                     f"a batch under {_process_min()} per extra lane: the second lane is a thread "
-                     f"of the same process ({_fmt(sc['extra_process_mib'], 0)} MiB more peak PSS)."),
+                  + (f"the second lane is a grader process forked from the first once its sandbox is warm "
+                     f"(\"{sc['lanes']}\"), with a copy of its sandbox template, and adds "
+                     f"{_fmt(sc['extra_process_mib'], 0)} MiB of peak PSS (the pages it writes of its own)."
+                     if "forked" in sc.get("lanes", "") else
+                     f"the second lane is a spawned process of its own (\"{sc['lanes']}\") and adds "
+                     f"{_fmt(sc['extra_process_mib'], 0)} MiB of peak PSS (its interpreter, torch and its "
+                     "sandbox template)." if sc.get("lanes") else
+                     f"the second lane is a thread of the same process ({_fmt(sc['extra_process_mib'], 0)} MiB "
+                     "more peak PSS)."),
                   f"- **Cold start / import torch**: {_fmt(sc['cold_start'], 2)} s for one submission from a cold "
                   f"`autograder grade` against {_fmt(sc['import_torch'], 2)} s for `python -c \"import torch\"` "
                   f"in the same run: **{_fmt(sc['cold_over_torch'], 2)}×**; Gradescope's `run_autograder` on the same "
@@ -765,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
                         "extra_process_mib": (kit2.peak_pss_mib - kit1.peak_pss_mib
                                               if kit1.peak_pss_mib is not None and kit2.peak_pss_mib is not None
                                               else None),
-                        "process_lane": args.n >= _process_min(),
+                        "lanes": kit2.lanes,
                         "import_torch": torch_seconds, "cold_start": cold.per_submission,
                         "cold_over_torch": cold.per_submission / torch_seconds if torch_seconds else None,
                         "gradescope": gradescope,

@@ -1,10 +1,18 @@
 """Shared fixtures: a copy of the course in tmp_path that tests may build, break and edit."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+from autograder.grading.command import GRADER_ENV
+
+# Before numpy or torch load: their math in one thread, as in `autograder grade`. Numpy's OpenBLAS would
+# otherwise start a thread pool at import, and grading lanes are forked only from a process without one.
+for _key, _value in GRADER_ENV.items():
+    os.environ.setdefault(_key, _value)
 
 #: The repository: the course and the engine, side by side.
 ROOT = Path(__file__).resolve().parent.parent

@@ -535,3 +535,61 @@ def test_cuda_requests_run_on_the_gpu_with_tf32_off():
         assert got.spec["device"].startswith("cuda")
         torch.testing.assert_close(got.tensor().double(), a.double() @ b.double(), rtol=1e-4, atol=1e-4)
         assert py(worker(Request("flags", device="cuda"))) == (False, False)
+
+
+# -- the template: imported in two steps, and copied for another grader process -----------------
+def test_a_worker_that_needs_what_the_template_has_not_imported_runs_again_in_a_complete_one():
+    """torch._dynamo (TEMPLATE_LATER) is imported only when a worker needs it: a worker forked before
+    that says an import missed (in the cage it would fail), and its submission runs again, cells and
+    call, in a worker of the complete template; later workers need no second run."""
+    from autograder.sandbox.worker import TEMPLATE_LATER
+
+    assert "torch._dynamo" in TEMPLATE_LATER
+    lazy = "import torch\n\ndef f(x):\n    import torch._dynamo\n    return x + 1\n"
+    with Sandbox(LIMITS) as sb:
+        with sb.open(cells("import math\n"), label="plain") as worker:   # needs nothing later: one fork
+            assert worker.cells[0].status == "ok" and worker.spawns == 1
+        with sb.open(cells(lazy), label="call") as worker:
+            assert worker.cells[0].status == "ok" and worker.spawns == 1
+            assert py(call(worker, "f", 1)) == 2          # the miss came with the reply: run again, complete
+            assert worker.spawns == 2 and worker.restarts == 0
+            assert py(call(worker, "f", 2)) == 3 and worker.spawns == 2
+        with sb.open(cells("import torch._dynamo\nok = 1\n"), label="after") as worker:
+            assert worker.cells[0].status == "ok" and worker.spawns == 1   # the template is complete now
+    with Sandbox(LIMITS) as sb, sb.open(cells("import torch._dynamo\n\ndef g():\n    return 7\n"),
+                                        label="cells") as worker:
+        assert worker.cells[0].status == "ok" and worker.spawns == 2       # the cells' miss: run again
+        assert py(call(worker, "g")) == 7
+
+
+def test_a_cloned_template_serves_another_sandbox_and_stops_with_it(sandbox):
+    """Sandbox.clone_template: a copy of the warm template (forked by it, nothing imported again) that a
+    sandbox in another grader process adopts; closing that sandbox stops the copy and its workers."""
+    launch = sandbox.clone_template()
+    copy = Sandbox(LIMITS, modes=(sandbox.isolation.mode,), launch=launch)
+    try:
+        assert copy.template_pid not in (sandbox.template_pid, os.getpid())
+        assert copy.template_seconds < 5 and copy.isolation.mode == sandbox.isolation.mode
+        with copy.open(cells("def f(x):\n    return x * 2\n"), label="copy") as worker:
+            assert py(call(worker, "f", 21)) == 42
+            assert worker.worker_info["caged"] == (sandbox.isolation.mode != "none")
+            worker_pid = worker.pid
+        with sandbox.open(cells("y = 1\n"), label="original") as worker:   # the original serves on
+            assert worker.cells[0].status == "ok"
+    finally:
+        copy.close()
+    clone_pid = copy.template_pid
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in (clone_pid, worker_pid)):
+        time.sleep(0.05)
+    assert not _alive(clone_pid) and not _alive(worker_pid)
+    assert not os.path.exists(launch.folder)
+
+
+def _alive(pid: int) -> bool:
+    """A process that runs (a zombie waiting for its parent to reap it does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -47,13 +49,17 @@ def sandbox():
         yield sb
 
 
-def test_lanes_go_to_processes_only_for_batches_worth_it():
+def test_forked_lanes_for_any_batch_spawned_ones_only_for_batches_worth_it():
     assert G.lane_processes(1, 10_000) == 0                       # -j 1: this process alone
-    assert G.lane_processes(2, G.PROCESS_MIN_SUBMISSIONS - 1) == 0  # a short batch: threads here
-    assert G.lane_processes(2, G.PROCESS_MIN_SUBMISSIONS) == 1
-    assert G.lane_processes(32, 1000) == 1000 // G.PROCESS_MIN_SUBMISSIONS   # 15: each lane worth its start-up
+    assert G.lane_processes(2, 1) == 0                            # one submission: nothing to share
+    assert G.lane_processes(2, 2) == 1                            # a forked lane is ready in milliseconds
+    assert G.lane_processes(32, 10) == 9
     assert G.lane_processes(32, 10_000) == 31
-    assert G.lane_processes(32, 3 * G.PROCESS_MIN_SUBMISSIONS) == 3
+    spawned = functools.partial(G.lane_processes, forked=False)   # where this process may not fork
+    assert spawned(2, G.PROCESS_MIN_SUBMISSIONS - 1) == 0         # a short batch: threads here
+    assert spawned(2, G.PROCESS_MIN_SUBMISSIONS) == 1
+    assert spawned(32, 1000) == 1000 // G.PROCESS_MIN_SUBMISSIONS  # 15: each lane worth its start-up
+    assert spawned(32, 10_000) == 31
 
 
 @pytest.mark.slow
@@ -115,3 +121,122 @@ def test_grading_never_imports_dask():
     code = ("import sys, autograder.grading, autograder.cli; "
             "sys.exit(1 if any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+#: Run in a fresh interpreter, as `autograder grade` runs: a grader process with its sandbox warm and no
+#: other thread, where lanes are forked (this test process has run torch and Dask: it is not such a process).
+FORKED = r"""
+import json, os, signal, sys, threading
+from pathlib import Path
+from autograder.grading.command import GRADER_ENV
+os.environ.update(GRADER_ENV)
+import torch
+torch.set_num_threads(1)
+from autograder import grading as G
+from autograder.config import load_course
+from autograder.grading.lanes import ForkedLanes, fork_problem
+from autograder.sandbox import Sandbox
+
+course = load_course()
+subs, out = Path(sys.argv[1]), Path(sys.argv[2])
+report = {}
+with Sandbox(course.limits, "cpu") as sandbox:
+    stop = threading.Event()
+    waiter = threading.Thread(target=stop.wait, name="busy-thread")
+    waiter.start()
+    report["with_thread"] = fork_problem()
+    stop.set()
+    waiter.join()
+    sandbox.settle()
+    report["without"] = fork_problem()
+    def scores(outcome):
+        return {r["key"]: [r["points"], r["status"], r.get("message"),
+                           [[e["exercise"], e["points"]] for e in r["exercises"]]] for r in outcome.results}
+    one = G.grade_batch(G.plan(subs, course, out / "one"), sandbox, jobs=1)
+    two = G.grade_batch(G.plan(subs, course, out / "two"), sandbox, jobs=2, processes=1)
+    report["lanes"] = two.lanes
+    report["same"] = scores(one) == scores(two) and two.graded == one.graded
+    # A lane killed before its first submission: that submission is graded here, nothing is lost.
+    lanes = ForkedLanes(1, sandbox)
+    os.kill(lanes.pids[0], signal.SIGKILL)
+    try:
+        killed = G.grade_batch(G.plan(subs, course, out / "killed"), sandbox, jobs=2, lanes=lanes)
+    finally:
+        lanes.close()
+    report["killed_lanes"] = killed.lanes
+    report["killed_same"] = scores(killed) == scores(one) and killed.graded == one.graded
+    report["graded"] = one.graded
+print("REPORT" + json.dumps(report))
+"""
+
+
+@pytest.mark.slow
+def test_forked_lanes_grade_like_one_process_and_a_killed_lane_loses_nothing(tmp_path):
+    subs = quick_samples(tmp_path / "subs")
+    # A notebook that names no assignment: its row and message (in the course's language) are this
+    # process's, never a lane's (a lane once named it in English).
+    (subs / "dee.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}),
+                                    encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", FORKED, str(subs), str(tmp_path / "out")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.split("REPORT", 1)[1])
+    assert "busy-thread" in report["with_thread"] and report["without"] is None
+    assert report["graded"] == 9
+    assert report["lanes"] == "1 forked" and report["same"]
+    assert report["killed_lanes"].startswith("1 forked (stopped early") and report["killed_same"]
+    assert "grading lanes in other processes stopped" in done.stderr
+
+
+@pytest.mark.slow
+def test_the_command_forks_its_lanes_and_writes_the_same_grades(tmp_path):
+    subs = quick_samples(tmp_path / "subs")
+    outs = {}
+    for jobs in (1, 2):
+        done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(subs), "-o", str(tmp_path / f"j{jobs}"),
+                               "-j", str(jobs)], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "COLUMNS": "200"})
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        outs[jobs] = done.stdout
+    assert "lanes in other processes: 1 forked" in outs[2] and "lanes in other processes" not in outs[1]
+    strip = {k: v[:-1] for k, v in table(tmp_path / "j2").items()}
+    assert strip == {k: v[:-1] for k, v in table(tmp_path / "j1").items()} and len(strip) == 8
+
+
+# -- the cold start --------------------------------------------------------------------------
+def test_finish_leaves_like_a_normal_exit_without_the_teardown():
+    """The console scripts end with errors.finish: threads joined, atexit handlers run, streams flushed,
+    the exit code kept; only the interpreter's destruction of its modules is skipped."""
+    code = ("import atexit, sys, threading, time\n"
+            "atexit.register(lambda: print('handler ran'))\n"
+            "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done', flush=True))).start()\n"
+            "from autograder.errors import finish\n"
+            "sys.stdout.write('partial ')\n"
+            "finish(3)\n"
+            "print('never')\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3
+    assert done.stdout == "partial thread done\nhandler ran\n"
+
+
+def test_grade_starts_its_sandbox_template_before_importing_the_command():
+    """`autograder grade` launches the template (seconds of importing torch) before its own module and
+    pydantic are imported; --help launches nothing; the command takes the launch once."""
+    code = ("import sys\n"
+            "from autograder import cli\n"
+            "import autograder.sandbox.worker as W\n"
+            "seen = []\n"
+            "real = W.launch_template\n"
+            "def spy(*a, **k):\n"
+            "    seen.append('autograder.grading.command' in sys.modules or 'pydantic' in sys.modules)\n"
+            "    return real(*a, **k)\n"
+            "W.launch_template = spy\n"
+            "cli.build_parser(['grade', 'subs', '-o', 'out'])\n"
+            "launch = W.take_early_launch()\n"
+            "print(seen, launch is not None, W.take_early_launch() is None)\n"
+            "launch.close()\n"
+            "cli.build_parser(['grade', '--help'])\n"
+            "print(len(W._EARLY), len(seen))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["[False] True True", "0 1"]

@@ -15,7 +15,7 @@ from autograder.config import Course
 from autograder.errors import AutograderError
 from autograder.grading.cells import demo_cells
 from autograder.grading.grader import Context, check_catalog, grader_fingerprint
-from autograder.grading.lanes import ProcessLanes, lane_config
+from autograder.grading.lanes import ForkedLanes, Lanes, lane_config, start_lanes
 from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Discovery, Submission, discover
@@ -30,6 +30,7 @@ class BatchOutcome:
     interrupted: bool = False
     write_seconds: float = 0.0    # of which writing results, feedback and grades.csv
     unwritten: list[str] = field(default_factory=list)   # submissions whose row could not be written
+    lanes: str = ""               # the lanes in other processes: "1 forked", "3 spawned" ("" for none)
 
 
 @dataclass
@@ -61,21 +62,25 @@ def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | Non
                 str(Path(origin if origin is not None else root).resolve()), demo_cells(course))
 
 
-#: Submissions to grade per extra lane process: fewer, and the lanes stay threads of this process
-#: (a lane process imports torch and starts a sandbox template: seconds that a short batch never recovers).
-#: Measured on 2 cores (bench/bench_peers.py): at 40 submissions a second lane process gives 0.91x the
-#: throughput of -j 1 (threads: 1.2x), at 160 it gives 1.54x.
+#: Submissions to grade per extra lane process where lanes cannot be forked from this process but must be
+#: spawned: fewer, and the lanes stay threads of this process (a spawned lane imports torch and starts a
+#: sandbox template: seconds that a short batch never recovers). Measured on 2 cores
+#: (bench/bench_peers.py): at 40 submissions a second spawned lane gave 0.91x the throughput of -j 1
+#: (threads: 1.2x), at 160 it gave 1.54x. A forked lane (ForkedLanes) is ready in milliseconds.
 PROCESS_MIN_SUBMISSIONS = 64
 
 
-def lane_processes(jobs: int, todo: int) -> int:
-    """How many of ``jobs`` lanes run in grader processes of their own for ``todo`` submissions."""
+def lane_processes(jobs: int, todo: int, *, forked: bool = True) -> int:
+    """How many of ``jobs`` lanes run in grader processes of their own for ``todo`` submissions: forked,
+    one for each submission beyond the first; spawned, one per PROCESS_MIN_SUBMISSIONS."""
+    if forked:
+        return max(0, min(jobs - 1, todo - 1))
     return max(0, min(jobs - 1, todo // PROCESS_MIN_SUBMISSIONS))
 
 
 def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, progress: Any = None,
                 on_result: Callable[[dict[str, Any]], None] | None = None, processes: int | None = None,
-                lanes: ProcessLanes | None = None, scheduler: Any = None,
+                lanes: Lanes | None = None, scheduler: Any = None,
                 isolation: str | None = None) -> BatchOutcome:
     """Grade every submission not already done; each result is written as soon as it exists.
 
@@ -115,8 +120,12 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
         owned = None
     else:
         if lanes is None and sandbox is not None:
-            wanted = lane_processes(jobs, len(rest)) if processes is None else max(0, min(processes, jobs - 1))
-            lanes = ProcessLanes(wanted, config) if wanted and len(rest) > 1 else None
+            if processes is None:
+                wanted = lane_processes(jobs, len(rest))
+                spawned = lane_processes(jobs, len(rest), forked=False)
+            else:
+                wanted = spawned = max(0, min(processes, jobs - 1))
+            lanes = start_lanes(wanted, sandbox, config, spawned) if wanted and len(rest) > 1 else None
             owned = lanes
         else:
             owned = None
@@ -143,18 +152,26 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
         outputs.write_csv()
     seconds = time.perf_counter() - start
     ordered = [results[s.key] for s in batch.found.submissions if s.key in results]
+    described = ""
+    if lanes is not None and lanes.count:
+        described = f"{lanes.count} {'forked' if isinstance(lanes, ForkedLanes) else 'spawned'}"
+        if lanes.problem is not None:
+            described += " (stopped early; this process graded the rest)"
     return BatchOutcome(ordered, len(ordered) - resumed, resumed, seconds, write_seconds=write_seconds,
-                        unwritten=unwritten)
+                        unwritten=unwritten, lanes=described)
 
 
-def _local_results(ctx: Context, todo: list[Submission], jobs: int, lanes: ProcessLanes | None,
+def _local_results(ctx: Context, todo: list[Submission], jobs: int, lanes: Lanes | None,
                    config: dict[str, Any]) -> Any:
     """Grade ``todo`` with threads here and the ``lanes`` processes; yield each result as it is ready.
 
     Each lane process holds one submission at a time, so a lane that is still starting takes none from the
     threads; a lane process that fails or dies gives its submission back to the threads (nothing is lost).
     """
-    queue = collections.deque(todo)
+    # A submission that cannot be graded (no student, unknown assignment) is named here at once, never by
+    # a lane: it needs no sandbox, and its message in the course's language stays with it.
+    quick = collections.deque(s for s in todo if s.problem)
+    queue = collections.deque(s for s in todo if not s.problem)
     remote = lanes.count if lanes is not None and lanes.alive else 0
     threads = max(1, jobs - remote)
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade")
@@ -169,8 +186,8 @@ def _local_results(ctx: Context, todo: list[Submission], jobs: int, lanes: Proce
             pending[lanes.submit(config, sub)] = (sub, True)
             away += 1
         # Lanes here: the threads left to this process, or all of them once the lane processes have stopped.
-        while queue and here < (threads if lanes is not None and lanes.alive else max(1, jobs)):
-            sub = queue.popleft()
+        while (quick or queue) and here < (threads if lanes is not None and lanes.alive else max(1, jobs)):
+            sub = quick.popleft() if quick else queue.popleft()
             pending[pool.submit(grade_or_fail, sub, ctx)] = (sub, False)
             here += 1
 

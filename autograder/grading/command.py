@@ -14,9 +14,9 @@ from typing import Any, Callable
 from autograder import reports as R
 from autograder.config import load_course
 from autograder.errors import AutograderError
-from autograder.grading.batch import PROCESS_MIN_SUBMISSIONS, grade_batch, lane_processes, plan
+from autograder.grading.batch import grade_batch, lane_processes, plan
+from autograder.grading.lanes import lane_config, start_lanes
 from autograder.grading.grader import resolve_device
-from autograder.grading.lanes import ProcessLanes
 from autograder.grading.submissions import opened
 from autograder.text import line
 
@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where student code runs: cpu, cuda, or auto (cuda when available)")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help="submissions graded in parallel (default: the CPU count); a batch of at least "
-                             f"{PROCESS_MIN_SUBMISSIONS} per extra lane grades in N processes")
+                        help="submissions graded in parallel (default: the CPU count): this process and N-1 "
+                             "grader processes forked from it once its sandbox is warm")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help="grade on a Dask distributed cluster (tcp://HOST:8786; needs pip install '.[dask]'): "
                              "each Dask worker holds its own sandbox, this process writes every output")
@@ -48,18 +48,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "scores in its gradebook.db")
 
 
+#: Set before numpy and torch load in the grader: one thread for their math, as torch.set_num_threads(1)
+#: below. The trusted side's tensors are small, and numpy's OpenBLAS would otherwise start a thread pool
+#: at import, which makes forking the grader's lanes (ForkedLanes) unsafe.
+GRADER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
 def run(args: argparse.Namespace) -> int:
     from autograder.notebook import skip_unused_schema_formats
 
+    for key, value in GRADER_ENV.items():
+        os.environ.setdefault(key, value)
     skip_unused_schema_formats()
     if args.jobs < 1:
         raise AutograderError(f"-j {args.jobs}: need at least one worker")
-    launch = None
-    if not args.scheduler:
-        from autograder.sandbox.worker import launch_template
+    from autograder.sandbox.worker import launch_template, take_early_launch
 
-        # First thing: the sandbox template imports torch while this process does (a cold start waits for
-        # both; one after the other they took twice as long). The sandbox adopts it below.
+    # The sandbox template imports torch while this process does (a cold start waits for both; one after
+    # the other they took twice as long): started by the command line before this module was imported
+    # (autograder.cli.EARLY), else now. The sandbox adopts it below.
+    launch = take_early_launch()
+    if args.scheduler and launch is not None:
+        launch.close()
+        launch = None
+    elif not args.scheduler and launch is None:
         launch = launch_template()
     try:
         return _run(args, launch)
@@ -110,10 +122,11 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
             console.print(f"[dim]{len(found.out_of_scope)} notebooks of other assignments skipped (--assignment "
                           f"{args.assignment})[/]")
         t0 = time.perf_counter()
-        importing = _import_lazy_modules()
+        todo = len(found.submissions) if args.force else \
+            sum(1 for s in found.submissions if s.key not in batch.outputs.rows)
+        importing = _import_lazy_modules(batch=todo > 1)
         columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TimeRemainingColumn())
-        lanes = None
         try:
             if args.scheduler:
                 from autograder.grading.distributed import cluster_description
@@ -123,24 +136,13 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
                 warm = time.perf_counter() - t0
                 if args.no_isolation:
                     console.print("[bold red]--no-isolation: student code runs uncaged on the cluster[/]")
-                importing.join()
                 with Progress(*columns, console=console) as progress:
                     outcome = grade_batch(batch, None, jobs=args.jobs, force=args.force, progress=progress,
                                           scheduler=args.scheduler,
                                           isolation="none" if args.no_isolation else None)
             else:
-                # Lane processes start now, alongside this process's sandbox: they import torch and start
-                # their own sandbox while this one does.
-                todo = len(found.submissions) if args.force else \
-                    sum(1 for s in found.submissions if s.key not in batch.outputs.rows)
-                extra = lane_processes(args.jobs, todo)
-                if extra:
-                    lanes = ProcessLanes(extra, None, sandbox=(course.limits.model_dump(mode="json"), device,
-                                                               "none" if args.no_isolation else None),
-                                         course_root=str(course.root))
-                lanes_note = f" ({extra + 1} processes)" if extra else ""
                 console.print(f"{len(found.submissions)} submissions under {escape(str(args.submissions))}; "
-                              f"device {device}, {args.jobs} workers{lanes_note}")
+                              f"device {device}, {args.jobs} workers")
                 with Sandbox(course.limits, device, isolation=not args.no_isolation, launch=launch) as sandbox:
                     warm = time.perf_counter() - t0
                     iso = sandbox.isolation
@@ -149,18 +151,26 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
                                       "rights[/]")
                     else:
                         console.print(f"isolation: {iso.mode} ({', '.join(iso.layers)})")
-                    importing.join()
-                    with Progress(*columns, console=console) as progress:
-                        outcome = grade_batch(batch, sandbox, jobs=args.jobs, force=args.force, progress=progress,
-                                              processes=extra, lanes=lanes)
+                    lanes = None
+                    extra = lane_processes(args.jobs, todo)
+                    if extra:
+                        # The other lanes are forked from this process (see ForkedLanes) before any thread
+                        # but the sandbox's reaper runs: no import half done, no progress bar's thread.
+                        importing.join()
+                        lanes = start_lanes(extra, sandbox, lane_config(batch, sandbox, language),
+                                            lane_processes(args.jobs, todo, forked=False))
+                    try:
+                        with Progress(*columns, console=console) as progress:
+                            outcome = grade_batch(batch, sandbox, jobs=args.jobs, force=args.force,
+                                                  progress=progress, lanes=lanes)
+                    finally:
+                        if lanes is not None:
+                            lanes.close()
         except KeyboardInterrupt:
             done = len(list(batch.outputs.results_dir.glob("*.json")))
             console.print(f"[yellow]interrupted: {done} results are saved in {batch.outputs.results_dir}; "
                           "run the same command again to finish[/]")
             raise
-        finally:
-            if lanes is not None:
-                lanes.close()
     out = batch.outputs.out
     everything = batch.outputs.all_results()
     from autograder.exports.nbgrader import after_batch
@@ -190,8 +200,9 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
         console.print(f"{earlier} rows of grades.csv come from earlier runs into {out} (other submissions)")
     per = outcome.seconds / outcome.graded if outcome.graded else 0.0
     writing = outcome.write_seconds / outcome.graded if outcome.graded else 0.0
+    lanes = f"; lanes in other processes: {outcome.lanes}" if outcome.lanes else ""
     console.print(f"graded {outcome.graded} in {outcome.seconds:.2f} s ({per:.3f} s each, of which writing "
-                  f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s), {outcome.resumed} kept from an earlier "
+                  f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s{lanes}), {outcome.resumed} kept from an earlier "
                   f"run; wrote {out}/grades.csv, canvas.csv, moodle.csv, lms-skipped.csv, report.html, results/, "
                   "feedback/")
     if args.no_isolation:
@@ -201,18 +212,25 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
     return 1 if failed else 0
 
 
-#: Modules the trusted side needs later, each worth a second or more to import: nbformat (reading the
-#: first notebook), matplotlib (report.html), and sympy, which the first nn.MultiheadAttention call
-#: with a key_padding_mask (a public check of 4.3) pulls in through torch._check_with.
-LAZY_IMPORTS = ("nbformat", "matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.ticker",
-                "torch.fx.experimental.symbolic_shapes")
+#: Modules the trusted side needs later, in the order it needs them, each a tenth of a second or more:
+#: nbformat (reading the first notebook), matplotlib (report.html), and sympy, which the first
+#: nn.MultiheadAttention call with a key_padding_mask pulls in through torch._check_with. (IPython's input
+#: transformer, 0.7 s, only for a cell with magics: see autograder.notebook.to_python.)
+LAZY_IMPORTS = ("nbformat", "matplotlib.figure",
+                "matplotlib.backends.backend_agg", "matplotlib.ticker", "matplotlib.font_manager")
+#: Imported too when more than one submission is to be graded: sympy (0.5 s), which the first
+#: nn.MultiheadAttention call with a key_padding_mask pulls in through torch._check_with. Then it is
+#: imported once, while the sandbox template starts, not once per lane process in the grading loop;
+#: a cold start of one submission imports it only if that submission needs it.
+BATCH_IMPORTS = ("torch.fx.experimental.symbolic_shapes",)
 
 
-def _import_lazy_modules() -> threading.Thread:
+def _import_lazy_modules(batch: bool = False) -> threading.Thread:
     """Import LAZY_IMPORTS in a thread while the sandbox template starts: this process would only wait
-    for the template then, and the template's imports take one core of two."""
+    for the template then, and the template's imports take one core of two. Grading does not wait for
+    the thread: a module it needs first waits for the thread's import of it (Python's module locks)."""
     def work() -> None:
-        for name in LAZY_IMPORTS:
+        for name in LAZY_IMPORTS + (BATCH_IMPORTS if batch else ()):
             try:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001, S110 - torch internals move; this only saves time

@@ -191,7 +191,25 @@ def _lane_process_init() -> None:
     torch.set_num_threads(1)
 
 
-class ProcessLanes:
+class Lanes:
+    """What the batch needs of lanes in other processes, whichever way they started."""
+
+    alive: bool
+    problem: BaseException | None
+
+    def failed(self, exc: BaseException) -> None:
+        """A lane process could not grade (its start failed, it died, it refused the batch): the threads
+        here take over."""
+        import logging
+
+        if self.alive:
+            logging.getLogger(__name__).warning("grading lanes in other processes stopped (%s: %s); "
+                                                "this process grades the rest", type(exc).__name__, exc)
+        self.alive = False
+        self.problem = exc
+
+
+class ProcessLanes(Lanes):
     """``count`` trusted grader processes (multiprocessing, ``spawn``), each with a sandbox of its own.
 
     ``spawn`` starts a fresh interpreter: nothing of the parent's threads, torch state or CUDA context
@@ -216,16 +234,6 @@ class ProcessLanes:
     def submit(self, config: dict[str, Any], sub: Submission) -> Future:
         return self._pool.submit(lane_grade, config, submission_json(sub))
 
-    def failed(self, exc: BaseException) -> None:
-        """A lane process could not grade (its start failed, or it died): the threads here take over."""
-        import logging
-
-        if self.alive:
-            logging.getLogger(__name__).warning("grading lanes in other processes stopped (%s: %s); "
-                                                "this process grades the rest", type(exc).__name__, exc)
-        self.alive = False
-        self.problem = exc
-
     def ready(self, timeout: float | None = None) -> list[int]:
         """Wait until every lane process has warmed up; their pids."""
         pids = []
@@ -247,3 +255,209 @@ class ProcessLanes:
                     pass
         self._pool.shutdown(wait=not kill and all(fut.done() for fut in self._warming), cancel_futures=True)
         self.alive = False
+
+
+# -- lanes forked from this process -----------------------------------------------------------
+class LaneStopped(Exception):
+    """A forked lane process died or answered something other than a result."""
+
+
+def fork_problem() -> str | None:
+    """Why this process should not fork grader lanes now (None: it may).
+
+    A fork copies one thread: a lock another thread holds (an import half done, a torch thread pool
+    after a parallel op) would stay held in the copy forever. Python's own threads other than the
+    sandbox's reaper (idle once :meth:`Sandbox.settle` returned) and any thread Python did not start
+    (torch's or a BLAS library's pool) make the answer no.
+    """
+    try:
+        tasks = len(os.listdir("/proc/self/task"))
+    except OSError:
+        return "no /proc/self/task to count this process's threads"
+    python = threading.enumerate()
+    if tasks > len(python):
+        return f"{tasks - len(python)} threads not started by Python (a library's thread pool)"
+    others = [t.name for t in python if t is not threading.current_thread() and t.name != "sandbox-reaper"]
+    if others:
+        return f"threads running: {', '.join(others[:3])}"
+    return None
+
+
+def _send_json(sock: Any, data: bytes) -> None:
+    sock.sendall(len(data).to_bytes(8, "little") + data)
+
+
+def _recv_json(sock: Any) -> bytes:
+    def exact(n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            got = sock.recv(min(n - len(chunks), 1 << 20))
+            if not got:
+                raise EOFError("the lane's channel closed")
+            chunks += got
+        return bytes(chunks)
+
+    return exact(int.from_bytes(exact(8), "little"))
+
+
+class ForkedLanes(Lanes):
+    """``count`` trusted grader processes forked from this one once its sandbox is warm: each holds a copy
+    of everything imported and loaded here (torch, the catalog, the references) and a sandbox of its own,
+    whose template is a copy of this sandbox's (:meth:`Sandbox.clone_template`). Ready in milliseconds,
+    where a spawned lane (:class:`ProcessLanes`) imports torch and starts a template for seconds.
+
+    The same interface as ProcessLanes: :meth:`submit` gives a Future of :func:`lane_grade`'s JSON text.
+    Plain JSON both ways on a socket pair; this process writes every result, as with every lane.
+    Start only where :func:`fork_problem` says None.
+    """
+
+    def __init__(self, count: int, sandbox: Any):
+        import queue
+        import socket
+
+        self.count = 0
+        self.alive = count > 0
+        self.problem: BaseException | None = None
+        self.pids: list[int] = []
+        self._jobs: queue.Queue[Any] = queue.Queue()
+        self._socks: list[Any] = []
+        self._threads: list[threading.Thread] = []
+        sandbox.settle()
+        for _ in range(count):
+            launch = sandbox.clone_template()
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pid = os.fork()
+            if pid == 0:   # the lane
+                code = 70
+                try:
+                    ours.close()
+                    for sock in self._socks:
+                        sock.close()
+                    code = _forked_lane(theirs, launch, sandbox)
+                finally:
+                    os._exit(code)
+            theirs.close()
+            launch.sock.close()
+            if launch.proc.pidfd is not None:
+                os.close(launch.proc.pidfd)
+            self._socks.append(ours)
+            self.pids.append(pid)
+            self.count += 1
+        # Threads only now: every fork above copied a process with no thread but the idle reaper.
+        for sock in self._socks:
+            thread = threading.Thread(target=self._pump, args=(sock,), name="lane-pump", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _pump(self, sock: Any) -> None:
+        """Hand this lane one submission at a time; its answer (or its death) completes the Future."""
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            fut, payload = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                _send_json(sock, payload)
+                reply = json.loads(_recv_json(sock))
+                if not isinstance(reply, dict) or not isinstance(reply.get("text"), str):
+                    raise LaneStopped(str(reply.get("error") if isinstance(reply, dict) else reply)[:500])
+            except BaseException as exc:  # noqa: BLE001 - the lane is gone: its submission goes back
+                fut.set_exception(exc if isinstance(exc, LaneStopped) else LaneStopped(f"{type(exc).__name__}: {exc}"))
+                return
+            fut.set_result(reply["text"])
+
+    def submit(self, config: dict[str, Any], sub: Submission) -> Future:
+        fut: Future = Future()
+        self._jobs.put((fut, json.dumps({"config": config, "sub": submission_json(sub)}).encode()))
+        return fut
+
+    def ready(self, timeout: float | None = None) -> list[int]:
+        return list(self.pids)
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the lanes: each sees its channel close, stops its sandbox and exits (at once with ``kill``)."""
+        import time
+
+        self.alive = False
+        for _ in self._threads:
+            self._jobs.put(None)
+        for sock in self._socks:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        if kill:
+            for pid in self.pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 15
+        for pid in self.pids:
+            while True:
+                try:
+                    done, _status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.01)
+        self.pids = []
+
+
+def _forked_lane(chan: Any, launch: Any, parent_sandbox: Any) -> int:
+    """The loop of a lane forked by :class:`ForkedLanes`: grade each submission sent, answer JSON text."""
+    from autograder.sandbox import Sandbox
+    from autograder.sandbox.worker import _process_identity
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's: it stops the lanes
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The parent's template must see its channel close when the parent goes, not when this lane does.
+    if parent_sandbox._ctrl is not None:
+        parent_sandbox._ctrl.close()
+    with open(os.path.join(launch.folder, "owner"), "w", encoding="ascii") as f:
+        f.write(_process_identity(os.getpid()))
+    box = Sandbox(parent_sandbox.limits, parent_sandbox.device, isolation=parent_sandbox.isolation.mode != "none",
+                  modes=(parent_sandbox.isolation.mode,), max_restarts=parent_sandbox.max_restarts, launch=launch)
+    key = json.dumps([parent_sandbox.limits.model_dump(mode="json"), parent_sandbox.device,
+                      parent_sandbox.max_restarts], sort_keys=True)
+    _LANE.clear()
+    _LANE.update(sandbox=box, sandbox_key=key)
+    try:
+        while True:
+            try:
+                request = json.loads(_recv_json(chan))
+            except (EOFError, OSError):
+                return 0
+            try:
+                reply = {"text": lane_grade(request["config"], request["sub"])}
+            except Exception as exc:  # noqa: BLE001 - a batch this lane cannot grade (LaneSetupError...)
+                reply = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            _send_json(chan, json.dumps(reply).encode("ascii"))    # ASCII: a lone surrogate survives
+    finally:
+        box.close()
+
+
+def start_lanes(count: int, sandbox: Any, config: dict[str, Any], spawn_count: int) -> Lanes | None:
+    """``count`` lanes in other processes, forked from this one where :func:`fork_problem` allows, else
+    ``spawn_count`` of them spawned (seconds each to start: only for batches worth it); None for none."""
+    import logging
+
+    problem = None
+    if count > 0:
+        problem = fork_problem() if callable(getattr(sandbox, "clone_template", None)) else \
+            "the sandbox cannot copy its template"
+    if count > 0 and problem is None:
+        try:
+            return ForkedLanes(count, sandbox)
+        except (OSError, AutograderError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+    if problem is not None:
+        logging.getLogger(__name__).info("grading lanes are not forked (%s)", problem)
+    return ProcessLanes(spawn_count, config) if spawn_count > 0 else None

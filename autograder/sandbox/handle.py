@@ -29,6 +29,10 @@ if TYPE_CHECKING:   # the Sandbox makes its handles
 log = logging.getLogger(__name__)
 
 
+class _ImportMissed(Exception):
+    """A worker forked from the incomplete template needed a module it did not hold (see _check_misses)."""
+
+
 class WorkerHandle:
     """The sandboxed run of one submission: cell outcomes, then calls (a checks ``Runner``)."""
 
@@ -51,6 +55,7 @@ class WorkerHandle:
         self._closed = False
         self._ran: dict[int, CellOutcome] = {}       # outcomes of the latest run of the cells
         self._complete = False                       # the cells ran to the end at least once
+        self._whole_template = False                 # fork only from a template that imported everything
         self.worker_info: dict[str, Any] = {}
         self._max_blob = int(self._limits.output_mb * MiB) + 4 * MiB
         #: Seconds per section of this submission's sandbox side: ``fork`` (fork and worker set-up),
@@ -102,7 +107,7 @@ class WorkerHandle:
         A cell that times out or kills the worker is recorded and the cells run again
         in a fresh worker without it. True when a worker is ready for calls.
         """
-        max_spawns = self.spawns + len(self._source) + 2
+        max_spawns = self.spawns + len(self._source) + 3
         while self.spawns < max_spawns:
             if self._time_left() <= 0:
                 self._give_up(_said("timeout", self._budget_message()), "timeout")
@@ -110,7 +115,7 @@ class WorkerHandle:
             self.spawns += 1
             start = time.perf_counter()
             try:
-                proc = self._sandbox._spawn(self.label, self._limits)
+                proc = self._sandbox._spawn(self.label, self._limits, complete=self._whole_template)
             except _SpawnFailed as exc:
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
@@ -124,6 +129,9 @@ class WorkerHandle:
             start = time.perf_counter()
             try:
                 failed = self._run_cells(proc)
+            except _ImportMissed:
+                self._stop(wait=False)    # the cells again, in a worker of the complete template
+                continue
             except _SpawnFailed as exc:
                 self._stop(wait=False)
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
@@ -217,6 +225,7 @@ class WorkerHandle:
             if not runnable:
                 raise _SpawnFailed("the sandbox worker stopped before running any cell")
             return _cell_said(runnable[-1].index, "crashed", say("sandbox.stopped_after_cell"))
+        self._check_misses(proc, header)
         self.cells = self._outcomes(("skipped", say("sandbox.not_run_plain")))
         self._complete = True
         return None
@@ -263,6 +272,15 @@ class WorkerHandle:
             self.timer.since("roundtrip", sent)
         except (TimeoutError, FrameError, EOFError, OSError) as exc:   # FrameTooLarge is a FrameError
             return self._call_failed(exc, request.function, time.monotonic() - start)
+        try:
+            self._check_misses(proc, got)
+        except _ImportMissed:
+            # The call again, in a worker of the complete template (its cells run first); once only.
+            self._stop(wait=False)
+            if not self._launch():
+                broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
+                return Reply(broken.status, error=broken.error, message=broken.message)
+            return self(request)
         elapsed = time.monotonic() - start
         received = time.perf_counter()
         try:
@@ -273,6 +291,13 @@ class WorkerHandle:
             return self._failed("crashed", say("sandbox.unreadable"), elapsed)
         finally:
             self.timer.since("decode", received)
+
+    def _check_misses(self, proc: _Process, header: dict[str, Any]) -> None:
+        """Raise _ImportMissed when ``proc``, forked before the template imported everything, says an
+        import missed: what it ran may differ from what a worker of the complete template would."""
+        if proc.partial and not self._whole_template and header.get("missed") is True:
+            self._whole_template = True
+            raise _ImportMissed()
 
     def _call_failed(self, exc: BaseException, function: str, seconds: float) -> Reply:
         """What a call that did not come back means, by what stopped it: the one place a failed call

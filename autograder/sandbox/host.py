@@ -51,7 +51,7 @@ from autograder.config import Limits
 from autograder.errors import AutograderError
 from autograder.notebook import Cell
 from autograder.sandbox.cage import Isolation
-from autograder.sandbox.worker import (_FOLDER_PREFIX, launch_template, MiB, _process_identity, TemplateLaunch,
+from autograder.sandbox.worker import (_FOLDER_PREFIX, ClonedTemplate, launch_template, MiB, _process_identity, TemplateLaunch,
                                        WorkerConfig)
 from autograder.sandbox.handle import WorkerHandle
 from autograder.sandbox.processes import SandboxError, _Process, _SLOTS, _SpawnFailed, _remove_stale_folders, cage_modes
@@ -198,6 +198,32 @@ class Sandbox:
                 raise ConnectionError("the template exited")
             return json.loads(msg), got
 
+    def clone_template(self) -> TemplateLaunch:
+        """A copy of this sandbox's warm template, forked by it, for a sandbox in another grader process
+        (a lane forked from this one): ready at once, nothing imported twice. The copy serves its own
+        channel and stops, killing its workers, when that channel closes."""
+        folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            reply, _ = self._template_call({"t": "clone"}, [theirs.fileno()])
+        except BaseException:
+            ours.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        finally:
+            theirs.close()
+        if "pid" not in reply:
+            ours.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise SandboxError(f"the sandbox template could not be copied: {reply.get('error')}")
+        pid = int(reply["pid"])
+        try:
+            pidfd: int | None = os.pidfd_open(pid)
+        except OSError:
+            pidfd = None
+        return TemplateLaunch(ClonedTemplate(pid, pidfd), ours, folder, os.path.join(folder, "template.log"),
+                              time.perf_counter(), own_folder=True)
+
     def _restart_template(self) -> None:
         with self._restart_lock:
             if self._ctrl is not None or self._closed:
@@ -211,18 +237,19 @@ class Sandbox:
                 self._template.wait()
             self._start_template()
 
-    def _spawn(self, label: str, limits: Limits) -> _Process:
-        """Fork one worker from the template (restarting the template once if it died)."""
+    def _spawn(self, label: str, limits: Limits, complete: bool = False) -> _Process:
+        """Fork one worker from the template (restarting the template once if it died); ``complete``:
+        only once the template has imported everything (see TEMPLATE_LATER), else as soon as it can."""
         for attempt in range(2):
             try:
-                return self._spawn_once(label, limits)
+                return self._spawn_once(label, limits, complete)
             except ConnectionError:
                 if attempt:
                     raise SandboxError("the sandbox template keeps dying") from None
                 self._restart_template()
         raise AssertionError("unreachable")
 
-    def _spawn_once(self, label: str, limits: Limits) -> _Process:
+    def _spawn_once(self, label: str, limits: Limits, complete: bool = False) -> _Process:
         if self._closed:
             raise SandboxError("the sandbox is closed")
         mode = self.isolation.mode
@@ -242,7 +269,7 @@ class Sandbox:
                 output_bytes=int(limits.output_mb * MiB), mode=mode, disk_mb=float(limits.disk_mb),
                 outer_uid=os.getuid(), outer_gid=os.getgid())
             try:
-                reply, fds = self._template_call({"t": "fork", "config": config.to_json()},
+                reply, fds = self._template_call({"t": "fork", "config": config.to_json(), "complete": complete},
                                                  [theirs.fileno(), status_w])
             finally:
                 theirs.close()
@@ -253,6 +280,7 @@ class Sandbox:
             proc = _Process(int(reply["pid"]), fds[0] if fds else None, ours, status_r, slot, workdir)
             # A child the worker may start could outlive it: then kill what is left under its uid.
             proc.sweep = limits.processes > 0 or self.device == "cuda"
+            proc.partial = reply.get("partial") is True
             return proc
         except BaseException:
             if ours is not None:

@@ -153,6 +153,7 @@ class _Process:
         self.reaped = False
         self.finished = False
         self.sweep = False
+        self.partial = False      # forked before the template had imported everything (see TEMPLATE_LATER)
 
     def kill(self) -> None:
         if self.reaped:

@@ -53,11 +53,17 @@ TEMPLATE_MODULES = (
     "numpy", "numpy.random", "numpy.linalg", "numpy.fft",
     "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.optim", "torch.autograd",
     "torch.linalg", "torch.fft", "torch.special", "torch.distributions", "torch.utils.data",
-    "torch.testing", "torch._subclasses.schema_check_mode", "torch.profiler._cupti_monitor", "torch._dynamo",
+    "torch.testing", "torch._subclasses.schema_check_mode", "torch.profiler._cupti_monitor",
     "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
     "autograder", "autograder.plain", "autograder.probes", "autograder.notebook", "autograder.sandbox.cage",
     "autograder.text",
 )
+#: Imported only when a worker needs them: torch._dynamo (what optimizers' step and torch.compile pull
+#: in) is 1.4 s of a cold start, and a course's usual notebook never touches it. A worker forked before
+#: the template imported them remembers any import that misses (:class:`_ImportMisses`) and says so; the
+#: grader then asks for a worker of the complete template (the template imports them first) and runs
+#: that submission's cells and call again there, so what a worker can import never depends on timing.
+TEMPLATE_LATER = ("torch._dynamo",)
 #: Set before torch/numpy load, in the template's environment: one thread everywhere,
 #: so the template holds no thread pool a fork could copy half-way.
 TEMPLATE_ENV = {
@@ -240,6 +246,57 @@ def launch_template(folder: str | None = None) -> TemplateLaunch:
     return TemplateLaunch(proc, ours, folder, log_path, started, own_folder=own)
 
 
+class ClonedTemplate:
+    """The process of a template cloned from another (``Sandbox.clone_template``), as a sandbox holds its
+    template: not this process's child (the first template reaps it), so it is killed and waited for
+    through its pidfd, with the part of ``subprocess.Popen``'s interface a sandbox uses."""
+
+    def __init__(self, pid: int, pidfd: int | None):
+        self.pid = pid
+        self.pidfd = pidfd
+
+    def kill(self) -> None:
+        try:
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass    # already gone
+
+    def wait(self, timeout: float | None = None) -> int:
+        import subprocess
+
+        if self.pidfd is not None:
+            ready, _, _ = select.select([self.pidfd], [], [], timeout)
+            if not ready:
+                raise subprocess.TimeoutExpired(f"template {self.pid}", timeout or 0)
+            os.close(self.pidfd)
+            self.pidfd = None
+        return 0
+
+
+#: A template started by :func:`launch_early`, until the command takes it (:func:`take_early_launch`).
+_EARLY: list[TemplateLaunch] = []
+
+
+def launch_early() -> None:
+    """Start the template before the command imports anything else (see ``autograder.cli.EARLY``): its
+    torch import then overlaps all of the command's. Closed at exit if the command never takes it."""
+    import atexit
+
+    while _EARLY:                  # one an earlier command line in this process left (tests)
+        _EARLY.pop().close()
+    launch = launch_template()
+    _EARLY.append(launch)
+    atexit.register(launch.close)
+
+
+def take_early_launch() -> TemplateLaunch | None:
+    """The template :func:`launch_early` started, if any (once)."""
+    return _EARLY.pop() if _EARLY else None
+
+
 # -- configuration the grader sends with each fork --------------------------------
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -294,7 +351,14 @@ def template_main(ctrl_fd: int) -> NoReturn:
     cuda_loaded = _libcuda_loaded()
     ctrl.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": time.perf_counter() - start,
                           "cuda_driver_loaded": cuda_loaded, "threads": _task_count()}).encode())
+    _template_serve(ctrl, list(TEMPLATE_LATER))
 
+
+def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
+    """The template's loop: fork a worker per request, report each one's end, until the grader leaves.
+
+    ``later``: what of TEMPLATE_LATER is not imported yet (a request for a complete worker imports it).
+    """
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
@@ -342,7 +406,24 @@ def template_main(ctrl_fd: int) -> NoReturn:
                 ctrl.send(json.dumps({"error": "bad request"}).encode())
                 continue
             if kind == "fork" and len(fds) == 2:
-                _template_fork(ctrl, request, fds, children)
+                while request.get("complete") and later:
+                    _import_quietly(later.pop(0))
+                _template_fork(ctrl, request, fds, children, partial=bool(later))
+            elif kind == "clone" and len(fds) == 1:
+                pid = os.fork()
+                if pid == 0:
+                    # A template of its own for another grader process (a lane): nothing of this one's
+                    # (its grader's channel, its wake-up pipe, its workers' status pipes) stays open.
+                    ctrl.close()
+                    for fd in (wake_r, wake_w, *(fd for fd, _ in children.values())):
+                        os.close(fd)
+                    own = socket.socket(fileno=fds[0])
+                    own.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": 0.0,
+                                         "cuda_driver_loaded": _libcuda_loaded(),
+                                         "threads": _task_count()}).encode())
+                    _template_serve(own, later)
+                os.close(fds[0])
+                ctrl.send(json.dumps({"pid": pid}).encode())
             elif kind == "sweep":
                 _template_sweep(ctrl, request)
             else:
@@ -360,8 +441,18 @@ def template_main(ctrl_fd: int) -> NoReturn:
         os._exit(0)
 
 
+def _import_quietly(name: str) -> None:
+    """Import one of TEMPLATE_LATER in the template; a failure goes to its log (the worker then misses it)."""
+    import importlib
+
+    try:
+        importlib.import_module(name)
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+
+
 def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
-                   children: dict[int, int]) -> None:
+                   children: dict[int, int], partial: bool = False) -> None:
     chan_fd, status_fd = fds
     try:
         config = WorkerConfig.from_json(request["config"])
@@ -382,16 +473,17 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
         ctrl.send(json.dumps({"error": f"fork failed: {exc}"}).encode())
         return
     if pid == 0:
-        worker_main(config, chan_fd, template_pid=os.getppid())
+        worker_main(config, chan_fd, template_pid=os.getppid(), partial=partial)
     os.close(chan_fd)
     children[pid] = (status_fd, config.cpu_seconds)
+    answer = json.dumps({"pid": pid, "partial": partial}).encode()
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:  # a kernel before 5.3: the grader falls back to kill(pid)
-        ctrl.send(json.dumps({"pid": pid}).encode())
+        ctrl.send(answer)
         return
     try:
-        socket.send_fds(ctrl, [json.dumps({"pid": pid}).encode()], [pidfd])
+        socket.send_fds(ctrl, [answer], [pidfd])
     finally:
         os.close(pidfd)
 
@@ -440,8 +532,11 @@ def _task_count() -> int:
 
 
 # -- the worker -------------------------------------------------------------------------
-def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int) -> NoReturn:
-    """Runs in the forked child: set up the cage, then serve the grader; never returns."""
+def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int, partial: bool = False) -> NoReturn:
+    """Runs in the forked child: set up the cage, then serve the grader; never returns.
+
+    ``partial``: forked before the template imported all of TEMPLATE_LATER (imports that miss are told).
+    """
     code = 0
     try:
         signal.set_wakeup_fd(-1)
@@ -458,7 +553,10 @@ def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int) -> NoRetu
             send_frame(chan, {"t": "setup_error", "error": f"{type(exc).__name__}: {exc}"[:500]})
             os._exit(3)
         send_frame(chan, {"t": "ready", **info})
-        _serve(chan, config)
+        misses = _ImportMisses() if partial else None
+        if misses is not None:
+            sys.meta_path.insert(0, misses)
+        _serve(chan, config, misses)
     except BaseException:  # noqa: BLE001 - the channel is gone or broken: just stop
         code = 4
     os._exit(code)
@@ -575,7 +673,23 @@ def _limit(which: int, soft: int, hard: int | None = None) -> None:
     resource.setrlimit(which, (soft, soft if hard is None else hard))
 
 
-def _serve(chan: socket.socket, config: WorkerConfig) -> None:
+class _ImportMisses:
+    """The first finder of a worker forked before the template imported TEMPLATE_LATER: remembers
+    that an import needed a module the template did not hold yet (in the cage its files are out of
+    reach) and lets the import go on as it would. The grader, told, runs the submission again in a
+    worker of the complete template; a worker that lies about it only costs itself that second run.
+    """
+
+    def __init__(self) -> None:
+        self.missed = False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname not in sys.builtin_module_names:
+            self.missed = True
+        return None
+
+
+def _serve(chan: socket.socket, config: WorkerConfig, misses: _ImportMisses | None = None) -> None:
     from autograder import plain, probes
     from autograder.notebook import fresh_namespace
 
@@ -591,7 +705,7 @@ def _serve(chan: socket.socket, config: WorkerConfig) -> None:
         if kind == "cells":
             for item in loads(blob):
                 send(chan, {"t": "cell", **cell(namespace, item["index"], item["code"])})
-            send(chan, {"t": "cells_done"})
+            send(chan, {"t": "cells_done", "missed": misses is not None and misses.missed})
         elif kind == "call":
             start = clock()
             reply = calls(namespace, header, blob)
@@ -599,7 +713,7 @@ def _serve(chan: socket.socket, config: WorkerConfig) -> None:
             send(chan, {"t": "reply", "seq": header.get("seq"), "status": reply.status,
                         "error_type": reply.error_type, "error": reply.error,
                         "forbidden": list(reply.forbidden), "seconds": float(reply.seconds),
-                        "busy": clock() - start},
+                        "busy": clock() - start, "missed": misses is not None and misses.missed},
                  reply.blob)
         else:
             return

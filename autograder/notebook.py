@@ -16,12 +16,9 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autograder.errors import NotebookError
-
-if TYPE_CHECKING:  # nbformat costs seconds to import (schema validation); load it only when needed
-    import nbformat
 
 #: A notebook file larger than this is refused before parsing (a 50 MB output is fine).
 MAX_NOTEBOOK_BYTES = 64 * 2**20
@@ -38,7 +35,7 @@ class Cell:
     skipped: str | None     # why the cell is not executed, if it is not
 
 
-def read_notebook(path: str | Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> "nbformat.NotebookNode":
+def read_notebook(path: str | Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> dict[str, Any]:
     """Parse a notebook leniently; NotebookError names the file and what is wrong.
 
     nbformat 3 is converted to 4. Missing metadata or cell ids are tolerated
@@ -76,9 +73,9 @@ def skip_unused_schema_formats() -> None:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
-def parse_notebook(data: Any, name: str = "notebook") -> "nbformat.NotebookNode":
-    import nbformat
-
+def parse_notebook(data: Any, name: str = "notebook") -> dict[str, Any]:
+    """The notebook as a dict of cells, read as nbformat 4 (an nbformat 3 one converted by nbformat,
+    which only then is imported: the grader reads nbformat 4 notebooks without it)."""
     if not isinstance(data, dict) or "nbformat" not in data:
         raise NotebookError(f"{name}: JSON but not a notebook (no nbformat field)")
     major = data.get("nbformat")
@@ -87,6 +84,8 @@ def parse_notebook(data: Any, name: str = "notebook") -> "nbformat.NotebookNode"
     if major == 3:
         if not isinstance(data.get("worksheets"), list):
             raise NotebookError(f"{name}: nbformat 3 without worksheets")
+        import nbformat
+
         try:
             nb = nbformat.convert(nbformat.from_dict(data), 4)
         except Exception as exc:  # noqa: BLE001 - any conversion failure is a bad notebook
@@ -99,7 +98,7 @@ def parse_notebook(data: Any, name: str = "notebook") -> "nbformat.NotebookNode"
     for i, cell in enumerate(cells):
         if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
             raise NotebookError(f"{name}: cell {i} is not a cell (no cell_type)")
-    return nbformat.from_dict(data)
+    return data
 
 
 def _source(cell: Any) -> str:
@@ -116,7 +115,7 @@ def _grade_id(cell: Any) -> str | None:
     return gid if isinstance(gid, str) else None
 
 
-def code_cells(nb: "nbformat.NotebookNode") -> list[Cell]:
+def code_cells(nb: dict[str, Any]) -> list[Cell]:
     """The notebook's code cells as executable Python, in order."""
     out: list[Cell] = []
     for index, cell in enumerate(nb.get("cells", [])):

@@ -212,11 +212,10 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
     return 1 if failed else 0
 
 
-#: Modules the trusted side needs later, in the order it needs them, each a tenth of a second or more:
-#: nbformat (reading the first notebook), matplotlib (report.html), and sympy, which the first
-#: nn.MultiheadAttention call with a key_padding_mask pulls in through torch._check_with. (IPython's input
-#: transformer, 0.7 s, only for a cell with magics: see autograder.notebook.to_python.)
-LAZY_IMPORTS = ("nbformat", "matplotlib.figure",
+#: Modules the trusted side needs later, each a tenth of a second or more: matplotlib (report.html).
+#: (Reading notebooks needs neither nbformat, only for an nbformat 3 one, nor IPython's input transformer,
+#: 0.7 s, only for a cell with magics: see autograder.notebook.)
+LAZY_IMPORTS = ("matplotlib.figure",
                 "matplotlib.backends.backend_agg", "matplotlib.ticker", "matplotlib.font_manager")
 #: Imported too when more than one submission is to be graded: sympy (0.5 s), which the first
 #: nn.MultiheadAttention call with a key_padding_mask pulls in through torch._check_with. Then it is

@@ -141,7 +141,8 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     if sub.evidence.get("also_found"):
         notes.append(f"also found: {sub.evidence['also_found']}")
         notes_msg.append(_said("submission.also_found", others=sub.evidence["also_found"]))
-    if nb.metadata.get("autograder_converted_from") == 3:
+    metadata = nb.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("autograder_converted_from") == 3:
         notes.append("converted from nbformat 3")
         notes_msg.append(_said("submission.old_format"))
     timing: dict[str, Any] = {}

@@ -568,6 +568,13 @@ def agreement(subs: list[Sub], course: Any, tools: dict[str, dict[str, dict[str,
     return compared, out
 
 
+def _over(x: float | None, base: float) -> str:
+    """``x`` against ``base``: "0.24 s more than" or "0.57 s less than"."""
+    if x is None:
+        return "n/a against"
+    return f"{_fmt(abs(x - base), 2)} s {'more' if x >= base else 'less'} than"
+
+
 def _fmt(x: float | None, digits: int = 3) -> str:
     if x is None:
         return "n/a"
@@ -610,8 +617,8 @@ def markdown(rows: list[Row], kit: Row, meta: dict[str, Any], compared: int, dis
                   f"- **Cold start / import torch**: {_fmt(sc['cold_start'], 2)} s for one submission from a cold "
                   f"`autograder grade` against {_fmt(sc['import_torch'], 2)} s for `python -c \"import torch\"` "
                   f"in the same run: **{_fmt(sc['cold_over_torch'], 2)}×**; Gradescope's `run_autograder` on the same "
-                  f"notebook {_fmt(sc.get('gradescope'), 2)} s "
-                  f"({_fmt((sc.get('gradescope') or 0) - sc['cold_start'], 2)} s more than the cold start)."]
+                  f"notebook {_fmt(sc.get('gradescope'), 2)} s ({_over(sc.get('gradescope'), sc['cold_start'])} "
+                  "the cold start)."]
         big = sc.get("big")
         if big:
             lines.append(f"- **{big['n']} notebooks** at -j {big['jobs']}: {big['wall']:.0f} s wall "

@@ -203,6 +203,9 @@ class Sandbox:
         (a lane forked from this one): ready at once, nothing imported twice. The copy serves its own
         channel and stops, killing its workers, when that channel closes."""
         folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
+        # Ours until the process that adopts the copy writes its own name here (a folder whose owner is
+        # gone is removed at the next start, see _remove_stale_folders).
+        Path(folder, "owner").write_text(_process_identity(os.getpid()), encoding="ascii")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             reply, _ = self._template_call({"t": "clone"}, [theirs.fileno()])

@@ -94,13 +94,23 @@ def test_a_lane_that_cannot_grade_hands_its_submissions_back(tmp_path, sandbox, 
     assert "grading lanes in other processes stopped" in caplog.text
 
 
-def test_lane_grade_sends_only_json(tmp_path):
-    """One lane in this process: JSON text out, the notebook given as bytes (as a Dask worker gets it)."""
+def test_lane_grade_sends_only_json(tmp_path, monkeypatch):
+    """One lane in this process: JSON text out, the notebook given as bytes (as a Dask worker gets it),
+    its scratch copy kept in the lane's sandbox folder (gone with the sandbox, even a killed one's)."""
     subs = quick_samples(tmp_path / "subs")
     batch = G.plan(subs, COURSE, tmp_path / "out")
     sub = next(s for s in batch.found.submissions if s.student == "ben")
     config = G.lane_config(batch, None, "en")
     json.dumps(config)
+    copies = []
+    real_mkstemp = lanes.tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):
+        fd, path = real_mkstemp(*args, **kwargs)
+        copies.append((Path(path), lanes._LANE["sandbox"].folder))
+        return fd, path
+
+    monkeypatch.setattr(lanes.tempfile, "mkstemp", mkstemp)
     try:
         text = G.lane_grade(config, G.submission_json(sub), sub.path.read_bytes())
     finally:
@@ -108,6 +118,8 @@ def test_lane_grade_sends_only_json(tmp_path):
         lanes._LANE.clear()
         if box is not None:
             box.close()
+    ((copy, folder),) = copies
+    assert copy.parent == folder and not copy.exists()
     payload = json.loads(text)
     assert isinstance(text, str) and set(payload) == {"result", "feedback"}
     result = payload["result"]

@@ -166,7 +166,10 @@ def lane_grade(config: dict[str, Any], sub: dict[str, Any], notebook: bytes | No
     scratch = None
     try:
         if notebook is not None:
-            fd, scratch = tempfile.mkstemp(prefix="autograder-lane-", suffix=".ipynb")
+            # In the sandbox's folder, which goes with the sandbox (or, if this process is killed, at the
+            # next start of a sandbox here): no copy of a submission is left behind in /tmp.
+            fd, scratch = tempfile.mkstemp(prefix="autograder-lane-", suffix=".ipynb",
+                                           dir=getattr(ctx.sandbox, "folder", None))
             with os.fdopen(fd, "wb") as f:
                 f.write(notebook)
             submission.path = Path(scratch)

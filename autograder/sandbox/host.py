@@ -148,6 +148,12 @@ class Sandbox:
         refused.missing = missing     # mode -> why it could not be set up (autograder doctor shows it)
         raise refused
 
+    @property
+    def folder(self) -> Path:
+        """The sandbox's own folder (its workers' folders are inside): removed when it closes, or at the next
+        start of any sandbox here when its grader was killed. Trusted scratch files may go here too."""
+        return self._base
+
     # context manager ----------------------------------------------------------
     def __enter__(self) -> Sandbox:
         return self

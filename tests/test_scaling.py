@@ -252,3 +252,13 @@ def test_grade_starts_its_sandbox_template_before_importing_the_command():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:2] == ["[False] True True", "0 1"]
+
+
+def test_lanes_are_never_forked_from_a_process_that_initialized_cuda(monkeypatch):
+    """A CUDA context does not survive a fork (--device cuda): such a grader spawns lanes or uses threads."""
+    import torch
+
+    from autograder.grading.lanes import fork_problem
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert "CUDA is initialized" in fork_problem()

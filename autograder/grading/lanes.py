@@ -270,9 +270,14 @@ def fork_problem() -> str | None:
 
     A fork copies one thread: a lock another thread holds (an import half done, a torch thread pool
     after a parallel op) would stay held in the copy forever. Python's own threads other than the
-    sandbox's reaper (idle once :meth:`Sandbox.settle` returned) and any thread Python did not start
-    (torch's or a BLAS library's pool) make the answer no.
+    sandbox's reaper (idle once :meth:`Sandbox.settle` returned), any thread Python did not start
+    (torch's or a BLAS library's pool) and an initialized CUDA make the answer no.
     """
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA is initialized in this process (a CUDA context does not survive a fork)"
     try:
         tasks = len(os.listdir("/proc/self/task"))
     except OSError:

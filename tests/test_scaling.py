@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -262,3 +263,64 @@ def test_lanes_are_never_forked_from_a_process_that_initialized_cuda(monkeypatch
 
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert "CUDA is initialized" in fork_problem()
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (read from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text(encoding="ascii", errors="replace")
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.slow
+def test_a_stopped_batch_keeps_what_it_graded_leaves_no_process_and_resumes(tmp_path):
+    """SIGTERM (a scheduler's kill, as Ctrl-C) in the middle of `autograder grade -j 2`: exit 130, every
+    result written so far kept, the forked lane, the templates and every worker gone, and the same
+    command finishes the rest."""
+    import time
+
+    subs = tmp_path / "subs"
+    for copy in range(4):
+        for name in QUICK:
+            shutil.copytree(SAMPLES / name, subs / f"{name}{copy}")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "autograder", "grade", str(subs), "-o", str(out), "-j", "2"]
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 300
+    family: set[int] = set()
+    while time.monotonic() < deadline and proc.poll() is None:
+        family |= _children(proc.pid)
+        family |= {g for c in list(family) for g in _children(c)}
+        if len(list((out / "results").glob("*.json"))) >= 3:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the batch ended before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    said, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, said[-3000:]
+    assert "interrupted" in said and "run the same command again" in " ".join(said.split())
+    kept = len(list((out / "results").glob("*.json")))
+    assert 3 <= kept < 32
+    time.sleep(1)
+    # The template and the forked lane (children), the lane's template and workers (grandchildren): all gone.
+    assert len(family) >= 3 and not [p for p in family if _running(p)], said[-2000:]
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert f"{kept} kept from an earlier run" in " ".join(again.stdout.split())
+    assert len(list((out / "results").glob("*.json"))) == 32

@@ -193,7 +193,8 @@ def ordinary_user() -> None:
 
 def grade_as(world: dict, *, user: bool, env: dict[str, str] | None = None,
              extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "autograder", "grade", str(world["subs"]), "-o", str(world["out"]), "-j", "1",
+    # -j 2: one lane here and one forked lane whose template is a copy of this one's: both cage every worker.
+    argv = [sys.executable, "-m", "autograder", "grade", str(world["subs"]), "-o", str(world["out"]), "-j", "2",
             "--force", *extra]
     env = {"PYTHONPATH": str(world["course"]), **(env or {})}
     if user:
@@ -207,6 +208,7 @@ def grade_as(world: dict, *, user: bool, env: dict[str, str] | None = None,
 
 def check_contained(world: dict, done: subprocess.CompletedProcess[str], mode: str) -> dict[str, dict]:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "lanes in other processes: 1 forked" in " ".join(done.stdout.split()), done.stdout[-3000:]
     results = {}
     for path in (world["out"] / "results").glob("*.json"):
         r = json.loads(path.read_text(encoding="utf-8"))

@@ -179,6 +179,35 @@ with Sandbox(course.limits, "cpu") as sandbox:
     report["killed_lanes"] = killed.lanes
     report["killed_same"] = scores(killed) == scores(one) and killed.graded == one.graded
     report["graded"] = one.graded
+    # The second of two forks fails (EAGAIN): the first lane and both copies of the template are stopped.
+    real_fork, forks = os.fork, []
+    def failing_fork():
+        forks.append(1)
+        if len(forks) == 2:
+            raise OSError(11, "Resource temporarily unavailable")
+        return real_fork()
+    os.fork = failing_fork
+    try:
+        ForkedLanes(2, sandbox)
+    except OSError as exc:
+        report["fork_error"] = str(exc)
+    finally:
+        os.fork = real_fork
+    import time
+    time.sleep(0.5)
+    def running_children():
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # This process's children, zombies too (a lane must be waited for); the template's, running.
+            if entry.isdigit() and (int(stat[1]) == os.getpid() or
+                                    (int(stat[1]) == sandbox.template_pid and stat[0] != "Z")):
+                found.append(int(entry))
+        return found
+    report["left"] = [pid for pid in running_children() if pid != sandbox.template_pid]
 print("REPORT" + json.dumps(report))
 """
 
@@ -198,6 +227,7 @@ def test_forked_lanes_grade_like_one_process_and_a_killed_lane_loses_nothing(tmp
     assert report["graded"] == 9
     assert report["lanes"] == "1 forked" and report["same"]
     assert report["killed_lanes"].startswith("1 forked (stopped early") and report["killed_same"]
+    assert "Resource temporarily unavailable" in report["fork_error"] and report["left"] == []
     assert "grading lanes in other processes stopped" in done.stderr
 
 

@@ -321,7 +321,6 @@ class ForkedLanes(Lanes):
 
     def __init__(self, count: int, sandbox: Any):
         import queue
-        import socket
 
         self.count = 0
         self.alive = count > 0
@@ -331,31 +330,50 @@ class ForkedLanes(Lanes):
         self._socks: list[Any] = []
         self._threads: list[threading.Thread] = []
         sandbox.settle()
-        for _ in range(count):
-            launch = sandbox.clone_template()
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            pid = os.fork()
-            if pid == 0:   # the lane
-                code = 70
-                try:
-                    ours.close()
-                    for sock in self._socks:
-                        sock.close()
-                    code = _forked_lane(theirs, launch, sandbox)
-                finally:
-                    os._exit(code)
-            theirs.close()
-            launch.sock.close()
-            if launch.proc.pidfd is not None:
-                os.close(launch.proc.pidfd)
-            self._socks.append(ours)
-            self.pids.append(pid)
-            self.count += 1
+        try:
+            for _ in range(count):
+                self._fork_one(sandbox)
+        except BaseException:
+            self.close(kill=True)      # the lanes forked so far: none is left behind
+            raise
         # Threads only now: every fork above copied a process with no thread but the idle reaper.
         for sock in self._socks:
             thread = threading.Thread(target=self._pump, args=(sock,), name="lane-pump", daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def _fork_one(self, sandbox: Any) -> None:
+        import socket
+
+        launch = sandbox.clone_template()
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        except BaseException:
+            launch.close()     # the copy of the template sees its channel close and stops
+            raise
+        try:
+            pid = os.fork()
+        except BaseException:
+            for end in (ours, theirs):
+                end.close()
+            launch.close()
+            raise
+        if pid == 0:   # the lane
+            code = 70
+            try:
+                ours.close()
+                for sock in self._socks:
+                    sock.close()
+                code = _forked_lane(theirs, launch, sandbox)
+            finally:
+                os._exit(code)
+        theirs.close()
+        launch.sock.close()
+        if launch.proc.pidfd is not None:
+            os.close(launch.proc.pidfd)
+        self._socks.append(ours)
+        self.pids.append(pid)
+        self.count += 1
 
     def _pump(self, sock: Any) -> None:
         """Hand this lane one submission at a time; its answer (or its death) completes the Future."""

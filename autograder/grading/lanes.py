@@ -365,6 +365,10 @@ class ForkedLanes(Lanes):
                 for sock in self._socks:
                     sock.close()
                 code = _forked_lane(theirs, launch, sandbox)
+            except BaseException:  # noqa: BLE001 - said on stderr; the parent sees the channel close
+                import traceback
+
+                traceback.print_exc()
             finally:
                 os._exit(code)
         theirs.close()

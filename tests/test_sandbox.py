@@ -12,6 +12,7 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -483,25 +484,32 @@ def test_the_template_inherits_no_secrets_from_the_grader():
     assert env["PATH"] == "/usr/bin" and env["CUDA_VISIBLE_DEVICES"] == "0" and env["OMP_NUM_THREADS"] == "1"
 
 
-def test_folders_of_killed_graders_are_removed_at_the_next_start():
+def test_folders_of_killed_graders_and_abandoned_ones_are_removed_at_the_next_start():
     import tempfile
 
     from autograder.sandbox import _process_identity, _remove_stale_folders
 
+    from autograder.sandbox.worker import write_owner
+
     dead = tempfile.mkdtemp(prefix="autograder-sandbox-")
     alive = tempfile.mkdtemp(prefix="autograder-sandbox-")
+    fresh = tempfile.mkdtemp(prefix="autograder-sandbox-")        # being made right now: no owner yet
+    abandoned = tempfile.mkdtemp(prefix="autograder-sandbox-")    # killed before naming itself, long ago
     with open(os.path.join(dead, "owner"), "w") as f:
         f.write(f"{os.getpid()} 0")   # this pid, another start time: a killed grader's pid reused
-    with open(os.path.join(alive, "owner"), "w") as f:
-        f.write(_process_identity(os.getpid()))
+    write_owner(alive)
+    assert Path(alive, "owner").read_text() == _process_identity(os.getpid())
+    Path(abandoned, "owner").write_text("")                        # a name cut off by a kill
+    os.utime(abandoned, (time.time() - 7200, time.time() - 7200))
     try:
         _remove_stale_folders()
-        assert not os.path.exists(dead) and os.path.exists(alive)
+        assert not os.path.exists(dead) and not os.path.exists(abandoned)
+        assert os.path.exists(alive) and os.path.exists(fresh)
     finally:
         import shutil
 
-        shutil.rmtree(alive, ignore_errors=True)
-        shutil.rmtree(dead, ignore_errors=True)
+        for folder in (alive, dead, fresh, abandoned):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_requests_must_be_plain_data():

@@ -125,7 +125,7 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
                 spawned = lane_processes(jobs, len(rest), forked=False)
             else:
                 wanted = spawned = max(0, min(processes, jobs - 1))
-            lanes = start_lanes(wanted, sandbox, config, spawned) if wanted and len(rest) > 1 else None
+            lanes = start_lanes(wanted, sandbox, config, spawned)[0] if wanted and len(rest) > 1 else None
             owned = lanes
         else:
             owned = None

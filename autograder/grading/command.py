@@ -157,8 +157,10 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
                         # The other lanes are forked from this process (see ForkedLanes) before any thread
                         # but the sandbox's reaper runs: no import half done, no progress bar's thread.
                         importing.join()
-                        lanes = start_lanes(extra, sandbox, lane_config(batch, sandbox, language),
-                                            lane_processes(args.jobs, todo, forked=False))
+                        lanes, unforked = start_lanes(extra, sandbox, lane_config(batch, sandbox, language),
+                                                      lane_processes(args.jobs, todo, forked=False))
+                        if unforked is not None:
+                            console.print(f"[dim]grading lanes not forked from this process: {escape(unforked)}[/]")
                     try:
                         with Progress(*columns, console=console) as progress:
                             outcome = grade_batch(batch, sandbox, jobs=args.jobs, force=args.force,

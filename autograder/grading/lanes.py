@@ -278,13 +278,22 @@ def fork_problem() -> str | None:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "CUDA is initialized in this process (a CUDA context does not survive a fork)"
-    try:
-        tasks = len(os.listdir("/proc/self/task"))
-    except OSError:
-        return "no /proc/self/task to count this process's threads"
-    python = threading.enumerate()
-    if tasks > len(python):
-        return f"{tasks - len(python)} threads not started by Python (a library's thread pool)"
+    import time
+
+    # A Python thread just joined (the import thread) may still be an exiting task of the kernel's for a
+    # moment: count again for up to half a second before calling a thread foreign.
+    deadline = time.monotonic() + 0.5
+    while True:
+        try:
+            tasks = len(os.listdir("/proc/self/task"))
+        except OSError:
+            return "no /proc/self/task to count this process's threads"
+        python = threading.enumerate()
+        if tasks <= len(python):
+            break
+        if time.monotonic() > deadline:
+            return f"{tasks - len(python)} threads not started by Python (a library's thread pool)"
+        time.sleep(0.01)
     others = [t.name for t in python if t is not threading.current_thread() and t.name != "sandbox-reaper"]
     if others:
         return f"threads running: {', '.join(others[:3])}"
@@ -444,15 +453,14 @@ class ForkedLanes(Lanes):
 def _forked_lane(chan: Any, launch: Any, parent_sandbox: Any) -> int:
     """The loop of a lane forked by :class:`ForkedLanes`: grade each submission sent, answer JSON text."""
     from autograder.sandbox import Sandbox
-    from autograder.sandbox.worker import _process_identity
+    from autograder.sandbox.worker import write_owner
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's: it stops the lanes
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # The parent's template must see its channel close when the parent goes, not when this lane does.
     if parent_sandbox._ctrl is not None:
         parent_sandbox._ctrl.close()
-    with open(os.path.join(launch.folder, "owner"), "w", encoding="ascii") as f:
-        f.write(_process_identity(os.getpid()))
+    write_owner(launch.folder)
     box = Sandbox(parent_sandbox.limits, parent_sandbox.device, isolation=parent_sandbox.isolation.mode != "none",
                   modes=(parent_sandbox.isolation.mode,), max_restarts=parent_sandbox.max_restarts, launch=launch)
     key = json.dumps([parent_sandbox.limits.model_dump(mode="json"), parent_sandbox.device,
@@ -474,9 +482,11 @@ def _forked_lane(chan: Any, launch: Any, parent_sandbox: Any) -> int:
         box.close()
 
 
-def start_lanes(count: int, sandbox: Any, config: dict[str, Any], spawn_count: int) -> Lanes | None:
+def start_lanes(count: int, sandbox: Any, config: dict[str, Any],
+                spawn_count: int) -> tuple[Lanes | None, str | None]:
     """``count`` lanes in other processes, forked from this one where :func:`fork_problem` allows, else
-    ``spawn_count`` of them spawned (seconds each to start: only for batches worth it); None for none."""
+    ``spawn_count`` of them spawned (seconds each to start: only for batches worth it; None for none),
+    and why they were not forked (None when they were, or none were wanted)."""
     import logging
 
     problem = None
@@ -485,9 +495,9 @@ def start_lanes(count: int, sandbox: Any, config: dict[str, Any], spawn_count: i
             "the sandbox cannot copy its template"
     if count > 0 and problem is None:
         try:
-            return ForkedLanes(count, sandbox)
+            return ForkedLanes(count, sandbox), None
         except (OSError, AutograderError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
     if problem is not None:
         logging.getLogger(__name__).info("grading lanes are not forked (%s)", problem)
-    return ProcessLanes(spawn_count, config) if spawn_count > 0 else None
+    return (ProcessLanes(spawn_count, config) if spawn_count > 0 else None), problem

@@ -51,8 +51,8 @@ from autograder.config import Limits
 from autograder.errors import AutograderError
 from autograder.notebook import Cell
 from autograder.sandbox.cage import Isolation
-from autograder.sandbox.worker import (_FOLDER_PREFIX, ClonedTemplate, launch_template, MiB, _process_identity, TemplateLaunch,
-                                       WorkerConfig)
+from autograder.sandbox.worker import (_FOLDER_PREFIX, ClonedTemplate, launch_template, MiB, TemplateLaunch,
+                                       WorkerConfig, write_owner)
 from autograder.sandbox.handle import WorkerHandle
 from autograder.sandbox.processes import SandboxError, _Process, _SLOTS, _SpawnFailed, _remove_stale_folders, cage_modes
 
@@ -106,7 +106,7 @@ class Sandbox:
         else:
             launch = None
             self._base = Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
-            (self._base / "owner").write_text(_process_identity(os.getpid()), encoding="ascii")
+            write_owner(self._base)
         # Removed by close(), or at the latest when this object or the interpreter goes.
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._base, ignore_errors=True)
         self._ctrl: socket.socket | None = None
@@ -211,7 +211,7 @@ class Sandbox:
         folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
         # Ours until the process that adopts the copy writes its own name here (a folder whose owner is
         # gone is removed at the next start, see _remove_stale_folders).
-        Path(folder, "owner").write_text(_process_identity(os.getpid()), encoding="ascii")
+        write_owner(folder)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             reply, _ = self._template_call({"t": "clone"}, [theirs.fileno()])

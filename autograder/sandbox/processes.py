@@ -14,6 +14,7 @@ import signal
 import socket
 import stat
 import tempfile
+import time
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,16 +45,27 @@ class _SpawnFailed(Exception):
 # -- the sandbox's folders -------------------------------------------------------------------
 
 
+#: A sandbox folder that names no owner this long after it last changed was abandoned half made.
+UNOWNED_SECONDS = 3600
+
+
 def _remove_stale_folders() -> None:
-    """Remove the folders of sandboxes whose grader was killed (SIGKILL leaves no chance to clean up)."""
+    """Remove the folders of sandboxes whose grader was killed (SIGKILL leaves no chance to clean up), and
+    those that name no owner an hour after they last changed (a process killed between making one and
+    naming itself in it: the name is written atomically, see worker.write_owner)."""
     for folder in Path(tempfile.gettempdir()).glob(_FOLDER_PREFIX + "*"):
         try:
             info = os.lstat(folder)
             if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
                 continue
+        except OSError:
+            continue
+        try:
             owner = (folder / "owner").read_text(encoding="ascii").strip()
             pid = int(owner.split()[0])
         except (OSError, ValueError, IndexError):
+            if time.time() - info.st_mtime > UNOWNED_SECONDS:
+                shutil.rmtree(folder, ignore_errors=True)
             continue
         if _process_identity(pid) != owner:
             shutil.rmtree(folder, ignore_errors=True)

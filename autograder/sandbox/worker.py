@@ -168,6 +168,15 @@ def template_environment(environ: Any) -> dict[str, str]:
 _FOLDER_PREFIX = "autograder-sandbox-"
 
 
+def write_owner(folder: str | os.PathLike[str]) -> None:
+    """Name this process as the owner of a sandbox folder, atomically: a process killed half way leaves
+    the earlier owner or none, never a truncated name (see processes._remove_stale_folders)."""
+    tmp = os.path.join(folder, f".owner.{os.getpid()}")
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(_process_identity(os.getpid()))
+    os.replace(tmp, os.path.join(folder, "owner"))
+
+
 def _process_identity(pid: int) -> str:
     """pid and start time: a pid that was reused by another process does not match."""
     try:
@@ -227,8 +236,7 @@ def launch_template(folder: str | None = None) -> TemplateLaunch:
     own = folder is None
     if folder is None:
         folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
-        with open(os.path.join(folder, "owner"), "w", encoding="ascii") as f:
-            f.write(_process_identity(os.getpid()))
+        write_owner(folder)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     log_path = os.path.join(folder, "template.log")
     try:

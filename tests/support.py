@@ -38,3 +38,12 @@ def load_script(path: Path) -> ModuleType:
 
 #: The sample-submission generator, shared by the grading and export tests.
 make_samples = load_script(ROOT / "samples" / "make_samples.py")
+
+
+def running(pid: int) -> bool:
+    """A process that runs (a zombie waiting for its parent to reap it does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

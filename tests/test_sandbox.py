@@ -25,6 +25,7 @@ from autograder.notebook import Cell
 from autograder.probes import Reply, Request
 from autograder.sandbox import UID_BASE, Sandbox, encode_request, template_environment
 from autograder.sandbox.worker import WORKER_ENV
+from support import running
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="the cage (own uid, chroot) needs the grader to run as root")
@@ -588,16 +589,8 @@ def test_a_cloned_template_serves_another_sandbox_and_stops_with_it(sandbox):
         copy.close()
     clone_pid = copy.template_pid
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in (clone_pid, worker_pid)):
+    while time.monotonic() < deadline and any(running(p) for p in (clone_pid, worker_pid)):
         time.sleep(0.05)
-    assert not _alive(clone_pid) and not _alive(worker_pid)
+    assert not running(clone_pid) and not running(worker_pid)
     assert not os.path.exists(launch.folder)
 
-
-def _alive(pid: int) -> bool:
-    """A process that runs (a zombie waiting for its parent to reap it does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -17,7 +17,7 @@ from autograder import grading as G
 from autograder.grading import lanes
 from autograder.config import load_course
 from autograder.sandbox import Sandbox
-from support import ROOT
+from support import ROOT, running
 
 COURSE = load_course()
 SAMPLES = ROOT / "samples" / "submissions"
@@ -309,14 +309,6 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def _running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.slow
 def test_a_stopped_batch_keeps_what_it_graded_leaves_no_process_and_resumes(tmp_path):
     """SIGTERM (a scheduler's kill, as Ctrl-C) in the middle of `autograder grade -j 2`: exit 130, every
@@ -349,7 +341,7 @@ def test_a_stopped_batch_keeps_what_it_graded_leaves_no_process_and_resumes(tmp_
     assert 3 <= kept < 32
     time.sleep(1)
     # The template and the forked lane (children), the lane's template and workers (grandchildren): all gone.
-    assert len(family) >= 3 and not [p for p in family if _running(p)], said[-2000:]
+    assert len(family) >= 3 and not [p for p in family if running(p)], said[-2000:]
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert again.returncode == 0, again.stdout[-3000:]
     assert f"{kept} kept from an earlier run" in " ".join(again.stdout.split())

@@ -78,6 +78,19 @@ def lane_processes(jobs: int, todo: int, *, forked: bool = True) -> int:
     return max(0, min(jobs - 1, todo // PROCESS_MIN_SUBMISSIONS))
 
 
+def batch_lanes(jobs: int, todo: int, sandbox: Any, config: dict[str, Any],
+                processes: int | None = None) -> tuple[Lanes | None, str | None]:
+    """The lanes in other processes for ``todo`` submissions at ``jobs`` (``processes`` of them when given,
+    else :func:`lane_processes`'s count), and why they were not forked (see start_lanes)."""
+    if processes is None:
+        wanted, spawned = lane_processes(jobs, todo), lane_processes(jobs, todo, forked=False)
+    else:
+        wanted = spawned = max(0, min(processes, jobs - 1))
+    if not wanted or todo < 2:
+        return None, None
+    return start_lanes(wanted, sandbox, config, spawned)
+
+
 def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, progress: Any = None,
                 on_result: Callable[[dict[str, Any]], None] | None = None, processes: int | None = None,
                 lanes: Lanes | None = None, scheduler: Any = None,
@@ -120,12 +133,7 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
         owned = None
     else:
         if lanes is None and sandbox is not None:
-            if processes is None:
-                wanted = lane_processes(jobs, len(rest))
-                spawned = lane_processes(jobs, len(rest), forked=False)
-            else:
-                wanted = spawned = max(0, min(processes, jobs - 1))
-            lanes = start_lanes(wanted, sandbox, config, spawned)[0] if wanted and len(rest) > 1 else None
+            lanes = batch_lanes(jobs, len(rest), sandbox, config, processes)[0]
             owned = lanes
         else:
             owned = None

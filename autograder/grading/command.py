@@ -14,8 +14,8 @@ from typing import Any, Callable
 from autograder import reports as R
 from autograder.config import load_course
 from autograder.errors import AutograderError
-from autograder.grading.batch import grade_batch, lane_processes, plan
-from autograder.grading.lanes import lane_config, start_lanes
+from autograder.grading.batch import batch_lanes, grade_batch, lane_processes, plan
+from autograder.grading.lanes import lane_config
 from autograder.grading.grader import resolve_device
 from autograder.grading.submissions import opened
 from autograder.text import line
@@ -151,16 +151,13 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
                                       "rights[/]")
                     else:
                         console.print(f"isolation: {iso.mode} ({', '.join(iso.layers)})")
-                    lanes = None
-                    extra = lane_processes(args.jobs, todo)
-                    if extra:
+                    if lane_processes(args.jobs, todo):
                         # The other lanes are forked from this process (see ForkedLanes) before any thread
                         # but the sandbox's reaper runs: no import half done, no progress bar's thread.
                         importing.join()
-                        lanes, unforked = start_lanes(extra, sandbox, lane_config(batch, sandbox, language),
-                                                      lane_processes(args.jobs, todo, forked=False))
-                        if unforked is not None:
-                            console.print(f"[dim]grading lanes not forked from this process: {escape(unforked)}[/]")
+                    lanes, unforked = batch_lanes(args.jobs, todo, sandbox, lane_config(batch, sandbox, language))
+                    if unforked is not None:
+                        console.print(f"[dim]grading lanes not forked from this process: {escape(unforked)}[/]")
                     try:
                         with Progress(*columns, console=console) as progress:
                             outcome = grade_batch(batch, sandbox, jobs=args.jobs, force=args.force,

@@ -412,9 +412,6 @@ class ForkedLanes(Lanes):
         self._jobs.put((fut, json.dumps({"config": config, "sub": submission_json(sub)}).encode()))
         return fut
 
-    def ready(self, timeout: float | None = None) -> list[int]:
-        return list(self.pids)
-
     def close(self, kill: bool = False) -> None:
         """Stop the lanes: each sees its channel close, stops its sandbox and exits (at once with ``kill``)."""
         import time

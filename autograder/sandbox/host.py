@@ -215,16 +215,14 @@ class Sandbox:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             reply, _ = self._template_call({"t": "clone"}, [theirs.fileno()])
+            if "pid" not in reply:
+                raise SandboxError(f"the sandbox template could not be copied: {reply.get('error')}")
         except BaseException:
             ours.close()
             shutil.rmtree(folder, ignore_errors=True)
             raise
         finally:
             theirs.close()
-        if "pid" not in reply:
-            ours.close()
-            shutil.rmtree(folder, ignore_errors=True)
-            raise SandboxError(f"the sandbox template could not be copied: {reply.get('error')}")
         pid = int(reply["pid"])
         try:
             pidfd: int | None = os.pidfd_open(pid)

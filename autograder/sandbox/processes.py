@@ -10,7 +10,6 @@ import os
 import pwd
 import select
 import shutil
-import signal
 import socket
 import stat
 import tempfile
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.errors import AutograderError
-from autograder.sandbox.worker import _FOLDER_PREFIX, _process_identity
+from autograder.sandbox.worker import _FOLDER_PREFIX, _process_identity, kill_process
 
 
 #: Worker uids are taken from here on, skipping any that /etc/passwd or /etc/group names.
@@ -168,15 +167,8 @@ class _Process:
         self.partial = False      # forked before the template had imported everything (see TEMPLATE_LATER)
 
     def kill(self) -> None:
-        if self.reaped:
-            return
-        try:
-            if self.pidfd is not None:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            else:
-                os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass  # already gone
+        if not self.reaped:
+            kill_process(self.pid, self.pidfd)
 
     def wait_status(self, timeout: float) -> int | None:
         """The raw wait status, as the template reports it once it reaped the worker."""

@@ -254,6 +254,18 @@ def launch_template(folder: str | None = None) -> TemplateLaunch:
     return TemplateLaunch(proc, ours, folder, log_path, started, own_folder=own)
 
 
+def kill_process(pid: int, pidfd: int | None) -> None:
+    """SIGKILL through the pidfd when there is one (no pid reuse can misdirect it), else by pid; a
+    process already gone is no error."""
+    try:
+        if pidfd is not None:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 class ClonedTemplate:
     """The process of a template cloned from another (``Sandbox.clone_template``), as a sandbox holds its
     template: not this process's child (the first template reaps it), so it is killed and waited for
@@ -264,13 +276,7 @@ class ClonedTemplate:
         self.pidfd = pidfd
 
     def kill(self) -> None:
-        try:
-            if self.pidfd is not None:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            else:
-                os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass    # already gone
+        kill_process(self.pid, self.pidfd)
 
     def wait(self, timeout: float | None = None) -> int:
         import subprocess

@@ -346,3 +346,13 @@ def test_a_stopped_batch_keeps_what_it_graded_leaves_no_process_and_resumes(tmp_
     assert again.returncode == 0, again.stdout[-3000:]
     assert f"{kept} kept from an earlier run" in " ".join(again.stdout.split())
     assert len(list((out / "results").glob("*.json"))) == 32
+
+
+@pytest.mark.slow
+def test_where_forking_is_refused_the_lanes_are_spawned_and_grade_alike(tmp_path, sandbox, monkeypatch):
+    monkeypatch.setattr(lanes, "fork_problem", lambda: "refused by this test")
+    subs = quick_samples(tmp_path / "subs")
+    reference = G.grade_batch(G.plan(subs, COURSE, tmp_path / "ref"), sandbox, jobs=1)
+    spawned = G.grade_batch(G.plan(subs, COURSE, tmp_path / "out"), sandbox, jobs=2, processes=1)
+    assert spawned.lanes == "1 spawned" and spawned.graded == 8
+    assert scores(spawned) == scores(reference)

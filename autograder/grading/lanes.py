@@ -85,24 +85,16 @@ def _lane_sandbox(limits: Any, device: str, isolation: str | None, max_restarts:
     return box
 
 
-def lane_warm(config: dict[str, Any] | None = None,
-              sandbox: tuple[dict[str, Any], str, str | None] | None = None, course_root: str | None = None) -> int:
-    """Import what grading needs (torch, the catalog) and start this process's sandbox: the batch's
-    (``config``), or one of ``sandbox`` = (limits, device, cage mode or None) before the batch is known.
-    ``course_root``: the course whose catalog to load (default: the batch's, else the one found here)."""
+def lane_warm(config: dict[str, Any]) -> int:
+    """Import what grading needs (torch, the batch's catalog) and start this process's sandbox."""
     import torch
 
     from autograder import catalog as C
-    from autograder.config import Limits
 
     torch.set_num_threads(1)
     with _LANE_LOCK:
-        if sandbox is not None:
-            _lane_sandbox(Limits.model_validate(sandbox[0]), sandbox[1], sandbox[2])
-        root = config["course_root"] if config is not None else course_root
-        C.load_catalog(load_course(root) if root else None, hidden=True, mistakes=True)
-        if config is not None:
-            _lane_context(config)
+        C.load_catalog(load_course(config["course_root"]), hidden=True, mistakes=True)
+        _lane_context(config)
     return os.getpid()
 
 
@@ -217,12 +209,10 @@ class ProcessLanes(Lanes):
 
     ``spawn`` starts a fresh interpreter: nothing of the parent's threads, torch state or CUDA context
     is forked, and each process starts its own sandbox template (which forks workers before it computes
-    anything). Started early (:meth:`warm`), they import torch and start their sandbox while this process
-    starts its own.
+    anything). Where :class:`ForkedLanes` cannot be used (see :func:`start_lanes`).
     """
 
-    def __init__(self, count: int, config: dict[str, Any] | None = None, *,
-                 sandbox: tuple[dict[str, Any], str, str | None] | None = None, course_root: str | None = None):
+    def __init__(self, count: int, config: dict[str, Any]):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -232,7 +222,7 @@ class ProcessLanes(Lanes):
         self.pids: list[int] = []
         self._pool = ProcessPoolExecutor(max_workers=max(count, 1), mp_context=multiprocessing.get_context("spawn"),
                                          initializer=_lane_process_init)
-        self._warming = [self._pool.submit(lane_warm, config, sandbox, course_root) for _ in range(count)]
+        self._warming = [self._pool.submit(lane_warm, config) for _ in range(count)]
 
     def submit(self, config: dict[str, Any], sub: Submission) -> Future:
         return self._pool.submit(lane_grade, config, submission_json(sub))

@@ -28,7 +28,10 @@ COURSE_NAME = "course.yml"
 #: The files of an assignment's folder (``source/<id>/``), by what they declare: public checks, hidden
 #: checks, known mistakes. Only PUBLIC_FILE ever ships to students (autograder.authoring.build.course_files).
 PUBLIC_FILE, HIDDEN_FILE, MISTAKES_FILE = "checks.py", "hidden.py", "mistakes.py"
-COURSE_FILES = frozenset({PUBLIC_FILE, HIDDEN_FILE, MISTAKES_FILE})
+#: Correct alternative implementations (``autograder validate`` grades each: every one must score full
+#: marks); the instructor's only, like hidden.py and mistakes.py.
+ALTERNATIVES_FILE = "alternatives.py"
+COURSE_FILES = frozenset({PUBLIC_FILE, HIDDEN_FILE, MISTAKES_FILE, ALTERNATIVES_FILE})
 #: Where an installed student bundle carries its course (course.yml and each assignment's public checks).
 PACKAGED_COURSE = PACKAGE / "data" / COURSE_NAME
 

@@ -585,7 +585,7 @@ def near_answers(path: str, data: bytes) -> list[tuple[str, str]]:
 
 
 #: What never ships, by name: the engine is public, the course's secrets are not.
-SECRET_NAMES = frozenset({"hidden.py", "mistakes.py", "solutions"})
+SECRET_NAMES = frozenset({"hidden.py", "mistakes.py", "alternatives.py", "solutions"})
 
 
 def _refuse_secrets(sources: tuple[Source, ...], files: dict[str, bytes]) -> None:

@@ -34,7 +34,6 @@ exercise, stable for as long as the reference and the mutation are.
 """
 from __future__ import annotations
 
-import hashlib
 import html
 import time
 from dataclasses import dataclass, field
@@ -165,91 +164,24 @@ class Verdict:
         return self.status.startswith("killed")
 
 
-class Notebooks:
-    """Student notebooks of each assignment: the release notebook with every solution cell filled from the
-    source notebook (markers removed), and one exercise's cell holding the mutant."""
-
-    def __init__(self, course: Course):
-        import nbformat
-
-        from autograder.authoring.build import strip_markers
-        from autograder.config import grade_id
-
-        self.course, self.nbformat, self.grade_id = course, nbformat, grade_id
-        self.solved: dict[str, Any] = {}
-        root = course.root
-        for a in course.assignments:
-            source = nbformat.read(root / "source" / a.id / a.notebook, as_version=4)
-            release_path = root / "release" / a.id / a.notebook
-            nb = nbformat.read(release_path, as_version=4) if release_path.exists() else source
-            cells = {self._gid(c): c for c in source.cells}
-            for cell in nb.cells:
-                gid = self._gid(cell)
-                if gid and gid.startswith("ex") and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-                    cell.source = strip_markers(cells[gid].source)
-            self.solved[a.id] = nb
-
-    @staticmethod
-    def _gid(cell: Any) -> str | None:
-        return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-
-    def notebook(self, assignment: str, mutant: Mutant | None) -> bytes:
-        import copy
-
-        nb = copy.deepcopy(self.solved[assignment])
-        if mutant is not None:
-            gid = self.grade_id(mutant.exercise)
-            cell = next(c for c in nb.cells if self._gid(c) == gid)
-            cell.source = replace_definition(cell.source, mutant.function, mutant.source)
-        return (self.nbformat.writes(nb) + "\n").encode("utf-8")
-
-
 def grade_mutants(course: Course, mutants: list[Mutant], *, jobs: int = 2, workdir: Path,
                   progress: Callable[[Verdict], None] | None = None) -> list[Verdict]:
     """Grade each mutant as ``autograder grade`` grades a notebook: a sandbox worker per submission, every
     exercise of its assignment, public and hidden checks, the grader's own seeds. Killed = lost points."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import torch
+    from autograder.authoring.session import GradingSession
 
-    from autograder import catalog as C
-    from autograder import grading as G
-    from autograder.sandbox import Sandbox
-    from autograder.grading.submissions import Submission
-
-    torch.set_num_threads(1)
-    notebooks = Notebooks(course)
-    assignments = {a.id for a in course.assignments}
-    references = G.check_catalog(course, assignments)
-
-    def submission(assignment: str, mutant: Mutant | None) -> Submission:
-        data = notebooks.notebook(assignment, mutant)
-        name = f"mutant-{mutant.id}" if mutant else "reference"
-        path = workdir / name / f"{assignment}.ipynb"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        return Submission(path, f"{name}/{assignment}.ipynb", hashlib.sha256(data).hexdigest(), name, assignment)
-
-    with Sandbox(course.limits, "cpu") as sandbox:
-        ctx = G.Context(course, sandbox, "cpu", G.grader_fingerprint("cpu", course), references,
-                        C.LiveDiagnoser(course.tolerances), G.demo_cells(course))
-        wanted = sorted({course.exercise(m.exercise)[0].id for m in mutants})
-        for a in wanted:
-            result = G.grade_or_fail(submission(a, None), ctx) or {}
-            if result.get("points") != result.get("max_points") or not result.get("exercises"):
-                from autograder.errors import AutograderError
-
-                raise AutograderError(f"the reference notebook of {a} does not score full marks in the sandbox "
-                                      f"({result.get('points')}/{result.get('max_points')}: {result.get('status')})",
-                                      hint="run autograder validate and autograder build")
+    with GradingSession(course, workdir) as session:
+        session.require_full_marks(sorted({course.exercise(m.exercise)[0].id for m in mutants}))
 
         def one(mutant: Mutant) -> Verdict:
             assignment = course.exercise(mutant.exercise)[0].id
             if not mutant.compiles():
                 verdict = Verdict(mutant, "killed (does not compile)")
             else:
-                result = G.grade_or_fail(submission(assignment, mutant), ctx)
-                verdict = _verdict(mutant, result)
+                data = session.notebooks.notebook(assignment, mutant.exercise, mutant.function, mutant.source)
+                verdict = _verdict(mutant, session.grade(assignment, f"mutant-{mutant.id}", data))
             if progress:
                 progress(verdict)
             return verdict

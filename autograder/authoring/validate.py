@@ -1,18 +1,23 @@
-"""``autograder validate``: prove the check catalog sound.
+"""``autograder validate``: prove the check catalog fair and sound.
 
 * every reference solution in ``solutions/`` scores full marks on every check,
   public and hidden, on every seed tried;
+* every correct alternative (each assignment's ``alternatives.py``) scores full marks too, graded in
+  the sandbox as a submission on several seeds (:mod:`autograder.authoring.alternatives`);
+* every hidden check names the requirement it enforces, and that requirement is in what the student
+  reads or is a public check (:mod:`autograder.authoring.requirements`);
 * every known mistake loses points on at least one check and is diagnosed as
   itself (not as another mistake, not undiagnosed).
 
-Prints a table (exercise x mistake -> caught / diagnosed) and exits non-zero on any gap.
+Prints tables (alternatives: fair; mistakes: caught / diagnosed) and exits non-zero on any gap.
 """
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from autograder import catalog as C
 from autograder.config import Course, load_course
@@ -33,12 +38,14 @@ class MistakeVerdict:
 class Validation:
     reference_failures: list[str]
     verdicts: list[MistakeVerdict]
-    missing: list[str]            # exercises without checks or with < 2 mistakes
+    missing: list[str]            # exercises without checks, with < 2 mistakes or < 3 alternatives
+    alternatives: list[Any] = field(default_factory=list)     # alternatives.AlternativeVerdict
+    requirements: list[str] = field(default_factory=list)     # hidden checks whose requirement is not found
 
     @property
     def ok(self) -> bool:
-        return not self.reference_failures and not self.missing and all(
-            v.caught and v.diagnosed for v in self.verdicts)
+        return not self.reference_failures and not self.missing and not self.requirements and all(
+            v.caught and v.diagnosed for v in self.verdicts) and all(a.fair for a in self.alternatives)
 
 
 def solution_for(course: Course, exercise_id: str):
@@ -48,9 +55,12 @@ def solution_for(course: Course, exercise_id: str):
 
 
 def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
-             exercises: list[str] | None = None, min_mistakes: int = 2) -> Validation:
+             exercises: list[str] | None = None, min_mistakes: int = 2, min_alternatives: int = 3, *,
+             alternatives: bool = True, jobs: int = 2, progress: Callable[[Any], None] | None = None) -> Validation:
+    """``alternatives``: grade every correct alternative in the sandbox on ``len(seeds)`` seeds (the slow
+    part: a few seconds per alternative); without, the references, requirements and mistakes only."""
     course = course or load_course()
-    C.load_catalog(course, hidden=True, mistakes=True)
+    C.load_catalog(course, hidden=True, mistakes=True, alternatives=True)
     audiences = (C.Audience.PUBLIC, C.Audience.HIDDEN)
     diagnoser = C.LiveDiagnoser(course.tolerances)
     ref_fail: list[str] = []
@@ -64,6 +74,9 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
             continue
         if len(C.MISTAKES.get(ex.id, [])) < min_mistakes:
             missing.append(f"{ex.id}: only {len(C.MISTAKES.get(ex.id, []))} known mistakes (want {min_mistakes})")
+        if alternatives and len(C.ALTERNATIVES.get(ex.id, [])) < min_alternatives:
+            missing.append(f"{ex.id}: only {len(C.ALTERNATIVES.get(ex.id, []))} correct alternatives "
+                           f"(want {min_alternatives})")
         reference = solution_for(course, ex.id)
         for seed in seeds:
             result = C.run_exercise(ex, C.in_process_runner({ex.function: reference}),
@@ -80,14 +93,44 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
             named = sorted({r.mistake for r in result.checks if r.mistake})
             verdicts.append(MistakeVerdict(ex.id, m.name, result.points < ex.points - 1e-9,
                                            named == [m.name], named, result.points, ex.points))
-    return Validation(ref_fail, verdicts, missing)
+    from autograder.authoring.requirements import requirement_gaps
+
+    graded: list[Any] = []
+    if alternatives:
+        import tempfile
+
+        from autograder.authoring.alternatives import grade_alternatives
+
+        todo = [a for ex in course.exercises if not exercises or ex.id in exercises
+                for a in C.ALTERNATIVES.get(ex.id, [])]
+        if todo:
+            with tempfile.TemporaryDirectory(prefix="autograder-alternatives-") as tmp:
+                graded = grade_alternatives(course, todo, seeds=len(seeds), jobs=jobs, workdir=Path(tmp),
+                                            progress=progress)
+    return Validation(ref_fail, verdicts, missing, graded, requirement_gaps(course, exercises))
 
 
-def print_report(v: Validation) -> None:
+def print_report(v: Validation, console: Any = None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = console or Console()
+    if v.alternatives:
+        table = Table(title="Correct alternatives: full marks, graded in the sandbox as submissions")
+        for col in ("exercise", "alternative", "method", "fair", "score", "seeds"):
+            table.add_column(col)
+        for a in v.alternatives:
+            table.add_row(a.exercise, a.name, escape(a.description.en), "yes" if a.fair else "[red]NO[/]",
+                          f"{a.points:.2f}/{a.max_points:g}", str(a.seeds))
+        console.print(table)
+        console.print(f"{len(v.alternatives)} correct alternatives; full marks on every seed: "
+                      f"{sum(a.fair for a in v.alternatives)}")
+        for a in v.alternatives:
+            if a.error:
+                console.print(f"[red]alternative {a.exercise}/{a.name} not graded[/] {escape(a.error)}")
+            for lost in a.lost[:6]:
+                console.print(f"[red]alternative {a.exercise}/{a.name} loses points[/] {escape(lost)}")
     table = Table(title="Known mistakes: caught and diagnosed")
     for col in ("exercise", "mistake", "caught", "diagnosed", "score"):
         table.add_column(col)
@@ -103,12 +146,18 @@ def print_report(v: Validation) -> None:
         console.print(f"[red]reference solution fails[/] {line}")
     for line in v.missing:
         console.print(f"[red]gap[/] {line}")
-    console.print("[green]catalog sound[/]" if v.ok else "[red]catalog has gaps[/]")
+    for line in v.requirements:
+        console.print(f"[red]unstated requirement[/] {escape(line)}")
+    console.print("[green]catalog fair and sound[/]" if v.ok else "[red]catalog has gaps[/]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("exercises", nargs="*", help="exercise IDs to validate (default: all)")
-    parser.add_argument("--seeds", type=int, default=3, help="how many seeds to run the references on")
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="how many seeds to run the references and the correct alternatives on")
+    parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
+                        help="skip grading the correct alternatives in the sandbox (references, requirements and "
+                             "mistakes only: seconds instead of a minute)")
     parser.add_argument("--mutants", action="store_true",
                         help="mutation testing: grade one-token changes of every reference in the sandbox; "
                              "exit 1 on any that keeps full marks and is not a declared equivalent (mutants.yml)")
@@ -118,7 +167,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --mutants: a fixed, seeded subset of N mutants per exercise (default: all)")
     parser.add_argument("--sample-seed", type=int, default=0, metavar="S", help="with --sample: the seed")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help="with --mutants: mutants graded in parallel (default: the CPU count)")
+                        help="alternatives (or with --mutants: mutants) graded in parallel (default: the CPU count)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,8 +176,16 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
     if args.mutants:
         return run_mutants_command(args)
-    result = validate(seeds=tuple(range(args.seeds)), exercises=args.exercises or None)
-    print_report(result)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console()
+    columns = (TextColumn("alternatives"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("alternatives", total=None)
+        result = validate(seeds=tuple(range(args.seeds)), exercises=args.exercises or None,
+                          alternatives=args.alternatives, jobs=args.jobs, progress=lambda _v: bar.advance(task))
+    print_report(result, console)
     return 0 if result.ok else 1
 
 

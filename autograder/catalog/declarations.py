@@ -46,6 +46,13 @@ class Check:
     #: Passes without any correct output (a forbidden-call scan, "raises ValueError"): earns its
     #: points only together with a passing check of OUTPUT_KINDS in the same exercise.
     needs_output: bool = False
+    #: The requirement a hidden check enforces, so that it tests only what the student was told:
+    #: ``statement``, words the exercise's statement says (its markdown cell, the stub's docstring
+    #: or the notebook's conventions), and/or ``same_as``, the name of a public check of the same
+    #: exercise that tests the same property on other inputs. ``autograder validate`` fails a hidden
+    #: check that names neither, or names one that is not there.
+    statement: str | None = None
+    same_as: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,17 @@ class Mistake:
     exercise: str
     name: str
     message: Msg
+    fn: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A correct implementation written another way (a loop, einsum, logsumexp, float64 and back...):
+    ``autograder validate`` grades it as a submission and fails when it loses any point."""
+
+    exercise: str
+    name: str
+    description: Msg
     fn: Callable[..., Any]
 
 
@@ -75,6 +93,9 @@ MISTAKES: dict[str, list[Mistake]] = {}
 SPECS: dict[str, ExerciseSpec] = {}
 
 
+ALTERNATIVES: dict[str, list[Alternative]] = {}
+
+
 #: exercise -> regular expressions of code that solves it in one line without being a line of its
 #: reference (declared in hidden.py: they describe answers). ``autograder build`` refuses a student
 #: bundle with a line that matches (matched with all whitespace removed).
@@ -82,12 +103,13 @@ NEAR_ANSWERS: dict[str, tuple[str, ...]] = {}
 
 
 def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en: str,
-          weight: float = 1.0, needs_output: bool | None = None
-          ) -> Callable[[Callable[["Context"], None]], Callable[["Context"], None]]:
+          weight: float = 1.0, needs_output: bool | None = None, *, statement: str | None = None,
+          same_as: str | None = None) -> Callable[[Callable[["Context"], None]], Callable[["Context"], None]]:
     """Decorator: declare a check of ``exercise``.
 
     ``needs_output`` (default: True for ``Kind.FORBIDDEN``, else False) declares a check that
-    a submission can pass with no correct output; see the module docstring.
+    a submission can pass with no correct output; see the module docstring. ``statement`` and
+    ``same_as`` name the requirement a hidden check enforces (see :class:`Check`).
     """
     if needs_output is None:
         needs_output = kind is Kind.FORBIDDEN
@@ -96,7 +118,8 @@ def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en:
         existing = CHECKS.setdefault(exercise, [])
         if any(c.name == name for c in existing):
             raise ValueError(f"check {exercise}/{name} declared twice")
-        existing.append(Check(exercise, name, audience, kind, Msg(zh, en), fn, weight, needs_output))
+        existing.append(Check(exercise, name, audience, kind, Msg(zh, en), fn, weight, needs_output,
+                              statement, same_as))
         return fn
 
     return register
@@ -110,6 +133,23 @@ def mistake(exercise: str, name: str, zh: str, en: str) -> Callable[[Callable[..
         if any(m.name == name for m in existing):
             raise ValueError(f"mistake {exercise}/{name} declared twice")
         existing.append(Mistake(exercise, name, Msg(zh, en), fn))
+        return fn
+
+    return register
+
+
+def alternative(exercise: str, name: str, zh: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: declare a correct alternative implementation of ``exercise`` (alternatives.py).
+
+    The function (or class) has the student's signature; its source, renamed to the exercise's
+    function and with the module's imports before it, becomes the student's solution cell.
+    """
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        existing = ALTERNATIVES.setdefault(exercise, [])
+        if any(a.name == name for a in existing):
+            raise ValueError(f"alternative {exercise}/{name} declared twice")
+        existing.append(Alternative(exercise, name, Msg(zh, en), fn))
         return fn
 
     return register

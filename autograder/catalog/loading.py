@@ -7,8 +7,8 @@ import importlib
 import importlib.util
 from typing import Any
 
-from autograder.config import HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE
-from autograder.catalog.declarations import CHECKS, MISTAKES, NEAR_ANSWERS, SPECS
+from autograder.config import ALTERNATIVES_FILE, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE
+from autograder.catalog.declarations import ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, SPECS
 
 
 #: The package the course's own modules are imported under: ``autograder_course.<module>.checks``,
@@ -48,14 +48,16 @@ def _forget_course() -> None:
         del sys.modules[name]
     CHECKS.clear()
     MISTAKES.clear()
+    ALTERNATIVES.clear()
     SPECS.clear()
     NEAR_ANSWERS.clear()
     _LOADED.clear()
 
 
-def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool) -> None:
+def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool, alternatives: bool = False) -> None:
     """Import the course's check modules: each assignment's public checks, and where asked (and present:
-    the instructor's course has them, a student's never) its hidden checks and known mistakes.
+    the instructor's course has them, a student's never) its hidden checks, known mistakes and correct
+    alternatives.
 
     ``course``: a :class:`~autograder.config.Course` (default: :func:`~autograder.config.load_course`).
     Loading another course's catalog first forgets the one loaded before.
@@ -69,8 +71,9 @@ def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool) -> None:
         _forget_course()
     if _LOADED.get("root") is None:
         _course_package(course)
-        _LOADED.update(root=root, hidden=False, mistakes=False)
-    wanted = [PUBLIC_FILE] + ([HIDDEN_FILE] if hidden else []) + ([MISTAKES_FILE] if mistakes else [])
+        _LOADED.update(root=root, hidden=False, mistakes=False, alternatives=False)
+    wanted = [PUBLIC_FILE] + ([HIDDEN_FILE] if hidden else []) + ([MISTAKES_FILE] if mistakes else []) \
+        + ([ALTERNATIVES_FILE] if alternatives else [])
     for a in course.assignments:
         folder = course.content_dir(a)
         for file in wanted:
@@ -82,6 +85,7 @@ def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool) -> None:
             importlib.import_module(f"{COURSE_PACKAGE}.{a.module}.{file.removesuffix('.py')}")
     _LOADED["hidden"] = _LOADED["hidden"] or hidden
     _LOADED["mistakes"] = _LOADED["mistakes"] or mistakes
+    _LOADED["alternatives"] = _LOADED["alternatives"] or alternatives
 
 
 def hidden_available(course: Any = None) -> bool:

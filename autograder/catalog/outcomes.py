@@ -48,6 +48,8 @@ class CheckFailed(Exception):
         self.status = status
         self.hidden = hidden
         self.error_type = error_type
+        #: The case that failed, set by ``with ctx.case(...)``: messages start with it.
+        self.case: Msg | None = None
 
 
 @dataclass
@@ -170,6 +172,14 @@ def hidden_message(check: "Check", failed: "CheckFailed") -> Msg:
     if failed.hidden is not None:
         return Msg(number_free(failed.hidden.zh), number_free(failed.hidden.en))
     return say("check.failed_hidden", title=check.title)
+
+
+def with_case(message: Msg | None, case: Msg | None, *, hidden: bool = False) -> Msg | None:
+    """``message`` preceded by the case that failed (a hidden check's case name number-free too)."""
+    if case is None or message is None:
+        return message
+    zh, en = (number_free(case.zh, 120), number_free(case.en, 120)) if hidden else (case.zh, case.en)
+    return Msg(f"{zh}：{message.zh}", f"{en}: {message.en}")
 
 
 @dataclass

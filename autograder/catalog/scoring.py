@@ -11,7 +11,7 @@ from autograder.points import shares as share_points, total as total_points
 from autograder.stopwatch import OFF, Stopwatch
 from autograder.catalog.context import Context, Diagnoser, Runner, stable_seed
 from autograder.catalog.declarations import Audience, Check, ExerciseSpec, OUTPUT_KINDS, SPECS, checks_for
-from autograder.catalog.outcomes import CheckFailed, CheckResult, ExerciseResult, Status, hidden_message
+from autograder.catalog.outcomes import CheckFailed, CheckResult, ExerciseResult, Status, hidden_message, with_case
 
 
 def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience], tolerances: Any,
@@ -53,9 +53,9 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
         try:
             c.run(ctx)
         except CheckFailed as failed:
-            status, message = failed.status, failed.message
+            status, message = failed.status, with_case(failed.message, failed.case)
             if hidden:
-                detail, message = message, hidden_message(c, failed)
+                detail, message = message, with_case(hidden_message(c, failed), failed.case, hidden=True)
             if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
                     and ctx.last_value is not None:
                 with timer.section("diagnose"):

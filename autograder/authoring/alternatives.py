@@ -1,0 +1,163 @@
+"""Correct alternatives, graded as submissions: the first promise of a grade (a correct answer gets full
+marks) proven the way ``validate --mutants`` proves the second.
+
+Each assignment folder may hold ``alternatives.py``: correct implementations written another way than
+the reference (a loop against vectorized code, einsum, logsumexp, float64 and back, an early return for
+an empty input...), each declared with ``@alternative(exercise, name, zh=..., en=...)``. The function
+(or class) has the student's signature; its source, renamed to the exercise's function, with the
+module's imports and the module-level helpers it uses before it, replaces the reference's definition in
+the solved notebook of its assignment, and that notebook is graded in the sandbox exactly as
+``autograder grade`` grades a student's, under several students' names (each name seeds other hidden
+inputs). An alternative is *fair* when the whole notebook keeps full marks on every seed: its own
+exercise, and every exercise built on it (a 2.2 softmax that made 2.4 lose points would be unfair too).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from autograder.config import Course
+from autograder.catalog.declarations import Alternative
+
+
+def alternative_source(alt: Alternative, function: str) -> str:
+    """The code that goes into the solution cell: imports, helpers, then the definition named ``function``."""
+    path = inspect.getsourcefile(alt.fn)
+    if path is None:
+        raise ValueError(f"alternative {alt.exercise}/{alt.name}: its source file cannot be found")
+    text = Path(path).read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    lines = text.splitlines(True)
+    target = next((node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                   and _declares(node, alt.exercise, alt.name)), None)
+    if target is None:
+        raise ValueError(f"{path}: no top-level definition decorated @alternative({alt.exercise!r}, {alt.name!r})")
+    imports = [_segment(lines, node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+               and not _is_kit_import(node)]
+    helpers = _helpers(tree, target, lines)
+    definition = _segment(lines, target, with_decorators=False)
+    head, _, rest = definition.partition(target.name)
+    renamed = head + function + rest
+    return "".join(imports) + "\n" + "".join(h + "\n" for h in helpers) + renamed
+
+
+def _declares(node: ast.FunctionDef | ast.ClassDef, exercise: str, name: str) -> bool:
+    for deco in node.decorator_list:
+        if isinstance(deco, ast.Call) and getattr(deco.func, "id", getattr(deco.func, "attr", "")) == "alternative":
+            args = [a.value for a in deco.args[:2] if isinstance(a, ast.Constant)]
+            if args == [exercise, name]:
+                return True
+    return False
+
+
+def _is_kit_import(node: ast.Import | ast.ImportFrom) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.module in ("__future__",) or (node.module or "").split(".")[0] == "autograder" or node.level > 0
+    return any(alias.name.split(".")[0] == "autograder" for alias in node.names)
+
+
+def _segment(lines: list[str], node: ast.AST, with_decorators: bool = True) -> str:
+    start = node.lineno                                                      # type: ignore[attr-defined]
+    if with_decorators:
+        start = min([start] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return "".join(lines[start - 1:node.end_lineno])                       # type: ignore[attr-defined]
+
+
+def _helpers(tree: ast.Module, target: ast.AST, lines: list[str]) -> list[str]:
+    """Module-level definitions and assignments (not alternatives themselves) that ``target`` uses,
+    transitively, in the module's order."""
+    defined: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not any(
+                isinstance(d, ast.Call) and getattr(d.func, "id", "") == "alternative" for d in node.decorator_list):
+            defined[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(t, ast.Name):
+                    defined[t.id] = node
+    wanted: list[ast.stmt] = []
+    todo = [target]
+    while todo:
+        node = todo.pop()
+        for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
+            helper = defined.get(name)
+            if helper is not None and helper not in wanted:
+                wanted.append(helper)
+                todo.append(helper)
+    order = {id(node): i for i, node in enumerate(tree.body)}
+    return [_segment(lines, node) for node in sorted(wanted, key=lambda n: order[id(n)])]
+
+
+# -- grading them -----------------------------------------------------------------------------------
+@dataclass
+class AlternativeVerdict:
+    exercise: str
+    name: str
+    description: Any                                   # messages.Msg
+    points: float = 0.0                                # its exercise's lowest score over the seeds
+    max_points: float = 0.0                            # its exercise's points
+    seeds: int = 0
+    lost: list[str] = field(default_factory=list)      # "2.4/reference-random (seed 1): message", one per failure
+    error: str = ""                                    # the source could not be made into a notebook
+
+    @property
+    def fair(self) -> bool:
+        return not self.error and not self.lost and self.seeds > 0
+
+
+def seed_names(seeds: int) -> list[str]:
+    """The students an alternative is graded as: each name seeds other hidden inputs."""
+    return [f"alternative-seed-{i}" for i in range(seeds)]
+
+
+def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds: int = 3, jobs: int = 2,
+                       workdir: Path, progress: Callable[[AlternativeVerdict], None] | None = None
+                       ) -> list[AlternativeVerdict]:
+    """Grade each alternative's notebook in the sandbox under ``seeds`` students' names."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder.authoring.session import GradingSession
+
+    with GradingSession(course, workdir) as session:
+        session.require_full_marks(sorted({course.exercise(a.exercise)[0].id for a in alternatives}))
+
+        def one(alt: Alternative) -> AlternativeVerdict:
+            assignment, ex = course.exercise(alt.exercise)
+            verdict = AlternativeVerdict(alt.exercise, alt.name, alt.description)
+            try:
+                source = alternative_source(alt, ex.function)
+                data = session.notebooks.notebook(assignment.id, alt.exercise, ex.function, source)
+            except (ValueError, KeyError, SyntaxError) as exc:
+                verdict.error = f"{type(exc).__name__}: {exc}"
+            else:
+                totals = []
+                verdict.max_points = ex.points
+                for seed, student in enumerate(seed_names(seeds)):
+                    result = session.grade(assignment.id, f"{student}-{alt.exercise}-{alt.name}", data)
+                    own = [e for e in result.get("exercises") or [] if e["exercise"] == alt.exercise]
+                    totals.append(float(own[0]["points"]) if own else 0.0)
+                    verdict.lost += _losses(result, seed)
+                    verdict.seeds += 1
+                verdict.points = min(totals) if totals else 0.0
+            if progress:
+                progress(verdict)
+            return verdict
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="alternative") as pool:
+            return list(pool.map(one, alternatives))
+
+
+def _losses(result: dict[str, Any], seed: int) -> list[str]:
+    """Every check of the notebook that did not give its points, with what it said (the instructor's text)."""
+    if not result.get("exercises"):
+        return [f"(seed {seed}) not graded: {result.get('status')}"]
+    out = []
+    for e in result["exercises"]:
+        for c in e["checks"]:
+            if c["points"] < c["max_points"] - 1e-9:
+                message = c.get("detail") or c.get("message") or {}
+                out.append(f"{c['exercise']}/{c['check']} (seed {seed}): {c['status']}: {message.get('en', '')}")
+    return out

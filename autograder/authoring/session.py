@@ -1,0 +1,107 @@
+"""Notebooks made by the kit itself, graded exactly as ``autograder grade`` grades a student's: the
+course's solved notebooks with one definition replaced (a mutant, a correct alternative), each in a
+fresh sandbox worker with the whole catalog, public and hidden, seeded by the name it is graded under.
+
+``validate`` (the alternatives) and ``validate --mutants`` both grade through one :class:`GradingSession`.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from autograder.config import Course
+from autograder.errors import AutograderError
+
+
+class Notebooks:
+    """Student notebooks of each assignment: the release notebook with every solution cell filled from the
+    source notebook (markers removed), and one exercise's definition replaced where asked."""
+
+    def __init__(self, course: Course):
+        import nbformat
+
+        from autograder.authoring.build import strip_markers
+        from autograder.config import grade_id
+
+        self.course, self.nbformat, self.grade_id = course, nbformat, grade_id
+        self.solved: dict[str, Any] = {}
+        root = course.root
+        for a in course.assignments:
+            source = nbformat.read(root / "source" / a.id / a.notebook, as_version=4)
+            release_path = root / "release" / a.id / a.notebook
+            nb = nbformat.read(release_path, as_version=4) if release_path.exists() else source
+            cells = {self._gid(c): c for c in source.cells}
+            for cell in nb.cells:
+                gid = self._gid(cell)
+                if gid and gid.startswith("ex") and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                    cell.source = strip_markers(cells[gid].source)
+            self.solved[a.id] = nb
+
+    @staticmethod
+    def _gid(cell: Any) -> str | None:
+        return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+    def notebook(self, assignment: str, exercise: str | None = None, function: str = "", source: str = "") -> bytes:
+        """The solved notebook of ``assignment``; with ``exercise``, its definition of ``function`` replaced
+        by ``source`` in that exercise's solution cell."""
+        from autograder.authoring.operators import replace_definition
+
+        nb = copy.deepcopy(self.solved[assignment])
+        if exercise is not None:
+            gid = self.grade_id(exercise)
+            cell = next(c for c in nb.cells if self._gid(c) == gid)
+            cell.source = replace_definition(cell.source, function, source)
+        return (self.nbformat.writes(nb) + "\n").encode("utf-8")
+
+
+class GradingSession:
+    """One sandbox and one grader context for many kit-made notebooks (a context manager).
+
+    :meth:`grade` writes a notebook under ``workdir`` and grades it as the submission of ``student`` (whose
+    name seeds the hidden inputs, as a real student's does), returning its result dict.
+    """
+
+    def __init__(self, course: Course, workdir: Path):
+        self.course, self.workdir = course, workdir
+        self._sandbox: Any = None
+
+    def __enter__(self) -> GradingSession:
+        import torch
+
+        from autograder import catalog as C
+        from autograder import grading as G
+        from autograder.sandbox import Sandbox
+
+        torch.set_num_threads(1)
+        self.notebooks = Notebooks(self.course)
+        references = G.check_catalog(self.course, {a.id for a in self.course.assignments})
+        self._sandbox = Sandbox(self.course.limits, "cpu").__enter__()
+        self.ctx = G.Context(self.course, self._sandbox, "cpu", G.grader_fingerprint("cpu", self.course), references,
+                             C.LiveDiagnoser(self.course.tolerances), G.demo_cells(self.course))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._sandbox is not None:
+            self._sandbox.__exit__(*exc)
+            self._sandbox = None
+
+    def grade(self, assignment: str, student: str, data: bytes) -> dict[str, Any]:
+        from autograder import grading as G
+        from autograder.grading.submissions import Submission
+
+        path = self.workdir / student / f"{assignment}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        sub = Submission(path, f"{student}/{assignment}.ipynb", hashlib.sha256(data).hexdigest(), student, assignment)
+        return G.grade_or_fail(sub, self.ctx) or {}
+
+    def require_full_marks(self, assignments: list[str]) -> None:
+        """Each assignment's solved notebook scores full marks here, else nothing else graded means anything."""
+        for a in assignments:
+            result = self.grade(a, "reference", self.notebooks.notebook(a))
+            if result.get("points") != result.get("max_points") or not result.get("exercises"):
+                raise AutograderError(f"the reference notebook of {a} does not score full marks in the sandbox "
+                                      f"({result.get('points')}/{result.get('max_points')}: {result.get('status')})",
+                                      hint="run autograder validate and autograder build")

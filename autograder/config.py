@@ -99,6 +99,10 @@ class Exercise(_Strict):
     points: Annotated[float, Field(gt=0, description="points of the whole exercise")]
     title: str = Field(description="short English title")
     title_zh: str | None = Field(None, description="short Chinese title (feedback in zh; the English one if absent)")
+    builds_on: list[str] = Field(default_factory=list, description=(
+        "IDs of earlier exercises of the same assignment whose functions this one calls (2.4 calls 2.2's "
+        "softmax and 2.3's attention_scores): where one of them lost points, this exercise is graded with the "
+        "reference's answers to those calls (see earlier_mistakes)"))
 
     def title_in(self, language: Any) -> str:
         """The title in ``language`` ("zh" or "en")."""
@@ -140,6 +144,19 @@ class Assignment(_Strict):
                              f"words), got {value!r}")
         return value
 
+    @model_validator(mode="after")
+    def _builds_on_earlier(self) -> "Assignment":
+        seen: list[str] = []
+        for e in self.exercises:
+            for dep in e.builds_on:
+                if dep not in seen:
+                    later = any(x.id == dep for x in self.exercises)
+                    raise ValueError(f"exercise {e.id}: builds_on: {dep!r} is "
+                                     + ("not an earlier exercise (an exercise builds only on those before it)"
+                                        if later else f"not an exercise of assignment {self.id}"))
+            seen.append(e.id)
+        return self
+
     @property
     def module(self) -> str:
         """Importable module name: ``02_qkv_attention`` -> ``qkv_attention``."""
@@ -154,6 +171,11 @@ class Assignment(_Strict):
         return sum(e.points for e in self.exercises)
 
 
+class EarlierMistakes(str, enum.Enum):
+    SUBSTITUTE = "substitute"    # a mistake costs its points once: the reference answers the later exercise's calls
+    CASCADE = "cascade"          # the later exercise calls the student's own (wrong) function and may lose again
+
+
 class Course(_Strict):
     _root: Path | None = PrivateAttr(None)
 
@@ -162,6 +184,10 @@ class Course(_Strict):
     language: Language = Field(Language.ZH, description="default language of messages: zh or en")
     tolerances: Tolerances
     limits: Limits = Limits()
+    earlier_mistakes: EarlierMistakes = Field(EarlierMistakes.SUBSTITUTE, description=(
+        "an exercise that builds on an earlier one whose function lost points: substitute (graded as if that "
+        "function were right: the reference, on the trusted side, answers its calls) or cascade (it calls the "
+        "student's own function, and its mistakes may cost points again)"))
     assignments: list[Assignment] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -126,6 +126,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "submission.old_format": ("笔记本为旧格式 nbformat 3，已自动转换", "the notebook was in the old nbformat 3 and was converted"),
     "submission.grader_fault": ("评分程序处理这份笔记本时出错（{kind}），教师会查看",
                                 "the grader failed on this notebook ({kind}); the instructor will look"),
+    "submission.stand_in": ("{exercise} 调用了你的 {function}（练习 {earlier}），它在 {earlier} 已经扣过分：评分 {exercise} 时，"
+                            "这些调用由参考答案作答，同一个错误只扣一次",
+                            "{exercise} calls your {function} (exercise {earlier}), which already lost points in "
+                            "{earlier}: while {exercise} was graded, the reference answered those calls, so a mistake "
+                            "costs its points once"),
     "submission.too_large": ("结果过大，已截短到 {kib} KiB 以内", "this result was cut to fit {kib} KiB"),
     "submission.problem": ("无法评分：{detail}", "cannot be graded: {detail}"),
     "submission.not_extracted": ("没能从 zip 中取出：{detail}", "not extracted from the zip: {detail}"),

@@ -125,6 +125,10 @@ class Request:
     #: Where a check made the call ("scaled-scores#2": its 2nd call). Trusted side only, never
     #: sent; it names the call on any machine, whatever bits the arguments' floats have there.
     site: str = ""
+    #: Functions of earlier exercises to answer in place of the student's own while this call runs
+    #: (name -> callable, see :func:`stand_in`): on the trusted side the references (only their names
+    #: are sent to a worker), in a worker the proxies that ask the trusted side.
+    stand_ins: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -248,6 +252,105 @@ def probe_grad(fn: Callable, wrt: Any, grad_out: Any, *args: Any, **kwargs: Any)
     return {"out": out, "grads": [leaf.grad for leaf in leaves]}
 
 
+# -- stand-ins: an earlier exercise's function answered by the trusted side ---------------------------
+class _Leaf:
+    """Where a tensor was in a call's arguments (see :func:`split_leaves`)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def split_leaves(value: Any) -> tuple[Any, list[torch.Tensor]]:
+    """(``value`` with each tensor replaced by a place marker, the tensors in order). Both sides of a
+    stand-in call walk the arguments this way, so the n-th gradient belongs to the n-th tensor."""
+    leaves: list[torch.Tensor] = []
+
+    def walk(v: Any, depth: int = 0) -> Any:
+        if isinstance(v, torch.Tensor):
+            leaves.append(v)
+            return _Leaf(len(leaves) - 1)
+        if depth < 8 and type(v) in (tuple, list):
+            items = [walk(x, depth + 1) for x in v]
+            return tuple(items) if type(v) is tuple else items
+        if depth < 8 and type(v) is dict:
+            return {k: walk(x, depth + 1) for k, x in v.items()}
+        return v
+
+    return walk(value), leaves
+
+
+def fill_leaves(template: Any, leaves: list[Any]) -> Any:
+    """The inverse of :func:`split_leaves`: each place marker replaced by its tensor."""
+    if isinstance(template, _Leaf):
+        return leaves[template.index]
+    if type(template) in (tuple, list):
+        items = [fill_leaves(x, leaves) for x in template]
+        return tuple(items) if type(template) is tuple else items
+    if type(template) is dict:
+        return {k: fill_leaves(x, leaves) for k, x in template.items()}
+    return template
+
+
+def _on_device(value: Any, device: Any) -> Any:
+    if device is None:
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if type(value) in (tuple, list):
+        items = [_on_device(x, device) for x in value]
+        return tuple(items) if type(value) is tuple else items
+    return value
+
+
+class _Answered(torch.autograd.Function):
+    """A stand-in call that gradients flow through: the forward and the backward are the trusted side's."""
+
+    @staticmethod
+    def forward(ctx: Any, call: Any, *leaves: torch.Tensor) -> Any:     # type: ignore[override]
+        ctx.call = call
+        ctx.save_for_backward(*leaves)
+        value = call.ask("forward", fill_leaves(call.template, [leaf.detach() for leaf in leaves]))
+        return tuple(value) if type(value) is list else value
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:                          # type: ignore[override]
+        call, leaves = ctx.call, ctx.saved_tensors
+        args = fill_leaves(call.template, [leaf.detach() for leaf in leaves])
+        got = call.ask("backward", (args, list(grads)))
+        if type(got) is not list or len(got) != len(leaves):
+            raise RuntimeError(f"the grader's answer for the gradients of {call.name} does not fit")
+        return (None, *(g if g is None else g.to(leaf.device) for g, leaf in zip(got, leaves)))
+
+
+class _StandInCall:
+    def __init__(self, name: str, ask: Callable[[str, str, Any], Any], template: Any, device: Any):
+        self.name, self._ask, self.template, self.device = name, ask, template, device
+
+    def ask(self, phase: str, payload: Any) -> Any:
+        return _on_device(self._ask(self.name, phase, payload), self.device)
+
+
+def stand_in(name: str, ask: Callable[[str, str, Any], Any]) -> Callable[..., Any]:
+    """A function that answers calls of ``name`` by asking the trusted side: ``ask(name, phase, payload)``
+    sends ``payload`` (``(args, kwargs)`` for "forward"; ``((args, kwargs), grads of the outputs)`` for
+    "backward") and returns the answer (the value; the gradients of the tensor arguments, in the order of
+    :func:`split_leaves`). Gradients flow through it when an argument requires grad."""
+
+    def answered(*args: Any, **kwargs: Any) -> Any:
+        template, leaves = split_leaves((args, kwargs))
+        device = leaves[0].device if leaves else None
+        call = _StandInCall(name, ask, template, device)
+        if torch.is_grad_enabled() and any(leaf.requires_grad for leaf in leaves):
+            value = _Answered.apply(call, *leaves)
+            return value
+        return call.ask("forward", fill_leaves(template, [leaf.detach() for leaf in leaves]))
+
+    answered.__name__ = answered.__qualname__ = name
+    return answered
+
+
 PROBES: dict[str, Callable[..., Any]] = {"call": probe_call, "module": probe_module, "inputs": probe_inputs,
                                          "grad": probe_grad}
 
@@ -344,11 +447,29 @@ def _bind_execute() -> Callable[..., Reply]:
 
         The guards run only while the student's function does, and only for an exercise that
         forbids something; the operator level only for the first calls of each function
-        (:data:`OPERATOR_WATCHED_CALLS`).
+        (:data:`OPERATOR_WATCHED_CALLS`). ``request.stand_ins`` take the place of the namespace's
+        functions of those names while the call runs, and the namespace is as it was afterwards.
         """
         fn = namespace.get(request.function)
         if fn is None or not callable(fn):
             return reply("missing", error=f"{request.function} is not defined")
+        swapped = {}
+        for name, stand in request.stand_ins.items():
+            if name != request.function:
+                swapped[name] = namespace.get(name, absent)
+                namespace[name] = stand
+        try:
+            return _execute(fn, request, max_bytes)
+        finally:
+            for name, old in swapped.items():
+                if old is absent:
+                    namespace.pop(name, None)
+                else:
+                    namespace[name] = old
+
+    absent = object()
+
+    def _execute(fn: Any, request: Request, max_bytes: float) -> Reply:
         probe = probes[request.probe]
         args = move(request.args, request.device)
         kwargs = move(request.kwargs, request.device)

@@ -12,21 +12,19 @@ from autograder.config import load_course
 from autograder.authoring.validate import solution_for, validate
 from support import failed, grade
 
-EXERCISES = ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.1", "2.2", "2.3", "2.4"]
-#: Known mistakes per exercise (the catalog's table; update together with source/*/mistakes.py).
-MISTAKE_COUNTS = {"1.1": 3, "1.2": 3, "1.3": 3, "1.4": 4, "1.5": 6, "1.6": 5,
-                  "2.1": 3, "2.2": 5, "2.3": 5, "2.4": 7}
+#: The exercises of these two assignments, as course.yml lists them (a new exercise joins by itself).
+EXERCISES = [e.id for e in load_course().exercises if e.id.split(".")[0] in ('1', '2')]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # -- the catalog is sound ----------------------------------------------------------
 def test_validate_is_sound_for_01_and_02():
-    v = validate(exercises=EXERCISES)
+    # The correct alternatives are graded in the sandbox by tests/test_alternatives.py.
+    v = validate(exercises=EXERCISES, alternatives=False)
     assert v.reference_failures == []
-    assert v.missing == []
-    counts = {e: sum(1 for m in v.verdicts if m.exercise == e) for e in EXERCISES}
-    assert counts == MISTAKE_COUNTS
-    assert sum(counts.values()) == 44
+    assert v.missing == []            # every exercise has checks and at least two known mistakes
+    assert v.requirements == []       # every hidden check's requirement is stated
+    assert {m.exercise for m in v.verdicts} == set(EXERCISES)
     gaps = [(m.exercise, m.mistake, m.named_as) for m in v.verdicts if not (m.caught and m.diagnosed)]
     assert gaps == []
     assert v.ok
@@ -234,9 +232,3 @@ def test_hidden_check_errors_do_not_echo_the_students_exception_text():
     assert hidden and all(r.status is C.Status.ERROR for r in hidden)
     assert all("SECRET" not in r.message.en and "ValueError" in r.message.en for r in hidden)
     assert any("SECRET" in r.message.en for r in public)  # public inputs are the student's to see
-
-
-def test_every_exercise_of_these_assignments_in_course_yml_is_covered_here():
-    """A new exercise in course.yml fails here until these tests know it (never skipped silently)."""
-    wanted = {e.id for e in load_course().exercises if e.id.split(".")[0] in ('1', '2')}
-    assert set(EXERCISES) == wanted and set(MISTAKE_COUNTS) == wanted

@@ -136,10 +136,14 @@ def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds
                 totals = []
                 verdict.max_points = ex.points
                 for seed, student in enumerate(seed_names(seeds)):
-                    result = session.grade(assignment.id, f"{student}-{alt.exercise}-{alt.name}", data)
+                    name = f"{student}-{alt.exercise}-{alt.name}"
+                    result = session.grade(assignment.id, name, data)
                     own = [e for e in result.get("exercises") or [] if e["exercise"] == alt.exercise]
                     totals.append(float(own[0]["points"]) if own else 0.0)
-                    verdict.lost += _losses(result, seed)
+                    losses = _losses(result, seed)
+                    if losses:
+                        losses = explain(course, alt, source, name, data, seed) or losses
+                    verdict.lost += losses
                     verdict.seeds += 1
                 verdict.points = min(totals) if totals else 0.0
             if progress:
@@ -160,4 +164,31 @@ def _losses(result: dict[str, Any], seed: int) -> list[str]:
             if c["points"] < c["max_points"] - 1e-9:
                 message = c.get("detail") or c.get("message") or {}
                 out.append(f"{c['exercise']}/{c['check']} (seed {seed}): {c['status']}: {message.get('en', '')}")
+    return out
+
+
+def explain(course: Course, alt: Alternative, source: str, student: str, data: bytes, seed: int) -> list[str]:
+    """The instructor's account of what an alternative lost: its assignment's exercises run again in this
+    process on the very inputs the sandbox graded it with (the same seed parts), so the messages hold the
+    values a hidden check's result never shows."""
+    import hashlib
+
+    from autograder import catalog as C
+    from autograder.authoring.mutants import mutant_namespace
+    from autograder.grading.submission import hidden_seed_parts
+    from autograder.grading.submissions import Submission
+    from autograder.authoring.validate import solution_for
+
+    assignment, ex = course.exercise(alt.exercise)
+    namespace = mutant_namespace(assignment.module, ex.function, source, course.root)
+    sub = Submission(Path(student), student, hashlib.sha256(data).hexdigest(), student, assignment.id)
+    out = []
+    for e in assignment.exercises:
+        result = C.run_exercise(e, C.in_process_runner(namespace), audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
+                                tolerances=course.tolerances, seed_parts=hidden_seed_parts(course, sub, assignment.id),
+                                reference=solution_for(course, e.id))
+        for r in result.checks:
+            if r.points < r.max_points - 1e-9:
+                said = r.detail or r.message
+                out.append(f"{e.id}/{r.check} (seed {seed}): {r.status.value}: {said.en if said else ''}")
     return out

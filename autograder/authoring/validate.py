@@ -161,8 +161,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mutants", action="store_true",
                         help="mutation testing: grade one-token changes of every reference in the sandbox; "
                              "exit 1 on any that keeps full marks and is not a declared equivalent (mutants.yml)")
-    parser.add_argument("--html", type=Path, default=Path("validate-mutants.html"), metavar="PATH",
-                        help="with --mutants: the HTML report (default: validate-mutants.html)")
+    parser.add_argument("--html", type=Path, default=None, metavar="PATH",
+                        help="the HTML report (default: validate.html; with --mutants: validate-mutants.html)")
     parser.add_argument("--sample", type=int, default=0, metavar="N",
                         help="with --mutants: a fixed, seeded subset of N mutants per exercise (default: all)")
     parser.add_argument("--sample-seed", type=int, default=0, metavar="S", help="with --sample: the seed")
@@ -186,7 +186,53 @@ def run(args: argparse.Namespace) -> int:
         result = validate(seeds=tuple(range(args.seeds)), exercises=args.exercises or None,
                           alternatives=args.alternatives, jobs=args.jobs, progress=lambda _v: bar.advance(task))
     print_report(result, console)
+    page = args.html or Path("validate.html")
+    page.write_text(html_report(result, load_course()), encoding="utf-8")
+    console.print(f"wrote {page}")
     return 0 if result.ok else 1
+
+
+def html_report(v: Validation, course: Course) -> str:
+    """One self-contained page: the alternatives (fair?), the known mistakes (caught, named?), the gaps."""
+    import html
+
+    e = html.escape
+
+    def yes(flag: bool) -> str:
+        return "<td class='ok'>yes</td>" if flag else "<td class='bad'>NO</td>"
+
+    alternatives = "".join(
+        f"<tr><td>{e(a.exercise)}</td><td>{e(a.name)}</td><td>{e(a.description.en)}<br><span lang='zh'>"
+        f"{e(a.description.zh)}</span></td>{yes(a.fair)}<td>{a.points:.2f}/{a.max_points:g}</td><td>{a.seeds}</td>"
+        f"<td>{'<br>'.join(e(x) for x in ([a.error] if a.error else []) + a.lost[:6])}</td></tr>"
+        for a in v.alternatives)
+    mistakes = "".join(
+        f"<tr><td>{e(m.exercise)}</td><td>{e(m.mistake)}</td>{yes(m.caught)}{yes(m.diagnosed)}"
+        f"<td>{m.points:.2f}/{m.max_points:g}</td></tr>" for m in v.verdicts)
+    gaps = "".join(f"<li class='bad'>{e(x)}</li>" for x in
+                   [f"reference solution fails {x}" for x in v.reference_failures] + v.missing +
+                   [f"unstated requirement {x}" for x in v.requirements])
+    verdict = "<p class='ok'>Catalog fair and sound.</p>" if v.ok else "<p class='bad'>The catalog has gaps.</p>"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Validate: {e(course.name)}</title>
+<style>
+body{{font-family:system-ui,"Noto Sans CJK SC",sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
+table{{border-collapse:collapse;margin-bottom:2em}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left;
+vertical-align:top}}.bad{{color:#b00020;font-weight:bold}}.ok{{color:#1b5e20}}
+</style></head><body>
+<h1>Validate: {e(course.name)}</h1>
+{verdict}
+<h2>Correct alternatives ({sum(a.fair for a in v.alternatives)}/{len(v.alternatives)} at full marks)</h2>
+<p>Each is a correct implementation written another way than the reference, graded in the sandbox as a
+student's notebook (every public and hidden check) on several seeds; the whole notebook must keep full marks.</p>
+<table><tr><th>exercise</th><th>alternative</th><th>method</th><th>fair</th><th>score</th><th>seeds</th>
+<th>points lost</th></tr>{alternatives}</table>
+<h2>Known mistakes ({sum(m.caught and m.diagnosed for m in v.verdicts)}/{len(v.verdicts)} caught and named)</h2>
+<table><tr><th>exercise</th><th>mistake</th><th>caught</th><th>named</th><th>score</th></tr>{mistakes}</table>
+<h2>Gaps</h2>{f"<ul>{gaps}</ul>" if gaps else "<p class='ok'>None.</p>"}
+<p>Mutants: <code>autograder validate --mutants</code> writes <code>validate-mutants.html</code>.</p>
+</body></html>
+"""
 
 
 def run_mutants_command(args: argparse.Namespace) -> int:
@@ -204,6 +250,7 @@ def run_mutants_command(args: argparse.Namespace) -> int:
         result = M.run_mutants(course, exercises=args.exercises or None, per_exercise=args.sample,
                                seed=args.sample_seed, jobs=args.jobs, progress=lambda v: progress.advance(task))
     M.print_mutants_report(result, course, console)
-    args.html.write_text(M.html_report(result, course), encoding="utf-8")
-    console.print(f"wrote {args.html}")
+    page = args.html or Path("validate-mutants.html")
+    page.write_text(M.html_report(result, course), encoding="utf-8")
+    console.print(f"wrote {page}")
     return 0 if result.ok else 1

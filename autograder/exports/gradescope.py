@@ -108,7 +108,9 @@ def _template(name: str, assignment: Assignment, language: str) -> bytes:
 def gradescope_files(course: Course, assignment: Assignment, *, language: str | None = None) -> dict[str, bytes]:
     """Path inside the Gradescope zip -> bytes: scripts, requirements, the engine, the course's checks,
     course.yml and this assignment's solution (the course laid out as on the instructor's machine)."""
-    from autograder.catalog import COURSE_FILES as CHECK_FILES
+    from autograder.catalog import ALTERNATIVES_FILE, COURSE_FILES
+
+    CHECK_FILES = COURSE_FILES - {ALTERNATIVES_FILE}     # what grading loads (the alternatives are validate's)
 
     language = language or course.language.value
     root = course.root

@@ -45,6 +45,8 @@ from typing import Any
 NBGRADER_EXECUTION = "NBGRADER_EXECUTION"
 #: Seed part used when the student is unknown (the instructor running the source notebook).
 NO_STUDENT = "nbgrader-source"
+#: (course, student, assignment) -> the exercises that lost points so far in this kernel.
+_LOST: dict[tuple[str, str | None, str], set[str]] = {}
 
 
 @dataclass
@@ -137,6 +139,11 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     reference = reference_of(course, exercise.id)
     ns = namespace if namespace is not None else _caller_namespace(2)
     who = student if student is not None else autograde_identity(assignment.id)
+    # The test cells run in order in one kernel: an earlier exercise that lost points here is answered by
+    # its reference in the exercises built on it, as ``autograder grade`` does (a mistake costs once).
+    lost = _LOST.setdefault((str(course.root), who, assignment.id), set())
+    stand_ins = C.stand_ins_for(course, assignment, exercise, lost)
+    references = {dep.id: reference_of(course, dep.id) for dep in stand_ins.values()}
     lang = _language(language, course)
     notes: list[Any] = []
     sink = io.StringIO()
@@ -146,7 +153,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
         warnings.simplefilter("ignore")
         try:
             result = C.run_exercise(
-                exercise, C.in_process_runner(ns),
+                exercise, C.with_stand_ins(C.in_process_runner(ns), stand_ins, references),
                 audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=course.tolerances,
                 seed_parts=(course.seed, who if who is not None else NO_STUDENT, assignment.id),
                 device="cpu", reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
@@ -154,6 +161,13 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
             # The sandbox scores a worker that exits as crashed: no points for the exercise.
             result = _zero(C, exercise, C.Status.CRASHED, C.Msg(
                 "你的代码调用了 exit()/sys.exit()：本题计 0 分", "your code called exit()/sys.exit(): this exercise scores 0"))
+    if result.points < exercise.points - 1e-9:
+        lost.add(exercise.id)
+    else:
+        lost.discard(exercise.id)
+    for dep in stand_ins.values():
+        notes.append(Note("info", say("submission.stand_in", exercise=exercise.id, function=dep.function,
+                                      earlier=dep.id)))
     if who is None:
         notes.append(Note("info", say("selfcheck.fixed_seed")))
     return ExerciseGrade(result, who, lang, time.perf_counter() - start, notes)

@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from autograder.config import Course
+from autograder.config import ALTERNATIVES_FILE, Course
 from autograder.errors import AutograderError
 from autograder.grading.references import reference_module
 
@@ -33,7 +33,7 @@ def grader_fingerprint(device: str, course: Course) -> str:
             path = base / pattern
             files = sorted(path.rglob("*.py")) if path.is_dir() else sorted(base.glob(pattern))
             for f in files:
-                if f.is_file():
+                if f.is_file() and f.name != ALTERNATIVES_FILE:   # validate's, never a score's
                     name = f"{label}/{f.relative_to(base).as_posix()}"
                     digest.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
     return digest.hexdigest()[:16]

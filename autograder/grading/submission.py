@@ -153,18 +153,27 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
         scanned = _scan(cells, getattr(worker, "cells", []))
         timing["open_seconds"] = round(time.perf_counter() - t0, 4)
         exercises = []
+        lost: set[str] = set()          # exercises that lost points so far: those built on them get stand-ins
         for ex in assignment.exercises:
             t1 = time.perf_counter()
+            stand_ins = C.stand_ins_for(ctx.course, assignment, ex, lost)
             with timer.section("checks"):
                 outcome = C.run_exercise(
-                    ex, worker, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=ctx.course.tolerances,
-                    seed_parts=hidden_seed_parts(ctx.course, sub, assignment.id), device=ctx.device,
-                    reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, timer=timer)
+                    ex, C.with_stand_ins(worker, stand_ins, ctx.references), audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
+                    tolerances=ctx.course.tolerances, seed_parts=hidden_seed_parts(ctx.course, sub, assignment.id),
+                    device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, timer=timer)
             t2 = time.perf_counter()
             ex_json = outcome.to_json()
             findings = scanned.exercise(ex.function, C.SPECS[ex.id].forbidden if ex.id in C.SPECS else ())
             if findings:
                 _forbidden_in_source(ex_json, findings)
+            if ex_json["points"] < ex.points - 1e-9:
+                lost.add(ex.id)
+            if stand_ins:
+                ex_json["stand_ins"] = [{"exercise": dep.id, "function": dep.function} for dep in stand_ins.values()]
+                for dep in stand_ins.values():     # the feedback says so; the status stays "graded"
+                    notes_msg.append(_said("submission.stand_in", exercise=ex.id, function=dep.function,
+                                           earlier=dep.id))
             timer.since("results", t2)
             ex_json["seconds"] = round(time.perf_counter() - t1, 4)
             exercises.append(ex_json)

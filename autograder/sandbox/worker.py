@@ -709,7 +709,8 @@ def _serve(chan: socket.socket, config: WorkerConfig, misses: _ImportMisses | No
 
     # Bound before any cell runs: a cell that replaces attributes of autograder.sandbox.worker,
     # autograder.probes or autograder.plain afterwards changes nothing this loop calls.
-    calls = _Calls(plain.decode, probes.Request, probes.Reply, probes.execute, config.output_bytes)
+    calls = _Calls(plain.decode, probes.Request, probes.Reply, probes.execute, config.output_bytes,
+                   _asker(chan, plain.encode, plain.decode), probes.stand_in)
     send, recv, cell = send_frame, recv_frame, run_cell
     clock, loads = time.perf_counter, json.loads
     namespace = fresh_namespace()
@@ -745,23 +746,45 @@ def run_cell(namespace: dict[str, Any], index: int, code: str) -> dict[str, Any]
             "seconds": time.perf_counter() - start}
 
 
+def _asker(chan: socket.socket, encode: Any, decode: Any) -> Any:
+    """``ask(name, phase, payload)`` for :func:`autograder.probes.stand_in`: one ``stand_in`` frame to the
+    grader in the middle of a call, and its answer (the grader alone decides what it answers, and for which
+    call; a worker that asks for anything else has its call fail)."""
+    send, recv = send_frame, recv_frame
+
+    def ask(name: str, phase: str, payload: Any) -> Any:
+        send(chan, {"t": "stand_in", "name": name, "phase": phase}, encode(payload))
+        header, blob = recv(chan, None, max_blob=1 << 40)
+        if header.get("t") != "stand_in_reply":
+            raise RuntimeError(f"the grader did not answer the call of {name}")
+        if header.get("status") != "ok":
+            raise RuntimeError(str(header.get("error") or f"the grader refused the call of {name}"))
+        return decode(blob).to_python()
+
+    return ask
+
+
 class _Calls:
     """Answers one call request: decode it, run it through :func:`autograder.probes.execute`.
 
-    Holds the functions it uses, taken before the cells ran (see :func:`_serve`).
+    Holds the functions it uses, taken before the cells ran (see :func:`_serve`). A request may name
+    functions of earlier exercises that the grader answers while it runs (``stand_ins``).
     """
 
-    def __init__(self, decode: Any, request: Any, reply: Any, execute: Any, output_bytes: int):
+    def __init__(self, decode: Any, request: Any, reply: Any, execute: Any, output_bytes: int, ask: Any = None,
+                 stand_in: Any = None):
         self.decode, self.request, self.reply, self.execute = decode, request, reply, execute
-        self.output_bytes = output_bytes
+        self.output_bytes, self.ask, self.stand_in = output_bytes, ask, stand_in
         self.clock, self.type_name, self.safe_str = time.perf_counter, _type_name, _safe_str
 
     def __call__(self, namespace: dict[str, Any], header: dict[str, Any], blob: bytes) -> Any:
         try:
             args, kwargs = self.decode(blob).to_python()
+            names = header.get("stand_ins") or []
+            stand_ins = {str(n): self.stand_in(str(n), self.ask) for n in names[:16]} if self.ask else {}
             request = self.request(str(header["function"]), tuple(args), dict(kwargs),
                                    probe=str(header["probe"]), forbidden=tuple(header["forbidden"]),
-                                   device=str(header["device"]))
+                                   device=str(header["device"]), stand_ins=stand_ins)
         except Exception as exc:  # noqa: BLE001 - a request the worker cannot read
             return self.reply("error", error_type="SandboxError", error=f"unreadable request: {exc}"[:500])
         start = self.clock()

@@ -1,0 +1,104 @@
+"""Fairness, proven as validate proves it: every correct alternative of every exercise (each assignment's
+alternatives.py) keeps full marks when graded in the sandbox as a student's notebook, on several seeds;
+and the machinery that makes an alternative into a notebook, and finds a hidden check's requirement.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from autograder import catalog as C
+from autograder.authoring.alternatives import alternative_source, grade_alternatives
+from autograder.authoring.requirements import requirement_gaps, statement_texts
+from autograder.config import load_course
+
+COURSE = load_course()
+#: Seeds per alternative: AUTOGRADER_ALTERNATIVE_SEEDS to change (validate's own default is 3).
+SEEDS = int(os.environ.get("AUTOGRADER_ALTERNATIVE_SEEDS", "2"))
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    C.load_catalog(COURSE, hidden=True, mistakes=True, alternatives=True)
+    return C.ALTERNATIVES
+
+
+def test_every_exercise_has_three_correct_alternatives(catalog):
+    few = {e.id: len(catalog.get(e.id, [])) for e in COURSE.exercises if len(catalog.get(e.id, [])) < 3}
+    assert few == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", [a.id for a in COURSE.assignments])
+def test_every_correct_alternative_keeps_full_marks_in_the_sandbox(catalog, assignment, tmp_path):
+    ids = {e.id for e in COURSE.assignment(assignment).exercises}
+    todo = [a for e in COURSE.exercises if e.id in ids for a in catalog.get(e.id, [])]
+    verdicts = grade_alternatives(COURSE, todo, seeds=SEEDS, jobs=2, workdir=tmp_path)
+    assert len(verdicts) == len(todo) and all(v.seeds == SEEDS for v in verdicts)
+    unfair = {f"{v.exercise}/{v.name}": v.error or v.lost[:3] for v in verdicts if not v.fair}
+    assert unfair == {}
+
+
+def test_an_alternative_becomes_the_exercise_function_with_its_imports_and_helpers(catalog, tmp_path):
+    """What goes into the solution cell: imports, the module-level helpers it uses, the renamed definition."""
+    module = tmp_path / "alternatives_example.py"
+    module.write_text(
+        "import math\nimport torch\nfrom autograder.catalog import alternative\n\n"
+        "SCALE = 2.0\n\n\ndef _unused():\n    return 1\n\n\ndef _helper(x):\n    return x * SCALE\n\n\n"
+        '@alternative("9.9", "doubled", zh="加倍", en="doubled")\n'
+        "def _doubled(x):\n    return _helper(x) + math.pi * 0\n", encoding="utf-8")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("alternatives_example", module)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    try:
+        alt = next(a for a in C.ALTERNATIVES["9.9"] if a.name == "doubled")
+        source = alternative_source(alt, "double_it")
+    finally:
+        C.ALTERNATIVES.pop("9.9", None)
+    assert "def double_it(x):" in source and "_doubled" not in source
+    assert "import math" in source and "import torch" in source and "autograder" not in source
+    assert "SCALE = 2.0" in source and "def _helper" in source and "_unused" not in source
+    namespace: dict = {}
+    exec(compile(source, "<cell>", "exec"), namespace)
+    assert namespace["double_it"](3.0) == 6.0
+
+
+def test_requirements_are_found_in_what_the_student_reads(catalog):
+    texts = statement_texts(COURSE)
+    assert set(texts) == {e.id for e in COURSE.exercises}
+    # The statement cell and the stub of 2.2, the notebook's own introduction; never the solution.
+    assert "softmax(x, dim=-1)" in texts["2.2"] and "约定" in texts["2.2"]
+    assert "x.amax(dim=dim, keepdim=True)         #" not in texts["2.2"]
+    assert requirement_gaps(COURSE) == []
+
+
+def test_a_hidden_check_naming_no_requirement_or_a_wrong_one_is_a_gap(catalog):
+    from autograder.catalog.declarations import CHECKS, Check
+
+    original = list(CHECKS["2.2"])
+    first = next(c for c in original if c.audience is C.Audience.HIDDEN)
+    try:
+        for statement, same_as, expected in ((None, None, "names no requirement"),
+                                             ("在月球上也能运行", None, "is not in what the student reads"),
+                                             (None, "no-such-check", "is not a public check of 2.2")):
+            CHECKS["2.2"] = [Check(**{**first.__dict__, "statement": statement, "same_as": same_as})
+                             if c is first else c for c in original]
+            gaps = requirement_gaps(COURSE, ["2.2"])
+            assert len(gaps) == 1 and gaps[0].startswith(f"2.2/{first.name}: ") and expected in gaps[0], gaps
+    finally:
+        CHECKS["2.2"] = original
+
+
+def test_validate_writes_its_page(tmp_path, monkeypatch, capsys):
+    from autograder.cli import main
+
+    monkeypatch.chdir(Path(COURSE.root))
+    page = tmp_path / "validate.html"
+    code = main(["validate", "2.1", "--no-alternatives", "--html", str(page)])
+    text = page.read_text(encoding="utf-8")
+    assert code == 0, capsys.readouterr().out
+    assert "Known mistakes" in text and "Correct alternatives" in text and "Catalog fair and sound" in text

@@ -223,6 +223,25 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "selfcheck.column.message": ("说明", "message"),
     "selfcheck.column.mistake": ("可能的错误", "mistake"),
     "selfcheck.cell_not_run": ("第 {cell} 个单元格未运行：{detail}", "cell {cell} not run: {detail}"),
+    "selfcheck.call_stopped": ("{function} 运行超过 {seconds} 秒（course.yml 的 limits.call_seconds）仍未结束，已停止：是不是有死循环？",
+                               "{function} was still running after {seconds} s (course.yml limits.call_seconds) and "
+                               "was stopped: an endless loop?"),
+    "selfcheck.call_stopped_in": ("{function} 运行超过 {seconds} 秒（course.yml 的 limits.call_seconds）仍未结束，已停止：它停在你的函数 "
+                                  "{inner} 里，是不是 {inner} 有死循环？",
+                                  "{function} was still running after {seconds} s (course.yml limits.call_seconds) "
+                                  "and was stopped inside your function {inner}: does {inner} loop forever?"),
+    "selfcheck.cell_stopped": ("第 {cell} 个单元格（{first}）运行超过 {seconds} 秒，已停止；后面的单元格照常运行",
+                               "cell {cell} ({first}) was still running after {seconds} s and was stopped; the cells "
+                               "after it ran as usual"),
+    "selfcheck.cell_stopped_in": ("第 {cell} 个单元格（{first}）运行超过 {seconds} 秒，已停止：它停在你的函数 {function} "
+                                  "里，是不是 {function} 有死循环？后面的单元格照常运行",
+                                  "cell {cell} ({first}) was still running after {seconds} s and was stopped inside "
+                                  "your function {function}: does {function} loop forever? The cells after it ran as "
+                                  "usual"),
+    "selfcheck.demo_cell": ("{first}，本章的演示单元格", "{first}, a demonstration cell of the chapter"),
+    "selfcheck.interrupted": ("自检被中断了（停止按钮或 Ctrl-C）：只显示中断前完成的检查",
+                              "the self-check was interrupted (the stop button or Ctrl-C): only the checks finished "
+                              "before it are shown"),
     "selfcheck.cell_raised": ("第 {cell} 个单元格出错并被跳过：{kind}: {detail}", "cell {cell} raised and was skipped: {kind}: {detail}"),
 }
 

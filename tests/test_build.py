@@ -137,7 +137,8 @@ def test_build_gives_the_same_committed_bytes_in_another_folder_process_and_cpu_
     assert list(mine) == list(theirs) == sorted(mine) and shipped in mine
     assert [name for name in mine if name != shipped and mine[name] != theirs[name]] == []
     with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
-        assert {i.date_time for i in zf.infolist()} == {B.ZIP_TIME}
+        # Outside git and without SOURCE_DATE_EPOCH: the kit's fixed date, never 1980 (JupyterLab: "46y ago").
+        assert {i.date_time for i in zf.infolist()} == {B.BUNDLE_TIME}
     # The fingerprints' keys name calls by site, not by float bits: the same keys under both kernels,
     # and what the default kernels stored names every known mistake here as the live diagnoser does.
     from autograder.catalog.fingerprints import verify_fingerprints
@@ -645,3 +646,23 @@ def test_bundle_installed_in_a_fresh_venv_runs_its_autograder_check(course_root:
     assert "1/sqrt(d)" in out.stdout and "✗" in out.stdout, out.stdout + out.stderr   # the mistake, named
     assert "raised" not in out.stdout        # every cell ran: matplotlib and check were there
     assert "Traceback" not in out.stderr
+
+
+def test_the_bundle_is_dated_as_its_sources_never_1980(tmp_path, monkeypatch):
+    """JupyterLab shows a notebook unzipped from the bundle as modified when its entry says: the sources'
+    time ($SOURCE_DATE_EPOCH, else the git commit), the same wherever the same commit is built."""
+    from autograder.zips import source_time
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
+    assert source_time(tmp_path) == (2025, 12, 1, 0, 0, 0)
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    assert source_time(tmp_path) is None                     # no git here: the caller's fixed date
+    env = {**os.environ, "GIT_AUTHOR_DATE": "2026-03-04T05:06:08Z", "GIT_COMMITTER_DATE": "2026-03-04T05:06:08Z",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org"}
+    (tmp_path / "f").write_text("x")
+    for command in (["init", "-q"], ["add", "f"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(tmp_path), *command], env=env, check=True, capture_output=True)
+    assert source_time(tmp_path) == (2026, 3, 4, 5, 6, 8)
+    with zipfile.ZipFile(io.BytesIO(B.zip_bytes({"a.ipynb": b"{}"}, root=tmp_path))) as zf:
+        assert [i.date_time for i in zf.infolist()] == [(2026, 3, 4, 5, 6, 8)]

@@ -126,7 +126,9 @@ BUNDLE_FOLDER = "student-bundle"
 #: ``<assignment>/checks.py`` (:func:`autograder.config.course_file` falls back to it).
 STUDENT_DATA = "autograder/data"
 STUDENT_COURSE = f"{STUDENT_DATA}/course.yml"
-#: 1980-01-01, the earliest time a zip entry can carry: no build time leaks into the bundle.
+#: The bundle's entries carry the time of the sources (zips.source_time: $SOURCE_DATE_EPOCH or the git commit),
+#: never the build's, so that JupyterLab shows the notebooks as of when the course changed; outside git, this.
+BUNDLE_TIME = (2026, 1, 1, 0, 0, 0)
 
 SEED_LINE = re.compile(r"^seed:[^\n]*$", re.MULTILINE)
 BEGIN = ClearSolutions.begin_solution_delimeter.default_value
@@ -622,9 +624,12 @@ def solution_lines(nb: NotebookNode) -> set[str]:
     return out
 
 
-def zip_bytes(files: dict[str, bytes], folder: str = BUNDLE_FOLDER) -> bytes:
-    """The student bundle as a deterministic zip, every file under ``folder/``."""
-    return deterministic_zip(files, prefix=f"{folder}/")
+def zip_bytes(files: dict[str, bytes], folder: str = BUNDLE_FOLDER, root: Path | None = None) -> bytes:
+    """The student bundle as a deterministic zip, every file under ``folder/``, dated as the sources in ``root``."""
+    from autograder.zips import source_time
+
+    when = (source_time(root) if root is not None else None) or BUNDLE_TIME
+    return deterministic_zip(files, prefix=f"{folder}/", date_time=when)
 
 
 # -- comparing and writing ---------------------------------------------------------------
@@ -699,7 +704,7 @@ def build(root: Path | None = None) -> list[str]:
     written, removed = write_files(root, derived.files)
     for rel, data in derived.outputs.items():
         _write(root / rel, data)
-    _write(root / BUNDLE, zip_bytes(bundle_files(course, derived)))
+    _write(root / BUNDLE, zip_bytes(bundle_files(course, derived), root=root))
     return ([f"updated the test cells of {rel} from course.yml" for rel in synced]
             + [f"wrote {rel}" for rel in written] + [f"removed {rel}" for rel in removed]
             + [f"wrote {rel}" for rel in derived.outputs] + [f"wrote {BUNDLE}"])

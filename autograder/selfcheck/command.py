@@ -22,11 +22,13 @@ from autograder.selfcheck.render import print_table
 
 # -- ``autograder check NOTEBOOK.ipynb`` ---------------------------------------------
 # The notebook runs in a child process (spawned: a fresh interpreter, on every OS) that
-# reports each cell and each call into student code before it starts. The parent holds
-# the clock: a cell or a call still running after ``limits.call_seconds``, or a whole run
-# past ``limits.submission_seconds``, gets the child killed (SIGKILL stops a C loop as
-# surely as ``while True: pass``) and one line naming the cell or the exercise; exit 1.
-# ``check("2.4")`` inside JupyterLab runs in the student's kernel, where the stop button is.
+# reports each cell and each call into student code before it starts. The child stops a cell
+# or a call still running after ``limits.call_seconds`` itself (autograder.selfcheck.timelimit),
+# names it, and goes on: every exercise is still checked. The parent holds a second clock: a
+# step still running KILL_GRACE_SECONDS later (one long C call), or a whole run past
+# ``limits.submission_seconds``, gets the child killed (SIGKILL stops a C loop as surely as
+# ``while True: pass``) and one line naming the cell or the exercise; exit 1.
+# ``check("2.4")`` inside JupyterLab runs in the student's kernel under the same call limit.
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("notebook", help="the saved notebook (.ipynb) to check")
@@ -54,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     width = shutil.get_terminal_size().columns if tty else 120
     return supervise(str(Path(args.notebook).resolve()), chosen, lang, course.limits, tty=tty, width=width)
 
+
+#: How much longer than ``limits.call_seconds`` the parent waits before it kills the child.
+KILL_GRACE_SECONDS = 5.0
 
 #: How long the child may take to start (a fresh interpreter importing torch) before the clocks run.
 STARTUP_SECONDS = 120
@@ -89,7 +94,9 @@ def supervise(notebook: str, exercises: list[str], lang: str, limits: Any, *, tt
         while True:
             deadline = run_deadline
             if step.label is not None:
-                deadline = min(deadline, step.since + limits.call_seconds)
+                # The child stops a cell or a call itself at call_seconds and goes on; this clock, a little
+                # later, is for code that a signal cannot stop (one long C call).
+                deadline = min(deadline, step.since + limits.call_seconds + KILL_GRACE_SECONDS)
             if not receive.poll(max(0.0, deadline - time.monotonic())):
                 _stop(proc)
                 whole = step.label is None or deadline == run_deadline
@@ -197,7 +204,9 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
     C.load_catalog(course, hidden=False, mistakes=False)
     if step is not None:
         step("ready")
-    namespace, notes = execute_notebook(nb, Path(notebook).parent, on_cell=step)
+    functions = {e.function for e in course.exercises}
+    namespace, notes = execute_notebook(nb, Path(notebook).parent, on_cell=step, seconds=course.limits.call_seconds,
+                                        functions=functions)
     if not chosen:
         assignment = guess_assignment(course, namespace, Path(notebook).name)
         if assignment is None:
@@ -217,14 +226,18 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
     return (0 if result.passed else 1), buffer.getvalue()
 
 
-def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None) -> tuple[dict[str, Any], list[Note]]:
+def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None, seconds: float | None = None,
+                     functions: set[str] | None = None) -> tuple[dict[str, Any], list[Note]]:
     """Run the notebook's code cells in a fresh namespace, in the notebook's folder.
 
-    A cell that raises is reported and skipped, as a student re-running cells would see.
+    A cell that raises is reported and skipped, as a student re-running cells would see; a cell still
+    running after ``seconds`` is stopped and named (a demonstration cell as such, and the student's
+    function among ``functions`` it was stopped in), and the cells after it run as usual.
     Output and warnings of the cells are swallowed: the table is the output. ``on_cell``
     is told each cell (a label) before it runs, and None after.
     """
     from autograder.notebook import code_cells, fresh_namespace
+    from autograder.selfcheck.timelimit import TimeLimitExceeded, time_limit
 
     os.environ.setdefault("MPLBACKEND", "Agg")     # plt.show() must not open windows
     namespace = fresh_namespace()
@@ -249,9 +262,12 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None) -> tuple[dict[str,
                 on_cell(_cell_label(cell))
             try:
                 code = compile(cell.code, f"<cell {cell.index}>", "exec")
-                with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                        time_limit(seconds):
                     warnings.simplefilter("ignore")
                     exec(code, namespace)  # noqa: S102 - the student's own notebook, on their machine
+            except TimeLimitExceeded as exc:
+                notes.append(Note("error", _cell_stopped(cell, exc, functions or set(), seconds or 0)))
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - report and go on, as a kernel would
                 first = str(exc).splitlines()[0][:200] if str(exc) else ""
                 notes.append(Note("info", say("selfcheck.cell_raised", cell=cell.index + 1,
@@ -266,6 +282,21 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None) -> tuple[dict[str,
         if str(cwd) in sys.path:
             sys.path.remove(str(cwd))
     return namespace, notes
+
+
+def _cell_stopped(cell: Any, exc: BaseException, functions: set[str], seconds: float) -> Any:
+    """What a stopped cell says: its number and first line, whether it is one of the chapter's
+    demonstration cells (locked, not an exercise's), and the student's function it was stopped in."""
+    from autograder.selfcheck.timelimit import stopped_in
+
+    _kind, number, first = _cell_label(cell)
+    gid = cell.grade_id or ""
+    if gid and not gid.startswith("ex"):
+        first = say("selfcheck.demo_cell", first=first)
+    where = stopped_in(exc, functions)        # the cells were compiled as "<cell N>"
+    if where:
+        return say("selfcheck.cell_stopped_in", cell=number, first=first, seconds=f"{seconds:g}", function=where)
+    return say("selfcheck.cell_stopped", cell=number, first=first, seconds=f"{seconds:g}")
 
 
 # -- the students' ``autograder`` command ------------------------------------------------

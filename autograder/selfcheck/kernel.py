@@ -118,6 +118,9 @@ def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1)
                 _one_thread():
             warnings.simplefilter("ignore")
             result = self_check(namespace, exercise, language=language)
+    except KeyboardInterrupt:
+        # The stop button: a note, not a traceback through the kit's modules.
+        result = SelfCheckResult([], _language(language, None), [Note("error", say("selfcheck.interrupted"))])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - self-check never raises into the notebook
         result = SelfCheckResult([], _language(language, None), [Note("error", say(
             "selfcheck.failed", kind=type(exc).__name__, detail=exc))])
@@ -221,8 +224,10 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
     if not exercises:
         return []
     C.load_catalog(course, hidden=False, mistakes=False)
-    # Copies of the inputs, as the sandbox would pass: an in-place edit cannot fool a check.
-    runner = copying_runner(namespace)
+    # Copies of the inputs, as the sandbox would pass: an in-place edit cannot fool a check. A call still
+    # running after limits.call_seconds is stopped and named, and the function is not called again.
+    runner = time_limited(copying_runner(namespace), course.limits.call_seconds, namespace,
+                          {e.function for e in course.exercises})
     diagnoser = FingerprintDiagnoser(course.tolerances, fingerprints, course=course)
     results = []
     for ex in exercises:
@@ -244,6 +249,35 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
             and any(r.status is not C.Status.PASSED for r in results):
         notes.append(Note("info", say("selfcheck.no_fingerprints")))
     return results
+
+
+def time_limited(runner: Any, seconds: float, namespace: dict[str, Any] | None = None,
+                 functions: set[str] | None = None) -> Any:
+    """``runner`` with each call stopped after ``seconds`` (:func:`~autograder.selfcheck.timelimit.time_limit`):
+    a timeout reply naming the function (and the student's function among ``functions`` it was stopped in,
+    2.3's inside 2.4's), and every later call of it answered without running it."""
+    from autograder.probes import Reply
+    from autograder.selfcheck.timelimit import TimeLimitExceeded, stopped_in, time_limit
+
+    slow: dict[str, Any] = {}
+    limit = f"{seconds:g}"
+
+    def run(request: Any) -> Any:
+        function = str(getattr(request, "function", ""))
+        if function in slow:
+            return Reply("timeout", message=slow[function])
+        try:
+            with time_limit(seconds):
+                return runner(request)
+        except TimeLimitExceeded as exc:
+            slow[function] = say("sandbox.slow_again", function=function, seconds=limit)
+            inner = stopped_in(exc, functions or set(), namespace)
+            if inner and inner != function:
+                return Reply("timeout", message=say("selfcheck.call_stopped_in", function=function, seconds=limit,
+                                                    inner=inner))
+            return Reply("timeout", message=say("selfcheck.call_stopped", function=function, seconds=limit))
+
+    return run
 
 
 def _timed(runner: Any, ex: Any, on_call: Any) -> Any:

@@ -453,6 +453,38 @@ def test_cli_grades_a_zip_with_a_traversal_attempt(tmp_path, capsys, warm_cli):
     assert "总分" in (out / "feedback" / "ada__02_qkv_attention.md").read_text(encoding="utf-8")
 
 
+def test_cli_regrades_one_student_by_folder_or_by_name(tmp_path, capsys, warm_cli):
+    """One student's folder graded alone names its student; --student regrades one student of the whole
+    folder and leaves every other row as it is; an unknown name is an error that suggests the close one."""
+    subs = tmp_path / "subs"
+    write_nb(subs / "s04" / "02_qkv_attention.ipynb", correct())
+    write_nb(subs / "s05" / "02_qkv_attention.ipynb", MS.submission(QKV, solved="all"))
+    out = tmp_path / "out"
+    # A row an older kit wrote for the lone folder (no student found): retired by the next run of that folder.
+    assert main(["grade", str(subs), "-o", str(out), "-j", "1"]) == 0
+    bogus = json.loads((out / "results" / "s04__02_qkv_attention.json").read_text(encoding="utf-8"))
+    bogus.update(key="unknown__02_qkv_attention__0badf00d", student=None, source="02_qkv_attention.ipynb",
+                 origin=str((subs / "s04").resolve()), status="unknown student: nothing in 02_qkv_attention.ipynb "
+                 "names one", exercises=[], points=0.0)
+    (out / "results" / "unknown__02_qkv_attention__0badf00d.json").write_text(json.dumps(bogus), encoding="utf-8")
+    assert main(["grade", str(subs / "s04"), "-o", str(out), "-j", "1", "--force"]) == 0
+    table = rows(out)
+    assert set(table) == {"s04/02_qkv_attention", "s05/02_qkv_attention"}, table
+    assert table["s04/02_qkv_attention"]["total"] == "8"
+    assert not (out / "results" / "unknown__02_qkv_attention__0badf00d.json").exists()
+    skipped = (out / "lms-skipped.csv").read_text(encoding="utf-8-sig")
+    assert "unknown student" not in skipped
+
+    before = (out / "results" / "s05__02_qkv_attention.json").read_bytes()
+    capsys.readouterr()
+    assert main(["grade", str(subs), "-o", str(out), "-j", "1", "--student", "s04"]) == 0
+    assert "graded 1" in capsys.readouterr().out                 # regraded, though already done
+    assert (out / "results" / "s05__02_qkv_attention.json").read_bytes() == before
+    assert set(rows(out)) == {"s04/02_qkv_attention", "s05/02_qkv_attention"}
+    assert main(["grade", str(subs), "-o", str(out), "--student", "s4"]) == 2
+    assert "--student s4: no notebook of that student" in capsys.readouterr().err
+
+
 def test_cli_user_errors(tmp_path, capsys):
     assert main(["grade", str(tmp_path / "nope"), "-o", str(tmp_path / "out")]) == 2
     assert "no such file or folder" in capsys.readouterr().err

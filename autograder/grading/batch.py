@@ -48,13 +48,28 @@ class Plan:
 
 def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | None = None,
          assignment: str | None = None, language: str | None = None, device: str = "cpu",
-         origin: Path | None = None) -> Plan:
-    """Discover the submissions under ``root`` and check the grader can grade them (before any sandbox)."""
+         origin: Path | None = None, student: str | None = None) -> Plan:
+    """Discover the submissions under ``root`` and check the grader can grade them (before any sandbox).
+
+    ``student``: only that student's (``--student``); an unknown one is an error naming who was found."""
     out = Path(out).resolve()
     if out.is_relative_to(Path(root).resolve()):
         raise AutograderError(f"{out}: the output folder is inside SUBMISSIONS",
                               hint="write results elsewhere, or they would be graded next time")
-    found = discover(root, course, assignment=assignment, refused=refused)
+    given = Path(origin if origin is not None else root)
+    # A folder named on the command line (not a zip's extraction): its own name and its parent's may
+    # name the student, as when one student's folder is graded alone.
+    around = tuple(p.name for p in (given.resolve().parent, given.resolve())) if given.is_dir() else ()
+    found = discover(root, course, assignment=assignment, refused=refused, around=around, student=student)
+    if student is not None and not found.submissions:
+        everyone = discover(root, course, assignment=assignment, refused=refused, around=around)
+        names = sorted({s.student for s in everyone.submissions if s.student})
+        import difflib
+
+        close = difflib.get_close_matches(student, names, n=3, cutoff=0.5)
+        raise AutograderError(f"--student {student}: no notebook of that student in {given}",
+                              hint=(f"did you mean {', '.join(close)}? " if close else "")
+                              + f"{len(names)} students found" + (f", e.g. {', '.join(names[:5])}" if names else ""))
     present = {s.assignment for s in found.submissions if s.assignment and not s.problem}
     references = check_catalog(course, present)
     outputs = Outputs(out, course, language or course.language.value)

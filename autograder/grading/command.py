@@ -27,8 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a folder of notebooks (any nesting) or a .zip exported from an LMS")
     parser.add_argument("-o", "--out", type=Path, required=True, metavar="OUT",
                         help="output folder: results/, feedback/, grades.csv, report.html")
-    parser.add_argument("--assignment", metavar="A", help="grade only this assignment (and use it where the "
-                        "path and the notebook name none)")
+    parser.add_argument("--assignment", metavar="A", help="grade only this assignment; also the assignment of "
+                        "notebooks whose path and content name none")
+    parser.add_argument("--student", metavar="ID", help="regrade only this student's notebooks (as grades.csv "
+                        "names them), whatever is already done; every other row stays as it is")
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                         help="where student code runs: cpu, cuda, or auto (cuda when available)")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
@@ -99,6 +101,8 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     _sigterm_interrupts()
+    if args.student is not None:
+        args.force = True        # --student regrades that student, whatever is already done
     course_root = None
     if args.nbgrader:
         from autograder.exports.nbgrader import discover_nbgrader_course
@@ -107,7 +111,7 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
         args.submissions = discover_nbgrader_course(course_root)
     with opened(args.submissions) as (root, refused):
         batch = plan(root, course, args.out, refused=refused, assignment=args.assignment,
-                     language=language, device=device, origin=args.submissions)
+                     language=language, device=device, origin=args.submissions, student=args.student)
         found = batch.found
         if not found.submissions:
             raise AutograderError(f"{args.submissions}: no notebook (.ipynb) found",

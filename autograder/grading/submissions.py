@@ -435,8 +435,15 @@ def find_notebooks(root: Path) -> tuple[list[Path], list[str]]:
 
 
 def discover(root: Path, course: Course, *, assignment: str | None = None,
-             refused: dict[str, str] | None = None) -> Discovery:
-    """Every notebook under ``root`` with its student and assignment, or the reason it has none."""
+             refused: dict[str, str] | None = None, around: tuple[str, ...] = (),
+             student: str | None = None) -> Discovery:
+    """Every notebook under ``root`` with its student and assignment, or the reason it has none.
+
+    ``around``: the names of the folders that hold ``root`` and ``root`` itself (outermost first), when
+    ``root`` is a folder the user named (not a zip's extraction): one student's folder graded alone
+    (``autograder grade subs/s04``) names its student that way. ``student``: only that student's
+    notebooks are in scope (``--student``); the others are left as they are, never retired.
+    """
     if assignment is not None:
         try:
             course.assignment(assignment)
@@ -475,11 +482,11 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
     for s in subs:
         if s.problem is None:
             try:
-                _identify(s, prefix, course, assignment)
+                _identify(s, prefix, course, assignment, around)
             except Exception as exc:  # noqa: BLE001 - one odd name must not stop the discovery
                 s.fail(f"could not be identified ({type(exc).__name__})",
                        say("submission.unidentified", kind=type(exc).__name__))
-        if s.problem == "out of scope":
+        if s.problem == "out of scope" or (student is not None and s.student != student):
             out_of_scope.append(s.source)
             continue
         kept.append(s)
@@ -510,10 +517,11 @@ def _common_dirs(dirs: list[tuple[str, ...]]) -> tuple[str, ...]:
     return first[:n]
 
 
-def _identify(s: Submission, prefix: tuple[str, ...], course: Course, wanted: str | None) -> None:
+def _identify(s: Submission, prefix: tuple[str, ...], course: Course, wanted: str | None,
+              around: tuple[str, ...] = ()) -> None:
     parts = PurePosixPath(s.source).parts
     dirs, stem = parts[:-1], PurePosixPath(parts[-1]).stem
-    student, student_problem, ids = _student(dirs, stem, prefix, course, s.source)
+    student, student_problem, ids = _student(dirs, stem, prefix, course, s.source, around)
     s.student = line(student, 200) if student is not None else None
     s.evidence.update(ids)
     s.assignment, assignment_problem, how = _assignment(dirs, stem, s.evidence["notebook"], course, wanted)
@@ -564,8 +572,9 @@ def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: 
 
 
 def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: Course,
-             source: str) -> tuple[str | None, Any, dict[str, str]]:
-    """(student, problem, LMS ids): the one folder that tells students apart, else the file name.
+             source: str, around: tuple[str, ...] = ()) -> tuple[str | None, Any, dict[str, str]]:
+    """(student, problem, LMS ids): the one folder that tells students apart, else the file name, else
+    the nearest folder around them (inside SUBMISSIONS, then SUBMISSIONS itself and the one holding it).
 
     The LMS ids (``canvas_id``, ``moodle_id``) come from the very name that gave the student.
     """
@@ -584,7 +593,7 @@ def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: 
     student, ids = _student_from_stem(stem, course)
     if student is None:
         # A lone submission (or one student's folder): the folder around it is the only name there is.
-        outer = names(prefix)
+        outer = names(prefix) or names(around)
         student, ids = outer[-1] if outer else (None, {})
     if student is None:
         return None, (f"unknown student: nothing in {source} names one", say("submission.unknown_student")), {}

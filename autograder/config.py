@@ -130,6 +130,9 @@ class Assignment(_Strict):
     id: str = Field(description="folder name under source/ and release/, e.g. 02_attention")
     title: str = Field(description="English title")
     title_zh: str | None = Field(None, description="Chinese title (feedback in zh; the English one if absent)")
+    lms_title: str | None = Field(None, description=(
+        "the assignment's name in the LMS gradebook, exactly as it is spelled there (canvas.csv's column "
+        "header: Canvas adds a new assignment for a header it does not know); default: title"))
     exercises: list[Exercise] = Field(min_length=1)
 
     def title_in(self, language: Any) -> str:
@@ -169,6 +172,11 @@ class Assignment(_Strict):
     @property
     def points(self) -> float:
         return sum(e.points for e in self.exercises)
+
+    @property
+    def gradebook_title(self) -> str:
+        """Its name in an LMS gradebook: ``lms_title``, else ``title``."""
+        return self.lms_title or self.title
 
 
 class EarlierMistakes(str, enum.Enum):

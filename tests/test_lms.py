@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from support import make_samples as MS
+from support import ROOT, make_samples as MS
 from autograder import grading as G
 from autograder.reports import lms as LMS
 from autograder.config import load_course
@@ -80,13 +80,19 @@ def test_canvas_download_keeps_user_ids_blanks_the_ungraded_and_grades_one_dupli
         # Two notebooks of one student: the one named as the assignment's notebook counts, though older.
         ("danlee_45678_67894_02_qkv_attention-Copy1.ipynb", notebooks["stub"], NEW),
         ("danlee_45678_67893_02_qkv_attention.ipynb", notebooks["full"], OLD),
+        # Renamed by the student after Canvas' prefix: still Canvas user 56789 (the notebook names its assignment).
+        ("lina_56789_67895_my_homework.ipynb", notebooks["full"], OLD),
+        # Not from the download at all: graded, and listed as a row Canvas cannot match by id.
+        ("extra/02_qkv_attention.ipynb", notebooks["full"], OLD),
     ])
     out = tmp_path / "out"
     results = _grade_zip(archive, out, sandbox)
     by_student = {r["student"]: r for r in results}
-    assert sorted(by_student) == ["alicesmith", "bobjones", "carolwu", "danlee"]    # one row for dan
+    assert sorted(by_student) == ["alicesmith", "bobjones", "carolwu", "danlee", "extra", "lina"]  # one for dan
     assert {s: r["evidence"].get("canvas_id") for s, r in by_student.items()} == {
-        "alicesmith": "12345", "bobjones": "23456", "carolwu": "34567", "danlee": "45678"}
+        "alicesmith": "12345", "bobjones": "23456", "carolwu": "34567", "danlee": "45678", "extra": None,
+        "lina": "56789"}
+    assert by_student["bobjones"]["evidence"].get("canvas_late") == "yes"
     dan = by_student["danlee"]
     assert dan["status"].startswith("graded") and dan["points"] == FULL
     assert dan["source"] == "danlee_45678_67893_02_qkv_attention.ipynb"
@@ -97,18 +103,39 @@ def test_canvas_download_keeps_user_ids_blanks_the_ungraded_and_grades_one_dupli
     assert 0 < bob < FULL
 
     canvas = _csv(out / "canvas.csv")
-    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", QKV.id, "Final Points"]
+    # The column is the assignment's name in the gradebook (course.yml lms_title, else its title).
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", QKV.gradebook_title,
+                         "Final Points"]
     assert canvas[1] == ["Points Possible", "", "", "", "", f"{FULL:g}", f"{FULL:g}"]
     assert canvas[2:] == [["alicesmith", "12345", "", "", "", f"{FULL:g}", f"{FULL:g}"],
                           ["bobjones", "23456", "", "", "", f"{bob:g}", f"{bob:g}"],
                           ["carolwu", "34567", "", "", "", "", "0"],      # unreadable: blank, not 0
-                          ["danlee", "45678", "", "", "", f"{FULL:g}", f"{FULL:g}"]]
+                          ["danlee", "45678", "", "", "", f"{FULL:g}", f"{FULL:g}"],
+                          ["extra", "", "", "extra", "", f"{FULL:g}", f"{FULL:g}"],
+                          ["lina", "56789", "", "", "", f"{FULL:g}", f"{FULL:g}"]]
     skipped = _dicts(out / "lms-skipped.csv")
     assert [(r["student"], r["assignment"], r["source"]) for r in skipped] == [
-        ("carolwu", QKV.id, "carolwu_34567_67892_02_qkv_attention.ipynb")]
+        ("carolwu", QKV.id, "carolwu_34567_67892_02_qkv_attention.ipynb"),
+        ("extra", QKV.id, "extra/02_qkv_attention.ipynb")]
     assert skipped[0]["status"].startswith("unreadable")
+    assert skipped[1]["status"].startswith("graded, but no Canvas user id")
     grades = _dicts(out / "grades.csv")
-    assert sorted(r["student"] for r in grades) == ["alicesmith", "bobjones", "carolwu", "danlee"]
+    assert sorted(r["student"] for r in grades) == ["alicesmith", "bobjones", "carolwu", "danlee", "extra", "lina"]
+
+
+def test_canvas_columns_are_the_gradebook_titles_course_yml_gives():
+    import yaml
+
+    from autograder.config import parse_course
+    from autograder.reports.lms import canvas_csv, lms_table
+
+    data = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))
+    data["assignments"][1]["lms_title"] = "Homework 2: attention"
+    course = parse_course(data)
+    result = {"key": "ada__02", "student": "ada", "assignment": QKV.id, "status": "graded", "points": 8.0, "source": "x.ipynb",
+              "graded_at": "2026-12-01T00:00:00+00:00", "evidence": {"canvas_id": "1"}}
+    header = canvas_csv(lms_table([result], course)).splitlines()[0]
+    assert header.endswith(",Homework 2: attention,Final Points"), header
 
 
 def test_moodle_download_matches_by_participant_id_and_grades_the_newest_copy(tmp_path, sandbox, notebooks):

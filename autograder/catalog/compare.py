@@ -134,3 +134,18 @@ def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:
     if got.kind == "tensor" and ga.numel() and not ga.is_floating_point():
         return bool((ga == gb).all())
     return compare(ga, gb, max(tol.rtol, 1e-6), max(tol.atol, 1e-7)) is None
+
+
+def kinds(spec: Any) -> Any:
+    """A plain value's spec without its values and array keys: its kinds, dtypes and shapes all the way down
+    (a float32 tensor, an ndarray, a Python float...)."""
+    if isinstance(spec, dict):
+        return {k: kinds(v) for k, v in spec.items() if k not in ("k", "v")}
+    if isinstance(spec, list):
+        return [kinds(v) for v in spec]
+    return spec
+
+
+def same_kinds(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two specs have the same kinds and dtypes all the way down (see :func:`kinds`)."""
+    return kinds(a) == kinds(b)

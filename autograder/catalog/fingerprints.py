@@ -61,6 +61,7 @@ import torch
 from autograder import plain
 from autograder.catalog import (PUBLIC_SEED, copied, in_process_runner, Audience, Mistake, Msg, checks_for, load_catalog,
                      run_exercise, values_match)
+from autograder.catalog.compare import same_kinds
 from autograder.probes import Reply, Request, execute
 
 FORMAT = 2
@@ -368,15 +369,7 @@ def verify_fingerprints(data: dict[str, Any], course: Any = None,
 
 def _same_value(a: plain.Value, b: plain.Value, tolerances: Any) -> bool:
     """Same kinds and dtypes all the way down, and close (values_match alone lets a Tensor match an ndarray)."""
-    return _shape_of(a.spec) == _shape_of(b.spec) and values_match(a, b, tolerances)
-
-
-def _shape_of(spec: Any) -> Any:
-    if isinstance(spec, dict):
-        return {k: _shape_of(v) for k, v in spec.items() if k not in ("k", "v")}
-    if isinstance(spec, list):
-        return [_shape_of(v) for v in spec]
-    return spec
+    return same_kinds(a.spec, b.spec) and values_match(a, b, tolerances)
 
 
 def dumps(data: dict[str, Any]) -> str:
@@ -451,16 +444,21 @@ class FingerprintDiagnoser:
             candidates = list(entry["requests"].get(request_key(request), []))
         except (KeyError, TypeError, AttributeError):
             return None
+        loose = None
         for candidate in candidates:
             try:
                 name, vkey = candidate
-                matched = stored_matches(got, self._value(exercise_id, entry, vkey), self.tolerances)
-                if matched:
+                stored = self._value(exercise_id, entry, vkey)
+                if stored_matches(got, stored, self.tolerances):
                     msg = entry.get("mistakes", {}).get(name, {})
-                    return Mistake(exercise_id, name, Msg(msg.get("zh", name), msg.get("en", name)), _not_shipped)
+                    found = Mistake(exercise_id, name, Msg(msg.get("zh", name), msg.get("en", name)), _not_shipped)
+                    # As the live diagnoser: the same kinds and dtypes first, then values alone.
+                    if same_kinds(got.spec, stored.spec):
+                        return found
+                    loose = loose or found
             except Exception:  # noqa: BLE001 - a damaged entry must not break self-check
                 continue
-        return None
+        return loose
 
     def _value(self, exercise_id: str, entry: dict[str, Any], vkey: str) -> Stored:
         cached = self._values.get((exercise_id, vkey))

@@ -10,7 +10,7 @@ import torch
 
 from autograder import plain
 from autograder.probes import Reply, Request
-from autograder.catalog.compare import values_match
+from autograder.catalog.compare import same_kinds, values_match
 from autograder.catalog.context import Runner
 from autograder.catalog.declarations import MISTAKES, Mistake
 
@@ -89,11 +89,19 @@ class LiveDiagnoser:
         self.tolerances = tolerances
 
     def __call__(self, exercise_id: str, request: Request, got: plain.Value) -> Mistake | None:
+        """The first known mistake whose output has the student's kinds and dtypes and values; else the first
+        whose values alone match (a float for a 0-d tensor): so "computed in float64" and "returned an
+        ndarray" can both be named though their values agree."""
         from autograder.probes import execute
 
+        loose = None
         for m in MISTAKES.get(exercise_id, []):
             cpu_request = Request(request.function, request.args, request.kwargs, probe=request.probe)
             reply = execute({request.function: m.fn}, cpu_request)
-            if reply.status == "ok" and values_match(got, reply.value(), self.tolerances):
-                return m
-        return None
+            if reply.status == "ok":
+                value = reply.value()
+                if values_match(got, value, self.tolerances):
+                    if same_kinds(got.spec, value.spec):
+                        return m
+                    loose = loose or m
+        return loose

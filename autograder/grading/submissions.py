@@ -73,7 +73,8 @@ ZIP_MAX_MEMBER_BYTES = 256 * 2**20
 #: Moodle's "Download all submissions" folder: ``<full name>_<participant id>_assignsubmission_file_``.
 _MOODLE_DIR = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:ment)?submission_(?:file|onlinetext)_?$", re.I)
 #: Canvas' "Download Submissions" file: ``<lastfirst>[_late]_<user id>_<attachment id>[_<original name>]``.
-_CANVAS_FILE = re.compile(r"^(?P<name>[^_]+?)(?:_late)?_(?P<id>\d+)_\d+(?:_.*)?$", re.I)
+#: Matched whatever follows the two numbers (a renamed file keeps Canvas' prefix, and so its user id).
+_CANVAS_FILE = re.compile(r"^(?P<name>[^_]+?)(?P<late>_late)?_(?P<id>\d+)_\d+(?:_.*)?$", re.I)
 #: Evidence keys of the LMS ids read from names.
 LMS_IDS = ("canvas_id", "moodle_id")
 #: Moodle's folder name of a blind-marked assignment (no full name: the participant id tells students apart).
@@ -312,8 +313,11 @@ def _student_from_stem(stem: str, course: Course) -> tuple[str | None, dict[str,
     """(student, LMS ids) of a file name: Canvas' ``alicesmith_12345_67890_02_qkv_attention`` gives
     ``alicesmith`` and its Canvas user id ``{"canvas_id": "12345"}``."""
     m = _CANVAS_FILE.match(stem)
-    if m and any(assignments_named(stem, course)):
-        return m.group("name"), {"canvas_id": m.group("id")}
+    if m:
+        ids = {"canvas_id": m.group("id")}
+        if m.group("late"):
+            ids["canvas_late"] = "yes"        # Canvas marked it late (the time itself is not in the name)
+        return m.group("name"), ids
     return _plain_student_from_stem(stem, course), {}
 
 

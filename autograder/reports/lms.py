@@ -44,6 +44,11 @@ LMS_SKIPPED_FILE = "lms-skipped.csv"
 LMS_SKIPPED_COLUMNS = ("student", "assignment", "status", "source")
 
 
+#: The status of a graded row of a Canvas download that Canvas cannot match by user id.
+NO_CANVAS_ID = ("graded, but no Canvas user id in its file name (not named <login>_<user id>_<submission id>_...): "
+                "Canvas matches this row only if its SIS Login ID is the student's")
+
+
 # -- LMS exports -------------------------------------------------------------------------
 def _evidence(result: dict[str, Any], key: str) -> str:
     """An LMS id the discovery read from the submission's name (``canvas_id``, ``moodle_id``), or ""."""
@@ -74,7 +79,9 @@ class LmsTable:
     rows: list[tuple[str, dict[str, float | None], float]]
     entries: list[LmsEntry] = field(default_factory=list)        # by student, then assignment
     canvas_ids: dict[str, str] = field(default_factory=dict)     # student -> Canvas user id
-    skipped: list[tuple[str, str, str, str]] = field(default_factory=list)  # (student, assignment, status, source)
+    #: (student, assignment, status, source): rows left blank, and graded rows of a Canvas download that
+    #: carry no Canvas user id (Canvas cannot match them by id).
+    skipped: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
@@ -108,6 +115,12 @@ def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
         per_student.setdefault(e.student, {})[e.assignment] = e.points
         if e.canvas_id and (e.student not in canvas_ids or e.graded_at > canvas_ids[e.student][0]):
             canvas_ids[e.student] = (e.graded_at, e.canvas_id)   # a user id is course-wide: the latest
+    if canvas_ids:
+        # A Canvas download: a student whose file names carry no Canvas user id (a file renamed beyond
+        # recognition, one added by hand) can be matched only by SIS Login ID, which is likely to fail.
+        for e in entries:
+            if e.student not in canvas_ids and e.points is not None:
+                skipped.append((e.student, e.assignment, NO_CANVAS_ID, e.source))
     rows = []
     for student in sorted(per_student):
         scores = {a.id: per_student[student].get(a.id) for a in assignments}
@@ -125,7 +138,7 @@ def canvas_csv(table: LmsTable) -> str:
     notebook) leaves Canvas' grade as it is. The "Points Possible" row sets the points of
     assignments the import creates; Canvas ignores "Final Points" (read-only, it computes its own).
     """
-    header = [*CANVAS_STUDENT_COLUMNS, *(a.id for a in table.assignments), CANVAS_TOTAL]
+    header = [*CANVAS_STUDENT_COLUMNS, *(a.gradebook_title for a in table.assignments), CANVAS_TOTAL]
     possible = ["Points Possible", "", "", "", "", *(fmt_points(a.points) for a in table.assignments),
                 fmt_points(sum(a.points for a in table.assignments))]
     rows = []

@@ -60,7 +60,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     console = Console()
-    rows = probe_modes(args.device)
+    cuda_problem = _cuda_problem() if args.device == "cuda" else None
+    # Without a CUDA device the cages are probed as CPU workers: what they hold is still worth knowing,
+    # and the verdict below names the real reason grading on CUDA would refuse.
+    rows = probe_modes("cpu" if cuda_problem else args.device)
     table = Table(title="Cages for student code, best first")
     for col in ("mode", "result", "layers / why not"):
         table.add_column(col, overflow="fold")
@@ -87,12 +90,30 @@ def run(args: argparse.Namespace) -> int:
         console.print("[red]ERROR[/] autograder grade would refuse: no cage can be set up here. Run as root or "
                       "in a container that allows user namespaces, or pass --no-isolation for trusted code only.")
         return 1
+    if cuda_problem:
+        console.print(f"[red]ERROR[/] autograder grade --device cuda would refuse: {cuda_problem}")
+        return 1
     return 0
+
+
+def _cuda_problem() -> str | None:
+    """Why workers cannot run on CUDA here, or None when they can."""
+    import torch
+
+    if torch.version.cuda is None:
+        return (f"this torch ({torch.__version__}) is a CPU build; install a CUDA build "
+                f"(TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 make setup: see the README, GPU)")
+    if not torch.cuda.is_available():
+        return (f"torch {torch.__version__} is built for CUDA {torch.version.cuda} but sees no device "
+                f"(driver missing or too old, CUDA_VISIBLE_DEVICES empty?)")
+    return None
 
 
 def _cuda() -> str:
     import torch
 
+    build = f"torch {torch.__version__}, " + (f"built for CUDA {torch.version.cuda}" if torch.version.cuda
+                                               else "a CPU build")
     if not torch.cuda.is_available():
-        return "CUDA: none (torch.cuda.is_available() is False)"
-    return f"CUDA: {torch.cuda.device_count()} device(s), {torch.cuda.get_device_name(0)}"
+        return f"CUDA: none ({build}; torch.cuda.is_available() is False)"
+    return f"CUDA: {torch.cuda.device_count()} device(s), {torch.cuda.get_device_name(0)} ({build})"

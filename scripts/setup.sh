@@ -7,13 +7,16 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-stamp=.venv/.installed-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+# The stamp covers the torch build asked for: another TORCH_INDEX_URL or TORCH_VERSION installs again.
+stamp=.venv/.installed-$( (cat pyproject.toml scripts/setup.sh; echo "${TORCH_VERSION:-} ${TORCH_INDEX_URL:-}") | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "setup: installing into .venv (first time: a minute or two; later runs skip this)"
   .venv/bin/python -m pip install -q --upgrade pip
   echo "setup: PyTorch ${TORCH_VERSION:-2.13.0} (CPU build)"
-  # TORCH_INDEX_URL lets a machine with internet take the CPU wheel from PyTorch's own index.
-  .venv/bin/python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
+  # TORCH_INDEX_URL: PyTorch's own index, e.g. https://download.pytorch.org/whl/cu128 for a CUDA build (the
+  # README's GPU section); with it, torch is reinstalled from there even where a CPU build is installed.
+  .venv/bin/python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" \
+    ${TORCH_INDEX_URL:+--force-reinstall --index-url "$TORCH_INDEX_URL"}
   echo "setup: the kit and its dependencies (nbgrader, JupyterLab, Otter, ...)"
   # The dask extra: `autograder grade --scheduler` and its tests (tests/test_distributed.py).
   PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e ".[dask]"   # (setuptools' editable-install banner)

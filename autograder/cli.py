@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("autograder.selfcheck.command", "run the public self-checks on a saved notebook"),
     "validate": ("autograder.authoring.validate", "prove the check catalog sound (references pass, mistakes caught)"),
     "grade": ("autograder.grading.command", "grade a folder or zip of submissions in the sandbox"),
+    "explain": ("autograder.grading.explain", "why a student lost points on an exercise: its hidden checks replayed "
+                "with their inputs, the student's output and the reference's (instructor only)"),
     "export": ("autograder.exports.command", "export the grader for Gradescope or Otter"),
     "doctor": ("autograder.doctor", "show what this machine offers the grader: cage layers, CUDA, CPUs"),
 }

@@ -485,6 +485,33 @@ def test_cli_regrades_one_student_by_folder_or_by_name(tmp_path, capsys, warm_cl
     assert "--student s4: no notebook of that student" in capsys.readouterr().err
 
 
+def test_explain_replays_a_students_hidden_checks_for_the_instructor(tmp_path, capsys, warm_cli):
+    """The hidden inputs, the student's output and the reference's, and the mistake: the instructor's view of
+    what feedback only states (issue 25, item 8); the same seed as the batch, so the same verdict."""
+    subs = tmp_path / "subs"
+    nb = correct()
+    for cell in nb.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ex2_3":
+            cell.source = "def attention_scores(Q, K):\n    return Q @ K.transpose(-2, -1)\n"
+    write_nb(subs / "kim" / "02_qkv_attention.ipynb", nb)
+    out = tmp_path / "out"
+    assert main(["grade", str(subs), "-o", str(out), "-j", "1"]) == 0
+    feedback = (out / "feedback" / "kim__02_qkv_attention.md").read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert main(["explain", "kim", "2.3", "-o", str(out)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "instructor only" in shown and "known mistake no-scale" in shown
+    assert "student returned: Tensor" in shown and "reference gives: Tensor" in shown
+    assert "elements differ, largest difference" in shown          # the full message, values and all
+    assert "largest difference" not in feedback                      # which the student's feedback never shows
+    assert "note: the batch gave" not in shown                        # the same inputs, the same score
+    assert main(["explain", "kin", "2.3", "-o", str(out)]) == 2
+    assert "did you mean kim" in capsys.readouterr().err
+    (subs / "kim" / "02_qkv_attention.ipynb").write_text("{}", encoding="utf-8")
+    assert main(["explain", "kim", "2.3", "-o", str(out)]) == 2
+    assert "changed since it was graded" in capsys.readouterr().err
+
+
 def test_cli_user_errors(tmp_path, capsys):
     assert main(["grade", str(tmp_path / "nope"), "-o", str(tmp_path / "out")]) == 2
     assert "no such file or folder" in capsys.readouterr().err

@@ -1,0 +1,187 @@
+"""``autograder explain STUDENT EXERCISE -o OUT``: why a student lost points, for the instructor's eyes only.
+
+The student's feedback never shows a hidden input or a reference value. The instructor may see them: this
+command finds the graded notebook of OUT's result (the same file, checked by its hash), grades that one
+exercise again in the sandbox with the very seed the batch used (the course seed, the student, the
+assignment, the file's content), so every hidden input is the same, and prints each check with its full
+message (values, positions, the largest difference), the arguments of the call that failed, what the
+student's code returned and what the reference returns on the same arguments, and the known mistake named.
+Nothing is written to OUT; nothing of this reaches a student.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from autograder.config import load_course
+from autograder.errors import AutograderError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("student", help="the student, as grades.csv names them")
+    parser.add_argument("exercise", help="the exercise ID, e.g. 2.4")
+    parser.add_argument("-o", "--out", type=Path, required=True, metavar="OUT",
+                        help="the output folder of the autograder grade run that graded it")
+    parser.add_argument("--all", action="store_true", help="show passed checks too")
+
+
+def find_result(out: Path, student: str, assignment: str) -> dict[str, Any]:
+    """The result of ``student``'s ``assignment`` in OUT/results/ (an error naming who is there otherwise)."""
+    from autograder.reports.results import load_results, newest_results
+
+    results = [r for r in load_results(out) if r.get("assignment") == assignment]
+    chosen = {(s, a): r for s, a, r in newest_results(results).values()}
+    found = chosen.get((student, assignment))
+    if found is None:
+        import difflib
+
+        names = sorted({s for s, _ in chosen})
+        close = difflib.get_close_matches(student, names, n=3, cutoff=0.5)
+        raise AutograderError(f"{out}: no result of {student} for {assignment}",
+                              hint=(f"did you mean {', '.join(close)}? " if close else "")
+                              + f"{len(names)} students have one" + (f": {', '.join(names[:8])}" if names else ""))
+    return found
+
+
+def graded_file(result: dict[str, Any], tmp: Path) -> Path:
+    """The notebook the result was graded from: under its SUBMISSIONS folder, or extracted from its zip;
+    refused when its content is not what was graded (the hidden inputs would not be the same)."""
+    origin, source = Path(str(result.get("origin") or "")), str(result.get("source") or "")
+    if not source or PurePosixPath(source).is_absolute() or ".." in PurePosixPath(source).parts:
+        raise AutograderError(f"the result names no usable source file ({source!r})")
+    if origin.is_dir():
+        path = origin / source
+    elif origin.is_file() and zipfile.is_zipfile(origin):
+        with zipfile.ZipFile(origin) as zf:
+            member = next((i for i in zf.infolist() if i.filename.lstrip("./").endswith(source)), None)
+            if member is None:
+                raise AutograderError(f"{origin}: no member {source}")
+            path = tmp / "notebook.ipynb"
+            path.write_bytes(zf.read(member))
+    else:
+        raise AutograderError(f"{origin}: the submissions this result was graded from are not there any more",
+                              hint="run it where autograder grade ran, with the same SUBMISSIONS")
+    if not path.is_file():
+        raise AutograderError(f"{path}: not found (it was graded from there)")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != result.get("sha256"):
+        raise AutograderError(f"{path}: changed since it was graded (its hidden inputs would differ)",
+                              hint="grade it again, then explain")
+    return path
+
+
+class Recorder:
+    """A runner that keeps every request and reply of the check being run."""
+
+    def __init__(self, runner: Any):
+        self.runner, self.calls = runner, []
+
+    def __call__(self, request: Any) -> Any:
+        reply = self.runner(request)
+        self.calls.append((request, reply))
+        return reply
+
+
+def explain(course: Any, result: dict[str, Any], exercise_id: str) -> tuple[Any, list[tuple[Any, Any]], Any]:
+    """(the exercise's result with full messages, the calls made, the reference) for one graded notebook."""
+    from autograder import catalog as C
+    from autograder.grading.cells import demo_cells, submission_cells
+    from autograder.grading.grader import check_catalog
+    from autograder.grading.submission import hidden_seed_parts
+    from autograder.grading.submissions import Submission
+    from autograder.notebook import read_notebook
+    from autograder.sandbox import Sandbox
+
+    assignment, ex = course.exercise(exercise_id)
+    references = check_catalog(course, {assignment.id})
+    with tempfile.TemporaryDirectory(prefix="autograder-explain-") as tmp:
+        path = graded_file(result, Path(tmp))
+        nb = read_notebook(path, max_bytes=int(course.limits.notebook_mb * 2**20))
+        cells = submission_cells(nb, demo_cells(course).get(assignment.id, {}), int(course.limits.cell_kb * 1024))
+        sub = Submission(path, str(result["source"]), str(result["sha256"]), str(result["student"]), assignment.id)
+        # As the batch graded it: the earlier exercises that lost points there are answered by their references.
+        lost = {e["exercise"] for e in result.get("exercises") or [] if e["points"] < e["max_points"] - 1e-9}
+        stand_ins = C.stand_ins_for(course, assignment, ex, lost)
+        with Sandbox(course.limits, "cpu") as sandbox, sandbox.open(cells, label="explain") as worker:
+            recorder = Recorder(C.with_stand_ins(worker, stand_ins, references))
+            outcome = C.run_exercise(ex, recorder, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
+                                     tolerances=course.tolerances, seed_parts=hidden_seed_parts(course, sub, assignment.id),
+                                     reference=references[ex.id], diagnoser=C.LiveDiagnoser(course.tolerances))
+    return outcome, recorder.calls, references[ex.id]
+
+
+def describe(value: Any, width: int = 6) -> str:
+    """A value for the instructor: kind, dtype, shape and its first elements."""
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().cpu().reshape(-1)[:width].tolist()
+        more = ", …" if value.numel() > width else ""
+        return f"Tensor{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} [{', '.join(f'{x:.6g}' if isinstance(x, float) else str(x) for x in flat)}{more}]"
+    if isinstance(value, np.ndarray):
+        return f"ndarray{value.shape} {value.dtype} {np.array2string(value.reshape(-1)[:width], precision=6)}"
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}(" + ", ".join(describe(v, width) for v in value) + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {describe(v, width)}" for k, v in value.items()) + "}"
+    return repr(value)[:200]
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from autograder import catalog as C
+
+    course = load_course()
+    assignment, ex = course.exercise(args.exercise)
+    result = find_result(args.out, args.student, assignment.id)
+    console = Console()
+    console.print(f"[bold]{escape(args.student)} · {ex.id} {escape(ex.function)}[/] — graded "
+                  f"{escape(str(result.get('graded_at') or '?'))} from {escape(str(result.get('source')))} "
+                  "[dim](instructor only: hidden inputs and reference values below)[/]")
+    outcome, calls, reference = explain(course, result, ex.id)
+    graded = next((e for e in result.get("exercises") or [] if e["exercise"] == ex.id), None)
+    if graded is not None and abs(float(graded["points"]) - outcome.points) > 1e-9:
+        console.print(f"[yellow]note: the batch gave {graded['points']:g}, this run {outcome.points:g} "
+                      "(a grader change since? grade it again)[/]")
+    console.print(f"{outcome.points:g} / {outcome.max_points:g} points, {outcome.status.value}")
+    by_check: dict[str, list[tuple[Any, Any]]] = {}
+    for request, reply in calls:
+        by_check.setdefault(request.site.split("#")[0], []).append((request, reply))
+    for r in outcome.checks:
+        if r.passed and not args.all:
+            continue
+        mark = "[green]✓[/]" if r.passed else "[red]✗[/]"
+        console.print(f"\n{mark} [bold]{escape(r.check)}[/] ({r.audience}, {r.kind}): {escape(r.title.en)}")
+        if not r.passed:
+            said = r.detail or r.message
+            console.print(f"  {escape(said.en if said else '')}")
+            if r.mistake:
+                console.print(f"  [magenta]known mistake[/] {escape(r.mistake)}: "
+                              f"{escape(r.mistake_message.en if r.mistake_message else '')}")
+            made = by_check.get(r.check) or []
+            if made:
+                request, reply = made[-1]
+                console.print(f"  the last call ({len(made)} in this check), probe {request.probe}:")
+                for i, arg in enumerate(request.args):
+                    console.print(f"    arg {i}: {escape(describe(arg))}")
+                for name, arg in request.kwargs.items():
+                    console.print(f"    {escape(name)}: {escape(describe(arg))}")
+                if reply.status == "ok":
+                    console.print(f"    student returned: {escape(describe(reply.value().to_python()))}")
+                else:
+                    console.print(f"    student's call: {reply.status} {escape(reply.error_type)} {escape(reply.error)}")
+                if request.probe == "call":
+                    try:
+                        want = reference(*C.as_float64(request.args), **C.as_float64(request.kwargs))
+                        console.print(f"    reference gives: {escape(describe(want))}")
+                    except Exception as exc:  # noqa: BLE001 - a check that expects an error
+                        console.print(f"    reference raises: {type(exc).__name__}: {escape(str(exc)[:200])}")
+    return 0
+

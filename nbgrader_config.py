@@ -35,4 +35,6 @@ c.CourseDirectory.ignore = [*CourseDirectory.class_traits()["ignore"].default(),
 
 # The stub names the exercise: ex2_4 -> 'raise NotImplementedError("Need to implement for exercise 2.4")'.
 c.ClearSolutions.code_stub = {"python": STUB}
+# `nbgrader export` writes every score in hundredths, as grades.csv does (nbgrader's own sums are floats).
+c.ExportApp.plugin_class = "autograder.exports.nbgrader_export.HundredthsCsvExport"
 c.GenerateAssignment.preprocessors = NBGRADER_PREPROCESSORS

@@ -131,6 +131,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                             "{exercise} calls your {function} (exercise {earlier}), which already lost points in "
                             "{earlier}: while {exercise} was graded, the reference answered those calls, so a mistake "
                             "costs its points once"),
+    "nbgrader.not_your_answer": ("这里不是你的答案：你提交的笔记本没能评分（{why}），请检查文件后重新提交",
+                                 "This is not your answer: the notebook you submitted could not be graded ({why}); "
+                                 "check the file and submit it again"),
     "submission.too_large": ("结果过大，已截短到 {kib} KiB 以内", "this result was cut to fit {kib} KiB"),
     "submission.problem": ("无法评分：{detail}", "cannot be graded: {detail}"),
     "submission.not_extracted": ("没能从 zip 中取出：{detail}", "not extracted from the zip: {detail}"),

@@ -334,7 +334,7 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
     assert sorted(rows) == sorted(kit)
     for student, result in kit.items():
         assert rows[student]["assignment"] == QKV.id
-        assert float(rows[student]["score"]) == pytest.approx(result["points"], abs=1e-5), student
+        assert rows[student]["score"] == P.fmt(result["points"]), student     # hundredths, as grades.csv
         assert float(rows[student]["max_score"]) == QKV.points
         assert rows[student]["timestamp"].startswith("2026-11-20 10:00:00")
 
@@ -432,6 +432,39 @@ def test_record_in_gradebook_rules(nbgrader_course: Path) -> None:
         NB.record_in_gradebook([_result("zoe", QKV.id, 8)], parse_course(data), nbgrader_course)
     with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
         assert sorted(s.id for s in gb.students) == ["ada", "ben"]
+
+
+def test_an_unreadable_submission_shows_its_reason_not_the_release_stubs(nbgrader_course: Path) -> None:
+    """nbgrader's generate_feedback shows autograded/ as the student's answers: for a notebook that could not
+    be read, every answer cell says so (in the course's language) instead of holding the release's stub."""
+    failed = {**_result("finn", QKV.id, 0, graded=False), "message": {"zh": "无法读取笔记本：不是 JSON",
+                                                                     "en": "the notebook could not be read: not JSON"}}
+    NB.record_in_gradebook([failed], COURSE, nbgrader_course)
+    nb = nbformat.read(nbgrader_course / "autograded" / "finn" / QKV.id / QKV.notebook, as_version=4)
+    answers = [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert answers and all("这里不是你的答案" in a and "不是 JSON" in a for a in answers)
+    assert not any("NotImplementedError" in a for a in answers)
+    assert "这里不是你的答案" in nb.cells[0].source
+
+
+def test_nbgrader_export_writes_hundredths(nbgrader_course: Path, tmp_path: Path) -> None:
+    """nbgrader sums the gradebook's per-cell points in floating point; the course's exporter writes the
+    totals grades.csv shows (4.39, never 4.390000000000001)."""
+    from nbgrader.api import Gradebook
+
+    from autograder.exports.nbgrader_export import HundredthsCsvExport
+
+    parts = [0.99, 1.1, 0.1, 2.2]                      # a float sum of these is not 4.39
+    result = _result("gus", QKV.id, 4.39)
+    result["exercises"] = [{"exercise": e.id, "points": p} for e, p in zip(QKV.exercises, parts)]
+    NB.record_in_gradebook([result], COURSE, nbgrader_course)
+    dest = tmp_path / "export.csv"
+    with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
+        assert sum(parts) != 4.39
+        HundredthsCsvExport(to=str(dest)).export(gb)
+    rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(dest.read_text(encoding="utf-8")))}
+    assert (rows["gus"]["score"], rows["gus"]["raw_score"], rows["gus"]["max_score"]) == ("4.39", "4.39", "8")
+    assert "HundredthsCsvExport" in (nbgrader_course / "nbgrader_config.py").read_text(encoding="utf-8")
 
 
 def test_discover_nbgrader_course_names_what_is_missing(tmp_path: Path) -> None:

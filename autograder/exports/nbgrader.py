@@ -205,8 +205,11 @@ def ensure_assignment(coursedir: Any, course: Course, assignment_id: str) -> Non
         exporter.from_notebook_node(source.notebook, resources=resources)
     except RuntimeError as exc:  # SaveCells: cells added or removed while submissions exist
         raise AutograderError(f"gradebook: {assignment.id}: {exc}",
-                              hint="the source notebook's graded cells changed after students were "
-                                   "recorded; keep the cells or start a new gradebook") from None
+                              hint=f"the source notebook's graded cells changed (an exercise added?) after "
+                                   f"students were recorded. Keep the old cells, or remove the assignment from "
+                                   f"the gradebook and record everyone again: nbgrader db assignment remove "
+                                   f"{assignment.id} --force, then autograder grade . --nbgrader -o OUT --force "
+                                   f"(the README's nbgrader section)") from None
 
 
 def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, course_root: Path,
@@ -295,16 +298,18 @@ def write_autograded(coursedir: Any, course: Course, student: str, assignment_id
         raise AutograderError(f"{folder}: outside the course folder {root}")
     assignment = course.assignment(assignment_id)
     nb = _submitted_notebook(result, course) if is_graded(result) else None
+    from autograder.reports.feedback import message_text
+
+    why = None if is_graded(result) else message_text(result.get("message"), course.language.value)
     if nb is None:
         nb = nbformat.read(root / "release" / assignment.id / assignment.notebook, as_version=4)
+        # Not the student's answers: the release's stubs would read as theirs in nbgrader's feedback.
+        _answers_replaced(nb, why or "", course.language.value)
     for cell in nb.cells:
         if cell.get("cell_type") == "code":
             cell.outputs, cell.execution_count = [], None
     graded = {e.get("exercise"): e for e in result.get("exercises", [])} if is_graded(result) else {}
     cells = {_grade_id(c): c for c in nb.cells}
-    from autograder.reports.feedback import message_text
-
-    why = None if is_graded(result) else message_text(result.get("message"), course.language.value)
     for ex in assignment.exercises:
         want = test_cell(ex, course.language)
         cell = cells.get(want.metadata.nbgrader.grade_id)
@@ -323,6 +328,20 @@ def write_autograded(coursedir: Any, course: Course, student: str, assignment_id
     if stamp is not None:
         atomic_write_text(folder / "timestamp.txt", stamp + "\n")
     return target
+
+
+def _answers_replaced(nb: Any, why: str, language: str) -> None:
+    """The release notebook standing in for a submission that could not be read: every answer cell says
+    why instead of showing the release's stub, and a first cell says it too."""
+    import nbformat
+
+    from autograder.messages import text
+
+    said = text("nbgrader.not_your_answer", language, why=why)
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code" and (cell.get("metadata", {}).get("nbgrader") or {}).get("solution"):
+            cell.source = "\n".join(f"# {part}" for part in said.splitlines())
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"**{said}**"))
 
 
 def _submitted_notebook(result: dict[str, Any], course: Course) -> Any:
@@ -397,3 +416,4 @@ def after_batch(out_dir: Path, course_root: Path, *, course: Course | None = Non
     if others:
         record.skipped.append((f"{others} results", f"graded from elsewhere than {submitted}"))
     return record
+

@@ -92,3 +92,60 @@ def test_a_worker_killed_mid_batch_loses_nothing(tmp_path, cluster, local):
     assert killed, "no worker was busy after the first result"
     assert outcome.graded == 8 and len(table(tmp_path / "out")) == 8
     assert scores(outcome) == scores(local[0])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_the_command_grades_on_a_cluster_started_apart(tmp_path):
+    """As a user runs it (issue 25, item 11): a scheduler and a worker started by `dask`, then
+    `autograder grade --scheduler` in a process of its own, which holds no Dask client but its own."""
+    import subprocess
+    import sys
+    import time
+
+    bin_dir = os.path.dirname(sys.executable)
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    logs = tmp_path / "dask.log"
+    with open(logs, "wb") as log:
+        scheduler = subprocess.Popen([os.path.join(bin_dir, "dask"), "scheduler", "--host", "127.0.0.1", "--port",
+                                      str(port), "--no-dashboard"], stdout=log, stderr=log, env=env, cwd=ROOT)
+        worker = subprocess.Popen([os.path.join(bin_dir, "dask"), "worker", address, "--nworkers", "1",
+                                   "--nthreads", "1", "--no-dashboard"], stdout=log, stderr=log, env=env, cwd=ROOT)
+        try:
+            from dask.distributed import Client
+
+            deadline = time.monotonic() + 120
+            while True:                      # poll until the worker has joined (no fixed sleep)
+                try:
+                    with Client(address, timeout="5s") as probe:
+                        if probe.nthreads():
+                            break
+                except OSError:
+                    pass
+                assert time.monotonic() < deadline, logs.read_text(errors="replace")
+                time.sleep(0.5)
+            subs = quick_samples(tmp_path / "subs")
+            done = subprocess.run([os.path.join(bin_dir, "autograder"), "grade", str(subs), "-o", str(tmp_path / "out"),
+                                   "--scheduler", address], cwd=ROOT, env=env, capture_output=True, text=True,
+                                  timeout=600)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "Traceback" not in done.stderr, done.stderr
+            rows = table(tmp_path / "out")
+            assert len(rows) == 8 and rows["ada/02_qkv_attention"][0] == "8", rows
+        finally:
+            for proc in (worker, scheduler):
+                proc.terminate()
+            for proc in (worker, scheduler):
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()

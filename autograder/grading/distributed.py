@@ -83,7 +83,9 @@ def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submissio
     queue = list(reversed(subs))
     running: dict[Any, Submission] = {}
     batch_id = uuid.uuid4().hex[:8]
-    done = as_completed()
+    # This client's own loop: as_completed() would otherwise look for a default client, and the one made by
+    # connect() is not (set_as_default=False: this process may hold a client of its own, a test's).
+    done = as_completed(loop=client.loop)
 
     def submit_more() -> Iterator[tuple[Submission, dict[str, Any], Any]]:
         while queue and len(running) < window:

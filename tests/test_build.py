@@ -666,3 +666,27 @@ def test_the_bundle_is_dated_as_its_sources_never_1980(tmp_path, monkeypatch):
     assert source_time(tmp_path) == (2026, 3, 4, 5, 6, 8)
     with zipfile.ZipFile(io.BytesIO(B.zip_bytes({"a.ipynb": b"{}"}, root=tmp_path))) as zf:
         assert [i.date_time for i in zf.infolist()] == [(2026, 3, 4, 5, 6, 8)]
+
+
+def test_a_build_that_fails_leaves_every_file_as_it_was(course_root: Path) -> None:
+    """Issue 25, item 14: a near-answer in checks.py makes the build fail, and nothing was written before:
+    not release/ or solutions/ (their source changed), not the source notebook's test cells."""
+    import yaml
+
+    checks = course_root / "source" / "04_multi_head_attention" / "checks.py"
+    checks.write_text(checks.read_text(encoding="utf-8") + f"\n# {OLD_NEAR_ANSWERS['4.1']}\n", encoding="utf-8")
+    source = course_root / "source" / "02_qkv_attention" / "02_qkv_attention.ipynb"
+    nb = json.loads(source.read_text(encoding="utf-8"))
+    statement = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "ex2_1_statement")
+    statement["source"] = ["## 练习 2.1　投影（改过的题面）\n"]
+    source.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    data = yaml.safe_load((course_root / "course.yml").read_text(encoding="utf-8"))
+    data["assignments"][1]["exercises"][0]["points"] = 2          # the test cell's points would be rewritten
+    (course_root / "course.yml").write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    watched = [p for folder in ("release", "solutions", "source") for p in (course_root / folder).rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts]
+    before = {p: p.read_bytes() for p in watched}
+    with pytest.raises(BuildError, match="near-answer of exercise 4"):
+        B.build(course_root)
+    assert [str(p) for p in watched if p.read_bytes() != before[p]] == []
+    assert not (course_root / B.BUNDLE).exists()

@@ -698,13 +698,24 @@ def build(root: Path | None = None) -> list[str]:
     """
     root = root if root is not None else course_root()
     course = load_course(root / "course.yml")
-    # course.yml's points into the source notebooks' nbgrader test cells first: release/ derives from them.
-    synced = _test_cells(root, course, write=True)
-    derived = derive(root, course)
+    # Atomic: everything is derived in memory and checked (the bundle's secrets and near-answers too) before
+    # a file is written; a build that fails leaves every file as it was, the source notebooks included.
+    notebooks = {a.id: root / "source" / a.id / a.notebook for a in course.assignments}
+    before = {key: path.read_bytes() for key, path in notebooks.items() if path.is_file()}
+    try:
+        # course.yml's points into the source notebooks' nbgrader test cells first: release/ derives from them.
+        synced = _test_cells(root, course, write=True)
+        derived = derive(root, course)
+        bundle = zip_bytes(bundle_files(course, derived), root=root)
+    except BaseException:
+        for key, data in before.items():
+            if notebooks[key].read_bytes() != data:
+                _write(notebooks[key], data)
+        raise
     written, removed = write_files(root, derived.files)
     for rel, data in derived.outputs.items():
         _write(root / rel, data)
-    _write(root / BUNDLE, zip_bytes(bundle_files(course, derived), root=root))
+    _write(root / BUNDLE, bundle)
     return ([f"updated the test cells of {rel} from course.yml" for rel in synced]
             + [f"wrote {rel}" for rel in written] + [f"removed {rel}" for rel in removed]
             + [f"wrote {rel}" for rel in derived.outputs] + [f"wrote {BUNDLE}"])

@@ -196,12 +196,14 @@ def _verdict(mutant: Mutant, result: dict[str, Any] | None) -> Verdict:
     if not result or not result.get("exercises"):
         raise AutograderError(f"mutant {mutant.exercise} {mutant.id} could not be graded: "
                               f"{(result or {}).get('status')}")
-    points, max_points = float(result["points"]), float(result["max_points"])
     lost = [e["exercise"] for e in result["exercises"] if e["points"] < e["max_points"] - 1e-9]
     failed = [f"{c['exercise']}/{c['check']}" for e in result["exercises"] for c in e["checks"] if not c["passed"]]
-    if points >= max_points - 1e-9:
-        return Verdict(mutant, "survived", points, max_points)
     own = next(e for e in result["exercises"] if e["exercise"] == mutant.exercise)
+    # The mutated exercise's points (the report says "keeps 1/1" of 2.5, not the assignment's 9/9); killed
+    # when any exercise of the notebook lost points (a mutant of 2.2 may cost 2.4 its points).
+    points, max_points = float(own["points"]), float(own["max_points"])
+    if not lost:
+        return Verdict(mutant, "survived", points, max_points)
     raises = bool(own["checks"]) and all(c["status"] == "error" for c in own["checks"]
                                          if c["kind"] != "forbidden")
     return Verdict(mutant, "killed (raises)" if raises else "killed", points, max_points, lost, failed)

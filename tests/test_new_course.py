@@ -128,7 +128,8 @@ def test_tiny_course_builds_validates_and_grades(tmp_path: Path) -> None:
     assert not [n for n in shipped if n.rsplit("/", 1)[-1] in ("hidden.py", "mistakes.py") or "solutions" in n]
 
     validated = ok(autograder(course, "validate"))
-    assert "catalog sound" in validated and "adds-one" in validated and "triples" in validated
+    assert "catalog fair and sound" in validated and "adds-one" in validated and "triples" in validated
+    assert "3 correct alternatives; full marks on every seed: 3" in validated
 
     for where in (course, course / "source" / "01_scaling"):               # found from a subfolder too, as git does
         shown = ok(autograder(where, "course"))
@@ -197,13 +198,51 @@ HIDDEN_2_5 = '''
 
 # -- 2.5 row_sums ------------------------------------------------------------------
 @check("2.5", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
-       en="random sizes, batch dims, dtypes: agrees with the reference")
+       en="random sizes, batch dims, dtypes: agrees with the reference", same_as="shape-values")
 def _row_sums_reference(ctx: Context) -> None:
     for batch, dtype in zip(BATCHES, (torch.float64, torch.float32, torch.float64)):
         Tq, Tk = ctx.sizes(2)
-        weights = ctx.randn(*batch, Tq, Tk, dtype=dtype, scale=2.0)
-        want = ctx.reference(weights)
-        _expect_like(ctx, ctx.call(weights), want, dtype, f"row_sums (batch {batch}, Tq={Tq}, Tk={Tk}, {dtype})")
+        with ctx.case(zh=f"批量维 {batch}", en=f"batch dims {batch}"):
+            weights = ctx.randn(*batch, Tq, Tk, dtype=dtype, scale=2.0)
+            want = ctx.reference(weights)
+            _expect_like(ctx, ctx.call(weights), want, dtype, f"row_sums (Tq={Tq}, Tk={Tk}, {dtype})")
+
+
+@check("2.5", "edge-one-key", H, Kind.EDGE, zh="Tk = 1：每行只有一个元素", en="Tk = 1: one element per row",
+       statement="第 i 个元素是第 i 行（沿最后一维）的和")
+def _row_sums_edge(ctx: Context) -> None:
+    weights = ctx.randn(3, 4, 1)
+    _expect_like(ctx, ctx.call(weights), ctx.reference(weights), torch.float64, "row_sums (Tk = 1)")
+
+
+@check("2.5", "gradients", H, Kind.GRADIENT, zh="梯度能传回输入", en="gradients reach the input",
+       statement="梯度要能从输出传回每个输入")
+def _row_sums_gradients(ctx: Context) -> None:
+    expect_input_gradients(ctx, ("weights",), (0,), ctx.randn(2, 3, 4))
+
+
+near_answer("2.5", r"\\.sum\\(dim=-1\\)")
+'''
+
+ALTERNATIVES_2_5 = '''
+
+# -- 2.5 row_sums ------------------------------------------------------------------
+@alternative("2.5", "einsum", zh="einsum 沿最后一维求和", en="einsum over the last dim")
+def _row_sums_einsum(weights):
+    return torch.einsum("...k->...", weights)
+
+
+@alternative("2.5", "times-ones", zh="乘以全 1 向量", en="a matmul with a vector of ones")
+def _row_sums_ones(weights):
+    return weights @ weights.new_ones(weights.shape[-1])
+
+
+@alternative("2.5", "loop-over-keys", zh="对键逐个相加", en="adds the keys one by one")
+def _row_sums_loop(weights):
+    total = torch.zeros_like(weights[..., 0])
+    for k in range(weights.shape[-1]):
+        total = total + weights[..., k]
+    return total
 '''
 
 MISTAKES_2_5 = '''
@@ -247,7 +286,8 @@ def add_exercise_2_5(course: Path) -> None:
     entry = '      - {id: "2.5", function: row_sums, points: 1, title: "row sums", title_zh: "权重的行和"}'
     yml.write_text(text.replace(line + "\n", f"{line}\n{entry}\n", 1), encoding="utf-8")
     # (3) a public check, a hidden check, known mistakes.
-    for name, code in (("checks.py", PUBLIC_2_5), ("hidden.py", HIDDEN_2_5), ("mistakes.py", MISTAKES_2_5)):
+    for name, code in (("checks.py", PUBLIC_2_5), ("hidden.py", HIDDEN_2_5), ("mistakes.py", MISTAKES_2_5),
+                       ("alternatives.py", ALTERNATIVES_2_5)):
         with open(course / "source" / QKV / name, "a", encoding="utf-8") as f:
             f.write(code)
 
@@ -279,8 +319,9 @@ def test_adding_an_exercise_end_to_end(course_root: Path, tmp_path: Path) -> Non
     ok(autograder(course_root, "build", "--check"))                      # what the instructor commits is current
 
     # (5) validate: the reference passes every check of 2.5, both mistakes lose points and are named.
-    validated = ok(autograder(course_root, "validate"))
-    assert "catalog sound" in validated and "sums-over-queries" in validated and "mean-not-sum" in validated
+    validated = ok(autograder(course_root, "validate", "2.5"))
+    assert "catalog fair and sound" in validated and "sums-over-queries" in validated and "mean-not-sum" in validated
+    assert "3 correct alternatives; full marks on every seed: 3" in validated
 
     # (6) self-check on a student's notebook with 2.5 solved (and nothing else): its public checks pass.
     solved = submission(course_root, QKV, {"ex2_5": reference_code(course_root, QKV)["ex2_5"]})
@@ -307,3 +348,12 @@ def test_adding_an_exercise_end_to_end(course_root: Path, tmp_path: Path) -> Non
     assert ben["points"] < 1 and {c["mistake"] for c in ben["checks"] if c["mistake"]} == {"mean-not-sum"}
     feedback = (out / "feedback" / f"ben__{QKV}.md").read_text(encoding="utf-8")
     assert "each row's mean, not its sum" in feedback
+
+    # (8) "the tests pick the exercise up from course.yml": the suite's course-derived tests, run on the copy.
+    env = {**os.environ, "AUTOGRADER_COURSE": str(course_root / "course.yml")}
+    env.pop("AUTOGRADER_FINGERPRINTS", None)
+    suite = subprocess.run([sys.executable, "-m", "pytest", "-v", "-x", "-p", "no:cacheprovider", "-m", "not slow",
+                            "tests/test_catalog_01_02.py", "tests/test_alternatives.py"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=COMMAND_SECONDS)
+    assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-2000:]
+    assert "[2.5] PASSED" in suite.stdout, suite.stdout[-3000:]      # 2.5 among the parametrized exercises

@@ -9,7 +9,7 @@ H = Audience.HIDDEN
 
 
 @check("1.1", "reference-random", H, Kind.NUMERIC, zh="随机形状与 dtype：与参考答案一致",
-       en="random shapes and dtypes: agrees with the reference", weight=2)
+       en="random shapes and dtypes: agrees with the reference", weight=2, same_as="seeded-values")
 def _double_reference(ctx: Context) -> None:
     a, b, c = ctx.sizes(3)
     for dtype, shape in ((torch.float64, (b,)), (torch.float32, (a, c)), (torch.float64, (c, b, a))):

@@ -176,7 +176,9 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
     fresh leaves that require grad; ``module(*args, **kwargs)`` runs, and ``grad_out`` is
     backpropagated as :func:`probe_grad` does. Returns ``{"out": the module's output, "grads":
     {name in state: its gradient or None}, "input_grads": [one per wrt position], "missing":
-    "name,name"}``.
+    "name,name", "unexpected": "name,name"}``: ``missing``, names of ``state`` the module lacks;
+    ``unexpected``, entries of the module's state_dict that ``state`` lacks (with either,
+    ``load_state_dict(state, strict=True)`` would refuse).
     """
     module = cls(*init_args, **init_kwargs)
     first = next((a for a in args if type(a) is torch.Tensor), None)
@@ -184,6 +186,7 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
         module = module.to(device=first.device, dtype=first.dtype)
     named = dict(module.named_parameters())
     missing = [k for k in state if k not in named]
+    unexpected = [k for k in module.state_dict() if k not in state]
     module.load_state_dict(state, strict=False)
     args = list(args)
     leaves = []
@@ -193,7 +196,8 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
     out = module(*args, **kwargs)
     _backpropagate(out, grad_out)
     grads = {name: p.grad for name, p in module.named_parameters() if name in state}
-    return {"out": out, "grads": grads, "input_grads": [leaf.grad for leaf in leaves], "missing": ",".join(missing)}
+    return {"out": out, "grads": grads, "input_grads": [leaf.grad for leaf in leaves], "missing": ",".join(missing),
+            "unexpected": ",".join(unexpected)}
 
 
 def _backpropagate(out: Any, grad_out: Any) -> None:

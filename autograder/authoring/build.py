@@ -33,6 +33,7 @@ import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any, Iterator
 
 import nbformat
 import yaml
@@ -578,12 +579,34 @@ def near_answers(path: str, data: bytes) -> list[tuple[str, str]]:
     from autograder.catalog import NEAR_ANSWERS
 
     found = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
+    text = data.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    if path.endswith(".json"):
+        # A JSON file (the self-check data) is one line: each of its strings is read as a line of its own,
+        # so that a pattern never spans two unrelated messages.
+        try:
+            lines = list(_strings(json.loads(text)))
+        except ValueError:
+            pass
+    for line in lines:
         squeezed = re.sub(r"\s+", "", line)
         for exercise, patterns in NEAR_ANSWERS.items():
             if any(re.search(pattern, squeezed) for pattern in patterns):
                 found.append((exercise, line.strip()))
     return found
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, its keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
 
 
 #: What never ships, by name: the engine is public, the course's secrets are not.

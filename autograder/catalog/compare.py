@@ -39,10 +39,14 @@ def _to_double(x: Any) -> torch.Tensor:
     return torch.tensor(float(x), dtype=torch.float64)
 
 
-def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool = False) -> tuple[str, str] | None:
+def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool = False,
+            slack: torch.Tensor | None = None) -> tuple[str, str] | None:
     """None when close (NaN never equals anything); else (zh, en) with shapes and the largest difference.
 
-    ``hidden``: the same verdict, told without values or positions (shapes only, and
+    Close: ``|got - expected| <= atol + rtol * |expected| + slack`` everywhere, where an infinite expected
+    value is met only by the same infinity. ``slack`` (expected's shape, or None) is what rounding the
+    inputs alone can move each element by (see Context.reference): any numerically sound method is that
+    far off and right. ``hidden``: the same verdict, told without values or positions (shapes only, and
     whether every element or some differ, NaN included).
     """
     g, e = _to_double(got), _to_double(expected)
@@ -51,10 +55,11 @@ def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool =
                 f"expected shape {tuple(e.shape)}, got {tuple(g.shape)}")
     if g.numel() == 0:
         return None
-    # The common case in one pass: every difference finite and within tolerance. A NaN or an
-    # infinity anywhere makes this False (NaN compares False; inf - inf is NaN), and the full
-    # rules below decide, so the verdict is the same either way.
-    if bool(((g - e).abs() <= atol + rtol * e.abs()).all()):
+    extra = slack.to(torch.float64) if slack is not None and tuple(slack.shape) == tuple(e.shape) else 0.0
+    # The common case in one pass: every expected value finite, every difference finite and within
+    # tolerance. A NaN anywhere makes this False (NaN compares False), an infinite expected value skips it
+    # (inf <= atol + rtol * inf would hold for anything), and the full rules below decide.
+    if bool(torch.isfinite(e).all()) and bool(((g - e).abs() <= atol + rtol * e.abs() + extra).all()):
         return None
     bad_nan = torch.isnan(g) & ~torch.isnan(e)
     if hidden and bad_nan.any():
@@ -67,7 +72,7 @@ def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool =
                 f"NaN at index {idx} (expected {e[idx].item():.6g})")
     same_inf = torch.isinf(e) & (g == e)
     diff = torch.where(same_inf, torch.zeros_like(g), (g - e).abs())
-    limit = atol + rtol * e.abs().nan_to_num(posinf=0.0, neginf=0.0)
+    limit = atol + rtol * e.abs().nan_to_num(posinf=0.0, neginf=0.0) + extra
     over = (diff > limit) | (torch.isnan(diff) & ~torch.isnan(e))
     if not over.any():
         return None
@@ -95,10 +100,11 @@ def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool =
 
 
 def mismatch(problem: tuple[str, str], got: Any, expected: Any, rtol: float, atol: float, what: str, *,
-             diagnose: bool = True) -> "CheckFailed":
+             diagnose: bool = True, slack: torch.Tensor | None = None) -> "CheckFailed":
     """The failure of a :func:`compare` that found ``problem``: its hidden message told without values."""
     zh, en = problem
-    hidden_zh, hidden_en = compare(got, expected, rtol, atol, hidden=True) or ("与参考答案不符", "differs from the reference")
+    hidden_zh, hidden_en = compare(got, expected, rtol, atol, hidden=True, slack=slack) or \
+        ("与参考答案不符", "differs from the reference")
     return CheckFailed(Msg(f"{what}：{zh}", f"{what}: {en}"), diagnose=diagnose,
                        hidden=Msg(f"{what}：{hidden_zh}", f"{what}: {hidden_en}"))
 

@@ -56,15 +56,45 @@ def _eps(dtype: Any) -> float:
     return float(torch.finfo(torch.float32).eps)
 
 
-def input_scale(request: Request | None) -> float:
-    """The largest finite magnitude among the floating tensors and arrays a request sends (0 if none)."""
-    if request is None:
-        return 0.0
-    cached = getattr(request, "_scale", None)
-    if cached is not None:
-        return cached
+#: Inputs of at least this magnitude get their expected values' rounding slack measured (Context.truth).
+SENSITIVE_SCALE = 10.0
+#: How many times the measured movement a comparison allows (two random roundings underestimate the worst).
+SLACK_FACTOR = 16.0
+
+
+def _tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
+    """The tensors of a value, in order (tuples, lists and dict values walked)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth < 6 and isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v, depth + 1)]
+    if depth < 6 and isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v, depth + 1)]
+    return []
+
+
+def _rounded(value: Any, generator: torch.Generator) -> Any:
+    """Every floating tensor and array moved by one rounding unit of its own dtype, each element up or down."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        sign = torch.randint(0, 2, value.shape, generator=generator).to(torch.float64).mul_(2).sub_(1)
+        eps = torch.finfo(value.dtype).eps
+        return value.detach().double().add(value.detach().double().abs() * eps * sign)
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        sign = torch.randint(0, 2, value.shape, generator=generator).numpy() * 2 - 1
+        return value.astype(np.float64) + np.abs(value).astype(np.float64) * np.finfo(value.dtype).eps * sign
+    if isinstance(value, tuple):
+        return tuple(_rounded(v, generator) for v in value)
+    if isinstance(value, list):
+        return [_rounded(v, generator) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v, generator) for k, v in value.items()}
+    return value
+
+
+def magnitude(value: Any) -> float:
+    """The largest finite magnitude among the floating tensors, arrays and floats in ``value`` (0 if none)."""
     best = 0.0
-    stack: list[Any] = [request.args, request.kwargs]
+    stack: list[Any] = [value]
     while stack:
         value = stack.pop()
         if isinstance(value, (tuple, list)):
@@ -81,6 +111,17 @@ def input_scale(request: Request | None) -> float:
                 best = max(best, float(np.abs(finite).max()))
         elif isinstance(value, float) and math.isfinite(value):
             best = max(best, abs(value))
+    return best
+
+
+def input_scale(request: Request | None) -> float:
+    """The largest finite magnitude among the floating tensors and arrays a request sends (0 if none)."""
+    if request is None:
+        return 0.0
+    cached = getattr(request, "_scale", None)
+    if cached is not None:
+        return cached
+    best = magnitude((request.args, request.kwargs))
     try:
         request._scale = best          # type: ignore[attr-defined]
     except AttributeError:
@@ -111,6 +152,7 @@ class Context:
 
     def __post_init__(self) -> None:
         self.generator = torch.Generator().manual_seed(self.seed)
+        self._slack: dict[int, tuple[Any, torch.Tensor]] = {}     # id(expected tensor) -> (it, its slack)
 
     # inputs ---------------------------------------------------------------
     def randn(self, *shape: int, dtype: torch.dtype = torch.float64, scale: float = 1.0) -> torch.Tensor:
@@ -169,11 +211,53 @@ class Context:
         return request, reply
 
     def reference(self, *args: Any, **kwargs: Any) -> Any:
-        """Hidden checks: the reference solution on CPU float64 copies of the arguments."""
+        """Hidden checks: the reference solution on CPU float64 copies of the arguments (see :meth:`truth`)."""
         if self.reference_fn is None:
             raise RuntimeError(f"check {self.exercise}/{self.check} has no reference (public check?)")
+        return self.truth(self.reference_fn, *args, **kwargs)
+
+    def truth(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn`` (the reference, or torch's own function in a public check) on CPU float64 copies of the
+        arguments: the expected value.
+
+        Where the inputs are large (a magnitude of :data:`SENSITIVE_SCALE` or more), how far rounding the
+        arguments alone moves each element of the answer is measured too: ``fn`` again on arguments moved
+        by one rounding unit of their dtype, with random signs, twice. A numerically sound method is about
+        that far off (logsumexp against max-shift, the order of a sum, scores of products of large
+        inputs), so :meth:`expect_close` allows :data:`SLACK_FACTOR` times it for the tensors returned here.
+        """
         with self.timer.section("reference"):
-            return self.reference_fn(*as_float64(args), **as_float64(kwargs))
+            value = fn(*as_float64(args), **as_float64(kwargs))
+            if magnitude((args, kwargs)) >= SENSITIVE_SCALE:
+                self._measure_slack(fn, value, args, kwargs)
+            return value
+
+    def _measure_slack(self, fn: Callable[..., Any], value: Any, args: tuple, kwargs: dict) -> None:
+        outputs = _tensors(value)
+        if not outputs:
+            return
+        # A generator of its own: the check's inputs (self.generator) stay what they are.
+        generator = torch.Generator().manual_seed(self.seed ^ 0x51AC)
+        widest = [torch.zeros_like(t, dtype=torch.float64) for t in outputs]
+        for _ in range(2):
+            try:
+                moved = fn(*as_float64(_rounded(args, generator)), **as_float64(_rounded(kwargs, generator)))
+            except Exception:  # noqa: BLE001 - a function that refuses the moved inputs gives no slack
+                return
+            again = _tensors(moved)
+            if len(again) != len(outputs):
+                return
+            for i, (t, u) in enumerate(zip(outputs, again)):
+                if t.shape == u.shape and t.is_floating_point() and u.is_floating_point():
+                    delta = (u.detach().double() - t.detach().double()).abs().nan_to_num(nan=0.0, posinf=0.0)
+                    widest[i] = torch.maximum(widest[i], delta)
+        for t, w in zip(outputs, widest):
+            self._slack[id(t)] = (t, w * SLACK_FACTOR)
+
+    def slack_for(self, expected: Any) -> torch.Tensor | None:
+        """The rounding slack measured for ``expected`` (a tensor :meth:`truth` returned), or None."""
+        found = self._slack.get(id(expected))
+        return found[1] if found is not None and found[0] is expected else None
 
     # expectations ---------------------------------------------------------
     def tol(self, dtype: Any) -> tuple[float, float]:
@@ -251,10 +335,11 @@ class Context:
         The hidden message says only that (and whether everywhere) the values differ.
         """
         rtol, atol = self.tol(dtype)
+        slack = self.slack_for(expected)
         with self.timer.section("compare"):
-            problem = compare(got, expected, rtol, atol)
+            problem = compare(got, expected, rtol, atol, slack=slack)
         if problem is not None:
-            raise mismatch(problem, got, expected, rtol, atol, what, diagnose=diagnose)
+            raise mismatch(problem, got, expected, rtol, atol, what, diagnose=diagnose, slack=slack)
 
     def expect(self, condition: bool, zh: str, en: str, diagnose: bool = False, *, safe: bool = False,
                hidden: Msg | None = None) -> None:

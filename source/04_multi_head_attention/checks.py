@@ -4,7 +4,10 @@ The truth is torch's own ``nn.MultiheadAttention(E, H, batch_first=True)`` with
 dropout 0 and ``average_attn_weights=False``, loaded with the same weights, in
 float64; reshapes are compared exactly with expected tensors built element by element. Torch gives NaN
 on a batch row whose keys are all padded, so such rows are never compared with
-torch: they are checked as a property (zero weights, out = out_proj.bias).
+torch: they are checked as a property (zero weights, out = out_proj.bias). Numerical stability is
+tested on designed scores (:func:`designed_case`: exact in float32 and float64, rows thousands apart of
+both signs, real scores far below a finite mask fill), where a softmax shifted by the mean or the
+minimum, or a mask filled with -1e4 or -1e9, gives itself away.
 
 4.4 (a class) runs through the engine's "module" probe: build with (E, H, bias=...),
 load torch-named weights (strict=False there, so that a wrong name is reported as
@@ -21,7 +24,7 @@ import torch
 import torch.nn as nn
 
 from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, exercise
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, compare, exercise, mismatch
 from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
 P = Audience.PUBLIC
@@ -94,6 +97,106 @@ def head_sizes(ctx: Context) -> tuple[int, int, int, int, int]:
     return B, Tq, Tk, H, d
 
 
+# -- designed scores: large spread, very negative real scores --------------------------
+#: Per-head width of the designed cases: sqrt(16) = 4, so that every score is exact in float32 and float64.
+DESIGNED_D = 16
+#: Kinds of designed score rows (see :func:`designed_scores`).
+SPREAD, NEGATIVE, EXTREME = "spread", "negative", "extreme"
+
+
+def _signed_permutation(ctx: Context, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """An (n, n) matrix with one +1 or -1 in each row and column: x @ W.T moves and flips features, exactly."""
+    perm = torch.randperm(n, generator=ctx.generator)
+    signs = ctx.randint(0, 2, n) * 2 - 1
+    w = torch.zeros(n, n, dtype=torch.float64)
+    w[torch.arange(n), perm] = signs.double()
+    return w.to(dtype)
+
+
+def _small_ints(ctx: Context, *shape: int, bound: int = 2) -> torch.Tensor:
+    return ctx.randint(-bound, bound + 1, *shape).double()
+
+
+def designed_scores(ctx: Context, kind: str, B: int, H: int, Tq: int, Tk: int, dtype: torch.dtype) -> torch.Tensor:
+    """Scores (B, H, Tq, Tk), whole numbers (exact in ``dtype``), that a sound normalization survives.
+
+    ``SPREAD``: each row is either two-sided (+-3000 plus a few units, both signs in every row) or
+    level with one key far below the others (2000 below in float64, 200 in float32): a softmax shifted
+    by the row's mean overflows on the first kind, one shifted by its minimum on both, one shifted by
+    its maximum on neither. ``NEGATIVE``: every score near -2e4, so a mask filled with -1e4 gives the
+    padded keys all the weight. ``EXTREME`` (float64): every score near -1e9, as negative as a -1e9 fill.
+    """
+    if kind == SPREAD:
+        jitter = _small_ints(ctx, B, H, Tq, Tk, bound=3)
+        signs = ctx.randint(0, 2, B, H, Tq, Tk).double() * 2 - 1
+        signs[..., 1] = -signs[..., 0]                                   # both signs in every row
+        two_sided = 3000.0 * signs + jitter
+        level = ctx.randint(-3000, 3001, B, H, Tq, 1).double() + jitter
+        low = torch.randint(0, Tk, (B, H, Tq, 1), generator=ctx.generator)
+        drop = 2000.0 if dtype == torch.float64 else 200.0
+        level = level - drop * torch.zeros_like(level).scatter_(-1, low, 1.0)
+        which = ctx.randint(0, 2, B, H, Tq, 1).bool()
+        which[0, 0, 0], which[0, 0, 1] = True, False                     # one row of each kind at least
+        return torch.where(which, two_sided, level)
+    if kind == NEGATIVE:
+        return -20000.0 + _small_ints(ctx, B, H, Tq, Tk, bound=5)
+    if kind == EXTREME:
+        return -1e9 + _small_ints(ctx, B, H, Tq, Tk, bound=20)
+    raise ValueError(f"unknown kind of scores {kind!r}")
+
+
+Tensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def designed_case(ctx: Context, kind: str, dtype: torch.dtype, *, empty_row: bool = False
+                  ) -> tuple[Tensors, int, dict[str, torch.Tensor], torch.Tensor]:
+    """((query, key, value), H, torch-named weights, key padding mask) whose scores are :func:`designed_scores`.
+
+    Every weight is a signed permutation and every bias a small whole number, so each projection is
+    exact; the keys project onto one-hot vectors and the queries onto 4 * the wanted scores (sqrt(d)
+    = 4), so q k^T / sqrt(d) is exactly the designed score, in float32 as in float64, whichever order
+    of operations computes it. The queries' magnitude is 4 * the scores': the comparison's
+    scale-aware tolerance (Context.tol) covers a logsumexp's rounding of the weights at these scores,
+    and :func:`expect_close_normwise` what that rounding does to the sums after them.
+    """
+    B, Tq, Tk = ctx.sizes(3, low=3, high=7)
+    H = int(ctx.randint(2, 4, 1))
+    d = DESIGNED_D
+    E = H * d
+    scores = designed_scores(ctx, kind, B, H, Tq, Tk, dtype)              # (B, H, Tq, Tk)
+    q_heads = torch.zeros(B, H, Tq, d, dtype=torch.float64)
+    q_heads[..., :Tk] = 4.0 * scores
+    k_heads = torch.zeros(B, H, Tk, d, dtype=torch.float64)
+    k_heads[..., torch.arange(Tk), torch.arange(Tk)] = 1.0               # key j of each head: one-hot at j
+    q_want = q_heads.transpose(1, 2).reshape(B, Tq, E)                   # what query @ W_q.T + b_q must give
+    k_want = k_heads.transpose(1, 2).reshape(B, Tk, E)
+    W_q, W_k, W_v, W_o = (_signed_permutation(ctx, E, torch.float64) for _ in range(4))
+    b_q, b_k, b_v, b_o = (_small_ints(ctx, E) for _ in range(4))
+    query = (q_want - b_q) @ W_q                                         # W is orthogonal: (x @ W) @ W.T = x
+    key = (k_want - b_k) @ W_k
+    value = _small_ints(ctx, B, Tk, E)
+    state = {"in_proj_weight": torch.cat([W_q, W_k, W_v]), "in_proj_bias": torch.cat([b_q, b_k, b_v]),
+             "out_proj.weight": W_o, "out_proj.bias": b_o}
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=empty_row), Tk)
+    return ((query.to(dtype), key.to(dtype), value.to(dtype)), H, {k: v.to(dtype) for k, v in state.items()}, mask)
+
+
+def expect_close_normwise(ctx: Context, got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what: str) -> None:
+    """Within the scale-aware tolerance relative to ``want``'s largest magnitude, not to each element's own.
+
+    For what is summed after a softmax of designed scores (out, the gradients): any sound softmax
+    rounds each weight by about eps * |score| (a logsumexp's exp(s - lse), say), and every term of the
+    sum carries that, so an element whose terms cancel differs by that much of the largest term.
+    """
+    rtol, atol = ctx.tol(dtype)
+    want = want.detach()
+    finite = want[torch.isfinite(want)].abs()
+    top = float(finite.max()) if finite.numel() else 0.0
+    problem = compare(got, want, rtol, atol + rtol * top)
+    if problem is not None:
+        raise mismatch(problem, got, want, rtol, atol + rtol * top, what)
+
+
 def expect_mha(ctx: Context, value: plain.Value, B: int, Tq: int, Tk: int, E: int, H: int,
                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     out, weights = ctx.expect_tuple(value, 2)
@@ -118,6 +221,16 @@ def expect_dead_rows(ctx: Context, out: torch.Tensor, weights: torch.Tensor, mas
                           "in a batch row whose keys are all padded the weights should be all zeros, they are not"))
     ctx.expect_close(o, out_bias.double().expand_as(o), out.dtype,
                      what="out of a batch row whose keys are all padded (should equal out_proj_bias)")
+
+
+def expect_finite(ctx: Context, out: torch.Tensor, weights: torch.Tensor) -> None:
+    """No inf/NaN in out or weights (designed scores thousands apart: a softmax not shifted by the row maximum)."""
+    ctx.expect(bool(torch.isfinite(weights).all() and torch.isfinite(out).all()),
+               "分数很大、同一行相差几千时 weights 或 out 里出现了 inf 或 NaN：softmax 之前每一行要减去它（未填充的键里）"
+               "最大的分数；减均值或最小值，exp 仍会溢出",
+               "inf or NaN in weights or out when a row's scores are large and thousands apart: subtract each row's "
+               "largest score (over its unpadded keys) before exp; shifted by the mean or the minimum, exp still "
+               "overflows", diagnose=True, safe=True)
 
 
 # -- 4.1 split_heads ------------------------------------------------------------------
@@ -298,6 +411,37 @@ def _mha_dead(ctx: Context) -> None:
     ctx.expect_close(out[alive], want_out, torch.float64, what="out (rows with a real key)")
 
 
+#: ctx.case's names of the designed kinds: the statement's rule they test, no input value.
+SCORE_CASES = {SPREAD: ("分数相差几千、正负都有", "scores thousands apart, of both signs"),
+               NEGATIVE: ("真实的分数都在 -1e4 以下", "every real score below -1e4"),
+               EXTREME: ("真实的分数低到 -1e9 附近", "real scores as low as -1e9")}
+
+
+def score_case(kind: str, dtype: torch.dtype, extra: tuple[str, str] = ("", "")) -> dict[str, str]:
+    """ctx.case's names for a designed case: the kind of scores and the dtype, no values."""
+    zh, en = SCORE_CASES[kind]
+    name = str(dtype).replace("torch.", "")
+    return {"zh": f"{zh}（{name}{extra[0]}）", "en": f"{en} ({name}{extra[1]})"}
+
+
+@check("4.3", "large-scores", P, Kind.NUMERIC,
+       zh="分数相差几千（正负都有）或真实分数本身非常负时，与 nn.MultiheadAttention 一致",
+       en="agrees with nn.MultiheadAttention when scores are thousands apart (both signs) or the real scores are "
+          "themselves very negative")
+def _mha_large_scores(ctx: Context) -> None:
+    for kind in (SPREAD, NEGATIVE):
+        for dtype in DTYPES:
+            with ctx.case(**score_case(kind, dtype)):
+                (q, k, v), H, state, mask = designed_case(ctx, kind, dtype)
+                (B, Tq, E), Tk = q.shape, k.shape[1]
+                want_out, want_w = torch_mha(q, k, v, H, state, mask)
+                out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
+                                          B, Tq, Tk, E, H, dtype)
+                expect_finite(ctx, out, weights)
+                ctx.expect_close(weights, want_w, dtype, what="weights")
+                expect_close_normwise(ctx, out, want_out, dtype, what="out")
+
+
 # -- 4.4 MultiHeadAttention -----------------------------------------------------------
 def field(value: plain.Value, key: str) -> plain.Value:
     """One entry of the "module" probe's dict."""
@@ -322,7 +466,19 @@ def expect_module(ctx: Context, value: plain.Value, state: dict[str, torch.Tenso
             f"out_proj.bias so that load_state_dict(torch_mha.state_dict(), strict=True) loads them"),
             hidden=Msg(f"找不到按 torch 命名的参数：{known}。参数应叫 in_proj_weight、in_proj_bias、out_proj.weight、"
                        f"out_proj.bias", f"no parameter named as torch's: {known}. Name them in_proj_weight, "
-                       f"in_proj_bias, out_proj.weight, out_proj.bias"))
+                       f"in_proj_bias, out_proj.weight, out_proj.bias"), diagnose=True)
+    extra = field(value, "unexpected").to_python() if "unexpected" in value.spec.get("items", {}) else ""
+    if extra:
+        # Names the student's class chose: the hidden message counts them, never spells them.
+        count = len(str(extra).split(","))
+        raise CheckFailed(Msg(
+            f"模块多出了 torch 的 nn.MultiheadAttention 没有的参数或缓冲区：{extra}。这样 "
+            f"load_state_dict(torch_mha.state_dict(), strict=True) 会失败（bias=False 时不应有偏置）",
+            f"the module holds parameters or buffers torch's nn.MultiheadAttention does not: {extra}; "
+            f"load_state_dict(torch_mha.state_dict(), strict=True) would fail (no bias at all when bias=False)"),
+            hidden=Msg(f"模块多出了 {count} 个 torch 的 nn.MultiheadAttention 没有的参数或缓冲区：strict=True 的加载会失败",
+                       f"the module holds {count} parameters or buffers torch's nn.MultiheadAttention does not: "
+                       f"a strict=True load would fail"), diagnose=True)
     E = state["in_proj_weight"].shape[1]
     out, weights = ctx.expect_tuple(field(value, "out"), 2)
     out = ctx.expect_tensor(out, (B, Tq, E), dtype, what="out")
@@ -452,6 +608,7 @@ def expect_int(ctx: Context, value: plain.Value, want: int, what: str) -> None:
     ctx.expect(value.kind == "int" and value.spec.get("type") == "int",
                f"{what} 应当返回 Python int，实际是 {value.describe()}（用 int(...) 转换）",
                f"{what} should return a Python int, got {value.describe()} (convert with int(...))",
+               diagnose=True,
                hidden=Msg(f"{what} 应当返回 Python int，实际是 {brief(value)}（用 int(...) 转换）",
                           f"{what} should return a Python int, got {brief(value)} (convert with int(...))"))
     got = value.to_python()
@@ -464,7 +621,8 @@ def _memory_type(ctx: Context) -> None:
     b, h, t = ctx.sizes(3)
     value = ctx.call(b, h, t)
     ctx.expect(value.kind == "int" and value.spec.get("type") == "int",
-               f"应当返回 Python int，实际是 {value.describe()}", f"should return a Python int, got {value.describe()}")
+               f"应当返回 Python int，实际是 {value.describe()}", f"should return a Python int, got {value.describe()}",
+               diagnose=True)
 
 
 @check("4.5", "fact-one-gib", P, Kind.FACT, zh="批量 32、8 个头、1024 个词元、float32：恰好 1 GiB",
@@ -476,7 +634,9 @@ def _memory_fact(ctx: Context) -> None:
 @check("4.5", "matches-torch", P, Kind.NUMERIC, zh="与 torch 在 meta 设备上分配的 (B, H, T, T) 张量字节数一致",
        en="equals the bytes of a (B, H, T, T) tensor torch allocates on the meta device", weight=2)
 def _memory_torch(ctx: Context) -> None:
-    for nbytes in (2, 4, 8):
+    # 4 first: 2 * b*h*t^2 * 2 (scores counted too) is b*h*t^2 * 4 (bytes_per_element ignored), and a
+    # failure is diagnosed on the call that failed
+    for nbytes in (4, 2, 8):
         b, h, t = ctx.sizes(3, low=2, high=40)
         expect_int(ctx, ctx.call(b, h, t, nbytes), meta_bytes(b, h, t, nbytes),
                    f"attention_memory({b}, {h}, {t}, {nbytes})")

@@ -55,6 +55,15 @@ def _split_d_h(x, num_heads):
     return x.reshape(B, T, E // num_heads, num_heads).permute(0, 3, 1, 2)   # (B, H, T, d), interleaved
 
 
+@mistake("4.1", "chunks-along-time", zh="沿时间维（dim=1）切块再堆叠：头要从每个位置的 E 维特征里切（最后一维），不是从 T 个位置里切",
+         en="chunked along the time axis (dim=1) and stacked: heads are cut from each position's E features "
+            "(the last dim), not from the T positions")
+def _split_time_chunks(x, num_heads):
+    B, T, E = x.shape
+    _check_divisible(E, num_heads)
+    return torch.stack(x.chunk(num_heads, dim=1), dim=1)              # (B, H, T/H, E) where it stacks at all
+
+
 # -- 4.2 merge_heads ------------------------------------------------------------------
 @mistake("4.2", "no-transpose-back", zh="直接 reshape 成 (B, T, H*d)，没有先 transpose(1, 2) 回来",
          en="reshaped straight to (B, T, H*d) without transposing back first (transpose(1, 2))")
@@ -76,39 +85,100 @@ def _merge_no_reshape(x):
     return x.transpose(1, 2)                                             # (B, T, H, d)
 
 
+@mistake("4.2", "cat-along-time", zh="各头沿时间维拼接成了 (B, H*T, d)：要沿特征维（最后一维）拼成 (B, T, H*d)",
+         en="the heads are concatenated along time, (B, H*T, d): concatenate along the features (the last dim), "
+            "(B, T, H*d)")
+def _merge_cat_time(x):
+    return torch.cat(x.unbind(dim=1), dim=1)                           # (B, H*T, d)
+
+
+@mistake("4.2", "wrong-transpose-axes", zh="transpose 换错了轴（最后两维）：要交换的是头和时间两维，transpose(1, 2)",
+         en="transposed the wrong axes (the last two): swap the head and time axes, transpose(1, 2)")
+def _merge_wrong_axes(x):
+    B, H, T, d = x.shape
+    return x.transpose(2, 3).reshape(B, T, H * d)
+
+
 # -- 4.3 multi_head_attention ---------------------------------------------------------
-def _safe_softmax(scores):
-    row_max = scores.amax(dim=-1, keepdim=True)
+def _safe_softmax(scores, dim=-1):
+    row_max = scores.amax(dim=dim, keepdim=True)
     row_max = torch.where(torch.isinf(row_max), torch.zeros_like(row_max), row_max)
     e = torch.exp(scores - row_max)
-    total = e.sum(dim=-1, keepdim=True)
+    total = e.sum(dim=dim, keepdim=True)
     return e / torch.where(total == 0, torch.ones_like(total), total)
+
+
+def _masked(scores, mask4):
+    """The right normalization: -inf at padded keys, then a softmax that survives a row of -inf."""
+    return _safe_softmax(scores if mask4 is None else scores.masked_fill(mask4, float("-inf")))
+
+
+def _shifted_by(statistic):
+    """A softmax shifted by the row's mean or minimum (over every key, before the mask) instead of its
+    maximum; the padded keys are zeroed after the exp. Right for moderate scores, inf/inf = NaN once
+    a row's largest score is far above its mean or its minimum."""
+    def normalize(scores, mask4):
+        e = torch.exp(scores - statistic(scores))
+        if mask4 is not None:
+            e = e.masked_fill(mask4, 0.0)
+        total = e.sum(dim=-1, keepdim=True)
+        return e / torch.where(total == 0, torch.ones_like(total), total)
+    return normalize
+
+
+def _filled_with(value, patch_dead_rows=False):
+    """Padded keys filled with a large finite number instead of -inf (fully padded rows zeroed afterwards
+    when ``patch_dead_rows``): padded keys keep weight when the real scores are as negative."""
+    def normalize(scores, mask4):
+        if mask4 is None:
+            return _safe_softmax(scores)
+        weights = _safe_softmax(scores.masked_fill(mask4, value))
+        if patch_dead_rows:
+            weights = weights.masked_fill(mask4.all(dim=-1, keepdim=True), 0.0)
+        return weights
+    return normalize
 
 
 def _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
          key_padding_mask=None, *, split=_split, order=(0, 1, 2), scale_dim=None, out_proj=True,
-         average=False, use_mask=True, transpose_weights=True, softmax=_safe_softmax, additive_mask=False):
+         average=False, use_mask=True, transpose_weights=True, normalize=_masked, additive_mask=False,
+         mask_axis=-1, one_projection=False, bias_after_split=False, softmax_dim=-1):
     """Multi-head attention with one switch per known mistake (defaults: right)."""
     E = query.shape[-1]
     chunks_w = in_proj_weight.chunk(3, dim=0)
     chunks_b = in_proj_bias.chunk(3, dim=0)
     W_q, W_k, W_v = (chunks_w[i] for i in order)                        # each (E, E)
     b_q, b_k, b_v = (chunks_b[i] for i in order)                        # each (E,)
+    if one_projection:
+        W_k = W_v = W_q
+        b_k = b_v = b_q
 
     def project(x, W, b):
-        return x @ (W.T if transpose_weights else W) + b
+        y = x @ (W.T if transpose_weights else W)
+        if not bias_after_split:
+            return split(y + b, num_heads)
+        d = E // num_heads
+        # the bias added to the heads, cut as (d, H) instead of (H, d)
+        return split(y, num_heads) + b.reshape(d, num_heads).T[:, None, :]
 
-    q = split(project(query, W_q, b_q), num_heads)                      # (B, H, Tq, d)
-    k = split(project(key, W_k, b_k), num_heads)                        # (B, H, Tk, d)
-    v = split(project(value, W_v, b_v), num_heads)                      # (B, H, Tk, d)
+    q = project(query, W_q, b_q)                                        # (B, H, Tq, d)
+    k = project(key, W_k, b_k)                                          # (B, H, Tk, d)
+    v = project(value, W_v, b_v)                                        # (B, H, Tk, d)
     d = scale_dim or E // num_heads
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)                     # (B, H, Tq, Tk)
-    if key_padding_mask is not None and use_mask and additive_mask:
+    mask4 = None
+    if key_padding_mask is not None and use_mask:
+        # (B, 1, 1, Tk) along the keys; mask_axis=-2 puts it along the queries, (B, 1, Tk, 1)
+        mask4 = key_padding_mask[:, None, None, :] if mask_axis == -1 else key_padding_mask[:, None, :, None]
+    if mask4 is not None and additive_mask:
         # a float mask added to the scores: unlike masked_fill, its backward lets the gradient into padded keys
-        scores = scores + torch.zeros_like(scores).masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-    elif key_padding_mask is not None and use_mask:
-        scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-    weights = softmax(scores)
+        scores = scores + torch.zeros_like(scores).masked_fill(mask4, float("-inf"))
+        mask4 = None
+    if softmax_dim != -1:
+        weights = _safe_softmax(scores if mask4 is None else scores.masked_fill(mask4, float("-inf")),
+                                dim=softmax_dim)
+    else:
+        weights = normalize(scores, mask4)
     out = _merge(weights @ v)                                           # (B, Tq, E)
     if out_proj:
         out = out @ (out_proj_weight.T if transpose_weights else out_proj_weight) + out_proj_bias
@@ -159,7 +229,85 @@ def _mha_no_mask(*args, **kwargs):
 @mistake("4.3", "nan-on-fully-padded", zh="填 -inf 后直接 softmax：键全为填充的那一批得到 NaN，权重应当全为 0",
          en="-inf then a plain softmax: a batch row whose keys are all padded gets NaN, its weights should be 0")
 def _mha_nan(*args, **kwargs):
-    return _mha(*args, **kwargs, softmax=lambda scores: torch.softmax(scores, dim=-1))
+    return _mha(*args, **kwargs, normalize=_plain_softmax)
+
+
+def _plain_softmax(scores, mask4):
+    """-inf at the padded keys, then torch.softmax: a row of -inf comes out NaN."""
+    return torch.softmax(scores if mask4 is None else scores.masked_fill(mask4, float("-inf")), dim=-1)
+
+
+@mistake("4.3", "softmax-over-heads", zh="softmax 沿头的维度（dim=1）做了：每个查询在自己的那一行键上归一化，应当是最后一维",
+         en="the softmax runs over the heads (dim=1): each query normalizes over its own row of keys, the last dim")
+def _mha_softmax_heads(*args, **kwargs):
+    return _mha(*args, **kwargs, softmax_dim=1)
+
+
+@mistake("4.3", "mask-along-queries",
+         zh="掩码变成了 (B, 1, Tk, 1)，沿查询的方向广播：key_padding_mask 掩蔽的是键，要变成 (B, 1, 1, Tk)",
+         en="the mask became (B, 1, Tk, 1), broadcast along the queries: key_padding_mask hides keys, "
+            "make it (B, 1, 1, Tk)")
+def _mha_mask_queries(*args, **kwargs):
+    return _mha(*args, **kwargs, mask_axis=-2)
+
+
+@mistake("4.3", "bias-heads-interleaved",
+         zh="偏置在拆头之后才加，并且按 (d, H) 切开：要么拆头之前加，要么按 (H, d) 切，第 h 个头拿第 h*d 到 (h+1)*d - 1 个偏置",
+         en="the bias is added after the heads are split, cut as (d, H): add it before the split, or cut it as "
+            "(H, d), head h taking biases h*d to (h+1)*d - 1")
+def _mha_bias_interleaved(*args, **kwargs):
+    return _mha(*args, **kwargs, bias_after_split=True)
+
+
+@mistake("4.3", "one-projection-for-qkv",
+         zh="q、k、v 用了同一块权重（in_proj_weight 的前 E 行）：三块各不相同，按 q、k、v 的顺序上下堆叠",
+         en="q, k and v all use the same weights (the first E rows of in_proj_weight): the three blocks differ, "
+            "stacked q, k, v from the top")
+def _mha_one_projection(*args, **kwargs):
+    return _mha(*args, **kwargs, one_projection=True)
+
+
+@mistake("4.3", "shift-by-mean",
+         zh="softmax 之前减去的是每行的均值，不是最大值：同一行的分数相差几千时 exp 溢出成 inf，inf/inf 得到 NaN",
+         en="the softmax subtracts each row's mean, not its maximum: when a row's scores are thousands apart, "
+            "exp overflows to inf and inf/inf gives NaN")
+def _mha_shift_mean(*args, **kwargs):
+    return _mha(*args, **kwargs, normalize=_shifted_by(lambda s: s.mean(dim=-1, keepdim=True)))
+
+
+@mistake("4.3", "shift-by-min",
+         zh="softmax 之前减去的是每行的最小值，不是最大值：exp 的指数全都 ≥ 0，分数相差几百时就溢出成 inf，得到 NaN",
+         en="the softmax subtracts each row's minimum, not its maximum: every exponent is >= 0 and overflows "
+            "to inf once a row's scores are a few hundred apart, giving NaN")
+def _mha_shift_min(*args, **kwargs):
+    return _mha(*args, **kwargs, normalize=_shifted_by(lambda s: s.amin(dim=-1, keepdim=True)))
+
+
+@mistake("4.3", "fill-minus-1e9",
+         zh="填充键填的是 -1e9（或 torch.finfo(dtype).min 这样有限的大负数），不是 -inf：键全为填充的那一批变成均匀分布，"
+            "而不是全 0；真实分数同样很负时，填充键还会分走权重",
+         en="padded keys filled with -1e9 (or another large finite number such as torch.finfo(dtype).min), not "
+            "-inf: a batch row whose keys are all padded comes out uniform instead of all zeros, and padded keys "
+            "take weight when the real scores are as negative")
+def _mha_fill_1e9(*args, **kwargs):
+    return _mha(*args, **kwargs, normalize=_filled_with(-1e9))
+
+
+@mistake("4.3", "fill-minus-1e4-patched",
+         zh="填充键填的是 -1e4，再把全填充的那一批补成 0：真实分数本身比 -1e4 还小时，填充键反而拿走了权重；要填 -inf",
+         en="padded keys filled with -1e4, the fully padded rows then set to 0: when the real scores are below "
+            "-1e4 the padded keys take the weight; fill with -inf")
+def _mha_fill_1e4_patched(*args, **kwargs):
+    return _mha(*args, **kwargs, normalize=_filled_with(-1e4, patch_dead_rows=True))
+
+
+@mistake("4.3", "fill-minus-1e9-patched",
+         zh="填充键填的是 -1e9，再把全填充的那一批补成 0：真实分数低到 -1e9 附近时，填充键和真实的键分权重；"
+            "任何有限的数都有比它更小的分数，要填 -inf",
+         en="padded keys filled with -1e9, the fully padded rows then set to 0: when the real scores are near "
+            "-1e9 the padded keys share the weight; every finite number has scores below it, fill with -inf")
+def _mha_fill_1e9_patched(*args, **kwargs):
+    return _mha(*args, **kwargs, normalize=_filled_with(-1e9, patch_dead_rows=True))
 
 
 # -- 4.4 MultiHeadAttention -----------------------------------------------------------
@@ -207,8 +355,9 @@ class _ModuleDetached(_Module):
         return W_in.detach(), b_in, W_out, b_out
 
 
-def _softmax_then_nan_to_num(scores):
-    """The additive-mask recipe: torch.softmax makes NaN on a fully masked row, nan_to_num hides it."""
+def _softmax_then_nan_to_num(scores, mask4):
+    """The additive-mask recipe (the mask is already in the scores): torch.softmax makes NaN on a fully
+    masked row, nan_to_num hides it."""
     return torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
 
 
@@ -221,10 +370,90 @@ def _softmax_then_nan_to_num(scores):
             "handle the row before the softmax: a -inf row max becomes 0, a zero row sum becomes 1")
 class _ModuleNanToNum(_Module):
     # With masked_fill the backward zeroes the padded keys' gradient and hides the NaN; an additive mask does not.
-    options = {"softmax": _softmax_then_nan_to_num, "additive_mask": True}
+    options = {"normalize": _softmax_then_nan_to_num, "additive_mask": True}
+
+
+@mistake("4.4", "bias-not-registered",
+         zh="in_proj_bias 是普通张量（torch.zeros(...)），没有用 nn.Parameter 包起来：它不在 state_dict 里，"
+            "load_state_dict 装不进 torch 的偏置，也不会被训练",
+         en="in_proj_bias is a plain tensor (torch.zeros(...)), not wrapped in nn.Parameter: it is not in the "
+            "state_dict, load_state_dict cannot load torch's bias into it, and it is never trained")
+class _ModulePlainBias(_Module):
+    def __init__(self, embed_dim, num_heads, bias=True):
+        super().__init__(embed_dim, num_heads, bias)
+        if bias:
+            del self.in_proj_bias
+            self.in_proj_bias = torch.zeros(3 * embed_dim)             # a plain attribute, not a parameter
+
+
+@mistake("4.4", "bias-kept-without-bias",
+         zh="bias=False 时仍然创建了 in_proj_bias（全 0 的 nn.Parameter）：输出一样，可 torch 的 nn.MultiheadAttention"
+            "（bias=False）没有这个参数，load_state_dict(..., strict=True) 会报错；bias=False 时要 "
+            "register_parameter(\"in_proj_bias\", None)",
+         en="with bias=False it still creates in_proj_bias (an nn.Parameter of zeros): the output is the same, but "
+            "torch's nn.MultiheadAttention (bias=False) has no such parameter and load_state_dict(..., strict=True) "
+            "raises; with bias=False, register_parameter(\"in_proj_bias\", None)")
+class _ModuleBiasAlways(_Module):
+    def __init__(self, embed_dim, num_heads, bias=True):
+        super().__init__(embed_dim, num_heads, bias)
+        if not bias:
+            del self.in_proj_bias
+            self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim))   # zeros: the output does not change
+
+
+@mistake("4.4", "out-proj-twice",
+         zh="输出投影做了两次：multi_head_attention 已经乘过 out_proj_weight.T、加过 out_proj_bias，forward 里又用了一次 self.out_proj",
+         en="the output projection is applied twice: multi_head_attention already applies out_proj_weight.T and "
+            "out_proj_bias, and forward applies self.out_proj again")
+class _ModuleOutTwice(_Module):
+    def forward(self, query, key, value, key_padding_mask=None):
+        out, weights = super().forward(query, key, value, key_padding_mask)
+        return self.out_proj(out), weights
+
+
+@mistake("4.4", "fill-minus-1e9",
+         zh="填充键填的是 -1e9（或 torch.finfo(dtype).min 这样有限的大负数），不是 -inf：键全为填充的那一批变成均匀分布，"
+            "而不是全 0",
+         en="padded keys filled with -1e9 (or another large finite number such as torch.finfo(dtype).min), not "
+            "-inf: a batch row whose keys are all padded comes out uniform instead of all zeros")
+class _ModuleFill1e9(_Module):
+    options = {"normalize": _filled_with(-1e9)}
+
+
+@mistake("4.4", "fill-minus-1e4-patched",
+         zh="填充键填的是 -1e4，再把全填充的那一批补成 0：真实分数本身比 -1e4 还小时，填充键反而拿走了权重；要填 -inf",
+         en="padded keys filled with -1e4, the fully padded rows then set to 0: when the real scores are below "
+            "-1e4 the padded keys take the weight; fill with -inf")
+class _ModuleFill1e4Patched(_Module):
+    options = {"normalize": _filled_with(-1e4, patch_dead_rows=True)}
+
+
+@mistake("4.4", "shift-by-mean",
+         zh="softmax 之前减去的是每行的均值，不是最大值：同一行的分数相差几千时 exp 溢出成 inf，inf/inf 得到 NaN",
+         en="the softmax subtracts each row's mean, not its maximum: when a row's scores are thousands apart, "
+            "exp overflows to inf and inf/inf gives NaN")
+class _ModuleShiftMean(_Module):
+    options = {"normalize": _shifted_by(lambda s: s.mean(dim=-1, keepdim=True))}
+
+
+@mistake("4.4", "shift-by-min",
+         zh="softmax 之前减去的是每行的最小值，不是最大值：exp 的指数全都 ≥ 0，分数相差几百时就溢出成 inf，得到 NaN",
+         en="the softmax subtracts each row's minimum, not its maximum: every exponent is >= 0 and overflows "
+            "to inf once a row's scores are a few hundred apart, giving NaN")
+class _ModuleShiftMin(_Module):
+    options = {"normalize": _shifted_by(lambda s: s.amin(dim=-1, keepdim=True))}
 
 
 # -- 4.5 attention_memory -------------------------------------------------------------
+# First: it matches only a right number of the wrong type, which no other mistake's failing call returns.
+@mistake("4.5", "returns-float", zh="返回了 float（或张量），不是 Python int：math.pow、/、** 0.5 这些都会变成浮点数，"
+                                  "字节数要用整数运算（* 和 **）算，必要时 int(...)",
+         en="returns a float (or a tensor), not a Python int: math.pow, / and ** 0.5 all make floats; count the "
+            "bytes with integer arithmetic (* and **), int(...) where needed")
+def _memory_float(batch, num_heads, seq_len, bytes_per_element=4):
+    return batch * num_heads * math.pow(seq_len, 2) * bytes_per_element
+
+
 @mistake("4.5", "forgets-batch", zh="忘了乘 batch：每个样本都有自己的一组权重矩阵",
          en="forgot the batch: every sample holds its own weight matrices")
 def _memory_no_batch(batch, num_heads, seq_len, bytes_per_element=4):
@@ -253,3 +482,9 @@ def _memory_bits(batch, num_heads, seq_len, bytes_per_element=4):
          en="bytes_per_element is ignored: always counts 4 bytes")
 def _memory_fixed_bytes(batch, num_heads, seq_len, bytes_per_element=4):
     return batch * num_heads * seq_len ** 2 * 4
+
+
+@mistake("4.5", "counts-scores-too", zh="把分数矩阵也算进来了（乘了 2）：这里只数注意力权重这一张 (B, H, T, T)",
+         en="counted the score matrix too (a factor 2): only the attention weights, one (B, H, T, T), are asked for")
+def _memory_scores_too(batch, num_heads, seq_len, bytes_per_element=4):
+    return 2 * batch * num_heads * seq_len ** 2 * bytes_per_element

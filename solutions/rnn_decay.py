@@ -10,7 +10,7 @@ def tanh_derivative(z):
     """Exercise 1.1: the derivative of tanh, 1 - tanh(z)^2, elementwise.
 
     z: a Python float, a NumPy array (any shape) or a torch tensor (any shape).
-    Returns the same kind as z: float -> float, ndarray -> ndarray of z's shape,
+    Returns the same kind as z: float -> float, ndarray -> ndarray of z's shape and dtype,
     Tensor -> Tensor of z's shape, dtype and device.
     """
     if isinstance(z, torch.Tensor):

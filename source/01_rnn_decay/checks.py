@@ -57,6 +57,27 @@ def expect_float(ctx: Context, value: plain.Value, what: str = "the return value
     return float(value.spec["v"])
 
 
+def widened_hint(expected: object, got: object) -> tuple[str, str]:
+    """What a float32 input that came back float64 most likely means (computed in float64, not cast back)."""
+    if "float32" in str(expected) and "float64" in str(got):
+        return ("（看起来是在 float64 里算完就直接返回了，例如 np.float64(...)、.astype(np.float64) 或 .double()："
+                "最后要转回输入的 dtype）",
+                " (looks like it was computed in float64 and returned as it is, e.g. np.float64(...), "
+                ".astype(np.float64) or .double(): cast back to the input's dtype)")
+    return "", ""
+
+
+def expect_kept_dtype(ctx: Context, value: plain.Value, shape: tuple[int, ...], dtype: torch.dtype,
+                      what: str = "the output") -> torch.Tensor:
+    """``ctx.expect_tensor`` of this shape and dtype, with :func:`widened_hint` when the dtype widened."""
+    if value.kind == "tensor" and value.spec["dtype"] != str(dtype) and tuple(value.spec["shape"]) == tuple(shape):
+        hint_zh, hint_en = widened_hint(dtype, value.spec["dtype"])
+        message = Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {value.spec['dtype']}{hint_zh}",
+                      f"{what} should have dtype {dtype}, got {value.spec['dtype']}{hint_en}")
+        raise CheckFailed(message, hidden=message)
+    return ctx.expect_tensor(value, shape, dtype, what=what)
+
+
 def expect_ndarray(ctx: Context, value: plain.Value, shape: tuple[int, ...], dtype: str | None = None,
                    what: str = "the output") -> np.ndarray:
     """A NumPy array of this shape (and dtype, if given; else any floating dtype).
@@ -76,10 +97,11 @@ def expect_ndarray(ctx: Context, value: plain.Value, shape: tuple[int, ...], dty
     array = value.ndarray()
     got_dtype = value.spec["dtype"]
     if dtype is not None and got_dtype != dtype:
-        raise CheckFailed(Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {got_dtype}",
-                              f"{what} should have dtype {dtype}, got {got_dtype}"),
-                          hidden=Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {array.dtype.name}",
-                                     f"{what} should have dtype {dtype}, got {array.dtype.name}"))
+        hint_zh, hint_en = widened_hint(dtype, got_dtype)
+        raise CheckFailed(Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {got_dtype}{hint_zh}",
+                              f"{what} should have dtype {dtype}, got {got_dtype}{hint_en}"),
+                          hidden=Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {array.dtype.name}{hint_zh}",
+                                     f"{what} should have dtype {dtype}, got {array.dtype.name}{hint_en}"))
     if dtype is None and np.dtype(got_dtype).kind != "f":
         raise CheckFailed(Msg(f"{what} 应当是浮点数组，实际 dtype 是 {got_dtype}",
                               f"{what} should be a floating-point array, got dtype {got_dtype}"),
@@ -136,16 +158,20 @@ def _tanh_table(ctx: Context) -> None:
     expect_printed(ctx, got, TANH_DERIVATIVE, 4, "tanh_derivative(z)")
 
 
-@check("1.1", "same-kind", P, Kind.SHAPE, zh="返回与输入同类：float、ndarray、Tensor（形状与 dtype 不变）",
-       en="returns the kind it was given: float, ndarray, Tensor (same shape and dtype)")
+@check("1.1", "same-kind", P, Kind.SHAPE,
+       zh="返回与输入同类：float、ndarray、Tensor（形状与 dtype 不变：float32 进 float32 出，float64 进 float64 出）",
+       en="returns the kind it was given: float, ndarray, Tensor (same shape and dtype: float32 in, float32 out; "
+          "float64 in, float64 out)")
 def _tanh_kind(ctx: Context) -> None:
     expect_float(ctx, ctx.call(0.7), what="tanh_derivative(0.7)")
     n, m = ctx.sizes(2)
-    arr = ctx.randn(n, m).numpy()
-    expect_ndarray(ctx, ctx.call(arr), (n, m), "float64", what="tanh_derivative(ndarray)")
+    for np_dtype in (np.float64, np.float32):
+        arr = ctx.randn(n, m).numpy().astype(np_dtype)
+        name = np.dtype(np_dtype).name
+        expect_ndarray(ctx, ctx.call(arr), (n, m), name, what=f"tanh_derivative(ndarray {name})")
     for dtype in (torch.float32, torch.float64):
         z = ctx.randn(m, n, dtype=dtype)
-        ctx.expect_tensor(ctx.call(z), (m, n), dtype, what=f"tanh_derivative(Tensor {dtype})")
+        expect_kept_dtype(ctx, ctx.call(z), (m, n), dtype, what=f"tanh_derivative(Tensor {dtype})")
 
 
 @check("1.1", "even-and-bounded", P, Kind.PROPERTY, zh="tanh' 是偶函数，取值在 (0, 1]，在 0 处等于 1",
@@ -179,7 +205,7 @@ def _tanh_numeric(ctx: Context) -> None:
     for dtype, shape in ((torch.float32, (a, b)), (torch.float64, (c, a, b))):
         z = ctx.randn(*shape, dtype=dtype, scale=2.0)
         want = autograd_tanh_grad(z)
-        got = ctx.expect_tensor(ctx.call(z), shape, dtype, what=f"tanh_derivative(Tensor {dtype})")
+        got = expect_kept_dtype(ctx, ctx.call(z), shape, dtype, what=f"tanh_derivative(Tensor {dtype})")
         ctx.expect_close(got, want, dtype, what=f"tanh_derivative(Tensor {dtype})")
     arr = ctx.randn(b, c, scale=2.0).numpy()
     want = autograd_tanh_grad(arr)
@@ -386,3 +412,74 @@ def _weights_numeric(ctx: Context) -> None:
         want = F.softmax(keys.double() @ query.double(), dim=0)
         got = ctx.expect_tensor(ctx.call(query, keys), (N,), dtype, what="attention_weights(query, keys)")
         ctx.expect_close(got, want, dtype, what="attention_weights(query, keys)")
+
+
+#: The cases of large scores, in the order the checks try them: each is survived by a softmax shifted by
+#: something other than the max for as long as it can be, so the first case that fails tells which
+#: shift it was (no shift fails on the first, by the min on the third, by the mean only on the last).
+#: "low" comes first: there a sigmoid gives zeros, not the ones of a softmax over a dim of size 1.
+SPREAD_CASES = (
+    ("low", "分数都很大且为负、彼此接近", "scores all large in magnitude, negative and close together"),
+    ("high", "分数都很大且为正、彼此接近", "scores all large, positive and close together"),
+    ("gap", "多数分数靠近最大值，有一个低出一大截", "most scores near the largest, one far below"),
+    ("both-signs", "分数正负都有、彼此相差几千", "scores of both signs, thousands apart"),
+)
+
+
+def spread_scores(ctx: Context, case: str, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """``n`` (3 to 15) distinct integer scores for one of :data:`SPREAD_CASES`, from the check's seeded generator.
+
+    ``gap``: the lowest score sits further below the others than exp can span in ``dtype`` (709 in
+    float64, 88 in float32), while the largest stays where exp is finite and the mean close to it.
+    """
+    jitter = torch.randperm(15, generator=ctx.generator)[:n].double()           # distinct: no two weights equal
+    if case in ("high", "low"):
+        big = float(ctx.randint(2000, 9000, 1))
+        return (big + jitter) if case == "high" else -(big + jitter)
+    if case == "gap":
+        top, gap = ((ctx.randint(300, 600, 1), ctx.randint(1000, 1400, 1)) if dtype == torch.float64
+                    else (ctx.randint(40, 70, 1), ctx.randint(110, 140, 1)))
+        scores = float(top) - jitter
+        scores[int(ctx.randint(0, n, 1))] = float(top) - float(gap)
+        return scores
+    big = float(ctx.randint(2000, 9000, 1))
+    signs = torch.ones(n, dtype=torch.float64)
+    signs[torch.randperm(n, generator=ctx.generator)[: n // 2]] = -1.0          # half negative, at random places
+    return signs * big + (jitter - 5)
+
+
+def exact_inputs(ctx: Context, scores: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(query (D,), keys (N, D)) of small integers with keys @ query == scores exactly, in any dtype.
+
+    Every product and partial sum is an integer far below 2**24, so float32 computes the scores
+    without rounding, whatever order a matmul sums in: only the softmax itself is under test.
+    """
+    n = scores.shape[0]
+    d = ctx.sizes(1, 2, 5)[0]
+    query = ctx.randint(-2, 3, d).double()
+    query[0] = 1.0
+    keys = ctx.randint(-3, 4, n, d).double()
+    keys[:, 0] = scores - keys[:, 1:] @ query[1:]
+    perm = torch.randperm(d, generator=ctx.generator)                           # the 1 is not always first
+    return query[perm].to(dtype), keys[:, perm].to(dtype)
+
+
+@check("1.6", "large-scores", P, Kind.EDGE,
+       zh="分数很大（上千，正负都有，彼此相差上千）：没有 inf/NaN，与 F.softmax 一致（float32 与 float64）",
+       en="large scores (thousands, both signs, thousands apart): no inf/NaN, agrees with F.softmax "
+          "(float32 and float64)")
+def _weights_large(ctx: Context) -> None:
+    for dtype in (torch.float64, torch.float32):
+        for case, zh, en in SPREAD_CASES:
+            with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):
+                n = ctx.sizes(1, 3, 8)[0]
+                query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
+                scores = keys.double() @ query.double()
+                want = F.softmax(scores, dim=0)
+                shown = [int(s) for s in scores.tolist()]
+                got = ctx.expect_tensor(ctx.call(query, keys), (n,), dtype, what="attention_weights(query, keys)")
+                ctx.expect(bool(torch.isfinite(got).all()),
+                           f"权重里出现了 inf 或 NaN（分数是 {shown}）：exp 之前先减去分数的最大值",
+                           f"the weights hold inf or NaN (the scores are {shown}): subtract the largest score "
+                           f"before exp", diagnose=True)
+                ctx.expect_close(got, want, dtype, what="attention_weights(query, keys)")

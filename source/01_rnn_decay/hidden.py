@@ -15,7 +15,8 @@ import torch
 from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, near_answer
 from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
-from .checks import expect_float, expect_ndarray, random_sequence, random_weight
+from .checks import (SPREAD_CASES, exact_inputs, expect_float, expect_kept_dtype, expect_ndarray, random_sequence,
+                     random_weight, spread_scores)
 
 H = Audience.HIDDEN
 
@@ -32,7 +33,8 @@ def expect_number(ctx: Context, value: plain.Value, what: str) -> float:
 
 # -- 1.1 tanh_derivative ---------------------------------------------------------
 @check("1.1", "reference-random", H, Kind.NUMERIC, zh="随机输入（Tensor、ndarray、float）与参考答案一致",
-       en="agrees with the reference on random inputs (Tensor, ndarray, float)", weight=2)
+       en="agrees with the reference on random inputs (Tensor, ndarray, float)", weight=2,
+       statement="数组进、同形状且同 dtype 的数组出", same_as="matches-torch")
 def _tanh_reference(ctx: Context) -> None:
     a, b, c = ctx.sizes(3)
     cases = (((a,), torch.float32), ((b, c), torch.float64), ((a, b, c), torch.float32), ((), torch.float64))
@@ -40,7 +42,7 @@ def _tanh_reference(ctx: Context) -> None:
         # ctx.randn wants at least one size: draw flat, then shape (also the 0-d case).
         z = ctx.randn(math.prod(shape), dtype=dtype, scale=3.0).reshape(shape)
         want = ctx.reference(z)
-        got = ctx.expect_tensor(ctx.call(z), shape, dtype, what=f"tanh_derivative(Tensor{shape} {dtype})")
+        got = expect_kept_dtype(ctx, ctx.call(z), shape, dtype, what=f"tanh_derivative(Tensor{shape} {dtype})")
         ctx.expect_close(got, want, dtype, what=f"tanh_derivative(Tensor{shape} {dtype})")
     for shape, dtype in (((c, a), np.float64), ((b,), np.float32)):
         arr = ctx.randn(*shape, scale=3.0).numpy().astype(dtype)
@@ -54,27 +56,34 @@ def _tanh_reference(ctx: Context) -> None:
 
 
 @check("1.1", "edge-saturation-and-empty", H, Kind.EDGE, zh="±1e4 处趋于 0（无 NaN），空输入返回空输出",
-       en="goes to 0 near ±1e4 (no NaN); an empty input gives an empty output")
+       en="goes to 0 near ±1e4 (no NaN); an empty input gives an empty output",
+       statement="空数组、空张量，以及 |z| 很大（比如 10^4）的 z 也是合法输入")
 def _tanh_edge(ctx: Context) -> None:
     n = ctx.sizes(1, 3, 9)[0]
     for dtype in (torch.float32, torch.float64):
-        z = ctx.randn(n, dtype=torch.float64, scale=5.0) + torch.where(torch.arange(n) % 2 == 0, 1e4, -1e4)
-        z = z.to(dtype)
-        want = ctx.reference(z)
-        got = ctx.expect_tensor(ctx.call(z), (n,), dtype, what="tanh_derivative(z ~ ±1e4)")
-        ctx.expect_close(got, want, dtype, what="tanh_derivative(z ~ ±1e4)")
-    arr = np.array([1e4, -1e4, 0.0])
-    want = ctx.reference(arr)
-    ctx.expect_close(expect_ndarray(ctx, ctx.call(arr), (3,), "float64", what="tanh_derivative(ndarray ~ ±1e4)"),
-                     want, torch.float64, what="tanh_derivative(ndarray [1e4, -1e4, 0])")
-    empty = torch.zeros(0, dtype=torch.float64)
-    ctx.expect_tensor(ctx.call(empty), (0,), torch.float64, what="tanh_derivative(empty Tensor)")
-    expect_ndarray(ctx, ctx.call(np.zeros(0)), (0,), "float64", what="tanh_derivative(empty ndarray)")
+        with ctx.case(zh=f"绝对值很大的 z（Tensor {dtype}）", en=f"z of large magnitude (Tensor {dtype})"):
+            z = ctx.randn(n, dtype=torch.float64, scale=5.0) + torch.where(torch.arange(n) % 2 == 0, 1e4, -1e4)
+            z = z.to(dtype)
+            want = ctx.reference(z)
+            got = expect_kept_dtype(ctx, ctx.call(z), (n,), dtype, what="tanh_derivative(z ~ ±1e4)")
+            ctx.expect_close(got, want, dtype, what="tanh_derivative(z ~ ±1e4)")
+    for np_dtype in (np.float64, np.float32):
+        name = np.dtype(np_dtype).name
+        with ctx.case(zh=f"绝对值很大的 z（ndarray {name}）", en=f"z of large magnitude (ndarray {name})"):
+            arr = np.array([1e4, -1e4, 0.0], dtype=np_dtype)
+            want = ctx.reference(arr)
+            ctx.expect_close(expect_ndarray(ctx, ctx.call(arr), (3,), name, what="tanh_derivative(ndarray ~ ±1e4)"),
+                             want, name, what="tanh_derivative(ndarray ~ ±1e4 and 0)")
+    with ctx.case(zh="空张量", en="an empty Tensor"):
+        empty = torch.zeros(0, dtype=torch.float64)
+        ctx.expect_tensor(ctx.call(empty), (0,), torch.float64, what="tanh_derivative(empty Tensor)")
+    with ctx.case(zh="空数组", en="an empty ndarray"):
+        expect_ndarray(ctx, ctx.call(np.zeros(0)), (0,), "float64", what="tanh_derivative(empty ndarray)")
 
 
 # -- 1.2 rnn_forward -------------------------------------------------------------
 @check("1.2", "reference-random", H, Kind.NUMERIC, zh="随机序列与权重与参考答案一致",
-       en="agrees with the reference on random sequences and weights", weight=2)
+       en="agrees with the reference on random sequences and weights", weight=2, same_as="matches-torch-rnn")
 def _rnn_forward_reference(ctx: Context) -> None:
     for length in ctx.sizes(4, 2, 40):
         seq = random_sequence(ctx, length, scale=2.0)
@@ -89,23 +98,27 @@ def _rnn_forward_reference(ctx: Context) -> None:
 
 
 @check("1.2", "edge-short-long-large", H, Kind.EDGE, zh="长度 1、空序列（h_0 = 0）、±1e4 的输入",
-       en="length 1, an empty sequence (h_0 = 0), inputs near ±1e4")
+       en="length 1, an empty sequence (h_0 = 0), inputs near ±1e4",
+       statement="空序列什么也没读，返回 h_0，也就是 0.0", same_as="matches-torch-rnn")
 def _rnn_forward_edge(ctx: Context) -> None:
-    x = random_sequence(ctx, 1)
-    want = ctx.reference(x)
-    got = expect_float(ctx, ctx.call(x), what="rnn_forward([x])")
-    ctx.expect_close(got, want, torch.float64, what="rnn_forward(a sequence of 1)")
-    got = expect_number(ctx, ctx.call([]), what="rnn_forward([])")
-    ctx.expect_close(got, 0.0, torch.float64, what="rnn_forward([]) (h_0 = 0)")
-    seq = [1e4 if v > 0 else -1e4 for v in random_sequence(ctx, 6)]
-    want = ctx.reference(seq, 0.7, 0.3)
-    got = expect_float(ctx, ctx.call(seq, 0.7, 0.3), what="rnn_forward(seq ~ ±1e4)")
-    ctx.expect_close(got, want, torch.float64, what="rnn_forward(seq ~ ±1e4, other W_hh and W_xh)")
+    with ctx.case(zh="长度为 1 的序列", en="a sequence of length 1"):
+        x = random_sequence(ctx, 1)
+        want = ctx.reference(x)
+        got = expect_float(ctx, ctx.call(x), what="rnn_forward([x])")
+        ctx.expect_close(got, want, torch.float64, what="rnn_forward(a sequence of 1)")
+    with ctx.case(zh="空序列", en="an empty sequence"):
+        got = expect_number(ctx, ctx.call([]), what="rnn_forward([])")
+        ctx.expect_close(got, 0.0, torch.float64, what="rnn_forward([]) (h_0 = 0)")
+    with ctx.case(zh="绝对值很大的输入", en="inputs of large magnitude"):
+        seq = [1e4 if v > 0 else -1e4 for v in random_sequence(ctx, 6)]
+        want = ctx.reference(seq, 0.7, 0.3)
+        got = expect_float(ctx, ctx.call(seq, 0.7, 0.3), what="rnn_forward(seq ~ ±1e4)")
+        ctx.expect_close(got, want, torch.float64, what="rnn_forward(seq ~ ±1e4, other W_hh and W_xh)")
 
 
 # -- 1.3 attention_residual ------------------------------------------------------
 @check("1.3", "reference-random", H, Kind.NUMERIC, zh="随机序列与 alpha 与参考答案一致",
-       en="agrees with the reference on random sequences and alpha", weight=2)
+       en="agrees with the reference on random sequences and alpha", weight=2, same_as="matches-closed-form")
 def _residual_reference(ctx: Context) -> None:
     for length in ctx.sizes(4, 2, 40):
         seq = random_sequence(ctx, length, scale=3.0)
@@ -116,25 +129,30 @@ def _residual_reference(ctx: Context) -> None:
 
 
 @check("1.3", "edge-short-large", H, Kind.EDGE, zh="长度 1 的序列、空序列（返回 0.0）、±1e4 的输入",
-       en="a sequence of length 1, an empty sequence (0.0), inputs near ±1e4")
+       en="a sequence of length 1, an empty sequence (0.0), inputs near ±1e4",
+       statement="空序列返回 0.0", same_as="matches-closed-form")
 def _residual_edge(ctx: Context) -> None:
-    got = expect_number(ctx, ctx.call([]), what="attention_residual([])")
-    ctx.expect_close(got, 0.0, torch.float64, what="attention_residual([]) (an empty sequence gives 0.0)")
-    got = expect_number(ctx, ctx.call([], alpha=0.25), what="attention_residual([], alpha)")
-    ctx.expect_close(got, 0.0, torch.float64, what="attention_residual([], another alpha)")
-    x = random_sequence(ctx, 1)
-    want = ctx.reference(x)
-    ctx.expect_close(expect_float(ctx, ctx.call(x), what="attention_residual([x])"), want, torch.float64,
-                     what="attention_residual(a sequence of 1)")
-    seq = [v * 1e4 for v in random_sequence(ctx, 5)]
-    want = ctx.reference(seq, alpha=0.25)
-    ctx.expect_close(expect_float(ctx, ctx.call(seq, alpha=0.25), what="attention_residual(seq ~ 1e4)"), want,
-                     torch.float64, what="attention_residual(seq ~ 1e4, another alpha)")
+    with ctx.case(zh="空序列", en="an empty sequence"):
+        got = expect_number(ctx, ctx.call([]), what="attention_residual([])")
+        ctx.expect_close(got, 0.0, torch.float64, what="attention_residual([]) (an empty sequence gives 0.0)")
+        got = expect_number(ctx, ctx.call([], alpha=0.25), what="attention_residual([], alpha)")
+        ctx.expect_close(got, 0.0, torch.float64, what="attention_residual([], another alpha)")
+    with ctx.case(zh="长度为 1 的序列", en="a sequence of length 1"):
+        x = random_sequence(ctx, 1)
+        want = ctx.reference(x)
+        ctx.expect_close(expect_float(ctx, ctx.call(x), what="attention_residual([x])"), want, torch.float64,
+                         what="attention_residual(a sequence of 1)")
+    with ctx.case(zh="绝对值很大的输入", en="inputs of large magnitude"):
+        seq = [v * 1e4 for v in random_sequence(ctx, 5)]
+        want = ctx.reference(seq, alpha=0.25)
+        ctx.expect_close(expect_float(ctx, ctx.call(seq, alpha=0.25), what="attention_residual(seq ~ 1e4)"), want,
+                         torch.float64, what="attention_residual(seq ~ 1e4, another alpha)")
 
 
 # -- 1.4 decay_table -------------------------------------------------------------
 @check("1.4", "reference-random", H, Kind.NUMERIC, zh="随机长度（list 或 ndarray）与参数与参考答案一致",
-       en="agrees with the reference on random lengths (list or ndarray) and parameters", weight=2)
+       en="agrees with the reference on random lengths (list or ndarray) and parameters", weight=2,
+       statement="lengths 是一串长度，Python 列表或 NumPy 整数数组都可能", same_as="matches-torch-rnn")
 def _table_reference(ctx: Context) -> None:
     lengths = ctx.sizes(6, 1, 60)
     W_hh, W_xh, alpha = random_weight(ctx, 0.3, 1.2), random_weight(ctx, -1.5, 1.5), random_weight(ctx, 0.0, 1.0)
@@ -147,14 +165,19 @@ def _table_reference(ctx: Context) -> None:
     ctx.expect_close(got, want, got.dtype, what="decay_table(an np.array of 3 lengths)")
 
 
-@check("1.4", "edge-one-length", H, Kind.EDGE, zh="只有一个长度、长度为 1、很长的序列",
-       en="a single length, length 1, a long sequence")
+@check("1.4", "edge-one-length", H, Kind.EDGE, zh="只有一个长度、长度为 1、很长的序列、没有长度",
+       en="a single length, length 1, a long sequence, no lengths at all",
+       statement="lengths 为空时也要返回形状 (0, 2) 的数组", same_as="matches-torch-rnn")
 def _table_edge(ctx: Context) -> None:
-    for lengths, label in (([1], "a single length of 1"), ([200], "a single long sequence"),
-                           ([1, 300], "length 1 and a long sequence")):
-        want = ctx.reference(lengths)
-        got = expect_ndarray(ctx, ctx.call(lengths), (len(lengths), 2), what=f"decay_table({label})")
-        ctx.expect_close(got, want, got.dtype, what=f"decay_table({label})")
+    for lengths, label, zh in (([1], "a single length of 1", "只有一个长度，且长度为 1"),
+                               ([200], "a single long sequence", "只有一个长度，且序列很长"),
+                               ([1, 300], "length 1 and a long sequence", "长度 1 和一个很长的序列")):
+        with ctx.case(zh=zh, en=label):
+            want = ctx.reference(lengths)
+            got = expect_ndarray(ctx, ctx.call(lengths), (len(lengths), 2), what=f"decay_table({label})")
+            ctx.expect_close(got, want, got.dtype, what=f"decay_table({label})")
+    with ctx.case(zh="lengths 为空", en="no lengths at all"):
+        expect_ndarray(ctx, ctx.call([]), (0, 2), what="decay_table([])")
 
 
 # -- 1.5 rnn_layer ---------------------------------------------------------------
@@ -178,7 +201,8 @@ def _layer_case(ctx: Context, B: int, T: int, D: int, Hd: int, dtype: torch.dtyp
 
 
 @check("1.5", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、dtype、有无 b 与 h0：与参考答案一致",
-       en="random sizes, dtypes, with and without b and h0: agrees with the reference", weight=3)
+       en="random sizes, dtypes, with and without b and h0: agrees with the reference", weight=3,
+       same_as="matches-torch-rnn")
 def _layer_reference(ctx: Context) -> None:
     cases = ((torch.float32, True, True, True), (torch.float64, False, True, True),
              (torch.float64, True, False, False), (torch.float32, False, False, True))
@@ -188,28 +212,35 @@ def _layer_reference(ctx: Context) -> None:
 
 
 @check("1.5", "edge-tiny-and-large", H, Kind.EDGE, zh="T = 1、B = 1、H = 1，以及 1e4 量级的输入（饱和，无 NaN）",
-       en="T = 1, B = 1, H = 1, and inputs of order 1e4 (saturated, no NaN)")
+       en="T = 1, B = 1, H = 1, and inputs of order 1e4 (saturated, no NaN)", same_as="matches-torch-rnn")
 def _layer_edge(ctx: Context) -> None:
     B, D, Hd = ctx.sizes(3)
-    _layer_case(ctx, B, 1, D, Hd, torch.float64, with_bias=True, with_h0=True)
-    _layer_case(ctx, 1, 4, D, 1, torch.float32, with_bias=True, with_h0=True)
-    _layer_case(ctx, B, 3, D, Hd, torch.float64, with_bias=True, with_h0=True, scale=1e4)
+    with ctx.case(zh="T = 1", en="T = 1"):
+        _layer_case(ctx, B, 1, D, Hd, torch.float64, with_bias=True, with_h0=True)
+    with ctx.case(zh="B = 1、H = 1（float32）", en="B = 1 and H = 1 (float32)"):
+        _layer_case(ctx, 1, 4, D, 1, torch.float32, with_bias=True, with_h0=True)
+    with ctx.case(zh="1e4 量级的输入", en="inputs of order 1e4"):
+        _layer_case(ctx, B, 3, D, Hd, torch.float64, with_bias=True, with_h0=True, scale=1e4)
 
 
 @check("1.5", "edge-empty-sequence", H, Kind.EDGE,
        zh="T = 0：outputs 是形状 (B, 0, H) 的空张量，h_T 是初始状态（h0，或 h0=None 时的全零 (B, H)），dtype 不变",
        en="T = 0: outputs is an empty (B, 0, H) tensor and h_T the initial state (h0, or zeros (B, H) for "
-          "h0=None), in the input's dtype")
+          "h0=None), in the input's dtype",
+       statement="这时返回形状 (B, 0, H) 的空输出和初始隐状态")
 def _layer_empty(ctx: Context) -> None:
     B, D, Hd = ctx.sizes(3)
-    _layer_case(ctx, B, 0, D, Hd, torch.float64, with_bias=True, with_h0=False)
-    _layer_case(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=True)
-    _layer_case(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=False, keywords=False)
+    with ctx.case(zh="T = 0，h0=None（float64）", en="T = 0 with h0=None (float64)"):
+        _layer_case(ctx, B, 0, D, Hd, torch.float64, with_bias=True, with_h0=False)
+    with ctx.case(zh="T = 0，给了 h0（float32）", en="T = 0 with h0 given (float32)"):
+        _layer_case(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=True)
+    with ctx.case(zh="T = 0，h0=None，位置参数（float32）", en="T = 0 with h0=None, positional arguments (float32)"):
+        _layer_case(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=False, keywords=False)
 
 
 # -- 1.6 attention_weights -------------------------------------------------------
 @check("1.6", "reference-random", H, Kind.NUMERIC, zh="随机 query 与 keys 与参考答案一致",
-       en="agrees with the reference on random queries and keys", weight=2)
+       en="agrees with the reference on random queries and keys", weight=2, same_as="matches-torch")
 def _weights_reference(ctx: Context) -> None:
     for dtype in (torch.float32, torch.float64, torch.float64):
         N, D = ctx.sizes(2, 2, 12)
@@ -220,68 +251,72 @@ def _weights_reference(ctx: Context) -> None:
 
 
 @check("1.6", "edge-one-key-one-dim", H, Kind.EDGE, zh="只有一个键（权重为 1）、D = 1",
-       en="a single key (weight 1), D = 1")
+       en="a single key (weight 1), D = 1", same_as="matches-torch")
 def _weights_edge(ctx: Context) -> None:
     N, D = ctx.sizes(2, 2, 9)
-    for query, keys in ((ctx.randn(D), ctx.randn(1, D)), (ctx.randn(1), ctx.randn(N, 1))):
-        want = ctx.reference(query, keys)
-        got = ctx.expect_tensor(ctx.call(query, keys), (keys.shape[0],), torch.float64,
-                                what=f"attention_weights (keys {tuple(keys.shape)})")
-        ctx.expect_close(got, want, torch.float64, what=f"attention_weights (keys {tuple(keys.shape)})")
+    for (query, keys), zh, en in (((ctx.randn(D), ctx.randn(1, D)), "只有一个键", "a single key"),
+                                  ((ctx.randn(1), ctx.randn(N, 1)), "D = 1", "D = 1")):
+        with ctx.case(zh=zh, en=en):
+            want = ctx.reference(query, keys)
+            got = ctx.expect_tensor(ctx.call(query, keys), (keys.shape[0],), torch.float64,
+                                    what=f"attention_weights (keys {tuple(keys.shape)})")
+            ctx.expect_close(got, want, torch.float64, what=f"attention_weights (keys {tuple(keys.shape)})")
 
 
-@check("1.6", "edge-large-scores", H, Kind.EDGE, zh="分数在 1e4 量级：没有 inf/NaN，与参考答案一致（float32 与 float64）",
-       en="scores of order 1e4: no inf/NaN, agrees with the reference (float32 and float64)")
+@check("1.6", "edge-large-scores", H, Kind.EDGE,
+       zh="分数在 1e3～1e4 量级、正负都有、彼此相差上千：没有 inf/NaN，与参考答案一致（float32 与 float64）",
+       en="scores of order 1e3 to 1e4, of both signs, thousands apart: no inf/NaN, agrees with the reference "
+          "(float32 and float64)", statement="分数的绝对值可能上千，正负都有，彼此也可能相差上千", same_as="large-scores")
 def _weights_large(ctx: Context) -> None:
-    N, D = ctx.sizes(2, 3, 9)
+    # The cases of checks.SPREAD_CASES, in their order (the first that fails tells which shift a softmax
+    # used), on integer inputs whose scores float32 computes exactly.
     for dtype in (torch.float64, torch.float32):
-        query = ctx.randn(D, dtype=torch.float64, scale=40.0)
-        keys = ctx.randn(N, D, dtype=torch.float64, scale=40.0)
-        keys[0] = 0.5 * query                   # one score is large and positive: exp of it overflows unshifted
-        query, keys = query.to(dtype), keys.to(dtype)
-        want = ctx.reference(query, keys)
-        label = f"attention_weights (scores of order 1e4, N={N}, D={D}, {dtype})"
-        got = ctx.expect_tensor(ctx.call(query, keys), (N,), dtype, what=label)
-        ctx.expect(bool(torch.isfinite(got).all()),
-                   "分数很大时权重里出现了 inf 或 NaN：exp 之前先减去分数的最大值",
-                   "the weights hold inf or NaN when the scores are large: subtract the largest score before exp",
-                   diagnose=True, safe=True)
-        if dtype == torch.float64:
-            ctx.expect_close(got, want, dtype, what=label)
-        else:
-            # float32 scores of 1e4 carry rounding of 1e-3: only the distribution is compared
-            ctx.expect_close(got.double().sum(), 1.0, dtype, what=f"{label}: the sum of the weights")
-            ctx.expect(bool((got >= 0).all()), "权重不应为负", "the weights should not be negative",
-                       diagnose=True, safe=True)
+        for case, zh, en in SPREAD_CASES:
+            with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):
+                n = ctx.sizes(1, 3, 12)[0]
+                query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
+                want = ctx.reference(query, keys)
+                got = ctx.expect_tensor(ctx.call(query, keys), (n,), dtype, what="attention_weights")
+                ctx.expect(bool(torch.isfinite(got).all()),
+                           "分数很大时权重里出现了 inf 或 NaN：exp 之前先减去分数的最大值",
+                           "the weights hold inf or NaN when the scores are large: subtract the largest score "
+                           "before exp", diagnose=True, safe=True)
+                ctx.expect_close(got, want, dtype, what="attention_weights")
 
 
 # -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------
 INPUTS_ZH, INPUTS_EN = "不修改传入的张量或数组（没有对输入做原地操作）", \
     "leaves the tensors and arrays it is given unchanged (no in-place op on an input)"
 GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
+#: What the notebook's conventions (its introduction) say about both.
+INPUTS_STATED = "函数不修改传入的张量或数组"
+GRAD_STATED = "梯度要能沿你的计算一路传回每个输入张量"
 
 
-@check("1.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("1.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=INPUTS_STATED)
 def _tanh_inputs(ctx: Context) -> None:
     n = ctx.sizes(1)[0]
     expect_inputs_unchanged(ctx, ctx.randn(n, dtype=torch.float32, scale=2.0))
     expect_inputs_unchanged(ctx, ctx.randn(n, scale=2.0).numpy())
 
 
-@check("1.5", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("1.5", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=INPUTS_STATED)
 def _layer_inputs(ctx: Context) -> None:
     B, T, D, Hd = ctx.sizes(4, low=2, high=6)
     expect_inputs_unchanged(ctx, ctx.randn(B, T, D), ctx.randn(D, Hd, scale=0.5), ctx.randn(Hd, Hd, scale=0.5),
                             b=ctx.randn(Hd, scale=0.5), h0=ctx.randn(B, Hd))
 
 
-@check("1.6", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("1.6", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=INPUTS_STATED)
 def _weights_inputs(ctx: Context) -> None:
     N, D = ctx.sizes(2)
     expect_inputs_unchanged(ctx, ctx.randn(D, scale=1.5), ctx.randn(N, D, scale=1.5))
 
 
-@check("1.6", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+@check("1.6", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRAD_STATED)
 def _weights_gradients(ctx: Context) -> None:
     N, D = ctx.sizes(2)
     expect_input_gradients(ctx, ("query", "keys"), (0, 1), ctx.randn(D, scale=1.5), ctx.randn(N, D, scale=1.5))

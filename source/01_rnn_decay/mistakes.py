@@ -43,7 +43,71 @@ def _tensor_for_every_input(z):
     return 1 - torch.tanh(torch.as_tensor(z)) ** 2
 
 
+@mistake("1.1", "forgot-one-minus", zh="看起来算的是 tanh(z)**2：导数是 1 - tanh(z)**2，前面的 1 - 不能丢",
+         en="looks like tanh(z)**2: the derivative is 1 - tanh(z)**2, keep the 1 -")
+def _tanh_squared(z):
+    return _same_kind(z, lambda t: torch.tanh(t) ** 2, lambda a: np.tanh(a) ** 2, lambda x: math.tanh(x) ** 2)
+
+
+@mistake("1.1", "tanh-of-z-squared", zh="看起来算的是 1 - tanh(z**2)：要先取 tanh 再平方，1 - tanh(z)**2",
+         en="looks like 1 - tanh(z**2): take the tanh first, then square it, 1 - tanh(z)**2")
+def _tanh_of_z_squared(z):
+    return _same_kind(z, lambda t: 1 - torch.tanh(t ** 2), lambda a: 1 - np.tanh(a ** 2),
+                      lambda x: 1 - math.tanh(x ** 2))
+
+
+def _np_sech(a):
+    with np.errstate(over="ignore"):
+        return 1 / np.cosh(a)
+
+
+@mistake("1.1", "sech-not-squared", zh="看起来算的是 1/cosh(z)：1 - tanh²(z) = 1/cosh²(z)，cosh 要平方",
+         en="looks like 1/cosh(z): 1 - tanh²(z) = 1/cosh²(z), square the cosh")
+def _sech_not_squared(z):
+    return _same_kind(z, lambda t: 1 / torch.cosh(t), _np_sech, lambda x: 1 / math.cosh(x))
+
+
+def _tanh_by_hand(t, exp):
+    return (exp(t) - exp(-t)) / (exp(t) + exp(-t))
+
+
+@mistake("1.1", "tanh-by-hand-overflows",
+         zh="z 很大时出现了 NaN：看起来 tanh 是按 (e^z - e^-z)/(e^z + e^-z) 自己写的，e^z 溢出成 inf，inf/inf 得 NaN；"
+            "用 torch.tanh / np.tanh / math.tanh",
+         en="NaN for large z: looks like tanh written by hand as (e^z - e^-z)/(e^z + e^-z), where e^z overflows to inf "
+            "and inf/inf is NaN; use torch.tanh / np.tanh / math.tanh")
+def _tanh_by_hand_overflows(z):
+    def numpy_way(a):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return 1 - _tanh_by_hand(a, np.exp) ** 2
+    return _same_kind(z, lambda t: 1 - _tanh_by_hand(t, torch.exp) ** 2, numpy_way,
+                      lambda x: 1 - _tanh_by_hand(x, math.exp) ** 2)
+
+
+@mistake("1.1", "tanh-in-place", zh="输入被原地改掉了（z.tanh_() 或 np.tanh(z, out=z)）：调用者的 z 变成了 tanh(z)；"
+         "用不带下划线的 torch.tanh(z) / np.tanh(z)",
+         en="the input is changed in place (z.tanh_() or np.tanh(z, out=z)): the caller's z became tanh(z); "
+            "use torch.tanh(z) / np.tanh(z), which return a new result")
+def _tanh_in_place(z):
+    if isinstance(z, torch.Tensor):
+        return 1 - z.tanh_() ** 2
+    if isinstance(z, np.ndarray):
+        return 1 - np.tanh(z, out=z) ** 2
+    return 1 - math.tanh(z) ** 2
+
+
 # -- 1.2 rnn_forward -------------------------------------------------------------
+# First of 1.2's: its values are right, so it must be tried before any mistake that is right on the
+# failing call (the diagnoser compares values, not the kind of what came back).
+@mistake("1.2", "returns-a-tensor", zh="返回的是 torch 张量：要返回 Python float，用 float(h) 或 h.item() 转换",
+         en="returns a torch tensor: return a Python float, convert with float(h) or h.item()")
+def _rnn_returns_tensor(seq, W_hh=0.9, W_xh=0.5):
+    h = torch.zeros(())
+    for x in seq:
+        h = torch.tanh(W_hh * h + W_xh * float(x))
+    return h
+
+
 @mistake("1.2", "missing-tanh", zh="看起来少了 tanh：h_t = tanh(W_hh*h_{t-1} + W_xh*x_t)",
          en="looks like the tanh is missing: h_t = tanh(W_hh*h_{t-1} + W_xh*x_t)")
 def _rnn_missing_tanh(seq, W_hh=0.9, W_xh=0.5):
@@ -71,6 +135,33 @@ def _rnn_starts_from_x0(seq, W_hh=0.9, W_xh=0.5):
     return float(h)
 
 
+@mistake("1.2", "tanh-only-at-the-end", zh="看起来 tanh 只在最后用了一次：每一步都要穿过 tanh，h_t = tanh(W_hh*h_{t-1} + W_xh*x_t)",
+         en="looks like the tanh is applied once at the end: every step goes through it, h_t = tanh(W_hh*h_{t-1} + W_xh*x_t)")
+def _rnn_tanh_at_end(seq, W_hh=0.9, W_xh=0.5):
+    h = 0.0
+    for x in seq:
+        h = W_hh * h + W_xh * float(x)
+    return math.tanh(h)
+
+
+@mistake("1.2", "skips-first-input", zh="看起来从第二个输入开始读（range(1, len(seq))）：第一个输入 x_1 也要读",
+         en="looks like reading starts at the second input (range(1, len(seq))): read the first input x_1 too")
+def _rnn_skips_first(seq, W_hh=0.9, W_xh=0.5):
+    h = 0.0
+    for t in range(1, len(seq)):
+        h = math.tanh(W_hh * h + W_xh * float(seq[t]))
+    return float(h)
+
+
+@mistake("1.2", "hard-coded-weights", zh="看起来写死了 0.9 和 0.5：要用传进来的 W_hh 和 W_xh",
+         en="looks like 0.9 and 0.5 are hard-coded: use the W_hh and W_xh passed in")
+def _rnn_hard_coded(seq, W_hh=0.9, W_xh=0.5):
+    h = 0.0
+    for x in seq:
+        h = math.tanh(0.9 * h + 0.5 * float(x))
+    return float(h)
+
+
 # -- 1.3 attention_residual ------------------------------------------------------
 @mistake("1.3", "last-position", zh="权重放在了最后一个位置：注意力回看的是位置 0（seq[0]）",
          en="the weight sits on the last position: attention looks back at position 0 (seq[0])")
@@ -88,6 +179,23 @@ def _residual_no_alpha(seq, alpha=0.6):
          en="alpha on every position: every position but 0 has weight 0")
 def _residual_every_position(seq, alpha=0.6):
     return float(alpha * sum(float(x) for x in seq))
+
+
+@mistake("1.3", "rest-of-weight-spread", zh="剩下的 1 - alpha 被平均分给了其他位置：题目里其他位置的权重是 0",
+         en="the remaining 1 - alpha is spread over the other positions: here every other position weighs 0")
+def _residual_rest_spread(seq, alpha=0.6):
+    if len(seq) == 0:
+        return 0.0
+    rest = [float(x) for x in seq[1:]]
+    return float(alpha * float(seq[0]) + ((1 - alpha) * sum(rest) / len(rest) if rest else 0.0))
+
+
+@mistake("1.3", "hard-coded-alpha", zh="看起来写死了 0.6：要用传进来的 alpha",
+         en="looks like 0.6 is hard-coded: use the alpha passed in")
+def _residual_hard_coded(seq, alpha=0.6):
+    if len(seq) == 0:
+        return 0.0
+    return float(0.6 * float(seq[0]))
 
 
 # -- 1.4 decay_table -------------------------------------------------------------
@@ -127,6 +235,25 @@ def _table_transposed(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
 def _table_defaults(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
     rows = [[_rnn([1.0] + [0.0] * (int(n) - 1), 0.9, 0.5), 0.6] for n in lengths]
     return np.array(rows, dtype=np.float64).reshape(len(rows), 2)
+
+
+@mistake("1.4", "length-off-by-one", zh="输入多了一个数：长度为 L 的输入是 [1] + [0] * (L - 1)，共 L 个数",
+         en="the input is one element too long: the input of length L is [1] + [0] * (L - 1), L numbers in all")
+def _table_off_by_one(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
+    rows = [[_rnn([1.0] + [0.0] * int(n), W_hh, W_xh), alpha] for n in lengths]
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 2)
+
+
+@mistake("1.4", "returns-a-list", zh="返回的是 Python 列表：要返回 NumPy 数组，用 np.array(rows)",
+         en="returns a Python list: return a NumPy array, np.array(rows)")
+def _table_list(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
+    return [[_rnn([1.0] + [0.0] * (int(n) - 1), W_hh, W_xh), alpha] for n in lengths]
+
+
+@mistake("1.4", "empty-not-reshaped", zh="lengths 为空时返回了形状 (0,) 的数组：要 reshape 成 (0, 2)",
+         en="for empty lengths the array has shape (0,): reshape it to (0, 2)")
+def _table_not_reshaped(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
+    return np.array([[_rnn([1.0] + [0.0] * (int(n) - 1), W_hh, W_xh), alpha] for n in lengths], dtype=np.float64)
 
 
 # -- 1.5 rnn_layer ---------------------------------------------------------------
@@ -180,6 +307,57 @@ def _layer_ignores_h0(x, W_xh, W_hh, b=None, h0=None):
     return _layer(x, W_xh, W_hh, b, h0, ignore_h0=True)
 
 
+@mistake("1.5", "outputs-shifted-by-one", zh="outputs 里存的是每一步之前的状态（h_0 到 h_{T-1}）：先算出 h_t 再存进去",
+         en="outputs holds the state before each step (h_0 to h_{T-1}): compute h_t first, then store it")
+def _layer_outputs_shifted(x, W_xh, W_hh, b=None, h0=None):
+    B, T, _ = x.shape
+    H = W_hh.shape[0]
+    h = x.new_zeros(B, H) if h0 is None else h0
+    outputs = []
+    for t in range(T):
+        outputs.append(h)
+        pre = x[:, t] @ W_xh + h @ W_hh
+        h = torch.tanh(pre if b is None else pre + b)
+    return (torch.stack(outputs, dim=1) if outputs else x.new_zeros(B, 0, H)), h
+
+
+@mistake("1.5", "stacked-on-dim-0", zh="outputs 的形状是 (T, B, H)：torch.stack 默认沿 dim=0 拼接，要用 dim=1 得到 (B, T, H)",
+         en="outputs has shape (T, B, H): torch.stack joins along dim=0 by default, use dim=1 for (B, T, H)")
+def _layer_stacked_dim0(x, W_xh, W_hh, b=None, h0=None):
+    out, h = _layer(x, W_xh, W_hh, b, h0)
+    return out.transpose(0, 1), h
+
+
+@mistake("1.5", "bias-after-tanh", zh="偏置加在了 tanh 之后：b 属于 tanh 里面，h_t = tanh(x_t W_xh + h_{t-1} W_hh + b)",
+         en="the bias is added after the tanh: b goes inside it, h_t = tanh(x_t W_xh + h_{t-1} W_hh + b)")
+def _layer_bias_after_tanh(x, W_xh, W_hh, b=None, h0=None):
+    B, T, _ = x.shape
+    H = W_hh.shape[0]
+    h = x.new_zeros(B, H) if h0 is None else h0
+    outputs = []
+    for t in range(T):
+        h = torch.tanh(x[:, t] @ W_xh + h @ W_hh)
+        if b is not None:
+            h = h + b
+        outputs.append(h)
+    return (torch.stack(outputs, dim=1) if outputs else x.new_zeros(B, 0, H)), h
+
+
+@mistake("1.5", "state-not-carried", zh="每一步都从初始状态出发：第 t 步要用上一步的 h_{t-1}，而不是 h0",
+         en="every step starts from the initial state: step t uses the previous step's h_{t-1}, not h0")
+def _layer_state_not_carried(x, W_xh, W_hh, b=None, h0=None):
+    B, T, _ = x.shape
+    H = W_hh.shape[0]
+    start = x.new_zeros(B, H) if h0 is None else h0
+    h = start
+    outputs = []
+    for t in range(T):
+        pre = x[:, t] @ W_xh + start @ W_hh
+        h = torch.tanh(pre if b is None else pre + b)
+        outputs.append(h)
+    return (torch.stack(outputs, dim=1) if outputs else x.new_zeros(B, 0, H)), h
+
+
 # -- 1.6 attention_weights -------------------------------------------------------
 @mistake("1.6", "no-softmax", zh="少了 softmax：返回的是原始分数 keys @ query",
          en="the softmax is missing: these are the raw scores keys @ query")
@@ -207,8 +385,47 @@ def _weights_scaled(query, keys):
     return torch.softmax(keys @ query / math.sqrt(query.shape[-1]), dim=0)
 
 
+@mistake("1.6", "shifted-by-mean", zh="减去的是分数的平均值：分数正负相差几千时，最大的分数减去平均值仍有几千，exp 溢出成 inf；要减去最大值",
+         en="the scores are shifted by their mean: when they are thousands apart, the largest minus the mean is still "
+            "thousands and exp overflows to inf; subtract the max")
+def _weights_mean_shift(query, keys):
+    scores = keys @ query
+    e = torch.exp(scores - scores.mean())
+    return e / e.sum()
+
+
+@mistake("1.6", "shifted-by-min", zh="减去的是最小的分数：这样每个指数都 >= 0，分数相差很大时 exp 溢出成 inf；要减去最大值",
+         en="the scores are shifted by their min: every exponent is then >= 0 and exp overflows to inf when the scores "
+            "are far apart; subtract the max")
+def _weights_min_shift(query, keys):
+    scores = keys @ query
+    e = torch.exp(scores - scores.min())
+    return e / e.sum()
+
+
 @mistake("1.6", "no-max-subtraction", zh="没有先减去最大分数：分数很大时 exp 溢出，得到 inf/NaN",
          en="the largest score is not subtracted first: exp overflows on large scores, giving inf/NaN")
 def _weights_no_max(query, keys):
     e = torch.exp(keys @ query)
     return e / e.sum()
+
+
+@mistake("1.6", "log-softmax", zh="看起来返回的是 log-softmax（对数权重，都是负数）：权重是 softmax 本身，非负且加和为 1",
+         en="looks like the log-softmax (log weights, all negative): the weights are the softmax itself, "
+            "non-negative and summing to 1")
+def _weights_log_softmax(query, keys):
+    scores = keys @ query
+    return scores - torch.logsumexp(scores, dim=0)
+
+
+@mistake("1.6", "not-normalized", zh="看起来只算了 exp(s - max)，没有除以它们的和：权重要加和为 1",
+         en="looks like exp(s - max) without dividing by their sum: the weights must sum to 1")
+def _weights_not_normalized(query, keys):
+    scores = keys @ query
+    return torch.exp(scores - scores.max())
+
+
+@mistake("1.6", "sigmoid-not-softmax", zh="看起来用的是 sigmoid：它对每个分数单独压缩，权重的和不是 1；要用 softmax",
+         en="looks like a sigmoid: it squashes each score on its own and the weights do not sum to 1; use a softmax")
+def _weights_sigmoid(query, keys):
+    return torch.sigmoid(keys @ query)

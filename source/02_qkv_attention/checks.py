@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Status, check, compare, exercise, mismatch
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Status, check, compare, exercise
 
 P = Audience.PUBLIC
 
@@ -50,19 +50,31 @@ def reference_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> tu
     return F.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, eye)
 
 
-def expect_close_at_scale(ctx: Context, got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, scale: float,
-                          what: str) -> None:
-    """expect_close for a softmax of inputs of magnitude ``scale``.
+def spread_slices(ctx: Context, n: int, m: int, dtype: torch.dtype) -> torch.Tensor:
+    """(n, m): n slices (rows) of m >= 3 values spread over thousands, of both signs.
 
-    Rounding an input of that size moves it by about scale * eps, and the softmax by
-    that much relative to itself: a stable method other than max-subtraction
-    (``x - logsumexp(x)``) is that far off in float32 near 1e4 and still right.
+    Each row holds values near +3000, near 0 and near -3000 (for m >= 4 two or more near +3000, within a
+    few units of each other, so its softmax is not one-hot), the whole row shifted by +1000 or -1000 in turn.
+    The max shift gives the right answer; a shift by the row's mean or min leaves exponents in the
+    thousands (inf/NaN), and so does none; each of those fails on other elements, so feedback can
+    tell them apart.
     """
-    rtol, atol = ctx.tol(dtype)
-    rtol = max(rtol, 4 * torch.finfo(dtype).eps * scale)
-    problem = compare(got, want, rtol, atol)
-    if problem is not None:
-        raise mismatch(problem, got, want, rtol, atol, what)
+    levels = torch.tensor([3000.0, 0.0, -3000.0], dtype=torch.float64)
+    picks = torch.stack([torch.randperm(m, generator=ctx.generator) % 3 for _ in range(n)])   # every level in each row
+    offsets = torch.where(torch.arange(n) % 2 == 0, 1000.0, -1000.0).to(torch.float64).unsqueeze(-1)
+    return (levels[picks] + offsets + ctx.randn(n, m, scale=2.0)).to(dtype)
+
+
+def sizes_apart(ctx: Context, n: int, low: int = 2, high: int = 9) -> list[int]:
+    """``ctx.sizes``, drawn again until no size is the square of another (no Tk = Dk ** 2).
+
+    A scale taken from the wrong size (sqrt(Tk), sqrt(Dv), sqrt(Q.shape[1])) then never equals another
+    known mistake's (dividing by Dk), so feedback can tell them apart.
+    """
+    while True:
+        sizes = ctx.sizes(n, low, high)
+        if not any(a == b * b for a in sizes for b in sizes):
+            return sizes
 
 
 def call_batched(ctx: Context, *args: torch.Tensor) -> plain.Value:
@@ -159,22 +171,41 @@ def _softmax_property(ctx: Context) -> None:
 
 
 @check("2.2", "large-inputs", P, Kind.PROPERTY,
-       zh="数值稳定：输入在几千（±1e4 附近）时没有 inf/NaN，仍与 F.softmax 一致（先减去最大值）",
-       en="numerically stable: inputs in the thousands (near ±1e4) give no inf/NaN and still agree with F.softmax "
-          "(subtract the max first)")
+       zh="数值稳定：输入在几千（±1e4 附近）时，以及同一个切片里的值有正有负、相差几千时，都没有 inf/NaN，"
+          "仍与 F.softmax 一致（先减去沿 dim 的最大值）",
+       en="numerically stable: inputs in the thousands (near ±1e4), and slices whose values spread over thousands "
+          "of either sign, give no inf/NaN and still agree with F.softmax (subtract the max along dim first)")
 def _softmax_stable(ctx: Context) -> None:
     a, b = ctx.sizes(2, 3, 9)
     for dtype in (torch.float32, torch.float64):
-        # Rows near +1e4 overflow exp(); rows near -1e4 underflow it to 0/0.
-        x = ctx.randn(a, b, scale=2.0) + torch.where(torch.arange(a) % 2 == 0, 1e4, -1e4).unsqueeze(-1)
-        x = x.to(dtype)
-        want = F.softmax(x.double(), dim=-1)
-        got = ctx.expect_tensor(ctx.call(x), (a, b), dtype, what="softmax(x ~ ±1e4)")
-        ctx.expect(bool(torch.isfinite(got).all()),
-                   f"输入约为 ±1e4 时出现了 {int((~torch.isfinite(got)).sum())} 个 inf/NaN：exp 溢出了，先减去每行的最大值",
-                   f"inputs near ±1e4 gave {int((~torch.isfinite(got)).sum())} inf/NaN values: exp overflowed, "
-                   f"subtract each row's max first", diagnose=True)
-        expect_close_at_scale(ctx, got, want, dtype, 1e4, what="softmax(x ~ ±1e4)")
+        with ctx.case(zh=f"输入约为 ±1e4（{dtype}）", en=f"inputs near ±1e4 ({dtype})"):
+            # Rows near +1e4 overflow exp(); rows near -1e4 underflow it to 0/0.
+            x = ctx.randn(a, b, scale=2.0) + torch.where(torch.arange(a) % 2 == 0, 1e4, -1e4).unsqueeze(-1)
+            x = x.to(dtype)
+            want = F.softmax(x.double(), dim=-1)
+            got = ctx.expect_tensor(ctx.call(x), (a, b), dtype, what="softmax(x ~ ±1e4)")
+            n_bad = int((~torch.isfinite(got)).sum())
+            ctx.expect(n_bad == 0,
+                       f"出现了 {n_bad} 个 inf/NaN：exp 上溢成 inf，或整行下溢成 0/0 了；先减去每行自己的最大值",
+                       f"{n_bad} inf/NaN values: exp overflowed to inf, or a whole row underflowed to 0/0; subtract "
+                       f"each row's own max first", diagnose=True)
+            ctx.expect_close(got, want, dtype, what="softmax(x ~ ±1e4)")
+    # One slice spreads over thousands of both signs: only a shift by its max keeps every exponent <= 0.
+    for dtype, dim, shape in ((torch.float32, -1, (a, b)), (torch.float64, 0, (b, a, 2))):
+        with ctx.case(zh=f"同一切片里的值有正有负、相差几千（dim={dim}，{dtype}）",
+                      en=f"slices spread over thousands of either sign (dim={dim}, {dtype})"):
+            rows = spread_slices(ctx, a * (1 if dim == -1 else 2), b, dtype)      # (slices, values along dim)
+            x = rows if dim == -1 else rows.reshape(a, 2, b).permute(2, 0, 1).contiguous()
+            want = F.softmax(x.double(), dim=dim)
+            got = ctx.expect_tensor(ctx.call(x, dim=dim), shape, dtype, what=f"softmax(x, dim={dim})")
+            n_bad = int((~torch.isfinite(got)).sum())
+            ctx.expect(n_bad == 0,
+                       f"出现了 {n_bad} 个 inf/NaN：减去的常数必须是沿 dim 的最大值；减去平均值或最小值，"
+                       f"比它们大几千的那一项仍会让 exp 溢出",
+                       f"{n_bad} inf/NaN values: the constant subtracted must be the max along dim; after "
+                       f"subtracting the mean or the min, a value thousands above them still overflows exp",
+                       diagnose=True)
+            ctx.expect_close(got, want, dtype, what=f"softmax(x, dim={dim})")
 
 
 @check("2.2", "matches-torch", P, Kind.NUMERIC, zh="与 F.softmax 一致（各个 dim，float32 与 float64）",
@@ -214,7 +245,7 @@ def _expect_scores(ctx: Context, got: torch.Tensor, Q: torch.Tensor, K: torch.Te
 @check("2.3", "shapes", P, Kind.SHAPE, zh="输出形状 (..., Tq, Tk)，dtype 不变",
        en="output shape (..., Tq, Tk) in the input's dtype")
 def _scores_shapes(ctx: Context) -> None:
-    Tq, Tk, Dk = ctx.sizes(3)
+    Tq, Tk, Dk = sizes_apart(ctx, 3)
     for dtype in (torch.float32, torch.float64):
         got = ctx.call(ctx.randn(Tq, Dk, dtype=dtype), ctx.randn(Tk, Dk, dtype=dtype))
         ctx.expect_tensor(got, (Tq, Tk), dtype, what="attention_scores(Q, K)")
@@ -233,7 +264,7 @@ def _scores_fact(ctx: Context) -> None:
        zh="softmax 后与 torch 的 F.scaled_dot_product_attention 的注意力权重一致（缩放 1/√Dk）",
        en="after a softmax, torch's F.scaled_dot_product_attention weights (scaled by 1/sqrt(Dk))", weight=2)
 def _scores_numeric(ctx: Context) -> None:
-    Tq, Tk, Dk = ctx.sizes(3)
+    Tq, Tk, Dk = sizes_apart(ctx, 3)
     for dtype in (torch.float32, torch.float64):
         Q, K = ctx.randn(Tq, Dk, dtype=dtype), ctx.randn(Tk, Dk, dtype=dtype)
         got = ctx.expect_tensor(ctx.call(Q, K), (Tq, Tk), dtype, what="attention_scores(Q, K)")
@@ -243,7 +274,7 @@ def _scores_numeric(ctx: Context) -> None:
 @check("2.3", "batch-dims", P, Kind.NUMERIC, zh="带批量维 (B, Tq, Dk) 与 (B, H, Tq, Dk) 也能用（K.T 不行）",
        en="works with batch dims (B, Tq, Dk) and (B, H, Tq, Dk) (K.T does not)", weight=2)
 def _scores_batched(ctx: Context) -> None:
-    B, H, Tq, Tk, Dk = ctx.sizes(5)
+    B, H, Tq, Tk, Dk = sizes_apart(ctx, 5)
     for dtype, batch in ((torch.float64, (B,)), (torch.float32, (B, H))):
         Q, K = ctx.randn(*batch, Tq, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dk, dtype=dtype)
         got = ctx.expect_tensor(call_batched(ctx, Q, K), (*batch, Tq, Tk), dtype, what="attention_scores(Q, K)")
@@ -253,7 +284,7 @@ def _scores_batched(ctx: Context) -> None:
 # -- 2.4 scaled_dot_product_attention --------------------------------------------
 @check("2.4", "shapes", P, Kind.SHAPE, zh="输出形状与 dtype", en="output shapes and dtype")
 def _sdpa_shapes(ctx: Context) -> None:
-    B, Tq, Tk, Dk, Dv = ctx.sizes(5)
+    B, Tq, Tk, Dk, Dv = sizes_apart(ctx, 5)
     for dtype in (torch.float32, torch.float64):
         Q = ctx.randn(B, Tq, Dk, dtype=dtype)
         K, V = ctx.randn(B, Tk, Dk, dtype=dtype), ctx.randn(B, Tk, Dv, dtype=dtype)
@@ -273,27 +304,42 @@ def _sdpa_fact(ctx: Context) -> None:
     ctx.expect_close(w.sum(-1), torch.ones(5), torch.float32, what="weights.sum(-1)")
 
 
-@check("2.4", "rows-sum-to-one", P, Kind.PROPERTY, zh="每行权重非负且加和为 1",
-       en="every row of weights is non-negative and sums to 1")
+@check("2.4", "rows-sum-to-one", P, Kind.PROPERTY, zh="每行权重非负且加和为 1，分数上万时也没有 NaN",
+       en="every row of weights is non-negative and sums to 1, with no NaN even for scores in the tens of thousands")
 def _sdpa_rows(ctx: Context) -> None:
-    Tq, Tk, D = ctx.sizes(3)
-    Q, K, V = ctx.randn(Tq, D), ctx.randn(Tk, D), ctx.randn(Tk, D)
-    _, weights = ctx.expect_tuple(ctx.call(Q, K, V), 2)
-    w = ctx.expect_tensor(weights, (Tq, Tk), torch.float64, what="weights")
-    ctx.expect(bool((w >= 0).all()), f"权重不应为负，实际最小 {w.min().item():.4g}",
-               f"weights should not be negative, got min {w.min().item():.4g}", diagnose=True)
-    ctx.expect_close(w.sum(-1), torch.ones(Tq), torch.float64, what="weights.sum(-1)")
+    Tq, Tk, D = sizes_apart(ctx, 3)
+    for scale, case in ((1.0, ("普通大小的分数", "scores of ordinary size")),
+                        (100.0, ("上万的分数（Q、K 约为 100）", "scores in the tens of thousands (Q, K near 100)"))):
+        with ctx.case(*case):
+            Q, K, V = ctx.randn(Tq, D, scale=scale), ctx.randn(Tk, D, scale=scale), ctx.randn(Tk, D)
+            _, weights = ctx.expect_tuple(ctx.call(Q, K, V), 2)
+            w = ctx.expect_tensor(weights, (Tq, Tk), torch.float64, what="weights")
+            n_bad = int((~torch.isfinite(w)).sum())
+            ctx.expect(n_bad == 0, f"weights 中有 {n_bad} 个 NaN/inf：softmax 要先减去每行的最大值（2.2）",
+                       f"weights hold {n_bad} NaN/inf: the softmax must subtract each row's max first (2.2)",
+                       diagnose=True)
+            ctx.expect(bool((w >= 0).all()), f"权重不应为负，实际最小 {w.min().item():.4g}",
+                       f"weights should not be negative, got min {w.min().item():.4g}", diagnose=True)
+            ctx.expect_close(w.sum(-1), torch.ones(Tq, dtype=torch.float64), torch.float64, what="weights.sum(-1)")
 
 
-@check("2.4", "matches-torch", P, Kind.NUMERIC, zh="与 F.scaled_dot_product_attention 一致（含批量维）",
-       en="agrees with F.scaled_dot_product_attention (with batch dims)", weight=3)
+@check("2.4", "matches-torch", P, Kind.NUMERIC,
+       zh="与 F.scaled_dot_product_attention 一致（含批量维，也包括 Tq = Tk = Dk = Dv 的方阵情形）",
+       en="agrees with F.scaled_dot_product_attention (with batch dims, and in the square case Tq = Tk = Dk = Dv)",
+       weight=3)
 def _sdpa_torch(ctx: Context) -> None:
-    for batch, dtype in zip(BATCHES, (torch.float32, torch.float64, torch.float32)):
-        Tq, Tk, Dk, Dv = ctx.sizes(4)
-        Q = ctx.randn(*batch, Tq, Dk, dtype=dtype)
-        K, V = ctx.randn(*batch, Tk, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dv, dtype=dtype)
-        want_out, want_w = reference_attention(Q, K, V)
-        out, weights = ctx.expect_tuple(call_batched(ctx, Q, K, V), 2)
-        ctx.expect_close(ctx.expect_tensor(weights, (*batch, Tq, Tk), dtype, what="weights"), want_w, dtype,
-                         what="weights")
-        ctx.expect_close(ctx.expect_tensor(out, (*batch, Tq, Dv), dtype, what="out"), want_out, dtype, what="out")
+    # The square case first: an answer whose shapes fit only there (V @ weights, say) gets its name here.
+    n = sizes_apart(ctx, 1, 3, 9)[0]
+    cases = [((2,), torch.float64, (n, n, n, n))] + [(batch, dtype, tuple(sizes_apart(ctx, 4))) for batch, dtype in
+                                                     zip(BATCHES, (torch.float32, torch.float64, torch.float32))]
+    for batch, dtype, (Tq, Tk, Dk, Dv) in cases:
+        with ctx.case(zh=f"批量维 {batch}，Tq={Tq}、Tk={Tk}、Dk={Dk}、Dv={Dv}（{dtype}）",
+                      en=f"batch dims {batch}, Tq={Tq}, Tk={Tk}, Dk={Dk}, Dv={Dv} ({dtype})"):
+            Q = ctx.randn(*batch, Tq, Dk, dtype=dtype)
+            K, V = ctx.randn(*batch, Tk, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dv, dtype=dtype)
+            want_out, want_w = reference_attention(Q, K, V)
+            out, weights = ctx.expect_tuple(call_batched(ctx, Q, K, V), 2)
+            ctx.expect_close(ctx.expect_tensor(weights, (*batch, Tq, Tk), dtype, what="weights"), want_w, dtype,
+                             what="weights")
+            ctx.expect_close(ctx.expect_tensor(out, (*batch, Tq, Dv), dtype, what="out"), want_out, dtype,
+                             what="out")

@@ -1,9 +1,9 @@
 """Hidden checks of 02_qkv_attention: randomized inputs against solutions/, edge cases, forbidden calls.
 
 The reference is ``ctx.reference`` (the solution on float64 CPU copies), always
-computed before the student's function runs on the same inputs. Inputs near
-1e4 are drawn in float64 only where float32 rounding alone could move a
-correct answer past the float32 tolerance.
+computed before the student's function runs on the same inputs. Tolerances are
+scale-aware (``Context.tol``): a correct answer for inputs near 1e4 passes in float32
+too, whichever stable method computed it.
 """
 from __future__ import annotations
 
@@ -11,9 +11,17 @@ import torch
 
 from autograder.catalog import Audience, Context, Kind, check, near_answer
 from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
-from .checks import BATCHES, call_batched, expect_close_at_scale
+from .checks import BATCHES, call_batched, sizes_apart, spread_slices
 
 H = Audience.HIDDEN
+
+#: The notebook's conventions (its introduction), quoted by the shared checks that enforce them.
+INPUTS_UNCHANGED = "函数不能修改传入的张量"
+GRADIENTS_FLOW = "梯度要能从输出传回每个输入"
+#: What the statements of 2.2 and 2.4 say about large inputs.
+STABLE_2_2 = "输入在几千的量级时也不能出现 `inf` 或 `nan`，同一个切片里的值有正有负、相差几千（比如 `[3000, -3000]`）时也一样"
+STABLE_2_4 = "分数上万时结果也不能出现 `nan`"
+SCORES_2_3 = r"返回 $QK^\top / \sqrt{d_k}$，形状 (..., Tq, Tk)"
 
 
 def _expect_like(ctx: Context, value, want: torch.Tensor, dtype: torch.dtype, what: str) -> None:
@@ -32,7 +40,7 @@ def _project_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, T: i
 
 
 @check("2.1", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
-       en="random sizes, batch dims, dtypes: agrees with the reference", weight=2)
+       en="random sizes, batch dims, dtypes: agrees with the reference", weight=2, same_as="matches-matmul")
 def _project_reference(ctx: Context) -> None:
     for batch, dtype in zip(BATCHES, (torch.float64, torch.float32, torch.float64)):
         T, D, Dk, Dv = ctx.sizes(4)
@@ -40,17 +48,19 @@ def _project_reference(ctx: Context) -> None:
 
 
 @check("2.1", "edge-T1-large", H, Kind.EDGE, zh="T = 1、Dk = 1，以及 1e4 量级的输入",
-       en="T = 1, Dk = 1, and inputs of order 1e4")
+       en="T = 1, Dk = 1, and inputs of order 1e4", same_as="matches-matmul")
 def _project_edge(ctx: Context) -> None:
     D, Dv = ctx.sizes(2, 2, 9)
-    _project_case(ctx, (2,), torch.float32, 1, D, 1, Dv)
+    with ctx.case(zh="一个词元（T = 1）、Dk = 1", en="one token (T = 1), Dk = 1"):
+        _project_case(ctx, (2,), torch.float32, 1, D, 1, Dv)
     T, D, Dk, Dv = ctx.sizes(4)
-    _project_case(ctx, (), torch.float64, T, D, Dk, Dv, scale=1e4)
+    with ctx.case(zh="上万的输入", en="inputs in the tens of thousands"):
+        _project_case(ctx, (), torch.float64, T, D, Dk, Dv, scale=1e4)
 
 
 # -- 2.2 softmax -----------------------------------------------------------------
 @check("2.2", "reference-random", H, Kind.NUMERIC, zh="随机形状、dim、dtype：与参考答案一致",
-       en="random shapes, dims, dtypes: agrees with the reference", weight=2)
+       en="random shapes, dims, dtypes: agrees with the reference", weight=2, same_as="matches-torch")
 def _softmax_reference(ctx: Context) -> None:
     a, b, c, d = ctx.sizes(4)
     for shape, dim, dtype in (((a,), 0, torch.float64), ((a, b), -1, torch.float32), ((a, b, c), 1, torch.float64),
@@ -61,24 +71,40 @@ def _softmax_reference(ctx: Context) -> None:
 
 
 @check("2.2", "edge-extremes", H, Kind.EDGE,
-       zh="±1e4 附近的输入、沿 dim 只有一个元素、整行相同的值",
-       en="inputs near ±1e4, a dim of size 1, rows of equal values")
+       zh="±1e4 附近的输入、同一切片里相差几千且有正有负的值、沿 dim 只有一个元素、整行相同的值",
+       en="inputs near ±1e4, slices spread over thousands of either sign, a dim of size 1, rows of equal values",
+       statement=STABLE_2_2, same_as="matches-torch")
 def _softmax_edge(ctx: Context) -> None:
     a, b, c = ctx.sizes(3, 3, 9)
     for dtype in (torch.float32, torch.float64):
-        x = (ctx.randn(a, b, scale=3.0) + torch.linspace(-1e4, 1e4, a).unsqueeze(-1)).to(dtype)
-        want = ctx.reference(x)
-        got = ctx.expect_tensor(ctx.call(x), (a, b), dtype, what="softmax(x ~ ±1e4)")
-        expect_close_at_scale(ctx, got, want, dtype, 1e4, what=f"softmax(x ~ ±1e4, {dtype})")
-    x = ctx.randn(a, 1, c)
-    _expect_like(ctx, ctx.call(x, dim=1), ctx.reference(x, dim=1), torch.float64, f"softmax(x {tuple(x.shape)}, dim=1)")
-    x = torch.full((b, c), 7.5, dtype=torch.float64)
-    _expect_like(ctx, ctx.call(x), ctx.reference(x), torch.float64, "softmax of equal values")
+        with ctx.case(zh=f"相邻的行相差几千、最大上万（{dtype}）", en=f"rows thousands apart, up to ten thousand ({dtype})"):
+            # Rows from -1e4 to 1e4: exp overflows on some, underflows to 0/0 on others, and a shift by
+            # the whole tensor's max (not each slice's) underflows every row far below the top one.
+            x = (ctx.randn(a, b, scale=3.0) + torch.linspace(-1e4, 1e4, a).unsqueeze(-1)).to(dtype)
+            want = ctx.reference(x)
+            _expect_like(ctx, ctx.call(x), want, dtype, f"softmax(x {tuple(x.shape)}, {dtype})")
+    # One slice spreads over thousands of both signs, along several dims.
+    for dtype, dim in ((torch.float64, -1), (torch.float32, 1), (torch.float64, 0), (torch.float32, -1)):
+        with ctx.case(zh=f"同一切片里的值有正有负、相差几千（dim={dim}，{dtype}）",
+                      en=f"slices spread over thousands of either sign (dim={dim}, {dtype})"):
+            rows = spread_slices(ctx, a * c, b, dtype)                       # (slices, values along dim)
+            x = rows.reshape(a, c, b).movedim(-1, dim).contiguous()            # the b values of a slice along dim
+            want = ctx.reference(x, dim=dim)
+            _expect_like(ctx, ctx.call(x, dim=dim), want, dtype, f"softmax(x {tuple(x.shape)}, dim={dim}, {dtype})")
+    with ctx.case(zh="沿 dim 只有一个元素", en="a dim of size 1"):
+        x = ctx.randn(a, 1, c)
+        _expect_like(ctx, ctx.call(x, dim=1), ctx.reference(x, dim=1), torch.float64,
+                     f"softmax(x {tuple(x.shape)}, dim=1)")
+    with ctx.case(zh="整行相同的值", en="rows of equal values"):
+        x = torch.full((b, c), 7.5, dtype=torch.float64)
+        _expect_like(ctx, ctx.call(x), ctx.reference(x), torch.float64, "softmax of equal values")
 
 
 @check("2.2", "no-forbidden-calls", H, Kind.FORBIDDEN,
        zh="没有调用 torch.softmax / F.softmax / Tensor.softmax / log_softmax",
-       en="does not call torch.softmax / F.softmax / Tensor.softmax / log_softmax")
+       en="does not call torch.softmax / F.softmax / Tensor.softmax / log_softmax",
+       statement="禁止调用**（评分器运行本题时一旦检测到，本题记 0 分，反馈里会写出调用名）：`torch.softmax`、`F.softmax`、"
+                 "`Tensor.softmax`、`F.log_softmax`、`torch.log_softmax`")
 def _softmax_forbidden(ctx: Context) -> None:
     # ctx.call records forbidden calls and fails the check (and the exercise) on the first one.
     a, b = ctx.sizes(2)
@@ -97,22 +123,27 @@ def _scores_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: i
 
 
 @check("2.3", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
-       en="random sizes, batch dims, dtypes: agrees with the reference", weight=2)
+       en="random sizes, batch dims, dtypes: agrees with the reference", weight=2, statement=SCORES_2_3,
+       same_as="batch-dims")
 def _scores_reference(ctx: Context) -> None:
     for batch, dtype in zip(BATCHES, (torch.float32, torch.float64, torch.float64)):
-        Tq, Tk, Dk = ctx.sizes(3)
+        Tq, Tk, Dk = sizes_apart(ctx, 3)
         _scores_case(ctx, batch, dtype, Tq, Tk, Dk)
 
 
 @check("2.3", "edge-T1-large", H, Kind.EDGE, zh="Tq = 1、Dk = 1，以及 1e4 量级的输入",
-       en="Tq = 1, Dk = 1, and inputs of order 1e4")
+       en="Tq = 1, Dk = 1, and inputs of order 1e4", statement=SCORES_2_3)
 def _scores_edge(ctx: Context) -> None:
-    Tk, Dk = ctx.sizes(2, 2, 9)
-    _scores_case(ctx, (3,), torch.float32, 1, Tk, Dk)
-    Tq, Tk = ctx.sizes(2, 2, 9)
-    _scores_case(ctx, (), torch.float64, Tq, Tk, 1)
-    Tq, Tk, Dk = ctx.sizes(3)
-    _scores_case(ctx, (2,), torch.float64, Tq, Tk, Dk, scale=1e4)
+    Tq, Tk = sizes_apart(ctx, 2, 2, 9)
+    with ctx.case(zh="Dk = 1", en="Dk = 1"):
+        _scores_case(ctx, (), torch.float64, Tq, Tk, 1)
+    Tq, Tk, Dk = sizes_apart(ctx, 3)
+    with ctx.case(zh="上万的输入", en="inputs in the tens of thousands"):
+        _scores_case(ctx, (2,), torch.float64, Tq, Tk, Dk, scale=1e4)
+    Tk, Dk = sizes_apart(ctx, 2, 3, 9)
+    with ctx.case(zh="一个查询（Tq = 1）", en="one query (Tq = 1)"):
+        # Two batch dims: Q.shape[1] = 2 is then neither Tq = 1, Tk nor Dk.
+        _scores_case(ctx, (3, 2), torch.float32, 1, Tk, Dk)
 
 
 # -- 2.4 scaled_dot_product_attention ----------------------------------------------
@@ -129,33 +160,41 @@ def _sdpa_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int
 
 
 @check("2.4", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案一致", en="agrees with the reference on random inputs",
-       weight=3)
+       weight=3, same_as="matches-torch")
 def _sdpa_reference(ctx: Context) -> None:
     for batch in BATCHES:
-        Tq, Tk, Dk, Dv = ctx.sizes(4)
+        Tq, Tk, Dk, Dv = sizes_apart(ctx, 4)
         for dtype in (torch.float32, torch.float64):
             _sdpa_case(ctx, batch, dtype, Tq, Tk, Dk, Dv)
 
 
 @check("2.4", "edge-one-query-one-key-large", H, Kind.EDGE,
        zh="Tq = 1、Tk = 1（权重为 1），以及 1e4 量级的分数（无 NaN）",
-       en="Tq = 1, Tk = 1 (weight 1), and scores of order 1e4 (no NaN)")
+       en="Tq = 1, Tk = 1 (weight 1), and scores of order 1e4 (no NaN)", statement=STABLE_2_4,
+       same_as="matches-torch")
 def _sdpa_edge(ctx: Context) -> None:
-    Tk, Dk, Dv = ctx.sizes(3)
-    _sdpa_case(ctx, (2,), torch.float32, 1, Tk, Dk, Dv)
-    Tq, Dk, Dv = ctx.sizes(3)
-    _sdpa_case(ctx, (), torch.float64, Tq, 1, Dk, Dv)
-    Tq, Tk, Dk, Dv = ctx.sizes(4)
-    _sdpa_case(ctx, (2,), torch.float64, Tq, Tk, Dk, Dv, scale=100.0)
+    Tk, Dk, Dv = sizes_apart(ctx, 3)
+    with ctx.case(zh="一个查询（Tq = 1）", en="one query (Tq = 1)"):
+        _sdpa_case(ctx, (2,), torch.float32, 1, Tk, Dk, Dv)
+    Tq, Dk, Dv = sizes_apart(ctx, 3)
+    with ctx.case(zh="一个键（Tk = 1，权重为 1）", en="one key (Tk = 1, weight 1)"):
+        # A batch dim: a softmax over the whole tensor is then not one over the queries (dim -2).
+        _sdpa_case(ctx, (2,), torch.float64, Tq, 1, Dk, Dv)
+    Tq, Tk, Dk, Dv = sizes_apart(ctx, 4)
+    with ctx.case(zh="上万的分数", en="scores in the tens of thousands"):
+        # Q and K of order 100: each row of scores spreads over tens of thousands, of both signs.
+        _sdpa_case(ctx, (2,), torch.float64, Tq, Tk, Dk, Dv, scale=100.0)
 
 
 @check("2.4", "no-forbidden-calls", H, Kind.FORBIDDEN,
        zh="没有调用 F.scaled_dot_product_attention / nn.MultiheadAttention / F.multi_head_attention_forward",
-       en="does not call F.scaled_dot_product_attention / nn.MultiheadAttention / F.multi_head_attention_forward")
+       en="does not call F.scaled_dot_product_attention / nn.MultiheadAttention / F.multi_head_attention_forward",
+       statement="禁止调用**（评分器运行本题时一旦检测到，本题记 0 分）：`F.scaled_dot_product_attention`、"
+                 "`nn.MultiheadAttention`、`F.multi_head_attention_forward`")
 def _sdpa_forbidden(ctx: Context) -> None:
     # ctx.call records forbidden calls and fails the check (and the exercise) on the first one.
     for batch in ((), (2,)):
-        Tq, Tk, Dk, Dv = ctx.sizes(4)
+        Tq, Tk, Dk, Dv = sizes_apart(ctx, 4)
         ctx.call(ctx.randn(*batch, Tq, Dk), ctx.randn(*batch, Tk, Dk), ctx.randn(*batch, Tk, Dv))
 
 
@@ -164,52 +203,56 @@ INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操�
 GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
 
 
-@check("2.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("2.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=INPUTS_UNCHANGED)
 def _project_inputs(ctx: Context) -> None:
     T, D, Dk, Dv = ctx.sizes(4, low=2, high=6)
     expect_inputs_unchanged(ctx, ctx.randn(2, T, D), ctx.randn(D, Dk), ctx.randn(D, Dk), ctx.randn(D, Dv))
 
 
-@check("2.1", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+@check("2.1", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENTS_FLOW)
 def _project_gradients(ctx: Context) -> None:
     T, D, Dk, Dv = ctx.sizes(4, low=2, high=6)
     expect_input_gradients(ctx, ("x", "W_q", "W_k", "W_v"), (0, 1, 2, 3), ctx.randn(2, T, D), ctx.randn(D, Dk),
                      ctx.randn(D, Dk), ctx.randn(D, Dv), outputs=("Q", "K", "V"))
 
 
-@check("2.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("2.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=INPUTS_UNCHANGED)
 def _softmax_inputs(ctx: Context) -> None:
     a, b, c = ctx.sizes(3, low=2, high=6)
     expect_inputs_unchanged(ctx, ctx.randn(a, b, c, scale=4.0), dim=1)
     expect_inputs_unchanged(ctx, ctx.randn(b, a, dtype=torch.float32, scale=4.0))
 
 
-@check("2.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+@check("2.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENTS_FLOW)
 def _softmax_gradients(ctx: Context) -> None:
     a, b, c = ctx.sizes(3, low=2, high=6)
     expect_input_gradients(ctx, ("x",), (0,), ctx.randn(a, b, c, scale=2.0), dim=1)
 
 
-@check("2.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("2.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=INPUTS_UNCHANGED)
 def _scores_inputs(ctx: Context) -> None:
     Tq, Tk, Dk = ctx.sizes(3, low=2, high=6)
     expect_inputs_unchanged(ctx, ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk))
 
 
-@check("2.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+@check("2.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENTS_FLOW)
 def _scores_gradients(ctx: Context) -> None:
     Tq, Tk, Dk = ctx.sizes(3, low=2, high=6)
     expect_input_gradients(ctx, ("Q", "K"), (0, 1), ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk))
 
 
-@check("2.4", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("2.4", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=INPUTS_UNCHANGED)
 def _sdpa_inputs(ctx: Context) -> None:
     Tq, Tk, Dk, Dv = ctx.sizes(4, low=2, high=6)
     expect_inputs_unchanged(ctx, ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk), ctx.randn(2, Tk, Dv))
 
 
 @check("2.4", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（out 与 weights 两个输出）",
-       en=GRAD_EN + " (through both outputs, out and weights)")
+       en=GRAD_EN + " (through both outputs, out and weights)", statement=GRADIENTS_FLOW)
 def _sdpa_gradients(ctx: Context) -> None:
     Tq, Tk, Dk, Dv = ctx.sizes(4, low=2, high=6)
     expect_input_gradients(ctx, ("Q", "K", "V"), (0, 1, 2), ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk),

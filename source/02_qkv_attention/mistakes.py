@@ -33,6 +33,18 @@ def _project_linear_layout(x, W_q, W_k, W_v):
     return x @ W_q.T, x @ W_k.T, x @ W_v.T
 
 
+@mistake("2.1", "all-projected-with-W_q", zh="Q、K、V 都用了 W_q：三者各有自己的投影矩阵，K = x @ W_k，V = x @ W_v",
+         en="Q, K and V were all projected with W_q: each has its own matrix, K = x @ W_k, V = x @ W_v")
+def _project_all_with_q(x, W_q, W_k, W_v):
+    return x @ W_q, x @ W_q, x @ W_q
+
+
+@mistake("2.1", "V-not-projected", zh="V 直接用了 x，没有投影：V = x @ W_v，形状 (..., T, Dv)",
+         en="V is x itself, not projected: V = x @ W_v, of shape (..., T, Dv)")
+def _project_v_is_x(x, W_q, W_k, W_v):
+    return x @ W_q, x @ W_k, x
+
+
 # -- 2.2 softmax -----------------------------------------------------------------
 @mistake("2.2", "no-max-subtraction", zh="没有先减去最大值：输入很大时 exp 溢出，得到 inf/NaN",
          en="the max is not subtracted first: exp overflows on large inputs, giving inf/NaN")
@@ -60,6 +72,70 @@ def _softmax_by_max(x, dim=-1):
 def _softmax_last_dim(x, dim=-1):
     e = torch.exp(x - x.amax(dim=-1, keepdim=True))
     return e / e.sum(dim=-1, keepdim=True)
+
+
+@mistake("2.2", "shifted-by-mean", zh="减去的是平均值而不是最大值：一个切片里的值相差几千时，最大的一项 exp 仍会溢出",
+         en="subtracts the mean instead of the max: when a slice's values spread over thousands, exp still "
+            "overflows on the largest")
+def _softmax_shift_mean(x, dim=-1):
+    e = torch.exp(x - x.mean(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@mistake("2.2", "shifted-by-min", zh="减去的是最小值而不是最大值：一个切片里的值相差几千时，exp 会溢出",
+         en="subtracts the min instead of the max: when a slice's values spread over thousands, exp overflows")
+def _softmax_shift_min(x, dim=-1):
+    e = torch.exp(x - x.amin(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@mistake("2.2", "shifted-by-global-max",
+         zh="减去的是整个张量的最大值（x.max()），不是沿 dim 每个切片自己的最大值：比它小几千的切片全部下溢成 0/0",
+         en="subtracts the max of the whole tensor (x.max()), not each slice's own max along dim: slices thousands "
+            "below it underflow to 0/0")
+def _softmax_global_max(x, dim=-1):
+    e = torch.exp(x - x.max())
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@mistake("2.2", "clamped-exponent", zh="把 exp 的参数截断（clamp）到一个范围里：不溢出了，但截断改变了结果；应当减去最大值",
+         en="clamps the exponent into a range: no overflow any more, but the clamp changes the result; subtract the "
+            "max instead")
+def _softmax_clamped(x, dim=-1):
+    e = torch.exp(x.clamp(-80.0, 80.0))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@mistake("2.2", "clamped-above", zh="把 exp 的参数截断在一个上限以下（clamp(max=...)）：不溢出了，但截断改变了结果，"
+         "很大的负数仍下溢成 0/0；应当减去最大值",
+         en="clamps the exponent below a bound (clamp(max=...)): no overflow any more, but the clamp changes the "
+            "result and large negative inputs still underflow to 0/0; subtract the max instead")
+def _softmax_clamped_above(x, dim=-1):
+    e = torch.exp(x.clamp(max=80.0))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@mistake("2.2", "nan-patched", zh="没有先减去最大值，再用 nan_to_num 把 NaN 换成 0：输入很大时整行都成了 0，加和不为 1",
+         en="no max subtracted, the NaN then replaced by 0 (nan_to_num): on large inputs whole rows become 0 and "
+            "do not sum to 1")
+def _softmax_nan_patched(x, dim=-1):
+    e = torch.exp(x)
+    return torch.nan_to_num(e / e.sum(dim=dim, keepdim=True), nan=0.0)
+
+
+@mistake("2.2", "logsumexp-without-shift",
+         zh="自己写的 logsumexp 没有先减去最大值（log(exp(x).sum())）：输入很大时它本身就溢出成 ±inf",
+         en="a hand-written logsumexp without the max shift (log(exp(x).sum())): it overflows to ±inf itself on "
+            "large inputs")
+def _softmax_naive_logsumexp(x, dim=-1):
+    return torch.exp(x - torch.log(torch.exp(x).sum(dim=dim, keepdim=True)))
+
+
+@mistake("2.2", "sums-over-all-elements", zh="分母对整个张量求和（少了 dim=dim）：每个切片应当各自加和为 1",
+         en="the denominator sums the whole tensor (no dim=dim): each slice should sum to 1 on its own")
+def _softmax_sum_all(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum()
 
 
 @mistake("2.2", "in-place-max-subtraction",
@@ -102,6 +178,32 @@ def _scores_reshape(Q, K):
          en="computed K @ Q^T, of shape (..., Tk, Tq): it is Q @ K^T, (..., Tq, Tk)")
 def _scores_kq(Q, K):
     return K @ Q.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+
+
+@mistake("2.3", "d-from-shape-1",
+         zh="Dk 取成了 Q.shape[1]：它只在二维输入时是 Dk，输入为 (B, Tq, Dk) 时它是 Tq；用 Q.shape[-1]",
+         en="Dk taken as Q.shape[1]: that is Dk only for 2-D input, for (B, Tq, Dk) it is Tq; use Q.shape[-1]")
+def _scores_shape_1(Q, K):
+    return Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[1])
+
+
+@mistake("2.3", "multiplied-by-sqrt-d", zh="乘以了 √Dk：应当除以 √Dk", en="multiplied by sqrt(Dk): divide by it")
+def _scores_times_sqrt(Q, K):
+    return Q @ K.transpose(-2, -1) * math.sqrt(Q.shape[-1])
+
+
+@mistake("2.3", "transposed-Q", zh="转置的是 Q（Q^T @ K）：应为 Q @ K^T，转置 K",
+         en="Q transposed (Q^T @ K): it is Q @ K^T, K transposed")
+def _scores_q_transposed(Q, K):
+    return Q.transpose(-2, -1) @ K / math.sqrt(Q.shape[-1])
+
+
+@mistake("2.3", "elementwise-product-sum",
+         zh="逐元素相乘再求和 (Q * K).sum(-1)：只得到第 i 个查询与第 i 个键的点积；要每个查询与每个键的点积 Q @ K^T",
+         en="an elementwise product summed, (Q * K).sum(-1): only query i with key i; every query with every key is "
+            "Q @ K^T")
+def _scores_elementwise(Q, K):
+    return (Q * K).sum(dim=-1) / math.sqrt(Q.shape[-1])
 
 
 # -- 2.4 scaled_dot_product_attention ----------------------------------------------
@@ -153,4 +255,51 @@ def _times_k(Q, K, V):
 def _unstable(Q, K, V):
     e = torch.exp(_scores(Q, K, math.sqrt(Q.shape[-1])))
     w = e / e.sum(dim=-1, keepdim=True)
+    return w @ V, w
+
+
+@mistake("2.4", "softmax-over-all-scores",
+         zh="softmax 对全部分数一起做（max 和 sum 没有指定 dim，整个矩阵加和为 1）：应当每个查询一行、沿键（最后一维）归一化",
+         en="the softmax runs over all the scores at once (max and sum without a dim: the whole matrix sums to 1): "
+            "normalize each query's row over the keys (the last dim)")
+def _softmax_all_scores(Q, K, V):
+    s = _scores(Q, K, math.sqrt(Q.shape[-1]))
+    e = torch.exp(s - s.max())
+    w = e / e.sum()
+    return w @ V, w
+
+
+@mistake("2.4", "normalized-without-exp", zh="没有取 exp，直接除以每行的和：权重可能为负；softmax 先取 exp 再归一化",
+         en="divided by the row sum without exp: weights can be negative; softmax takes exp, then normalizes")
+def _without_exp(Q, K, V):
+    s = _scores(Q, K, math.sqrt(Q.shape[-1]))
+    w = s / s.sum(dim=-1, keepdim=True)
+    return w @ V, w
+
+
+@mistake("2.4", "V-times-weights", zh="输出算成了 V @ weights（只在 Tq = Tk = Dv 时形状才对得上）：应为 weights @ V",
+         en="the output computed as V @ weights (the shapes fit only when Tq = Tk = Dv): it is weights @ V")
+def _v_times_weights(Q, K, V):
+    w = torch.softmax(_scores(Q, K, math.sqrt(Q.shape[-1])), dim=-1)
+    return V @ w, w
+
+
+@mistake("2.4", "scores-returned-as-weights", zh="返回的 weights 是 softmax 之前的分数：应返回 softmax 之后、每行加和为 1 的权重",
+         en="the weights returned are the scores before the softmax: return the weights after it, rows summing to 1")
+def _scores_as_weights(Q, K, V):
+    s = _scores(Q, K, math.sqrt(Q.shape[-1]))
+    return torch.softmax(s, dim=-1) @ V, s
+
+
+@mistake("2.4", "scaled-after-softmax", zh="1/√d 用在了 softmax 之后：缩放的是分数，先缩放再 softmax",
+         en="the 1/sqrt(d) scale is applied after the softmax: scale the scores, then take the softmax")
+def _scaled_after(Q, K, V):
+    w = torch.softmax(_scores(Q, K, 1.0), dim=-1) / math.sqrt(Q.shape[-1])
+    return w @ V, w
+
+
+@mistake("2.4", "scaled-by-sqrt-Dv", zh="除以了 √Dv（值的宽度）：缩放用的是查询和键的宽度 √Dk",
+         en="divided by sqrt(Dv), the values' width: the scale is sqrt(Dk), the queries' and keys' width")
+def _by_dv(Q, K, V):
+    w = torch.softmax(_scores(Q, K, math.sqrt(V.shape[-1])), dim=-1)
     return w @ V, w

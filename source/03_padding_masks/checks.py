@@ -4,7 +4,8 @@ The truth here is torch's own code (``F.softmax`` after ``masked_fill(-inf)``,
 ``F.scaled_dot_product_attention``, ``F.cross_entropy``,
 ``nn.Transformer.generate_square_subsequent_mask``) or closed-form math, in
 float64. Torch gives NaN on a row whose keys are all padded, so those rows are
-compared with torch nowhere: they are checked as a property (all zeros, no NaN).
+compared with torch nowhere: they are checked as a property (all zeros, no NaN); so
+are the rows whose real keys all score -inf (their padded keys exactly 0).
 
 References are computed *before* the student's function runs: in self-check the
 student gets the very tensors the check holds and could modify them in place.
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 
 from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, check, exercise
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Status, check, exercise
 
 P = Audience.PUBLIC
 
@@ -109,8 +110,18 @@ def expect_bool(ctx: Context, value: plain.Value, shape: tuple[int, ...], device
     return t
 
 
-def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tensor, what: str = "weights") -> None:
-    """The three properties of masked attention weights (B, ..., Tq, Tk) under a key mask (B, Tk)."""
+def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tensor, what: str = "weights", *,
+                          scores: torch.Tensor | None = None, diagnose_dead: bool = True) -> None:
+    """The three properties of masked attention weights (B, ..., Tq, Tk) under a key mask (B, Tk).
+
+    ``scores``: the scores the weights came from, when some real keys score -inf (a causal mask's
+    leftovers): a query whose real keys all score -inf has nothing to weigh, so only its padded keys are
+    checked (exactly 0) and it is left out of the row sums. A NaN at those padded keys is not diagnosed:
+    any softmax shifted by a mean or a min of the row gives it there, whatever else it does.
+    ``diagnose_dead``: False where every real score is ordinary, so that the known mistakes filling a
+    large finite number in place of -inf (-1e4, -1e9, finfo.min) all give a fully padded row the same
+    uniform weights: the checks with very negative real scores tell them apart and name them.
+    """
     w = weights.double()
     alive = live(mask)
     dead = w[~alive]
@@ -124,13 +135,20 @@ def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tenso
     if (dead != 0).any():
         top = dead.abs().max().item()
         raise CheckFailed(Msg(
-            f"{what}：键全部是填充的那一行应当全为 0，实际最大值 {top:.6g}（用 -1e9 或 0 代替 -inf 会得到均匀分布）",
+            f"{what}：键全部是填充的那一行应当全为 0，实际最大值 {top:.6g}"
+            f"（用 -1e9、-1e4、finfo.min 或 0 这样的有限数代替 -inf 会得到均匀分布）",
             f"{what}: a row whose keys are all padded should be all zeros, got values up to {top:.6g} "
-            f"(-1e9 or 0 in place of -inf gives a uniform row)"), diagnose=True,
-            hidden=Msg(f"{what}：键全部是填充的那一行应当全为 0，实际不是（用 -1e9 或 0 代替 -inf 会得到均匀分布）",
+            f"(-1e9, -1e4, finfo.min or 0 in place of -inf gives a uniform row)"), diagnose=diagnose_dead,
+            hidden=Msg(f"{what}：键全部是填充的那一行应当全为 0，实际不是（用 -1e9、-1e4、finfo.min 或 0 这样的有限数"
+                       f"代替 -inf 会得到均匀分布）",
                        f"{what}: a row whose keys are all padded should be all zeros, it is not "
-                       f"(-1e9 or 0 in place of -inf gives a uniform row)"))
-    at_pads = w[key_mask_like(mask, w).expand_as(w)]
+                       f"(-1e9, -1e4, finfo.min or 0 in place of -inf gives a uniform row)"))
+    pads = key_mask_like(mask, w).expand_as(w)
+    rows = alive.reshape(-1, *([1] * (w.dim() - 2))).expand(w.shape[:-1])   # (B, ..., Tq): has a real key
+    blocked = torch.zeros_like(rows)
+    if scores is not None:
+        blocked = rows & ~((~pads) & (scores.double() > float("-inf"))).any(dim=-1)
+    at_pads = w[pads & ~blocked[..., None]]
     nonzero = at_pads != 0
     if nonzero.any():
         n_bad, top = int(nonzero.sum()), at_pads.abs().max().item()
@@ -139,7 +157,21 @@ def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tenso
             f"{what}: padded keys should get exactly 0, {n_bad}/{at_pads.numel()} do not (largest {top:.3g})"),
             diagnose=True, hidden=Msg(f"{what}：填充位置（被掩码的键）的权重应当恰好为 0，有的不是",
                                       f"{what}: padded (masked) keys should get exactly 0, some do not"))
-    sums = w[alive].sum(dim=-1)
+    if blocked.any():
+        at_pads = w[pads & blocked[..., None]]
+        if torch.isnan(at_pads).any():
+            message = Msg(f"{what}：有效键的分数全是 -inf 的那一行，填充键的权重出现了 NaN，应当恰好为 0",
+                          f"{what}: NaN at the padded keys of a row whose real keys all score -inf; "
+                          f"they should get exactly 0")
+            raise CheckFailed(message, hidden=message)
+        if (at_pads != 0).any():
+            message = Msg(f"{what}：有效键的分数全是 -inf 的那一行，填充键分到了权重，应当恰好为 0"
+                          f"（用 finfo.min 这样的有限数代替 -inf，填充键就比 -inf 大）",
+                          f"{what}: the padded keys of a row whose real keys all score -inf get weight; they "
+                          f"should get exactly 0 (a finite fill such as finfo.min is larger than -inf)")
+            raise CheckFailed(message, diagnose=True, hidden=message)
+    counted = rows & ~blocked
+    sums = w.sum(dim=-1)[counted]
     ctx.expect_close(sums, torch.ones_like(sums), weights.dtype, what=f"{what}.sum(-1) (rows with a real key)")
 
 
@@ -179,7 +211,89 @@ def _pad_counts(ctx: Context) -> None:
                f"got {real.tolist()}", diagnose=True)
 
 
+@check("3.1", "empty-batch", P, Kind.EDGE, zh="空批量：不给 max_len 时形状 (0, 0)，给了时形状 (0, max_len)",
+       en="an empty batch: shape (0, 0) without max_len, (0, max_len) with it")
+def _pad_empty(ctx: Context) -> None:
+    T = ctx.sizes(1, low=2)[0]
+    for kwargs, shape, zh, en in (({}, (0, 0), "空批量、不给 max_len", "an empty batch, max_len left out"),
+                                  ({"max_len": T}, (0, T), "空批量、给了 max_len", "an empty batch with max_len")):
+        with ctx.case(zh=zh, en=en):
+            empty = torch.zeros(0, dtype=torch.int64)
+            try:
+                value = ctx.call(empty, **kwargs)
+            except CheckFailed as failed:
+                if failed.status is not Status.ERROR:
+                    raise
+                hint = Msg(f"{failed.message.zh.rstrip('。. ')}。空张量没有最大值，lengths.max() 在空批量上会报错：这种情况要单独处理"
+                           f"（不给 max_len 时返回形状 (0, 0) 的掩码）",
+                           f"{failed.message.en.rstrip('. ')}. An empty tensor has no max: lengths.max() raises on an empty "
+                           f"batch, so handle it on its own (a (0, 0) mask when max_len is left out)")
+                raise CheckFailed(hint, status=Status.ERROR, error_type=failed.error_type,
+                                  hidden=Msg("空批量时函数报错了：空张量没有最大值，lengths.max() 会报错，要单独处理",
+                                             "the function raised on an empty batch: an empty tensor has no max, "
+                                             "lengths.max() raises there, handle it on its own")) from None
+            expect_bool(ctx, value, shape, what=f"padding_mask(an empty batch{', max_len' if kwargs else ''})")
+
+
 # -- 3.2 masked_softmax ---------------------------------------------------------------
+#: Real scores as negative as a finite fill: a mask filled with -1e4 or -1e9 in place of -inf gives the padded
+#: keys weight (or, with the padded weights zeroed afterwards, rows that no longer sum to 1) when the real
+#: scores are near it, and torch.finfo(dtype).min does when they are -inf.
+LEVELS = {"-1e4": -1e4, "-1e9": -1e9}
+#: (dtype, kinds): one call each, float64 first with every very negative kind at once, so that the one call
+#: tells the finite fills apart (which one, and whether the fully padded rows were patched afterwards), and
+#: no ordinary row, so that a shift by the whole tensor's max (the -1e4 row's) differs from no shift at all;
+#: float32's rounding of -1e9 leaves only the exact zeros to check (the scale-aware tolerance takes the rest).
+NEGATIVE_CALLS = ((torch.float64, ("-1e4", "-1e9", "-inf", "dead")),
+                  (torch.float32, ("normal", "-1e4", "-inf", "dead")),
+                  (torch.float32, ("-1e9", "-inf", "dead")))
+KIND_NAMES = {"normal": ("普通分数", "ordinary scores"), "-1e4": ("-1e4 附近的分数", "scores near -1e4"),
+              "-1e9": ("-1e9 附近的分数", "scores near -1e9"), "-inf": ("有效键全是 -inf", "every real key at -inf"),
+              "dead": ("整行填充", "a fully padded row")}
+
+
+def negative_case(dtype: torch.dtype, kinds: tuple[str, ...], hidden: bool = False) -> tuple[str, str]:
+    """The case's name: its dtype and its kinds of rows (the hidden checks name no level)."""
+    if hidden:
+        return (f"{dtype}：有效键的分数非常负的行", f"{dtype}: rows whose real scores are very negative")
+    return (f"{dtype}：" + "、".join(KIND_NAMES[k][0] for k in kinds),
+            f"{dtype}: " + ", ".join(KIND_NAMES[k][1] for k in kinds))
+
+
+def negative_rows(ctx: Context, kinds: tuple[str, ...], Tq: int, Tk: int, dtype: torch.dtype,
+                  lead: tuple[int, ...] = ()) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Scores (B, *lead, Tq, Tk), a key mask (B, Tk), one batch row per kind (B = len(kinds)), and the rows
+    whose real scores are finite: "normal" (noise around 0), "-1e4" and "-1e9" (every score of the row near
+    that level, the padded keys' too), "-inf" (every real key scores -inf, as a causal mask leaves them),
+    "dead" (no real key). Every row but "dead" has at least one real and one padded key."""
+    lengths = ctx.randint(1, Tk, len(kinds))
+    scores = ctx.randn(len(kinds), *lead, Tq, Tk)
+    for b, kind in enumerate(kinds):
+        if kind == "dead":
+            lengths[b] = 0
+        elif kind == "-inf":
+            scores[b, ..., :int(lengths[b])] = float("-inf")
+        elif kind in LEVELS:
+            scores[b] += LEVELS[kind]
+    finite = [b for b, kind in enumerate(kinds) if kind not in ("-inf", "dead")]
+    return scores.to(dtype), mask_from_lengths(lengths, Tk), finite
+
+
+def garbage_padding(ctx: Context, B: int, Tq: int, Tk: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores (B, Tq, Tk) float64 whose padded keys hold garbage a thousand above every real score, and the
+    key mask: row 0 has no padded key, row 1's padded keys score like its real ones, row 2 (when B > 2) has
+    a single padded key. Exp of the garbage overflows (a mask multiplied in after exp gives inf * 0 = NaN);
+    a shift by the max over every key underflows the real ones."""
+    lengths = key_lengths(ctx, B, Tk)
+    if B > 2:
+        lengths[2] = Tk - 1
+    mask = mask_from_lengths(lengths, Tk)
+    scores = ctx.randn(B, Tq, Tk)
+    garbage = scores.amax(dim=-1, keepdim=True) + 1000.0 + 10.0 * ctx.randn(B, Tq, Tk).abs()
+    garbage[1] = scores[1]
+    return torch.where(key_mask_like(mask, scores), garbage, scores), mask
+
+
 @check("3.2", "shape-dtype", P, Kind.SHAPE, zh="输出与 scores 同形状、同 dtype", en="output has the shape and dtype of scores")
 def _msm_shape(ctx: Context) -> None:
     B, H, Tq, Tk = ctx.sizes(4)
@@ -209,7 +323,8 @@ def _msm_dead(ctx: Context) -> None:
     for dtype in DTYPES:
         scores = ctx.randn(B, Tq, Tk, dtype=dtype)
         weights = ctx.expect_tensor(ctx.call(scores, mask), (B, Tq, Tk), dtype, what="masked_softmax")
-        expect_masked_weights(ctx, weights, mask)
+        # ordinary real scores: every finite fill gives the fully padded row the same uniform weights
+        expect_masked_weights(ctx, weights, mask, diagnose_dead=False)
 
 
 @check("3.2", "matches-torch", P, Kind.NUMERIC, zh="与 torch 的 F.scaled_dot_product_attention 的带掩码权重一致",
@@ -222,6 +337,36 @@ def _msm_torch(ctx: Context) -> None:
             scores = ctx.randn(*lead, Tq, Tk, dtype=dtype, scale=3.0)
             want = torch_masked_softmax(scores, mask)
             got = ctx.expect_tensor(ctx.call(scores, mask), (*lead, Tq, Tk), dtype, what="masked_softmax")
+            ctx.expect_close(got, want, dtype, what="masked_softmax")
+
+
+@check("3.2", "very-negative-scores", P, Kind.NUMERIC, zh="有效键的分数本身很负（-1e4、-1e9、-inf）时填充键的权重仍恰好为 0",
+       en="padded keys still get exactly 0 when the real scores are very negative themselves (-1e4, -1e9, -inf)",
+       weight=2)
+def _msm_negative(ctx: Context) -> None:
+    # At most 32 weights a call: self-check's fingerprints keep a mistake's whole output, so the one place
+    # where two fills differ (a fully padded row, patched or not) is never sampled away.
+    Tq, Tk = 2, ctx.sizes(1, low=3, high=4)[0]
+    for dtype, kinds in NEGATIVE_CALLS:
+        with ctx.case(*negative_case(dtype, kinds)):
+            scores, mask, finite = negative_rows(ctx, kinds, Tq, Tk, dtype)
+            want = torch_masked_softmax(scores[finite], mask[finite])
+            got = ctx.expect_tensor(ctx.call(scores, mask), tuple(scores.shape), dtype, what="masked_softmax")
+            expect_masked_weights(ctx, got, mask, scores=scores)
+            ctx.expect_close(got[finite], want, dtype, what="masked_softmax (the rows with a finite real score)")
+
+
+@check("3.2", "padded-scores-ignored", P, Kind.NUMERIC, zh="填充键位置上的分数再大（比有效键大上千）也不影响结果",
+       en="the scores at padded keys change nothing, even a thousand above the real ones")
+def _msm_garbage(ctx: Context) -> None:
+    B, Tq, Tk = ctx.sizes(3, low=3)
+    scores, mask = garbage_padding(ctx, B, Tq, Tk)
+    for dtype in DTYPES[::-1]:                   # float64 first: its exp overflows later than float32's
+        with ctx.case(f"{dtype}：填充键上是很大的垃圾值", f"{dtype}: large garbage at the padded keys"):
+            s = scores.to(dtype)
+            want = torch_masked_softmax(s, mask)
+            got = ctx.expect_tensor(ctx.call(s, mask), (B, Tq, Tk), dtype, what="masked_softmax")
+            expect_masked_weights(ctx, got, mask)
             ctx.expect_close(got, want, dtype, what="masked_softmax")
 
 
@@ -272,7 +417,7 @@ def _mat_props(ctx: Context) -> None:
     out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
     w = ctx.expect_tensor(weights, (B, Tq, Tk), torch.float64, what="weights")
     o = ctx.expect_tensor(out, (B, Tq, D), torch.float64, what="out")
-    expect_masked_weights(ctx, w, mask)
+    expect_masked_weights(ctx, w, mask, diagnose_dead=False)      # ordinary scores: see expect_masked_weights
     dead = o[~live(mask)]
     ctx.expect(not torch.isnan(dead).any() and bool((dead == 0).all()),
                "键全部是填充的那一行，out 应当全为 0（权重全 0，乘 V 还是 0），实际不是",
@@ -294,6 +439,48 @@ def _mat_torch(ctx: Context) -> None:
                              what="weights")
             ctx.expect_close(ctx.expect_tensor(out, (*lead, Tq, Dv), dtype, what="out"), want_out, dtype,
                              what="out")
+
+
+#: As NEGATIVE_CALLS for 3.3 (no -inf: finite Q and K cannot score -inf).
+NEGATIVE_QKV_CALLS = ((torch.float64, ("normal", "-1e4", "-1e9", "dead")),
+                      (torch.float32, ("normal", "-1e4", "dead")))
+
+
+def negative_qkv(ctx: Context, kinds: tuple[str, ...], Tq: int, Tk: int, Dv: int,
+                 dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q (B, Tq, 4), K (B, Tk, 4), V (B, Tk, Dv) and a key mask, one batch row per kind as in
+    :func:`negative_rows`. The first feature carries the level (q0 = 2 * level, k0 = 1, so that
+    Q K^T / sqrt(4) = level + the rest), the others are small integers: every score is exact, in
+    float32 as in float64."""
+    B, Dk = len(kinds), 4
+    Q = ctx.randint(-2, 3, B, Tq, Dk).double()
+    K = ctx.randint(-2, 3, B, Tk, Dk).double()
+    V = ctx.randn(B, Tk, Dv)
+    lengths = ctx.randint(1, Tk, B)
+    for b, kind in enumerate(kinds):
+        if kind == "dead":
+            lengths[b] = 0
+        elif kind in LEVELS:
+            Q[b, :, 0] = 2.0 * LEVELS[kind]
+            K[b, :, 0] = 1.0
+    return Q.to(dtype), K.to(dtype), V.to(dtype), mask_from_lengths(lengths, Tk)
+
+
+@check("3.3", "very-negative-scores", P, Kind.NUMERIC, zh="分数本身很负（-1e4、-1e9）时填充键的权重仍恰好为 0",
+       en="padded keys still get exactly 0 when the real scores are very negative themselves (-1e4, -1e9)", weight=2)
+def _mat_negative(ctx: Context) -> None:
+    # At most 32 elements an output (see 3.2's very-negative-scores)
+    Tq, Tk, Dv = 2, ctx.sizes(1, low=3, high=4)[0], ctx.sizes(1, low=2, high=4)[0]
+    for dtype, kinds in NEGATIVE_QKV_CALLS:
+        with ctx.case(*negative_case(dtype, kinds)):
+            Q, K, V, mask = negative_qkv(ctx, kinds, Tq, Tk, Dv, dtype)
+            want_out, want_w = torch_masked_attention(Q, K, V, mask)
+            out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+            w = ctx.expect_tensor(weights, (len(kinds), Tq, Tk), dtype, what="weights")
+            o = ctx.expect_tensor(out, (len(kinds), Tq, Dv), dtype, what="out")
+            expect_masked_weights(ctx, w, mask)
+            ctx.expect_close(w, want_w, dtype, what="weights")
+            ctx.expect_close(o, want_out, dtype, what="out")
 
 
 # -- 3.4 masked_cross_entropy ---------------------------------------------------------
@@ -363,6 +550,50 @@ def _mce_large(ctx: Context) -> None:
                f"with logits near 1e4 the loss is {got.item()}: exp(1e4) overflows; subtract each row's max "
                f"before the log-sum-exp", diagnose=True)
     ctx.expect_close(got, want, torch.float64, what="masked_cross_entropy (logits near 1e4)")
+
+
+#: Logits thousands apart within a position, each case its own call, every target counted: "one-low" (one
+#: class 3000 below the rest, never the target: a shift by the row's min overflows), "others-low" (every
+#: class but the target 3000 below it: a shift by the mean overflows), "target-low" (the target alone 3000
+#: below the rest: the log of a softmax computed by division is log 0), "positions-apart" (each position near
+#: its own level, the levels 3000 apart: a shift by the max of all the logits underflows). Float64 first, where
+#: each case catches only its own shift (float32's exp overflows past 88, where a mean shift fails "one-low" too).
+SPREAD_CASES = {"one-low": ("一个类别的 logit 比其余低上千", "one class's logit thousands below the rest"),
+                "others-low": ("目标之外的 logits 都比目标低上千", "every logit but the target's thousands below it"),
+                "target-low": ("目标的 logit 比其余低上千", "the target's logit thousands below the rest"),
+                "positions-apart": ("各位置的 logits 相差上千", "positions whose logits are thousands apart")}
+
+
+def spread_logits(ctx: Context, case: str, B: int, T: int, C: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits (B, T, C) float64 and targets (B, T), every target counted (see SPREAD_CASES; C >= 6)."""
+    logits = ctx.randn(B, T, C)
+    if case == "one-low":
+        targets = ctx.randint(1, C, B, T)                     # class 0 is the low one
+        logits[..., 0] -= 3000.0
+    elif case == "positions-apart":
+        targets = ctx.randint(0, C, B, T)
+        logits = logits + (torch.arange(B * T, dtype=torch.float64).reshape(B, T, 1) % 3 - 1) * 3000.0
+    else:
+        targets = ctx.randint(0, C, B, T)
+        at_target = torch.zeros(B, T, C, dtype=torch.bool).scatter(-1, targets.unsqueeze(-1), True)
+        low = ~at_target if case == "others-low" else at_target
+        logits = logits - 3000.0 * low
+    return logits, targets
+
+
+@check("3.4", "large-spread", P, Kind.NUMERIC, zh="logits 相差上千（同一位置之内或各位置之间）时结果有限且正确",
+       en="logits thousands apart (within a position or between positions) give a finite, correct loss", weight=2)
+def _mce_spread(ctx: Context) -> None:
+    B, T = ctx.sizes(2, low=2, high=5)
+    C = ctx.sizes(1, low=6, high=9)[0]
+    for dtype in DTYPES[::-1]:
+        for case, (zh, en) in SPREAD_CASES.items():
+            with ctx.case(f"{dtype}：{zh}", f"{dtype}: {en}"):
+                logits, targets = spread_logits(ctx, case, B, T, C)
+                logits = logits.to(dtype)
+                want = torch_cross_entropy(logits, targets)
+                got = expect_loss(ctx, ctx.call(logits, targets), dtype)
+                ctx.expect_close(got, want, dtype, what="masked_cross_entropy")
 
 
 # -- 3.5 causal_mask ------------------------------------------------------------------

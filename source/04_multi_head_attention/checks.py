@@ -164,12 +164,13 @@ def designed_case(ctx: Context, kind: str, dtype: torch.dtype, *, empty_row: boo
     d = DESIGNED_D
     E = H * d
     scores = designed_scores(ctx, kind, B, H, Tq, Tk, dtype)              # (B, H, Tq, Tk)
-    q_heads = torch.zeros(B, H, Tq, d, dtype=torch.float64)
-    q_heads[..., :Tk] = 4.0 * scores
-    k_heads = torch.zeros(B, H, Tk, d, dtype=torch.float64)
-    k_heads[..., torch.arange(Tk), torch.arange(Tk)] = 1.0               # key j of each head: one-hot at j
-    q_want = q_heads.transpose(1, 2).reshape(B, Tq, E)                   # what query @ W_q.T + b_q must give
-    k_want = k_heads.transpose(1, 2).reshape(B, Tk, E)
+    # What query @ W_q.T + b_q and key @ W_k.T + b_k must give, head h in features h*d .. h*d + d - 1
+    # (built block by block: the shipped checks hold no one-line answer of 4.1 or 4.2).
+    q_want = torch.zeros(B, Tq, E, dtype=torch.float64)
+    k_want = torch.zeros(B, Tk, E, dtype=torch.float64)
+    for h in range(H):
+        q_want[:, :, h * d:h * d + Tk] = 4.0 * scores[:, h]
+        k_want[:, torch.arange(Tk), h * d + torch.arange(Tk)] = 1.0      # key j of each head: one-hot at j
     W_q, W_k, W_v, W_o = (_signed_permutation(ctx, E, torch.float64) for _ in range(4))
     b_q, b_k, b_v, b_o = (_small_ints(ctx, E) for _ in range(4))
     query = (q_want - b_q) @ W_q                                         # W is orthogonal: (x @ W) @ W.T = x

@@ -12,11 +12,16 @@ import torch
 from autograder.catalog import Audience, Context, Kind, Msg, as_float64, check, near_answer
 from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
 from autograder.probes import probe_module
-from .checks import (attention_inputs, call_module, expect_dead_rows, expect_gradients, expect_int, expect_mha,
-                     expect_module, functional_args, mha_state, module_case, module_request, module_result)
+from .checks import (EXTREME, NEGATIVE, SPREAD, attention_inputs, call_module, designed_case, expect_close_normwise,
+                     expect_dead_rows, expect_finite, expect_gradients, expect_int, expect_mha, expect_module,
+                     functional_args, mha_state, module_case, module_request, module_result, score_case)
 from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
 H = Audience.HIDDEN
+
+#: The intro's conventions (约定), which the shared hidden checks enforce.
+UNCHANGED_RULE = "不要修改传入的张量"
+GRADIENT_RULE = "梯度要能流回每个输入"
 
 
 # -- 4.1 split_heads / 4.2 merge_heads ------------------------------------------------
@@ -27,7 +32,7 @@ def _split_cases(ctx: Context) -> list[tuple[int, int, int, int]]:
 
 
 @check("4.1", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案完全一致", en="agrees exactly with the reference",
-       weight=2)
+       weight=2, same_as="matches-closed-form")
 def _split_reference(ctx: Context) -> None:
     B, T, Hn, d = ctx.sizes(4, low=2, high=9)
     for dtype in DTYPES:
@@ -37,17 +42,23 @@ def _split_reference(ctx: Context) -> None:
         expect_exact(ctx, got.double(), want, f"split_heads(x {tuple(x.shape)}, {Hn})")
 
 
-@check("4.1", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1")
+#: ctx.case's names of _split_cases()[1:], in that order.
+EDGE_NAMES = (("一个头", "one head"), ("每个头宽 d = 1", "heads of width d = 1"), ("只有一个位置 T = 1", "one position, T = 1"))
+
+
+@check("4.1", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1",
+       same_as="matches-closed-form")
 def _split_edges(ctx: Context) -> None:
-    for B, T, Hn, d in _split_cases(ctx)[1:]:
-        x = ctx.randn(B, T, Hn * d)
-        want = ctx.reference(x, Hn)
-        got = ctx.expect_tensor(ctx.call(x, Hn), (B, Hn, T, d), torch.float64, what=f"split_heads(H={Hn}, T={T})")
-        expect_exact(ctx, got, want, f"split_heads(x {tuple(x.shape)}, {Hn})")
+    for (B, T, Hn, d), (zh, en) in zip(_split_cases(ctx)[1:], EDGE_NAMES):
+        with ctx.case(zh=zh, en=en):
+            x = ctx.randn(B, T, Hn * d)
+            want = ctx.reference(x, Hn)
+            got = ctx.expect_tensor(ctx.call(x, Hn), (B, Hn, T, d), torch.float64, what=f"split_heads(H={Hn}, T={T})")
+            expect_exact(ctx, got, want, f"split_heads(x {tuple(x.shape)}, {Hn})")
 
 
 @check("4.2", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案完全一致", en="agrees exactly with the reference",
-       weight=2)
+       weight=2, same_as="matches-closed-form")
 def _merge_reference(ctx: Context) -> None:
     B, Hn, T, d = ctx.sizes(4, low=2, high=9)
     for dtype in DTYPES:
@@ -57,21 +68,25 @@ def _merge_reference(ctx: Context) -> None:
         expect_exact(ctx, got.double(), want, f"merge_heads(x {tuple(x.shape)})")
 
 
-@check("4.2", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1")
+@check("4.2", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1",
+       same_as="matches-closed-form")
 def _merge_edges(ctx: Context) -> None:
-    for B, T, Hn, d in _split_cases(ctx)[1:]:
-        x = ctx.randn(B, Hn, T, d)
-        want = ctx.reference(x)
-        expect_exact(ctx, ctx.expect_tensor(ctx.call(x), (B, T, Hn * d), torch.float64, what="merge_heads"), want,
-                     f"merge_heads(x {tuple(x.shape)})")
+    for (B, T, Hn, d), (zh, en) in zip(_split_cases(ctx)[1:], EDGE_NAMES):
+        with ctx.case(zh=zh, en=en):
+            x = ctx.randn(B, Hn, T, d)
+            want = ctx.reference(x)
+            expect_exact(ctx, ctx.expect_tensor(ctx.call(x), (B, T, Hn * d), torch.float64, what="merge_heads"), want,
+                         f"merge_heads(x {tuple(x.shape)})")
 
 
 # -- 4.3 multi_head_attention ---------------------------------------------------------
 def _mha_case(ctx: Context, B: int, Tq: int, Tk: int, Hn: int, d: int, dtype: torch.dtype,
-              *, empty_row: bool, with_mask: bool = True, scale: float = 1.0) -> None:
+              *, empty_row: bool, with_mask: bool = True, scale: float = 1.0, self_attention: bool = False) -> None:
     E = Hn * d
     state = mha_state(ctx, E, dtype)
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype, scale=scale)
+    if self_attention:                                   # one sequence x as query, key and value (Tq = Tk)
+        k = v = q
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=empty_row), Tk) if with_mask else None
     args = (q, k, v, Hn, *functional_args(state))
     want_out, want_w = ctx.reference(*args, key_padding_mask=mask)
@@ -84,46 +99,91 @@ def _mha_case(ctx: Context, B: int, Tq: int, Tk: int, Hn: int, d: int, dtype: to
 
 
 @check("4.3", "reference-random", H, Kind.NUMERIC, zh="随机输入（含全填充行）与参考答案一致",
-       en="agrees with the reference on random inputs (fully padded rows included)", weight=3)
+       en="agrees with the reference on random inputs (fully padded rows included)", weight=3,
+       same_as="matches-torch", statement="前向的权重全为 0，于是第 6 步得到零向量，输出恰好等于 out_proj_bias")
 def _mha_reference(ctx: Context) -> None:
     for dtype in DTYPES:
         B, Tq, Tk, Hn, d = ctx.sizes(5, low=3, high=7)
-        _mha_case(ctx, B, Tq, Tk, Hn, d, dtype, empty_row=True)
+        with ctx.case(zh=f"{str(dtype)[6:]}，含全填充的那一批", en=f"{str(dtype)[6:]}, a fully padded batch row included"):
+            _mha_case(ctx, B, Tq, Tk, Hn, d, dtype, empty_row=True)
 
 
-@check("4.3", "edge-cases", H, Kind.EDGE, zh="一个头、T = 1、自注意力", en="one head, T = 1, self-attention")
+@check("4.3", "edge-cases", H, Kind.EDGE, zh="自注意力（带掩码）、一个头、T = 1", en="self-attention (with a mask), one head, T = 1",
+       same_as="matches-torch")
 def _mha_edges(ctx: Context) -> None:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
-    _mha_case(ctx, B, Tq, Tk, 1, d, torch.float64, empty_row=False)
-    _mha_case(ctx, B, 1, 1, Hn, d, torch.float64, empty_row=False, with_mask=False)
-    _mha_case(ctx, B, 1, Tk, Hn, d, torch.float64, empty_row=False)
+    # first: a mask broadcast along the queries (B, 1, Tk, 1) only runs, and is named, when Tq = Tk
+    with ctx.case(zh="自注意力，带填充掩码", en="self-attention with a padding mask"):
+        _mha_case(ctx, B, Tk, Tk, Hn, d, torch.float64, empty_row=False, self_attention=True)
+    with ctx.case(zh="一个头", en="one head"):
+        _mha_case(ctx, B, Tq, Tk, 1, d, torch.float64, empty_row=False)
+    with ctx.case(zh="一个查询、一个键，不带掩码", en="one query, one key, no mask"):
+        _mha_case(ctx, B, 1, 1, Hn, d, torch.float64, empty_row=False, with_mask=False)
+    with ctx.case(zh="一个查询", en="one query"):
+        _mha_case(ctx, B, 1, Tk, Hn, d, torch.float64, empty_row=False)
+
+
+def _designed_mha_case(ctx: Context, kind: str, dtype: torch.dtype) -> None:
+    """Designed scores (checks.designed_case), a fully padded batch row included, against the reference."""
+    (q, k, v), Hn, state, mask = designed_case(ctx, kind, dtype, empty_row=True)
+    (B, Tq, E), Tk = q.shape, k.shape[1]
+    args = (q, k, v, Hn, *functional_args(state))
+    want_out, want_w = ctx.reference(*args, key_padding_mask=mask)
+    out, weights = expect_mha(ctx, ctx.call(*args, key_padding_mask=mask), B, Tq, Tk, E, Hn, dtype)
+    expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
+    expect_finite(ctx, out, weights)
+    ctx.expect_close(weights, want_w, dtype, what="weights")
+    expect_close_normwise(ctx, out, want_out, dtype, what="out")
+
+
+DEAD_ROW = ("，含全填充的那一批", ", a fully padded batch row included")
+LARGE_STATEMENT = "同一行的分数相差几千（正负都有）时也不能出现 inf 或 NaN"
+NEGATIVE_STATEMENT = "填充键的权重恰好为 0，不论真实的分数有多小"
 
 
 @check("4.3", "edge-large-scores", H, Kind.EDGE,
-       zh="分数在 1e4 量级（带填充掩码、含全填充行）：没有 inf/NaN，与参考答案一致",
-       en="scores of order 1e4 (with a padding mask, fully padded rows included): no inf/NaN, agrees with the "
-          "reference")
+       zh="分数相差几千（正负都有）、分数在 1e4 量级（带填充掩码、含全填充行）：没有 inf/NaN，与参考答案一致",
+       en="scores thousands apart (both signs), scores of order 1e4 (with a padding mask, fully padded rows "
+          "included): no inf/NaN, agrees with the reference", statement=LARGE_STATEMENT)
 def _mha_large(ctx: Context) -> None:
+    # First the designed rows, on which a softmax shifted by the mean and one shifted by the minimum differ
+    for dtype in (torch.float64, torch.float32):
+        with ctx.case(**score_case(SPREAD, dtype, DEAD_ROW)):
+            _designed_mha_case(ctx, SPREAD, dtype)
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=3, high=7)
     # inputs of 100 through weights of 1/sqrt(E): scores q.k/sqrt(d) of order 1e4, far past exp's range
-    _mha_case(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=True, scale=100.0)
-    _mha_case(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=False, with_mask=False, scale=100.0)
-    # float32: scores of 1e4 carry rounding of 1e-3, so only finiteness and the rows' sums are checked
-    E = Hn * d
-    state = mha_state(ctx, E, torch.float32)
-    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float32, scale=100.0)
-    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
-    out, weights = expect_mha(ctx, ctx.call(q, k, v, Hn, *functional_args(state), key_padding_mask=mask),
-                              B, Tq, Tk, E, Hn, torch.float32)
-    ctx.expect(bool(torch.isfinite(weights).all() and torch.isfinite(out).all()),
-               "分数很大时 weights 或 out 里出现了 inf 或 NaN：softmax 之前每一行先减去它的最大分数（已填充的键除外）",
-               "inf or NaN in weights or out when the scores are large: subtract each row's largest score "
-               "(over its unpadded keys) before exp", diagnose=True, safe=True)
-    want_sums = live(mask).to(torch.float64)[:, None, None].expand(B, Hn, Tq)     # 1 per live row, 0 if all padded
-    ctx.expect_close(weights.double().sum(-1), want_sums, torch.float32, what="weights.sum(-1) (large scores)")
+    with ctx.case(zh="随机输入，分数在 1e4 量级（float64，带掩码）", en="random inputs, scores of order 1e4 (float64, masked)"):
+        _mha_case(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=True, scale=100.0)
+    with ctx.case(zh="随机输入，分数在 1e4 量级（float64，不带掩码）", en="random inputs, scores of order 1e4 (float64, no mask)"):
+        _mha_case(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=False, with_mask=False, scale=100.0)
+    # float32: random scores of 1e4 carry rounding of 1e-3, so only finiteness and the rows' sums are checked
+    with ctx.case(zh="随机输入，分数在 1e4 量级（float32）", en="random inputs, scores of order 1e4 (float32)"):
+        E = Hn * d
+        state = mha_state(ctx, E, torch.float32)
+        q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float32, scale=100.0)
+        mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+        out, weights = expect_mha(ctx, ctx.call(q, k, v, Hn, *functional_args(state), key_padding_mask=mask),
+                                  B, Tq, Tk, E, Hn, torch.float32)
+        expect_finite(ctx, out, weights)
+        want_sums = live(mask).to(torch.float64)[:, None, None].expand(B, Hn, Tq)     # 1 per live row, 0 if all padded
+        ctx.expect_close(weights.double().sum(-1), want_sums, torch.float32, what="weights.sum(-1) (large scores)")
 
 
-@check("4.3", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention")
+@check("4.3", "edge-very-negative-scores", H, Kind.EDGE,
+       zh="真实的分数本身非常负（-2e4 附近、-1e9 附近，含全填充行）：填充键的权重仍恰好为 0，与参考答案一致",
+       en="real scores that are themselves very negative (near -2e4, near -1e9; fully padded rows included): "
+          "padded keys still get exactly 0, agrees with the reference", statement=NEGATIVE_STATEMENT)
+def _mha_negative(ctx: Context) -> None:
+    for kind, dtype in ((NEGATIVE, torch.float32), (NEGATIVE, torch.float64), (EXTREME, torch.float64)):
+        with ctx.case(**score_case(kind, dtype, DEAD_ROW)):
+            _designed_mha_case(ctx, kind, dtype)
+
+
+FORBIDDEN_STATEMENT = "禁止调用（评分器运行本题时一旦检测到，本题记 0 分）"
+
+
+@check("4.3", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
+       statement=FORBIDDEN_STATEMENT)
 def _mha_forbidden(ctx: Context) -> None:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
     E = Hn * d
@@ -150,25 +210,61 @@ def _module_against_reference(ctx: Context, dtype: torch.dtype, *, bias: bool | 
 
 
 @check("4.4", "reference-random", H, Kind.NUMERIC, zh="随机输入（含全填充行）下输出和梯度与参考答案一致",
-       en="outputs and gradients agree with the reference on random inputs (fully padded rows included)", weight=3)
+       en="outputs and gradients agree with the reference on random inputs (fully padded rows included)", weight=3,
+       same_as="gradients-match-torch", statement="要求的是有限的梯度")
 def _module_reference(ctx: Context) -> None:
     for dtype in DTYPES:
-        _module_against_reference(ctx, dtype, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
-    _module_against_reference(ctx, torch.float64, bias=False, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
+        with ctx.case(zh=f"{str(dtype)[6:]}，含全填充的那一批", en=f"{str(dtype)[6:]}, a fully padded batch row included"):
+            _module_against_reference(ctx, dtype, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
+    with ctx.case(zh="bias=False，含全填充的那一批", en="bias=False, a fully padded batch row included"):
+        _module_against_reference(ctx, torch.float64, bias=False, empty_row=True,
+                                  sizes=tuple(ctx.sizes(5, low=3, high=7)))
 
 
 @check("4.4", "edge-cases", H, Kind.EDGE, zh="一个头、T = 1；不传 bias 时默认带偏置（与 nn.MultiheadAttention 相同）",
-       en="one head, T = 1; without a bias argument the module has biases (as nn.MultiheadAttention)")
+       en="one head, T = 1; without a bias argument the module has biases (as nn.MultiheadAttention)",
+       same_as="matches-torch", statement="__init__(embed_dim, num_heads, bias=True)")
 def _module_edges(ctx: Context) -> None:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
-    _module_against_reference(ctx, torch.float64, sizes=(B, Tq, Tk, 1, d))
-    _module_against_reference(ctx, torch.float64, sizes=(B, 1, 1, Hn, d))
-    _module_against_reference(ctx, torch.float64, bias=None, sizes=(B, Tq, Tk, Hn, d))
+    with ctx.case(zh="一个头", en="one head"):
+        _module_against_reference(ctx, torch.float64, sizes=(B, Tq, Tk, 1, d))
+    with ctx.case(zh="一个查询、一个键", en="one query, one key"):
+        _module_against_reference(ctx, torch.float64, sizes=(B, 1, 1, Hn, d))
+    with ctx.case(zh="不传 bias（默认带偏置）", en="no bias argument (biases by default)"):
+        _module_against_reference(ctx, torch.float64, bias=None, sizes=(B, Tq, Tk, Hn, d))
+
+
+@check("4.4", "edge-extreme-scores", H, Kind.EDGE,
+       zh="分数相差几千（正负都有）或真实分数本身非常负（含全填充行）：输出与参考答案一致，梯度有限",
+       en="scores thousands apart (both signs) or real scores that are themselves very negative (fully padded "
+          "rows included): the outputs agree with the reference, the gradients are finite",
+       statement="数值稳定和填充键的要求与 4.3 相同")
+def _module_extreme(ctx: Context) -> None:
+    # Outputs compared, gradients only finite: through scores this large they carry rounding of order
+    # eps * |score| * |query| (the key bias's gradient, exactly 0, comes out near 1e-6 in float64 from any
+    # sound softmax), which the ordinary inputs of reference-random compare instead.
+    for kind, dtype in ((SPREAD, torch.float64), (SPREAD, torch.float32), (NEGATIVE, torch.float64),
+                        (NEGATIVE, torch.float32)):
+        with ctx.case(**score_case(kind, dtype, DEAD_ROW)):
+            (q, k, v), Hn, state, mask = designed_case(ctx, kind, dtype, empty_row=True)
+            (B, Tq, E), Tk = q.shape, k.shape[1]
+            args = (E, Hn, state, q, k, v, mask, ctx.randn(B, Tq, E, dtype=dtype))
+            want = reference_probe(ctx, args, True)
+            got = expect_module(ctx, call_module(ctx, args), state, B, Tq, Tk, Hn, dtype)
+            expect_dead_rows(ctx, got["out"], got["weights"], mask, state["out_proj.bias"])
+            expect_finite(ctx, got["out"], got["weights"])
+            ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
+            expect_close_normwise(ctx, got["out"], want["out"], dtype, what="out")
+            for name, g in [*got["grads"].items(), ("query", got["grad_query"])]:
+                ctx.expect(g is None or bool(torch.isfinite(g).all()),
+                           f"分数很大时 {name} 的梯度里出现了 inf 或 NaN", f"inf or NaN in the gradient of {name} "
+                           f"when the scores are large", diagnose=True, safe=True)     # the kit's parameter names
 
 
 # A class whose __init__ always raises ValueError passes this: its points need a correct output.
 @check("4.4", "value-error", H, Kind.PROPERTY, zh="embed_dim 不能被 num_heads 整除时 __init__ 抛出 ValueError",
-       en="__init__ raises ValueError when embed_dim is not divisible by num_heads", needs_output=True)
+       en="__init__ raises ValueError when embed_dim is not divisible by num_heads", needs_output=True,
+       statement="embed_dim 不能被 num_heads 整除时抛出 ValueError")
 def _module_error(ctx: Context) -> None:
     Hn, d = ctx.sizes(2, low=2, high=6)
     for E in (Hn * d + 1, Hn * d - 1):
@@ -182,7 +278,8 @@ def _module_error(ctx: Context) -> None:
                               "__init__ should raise ValueError when embed_dim is not divisible by num_heads"))
 
 
-@check("4.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention")
+@check("4.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
+       statement=FORBIDDEN_STATEMENT)
 def _module_forbidden(ctx: Context) -> None:
     args, _ = module_case(ctx, torch.float64)
     call_module(ctx, args)
@@ -190,7 +287,8 @@ def _module_forbidden(ctx: Context) -> None:
 
 # -- 4.5 attention_memory -------------------------------------------------------------
 @check("4.5", "reference-random", H, Kind.NUMERIC, zh="随机参数与参考答案一致（含很长的序列）",
-       en="agrees with the reference on random arguments (very long sequences included)", weight=2)
+       en="agrees with the reference on random arguments (very long sequences included)", weight=2,
+       same_as="matches-torch")
 def _memory_reference(ctx: Context) -> None:
     b, h, t = ctx.sizes(3, low=2, high=64)
     # Labels name the case, not the sizes: the sizes are this check's hidden inputs.
@@ -202,10 +300,13 @@ def _memory_reference(ctx: Context) -> None:
                "attention_memory(random b, h, a 100k-token sequence)")
 
 
-@check("4.5", "edge-cases", H, Kind.EDGE, zh="一个词元、一个头、批量 1", en="one token, one head, batch 1")
+@check("4.5", "edge-cases", H, Kind.EDGE, zh="一个词元、一个头、批量 1", en="one token, one head, batch 1",
+       same_as="matches-torch")
 def _memory_edges(ctx: Context) -> None:
-    expect_int(ctx, ctx.call(1, 1, 1), ctx.reference(1, 1, 1), "attention_memory(1, 1, 1)")
-    expect_int(ctx, ctx.call(3, 1, 1, 2), ctx.reference(3, 1, 1, 2), "attention_memory(3, 1, 1, 2)")
+    with ctx.case(zh="批量、头数、词元都是 1", en="batch, heads and tokens all 1"):
+        expect_int(ctx, ctx.call(1, 1, 1), ctx.reference(1, 1, 1), "attention_memory(1, 1, 1)")
+    with ctx.case(zh="一个头、一个词元，2 字节", en="one head, one token, 2 bytes"):
+        expect_int(ctx, ctx.call(3, 1, 1, 2), ctx.reference(3, 1, 1, 2), "attention_memory(3, 1, 1, 2)")
 
 
 # -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------
@@ -213,25 +314,27 @@ INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操�
 GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
 
 
-@check("4.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("4.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=UNCHANGED_RULE)
 def _split_inputs(ctx: Context) -> None:
     B, T, Hn, d = ctx.sizes(4, low=2, high=6)
     expect_inputs_unchanged(ctx, ctx.randn(B, T, Hn * d), Hn)
 
 
-@check("4.1", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+@check("4.1", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
 def _split_gradients(ctx: Context) -> None:
     B, T, Hn, d = ctx.sizes(4, low=2, high=6)
     expect_input_gradients(ctx, ("x",), (0,), ctx.randn(B, T, Hn * d), Hn)
 
 
-@check("4.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("4.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=UNCHANGED_RULE)
 def _merge_inputs(ctx: Context) -> None:
     B, Hn, T, d = ctx.sizes(4, low=2, high=6)
     expect_inputs_unchanged(ctx, ctx.randn(B, Hn, T, d))
 
 
-@check("4.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN)
+@check("4.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
 def _merge_gradients(ctx: Context) -> None:
     B, Hn, T, d = ctx.sizes(4, low=2, high=6)
     expect_input_gradients(ctx, ("x",), (0,), ctx.randn(B, Hn, T, d))
@@ -245,14 +348,15 @@ def _mha_args(ctx: Context) -> tuple[tuple[Any, ...], torch.Tensor]:
     return (q, k, v, Hn, *functional_args(mha_state(ctx, E))), mask
 
 
-@check("4.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True)
+@check("4.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=UNCHANGED_RULE)
 def _mha_inputs(ctx: Context) -> None:
     args, mask = _mha_args(ctx)
     expect_inputs_unchanged(ctx, *args, key_padding_mask=mask)
 
 
 @check("4.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（out 与 weights 两个输出）",
-       en=GRAD_EN + " (through both outputs, out and weights)")
+       en=GRAD_EN + " (through both outputs, out and weights)", statement=GRADIENT_RULE)
 def _mha_gradients(ctx: Context) -> None:
     args, mask = _mha_args(ctx)
     expect_input_gradients(ctx, ("query", "key", "value", "in_proj_weight", "in_proj_bias", "out_proj_weight",

@@ -428,7 +428,8 @@ def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root
     # Of each assignment's folder, the public checks alone ship (inside the package, for any install).
     assert {n for n in bundle if n.endswith(".py") and (not n.startswith("autograder/") or "/data/" in n)} == \
         {f"autograder/data/{a.id}/checks.py" for a in course.assignments}
-    assert not [n for n in bundle if n.rsplit("/", 1)[-1] in ("hidden.py", "mistakes.py") or "solutions" in n]
+    assert not [n for n in bundle if n.rsplit("/", 1)[-1] in ("hidden.py", "mistakes.py", "alternatives.py")
+                or "solutions" in n]
     lines = set().union(*(text_lines(d) for d in bundle.values()))
 
     # 1. Not one line of a reference solution (as build derived them from source/).
@@ -440,9 +441,12 @@ def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root
 
     # 2. No text of a hidden check or a known mistake (lines shared with the public checks are public).
     public = set().union(*(secret_lines(p.read_text()) for p in (course_root / "source").glob("*/checks.py")))
-    for name in ("hidden.py", "mistakes.py"):
+    # The correct alternatives: the lines they share with the notebooks' own demonstrations are public too.
+    demos = set().union(*(text_lines(p.read_bytes()) for p in (course_root / "release").glob("*/*.ipynb")))
+    for name in ("hidden.py", "mistakes.py", "alternatives.py"):
         for module in sorted((course_root / "source").glob(f"*/{name}")):
-            leaked = (secret_lines(module.read_text()) - public) & lines
+            shared = public | (demos if name == "alternatives.py" else set())
+            leaked = (secret_lines(module.read_text()) - shared) & lines
             assert not leaked, f"{module.relative_to(course_root)} leaked into the bundle: {sorted(leaked)[:3]}"
     # Nor into release/, which nbgrader hands out as it is.
     assert not [p for p in (course_root / "release").rglob("*") if p.suffix == ".py"]

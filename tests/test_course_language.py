@@ -149,3 +149,77 @@ def test_selfcheck_setup_never_leaves_a_missing_glyph():
         ax.set_title(namespace["plot_text"]("句尾还剩多少第一个词元的信息 −1", "What is left −1"))
         fig.canvas.draw()
         plt.close(fig)
+
+
+# -- everything a student reads (tests/student_text.py) -------------------------------------------------------
+def _identifiers() -> set[str]:
+    """The course's own names a Chinese sentence may hold as they are: functions, their parameters, the
+    names their docstrings give the outputs."""
+    import inspect
+
+    from autograder.authoring.validate import solution_for
+
+    names = {"out", "weights", "outputs", "scores", "grad"}
+    for ex in COURSE.exercises:
+        fn = solution_for(COURSE, ex.id)
+        names.add(ex.function)
+        target = fn.__init__ if inspect.isclass(fn) else fn
+        names.update(inspect.signature(target).parameters)
+    return names
+
+
+#: The English gloss after a Chinese term, the course's way of introducing one: 词元（token）.
+GLOSS = re.compile(r"(?<=[\u4e00-\u9fff])（[A-Za-z][A-Za-z ,\-]*）")
+#: A shape's letters: Tq, Tk, Dk, Dv (B, T, H, E, d are caught as short capitals and single letters).
+SHAPE_LETTERS = re.compile(r"(?<![A-Za-z])[A-Z][a-z](?![A-Za-z])")
+
+
+def _student_texts():
+    import student_text as S
+
+    texts = list(S.notebook_texts(COURSE))
+    texts += list(S.source_texts(COURSE))
+    texts += list(S.catalog_texts(COURSE))
+    return S, texts
+
+
+@pytest.fixture(scope="module")
+def student_texts():
+    return _student_texts()
+
+
+@pytest.mark.skipif(COURSE.language.value != "zh", reason="the course speaks English")
+def test_everything_a_student_reads_is_chinese(student_texts):
+    """No English but code identifiers and values: the markdown, the comments and docstrings of the cells
+    a student gets, every check title, check message and diagnosis the catalog produces (failures
+    included), the self-check table and the feedback (issue 24, item 9)."""
+    S, texts = student_texts
+    allowed = _identifiers()
+    found = []
+    for t in texts:
+        text = SHAPE_LETTERS.sub(" ", GLOSS.sub("", t.text))
+        # The student's own exception text is theirs to read as it is (after "XxxError:").
+        text = re.sub(r"\b\w*(?:Error|Exception|Warning)\b:?.*", " ", text)
+        words = S.english_words(text, allowed)
+        if words:
+            found.append(f"{t.where}: {' '.join(words[:8])}")
+    assert found == [], f"{len(found)} texts hold English:\n" + "\n".join(found[:60])
+
+
+@pytest.mark.parametrize("term", GLOSSARY, ids=[t["en"] for t in GLOSSARY])
+def test_every_student_visible_text_uses_the_glossary_terms(term, student_texts):
+    """The glossary beyond markdown: comments, docstrings, check titles and messages, diagnoses."""
+    _S, texts = student_texts
+    found = []
+    for t in texts:
+        if "(markdown)" in t.where:
+            continue          # test_markdown_uses_the_glossary_terms, with its own exceptions
+        text = NOT_PROSE.sub(" ", t.text)
+        for word in term["avoid"]:
+            text = text.replace(f"{term['zh']}（{word}）", term["zh"])
+        for word in term["avoid"]:
+            if word.isascii():
+                continue      # English words: test_everything_a_student_reads_is_chinese
+            if word in text:
+                found.append(f"{t.where}: {word!r} (say {term['zh']})")
+    assert found == []

@@ -99,14 +99,27 @@ def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool =
             f"expected {e[idx].item():.6g}, got {g[idx].item():.6g} (shape {tuple(g.shape)})")
 
 
-def mismatch(problem: tuple[str, str], got: Any, expected: Any, rtol: float, atol: float, what: str, *,
+#: What the expectations call a value they were not told the name of.
+OUTPUT = Msg("输出", "the output")
+RETURN_VALUE = Msg("返回值", "the return value")
+
+
+def label(what: str | Msg) -> tuple[str, str]:
+    """(zh, en) of a value's name in messages: a :class:`Msg`, or a code expression the same in both."""
+    if isinstance(what, Msg):
+        return what.zh, what.en
+    return str(what), str(what)
+
+
+def mismatch(problem: tuple[str, str], got: Any, expected: Any, rtol: float, atol: float, what: str | Msg, *,
              diagnose: bool = True, slack: torch.Tensor | None = None) -> "CheckFailed":
     """The failure of a :func:`compare` that found ``problem``: its hidden message told without values."""
     zh, en = problem
+    what_zh, what_en = label(what)
     hidden_zh, hidden_en = compare(got, expected, rtol, atol, hidden=True, slack=slack) or \
         ("与参考答案不符", "differs from the reference")
-    return CheckFailed(Msg(f"{what}：{zh}", f"{what}: {en}"), diagnose=diagnose,
-                       hidden=Msg(f"{what}：{hidden_zh}", f"{what}: {hidden_en}"))
+    return CheckFailed(Msg(f"{what_zh}：{zh}", f"{what_en}: {en}"), diagnose=diagnose,
+                       hidden=Msg(f"{what_zh}：{hidden_zh}", f"{what_en}: {hidden_en}"))
 
 
 def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:

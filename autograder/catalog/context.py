@@ -17,7 +17,7 @@ from autograder import plain
 from autograder.messages import Msg, say
 from autograder.probes import Reply, Request
 from autograder.stopwatch import OFF, Stopwatch
-from autograder.catalog.compare import as_float64, compare, mismatch
+from autograder.catalog.compare import OUTPUT, RETURN_VALUE, as_float64, compare, label, mismatch
 from autograder.catalog.declarations import Audience, Mistake
 from autograder.catalog.outcomes import CheckFailed, Status, brief, number_free
 
@@ -286,50 +286,53 @@ class Context:
                 failed.case = Msg(zh, en)
             raise
 
-    def expect_tuple(self, value: plain.Value, n: int, what: str = "the return value") -> list[plain.Value]:
+    def expect_tuple(self, value: plain.Value, n: int, what: str | Msg = RETURN_VALUE) -> list[plain.Value]:
+        zh, en = label(what)
         if value.kind not in ("tuple", "list") or len(value.spec["items"]) != n:
-            raise CheckFailed(Msg(f"{what} 应当是 {n} 个元素的元组，实际是 {value.describe()}",
-                                  f"{what} should be a tuple of {n}, got {value.describe()}"),
-                              hidden=Msg(f"{what} 应当是 {n} 个元素的元组，实际是 {brief(value)}",
-                                         f"{what} should be a tuple of {n}, got {brief(value)}"))
+            raise CheckFailed(Msg(f"{zh} 应当是 {n} 个元素的元组，实际是 {value.describe()}",
+                                  f"{en} should be a tuple of {n}, got {value.describe()}"),
+                              hidden=Msg(f"{zh} 应当是 {n} 个元素的元组，实际是 {brief(value)}",
+                                         f"{en} should be a tuple of {n}, got {brief(value)}"))
         return value.items()
 
     def expect_tensor(self, value: plain.Value, shape: tuple[int, ...] | None = None,
                       dtype: torch.dtype | None = None, device: str | None = None,
-                      what: str = "the output") -> torch.Tensor:
+                      what: str | Msg = OUTPUT) -> torch.Tensor:
         """A tensor of this shape/dtype/device (device defaults to the one under test).
 
-        Shapes, dtypes and devices of a tensor are safe to state to hidden checks as well."""
+        ``what`` names the value in messages: a code expression (the same in both languages) or a
+        :class:`Msg`. Shapes, dtypes and devices of a tensor are safe to state to hidden checks as well."""
         with self.timer.section("compare"):
             return self._tensor_as_expected(value, shape, dtype, device, what)
 
     def _tensor_as_expected(self, value: plain.Value, shape: tuple[int, ...] | None, dtype: torch.dtype | None,
-                            device: str | None, what: str) -> torch.Tensor:
+                            device: str | None, what: str | Msg) -> torch.Tensor:
+        zh, en = label(what)
         if value.kind != "tensor":
-            raise CheckFailed(Msg(f"{what} 应当是 torch.Tensor，实际是 {value.describe()}",
-                                  f"{what} should be a torch.Tensor, got {value.describe()}"),
-                              hidden=Msg(f"{what} 应当是 torch.Tensor，实际是 {brief(value)}",
-                                         f"{what} should be a torch.Tensor, got {brief(value)}"))
+            raise CheckFailed(Msg(f"{zh} 应当是 torch.Tensor，实际是 {value.describe()}",
+                                  f"{en} should be a torch.Tensor, got {value.describe()}"),
+                              hidden=Msg(f"{zh} 应当是 torch.Tensor，实际是 {brief(value)}",
+                                         f"{en} should be a torch.Tensor, got {brief(value)}"))
         spec = value.spec
         if shape is not None and tuple(spec["shape"]) != tuple(shape):
-            message = Msg(f"{what} 的形状应为 {tuple(shape)}，实际是 {tuple(spec['shape'])}",
-                          f"{what} should have shape {tuple(shape)}, got {tuple(spec['shape'])}")
+            message = Msg(f"{zh} 的形状应为 {tuple(shape)}，实际是 {tuple(spec['shape'])}",
+                          f"{en} should have shape {tuple(shape)}, got {tuple(spec['shape'])}")
             raise CheckFailed(message, diagnose=True, hidden=message)
         if dtype is not None and spec["dtype"] != str(dtype):
-            message = Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {spec['dtype']}",
-                          f"{what} should have dtype {dtype}, got {spec['dtype']}")
+            message = Msg(f"{zh} 的 dtype 应为 {dtype}，实际是 {spec['dtype']}",
+                          f"{en} should have dtype {dtype}, got {spec['dtype']}")
             raise CheckFailed(message, hidden=message)
         want_device = device or self.device
         got_device = torch.device(spec["device"])
         if got_device.type != torch.device(want_device).type:
-            raise CheckFailed(Msg(f"{what} 应当在 {want_device} 上，实际在 {spec['device']}",
-                                  f"{what} should be on {want_device}, got {spec['device']}"),
-                              hidden=Msg(f"{what} 应当在 {want_device} 上，实际在 {got_device.type}",
-                                         f"{what} should be on {want_device}, got {got_device.type}"))
+            raise CheckFailed(Msg(f"{zh} 应当在 {want_device} 上，实际在 {spec['device']}",
+                                  f"{en} should be on {want_device}, got {spec['device']}"),
+                              hidden=Msg(f"{zh} 应当在 {want_device} 上，实际在 {got_device.type}",
+                                         f"{en} should be on {want_device}, got {got_device.type}"))
         return value.tensor()
 
     def expect_close(self, got: torch.Tensor | np.ndarray | float, expected: Any, dtype: Any,
-                     what: str = "the output", diagnose: bool = True) -> None:
+                     what: str | Msg = OUTPUT, diagnose: bool = True) -> None:
         """Compare in float64 with the tolerance of ``dtype``; the message shows the largest difference.
 
         The hidden message says only that (and whether everywhere) the values differ.

@@ -121,13 +121,13 @@ def expect_input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int
     dtype = torch.float64
     # The forward values first: a wrong output explains wrong gradients better than their own message.
     got_outs = ctx.expect_tuple(parts["out"], len(outputs)) if outputs is not None else [parts["out"]]
-    out_names = list(outputs) if outputs is not None else ["the output"]
+    out_names = list(outputs) if outputs is not None else [None]
     want_values = want["out"] if outputs is not None else (want["out"],)
-    for label, g, w in zip(out_names, got_outs, want_values):
+    for name, g, w in zip(out_names, got_outs, want_values):
         if isinstance(w, torch.Tensor):
-            got = ctx.expect_tensor(g, tuple(w.shape), w.dtype if not w.is_floating_point() else dtype,
-                                    what=f"{label} (gradient check)")
-            ctx.expect_close(got, w.detach(), dtype, what=f"{label} (gradient check)", diagnose=False)
+            what = Msg(f"{name if name else '输出'}（梯度检查）", f"{name if name else 'the output'} (gradient check)")
+            got = ctx.expect_tensor(g, tuple(w.shape), w.dtype if not w.is_floating_point() else dtype, what=what)
+            ctx.expect_close(got, w.detach(), dtype, what=what, diagnose=False)
     grads = parts["grads"]
     if grads.kind != "list" or len(grads.spec["items"]) != len(wrt):
         raise CheckFailed(UNREADABLE, hidden=UNREADABLE)

@@ -78,7 +78,7 @@ def _tanh_by_hand(t, exp):
             "and inf/inf is NaN; use torch.tanh / np.tanh / math.tanh")
 def _tanh_by_hand_overflows(z):
     def numpy_way(a):
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
             return 1 - _tanh_by_hand(a, np.exp) ** 2
     return _same_kind(z, lambda t: 1 - _tanh_by_hand(t, torch.exp) ** 2, numpy_way,
                       lambda x: 1 - _tanh_by_hand(x, math.exp) ** 2)

@@ -30,7 +30,12 @@ class StaleError(AutograderError):
 
 
 class NotebookError(AutograderError):
-    """A notebook cannot be read (bad JSON, wrong nbformat, ...)."""
+    """A notebook cannot be read (bad JSON, wrong nbformat, ...). ``said``: the reason without the file
+    name, in both languages (a messages.Msg), for the student's feedback."""
+
+    def __init__(self, message: str, hint: str | None = None, said: object = None):
+        super().__init__(message, hint)
+        self.said = said
 
 
 class UnknownExercise(AutograderError):

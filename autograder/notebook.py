@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.errors import NotebookError
+from autograder.messages import say
 
 #: A notebook file larger than this is refused before parsing (a 50 MB output is fine).
 MAX_NOTEBOOK_BYTES = 64 * 2**20
@@ -45,20 +46,23 @@ def read_notebook(path: str | Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> dict
     try:
         size = file.stat().st_size
     except OSError as exc:
-        raise NotebookError(f"{file}: cannot read ({exc.strerror})") from None
+        raise NotebookError(f"{file}: cannot read ({exc.strerror})",
+                            said=say("notebook.cannot_read", detail=str(exc.strerror))) from None
     if size == 0:
-        raise NotebookError(f"{file}: empty file, not a notebook")
+        raise NotebookError(f"{file}: empty file, not a notebook", said=say("notebook.empty"))
     if size > max_bytes:
         raise NotebookError(f"{file}: {size / 2**20:.0f} MiB is more than the {max_bytes / 2**20:.0f} MiB "
-                            "a notebook may have (limits.notebook_mb)")
+                            "a notebook may have (limits.notebook_mb)",
+                            said=say("notebook.too_large", size=f"{size / 2**20:.0f}", limit=f"{max_bytes / 2**20:.0f}"))
     try:
         raw = file.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise NotebookError(f"{file}: not UTF-8 text, not a notebook") from None
+        raise NotebookError(f"{file}: not UTF-8 text, not a notebook", said=say("notebook.not_utf8")) from None
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise NotebookError(f"{file}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
+        raise NotebookError(f"{file}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})",
+                            said=say("notebook.invalid_json", line=exc.lineno, column=exc.colno)) from None
     return parse_notebook(data, str(file))
 
 
@@ -77,27 +81,29 @@ def parse_notebook(data: Any, name: str = "notebook") -> dict[str, Any]:
     """The notebook as a dict of cells, read as nbformat 4 (an nbformat 3 one converted by nbformat,
     which only then is imported: the grader reads nbformat 4 notebooks without it)."""
     if not isinstance(data, dict) or "nbformat" not in data:
-        raise NotebookError(f"{name}: JSON but not a notebook (no nbformat field)")
+        raise NotebookError(f"{name}: JSON but not a notebook (no nbformat field)", said=say("notebook.not_a_notebook"))
     major = data.get("nbformat")
     if not isinstance(major, int) or major < 3 or major > 4:
-        raise NotebookError(f"{name}: unsupported nbformat {major!r} (expected 4, or 3 to convert)")
+        raise NotebookError(f"{name}: unsupported nbformat {major!r} (expected 4, or 3 to convert)",
+                            said=say("notebook.nbformat", version=repr(major)[:20]))
     if major == 3:
         if not isinstance(data.get("worksheets"), list):
-            raise NotebookError(f"{name}: nbformat 3 without worksheets")
+            raise NotebookError(f"{name}: nbformat 3 without worksheets", said=say("notebook.broken"))
         import nbformat
 
         try:
             nb = nbformat.convert(nbformat.from_dict(data), 4)
         except Exception as exc:  # noqa: BLE001 - any conversion failure is a bad notebook
-            raise NotebookError(f"{name}: nbformat 3 notebook could not be converted ({exc})") from None
+            raise NotebookError(f"{name}: nbformat 3 notebook could not be converted ({exc})",
+                                said=say("notebook.broken")) from None
         nb.metadata["autograder_converted_from"] = 3
         return nb
     cells = data.get("cells")
     if not isinstance(cells, list):
-        raise NotebookError(f"{name}: notebook has no list of cells")
+        raise NotebookError(f"{name}: notebook has no list of cells", said=say("notebook.broken"))
     for i, cell in enumerate(cells):
         if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
-            raise NotebookError(f"{name}: cell {i} is not a cell (no cell_type)")
+            raise NotebookError(f"{name}: cell {i} is not a cell (no cell_type)", said=say("notebook.bad_cell", cell=i + 1))
     return data
 
 

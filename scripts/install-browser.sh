@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Install what tests/test_browser.py needs: Debian's Chromium (/usr/bin/chromium), a CJK font
-# (so the screenshot shows the Chinese notebook text, not empty boxes) and the playwright
-# Python package in .venv. Idempotent and quiet: a second run only checks.
+# Install what tests/test_browser.py needs: Debian's Chromium (/usr/bin/chromium) and the playwright
+# Python package in .venv (the CJK font its screenshot needs comes with every set-up:
+# scripts/install-font.sh). Idempotent and quiet: a second run only checks.
 # Playwright drives the system Chromium (executable_path), so `playwright install`,
 # which downloads a browser of its own, is never run.
 # apt-get needs root (or password-less sudo); without either this says so, leaves Chromium
@@ -10,7 +10,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-FONT_PACKAGE=fonts-wqy-microhei     # 5 MB; Noto CJK would do as well at twenty times the size
 
 apt_get() {
   if [ "$(id -u)" -eq 0 ]; then
@@ -22,7 +21,6 @@ apt_get() {
 
 missing=()
 [ -x "$CHROMIUM" ] || missing+=(chromium)
-dpkg-query -W -f='${Status}' "$FONT_PACKAGE" 2>/dev/null | grep -q "ok installed" || missing+=("$FONT_PACKAGE")
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] && ! sudo -n true 2>/dev/null; then

@@ -25,5 +25,7 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
   echo "setup: done; \`source .venv/bin/activate\` puts \`autograder\` on your PATH"
 fi
+# A font that draws Chinese (the plots and the class report speak the course's language); SKIP_FONT=1 leaves it out.
+bash scripts/install-font.sh
 # Chromium (Debian's package) and Playwright for the JupyterLab browser test; SKIP_BROWSER=1 leaves them out.
 [ -n "${SKIP_BROWSER:-}" ] || bash scripts/install-browser.sh

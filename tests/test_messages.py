@@ -14,7 +14,8 @@ PACKAGE = Path(M.__file__).parent
 #: Code, file and unit names a Chinese sentence may contain as they are.
 TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", "limits", "cell_kb", "ipynb",
              "nbformat", "CPU", "zip", "_qkv_attention.ipynb", "nbgrader", "autograde", "autograder", "build", "data",
-             "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds"}
+             "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds",
+             "JSON", "UTF", "cell_type", "exercise", "Ctrl", "apt", "install", "fonts-noto-cjk"}
 # (commands, paths, settings and functions a student types as they are)
 
 

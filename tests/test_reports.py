@@ -61,3 +61,27 @@ def test_feedback_lists_every_check_with_its_points_and_counts_cells_from_one(la
     assert re.search(r"(单元格|cell) 5\b", md), md                    # index 4 is the fifth cell
     title = COURSE.exercise("2.2")[1].title_in(language)
     assert title in md
+
+
+def test_a_plot_title_in_chinese_is_drawn_with_a_font_that_has_its_glyphs():
+    """Issue 24, item 11: the set-up installs a CJK font (scripts/install-font.sh), the class report and the
+    notebooks use it, and a Chinese title is drawn with glyphs, not boxes or an English fallback."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib import font_manager
+    from matplotlib.figure import Figure
+    from matplotlib.ft2font import FT2Font
+
+    from autograder.reports.class_report import cjk_font
+
+    font = cjk_font()
+    assert font is not None, "no CJK font: scripts/install-font.sh installs one (fonts-wqy-microhei)"
+    with matplotlib.rc_context({"font.family": [font, "sans-serif"]}):
+        fig = Figure()
+        ax = fig.subplots()
+        title = ax.set_title("各练习的满分率")
+        fig.canvas.draw()
+        path = font_manager.findfont(title.get_fontproperties(), fallback_to_default=False)
+    drawn = FT2Font(path)
+    assert all(drawn.get_char_index(ord(c)) for c in "各练习的满分率"), path

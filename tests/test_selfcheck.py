@@ -350,7 +350,9 @@ def test_cli_unreadable_notebook_exits_2(tmp_path, capsys):
 def test_cli_unknown_exercise_exits_2(tmp_path, capsys):
     path = notebook(tmp_path / "02_qkv_attention.ipynb", CORRECT)
     assert cli.main(["check", str(path), "--exercise", "2.44"]) == 2
-    assert "2.4" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # The course's language, and a terminal's terms: --exercise, not check("...") (issue 24, item 10).
+    assert "没有编号为 '2.44' 的练习" in err and "--exercise 2.4" in err and "check(" not in err
 
 
 def short_limits(tmp_path: Path, monkeypatch, call_seconds: float = 2, submission_seconds: float = 60) -> None:

@@ -129,7 +129,8 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     except NotebookError as exc:
         text = exc.message.replace(str(sub.path), sub.source)
         detail = text.split(": ", 1)[1] if text.startswith(sub.source + ": ") else text
-        return failure(sub, ctx, f"unreadable: {detail}", _said("submission.unreadable", detail=detail))
+        said = exc.said if exc.said is not None else detail      # the reason in both languages, when known
+        return failure(sub, ctx, f"unreadable: {detail}", _said("submission.unreadable", detail=said))
     assignment = ctx.course.assignment(sub.assignment)
     demos = ctx.demos.get(assignment.id, {})
     cells = submission_cells(nb, demos, int(limits.cell_kb * 1024))

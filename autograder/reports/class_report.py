@@ -59,7 +59,9 @@ _REPORT = {
            "exercise": "练习", "ex_title": "题目", "graded": "已评分", "full": "满分", "mean_points": "平均得分",
            "statuses": "状态", "mistakes": "最常见的已诊断错误", "mistake": "错误", "message": "说明",
            "no_mistakes": "没有诊断出已知错误。", "submissions": "提交", "student": "学生", "assignment": "作业",
-           "score": "得分", "status": "状态", "feedback": "反馈"},
+           "score": "得分", "status": "状态", "feedback": "反馈",
+           "no_font": "这台机器没有能显示中文的字体，所以图中的标题和坐标轴用英文；装一个中文字体（Debian/Ubuntu："
+                      "apt install fonts-noto-cjk）后重新生成报告，图中就是中文。"},
     "en": {"title": "{name}: class report", "summary": "{n} submissions, {graded} graded", "mean": "; mean score {mean:.1f}%, median {median:.1f}%",
            "scores": "Scores", "hist": "Score histogram", "hist_x": "score (% of the assignment's points)",
            "count": "submissions", "pass": "Pass rate per exercise", "pass_x": "exercise", "pass_y": "% with full points",
@@ -67,7 +69,7 @@ _REPORT = {
            "mean_points": "mean points", "statuses": "statuses", "mistakes": "Most common diagnosed mistakes",
            "mistake": "mistake", "message": "message", "no_mistakes": "No known mistake was diagnosed.",
            "submissions": "Submissions", "student": "student", "assignment": "assignment", "score": "score",
-           "status": "status", "feedback": "feedback"},
+           "status": "status", "feedback": "feedback", "no_font": ""},
 }
 
 
@@ -104,6 +106,9 @@ def class_report_html(results: list[dict[str, Any]], course: Course, language: s
         summary += T["mean"].format(mean=stats["mean"] * 100, median=stats["median"] * 100)
     body = [f"<h1>{_h(T['title'].format(name=course.name))}</h1>", f"<p>{_h(summary)}。</p>"
             if language == "zh" else f"<p>{_h(summary)}.</p>"]
+    if language == "zh" and font is None:
+        # Said once, not a silent switch: the plots' own labels are English where no font draws Chinese.
+        body.append(f"<p class='note'>{_h(T['no_font'])}</p>")
 
     with matplotlib.rc_context(style):
         fig = Figure(figsize=(6, 3.2))
@@ -154,11 +159,20 @@ def class_report_html(results: list[dict[str, Any]], course: Course, language: s
     rows = "".join(
         f"<tr><td>{_h(r.get('student') or '')}</td><td>{_h(r.get('assignment') or '')}</td>"
         f"<td>{_h(fmt_points(r.get('points', 0)))} / {_h(fmt_points(r.get('max_points', 0)))}</td>"
-        f"<td>{_h(r.get('status', ''))}</td><td><a href='feedback/{_h(r['key'])}.html'>{_h(T['feedback'])}</a></td></tr>"
+        f"<td>{_h(_status_cell(r, language, T))}</td><td><a href='feedback/{_h(r['key'])}.html'>{_h(T['feedback'])}</a></td></tr>"
         for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))))
     head = "".join(f"<th>{_h(T[k])}</th>" for k in ("student", "assignment", "score", "status")) + "<th></th>"
     body.append(f"<h2>{_h(T['submissions'])}</h2><table><tr>{head}</tr>{rows}</table>")
     return _page(T["title"].format(name=course.name), language, body)
+
+
+def _status_cell(result: dict[str, Any], language: str, T: dict[str, str]) -> str:
+    """A result's status in the report's language: graded (and its notes), or why it was not, whole."""
+    if str(result.get("status", "")).startswith(GRADED):
+        notes = [_text(n, language) for n in result.get("notes_msg") or []]
+        return "；".join([T["graded"], *notes]) if language == "zh" else "; ".join([T["graded"], *notes])
+    said = _text(result.get("message"), language)
+    return said or str(result.get("status", ""))
 
 
 # -- the terminal summary -----------------------------------------------------------------------

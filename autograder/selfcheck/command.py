@@ -50,7 +50,15 @@ def run(args: argparse.Namespace) -> int:
     for ex_id in args.exercise or []:        # a typo fails before the notebook runs
         found, _, problems = resolve(course, ex_id, {})
         if problems:
-            raise UnknownExercise(problems[0].message.en)
+            # In the student's language, and in a terminal's terms (--exercise, not check(...)).
+            import difflib
+
+            ids = [e.id for e in course.exercises]
+            close = difflib.get_close_matches(str(ex_id), ids + [e.function for e in course.exercises], n=1,
+                                              cutoff=0.5)
+            guess = next((e.id for e in course.exercises if close and close[0] in (e.id, e.function)), None)
+            key = "selfcheck.cli_unknown_exercise_guess" if guess else "selfcheck.cli_unknown_exercise"
+            raise UnknownExercise(text(key, lang, key=repr(ex_id), guess=guess or "", ids=", ".join(ids)))
         chosen.extend(e.id for e in found if e.id not in chosen)
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size().columns if tty else 120
@@ -210,8 +218,8 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
     if not chosen:
         assignment = guess_assignment(course, namespace, Path(notebook).name)
         if assignment is None:
-            raise UnknownExercise(f"{notebook}: no exercise of course.yml is defined in this notebook",
-                                  hint="pass --exercise ID, or check the notebook's file name")
+            raise UnknownExercise(text("selfcheck.cli_no_exercise", lang, notebook=notebook),
+                                  hint=text("selfcheck.cli_no_exercise_hint", lang))
         chosen, title = list(assignment.exercises), assignment.id
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 #: subcommand -> a function to call before its module is imported: ``grade`` starts its sandbox template
 #: (seconds of importing torch) before importing pydantic, rich and its own modules.
-EARLY: dict[str, str] = {"grade": "autograder.sandbox.worker:launch_early"}
+EARLY: dict[str, str] = {"grade": "autograder.sandbox.launch:launch_early"}
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

@@ -490,7 +490,7 @@ def test_folders_of_killed_graders_and_abandoned_ones_are_removed_at_the_next_st
 
     from autograder.sandbox import _process_identity, _remove_stale_folders
 
-    from autograder.sandbox.worker import write_owner
+    from autograder.sandbox.launch import write_owner
 
     dead = tempfile.mkdtemp(prefix="autograder-sandbox-")
     alive = tempfile.mkdtemp(prefix="autograder-sandbox-")

@@ -3,7 +3,7 @@ import sys
 
 if sys.argv[1:2] == ["gradescope-run"]:
     # The sandbox template (seconds of importing torch) starts before anything else is imported.
-    from autograder.sandbox.worker import launch_early
+    from autograder.sandbox.launch import launch_early
 
     launch_early()
 

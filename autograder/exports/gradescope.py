@@ -344,7 +344,7 @@ def _sandbox_starting(limits: Any, device: str, wanted: bool) -> Iterator[Future
         yield None
         return
     from autograder.sandbox import Sandbox
-    from autograder.sandbox.worker import take_early_launch
+    from autograder.sandbox.launch import take_early_launch
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-start") as pool:
         future = pool.submit(Sandbox, limits, device, launch=take_early_launch())

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     skip_unused_schema_formats()
     if args.jobs < 1:
         raise AutograderError(f"-j {args.jobs}: need at least one worker")
-    from autograder.sandbox.worker import launch_template, take_early_launch
+    from autograder.sandbox.launch import launch_template, take_early_launch
 
     # The sandbox template imports torch while this process does (a cold start waits for both; one after
     # the other they took twice as long): started by the command line before this module was imported

@@ -440,7 +440,7 @@ class ForkedLanes(Lanes):
 def _forked_lane(chan: Any, launch: Any, parent_sandbox: Any) -> int:
     """The loop of a lane forked by :class:`ForkedLanes`: grade each submission sent, answer JSON text."""
     from autograder.sandbox import Sandbox
-    from autograder.sandbox.worker import write_owner
+    from autograder.sandbox.launch import write_owner
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's: it stops the lanes
     signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -2,15 +2,18 @@
 
 * :mod:`~autograder.sandbox.worker`: the untrusted side, a template process that imported torch and
   friends and forks one worker per submission, which runs the cells and answers calls.
+* :mod:`~autograder.sandbox.protocol`: what crosses between the two sides (frames, a fork's configuration,
+  the template's environment), imported by both.
 * :mod:`~autograder.sandbox.cage`: what a forked worker enters before any student code runs
   (namespaces, an empty root, an unprivileged uid, seccomp, Landlock, resource limits).
 * the grader's side, below: :class:`Sandbox` owns the template and hands out :class:`WorkerHandle`\\ s;
   every byte a worker sends is treated as hostile there.
 
-The grader's side is split by job: :mod:`~autograder.sandbox.host` (:class:`Sandbox`: the template, the
-cage, forking), :mod:`~autograder.sandbox.handle` (:class:`WorkerHandle`), :mod:`~autograder.sandbox.replies`
-(what a worker's bytes may become) and :mod:`~autograder.sandbox.processes` (worker uids, folders,
-processes). Their names are importable from this package (``from autograder.sandbox import Sandbox``);
+The grader's side is split by job: :mod:`~autograder.sandbox.launch` (starting the template process, its
+folder and environment), :mod:`~autograder.sandbox.host` (:class:`Sandbox`: the template, the cage,
+forking), :mod:`~autograder.sandbox.handle` (:class:`WorkerHandle`), :mod:`~autograder.sandbox.replies`
+(what a worker's bytes may become), :mod:`~autograder.sandbox.processes` (worker uids, folders,
+processes) and :mod:`~autograder.sandbox.stand_ins` (the reference answering an earlier exercise's calls). Their names are importable from this package (``from autograder.sandbox import Sandbox``);
 they load on first use, so that the worker, which imports this package on its way to its own module,
 never loads the grader's code.
 """
@@ -20,7 +23,7 @@ import importlib
 from typing import Any
 
 #: Where a name of this package is looked up, in order (the worker's own names last: TEMPLATE_ENV...).
-_MODULES = ("host", "handle", "replies", "processes", "worker")
+_MODULES = ("host", "handle", "replies", "processes", "launch", "protocol", "worker")
 
 
 def __getattr__(name: str) -> Any:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import resource
 import socket
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,13 +199,12 @@ def _build_filter(ipc_ns: bool) -> Any:
 
 # -- the worker side: entering the cage -------------------------------------------------------------
 def enter(mode: str, *, workdir: str, uid: int | None, gid: int | None, disk_mb: float,
-          address_space: int | None, outer_uid: int, outer_gid: int) -> Isolation:
+          outer_uid: int, outer_gid: int) -> Isolation:
     """Set up ``mode``'s cage in this (single-threaded, just forked) worker; returns what holds.
 
-    ``address_space``: the RLIMIT_AS to set (measured by the caller while /proc is still
-    there), or None for none. Raises CageError when a layer the mode promises cannot be set
-    up: the worker then reports the failure and stops, and the sandbox tries the next mode
-    or refuses.
+    Raises CageError when a layer the mode promises cannot be set up: the worker then reports the
+    failure and stops, and the sandbox tries the next mode or refuses. The resource limits are not
+    the cage's: the worker sets them all in one place once it is inside (``worker._limits``).
     """
     if mode not in MODES:
         raise CageError(errno.EINVAL, f"unknown cage mode {mode!r}")
@@ -251,9 +249,6 @@ def enter(mode: str, *, workdir: str, uid: int | None, gid: int | None, disk_mb:
     iso.layers.append("no-new-privs")
     if mode == "landlock":
         iso.layers += landlock_restrict()
-    if address_space is not None:
-        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-        iso.layers.append("address-space-limit")
     if mode != "none":
         seccomp = _FILTERS.get(mode in ("root", "userns"))
         if seccomp is None:

@@ -17,7 +17,7 @@ from autograder.messages import Msg, say
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
 from autograder.stopwatch import Stopwatch
-from autograder.sandbox.worker import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
+from autograder.sandbox.protocol import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
 from autograder.sandbox.processes import SETUP_SECONDS, _Process, _SpawnFailed
 from autograder.sandbox.replies import (_SMALL_HEADER, WORKER_STATUSES, _cell_outcome, _cell_said, CellOutcome,
                                         CheckedReply, describe_exit, encode_request, exit_message, readable, _said,

@@ -51,8 +51,8 @@ from autograder.config import Limits
 from autograder.errors import AutograderError
 from autograder.notebook import Cell
 from autograder.sandbox.cage import Isolation
-from autograder.sandbox.worker import (_FOLDER_PREFIX, ClonedTemplate, launch_template, MiB, TemplateLaunch,
-                                       WorkerConfig, write_owner)
+from autograder.sandbox.launch import _FOLDER_PREFIX, ClonedTemplate, launch_template, TemplateLaunch, write_owner
+from autograder.sandbox.protocol import MiB, WorkerConfig
 from autograder.sandbox.handle import WorkerHandle
 from autograder.sandbox.processes import SandboxError, _Process, _SLOTS, _SpawnFailed, _remove_stale_folders, cage_modes
 
@@ -101,7 +101,7 @@ class Sandbox:
         self._template_restarts = 0
         _remove_stale_folders()
         if launch is not None and launch.adopt():
-            # A template launched earlier (see autograder.sandbox.worker.launch_template): its folder is ours now.
+            # A template launched earlier (see autograder.sandbox.launch.launch_template): its folder is ours now.
             self._base = Path(launch.folder)
         else:
             launch = None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.errors import AutograderError
-from autograder.sandbox.worker import _FOLDER_PREFIX, _process_identity, kill_process
+from autograder.sandbox.launch import _FOLDER_PREFIX, _process_identity, kill_process
 
 
 #: Worker uids are taken from here on, skipping any that /etc/passwd or /etc/group names.

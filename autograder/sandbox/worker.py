@@ -28,18 +28,12 @@ import resource
 import select
 import signal
 import socket
-import struct
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, NoReturn
 
-MAGIC = b"AGW1"
-FRAME = struct.Struct("<4sIQ")  # magic, header length, blob length
-MAX_HEADER = 1 << 20
-MiB = 1 << 20
+from autograder.sandbox.protocol import TEMPLATE_ENV, MiB, WorkerConfig, recv_frame, send_frame
 
 #: Modules the template imports so that a worker inside an empty chroot never needs
 #: the file system: lazy imports of torch (optimizers pull in torch._dynamo, tensor
@@ -64,277 +58,11 @@ TEMPLATE_MODULES = (
 #: grader then asks for a worker of the complete template (the template imports them first) and runs
 #: that submission's cells and call again there, so what a worker can import never depends on timing.
 TEMPLATE_LATER = ("torch._dynamo",)
-#: Set before torch/numpy load, in the template's environment: one thread everywhere,
-#: so the template holds no thread pool a fork could copy half-way.
-TEMPLATE_ENV = {
-    "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
 #: The whole environment a worker sees (the grader's is scrubbed).
 WORKER_ENV = {"PATH": "/nonexistent", "HOME": "/", "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 PR_SET_PDEATHSIG = 1
-
-
-# -- frames ----------------------------------------------------------------------
-class FrameError(Exception):
-    """A frame that is not one: wrong magic, absurd lengths, header not a JSON object."""
-
-
-class FrameTooLarge(FrameError):
-    def __init__(self, size: int, limit: int):
-        super().__init__(f"{size} bytes announced, at most {limit} accepted")
-        self.size = size
-        self.limit = limit
-
-
-#: A frame whose blob is at most this large goes out in one write (see send_frame).
-MERGED_FRAME_BYTES = 1 << 20
-
-
-def send_frame(sock: socket.socket, header: dict[str, Any], blob: bytes = b"") -> None:
-    head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
-    prefix = FRAME.pack(MAGIC, len(head), len(blob)) + head
-    if len(blob) <= MERGED_FRAME_BYTES:
-        # One write: the reader wakes once per frame instead of once for the head and again for the blob
-        # (a call is two frames; the second wake-up cost as much as the rest of a small call's transport).
-        sock.sendall(prefix + blob)
-    else:
-        sock.sendall(prefix)
-        sock.sendall(blob)
-
-
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        if deadline is None:
-            sock.settimeout(None)
-        else:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no answer in time")
-            sock.settimeout(left)
-        k = sock.recv_into(view[got:], min(n - got, 4 * MiB))
-        if k == 0:
-            raise EOFError("the other side closed the channel")
-        got += k
-    return bytes(buf)
-
-
-def recv_frame(sock: socket.socket, deadline: float | None, max_blob: int,
-               max_header: int = MAX_HEADER) -> tuple[dict[str, Any], bytes]:
-    """One frame; TimeoutError past ``deadline``, EOFError if closed, FrameError if malformed."""
-    magic, n_head, n_blob = FRAME.unpack(_recv_exact(sock, FRAME.size, deadline))
-    if magic != MAGIC:
-        raise FrameError("not a frame (bad magic)")
-    if n_head > max_header:
-        raise FrameError(f"header of {n_head} bytes")
-    if n_blob > max_blob:
-        raise FrameTooLarge(n_blob, max_blob)
-    raw = _recv_exact(sock, n_head, deadline)
-    try:
-        header = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise FrameError("header is not JSON") from None
-    if not isinstance(header, dict):
-        raise FrameError("header is not a JSON object")
-    blob = _recv_exact(sock, n_blob, deadline) if n_blob else b""
-    return header, blob
-
-
-#: What the template inherits from the grader's environment (a worker's memory still holds the
-#: environment its process started with, whatever it clears): what Python, torch, CUDA and
-#: matplotlib need, and no token or password the grader may have been given.
-_ENV_KEEP = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
-             "CONDA_PREFIX", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "PYTHONPATH",
-             "PYTHONHASHSEED", "PYTHONHOME", "PYTHONNOUSERSITE", "CUDA_HOME", "CUDA_PATH")
-_ENV_KEEP_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_")
-
-
-def template_environment(environ: Any) -> dict[str, str]:
-    """The template's environment: the kept part of ``environ``, one thread, Agg, this package first."""
-    env = {k: v for k, v in environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)}
-    env.update(TEMPLATE_ENV)
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-#: The sandbox's folders in the temporary directory: its template's cwd and log, the workers' folders.
-_FOLDER_PREFIX = "autograder-sandbox-"
-
-
-def write_owner(folder: str | os.PathLike[str]) -> None:
-    """Name this process as the owner of a sandbox folder, atomically: a process killed half way leaves
-    the earlier owner or none, never a truncated name (see processes._remove_stale_folders)."""
-    tmp = os.path.join(folder, f".owner.{os.getpid()}")
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(_process_identity(os.getpid()))
-    os.replace(tmp, os.path.join(folder, "owner"))
-
-
-def _process_identity(pid: int) -> str:
-    """pid and start time: a pid that was reused by another process does not match."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return f"{pid} {fields[19]}"
-    except (OSError, IndexError):
-        return f"{pid} ?"
-
-
-@dataclass
-class TemplateLaunch:
-    """A template process started, not yet ready: :class:`autograder.sandbox.Sandbox` adopts it (``launch=``).
-
-    :func:`launch_template` needs neither torch nor the sandbox module, so ``autograder grade`` starts the
-    template first thing and imports torch while the template imports it too.
-    """
-
-    proc: Any                  # subprocess.Popen
-    sock: socket.socket        # the grader's end of the control channel
-    folder: str
-    log_path: str
-    started: float             # time.perf_counter() at launch
-    adopted: bool = False
-    own_folder: bool = False   # launch_template made the folder (and removes it when not adopted)
-
-    def adopt(self) -> bool:
-        """Hand the template to a sandbox (once); False when it was closed or adopted already."""
-        if self.adopted:
-            return False
-        self.adopted = True
-        return True
-
-    def close(self) -> None:
-        """Stop a template no sandbox adopted (the batch stopped before its sandbox started)."""
-        if self.adopted:
-            return
-        self.adopted = True
-        self.sock.close()
-        try:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        except Exception:  # noqa: BLE001, S110 - already gone
-            pass
-        if self.own_folder:
-            import shutil
-
-            shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def launch_template(folder: str | None = None) -> TemplateLaunch:
-    """Start the template process (:func:`template_main`) in ``folder`` (default: a new sandbox folder)."""
-    import subprocess
-    import tempfile
-
-    started = time.perf_counter()
-    own = folder is None
-    if folder is None:
-        folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
-        write_owner(folder)
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    log_path = os.path.join(folder, "template.log")
-    try:
-        with open(log_path, "wb") as log_file:
-            proc = subprocess.Popen(
-                [sys.executable, "-c",
-                 f"from autograder.sandbox.worker import template_main; template_main({theirs.fileno()})"],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=log_file, cwd=folder, env=template_environment(os.environ), start_new_session=True)
-    except BaseException:
-        ours.close()
-        raise
-    finally:
-        theirs.close()
-    return TemplateLaunch(proc, ours, folder, log_path, started, own_folder=own)
-
-
-def kill_process(pid: int, pidfd: int | None) -> None:
-    """SIGKILL through the pidfd when there is one (no pid reuse can misdirect it), else by pid; a
-    process already gone is no error."""
-    try:
-        if pidfd is not None:
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-class ClonedTemplate:
-    """The process of a template cloned from another (``Sandbox.clone_template``), as a sandbox holds its
-    template: not this process's child (the first template reaps it), so it is killed and waited for
-    through its pidfd, with the part of ``subprocess.Popen``'s interface a sandbox uses."""
-
-    def __init__(self, pid: int, pidfd: int | None):
-        self.pid = pid
-        self.pidfd = pidfd
-
-    def kill(self) -> None:
-        kill_process(self.pid, self.pidfd)
-
-    def wait(self, timeout: float | None = None) -> int:
-        import subprocess
-
-        if self.pidfd is not None:
-            ready, _, _ = select.select([self.pidfd], [], [], timeout)
-            if not ready:
-                raise subprocess.TimeoutExpired(f"template {self.pid}", timeout or 0)
-            os.close(self.pidfd)
-            self.pidfd = None
-        return 0
-
-
-#: A template started by :func:`launch_early`, until the command takes it (:func:`take_early_launch`).
-_EARLY: list[TemplateLaunch] = []
-
-
-def launch_early() -> None:
-    """Start the template before the command imports anything else (see ``autograder.cli.EARLY``): its
-    torch import then overlaps all of the command's. Closed at exit if the command never takes it."""
-    import atexit
-
-    while _EARLY:                  # one an earlier command line in this process left (tests)
-        _EARLY.pop().close()
-    launch = launch_template()
-    _EARLY.append(launch)
-    atexit.register(launch.close)
-
-
-def take_early_launch() -> TemplateLaunch | None:
-    """The template :func:`launch_early` started, if any (once)."""
-    return _EARLY.pop() if _EARLY else None
-
-
-# -- configuration the grader sends with each fork --------------------------------
-@dataclass(frozen=True)
-class WorkerConfig:
-    label: str
-    workdir: str
-    uid: int | None            # a uid of the worker's own (the grader is root), else None
-    gid: int | None
-    device: str                # "cpu" or "cuda"
-    cpu_seconds: int
-    memory_mb: int
-    file_mb: float
-    processes: int
-    output_bytes: int
-    mode: str = "none"         # the cage: see autograder.sandbox.cage
-    disk_mb: float = 256.0     # the worker's tmpfs
-    outer_uid: int = 0         # the grader's uid and gid: what a userns worker maps itself to
-    outer_gid: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> WorkerConfig:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
 
 
 # -- the template -------------------------------------------------------------------
@@ -592,40 +320,17 @@ def _setup(config: WorkerConfig, template_pid: int) -> dict[str, Any]:
     address_space = _vm_kib("VmSize") * 1024 + config.memory_mb * MiB
     from autograder.sandbox.cage import enter, libc
 
-    # CUDA reserves far more address space than it uses: there RLIMIT_DATA (below) is the memory limit.
     started = time.perf_counter()
     isolation = enter(config.mode, workdir=config.workdir, uid=config.uid, gid=config.gid, disk_mb=config.disk_mb,
-                      address_space=address_space if config.device != "cuda" else None,
                       outer_uid=config.outer_uid, outer_gid=config.outer_gid)
     cage_seconds = time.perf_counter() - started
     lib = libc()
-    caged = config.uid is not None
     # Cleared by the uid change in the cage, so set after it. Without a PID namespace, make sure the
     # template still lives (in one, the parent is outside and getppid() says 0).
     lib.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)     # (no_new_privs: set by the cage, every mode)
     if "pid-ns" not in isolation.layers and os.getppid() != template_pid:
         os._exit(5)
-    # Memory the student's code may add on top of what the template already mapped.
-    data_limit = data_now + config.memory_mb * MiB
-    _limit(resource.RLIMIT_DATA, data_limit)
-    # SIGXCPU at the soft limit, SIGKILL at the hard one; PID 1 of a namespace (pid-ns) ignores SIGXCPU,
-    # so there the limit is the SIGKILL itself (the template names it, see _named_status).
-    grace = 0 if "pid-ns" in isolation.layers else 2
-    _limit(resource.RLIMIT_CPU, config.cpu_seconds, config.cpu_seconds + grace)
-    _limit(resource.RLIMIT_FSIZE, int(config.file_mb * MiB))
-    _limit(resource.RLIMIT_CORE, 0)
-    # RLIMIT_NPROC counts the tasks of the real uid: with a uid of its own the worker may hold
-    # exactly the tasks it has plus `processes`. Without root the grader's own processes share
-    # the uid, so only "none at all" can be enforced.
-    nproc: int | None
-    if caged:
-        nproc = tasks + config.processes
-    elif config.processes == 0:
-        nproc = 0
-    else:
-        nproc = None
-    if nproc is not None:
-        _limit(resource.RLIMIT_NPROC, nproc)
+    data_limit, nproc = _limits(config, isolation, address_space=address_space, data_now=data_now, tasks=tasks)
     # A write past RLIMIT_FSIZE then fails with EFBIG instead of killing the worker.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     os.environ.clear()
@@ -681,6 +386,42 @@ def _vm_kib(field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def _limits(config: WorkerConfig, isolation: Any, *, address_space: int, data_now: int,
+            tasks: int) -> tuple[int, int | None]:
+    """Every resource limit of a worker, in one place, once it is in its cage: (RLIMIT_DATA, RLIMIT_NPROC).
+
+    ``address_space`` and ``data_now`` were measured before the cage hid /proc: the template's own
+    mappings, on top of which the student's code gets ``limits.memory_mb``. RLIMIT_AS counts every
+    mapping (a 4 GiB shared mmap fails like a 4 GiB bytearray); CUDA reserves far more address space than
+    it uses, so there RLIMIT_DATA is the memory limit.
+    """
+    if config.device != "cuda":
+        _limit(resource.RLIMIT_AS, address_space)
+        isolation.layers.append("address-space-limit")
+    # Memory the student's code may add on top of what the template already mapped.
+    data_limit = data_now + config.memory_mb * MiB
+    _limit(resource.RLIMIT_DATA, data_limit)
+    # SIGXCPU at the soft limit, SIGKILL at the hard one; PID 1 of a namespace (pid-ns) ignores SIGXCPU,
+    # so there the limit is the SIGKILL itself (the template names it, see _named_status).
+    grace = 0 if "pid-ns" in isolation.layers else 2
+    _limit(resource.RLIMIT_CPU, config.cpu_seconds, config.cpu_seconds + grace)
+    _limit(resource.RLIMIT_FSIZE, int(config.file_mb * MiB))
+    _limit(resource.RLIMIT_CORE, 0)
+    # RLIMIT_NPROC counts the tasks of the real uid: with a uid of its own the worker may hold
+    # exactly the tasks it has plus `processes`. Without root the grader's own processes share
+    # the uid, so only "none at all" can be enforced.
+    nproc: int | None
+    if config.uid is not None:
+        nproc = tasks + config.processes
+    elif config.processes == 0:
+        nproc = 0
+    else:
+        nproc = None
+    if nproc is not None:
+        _limit(resource.RLIMIT_NPROC, nproc)
+    return data_limit, nproc
 
 
 def _limit(which: int, soft: int, hard: int | None = None) -> None:

@@ -1,7 +1,7 @@
 """nbgrader's configuration for this course (read by `nbgrader ...` run from this folder).
 
 `nbgrader generate_assignment <assignment> --force` writes release/<assignment>/ with
-the very pipeline of `autograder build` (autograder.authoring.build.NBGRADER_PREPROCESSORS), so
+the very pipeline of `autograder build` (autograder.authoring.notebooks.NBGRADER_PREPROCESSORS), so
 both write the same bytes and never fight. The course's checks, hidden checks and
 known mistakes beside each source notebook are the grader's: nbgrader never copies
 them into release/ (CourseDirectory.ignore). nbgrader spawns `alembic`: put the
@@ -18,7 +18,7 @@ if HERE not in sys.path:
 # never one found from the submission's folder.
 os.environ["AUTOGRADER_COURSE"] = os.path.join(HERE, "course.yml")
 
-from autograder.authoring.build import NBGRADER_PREPROCESSORS, STUB  # noqa: E402
+from autograder.authoring.notebooks import NBGRADER_PREPROCESSORS, course_stub  # noqa: E402
 from autograder.config import COURSE_FILES  # noqa: E402
 from nbgrader.coursedir import CourseDirectory  # noqa: E402
 
@@ -34,7 +34,7 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")  # 
 c.CourseDirectory.ignore = [*CourseDirectory.class_traits()["ignore"].default(), *sorted(COURSE_FILES)]
 
 # The stub names the exercise: ex2_4 -> 'raise NotImplementedError("Need to implement for exercise 2.4")'.
-c.ClearSolutions.code_stub = {"python": STUB}
+c.ClearSolutions.code_stub = {"python": course_stub(HERE)}
 # `nbgrader export` writes every score in hundredths, as grades.csv does (nbgrader's own sums are floats).
 c.ExportApp.plugin_class = "autograder.exports.nbgrader_export.HundredthsCsvExport"
 c.GenerateAssignment.preprocessors = NBGRADER_PREPROCESSORS

@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "samples" / "submissions"
 sys.path.insert(0, str(ROOT))
 
-from autograder.authoring.build import BEGIN, END, Source, grade_id, release_notebook, strip_markers  # noqa: E402
+from autograder.authoring.build import release_notebook  # noqa: E402
+from autograder.authoring.notebooks import BEGIN, END, Source, strip_markers  # noqa: E402
+from autograder.config import grade_id  # noqa: E402
 from autograder.config import Assignment, Course, load_course  # noqa: E402
 
 
@@ -93,7 +95,10 @@ def student_notebook(assignment: Assignment, root: Path = ROOT) -> NotebookNode:
     if path.exists():
         return nbformat.read(path, as_version=4)
     src = source_notebook(assignment, root)
-    data = release_notebook(Source(f"source/{assignment.id}/{assignment.notebook}", src, "", ()))
+    from autograder.config import load_course
+
+    language = load_course(root / "course.yml").language
+    data = release_notebook(Source(f"source/{assignment.id}/{assignment.notebook}", src, "", ()), language)
     return nbformat.reads(data.decode("utf-8"), as_version=4)
 
 

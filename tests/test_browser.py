@@ -39,7 +39,7 @@ ARTIFACTS = ROOT / "tests" / "artifacts"
 ASSIGNMENT = "02_qkv_attention"
 SOLVED = "2.4"           # the stub the test fills through the page
 UNTOUCHED = "2.1"        # a stub left as released: its check must say "not attempted"
-STUB = build.STUB       # the stub release/ holds, in course.yml's language
+STUB = build.course_stub(ROOT)       # the stub release/ holds, in course.yml's language
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # What the self-check HTML says, by course.yml's language (autograder/selfcheck/render.py renders it).

@@ -20,7 +20,7 @@ import pytest
 from autograder.authoring import build as B
 from autograder import catalog as C
 from autograder.cli import main
-from autograder.config import load_course
+from autograder.config import grade_id, load_course
 from autograder.errors import BuildError, StaleError
 from support import ROOT
 
@@ -141,7 +141,7 @@ def test_build_gives_the_same_committed_bytes_in_another_folder_process_and_cpu_
         assert {i.date_time for i in zf.infolist()} == {B.BUNDLE_TIME}
     # The fingerprints' keys name calls by site, not by float bits: the same keys under both kernels,
     # and what the default kernels stored names every known mistake here as the live diagnoser does.
-    from autograder.catalog.fingerprints import verify_fingerprints
+    from autograder.authoring.fingerprints import verify_fingerprints
 
     here, there = (json.loads(files[B.FINGERPRINTS]) for files in (first, second))
     assert {ex: sorted(e["requests"]) for ex, e in here["exercises"].items()} == \
@@ -168,7 +168,7 @@ def test_every_stub_raises_not_implemented_naming_its_exercise(course_root: Path
         nb = nbformat.reads(files[f"release/{a.id}/{a.notebook}"].decode(), as_version=4)
         imports = cell(nb, "imports").source
         for ex in a.exercises:
-            stub = cell(nb, B.grade_id(ex.id))
+            stub = cell(nb, grade_id(ex.id))
             assert B.BEGIN not in stub.source and B.END not in stub.source
             assert stub.metadata.nbgrader["solution"] and stub.metadata["deletable"] is False
             namespace: dict = {}
@@ -229,7 +229,7 @@ def test_check_passes_when_current_and_names_both_files_after_an_edit(course_roo
     ex = a.exercises[0]
 
     def edit(nb) -> None:  # the docstring (seen by students) and the body (the reference)
-        c = cell(nb, B.grade_id(ex.id))
+        c = cell(nb, grade_id(ex.id))
         c.source = c.source.replace('"""', '"""Edited. ', 1).replace(
             "    ### END SOLUTION", "    _unused = 0  # edited\n    ### END SOLUTION", 1)
 
@@ -248,8 +248,8 @@ def test_edit_inside_a_solution_region_makes_only_solutions_stale(course_root: P
     a = load_course(course_root / "course.yml").assignments[0]
     ex = a.exercises[0]
     edit_source(course_root, a.id, lambda nb: setattr(
-        cell(nb, B.grade_id(ex.id)), "source",
-        cell(nb, B.grade_id(ex.id)).source.replace("### END SOLUTION", "# edited\n    ### END SOLUTION", 1)))
+        cell(nb, grade_id(ex.id)), "source",
+        cell(nb, grade_id(ex.id)).source.replace("### END SOLUTION", "# edited\n    ### END SOLUTION", 1)))
     with pytest.raises(StaleError) as caught:
         B.check_current(course_root)
     assert caught.value.exit_code == 1
@@ -542,7 +542,7 @@ def test_nbgrader_config_uses_the_build_pipeline(monkeypatch) -> None:
     assert os.environ["AUTOGRADER_COURSE"] == str(ROOT / "course.yml")
     assert set(config.CourseDirectory.ignore) >= {"checks.py", "hidden.py", "mistakes.py"}
     assert config.GenerateAssignment.preprocessors == B.NBGRADER_PREPROCESSORS
-    assert config.ClearSolutions.code_stub == {"python": B.STUB}
+    assert config.ClearSolutions.code_stub == {"python": B.course_stub(ROOT)}
     assert config.CourseDirectory.root == str(ROOT)
     assert config.CourseDirectory.db_url == f"sqlite:///{ROOT / 'gradebook.db'}"
     assert "gradebook.db" in (ROOT / ".gitignore").read_text().split()
@@ -603,7 +603,8 @@ def test_bundle_pyproject_declares_what_students_need() -> None:
 def test_bundle_installed_in_a_fresh_venv_runs_its_autograder_check(course_root: Path, tmp_path: Path) -> None:
     """pip install . in a new venv (offline: dependencies from the kit's environment), then the
     installed `autograder check` on a notebook with a known mistake names it."""
-    from autograder.catalog.fingerprints import build_fingerprints, dumps
+    from autograder.authoring.fingerprints import build_fingerprints
+    from autograder.catalog.fingerprints import dumps
 
     course = load_course(course_root / "course.yml")
     derived = B.derive(course_root, course, outputs=False)
@@ -694,3 +695,23 @@ def test_a_build_that_fails_leaves_every_file_as_it_was(course_root: Path) -> No
         B.build(course_root)
     assert [str(p) for p in watched if p.read_bytes() != before[p]] == []
     assert not (course_root / B.BUNDLE).exists()
+
+
+def test_what_ships_to_students_imports_nothing_of_the_grader():
+    """Every module of the student bundle imports (at any depth of its code) only modules that ship too:
+    the student's side of the self-check data never reaches grading/ or authoring/ (issue 26)."""
+    package, missing = B.student_package()
+    assert not missing
+    shipped = {p[:-3].replace("/", ".").removesuffix(".__init__") for p in package if p.endswith(".py")}
+    outside = []
+    for path, data in package.items():
+        if not path.endswith(".py"):
+            continue
+        for node in ast.walk(ast.parse(data.decode("utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            for name in names:
+                if name.startswith("autograder") and name not in shipped and \
+                        not any(s.startswith(name + ".") for s in shipped):
+                    outside.append(f"{path}: import {name}")
+    assert outside == []

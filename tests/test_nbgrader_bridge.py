@@ -23,6 +23,8 @@ import pytest
 
 from autograder.authoring import build as B
 from autograder.exports import nbgrader as NB
+from autograder.authoring import notebooks as NOTEBOOKS
+from autograder.config import grade_id
 from autograder.reports import lms as LMS
 from autograder.reports import results as RES
 from autograder import points as P
@@ -62,18 +64,18 @@ def test_a_changed_point_value_is_one_build_away(course_root: Path) -> None:
 
 
 def test_source_notebooks_hold_one_test_cell_per_exercise_with_course_points() -> None:
-    assert NB.sync_test_cells(ROOT, COURSE, write=False) == [], "run autograder build"
+    assert NOTEBOOKS.sync_test_cells(ROOT, COURSE, write=False) == [], "run autograder build"
     for a in COURSE.assignments:
         nb = nbformat.read(ROOT / "source" / a.id / a.notebook, as_version=4)
         ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
         for ex in a.exercises:
             at = ids.index(NB.tests_grade_id(ex.id))
-            assert ids[at - 1] == B.grade_id(ex.id) + "_check"     # right after the check cell
+            assert ids[at - 1] == grade_id(ex.id) + "_check"       # right after the check cell
             cell = nb.cells[at]
             meta = cell.metadata.nbgrader
             assert (meta.grade, meta.solution, meta.locked, meta.points) == (True, False, True, ex.points)
-            assert cell.id == NB.tests_cell_id(ex.id)
-            assert cell.source == NB.test_cell_source(ex, COURSE.language)
+            assert cell.id == NOTEBOOKS.tests_cell_id(ex.id)
+            assert cell.source == NOTEBOOKS.test_cell_source(ex, COURSE.language)
             assert f'check("{ex.id}", score=True)' in cell.source and "HIDDEN TESTS" not in cell.source
 
 
@@ -187,8 +189,10 @@ def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
     assert [p.name for p in paths] == ["canvas.csv", "moodle.csv", "lms-skipped.csv"]
 
     canvas = _rows((tmp_path / "canvas.csv").read_text(encoding="utf-8"))
-    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "01_rnn_decay",
-                         "02_qkv_attention", "Final Points"]
+    # The gradebook's names of the assignments (course.yml lms_title, else title), not their ids.
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                         COURSE.assignment("01_rnn_decay").gradebook_title,
+                         COURSE.assignment("02_qkv_attention").gradebook_title, "Final Points"]
     assert canvas[1] == ["Points Possible", "", "", "", "", "11", "8", "19"]
     assert canvas[2:] == [["ada", "", "", "ada", "", "10.5", "8", "18.5"],
                           ["ben", "", "", "ben", "", "", "3.25", "3.25"],     # no 01 submission: blank, not 0

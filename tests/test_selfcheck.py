@@ -13,8 +13,8 @@ import pytest
 
 from autograder import cli
 from autograder.config import load_course
-from autograder.catalog.fingerprints import (FingerprintDiagnoser, build_fingerprints, dumps, load_fingerprints,
-                                             verify_fingerprints, write_fingerprints)
+from autograder.authoring.fingerprints import build_fingerprints, pack_value, verify_fingerprints, write_fingerprints
+from autograder.catalog.fingerprints import FingerprintDiagnoser, dumps, load_fingerprints
 from autograder.selfcheck import SelfCheckResult, self_check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -250,7 +250,7 @@ def test_sampled_outputs_match_only_the_same_output():
     import torch
 
     from autograder import plain
-    from autograder.catalog.fingerprints import pack_value, stored_matches, unpack_value
+    from autograder.catalog.fingerprints import stored_matches, unpack_value
 
     gen = torch.Generator().manual_seed(0)
     ref = {"weights": torch.rand(4, 5, 6, generator=gen, dtype=torch.float64), "out": torch.rand(4, 3, generator=gen)}
@@ -289,7 +289,8 @@ def test_fingerprints_built_here_name_every_mistake_under_other_cpu_kernels(tmp_
 
     file = write_fingerprints(build_fingerprints(COURSE), tmp_path / "fingerprints.json")
     script = ("import json, sys, torch\n"
-              "from autograder.catalog.fingerprints import load_fingerprints, verify_fingerprints\n"
+              "from autograder.authoring.fingerprints import verify_fingerprints\n"
+              "from autograder.catalog.fingerprints import load_fingerprints\n"
               "print(torch.backends.cpu.get_cpu_capability())\n"
               "print(json.dumps(verify_fingerprints(load_fingerprints(sys.argv[1]))))\n")
     done = subprocess.run([sys.executable, "-c", script, str(file)], capture_output=True, text=True,

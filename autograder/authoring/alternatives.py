@@ -177,7 +177,7 @@ def explain(course: Course, alt: Alternative, source: str, student: str, data: b
     from autograder.authoring.mutants import mutant_namespace
     from autograder.grading.submission import hidden_seed_parts
     from autograder.grading.submissions import Submission
-    from autograder.authoring.validate import solution_for
+    from autograder.grading.references import reference as solution_for
 
     assignment, ex = course.exercise(alt.exercise)
     namespace = mutant_namespace(assignment.module, ex.function, source, course.root)

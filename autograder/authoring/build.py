@@ -22,10 +22,7 @@ committed nor compared.
 from __future__ import annotations
 
 import argparse
-import ast
 import fnmatch
-import importlib
-import importlib.util
 import json
 import os
 import re
@@ -35,61 +32,19 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
-import nbformat
 import yaml
 from nbconvert.exporters import NotebookExporter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import (
-    CheckCellMetadata,
-    ClearHiddenTests,
-    ClearMarkScheme,
-    ClearOutput,
-    ClearSolutions,
-    ComputeChecksums,
-    LockCells,
-    SaveCells,
-)
-from traitlets import Dict
 from traitlets.config import Config
 
-from autograder.config import (PACKAGE, PUBLIC_FILE, Course, course_root, exercise_of, find_course, grade_id, load_course,
+from autograder.config import (PACKAGE, PUBLIC_FILE, Course, course_root, load_course,
                                parse_course)
 from autograder.errors import BuildError, ConfigError, StaleError
+from autograder.authoring.notebooks import (BEGIN, END, NBGRADER_PREPROCESSORS, RELEASE_PREPROCESSORS,  # noqa: F401
+                                            STUBS, Source, course_stub, read_source, stub_for, strip_markers)
 from autograder.zips import ZIP_TIME, deterministic_zip  # noqa: F401 - ZIP_TIME: the time of every entry
 
-#: What a solution region becomes, in course.yml's language; ``{exercise}`` is the cell's exercise ID
-#: ("2.4"). The engine tells "not attempted" by the exception's type, never by this text.
-STUBS: dict[str, str] = {
-    "zh": 'raise NotImplementedError("请完成练习 {exercise}")',
-    "en": 'raise NotImplementedError("Need to implement for exercise {exercise}")',
-}
-
-
-def stub_for(language: str) -> str:
-    """The stub template of a course language ("zh" or "en")."""
-    return STUBS[str(getattr(language, "value", language))]
-
-
-def _course_language(root: Path) -> str:
-    """course.yml's ``language`` read without validation (zh, the schema's default, when unreadable)."""
-    try:
-        data = yaml.safe_load((root / "course.yml").read_text(encoding="utf-8"))
-        language = str(data.get("language", "zh"))
-    except (OSError, yaml.YAMLError, AttributeError):
-        return "zh"
-    return language if language in STUBS else "zh"
-
-
-def _here() -> Path | None:
-    """The course of the current folder (as ``autograder`` finds it), or None outside one."""
-    found = find_course()
-    return found.parent if found is not None else None
-
-
-#: The stub of the course of the current folder (nbgrader_config.py hands it to ``nbgrader
-#: generate_assignment``); zh, the schema's default, outside a course.
-STUB = stub_for(_course_language(_here()) if _here() is not None else "zh")
 
 #: The public part of the engine (the autograder package): everything a student's ``check`` needs,
 #: nothing of grading. Globs, relative to the engine's folder's parent, match files, sorted. Of the
@@ -132,197 +87,16 @@ STUDENT_COURSE = f"{STUDENT_DATA}/course.yml"
 BUNDLE_TIME = (2026, 1, 1, 0, 0, 0)
 
 SEED_LINE = re.compile(r"^seed:[^\n]*$", re.MULTILINE)
-BEGIN = ClearSolutions.begin_solution_delimeter.default_value
-END = ClearSolutions.end_solution_delimeter.default_value
 #: What nbgrader leaves out when it copies an assignment folder (checkpoints, caches).
 IGNORED: list[str] = CourseDirectory.class_traits()["ignore"].default()
 
 
-class ExerciseStubs(ClearSolutions):
-    """nbgrader's ClearSolutions, with a stub that names the cell's exercise."""
-
-    code_stub = Dict(dict(python=STUB),
-                     help="The stub replacing a solution region; {exercise} is the cell's exercise ID"
-                     ).tag(config=True)
-
-    def preprocess_cell(self, cell, resources, cell_index):
-        exercise = exercise_of(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
-        language = resources["language"]
-        template = self.code_stub
-        # ClearSolutions reads self.code_stub[language]: give it this cell's stub, then restore.
-        self.code_stub = {**template, language: template[language].format(exercise=exercise or "?")}
-        try:
-            return super().preprocess_cell(cell, resources, cell_index)
-        finally:
-            self.code_stub = template
-
-
-#: nbgrader's GenerateAssignment pipeline, in its order, without the steps that need the
-#: gradebook (SaveCells) or a kernel (InstantiateTests) and with our stub preprocessor.
-RELEASE_PREPROCESSORS = [
-    LockCells,
-    ExerciseStubs,
-    ClearOutput,
-    CheckCellMetadata,
-    ComputeChecksums,
-    ClearHiddenTests,
-    ClearMarkScheme,
-    ComputeChecksums,
-    CheckCellMetadata,
-]
-#: The same pipeline for ``nbgrader generate_assignment`` (nbgrader_config.py): SaveCells
-#: records the cells in the gradebook and leaves the notebook unchanged.
-NBGRADER_PREPROCESSORS = [*RELEASE_PREPROCESSORS[:5], SaveCells, *RELEASE_PREPROCESSORS[5:]]
-
-
-# -- reading and validating a source notebook ----------------------------------------
-@dataclass(frozen=True)
-class Source:
-    """One validated source notebook."""
-
-    path: str                        # relative to the root, e.g. source/02_x/02_x.ipynb
-    notebook: NotebookNode
-    imports: str                     # the imports cell
-    solutions: tuple[tuple[str, str], ...]  # (grade_id, source) in notebook order
-
-
-def _grade_id(cell: NotebookNode) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-
-
-def _where(cell: NotebookNode, index: int) -> str:
-    gid = _grade_id(cell)
-    return f"cell {gid!r}" if gid else f"cell {index + 1} (id {cell.get('id', '?')!r})"
-
-
-def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]]) -> Source:
-    """Read and validate source/<a>/<a>.ipynb; ``exercises`` is [(exercise ID, function)]."""
-    rel = f"source/{assignment_id}/{assignment_id}.ipynb"
-    path = root / rel
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BuildError(f"{rel}: source notebook not found",
-                         hint="every assignment of course.yml needs source/<id>/<id>.ipynb") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BuildError(f"{rel}: cannot read ({exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BuildError(f"{rel}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    if not isinstance(data, dict) or data.get("nbformat") != 4 or not isinstance(data.get("cells"), list):
-        raise BuildError(f"{rel}: not an nbformat 4 notebook")
-    for index, cell in enumerate(data["cells"]):
-        if not isinstance(cell, dict) or not cell.get("id"):
-            # nbformat would invent a random id: the release would differ on every build.
-            raise BuildError(f"{rel}: cell {index + 1} has no id",
-                             hint="save the notebook as nbformat 4.5 with stable cell ids")
-    nb = nbformat.from_dict(data)
-    try:
-        nbformat.validate(nb)
-    except nbformat.ValidationError as exc:
-        raise BuildError(f"{rel}: invalid notebook ({exc.message})") from None
-    for cell in nb.cells:
-        if isinstance(cell.source, list):  # nbformat allows a list of lines; nbgrader expects text
-            cell.source = "".join(cell.source)
-
-    seen: dict[str, int] = {}
-    for index, cell in enumerate(nb.cells):
-        gid = _grade_id(cell)
-        if gid is None:
-            continue
-        if gid in seen:
-            raise BuildError(f"{rel}: grade_id {gid!r} appears twice (cells {seen[gid] + 1} and {index + 1})")
-        seen[gid] = index
-        if not re.match(r"^[a-zA-Z0-9_-]+$", gid):
-            raise BuildError(f"{rel}: cell {index + 1}: grade_id {gid!r} may only hold letters, digits, _ and -")
-
-    wanted = {grade_id(ex): (ex, fn) for ex, fn in exercises}
-    solutions: list[tuple[str, str]] = []
-    for index, cell in enumerate(nb.cells):
-        where = _where(cell, index)
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        markers = [line for line in cell.source.split("\n") if BEGIN in line or END in line]
-        if not meta.get("solution"):
-            if markers:
-                raise BuildError(f"{rel}: {where} holds a {BEGIN} region but is not a solution cell")
-            continue
-        gid = meta.get("grade_id", "")
-        if gid not in wanted:
-            raise BuildError(f"{rel}: {where} is a solution cell of no exercise of this assignment",
-                             hint=f"solution cells are named {', '.join(sorted(wanted))}")
-        if cell.cell_type != "code":
-            raise BuildError(f"{rel}: {where} must be a code cell")
-        _check_markers(rel, where, markers)
-        code = strip_markers(cell.source)
-        tree = _parse(rel, where, code)
-        function = wanted[gid][1]
-        if not any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == function
-                   for node in tree.body):
-            raise BuildError(f"{rel}: {where} does not define {function} (course.yml: exercise {wanted[gid][0]})")
-        solutions.append((gid, code))
-
-    for ex, _function in exercises:
-        if grade_id(ex) not in seen:
-            raise BuildError(f"{rel}: no solution cell {grade_id(ex)!r} for exercise {ex}")
-        check_id = f"{grade_id(ex)}_check"
-        if check_id not in seen:
-            raise BuildError(f"{rel}: no check cell {check_id!r} for exercise {ex}",
-                             hint=f'a locked code cell holding check("{ex}")')
-        check_cell = nb.cells[seen[check_id]]
-        if check_cell.cell_type != "code" or not _calls_check(check_cell.source, ex):
-            raise BuildError(f"{rel}: cell {check_id!r} must be a code cell calling check(\"{ex}\")")
-    if "imports" not in seen or nb.cells[seen["imports"]].cell_type != "code":
-        raise BuildError(f"{rel}: no code cell 'imports'",
-                         hint="the imports cell heads solutions/<module>.py")
-    imports = nb.cells[seen["imports"]].source
-    _parse(rel, "cell 'imports'", imports)
-    return Source(rel, nb, imports, tuple(solutions))
-
-
-def _check_markers(rel: str, where: str, markers: list[str]) -> None:
-    if not markers:
-        raise BuildError(f"{rel}: {where} has no ### {BEGIN} / ### {END} region",
-                         hint="without one the whole cell, signature included, would become the stub")
-    opened = False
-    for line in markers:
-        is_begin = BEGIN in line
-        if is_begin == opened:
-            raise BuildError(f"{rel}: {where}: unbalanced solution markers at {line.strip()!r}")
-        opened = is_begin
-    if opened:
-        raise BuildError(f"{rel}: {where}: ### {BEGIN} without ### {END}")
-
-
-def _parse(rel: str, where: str, code: str) -> ast.Module:
-    try:
-        return ast.parse(code)
-    except SyntaxError as exc:
-        raise BuildError(f"{rel}: {where}: Python syntax error on line {exc.lineno}: {exc.msg}") from None
-
-
-def _calls_check(code: str, exercise_id: str) -> bool:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return False
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check"
-               and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == exercise_id
-               for node in ast.walk(tree))
-
-
-def strip_markers(code: str) -> str:
-    """A solution cell without its marker lines: the reference solution as plain code."""
-    return "\n".join(line for line in code.split("\n") if BEGIN not in line and END not in line)
-
 
 # -- deriving the files ------------------------------------------------------------------
-def release_notebook(source: Source, language: str | None = None) -> bytes:
-    """The student notebook, through nbgrader's preprocessors and nbconvert's writer.
-
-    ``language`` (course.yml's) picks the stub text; None: this checkout's course.
-    """
-    stub = STUB if language is None else stub_for(language)
+def release_notebook(source: Source, language: str) -> bytes:
+    """The student notebook, through nbgrader's preprocessors and nbconvert's writer; ``language``
+    (course.yml's) picks the stub text."""
+    stub = stub_for(language)
     exporter = NotebookExporter(config=Config({"Exporter": {"default_preprocessors": []},
                                                "ExerciseStubs": {"code_stub": {"python": stub}}}))
     for preprocessor in RELEASE_PREPROCESSORS:
@@ -371,15 +145,13 @@ def _extra_files(root: Path, assignment_id: str) -> dict[str, bytes]:
 
 
 def fingerprint_files(course: Course, solutions: dict[str, bytes]) -> dict[str, bytes]:
-    """dist/fingerprints.json, once autograder/fingerprints.py exists; else nothing.
+    """dist/fingerprints.json (the self-check data, :mod:`autograder.authoring.fingerprints`).
 
     The fingerprints run the references: they see the solutions just derived (``solutions``:
     path -> text), not whatever solutions/ held before, so one build is enough and
     ``--check`` judges the fingerprints by source/ alone.
     """
-    if importlib.util.find_spec("autograder.catalog.fingerprints") is None:
-        return {}
-    fingerprints = importlib.import_module("autograder.catalog.fingerprints")
+    from autograder.authoring import fingerprints
     from autograder.grading.references import module_name
 
     modules = {}
@@ -761,7 +533,7 @@ def check_current(root: Path | None = None) -> None:
 
 def _test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
     """Source notebooks whose nbgrader test cells differ from course.yml (points, place); written when ``write``."""
-    from autograder.exports.nbgrader import sync_test_cells
+    from autograder.authoring.notebooks import sync_test_cells
 
     return sync_test_cells(root, course, write=write)
 

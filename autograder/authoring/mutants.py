@@ -113,7 +113,7 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
     exercise, on several seeds of random inputs: [] when they never do."""
     from autograder import catalog as C
     from autograder.probes import execute
-    from autograder.authoring.validate import solution_for
+    from autograder.grading.references import reference as solution_for
 
     C.load_catalog(course, hidden=True, mistakes=True)
     assignment, ex = course.exercise(mutant.exercise)

@@ -22,7 +22,7 @@ class Notebooks:
     def __init__(self, course: Course):
         import nbformat
 
-        from autograder.authoring.build import strip_markers
+        from autograder.authoring.notebooks import strip_markers
         from autograder.config import grade_id
 
         self.course, self.nbformat, self.grade_id = course, nbformat, grade_id

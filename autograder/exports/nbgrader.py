@@ -18,95 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autograder.config import Course, Exercise, grade_id
+from autograder.config import Course, Exercise
+from autograder.authoring.notebooks import _grade_id, test_cell, tests_grade_id
 from autograder.errors import AutograderError
 from autograder.points import fmt as fmt_points, total as points_total
 from autograder.reports.results import is_graded, load_results, newest_results
 from autograder.text import line
-
-
-#: The test cell of an exercise, per course language; ``{exercise}`` is its ID ("2.4"). The same
-#: text in the source and the release: nbgrader's hidden-test markers would make the release's
-#: checksum differ from the gradebook's, and ``nbgrader autograde`` would then report every honest
-#: submission as tampered with (jupyter/nbgrader#1961). What runs differs by where it runs
-#: (``autograder.check(..., score=True)``): every check under ``nbgrader autograde`` on the
-#: instructor's machine, the public ones on a student's.
-TEST_CELL_SOURCES = {
-    "zh": ("# 评分单元格（请勿修改）：nbgrader 评分时在这里运行本题的全部检查；在你的电脑上只运行公开检查。\n"
-           'check("{exercise}", score=True)'),
-    "en": ("# Grading cell (do not edit): nbgrader runs every check of this exercise here; "
-           "on your computer, the public ones.\n"
-           'check("{exercise}", score=True)'),
-}
-
-
-# -- the test cells of the source notebooks --------------------------------------------
-def tests_grade_id(exercise_id: str) -> str:
-    """``"2.4"`` -> ``"ex2_4_tests"``: the nbgrader grade cell that carries the exercise's points."""
-    return grade_id(exercise_id) + "_tests"
-
-
-def tests_cell_id(exercise_id: str) -> str:
-    """``"2.4"`` -> ``"ex2-4-tests"``: the stable nbformat cell id."""
-    return grade_id(exercise_id).replace("_", "-") + "-tests"
-
-
-def _points(value: float) -> float | int:
-    return int(value) if float(value).is_integer() else float(value)
-
-
-def test_cell_source(exercise: Exercise, language: Any) -> str:
-    template = TEST_CELL_SOURCES.get(str(getattr(language, "value", language)), TEST_CELL_SOURCES["en"])
-    return template.format(exercise=exercise.id)
-
-
-def test_cell(exercise: Exercise, language: Any = "zh") -> Any:
-    """The autograded test cell of one exercise, as it belongs in the source notebook (and the release)."""
-    import nbformat
-
-    cell = nbformat.v4.new_code_cell(test_cell_source(exercise, language))
-    cell.id = tests_cell_id(exercise.id)
-    cell.metadata = nbformat.from_dict({"nbgrader": {
-        "grade": True, "grade_id": tests_grade_id(exercise.id), "locked": True,
-        "points": _points(exercise.points), "schema_version": 3, "solution": False}})
-    return cell
-
-
-def _grade_id(cell: Any) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-
-
-def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
-    """Put each exercise's test cell right after its check cell, with course.yml's points.
-
-    Returns one line per notebook that differs (``write=False``: would change).
-    Every other cell is left byte for byte as it was.
-    """
-    import nbformat
-
-    changed: list[str] = []
-    for a in course.assignments:
-        rel = f"source/{a.id}/{a.notebook}"
-        path = Path(root) / rel
-        try:
-            before = path.read_text(encoding="utf-8")
-            nb = nbformat.reads(before, as_version=4)
-        except Exception:  # noqa: BLE001 - missing or unreadable: reading the sources names it (build.read_source)
-            continue
-        for ex in a.exercises:
-            want = test_cell(ex, course.language)
-            nb.cells = [c for c in nb.cells if _grade_id(c) != want.metadata.nbgrader.grade_id]
-            check_id = grade_id(ex.id) + "_check"
-            at = next((i for i, c in enumerate(nb.cells) if _grade_id(c) == check_id), None)
-            if at is None:
-                raise AutograderError(f"{rel}: no check cell {check_id!r} for exercise {ex.id}")
-            nb.cells.insert(at + 1, want)
-        after = nbformat.writes(nb) + "\n"
-        if after != before:
-            changed.append(rel)
-            if write:
-                path.write_text(after, encoding="utf-8")
-    return changed
 
 
 # -- the nbgrader course ------------------------------------------------------------------
@@ -188,7 +105,7 @@ def ensure_assignment(coursedir: Any, course: Course, assignment_id: str) -> Non
     from nbgrader.preprocessors import SaveCells
     from traitlets.config import Config
 
-    from autograder.authoring.build import NBGRADER_PREPROCESSORS, read_source
+    from autograder.authoring.notebooks import NBGRADER_PREPROCESSORS, read_source
 
     assignment = course.assignment(assignment_id)
     root = Path(coursedir.root)

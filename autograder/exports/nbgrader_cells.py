@@ -125,7 +125,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     from autograder import catalog as C
     from autograder.config import load_course
     from autograder.messages import say
-    from autograder.selfcheck.kernel import Note, _caller_namespace, _language, _one_thread
+    from autograder.selfcheck.kernel import Note, caller_namespace, language_of, one_thread
 
     start = time.perf_counter()
     course = load_course(pinned_course())
@@ -137,19 +137,19 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     from autograder.grading.references import reference as reference_of
 
     reference = reference_of(course, exercise.id)
-    ns = namespace if namespace is not None else _caller_namespace(2)
+    ns = namespace if namespace is not None else caller_namespace(2)
     who = student if student is not None else autograde_identity(assignment.id)
     # The test cells run in order in one kernel: an earlier exercise that lost points here is answered by
     # its reference in the exercises built on it, as ``autograder grade`` does (a mistake costs once).
     lost = _LOST.setdefault((str(course.root), who, assignment.id), set())
     stand_ins = C.stand_ins_for(course, assignment, exercise, lost)
     references = {dep.id: reference_of(course, dep.id) for dep in stand_ins.values()}
-    lang = _language(language, course)
+    lang = language_of(language, course)
     notes: list[Any] = []
     sink = io.StringIO()
     # The student's code may print or warn: nbgrader scores a test cell with stderr output 0.
     with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
-            _one_thread():
+            one_thread():
         warnings.simplefilter("ignore")
         try:
             result = C.run_exercise(

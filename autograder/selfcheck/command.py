@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.messages import say, text
-from autograder.selfcheck.kernel import (LANGUAGES, Note, SelfCheckResult, _language, guess_assignment, resolve,
+from autograder.selfcheck.kernel import (LANGUAGES, Note, SelfCheckResult, language_of, guess_assignment, resolve,
                                          run_public)
 from autograder.selfcheck.render import print_table
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     skip_unused_schema_formats()
     read_notebook(args.notebook)             # NotebookError: the CLI prints it and exits 2
     course = load_course()
-    lang = _language(args.language, course)
+    lang = language_of(args.language, course)
     chosen: list[str] = []
     for ex_id in args.exercise or []:        # a typo fails before the notebook runs
         found, _, problems = resolve(course, ex_id, {})

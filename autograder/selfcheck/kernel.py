@@ -91,7 +91,7 @@ class SelfCheckResult:
 
 # -- the notebook entry point ------------------------------------------------------
 @contextlib.contextmanager
-def _one_thread():
+def one_thread():
     """The checks use tiny tensors: with torch's thread pool they wait on busy cores (seconds instead
     of tens of milliseconds). The student's own setting is restored afterwards."""
     import torch
@@ -110,19 +110,19 @@ def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1)
     ``_depth`` is how many frames up the student's code is (2 through ``autograder.check``).
     """
     start = time.perf_counter()
-    namespace = _caller_namespace(_depth + 1)
+    namespace = caller_namespace(_depth + 1)
     sink = io.StringIO()
     try:
         # Student code may print or warn; nbgrader scores a cell that writes to stderr 0.
         with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
-                _one_thread():
+                one_thread():
             warnings.simplefilter("ignore")
             result = self_check(namespace, exercise, language=language)
     except KeyboardInterrupt:
         # The stop button: a note, not a traceback through the kit's modules.
-        result = SelfCheckResult([], _language(language, None), [Note("error", say("selfcheck.interrupted"))])
+        result = SelfCheckResult([], language_of(language, None), [Note("error", say("selfcheck.interrupted"))])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - self-check never raises into the notebook
-        result = SelfCheckResult([], _language(language, None), [Note("error", say(
+        result = SelfCheckResult([], language_of(language, None), [Note("error", say(
             "selfcheck.failed", kind=type(exc).__name__, detail=exc))])
     result.seconds = time.perf_counter() - start
     _show(result)
@@ -166,19 +166,21 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
     from autograder import catalog as C
     from autograder.config import load_course
 
-    namespace = _caller_namespace(_depth + 1)
+    namespace = caller_namespace(_depth + 1)
     if os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("AUTOGRADER_COURSE") \
             and C.hidden_available(load_course(os.environ["AUTOGRADER_COURSE"])):
-        # The instructor's kit under nbgrader autograde: every check, seeded per student.
-        from autograder.exports import nbgrader_cells as nbgrader_tests
+        # The instructor's kit under nbgrader autograde: every check, seeded per student. Looked up by name:
+        # the nbgrader bridge is the instructor's (never in a student's bundle) and builds on this module.
+        import importlib
 
-        return nbgrader_tests.grade_exercise(str(exercise), namespace=namespace, language=language)
+        bridge = importlib.import_module("autograder.exports.nbgrader_cells")
+        return bridge.grade_exercise(str(exercise), namespace=namespace, language=language)
     course = load_course()
     _, ex = course.exercise(str(exercise))
     sink = io.StringIO()
     try:
         with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
-                _one_thread():
+                one_thread():
             warnings.simplefilter("ignore")
             result = self_check(namespace, str(exercise), language=language, course=course)
         rows = [c for e in result.exercises for c in e.checks]
@@ -189,7 +191,7 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
     from autograder.points import total
 
     points = total([ex.points * earned / possible]) if rows else 0.0
-    lang = _language(language, course)
+    lang = language_of(language, course)
     return PublicScore(ex.id, points, ex.points, sum(c.passed for c in rows), len(rows), lang)
 
 
@@ -200,9 +202,9 @@ def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str
     from autograder.config import load_course
 
     course = course or load_course()
-    lang = _language(language, course)
+    lang = language_of(language, course)
     notes: list[Note] = []
-    if language is not None and _language(language, None, strict=True) is None:
+    if language is not None and language_of(language, None, strict=True) is None:
         notes.append(Note("info", say("selfcheck.unknown_language", language=repr(language), using=lang)))
     chosen, title, more = resolve(course, exercise, namespace, notebook or _notebook_name(namespace))
     notes.extend(more)
@@ -351,7 +353,7 @@ def _notebook_name(namespace: dict[str, Any]) -> str | None:
     return None
 
 
-def _caller_namespace(depth: int) -> dict[str, Any]:
+def caller_namespace(depth: int) -> dict[str, Any]:
     shell = _ipython()
     ns = getattr(shell, "user_ns", None)
     if isinstance(ns, dict):
@@ -372,7 +374,7 @@ def _ipython() -> Any:
         return None
 
 
-def _language(language: str | None, course: Any, strict: bool = False) -> Any:
+def language_of(language: str | None, course: Any, strict: bool = False) -> Any:
     """zh or en: the requested one ("zh-CN" counts as zh), else course.yml's, else zh."""
     if language is not None:
         lang = str(language).strip().lower()

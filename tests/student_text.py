@@ -49,6 +49,7 @@ class Text:
 
 def english_words(text: str, also: set[str] = frozenset()) -> list[str]:
     """The English words of a Chinese text: what is left once code, math and the allowed terms are gone."""
+    text = re.sub(r"\\([_*`\[\]()#|\\<>])", r"\1", text)      # Markdown's escapes (feedback: manual\_seed)
     bare = CODE.sub(" ", text)
     return [w for w in WORD.findall(bare) if w.lower() not in ALLOWED_WORDS and w not in also
             and not (w.isupper() and len(w) <= 3)]          # shape letters and short acronyms: B, Tq, QK
@@ -124,7 +125,7 @@ def catalog_texts(course: Course) -> Iterator[Text]:
                 exercises.append(result)
         table = SelfCheckResult([e for e in exercises if e], "zh", title=a.id).text()
         yield Text(f"{a.id} self-check table", table)
-        result = {"student": "student", "assignment": a.id, "status": "graded", "points": 0.0,
+        result = {"student": "小明", "assignment": a.id, "status": "graded", "points": 0.0,
                   "max_points": a.points, "exercises": [e.to_json() for e in exercises[:len(a.exercises)]],
                   "cells": [], "notes_msg": []}
         yield Text(f"{a.id} feedback", feedback_markdown(result, course, "zh"))

@@ -267,7 +267,7 @@ def test_grade_starts_its_sandbox_template_before_importing_the_command():
     pydantic are imported; --help launches nothing; the command takes the launch once."""
     code = ("import sys\n"
             "from autograder import cli\n"
-            "import autograder.sandbox.worker as W\n"
+            "import autograder.sandbox.launch as W\n"
             "seen = []\n"
             "real = W.launch_template\n"
             "def spy(*a, **k):\n"

@@ -68,7 +68,7 @@ def _lane_sandbox(limits: Any, device: str, isolation: str | None, max_restarts:
 
     key = json.dumps([limits.model_dump(mode="json"), device, max_restarts], sort_keys=True)
     box = _LANE.get("sandbox")
-    if box is not None and _LANE.get("sandbox_key") == key and not box._closed \
+    if box is not None and _LANE.get("sandbox_key") == key and not box.closed \
             and isolation in (None, box.isolation.mode):
         return box
     if box is not None:
@@ -445,8 +445,7 @@ def _forked_lane(chan: Any, launch: Any, parent_sandbox: Any) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's: it stops the lanes
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # The parent's template must see its channel close when the parent goes, not when this lane does.
-    if parent_sandbox._ctrl is not None:
-        parent_sandbox._ctrl.close()
+    parent_sandbox.leave_template()
     write_owner(launch.folder)
     box = Sandbox(parent_sandbox.limits, parent_sandbox.device, isolation=parent_sandbox.isolation.mode != "none",
                   modes=(parent_sandbox.isolation.mode,), max_restarts=parent_sandbox.max_restarts, launch=launch)

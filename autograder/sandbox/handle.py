@@ -76,8 +76,7 @@ class WorkerHandle:
             return
         self._closed = True
         self._stop(wait=False)
-        with self._sandbox._workers_lock:
-            self._sandbox._workers.discard(self)
+        self._sandbox.forget(self)
 
     @property
     def pid(self) -> int | None:
@@ -97,11 +96,11 @@ class WorkerHandle:
         if proc is None:
             return None
         if wait:
-            return self._sandbox._finish(proc)
-        self._sandbox._retire(proc)
+            return self._sandbox.finish(proc)
+        self._sandbox.retire(proc)
         return None
 
-    def _launch(self) -> bool:
+    def launch(self) -> bool:
         """Fork a worker and run the cells, leaving out those that timed out or crashed before.
 
         A cell that times out or kills the worker is recorded and the cells run again
@@ -115,7 +114,7 @@ class WorkerHandle:
             self.spawns += 1
             start = time.perf_counter()
             try:
-                proc = self._sandbox._spawn(self.label, self._limits, complete=self._whole_template)
+                proc = self._sandbox.spawn(self.label, self._limits, complete=self._whole_template)
             except _SpawnFailed as exc:
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
@@ -253,7 +252,7 @@ class WorkerHandle:
             if self.restarts >= self._sandbox.max_restarts:
                 return _said("crashed", say("sandbox.restarts", detail=self._last_failure, count=self.restarts + 1))
             self.restarts += 1
-            if not self._launch():
+            if not self.launch():
                 broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
         proc = self._proc
@@ -283,7 +282,7 @@ class WorkerHandle:
         except _ImportMissed:
             # The call again, in a worker of the complete template (its cells run first); once only.
             self._stop(wait=False)
-            if not self._launch():
+            if not self.launch():
                 broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
             return self(request)

@@ -244,7 +244,7 @@ class Sandbox:
                 self._template.wait()
             self._start_template()
 
-    def _spawn(self, label: str, limits: Limits, complete: bool = False) -> _Process:
+    def spawn(self, label: str, limits: Limits, complete: bool = False) -> _Process:
         """Fork one worker from the template (restarting the template once if it died); ``complete``:
         only once the template has imported everything (see TEMPLATE_LATER), else as soon as it can."""
         for attempt in range(2):
@@ -301,7 +301,7 @@ class Sandbox:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
 
-    def _finish(self, proc: _Process) -> int | None:
+    def finish(self, proc: _Process) -> int | None:
         """Kill ``proc`` (if alive), collect its exit status and free its uid, folder and descriptors."""
         if proc.finished:
             return proc.status
@@ -326,7 +326,7 @@ class Sandbox:
         shutil.rmtree(proc.workdir, ignore_errors=True)
         return status
 
-    def _retire(self, proc: _Process) -> None:
+    def retire(self, proc: _Process) -> None:
         """Kill ``proc`` now; wait for its end and free its uid in the background (closing is instant)."""
         proc.kill()
         with self._restart_lock:
@@ -341,11 +341,27 @@ class Sandbox:
             try:
                 if proc is None:
                     return
-                self._finish(proc)
+                self.finish(proc)
             except Exception:
                 log.exception("sandbox: could not clean up worker %d", proc.pid if proc else -1)
             finally:
                 self._retired.task_done()
+
+    # what a worker handle and a lane use ---------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def forget(self, worker: WorkerHandle) -> None:
+        """A handle closed: the sandbox no longer closes it when it closes."""
+        with self._workers_lock:
+            self._workers.discard(worker)
+
+    def leave_template(self) -> None:
+        """In a process forked from this sandbox's (a lane): close this copy of the template's channel, so
+        that the template sees the channel close when the process that started it goes, not this one."""
+        if self._ctrl is not None:
+            self._ctrl.close()
 
     # public API -------------------------------------------------------------------
     def settle(self) -> None:
@@ -365,7 +381,7 @@ class Sandbox:
         with self._workers_lock:
             self._workers.add(worker)
         try:
-            worker._launch()
+            worker.launch()
         except BaseException:
             worker.close()
             raise

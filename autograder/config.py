@@ -100,9 +100,9 @@ class Exercise(_Strict):
     title: str = Field(description="short English title")
     title_zh: str | None = Field(None, description="short Chinese title (feedback in zh; the English one if absent)")
     builds_on: list[str] = Field(default_factory=list, description=(
-        "IDs of earlier exercises of the same assignment whose functions this one calls (2.4 calls 2.2's "
-        "softmax and 2.3's attention_scores): where one of them lost points, this exercise is graded with the "
-        "reference's answers to those calls (see earlier_mistakes)"))
+        "IDs of earlier exercises of the same assignment whose functions this one calls: where one of them "
+        "lost points, this exercise is graded with that exercise's reference answering those calls (see "
+        "earlier_mistakes)"))
 
     def title_in(self, language: Any) -> str:
         """The title in ``language`` ("zh" or "en")."""

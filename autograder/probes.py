@@ -36,57 +36,17 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder import plain
+from autograder.forbidden import TABLE as FORBIDDEN_TABLE
 
-#: Forbidden names as exercises.md spells them -> the torch function objects that are that call
-#: (the function level; aliases such as ``torch.special.softmax`` included).
-FORBIDDEN_OBJECTS: dict[str, Callable[[], list[Any]]] = {
-    "torch.softmax": lambda: [torch.softmax, torch._softmax, torch.special.softmax],
-    "F.softmax": lambda: [F.softmax],
-    "Tensor.softmax": lambda: [torch.Tensor.softmax],
-    "F.log_softmax": lambda: [F.log_softmax],
-    "torch.log_softmax": lambda: [torch.log_softmax, torch._log_softmax, torch.Tensor.log_softmax,
-                                  torch.special.log_softmax],
-    "F.scaled_dot_product_attention": lambda: [F.scaled_dot_product_attention],
-    "nn.MultiheadAttention": lambda: [F.multi_head_attention_forward],
-    "F.multi_head_attention_forward": lambda: [F.multi_head_attention_forward],
-    "F.cross_entropy": lambda: [F.cross_entropy],
-    "nn.CrossEntropyLoss": lambda: [F.cross_entropy],
-    "F.nll_loss": lambda: [F.nll_loss],
-    "nn.NLLLoss": lambda: [F.nll_loss],
-}
-
-# The aten operators each forbidden call runs on (torch 2.13; CPU measured, CUDA kernels listed from
-# the operator registry). Composite operators (softmax.int, scaled_dot_product_attention,
-# cross_entropy_loss) never reach a dispatch mode but are seen when called as ``torch.ops.aten.X``.
-_SOFTMAX_OPS = ("softmax", "_softmax", "special_softmax", "_safe_softmax", "_masked_softmax", "_sparse_softmax",
-                "_nested_tensor_softmax_with_shape")
-_LOG_SOFTMAX_OPS = ("log_softmax", "_log_softmax", "special_log_softmax", "_sparse_log_softmax")
-# _safe_softmax: the softmax of sdpa's math path (inputs that are not 4-D), used by nothing else public.
-_SDPA_OPS = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math", "_safe_softmax",
-             "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
-             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-             "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_attention_math_for_mps",
-             "_flash_attention_forward", "_flash_attention_forward_no_dropout_inplace",
-             "_efficient_attention_forward", "_triton_scaled_dot_attention")
-_MHA_OPS = ("_native_multi_head_attention", "_transformer_encoder_layer_fwd", "_triton_multi_head_attention")
-_NLL_OPS = ("nll_loss", "nll_loss_nd", "nll_loss2d", "nll_loss_forward", "nll_loss2d_forward")
-
-#: Forbidden names -> the aten operators that *are* that call (the operator level). Only an
-#: operator's own names: ``F.cross_entropy`` runs on ``_log_softmax`` and ``nll_loss_forward``, which
-#: an exercise that forbids it may still allow, so they count only where their own names are forbidden.
-FORBIDDEN_OPERATORS: dict[str, tuple[str, ...]] = {
-    "torch.softmax": _SOFTMAX_OPS, "F.softmax": _SOFTMAX_OPS, "Tensor.softmax": _SOFTMAX_OPS,
-    "F.log_softmax": _LOG_SOFTMAX_OPS, "torch.log_softmax": _LOG_SOFTMAX_OPS,
-    "F.scaled_dot_product_attention": _SDPA_OPS,
-    "nn.MultiheadAttention": _MHA_OPS, "F.multi_head_attention_forward": _MHA_OPS,
-    "F.cross_entropy": ("cross_entropy_loss",), "nn.CrossEntropyLoss": ("cross_entropy_loss",),
-    "F.nll_loss": _NLL_OPS, "nn.NLLLoss": _NLL_OPS,
-}
+#: Forbidden names as exercises.md spells them -> the torch function objects that are that call (the
+#: function level), and -> the aten operators that *are* that call (the operator level): both from the one
+#: table of forbidden calls (:mod:`autograder.forbidden`), which the static scan reads too.
+FORBIDDEN_OBJECTS: dict[str, Callable[[], list[Any]]] = {f.name: f.objects for f in FORBIDDEN_TABLE}
+FORBIDDEN_OPERATORS: dict[str, tuple[str, ...]] = {f.name: f.operators for f in FORBIDDEN_TABLE}
 
 
 #: The operator level watches this many calls of each student function; the function level watches

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from autograder.config import PACKAGE, grade_id, load_course
 from support import ROOT
 
-#: Where the engine's knowledge of torch's API lives: the forbidden-call tables (names of torch functions
-#: and operators) and the tensor-aware mutation operators (tensor methods).
-TORCH_TABLES = {"probes.py", "source_scan.py", "operators.py"}
+#: Where the engine's knowledge of torch's API lives: the forbidden-call table (names of torch functions
+#: and operators), the guard and the static scan that read it, and the tensor-aware mutation operators.
+TORCH_TABLES = {"forbidden.py", "probes.py", "source_scan.py", "operators.py"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

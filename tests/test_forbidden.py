@@ -463,3 +463,18 @@ def test_readable_accepts_every_honest_value():
              np.arange(4, dtype=">f8"), np.float32(2.5), 3, True, None, "s", [1.5, {"k": torch.zeros(0)}],
              object())
     readable(plain.roundtrip(value))
+
+
+def test_one_table_of_forbidden_calls_feeds_the_guard_and_the_scan():
+    """Issue 26: a forbidden call is one entry of autograder/forbidden.py; the run-time guard and the static
+    scan both read it, and a course that forbids a name the table lacks is refused when its checks load."""
+    from autograder import forbidden, probes
+    from autograder.catalog.declarations import exercise
+    from autograder.grading import source_scan
+
+    assert set(probes.FORBIDDEN_OBJECTS) == set(probes.FORBIDDEN_OPERATORS) == set(forbidden.NAMES)
+    for entry in forbidden.TABLE:
+        assert all(source_scan.QUALIFIED[s][0] == entry.name for s in entry.spellings), entry.name
+    assert source_scan.QUALIFIED["torch.nn.functional.softmax"] == ("F.softmax", "torch.softmax", "Tensor.softmax")
+    with pytest.raises(ValueError, match=r"'F.softmx' are not in autograder/forbidden.py"):
+        exercise("9.9", forbidden=("F.softmax", "F.softmx"))

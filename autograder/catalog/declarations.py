@@ -156,8 +156,16 @@ def alternative(exercise: str, name: str, zh: str, en: str) -> Callable[[Callabl
 
 
 def exercise(exercise_id: str, forbidden: Iterable[str] = ()) -> None:
-    """Declare per-exercise facts (the forbidden calls, as exercises.md names them)."""
-    SPECS[exercise_id] = ExerciseSpec(exercise_id, tuple(forbidden))
+    """Declare per-exercise facts (the forbidden calls, as exercises.md names them: each must be an entry of
+    :mod:`autograder.forbidden`, which both guards and the static scan read)."""
+    from autograder.forbidden import NAMES, unknown
+
+    names = tuple(forbidden)
+    wrong = unknown(names)
+    if wrong:
+        raise ValueError(f"exercise {exercise_id}: forbidden calls {', '.join(map(repr, wrong))} are not in "
+                         f"autograder/forbidden.py (known: {', '.join(NAMES)})")
+    SPECS[exercise_id] = ExerciseSpec(exercise_id, names)
 
 
 def near_answer(exercise_id: str, *patterns: str) -> None:

@@ -41,6 +41,8 @@ import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from autograder.forbidden import TABLE as FORBIDDEN, candidates
+
 #: Sources larger than this (UTF-8 bytes, all cells together) are not parsed at all.
 MAX_SOURCE_BYTES = 1 << 20
 #: How many module-level aliases deep a name is followed (``a = F.softmax; b = a; ...``).
@@ -49,64 +51,15 @@ MAX_ALIAS_DEPTH = 16
 TAMPERING = "tampering: "
 UNINSPECTABLE = "uninspectable: "
 
-# -- what counts as which forbidden call ---------------------------------------------------------
-# Candidates, most specific first: a finding is the first candidate the exercise forbids.
-_SOFTMAX_TORCH = ("torch.softmax", "F.softmax", "Tensor.softmax")
-_SOFTMAX_F = ("F.softmax", "torch.softmax", "Tensor.softmax")
-_SOFTMAX_METHOD = ("Tensor.softmax", "torch.softmax", "F.softmax")
-_LOG_SOFTMAX_TORCH = ("torch.log_softmax", "F.log_softmax")
-_LOG_SOFTMAX_F = ("F.log_softmax", "torch.log_softmax")
-_SDPA = ("F.scaled_dot_product_attention",)
-_MHA = ("nn.MultiheadAttention", "F.multi_head_attention_forward")
-_MHA_F = ("F.multi_head_attention_forward", "nn.MultiheadAttention")
-_CE_F = ("F.cross_entropy", "nn.CrossEntropyLoss")
-_CE_MODULE = ("nn.CrossEntropyLoss", "F.cross_entropy")
-_NLL_F = ("F.nll_loss", "nn.NLLLoss")
-_NLL_MODULE = ("nn.NLLLoss", "F.nll_loss")
-
-#: Canonical qualified name (see :func:`canonical`) -> candidates.
-QUALIFIED: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("torch.softmax", "torch._softmax", "torch.special.softmax", "torch.sparse.softmax",
-                     "torch.masked.softmax", "torch._safe_softmax", "torch._masked_softmax",
-                     "torch.ops.aten.softmax", "torch.ops.aten._softmax", "torch.ops.aten._safe_softmax",
-                     "torch.ops.aten._masked_softmax", "torch.ops.aten.special_softmax",
-                     "torch.ops.aten._sparse_softmax"), _SOFTMAX_TORCH),
-    **dict.fromkeys(("torch.nn.functional.softmax", "torch.nn.functional.softmin",
-                     "torch.nn.functional.gumbel_softmax", "torch.nn.Softmax", "torch.nn.Softmin",
-                     "torch.nn.Softmax2d"), _SOFTMAX_F),
-    "torch.Tensor.softmax": _SOFTMAX_METHOD,
-    **dict.fromkeys(("torch.log_softmax", "torch._log_softmax", "torch.special.log_softmax",
-                     "torch.sparse.log_softmax", "torch.masked.log_softmax", "torch.Tensor.log_softmax",
-                     "torch.ops.aten.log_softmax", "torch.ops.aten._log_softmax",
-                     "torch.ops.aten.special_log_softmax", "torch.ops.aten._sparse_log_softmax"),
-                    _LOG_SOFTMAX_TORCH),
-    **dict.fromkeys(("torch.nn.functional.log_softmax", "torch.nn.LogSoftmax"), _LOG_SOFTMAX_F),
-    **dict.fromkeys(("torch.nn.functional.scaled_dot_product_attention",
-                     "torch._C._nn.scaled_dot_product_attention", "torch.ops.aten.scaled_dot_product_attention"),
-                    _SDPA),
-    **dict.fromkeys(("torch.nn.MultiheadAttention", "torch.nn.Transformer", "torch.nn.TransformerEncoder",
-                     "torch.nn.TransformerDecoder", "torch.nn.TransformerEncoderLayer",
-                     "torch.nn.TransformerDecoderLayer", "torch._native_multi_head_attention",
-                     "torch.ops.aten._native_multi_head_attention", "torch._transformer_encoder_layer_fwd",
-                     "torch.ops.aten._transformer_encoder_layer_fwd"), _MHA),
-    "torch.nn.functional.multi_head_attention_forward": _MHA_F,
-    **dict.fromkeys(("torch.nn.functional.cross_entropy", "torch._C._nn.cross_entropy_loss",
-                     "torch.ops.aten.cross_entropy_loss"), _CE_F),
-    "torch.nn.CrossEntropyLoss": _CE_MODULE,
-    **dict.fromkeys(("torch.nn.functional.nll_loss", "torch._C._nn.nll_loss", "torch._C._nn.nll_loss2d",
-                     "torch._C._nn.nll_loss_nd", "torch.ops.aten.nll_loss", "torch.ops.aten.nll_loss2d",
-                     "torch.ops.aten.nll_loss_nd", "torch.ops.aten.nll_loss_forward",
-                     "torch.ops.aten.nll_loss2d_forward"), _NLL_F),
-    **dict.fromkeys(("torch.nn.NLLLoss", "torch.nn.NLLLoss2d"), _NLL_MODULE),
-}
+# -- what counts as which forbidden call (autograder.forbidden: one table with the run-time guard) ---------
+#: Canonical qualified name (see :func:`canonical`) -> candidates, most specific first: a finding is the
+#: first candidate the exercise forbids.
+QUALIFIED: dict[str, tuple[str, ...]] = {spelling: candidates(f.name) for f in FORBIDDEN for spelling in f.spellings}
 #: Qualified-name prefixes: the fused attention kernels behind F.scaled_dot_product_attention.
 QUALIFIED_PREFIXES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (prefix, _SDPA) for prefix in ("torch._scaled_dot_product_", "torch.ops.aten._scaled_dot_product_",
-                                   "torch._flash_attention", "torch.ops.aten._flash_attention",
-                                   "torch._efficient_attention", "torch.ops.aten._efficient_attention",
-                                   "torch._fused_sdp", "torch.ops.aten._fused_sdp"))
+    (prefix, candidates(f.name)) for f in FORBIDDEN for prefix in f.prefixes)
 #: Methods of a value the scan cannot name (a tensor, in practice): ``x.softmax(-1)``.
-METHODS: dict[str, tuple[str, ...]] = {"softmax": _SOFTMAX_METHOD, "log_softmax": _LOG_SOFTMAX_TORCH}
+METHODS: dict[str, tuple[str, ...]] = {method: candidates(f.name) for f in FORBIDDEN for method in f.methods}
 #: Rewritten to the public spelling before the tables above are consulted.
 _SPELLINGS = (("torch._ops.ops.", "torch.ops."), ("torch._C._VariableFunctions.", "torch."), ("torch._VF.", "torch."),
               ("torch._C._special.special_", "torch.special."), ("torch._C.TensorBase.", "torch.Tensor."),

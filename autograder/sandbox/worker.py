@@ -49,7 +49,8 @@ TEMPLATE_MODULES = (
     "torch.linalg", "torch.fft", "torch.special", "torch.distributions", "torch.utils.data",
     "torch.testing", "torch._subclasses.schema_check_mode", "torch.profiler._cupti_monitor",
     "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
-    "autograder", "autograder.plain", "autograder.probes", "autograder.notebook", "autograder.sandbox.cage",
+    "autograder", "autograder.plain", "autograder.forbidden", "autograder.probes", "autograder.notebook",
+    "autograder.sandbox.cage",
     "autograder.text",
 )
 #: Imported only when a worker needs them: torch._dynamo (what optimizers' step and torch.compile pull

@@ -23,6 +23,11 @@ def of_cents(n: int) -> float:
     return round(n / UNIT, 2)
 
 
+def hundredths(x: float) -> float:
+    """A score as the kit keeps it: rounded to hundredths of a point (the one rounding of the kit)."""
+    return of_cents(cents(x))
+
+
 def shares(total: float, weights: Sequence[float]) -> list[float]:
     """``total`` points shared in proportion to ``weights``, in hundredths that add up exactly.
 
@@ -51,7 +56,7 @@ def total(values: Iterable[float]) -> float:
 
 def fmt(x: float) -> str:
     """A score as people read it: ``6.09``, ``2``, ``0.5``."""
-    return f"{round(float(x), 2):g}"
+    return f"{hundredths(x):g}"
 
 
 def fraction(points: float, max_points: float) -> str:

@@ -7,6 +7,7 @@ messages of failures are among them), the self-check table and the feedback buil
 from __future__ import annotations
 
 import ast
+import html
 import io
 import re
 import tokenize
@@ -50,6 +51,7 @@ class Text:
 def english_words(text: str, also: set[str] = frozenset()) -> list[str]:
     """The English words of a Chinese text: what is left once code, math and the allowed terms are gone."""
     text = re.sub(r"\\([_*`\[\]()#|\\<>])", r"\1", text)      # Markdown's escapes (feedback: manual\_seed)
+    text = html.unescape(text)                                     # and HTML's (&gt;)
     bare = CODE.sub(" ", text)
     return [w for w in WORD.findall(bare) if w.lower() not in ALLOWED_WORDS and w not in also
             and not (w.isupper() and len(w) <= 3)]          # shape letters and short acronyms: B, Tq, QK

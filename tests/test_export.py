@@ -493,3 +493,19 @@ def test_plugin_without_a_verdict_gives_zero_and_runs_nothing(zips, tmp_path, mo
     assert results.total == 0 and results.possible == pytest.approx(QKV.points)
     assert "could not grade" in results.output and "no-such-kit" in plugin.generate_report()
     assert not os.environ.get(OT.RESULTS_ENV)
+
+
+def test_export_targets_come_from_one_registry(capsys):
+    """Issue 26: each target is one module's TARGET; the command lists and runs whatever the registry holds."""
+    from autograder.cli import main
+    from autograder.exports.targets import TARGET_MODULES, ExportTarget, targets
+
+    found = targets()
+    assert list(found) == ["gradescope", "otter"] and len(TARGET_MODULES) == len(found)
+    assert all(isinstance(t, ExportTarget) and t.zip_name("02_x") == f"02_x-{t.name}.zip" for t in found.values())
+    try:
+        main(["export", "--help"])
+    except SystemExit:
+        pass
+    shown = capsys.readouterr().out
+    assert all(name in shown for name in found)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import os
 import re
 import sys
 import types
@@ -466,10 +465,9 @@ def stale_files(root: Path, derived: dict[str, bytes], course: Course | None = N
 
 
 def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)  # readers never see half a file
+    from autograder.atomic import atomic_write_bytes
+
+    atomic_write_bytes(path, data)  # readers never see half a file
 
 
 def write_files(root: Path, derived: dict[str, bytes]) -> tuple[list[str], list[str]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -210,9 +209,8 @@ def _same_value(a: plain.Value, b: plain.Value, tolerances: Any) -> bool:
 
 def write_fingerprints(data: dict[str, Any], path: str | Path) -> Path:
     """Write atomically (a reader never sees half a file)."""
+    from autograder.atomic import atomic_write_text
+
     file = Path(path)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_name(file.name + ".tmp")
-    tmp.write_text(dumps(data), encoding="utf-8")
-    os.replace(tmp, file)
+    atomic_write_text(file, dumps(data))
     return file

@@ -10,16 +10,16 @@ from pathlib import Path
 
 from autograder.config import load_course
 from autograder.errors import AutograderError, report
-from autograder.exports.gradescope import gradescope_files, run_gradescope, zip_bytes
-from autograder.exports.otter import otter_files
+from autograder.exports.gradescope import run_gradescope, zip_bytes
 
 
 # -- the command ------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from autograder.exports.targets import targets
+
     sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
-    for name, help_text in (("gradescope", "an autograder zip for Gradescope (setup.sh, run_autograder, the kit)"),
-                            ("otter", "an Otter autograder zip for `otter run` (tests that delegate to the kit)")):
-        p = sub.add_parser(name, help=help_text, description=help_text)
+    for name, target in targets().items():
+        p = sub.add_parser(name, help=target.help, description=target.help)
         p.add_argument("assignment", metavar="ASSIGNMENT", help="assignment ID (see autograder course)")
         p.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
                        help="folder to write the zip into (default: the course's dist/)")
@@ -41,31 +41,20 @@ def run(args: argparse.Namespace) -> int:
     if args.target == "gradescope-run":
         return run_gradescope(args.root, args.assignment, device=args.device, language=args.language)
     from autograder import grading as G
+    from autograder.atomic import atomic_write_bytes
+    from autograder.exports.targets import targets
 
+    target = targets()[args.target]
     course = load_course()
     assignment = course.assignment(args.assignment)
     G.check_catalog(course, {assignment.id})  # refuse to export a grader that cannot grade
     out = Path(args.out) if args.out is not None else course.root / "dist"
-    out.mkdir(parents=True, exist_ok=True)
-    if args.target == "gradescope":
-        files = gradescope_files(course, assignment, language=args.language)
-        path = out / f"{assignment.id}-gradescope.zip"
-    else:
-        files = otter_files(course, assignment, language=args.language)
-        path = out / f"{assignment.id}-otter.zip"
+    files = target.files(course, assignment, language=args.language)
+    path = out / target.zip_name(assignment.id)
     data = zip_bytes(files)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, data)
     print(f"wrote {path} ({len(files)} files, {len(data) / 1024:.0f} KiB)")
-    if args.target == "gradescope":
-        print(f"  Gradescope: a Programming Assignment worth {assignment.points:g} points; Configure Autograder -> "
-              "Zip file upload -> this zip (base image: Ubuntu 24.04, or any with Python >= 3.10).")
-        print(f"  Try it locally first: unzip into A/source, put a notebook in A/submission, then\n"
-              f"  AUTOGRADER_ROOT=A AUTOGRADER_PYTHON={sys.executable} bash A/source/run_autograder")
-    else:
-        print(f"  otter run -a {path} -o OUT {assignment.notebook}   (OUT must exist; run it where the kit is "
-              "installed, e.g. this course's .venv)")
+    print(target.next_steps(path, assignment))
     return 0
 
 

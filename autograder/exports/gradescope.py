@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
+import sys
 import time
 import traceback
 from collections.abc import Iterator
@@ -28,8 +28,9 @@ from typing import Any
 from autograder.config import PACKAGE, Assignment, Course, load_course
 from autograder.errors import AutograderError
 from autograder.messages import say, text
-from autograder.points import shares
+from autograder.points import hundredths, shares
 from autograder.reports.feedback import cell_message, cell_number, message_text
+from autograder.exports.targets import ExportTarget
 from autograder.zips import deterministic_zip
 
 
@@ -187,8 +188,6 @@ def say_in(language: str, key: str, **kw: Any) -> str:
     return text(_KEYS.get(key, f"status.{key}"), language, **kw)
 
 
-def hundredths(x: float) -> float:
-    return round(float(x), 2)   # every score is in hundredths (autograder.points)
 
 
 def _check_test(ex_title: str, check: dict[str, Any], *, passed: bool, output: str, language: str,
@@ -397,13 +396,10 @@ def _error_results(exc: BaseException, language: str) -> dict[str, Any]:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=1, allow_nan=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Gradescope's results.json: atomic and on disk before it counts (the container may stop any time)."""
+    from autograder.atomic import atomic_write_text
+
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n", durable=True)
 
 
 def run_gradescope(root: Path, assignment_id: str, *, device: str = "cpu", language: str | None = None) -> int:
@@ -431,3 +427,15 @@ def run_gradescope(root: Path, assignment_id: str, *, device: str = "cpu", langu
     print(f"score {results['score']:g} / {course.assignment(assignment_id).points:g} "
           f"({result.get('status')}); {len(results['tests'])} tests; wrote {target}")
     return 0
+
+
+def _next_steps(path: Path, assignment: Assignment) -> str:
+    return (f"  Gradescope: a Programming Assignment worth {assignment.points:g} points; Configure Autograder -> "
+            "Zip file upload -> this zip (base image: Ubuntu 24.04, or any with Python >= 3.10).\n"
+            f"  Try it locally first: unzip into A/source, put a notebook in A/submission, then\n"
+            f"  AUTOGRADER_ROOT=A AUTOGRADER_PYTHON={sys.executable} bash A/source/run_autograder")
+
+
+#: ``autograder export gradescope ASSIGNMENT`` (autograder.exports.targets).
+TARGET = ExportTarget("gradescope", "an autograder zip for Gradescope (setup.sh, run_autograder, the kit)",
+                      gradescope_files, _next_steps)

@@ -21,7 +21,7 @@ from typing import Any
 from autograder.config import Course, Exercise
 from autograder.authoring.notebooks import _grade_id, test_cell, tests_grade_id
 from autograder.errors import AutograderError
-from autograder.points import fmt as fmt_points, total as points_total
+from autograder.points import fmt as fmt_points, hundredths, total as points_total
 from autograder.reports.results import is_graded, load_results, newest_results
 from autograder.text import line
 
@@ -291,7 +291,7 @@ def _test_output(ex: Exercise, graded: dict[str, Any] | None, why: str | None, c
     items = "".join(f"<li>{html.escape(text)}</li>" for text in check_lines(graded, language)) if graded else ""
     head = f"{html.escape(ex.id)} {html.escape(ex.title_in(language))}: {fmt_points(points)} / {fmt_points(ex.points)}"
     body = f"<p><b>{head}</b></p>" + (f"<p>{html.escape(why)}</p>" if why else "") + (f"<ul>{items}</ul>" if items else "")
-    return nbformat.v4.new_output("execute_result", data={"text/plain": repr(round(points, 2)),
+    return nbformat.v4.new_output("execute_result", data={"text/plain": repr(hundredths(points)),
                                                           "text/html": body}, execution_count=None)
 
 

@@ -66,7 +66,9 @@ class ExerciseGrade:
     @property
     def points(self) -> float:
         # Hundredths, as the kit's result files (autograder.points).
-        return round(float(self.result.points), 2)
+        from autograder.points import hundredths
+
+        return hundredths(self.result.points)
 
     @property
     def max_points(self) -> float:

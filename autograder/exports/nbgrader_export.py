@@ -32,7 +32,7 @@ class HundredthsCsvExport(CsvExportPlugin):
         for row in rows:
             for key in self.SCORES:
                 try:
-                    row[key] = fmt(round(float(row[key]), 2))
+                    row[key] = fmt(float(row[key]))      # fmt rounds to hundredths, as the kit keeps scores
                 except (KeyError, TypeError, ValueError):
                     pass
         buffer = io.StringIO()

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import pprint
+from pathlib import Path
 
 from autograder.config import Assignment, Course, grade_id
 from autograder.exports.gradescope import PlannedCheck, gradescope_files, planned_checks
+from autograder.exports.targets import ExportTarget
 from autograder.reports.feedback import message_text
 
 
@@ -62,3 +64,13 @@ def otter_files(course: Course, assignment: Assignment, *, language: str | None 
     }
     files["otter_config.json"] = (json.dumps(config, indent=2) + "\n").encode("utf-8")
     return files
+
+
+def _next_steps(path: Path, assignment: Assignment) -> str:
+    return (f"  otter run -a {path} -o OUT {assignment.notebook}   (OUT must exist; run it where the kit is "
+            "installed, e.g. this course's .venv)")
+
+
+#: ``autograder export otter ASSIGNMENT`` (autograder.exports.targets).
+TARGET = ExportTarget("otter", "an Otter autograder zip for `otter run` (tests that delegate to the kit)",
+                      otter_files, _next_steps)

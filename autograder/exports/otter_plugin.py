@@ -200,7 +200,9 @@ class KitPlugin:
                 score += float(test.get("score") or 0.0) if test else 0.0
                 message = test.get("output", "") if test else "the kit reported no such check"
                 tf.test_case_results.append(TestCaseResult(test_case=case, message=message, passed=passed))
-            tf.update_score(round(score, 2))  # hundredths, as the kit's (autograder.points)
+            from autograder.points import hundredths
+
+            tf.update_score(hundredths(score))  # hundredths, as the kit's (autograder.points)
             rebuilt[tf.name] = tf
         # The kit's verdict replaces whatever the kernel reported (or failed to report).
         results.results = rebuilt

@@ -4,10 +4,10 @@ killed at any instant leaves each output either the old complete file or the new
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from autograder.atomic import atomic_write_bytes, atomic_write_text  # noqa: F401 - the reports' writers
 
 
 
@@ -17,25 +17,7 @@ RESULT_SCHEMA = 1
 GRADED = "graded"
 
 
-# -- atomic files ------------------------------------------------------------------------
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a reader (or a crash) never sees a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str, encoding: str = "utf-8") -> None:
-    atomic_write_bytes(path, text.encode(encoding))
-
-
+# -- atomic files (autograder.atomic) ------------------------------------------------------
 def write_if_changed(path: Path, text: str, encoding: str = "utf-8") -> bool:
     """Atomic write, skipped when the file already holds exactly this text (keeps mtimes honest)."""
     data = text.encode(encoding)

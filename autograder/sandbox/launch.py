@@ -42,10 +42,9 @@ _FOLDER_PREFIX = "autograder-sandbox-"
 def write_owner(folder: str | os.PathLike[str]) -> None:
     """Name this process as the owner of a sandbox folder, atomically: a process killed half way leaves
     the earlier owner or none, never a truncated name (see processes._remove_stale_folders)."""
-    tmp = os.path.join(folder, f".owner.{os.getpid()}")
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(_process_identity(os.getpid()))
-    os.replace(tmp, os.path.join(folder, "owner"))
+    from autograder.atomic import atomic_write_text
+
+    atomic_write_text(os.path.join(folder, "owner"), _process_identity(os.getpid()), encoding="ascii")
 
 
 def _process_identity(pid: int) -> str:

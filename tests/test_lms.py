@@ -217,3 +217,42 @@ def test_duplicate_rule_newest_then_path_and_blind_marking(tmp_path):
         Path(os.fsdecode(os.path.join(folder, b"02_qkv_attention.ipynb"))).write_text(nb, encoding="utf-8")
     clash = discover(tmp_path / "clash", COURSE).submissions
     assert len(clash) == 2 and all(s.problem.startswith("ambiguous student: 2 notebooks for ann/") for s in clash)
+
+
+def test_an_lms_is_one_module_that_declares_its_format(tmp_path, monkeypatch):
+    """Issue 26: a new LMS (here a made-up one naming files ``bb-<id>-<student>``) is one module with a FORMAT;
+    discovery reads its ids from names and the writer writes its file, no other module edited."""
+    import sys
+    import types
+
+    from autograder.grading.submissions import discover
+    from autograder.reports import lms as L
+    from autograder.text import csv_rows
+
+    module = types.ModuleType("lms_made_up")
+
+    def from_file(stem):
+        parts = stem.split("-", 2)
+        return (parts[2].split("_")[0], {"madeup_id": parts[1]}) if len(parts) == 3 and parts[0] == "bb" else None
+
+    def write(table, course):
+        ids = table.user_ids("madeup")
+        return csv_rows([["id", "student", "total"]], [[ids.get(s, ""), s, f"{t:g}"] for s, _scores, t in table.rows])
+
+    module.FORMAT = L.LmsFormat("madeup", "madeup.csv", write, from_file=from_file)
+    monkeypatch.setitem(sys.modules, "lms_made_up", module)
+    monkeypatch.setattr(L, "FORMAT_MODULES", (*L.FORMAT_MODULES, "lms_made_up"))
+    L.formats.cache_clear()
+    try:
+        nb = nbformat.writes(MS.student_notebook(QKV))
+        (tmp_path / "subs").mkdir()
+        (tmp_path / "subs" / f"bb-777-zoe_{QKV.id}.ipynb").write_text(nb, encoding="utf-8")
+        (sub,) = discover(tmp_path / "subs", COURSE).submissions
+        assert (sub.student, sub.evidence.get("madeup_id")) == ("zoe", "777")
+        result = {"key": "zoe__x", "student": "zoe", "assignment": QKV.id, "status": "graded", "points": 3.0,
+                  "source": sub.source, "graded_at": "2026-12-01T00:00:00+00:00", "evidence": {"madeup_id": "777"}}
+        written = L.write_lms_csv([result], COURSE, tmp_path / "out")
+        assert [p.name for p in written] == ["canvas.csv", "moodle.csv", "madeup.csv", "lms-skipped.csv"]
+        assert _csv(tmp_path / "out" / "madeup.csv")[1] == ["777", "zoe", "3"]
+    finally:
+        L.formats.cache_clear()

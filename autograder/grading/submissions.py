@@ -52,6 +52,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
 from autograder.config import Course, grade_id
+from autograder.reports.lms import formats, id_keys
 from autograder.errors import AutograderError, UnknownExercise
 from autograder.messages import Msg, say
 from autograder.text import file_stem, line, path_text
@@ -70,15 +71,6 @@ ZIP_MAX_BYTES = 2 * 2**30
 ZIP_MAX_MEMBERS = 50_000
 ZIP_MAX_MEMBER_BYTES = 256 * 2**20
 
-#: Moodle's "Download all submissions" folder: ``<full name>_<participant id>_assignsubmission_file_``.
-_MOODLE_DIR = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:ment)?submission_(?:file|onlinetext)_?$", re.I)
-#: Canvas' "Download Submissions" file: ``<lastfirst>[_late]_<user id>_<attachment id>[_<original name>]``.
-#: Matched whatever follows the two numbers (a renamed file keeps Canvas' prefix, and so its user id).
-_CANVAS_FILE = re.compile(r"^(?P<name>[^_]+?)(?P<late>_late)?_(?P<id>\d+)_\d+(?:_.*)?$", re.I)
-#: Evidence keys of the LMS ids read from names.
-LMS_IDS = ("canvas_id", "moodle_id")
-#: Moodle's folder name of a blind-marked assignment (no full name: the participant id tells students apart).
-_MOODLE_BLIND = "participant"
 _COPY_NOISE = re.compile(r"(?:[-_ ]*copy\d*|[-_ ]*\(\d+\)|[-_ ]+v\d+|[-_ ]*final)+$", re.I)
 _SEPARATORS = re.compile(r"[\s\-.]+")
 
@@ -298,26 +290,22 @@ def _strip_assignment(stem: str, course: Course) -> str:
 
 
 def _student_from_dir(name: str) -> tuple[str, dict[str, str]]:
-    """(student, LMS ids) of a folder: Moodle's ``Ada Lovelace_12345_assignsubmission_file_`` gives
-    ``Ada Lovelace`` and its participant id ``{"moodle_id": "12345"}``."""
-    m = _MOODLE_DIR.match(name)
-    if not m:
-        return name, {}
-    student, number = m.group("name").strip(), m.group("id")
-    if _norm(student) == _MOODLE_BLIND:   # blind marking: every folder is "Participant_<id>_..."
-        student = f"Participant {number}"
-    return student, {"moodle_id": number}
+    """(student, LMS ids) of a folder, as an LMS format names it (Moodle's ``Ada Lovelace_12345_
+    assignsubmission_file_``: ``Ada Lovelace``, ``{"moodle_id": "12345"}``), else the folder's name."""
+    for lms in formats():
+        found = lms.from_folder(name) if lms.from_folder is not None else None
+        if found is not None:
+            return found
+    return name, {}
 
 
 def _student_from_stem(stem: str, course: Course) -> tuple[str | None, dict[str, str]]:
-    """(student, LMS ids) of a file name: Canvas' ``alicesmith_12345_67890_02_qkv_attention`` gives
-    ``alicesmith`` and its Canvas user id ``{"canvas_id": "12345"}``."""
-    m = _CANVAS_FILE.match(stem)
-    if m:
-        ids = {"canvas_id": m.group("id")}
-        if m.group("late"):
-            ids["canvas_late"] = "yes"        # Canvas marked it late (the time itself is not in the name)
-        return m.group("name"), ids
+    """(student, LMS ids) of a file name, as an LMS format names it (Canvas' ``alicesmith_12345_67890_...``:
+    ``alicesmith``, ``{"canvas_id": "12345"}``), else what is left of the name without the assignment."""
+    for lms in formats():
+        found = lms.from_file(stem) if lms.from_file is not None else None
+        if found is not None:
+            return found
     return _plain_student_from_stem(stem, course), {}
 
 
@@ -611,12 +599,12 @@ def _distinguish_namesakes(subs: list[Submission]) -> None:
     ids: dict[str, set[tuple[str, str]]] = {}
     for s in subs:
         if s.problem is None and s.student:
-            for kind in LMS_IDS:
+            for kind in id_keys():
                 if kind in s.evidence:
                     ids.setdefault(safe_name(s.student), set()).add((kind, s.evidence[kind]))
     for s in subs:
         if s.problem is None and s.student and len(ids.get(safe_name(s.student), ())) > 1:
-            number = next((s.evidence[kind] for kind in LMS_IDS if kind in s.evidence), None)
+            number = next((s.evidence[kind] for kind in id_keys() if kind in s.evidence), None)
             if number is not None:
                 s.student = line(f"{s.student}_{number}", 200)
 
@@ -631,7 +619,7 @@ def _canonical(s: Submission, notebook: str) -> bool:
 def _origin(s: Submission) -> tuple[str, ...] | bytes:
     """What names the student on disk: the LMS id when the name carried one, else the folder the
     notebook is in (the file system's bytes: two folders whose names clean to the same text differ)."""
-    for kind in LMS_IDS:
+    for kind in id_keys():
         if kind in s.evidence:
             return (kind, s.evidence[kind])
     return os.fsencode(s.path.parent)

@@ -14,7 +14,9 @@ from autograder.reports.feedback import (cell_message, cell_number, check_lines,
                                          message_text)  # noqa: F401
 from autograder.reports.class_report import (CJK_FONTS, cjk_font, class_report_html, class_stats,
                                              print_summary)  # noqa: F401
-from autograder.reports.lms import (CANVAS_FILE, CANVAS_STUDENT_COLUMNS, CANVAS_TOTAL, LMS_SKIPPED_COLUMNS,
-                                    LMS_SKIPPED_FILE, MOODLE_COLUMNS, MOODLE_FILE, MOODLE_PARTICIPANT, canvas_csv,
-                                    lms_skipped_csv, lms_table, LmsEntry, LmsTable, moodle_csv,
-                                    write_lms_csv)  # noqa: F401
+from autograder.reports.lms import (LMS_SKIPPED_COLUMNS, LMS_SKIPPED_FILE, LmsEntry, LmsFormat, LmsTable, formats,
+                                    id_keys, lms_skipped_csv, lms_table, write_lms_csv)  # noqa: F401
+from autograder.reports.lms_canvas import CANVAS_STUDENT_COLUMNS, CANVAS_TOTAL, canvas_csv  # noqa: F401
+from autograder.reports.lms_moodle import MOODLE_COLUMNS, MOODLE_PARTICIPANT, moodle_csv  # noqa: F401
+
+CANVAS_FILE, MOODLE_FILE = "canvas.csv", "moodle.csv"     # (each format's file: formats()[i].file)

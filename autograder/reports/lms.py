@@ -1,55 +1,67 @@
-"""The grade exports an LMS imports: ``canvas.csv`` (one row per student, one column per assignment,
-matched by the Canvas user id when the download gave one), ``moodle.csv`` (Moodle's offline grading
-worksheet, matched by participant id) and ``lms-skipped.csv`` (what was left blank because it is not
-a grade, and why).
+"""The grade exports an LMS imports, one format per module (:data:`FORMAT_MODULES`: ``lms_canvas``,
+``lms_moodle``), and ``lms-skipped.csv`` (what was left blank because it is not a grade, and why).
+
+An :class:`LmsFormat` says how its LMS names students in a download (a file name, a folder name: the
+student and the LMS's id for them, kept in each result's evidence as ``<format>_id``) and writes the
+file its gradebook imports from the one table of grades (:class:`LmsTable`). Discovery
+(:mod:`autograder.grading.submissions`) asks every format; adding an LMS is one module that declares
+``FORMAT = LmsFormat(...)``, its entry in :data:`FORMAT_MODULES`, and its tests.
 """
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from autograder.config import Course
-from autograder.points import fmt as fmt_points, total as points_total
+from autograder.points import total as points_total
 from autograder.reports.results import is_graded, newest_results
 from autograder.text import csv_rows
 
-
-CANVAS_FILE = "canvas.csv"
-
-
-MOODLE_FILE = "moodle.csv"
+#: The modules that declare an LMS format, in the order the files are written.
+FORMAT_MODULES = ("autograder.reports.lms_canvas", "autograder.reports.lms_moodle")
 
 
-#: Canvas' importer skips columns whose header contains "Final Points" (read-only, it computes its own).
-CANVAS_TOTAL = "Final Points"
+@dataclass(frozen=True)
+class LmsFormat:
+    name: str                                                      # "canvas": ids kept as evidence["canvas_id"]
+    file: str                                                      # what the kit writes: "canvas.csv"
+    write: Callable[["LmsTable", Any], str]                        # (the table, the course) -> the file's text
+    #: A file's stem -> (student, evidence) when it is named as this LMS names downloads, else None.
+    from_file: Callable[[str], tuple[str, dict[str, str]] | None] | None = None
+    #: A folder's name -> (student, evidence), the same for folders.
+    from_folder: Callable[[str], tuple[str, dict[str, str]] | None] | None = None
+    #: In a batch holding downloads of this LMS, a graded row without its id cannot be matched by id: the
+    #: status lms-skipped.csv gives it (None: rows without an id are simply left out of this format's file).
+    unmatched: str | None = None
+
+    @property
+    def id_key(self) -> str:
+        return f"{self.name}_id"
 
 
-CANVAS_STUDENT_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+@functools.lru_cache(maxsize=1)
+def formats() -> tuple[LmsFormat, ...]:
+    """Every LMS format, in :data:`FORMAT_MODULES` order."""
+    return tuple(importlib.import_module(module).FORMAT for module in FORMAT_MODULES)
 
 
-#: Moodle's offline grading worksheet (an assignment's "Upload grading worksheet"): its importer finds
-#: these three columns by name and matches a row by "Identifier" = "Participant <participant id>".
-MOODLE_COLUMNS = ("Identifier", "Full name", "Assignment", "Grade", "Maximum Grade", "Last modified (grade)")
+def id_keys() -> tuple[str, ...]:
+    """The evidence keys of the LMS ids discovery reads from names (``canvas_id``, ``moodle_id``)."""
+    return tuple(f.id_key for f in formats())
 
 
-MOODLE_PARTICIPANT = "Participant "
-
-
-#: Every result that got no grade in canvas.csv and moodle.csv (a blank cell), with its status.
+#: Every result that got no grade in the LMS files (a blank cell), with its status.
 LMS_SKIPPED_FILE = "lms-skipped.csv"
 
 
 LMS_SKIPPED_COLUMNS = ("student", "assignment", "status", "source")
 
 
-#: The status of a graded row of a Canvas download that Canvas cannot match by user id.
-NO_CANVAS_ID = ("graded, but no Canvas user id in its file name (not named <login>_<user id>_<submission id>_...): "
-                "Canvas matches this row only if its SIS Login ID is the student's")
-
-
-# -- LMS exports -------------------------------------------------------------------------
+# -- the table every format writes from -------------------------------------------------------
 def _evidence(result: dict[str, Any], key: str) -> str:
     """An LMS id the discovery read from the submission's name (``canvas_id``, ``moodle_id``), or ""."""
     evidence = result.get("evidence")
@@ -67,8 +79,7 @@ class LmsEntry:
     status: str
     source: str
     graded_at: str
-    canvas_id: str                 # Canvas user id from the download's file name, or ""
-    moodle_id: str                 # Moodle participant id from the download's folder name, or ""
+    ids: dict[str, str] = field(default_factory=dict)   # LMS format name -> the id its download gave
 
 
 @dataclass
@@ -78,10 +89,18 @@ class LmsTable:
     assignments: list[Any]                               # course.yml Assignment objects, in course order
     rows: list[tuple[str, dict[str, float | None], float]]
     entries: list[LmsEntry] = field(default_factory=list)        # by student, then assignment
-    canvas_ids: dict[str, str] = field(default_factory=dict)     # student -> Canvas user id
-    #: (student, assignment, status, source): rows left blank, and graded rows of a Canvas download that
-    #: carry no Canvas user id (Canvas cannot match them by id).
+    #: (student, assignment, status, source): rows left blank, and graded rows of an LMS's download that
+    #: carry no id of that LMS (it cannot match them by id).
     skipped: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    def user_ids(self, lms: str) -> dict[str, str]:
+        """student -> the LMS's id for them: course-wide, the latest graded result's."""
+        latest: dict[str, tuple[str, str]] = {}
+        for e in self.entries:
+            value = e.ids.get(lms)
+            if value and (e.student not in latest or e.graded_at > latest[e.student][0]):
+                latest[e.student] = (e.graded_at, value)
+        return {student: value for student, (_, value) in latest.items()}
 
 
 def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
@@ -102,91 +121,67 @@ def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
     entries = []
     for student, assignment, r in chosen.values():
         graded = is_graded(r)
+        ids = {f.name: _evidence(r, f.id_key) for f in formats() if _evidence(r, f.id_key)}
         entries.append(LmsEntry(student, assignment, float(r.get("points", 0.0)) if graded else None,
                                 str(r.get("status") or ""), str(r.get("source") or ""),
-                                str(r.get("graded_at") or ""), _evidence(r, "canvas_id"), _evidence(r, "moodle_id")))
+                                str(r.get("graded_at") or ""), ids))
         if not graded:
             skipped.append((student, assignment, str(r.get("status") or ""), str(r.get("source") or "")))
     order = {a.id: i for i, a in enumerate(course.assignments)}
     entries.sort(key=lambda e: (e.student, order[e.assignment]))
     per_student: dict[str, dict[str, float | None]] = {}
-    canvas_ids: dict[str, tuple[str, str]] = {}
     for e in entries:
         per_student.setdefault(e.student, {})[e.assignment] = e.points
-        if e.canvas_id and (e.student not in canvas_ids or e.graded_at > canvas_ids[e.student][0]):
-            canvas_ids[e.student] = (e.graded_at, e.canvas_id)   # a user id is course-wide: the latest
-    if canvas_ids:
-        # A Canvas download: a student whose file names carry no Canvas user id (a file renamed beyond
-        # recognition, one added by hand) can be matched only by SIS Login ID, which is likely to fail.
-        for e in entries:
-            if e.student not in canvas_ids and e.points is not None:
-                skipped.append((e.student, e.assignment, NO_CANVAS_ID, e.source))
     rows = []
     for student in sorted(per_student):
         scores = {a.id: per_student[student].get(a.id) for a in assignments}
         rows.append((student, scores, points_total(v for v in scores.values() if v is not None)))
+    table = LmsTable(assignments, rows, entries, skipped)
+    for f in formats():
+        if f.unmatched is None:
+            continue
+        matched = table.user_ids(f.name)
+        if matched:
+            # A download of this LMS: a student whose file names carry no id of it (a file renamed beyond
+            # recognition, one added by hand) can be matched only otherwise, which is likely to fail.
+            for e in entries:
+                if e.student not in matched and e.points is not None:
+                    skipped.append((e.student, e.assignment, f.unmatched, e.source))
     skipped.sort()
-    return LmsTable(assignments, rows, entries, {k: v for k, (_, v) in canvas_ids.items()}, skipped)
-
-
-def canvas_csv(table: LmsTable) -> str:
-    """Canvas' gradebook import: its five student columns, one column per assignment, "Final Points".
-
-    Canvas matches a row by ``ID`` (its user id), then SIS User ID, then SIS Login ID. The user
-    id is the first number of a Canvas download's file names (``alicesmith_12345_67890_...``);
-    without one (another source), the student goes to ``SIS Login ID``. A blank cell (no graded
-    notebook) leaves Canvas' grade as it is. The "Points Possible" row sets the points of
-    assignments the import creates; Canvas ignores "Final Points" (read-only, it computes its own).
-    """
-    header = [*CANVAS_STUDENT_COLUMNS, *(a.gradebook_title for a in table.assignments), CANVAS_TOTAL]
-    possible = ["Points Possible", "", "", "", "", *(fmt_points(a.points) for a in table.assignments),
-                fmt_points(sum(a.points for a in table.assignments))]
-    rows = []
-    for student, scores, total in table.rows:
-        canvas_id = table.canvas_ids.get(student, "")
-        rows.append([student, canvas_id, "", "" if canvas_id else student, "",
-                     *("" if scores[a.id] is None else fmt_points(scores[a.id]) for a in table.assignments),
-                     fmt_points(total)])
-    # A student named "Points Possible" would be read as a second such row: the gate quotes it.
-    return csv_rows([header, possible], rows, reserved=("Points Possible",))
-
-
-def moodle_csv(table: LmsTable, course: Course | None = None) -> str:
-    """Moodle's offline grading worksheet: one row per student and assignment.
-
-    Moodle's "Upload grading worksheet" (in the assignment) finds the columns ``Identifier``,
-    ``Grade`` and ``Last modified (grade)`` by name and matches ``Identifier`` = ``Participant
-    <id>``, the participant id of the assignment's "Download all submissions" folder names
-    (``Ada Lovelace_12345_assignsubmission_file_``). Participant ids belong to one assignment:
-    uploaded to an assignment, the rows of other assignments match nobody and are skipped. A row
-    without an id (not from a Moodle download) or without a grade (a blank cell) is skipped too.
-    ``Last modified (grade)`` is when the kit graded: Moodle keeps a grade changed after it.
-    """
-    maxima = {a.id: a.points for a in (course.assignments if course is not None else table.assignments)}
-    rows = [[MOODLE_PARTICIPANT + e.moodle_id if e.moodle_id else "", e.student, e.assignment,
-             "" if e.points is None else fmt_points(e.points), fmt_points(maxima[e.assignment]) if e.assignment in maxima else "",
-             e.graded_at if e.points is not None else ""] for e in table.entries]
-    return csv_rows([list(MOODLE_COLUMNS)], rows)
+    return table
 
 
 def lms_skipped_csv(table: LmsTable) -> str:
-    """The results canvas.csv and moodle.csv leave blank (or leave out: no student), with their status."""
+    """The results the LMS files leave blank (or leave out: no student), with their status."""
     return csv_rows([list(LMS_SKIPPED_COLUMNS)], [list(row) for row in table.skipped])
 
 
 def write_lms_csv(results: Iterable[dict[str, Any]], course: Course, out_dir: Path) -> list[Path]:
-    """Write ``OUT/canvas.csv``, ``OUT/moodle.csv`` and ``OUT/lms-skipped.csv`` (UTF-8, comma-separated).
+    """Write every format's file (``OUT/canvas.csv``, ``OUT/moodle.csv``) and ``OUT/lms-skipped.csv``.
 
     Returns their paths; ``lms-skipped.csv`` is always rewritten (only its header when every
     result is a grade), so it never describes an earlier run.
     """
-    from autograder.reports.files import atomic_write_text
+    from autograder.atomic import atomic_write_text
 
     table = lms_table(list(results), course)
     out = Path(out_dir)
     written = []
-    for name, text in ((CANVAS_FILE, canvas_csv(table)), (MOODLE_FILE, moodle_csv(table, course)),
-                       (LMS_SKIPPED_FILE, lms_skipped_csv(table))):
+    for name, text in [*((f.file, f.write(table, course)) for f in formats()),
+                       (LMS_SKIPPED_FILE, lms_skipped_csv(table))]:
         atomic_write_text(out / name, text)
         written.append(out / name)
     return written
+
+
+def __getattr__(name: str) -> Any:
+    """The formats' own names, as this module once held them (``canvas_csv``, ``CANVAS_FILE``...)."""
+    aliases = {"CANVAS_FILE": ("lms_canvas", "FORMAT"), "MOODLE_FILE": ("lms_moodle", "FORMAT")}
+    if name in aliases:
+        module, attr = aliases[name]
+        return getattr(importlib.import_module(f"autograder.reports.{module}"), attr).file
+    for module in ("lms_canvas", "lms_moodle"):
+        found = importlib.import_module(f"autograder.reports.{module}")
+        if hasattr(found, name):
+            return getattr(found, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

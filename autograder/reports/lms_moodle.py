@@ -1,0 +1,54 @@
+"""Moodle: participant ids from its "Download all submissions" folder names, and ``moodle.csv``, its
+offline grading worksheet (an LMS format of :mod:`autograder.reports.lms`)."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from autograder.points import fmt as fmt_points
+from autograder.reports.lms import LmsFormat
+from autograder.text import csv_rows
+
+#: Moodle's "Download all submissions" folder: ``<full name>_<participant id>_assignsubmission_file_``.
+_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:ment)?submission_(?:file|onlinetext)_?$", re.I)
+#: The folder name of a blind-marked assignment (no full name: the participant id tells students apart).
+_BLIND = "participant"
+
+#: Moodle's offline grading worksheet (an assignment's "Upload grading worksheet"): its importer finds
+#: these three columns by name and matches a row by "Identifier" = "Participant <participant id>".
+MOODLE_COLUMNS = ("Identifier", "Full name", "Assignment", "Grade", "Maximum Grade", "Last modified (grade)")
+MOODLE_PARTICIPANT = "Participant "
+
+
+def from_folder(name: str) -> tuple[str, dict[str, str]] | None:
+    """``Ada Lovelace_12345_assignsubmission_file_`` -> ("Ada Lovelace", {"moodle_id": "12345"}); blind
+    marking's ``Participant_12345_...`` -> ("Participant 12345", ...)."""
+    m = _FOLDER.match(name)
+    if not m:
+        return None
+    student, number = m.group("name").strip(), m.group("id")
+    if student.replace(" ", "").lower() == _BLIND:
+        student = f"Participant {number}"
+    return student, {"moodle_id": number}
+
+
+def moodle_csv(table: Any, course: Any = None) -> str:
+    """Moodle's offline grading worksheet: one row per student and assignment.
+
+    Moodle's "Upload grading worksheet" (in the assignment) finds the columns ``Identifier``,
+    ``Grade`` and ``Last modified (grade)`` by name and matches ``Identifier`` = ``Participant
+    <id>``, the participant id of the assignment's "Download all submissions" folder names
+    (``Ada Lovelace_12345_assignsubmission_file_``). Participant ids belong to one assignment:
+    uploaded to an assignment, the rows of other assignments match nobody and are skipped. A row
+    without an id (not from a Moodle download) or without a grade (a blank cell) is skipped too.
+    ``Last modified (grade)`` is when the kit graded: Moodle keeps a grade changed after it.
+    """
+    maxima = {a.id: a.points for a in (course.assignments if course is not None else table.assignments)}
+    rows = [[MOODLE_PARTICIPANT + e.ids["moodle"] if e.ids.get("moodle") else "", e.student, e.assignment,
+             "" if e.points is None else fmt_points(e.points),
+             fmt_points(maxima[e.assignment]) if e.assignment in maxima else "",
+             e.graded_at if e.points is not None else ""] for e in table.entries]
+    return csv_rows([list(MOODLE_COLUMNS)], rows)
+
+
+FORMAT = LmsFormat("moodle", "moodle.csv", moodle_csv, from_folder=from_folder)

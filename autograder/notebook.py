@@ -20,6 +20,7 @@ from typing import Any
 
 from autograder.errors import NotebookError
 from autograder.messages import say
+from autograder.pyast import parse as parse_python
 
 #: A notebook file larger than this is refused before parsing (a 50 MB output is fine).
 MAX_NOTEBOOK_BYTES = 64 * 2**20
@@ -168,7 +169,7 @@ def _already_python(source: str) -> str | None:
     if _IPYTHON_LINE.search(source):
         return None
     try:
-        ast.parse(source)
+        parse_python(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     if not source.endswith("\n"):
@@ -184,7 +185,7 @@ def _already_python(source: str) -> str | None:
 def _drop_check_calls(code: str) -> str:
     """Replace top-level ``check(...)`` statements by ``pass`` (same line numbers)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return code     # exec reports it, as the cell's own error
     lines = code.split("\n")

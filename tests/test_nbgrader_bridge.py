@@ -59,7 +59,7 @@ def test_a_changed_point_value_is_one_build_away(course_root: Path) -> None:
     assert f"updated the test cells of {rel} from course.yml" in lines
     B.check_current(course_root)
     nb = nbformat.read(course_root / rel, as_version=4)
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == NB.tests_grade_id("2.2"))
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == NOTEBOOKS.tests_grade_id("2.2"))
     assert cell.metadata.nbgrader.points == 3
 
 
@@ -69,7 +69,7 @@ def test_source_notebooks_hold_one_test_cell_per_exercise_with_course_points() -
         nb = nbformat.read(ROOT / "source" / a.id / a.notebook, as_version=4)
         ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
         for ex in a.exercises:
-            at = ids.index(NB.tests_grade_id(ex.id))
+            at = ids.index(NOTEBOOKS.tests_grade_id(ex.id))
             assert ids[at - 1] == grade_id(ex.id) + "_check"       # right after the check cell
             cell = nb.cells[at]
             meta = cell.metadata.nbgrader
@@ -88,9 +88,9 @@ def test_release_keeps_the_graded_cells_as_in_the_source_and_the_bundle_no_grade
         by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
         in_source = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in source.cells}
         for ex in a.exercises:
-            cell = by_id[NB.tests_grade_id(ex.id)]
+            cell = by_id[NOTEBOOKS.tests_grade_id(ex.id)]
             assert cell.metadata.nbgrader.points == ex.points and cell.metadata.nbgrader.grade
-            assert cell.source == in_source[NB.tests_grade_id(ex.id)].source
+            assert cell.source == in_source[NOTEBOOKS.tests_grade_id(ex.id)].source
         text = (ROOT / "release" / a.id / a.notebook).read_text(encoding="utf-8")
         for secret in ("HIDDEN TESTS", "grade_exercise", "nbgrader_tests", *SOLUTION_MARKERS):
             assert secret not in text, f"{a.id}: {secret!r} reached the release"
@@ -300,7 +300,7 @@ def _gradebook_points(course: Path, students) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student in students:
-            out[student] = {ex.id: gb.find_grade(NB.tests_grade_id(ex.id), QKV.id, QKV.id, student).score
+            out[student] = {ex.id: gb.find_grade(NOTEBOOKS.tests_grade_id(ex.id), QKV.id, QKV.id, student).score
                             for ex in QKV.exercises}
     return out
 

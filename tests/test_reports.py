@@ -85,3 +85,34 @@ def test_a_plot_title_in_chinese_is_drawn_with_a_font_that_has_its_glyphs():
         path = font_manager.findfont(title.get_fontproperties(), fallback_to_default=False)
     drawn = FT2Font(path)
     assert all(drawn.get_char_index(ord(c)) for c in "各练习的满分率"), path
+
+
+def test_every_result_is_the_result_model_and_the_schema_file_is_derived_from_it(tmp_path):
+    """Issue 26: one typed result model (autograder.reports.model); the results the grader writes validate
+    against it, a file that does not is not read back as a result, and schemas/result.schema.json is the
+    model's own schema."""
+    import json
+
+    from pydantic import ValidationError
+
+    from autograder.reports import files, model
+    from support import ROOT
+
+    assert (ROOT / "schemas" / "result.schema.json").read_text(encoding="utf-8") == model.schema_text(), \
+        "regenerate: python -c 'from autograder.reports.model import schema_text; print(schema_text(), end=\"\")' " \
+        "> schemas/result.schema.json"
+    good = {"schema": 1, "key": "ada__02", "student": "ada", "assignment": "02", "status": "graded",
+            "exercises": [{"exercise": "2.1", "function": "f", "points": 1, "max_points": 1, "status": "passed",
+                           "checks": [{"exercise": "2.1", "check": "c", "audience": "public", "kind": "numeric",
+                                       "title": {"zh": "标题", "en": "title"}, "status": "passed", "passed": True,
+                                       "points": 1, "max_points": 1}]}], "future_field": [1, 2]}
+    assert model.parse(good).exercises[0].checks[0].title.zh == "标题"
+    assert model.checked(good) is good                                   # the dict itself, extras kept
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(good), encoding="utf-8")
+    assert files.load_result(path) == good
+    bad = {**good, "exercises": [{"exercise": "2.1"}]}                   # no points, no status...
+    with pytest.raises(ValidationError):
+        model.parse(bad)
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    assert files.load_result(path) is None

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from autograder.config import Course
 from autograder.catalog.declarations import Alternative
+from autograder.pyast import parse as parse_python
 
 
 def alternative_source(alt: Alternative, function: str) -> str:
@@ -29,7 +30,7 @@ def alternative_source(alt: Alternative, function: str) -> str:
     if path is None:
         raise ValueError(f"alternative {alt.exercise}/{alt.name}: its source file cannot be found")
     text = Path(path).read_text(encoding="utf-8")
-    tree = ast.parse(text)
+    tree = parse_python(text)
     lines = text.splitlines(True)
     target = next((node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
                    and _declares(node, alt.exercise, alt.name)), None)

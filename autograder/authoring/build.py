@@ -60,6 +60,8 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/probes.py",
     "autograder/selfcheck/*.py",
     "autograder/notebook.py",
+    "autograder/pyast.py",
+    "autograder/forbidden.py",
     "autograder/stopwatch.py",
     "autograder/catalog/*.py",
 )

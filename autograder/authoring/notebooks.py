@@ -32,6 +32,7 @@ from traitlets import Dict
 
 from autograder.config import Course, Exercise, exercise_of, grade_id
 from autograder.errors import AutograderError, BuildError
+from autograder.pyast import parse as parse_python
 
 
 #: What a solution region becomes, in course.yml's language; ``{exercise}`` is the cell's exercise ID
@@ -224,14 +225,14 @@ def _check_markers(rel: str, where: str, markers: list[str]) -> None:
 
 def _parse(rel: str, where: str, code: str) -> ast.Module:
     try:
-        return ast.parse(code)
+        return parse_python(code)
     except SyntaxError as exc:
         raise BuildError(f"{rel}: {where}: Python syntax error on line {exc.lineno}: {exc.msg}") from None
 
 
 def _calls_check(code: str, exercise_id: str) -> bool:
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return False
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check"
@@ -290,10 +291,6 @@ def test_cell(exercise: Exercise, language: Any = "zh") -> Any:
         "grade": True, "grade_id": tests_grade_id(exercise.id), "locked": True,
         "points": _points(exercise.points), "schema_version": 3, "solution": False}})
     return cell
-
-
-def _grade_id(cell: Any) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
 def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 import libcst as cst
 
 from autograder.config import Course
+from autograder.pyast import parse as parse_python
 
 
 # -- mutants ------------------------------------------------------------------------
@@ -46,7 +47,7 @@ class Mutant:
 def normal_form(source: str) -> str:
     """The mutant's code as its AST sees it: docstrings, comments and formatting gone."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return "unparsable:" + source
     for node in ast.walk(tree):
@@ -65,7 +66,7 @@ def mutant_id(exercise: str, source: str) -> str:
 def reference_source(module: str, function: str, root: Path) -> tuple[str, str]:
     """(the whole solutions/<module>.py text, the source of ``function`` in it)."""
     text = (root / "solutions" / f"{module}.py").read_text(encoding="utf-8")
-    for node in ast.parse(text).body:
+    for node in parse_python(text).body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == function:
             return text, _segment(text, node)
     raise KeyError(f"solutions/{module}.py defines no {function}")
@@ -79,7 +80,7 @@ def _segment(text: str, node: ast.AST) -> str:
 
 def replace_definition(text: str, name: str, new: str) -> str:
     """``text`` (a module or a notebook cell) with the top-level def/class ``name`` replaced by ``new``."""
-    for node in ast.parse(text).body:
+    for node in parse_python(text).body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
             lines = text.splitlines(True)
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])

@@ -112,7 +112,14 @@ def brief(value: plain.Value) -> str:
     a string, a dict's keys, a class's name), any of which can be built from a hidden input.
     """
     text = _brief(value.spec, value.arrays, 0)
-    return text if len(text) <= BRIEF_LIMIT else text[:BRIEF_LIMIT - 1] + "…"
+    if len(text) <= BRIEF_LIMIT:
+        return text
+    cut = text[:BRIEF_LIMIT - 1]
+    if text[BRIEF_LIMIT - 1].isalnum():
+        # Never half a word ("fl…" for float): back to the last separator.
+        cut = cut[:max(i for i, ch in enumerate(cut) if not ch.isalnum()) + 1] if any(
+            not ch.isalnum() for ch in cut) else cut
+    return cut.rstrip(", ") + "…"
 
 
 def _brief(spec: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> str:

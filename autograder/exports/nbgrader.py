@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from autograder.config import Course, Exercise
-from autograder.authoring.notebooks import _grade_id, test_cell, tests_grade_id
 from autograder.errors import AutograderError
 from autograder.points import fmt as fmt_points, hundredths, total as points_total
 from autograder.reports.results import is_graded, load_results, newest_results
@@ -138,6 +137,7 @@ def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, cours
     become the ``auto_score`` of its test cell's Grade; a score the instructor
     set by hand in the formgrader (``manual_score``) is left alone and still wins.
     """
+    from autograder.authoring.notebooks import tests_grade_id
     from nbgrader.api import Gradebook
 
     coursedir = course_directory(course_root, db_url)
@@ -205,6 +205,7 @@ def write_autograded(coursedir: Any, course: Course, student: str, assignment_id
     and showing the kit's points and checks as its output. A submission that could not be
     read gets the release notebook with the reason in its first test cell.
     """
+    from autograder.authoring.notebooks import _grade_id, test_cell
     import nbformat
 
     if not _one_component(student) or not _one_component(assignment_id):
@@ -297,6 +298,7 @@ def _test_output(ex: Exercise, graded: dict[str, Any] | None, why: str | None, c
 
 def _check_grade_cells(gb: Any, course: Course, assignment_id: str) -> None:
     """Every exercise has its test cell in the gradebook, worth course.yml's points."""
+    from autograder.authoring.notebooks import tests_grade_id
     from nbgrader.api import MissingEntry
 
     assignment = course.assignment(assignment_id)

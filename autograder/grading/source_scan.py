@@ -42,6 +42,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from autograder.forbidden import TABLE as FORBIDDEN, candidates
+from autograder.pyast import parse as parse_python
 
 #: Sources larger than this (UTF-8 bytes, all cells together) are not parsed at all.
 MAX_SOURCE_BYTES = 1 << 20
@@ -255,7 +256,7 @@ class NotebookScan:
         trees = []
         for index, source in enumerate(sources):
             try:
-                trees.append(ast.parse(source))
+                trees.append(parse_python(source))
             except (SyntaxError, ValueError):
                 continue  # the worker compiles the same text and fails the same way: this cell never ran
             except (RecursionError, MemoryError) as exc:

@@ -270,4 +270,5 @@ def finalize(result: dict[str, Any], max_bytes: int = RESULT_MAX_BYTES) -> dict[
         result["truncated"] = True
         result.setdefault("notes", []).append("truncated")
         result.setdefault("notes_msg", []).append(_said("submission.too_large", kib=max_bytes // 1024))
-    return result
+    # The one result model (autograder.reports.model): a result that is not one is the kit's fault, loudly.
+    return R.checked_result(result)

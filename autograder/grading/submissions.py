@@ -56,6 +56,7 @@ from autograder.reports.lms import formats, id_keys
 from autograder.errors import AutograderError, UnknownExercise
 from autograder.messages import Msg, say
 from autograder.text import file_stem, line, path_text
+from autograder.pyast import parse as parse_python
 
 #: Folder names that organize submissions but never name a student.
 STRUCTURAL = {"submitted", "submissions", "submission", "autograded", "release", "source", "feedback",
@@ -380,7 +381,7 @@ def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> Notebook
 
 def _defined_names(code: str) -> set[str]:
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         # Magics, a half-written cell, one absurdly nested expression: a plain scan of def/class lines.
         return _defined_by_scan(code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from autograder.reports.files import (GRADED, RESULT_SCHEMA, atomic_write_bytes, atomic_write_text, dump_result,
                                       load_result, remove_stale_temporaries, write_if_changed)  # noqa: F401
 from autograder.reports.results import is_graded, load_results, newest_results  # noqa: F401
+from autograder.reports.model import Result, checked as checked_result, json_schema, parse  # noqa: F401
 from autograder.reports.feedback import (cell_message, cell_number, check_lines, exercise_columns, exercise_title,
                                          feedback_html, feedback_markdown, fmt_points, grades_csv,
                                          message_text)  # noqa: F401

@@ -153,7 +153,6 @@ def print_table(result: SelfCheckResult, name: str, console: Any = None) -> None
     table = Table(title=text("selfcheck.table_title", lang, name=name), show_lines=False)
     for h in headers:
         table.add_column(h, overflow="fold")
-    table.columns[1].no_wrap = True
     table.columns[2].no_wrap = True
     styles = {"passed": "green", "not_attempted": "dim", "missing": "yellow"}
     for e in result.exercises:
@@ -166,7 +165,8 @@ def print_table(result: SelfCheckResult, name: str, console: Any = None) -> None
         for r in e.checks:
             mark = "[green]✓[/]" if r.passed else "[red]✗[/]"
             word = status_word("passed" if r.passed else r.status.value, lang)
-            table.add_row(e.exercise, r.check, f"{mark} {word}",
+            # The check as the student reads it (its title, in the course's language), not its id.
+            table.add_row(e.exercise, escape(r.title.get(lang)), f"{mark} {word}",
                           escape(r.message.get(lang)) if r.message is not None and not r.passed else "",
                           f"[yellow]{escape(r.mistake_message.get(lang))}[/]" if r.mistake_message else "")
     console.print(table)

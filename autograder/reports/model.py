@@ -1,0 +1,131 @@
+"""The result of grading one submission, typed: what ``autograder grade`` writes to ``OUT/results/*.json``,
+what every report reads back (feedback, grades.csv, the class report, the LMS files, Gradescope, nbgrader),
+and what a grading service stores. One model, its JSON schema derived from it (:func:`json_schema`,
+``autograder/data/result.schema.json``, kept current by a test).
+
+The model is the boundary: a result is validated when it is finalized (before it is written, see
+:func:`autograder.grading.submission.finalize`) and when it is read back (:func:`autograder.reports.files.
+load_result`: a file that does not validate is not one of ours). Readers may then use the dict, which is the
+model's dump, or the typed object (:func:`parse`). Unknown keys are kept (``extra="allow"``): a newer kit's
+result read by an older report loses nothing.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: The version of the result format (``schema`` in every file).
+RESULT_SCHEMA = 1
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Text(_Open):
+    """A message in both languages."""
+
+    zh: str = ""
+    en: str = ""
+
+
+class CheckRecord(_Open):
+    exercise: str
+    check: str
+    audience: str = Field(description="public or hidden")
+    kind: str = Field(description="shape, property, fact, numeric, gradient, edge, forbidden")
+    title: Text
+    status: str
+    passed: bool
+    points: float
+    max_points: float
+    message: Text | None = None
+    mistake: str | None = Field(None, description="the known mistake the submission behaves like, by name")
+    mistake_message: Text | None = None
+    forbidden: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+    withheld: bool = Field(False, description="passed, but no output check passed: no points")
+
+
+class StandIn(_Open):
+    exercise: str = Field(description="the earlier exercise whose reference answered its function's calls")
+    function: str
+
+
+class ExerciseRecord(_Open):
+    exercise: str
+    function: str
+    points: float
+    max_points: float
+    status: str
+    checks: list[CheckRecord] = Field(default_factory=list)
+    seconds: float | None = None
+    stand_ins: list[StandIn] | None = None
+
+
+class CellRecord(_Open):
+    index: int | None = None
+    status: str | None = None
+    error_type: str | None = None
+    message: str | None = None
+    said: Text | None = None
+    seconds: float = 0.0
+
+
+class Isolation(_Open):
+    mode: str
+    layers: list[str] = Field(default_factory=list)
+    missing: dict[str, str] = Field(default_factory=dict)
+
+
+class Result(_Open):
+    """One submission's result file."""
+
+    schema_: int = Field(RESULT_SCHEMA, alias="schema", description="the result format's version")
+    key: str = Field(description="the file-name stem of its outputs: <student>__<assignment>")
+    student: str | None = None
+    assignment: str | None = None
+    origin: str = Field("", description="SUBMISSIONS as given to autograder grade, resolved")
+    source: str = Field("", description="the notebook's path relative to SUBMISSIONS")
+    sha256: str = ""
+    grader: str = Field("", description="the grader fingerprint: a change regrades")
+    device: str = ""
+    isolation: Isolation | None = None
+    points: float = 0.0
+    max_points: float = 0.0
+    exercises: list[ExerciseRecord] = Field(default_factory=list)
+    cells: list[CellRecord] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    notes_msg: list[Text] = Field(default_factory=list)
+    evidence: dict[str, str] = Field(default_factory=dict)
+    status: str = Field(description="graded, or the named failure")
+    message: Text | None = None
+    timing: dict[str, Any] = Field(default_factory=dict)
+    graded_at: str | None = None
+    truncated: bool | None = None
+    traceback: str | None = None
+    retry: bool | None = None
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+def parse(data: Any) -> Result:
+    """A result dict as the typed model; ``pydantic.ValidationError`` when it is not one."""
+    return Result.model_validate(data)
+
+
+def checked(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` validated against the model and returned as it was (its key order and extras kept)."""
+    parse(data)
+    return data
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON schema of a result file, derived from :class:`Result`."""
+    return Result.model_json_schema(by_alias=True)
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"

@@ -7,32 +7,32 @@ import torch.nn as nn
 
 
 def split_heads(x, num_heads):
-    """Exercise 4.1: split the last dim into heads: (B, T, E) -> (B, H, T, E/H).
+    """练习 4.1：把最后一维切成多个头，(B, T, E) -> (B, H, T, E/H)。
 
-    Raises ValueError when E is not divisible by num_heads.
+    E 不能被 num_heads 整除时抛出 ValueError。
     """
     B, T, E = x.shape
     if E % num_heads != 0:
-        raise ValueError(f"embed_dim {E} is not divisible by num_heads {num_heads}")
+        raise ValueError(f"E = {E} 不能被 num_heads = {num_heads} 整除")
     d = E // num_heads
     # the reshape only cuts each token's features; the transpose then makes heads a batch dim
     return x.reshape(B, T, num_heads, d).transpose(1, 2)   # (B, T, H, d) -> (B, H, T, d)
 
 
 def merge_heads(x):
-    """Exercise 4.2: concatenate the heads again: (B, H, T, d) -> (B, T, H*d)."""
+    """练习 4.2：把各头拼回去，(B, H, T, d) -> (B, T, H*d)。"""
     B, H, T, d = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d)   # (B, T, H, d) -> (B, T, H*d)
 
 
 def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_bias,
                          out_proj_weight, out_proj_bias, key_padding_mask=None):
-    """Exercise 4.3: multi-head attention with nn.MultiheadAttention's weight layout (batch_first=True, dropout 0).
+    """练习 4.3：多头注意力，权重布局与 nn.MultiheadAttention 相同（batch_first=True，dropout=0）。
 
-    query: (B, Tq, E); key, value: (B, Tk, E); in_proj_weight: (3E, E), q/k/v stacked in that order;
-    in_proj_bias: (3E,); out_proj_weight: (E, E); out_proj_bias: (E,);
-    key_padding_mask: (B, Tk) bool, True = padded key, or None.
-    Returns (out (B, Tq, E), weights (B, H, Tq, Tk)), one weight matrix per head.
+    query：(B, Tq, E)；key、value：(B, Tk, E)；in_proj_weight：(3E, E)，q、k、v 按这个顺序上下堆叠；
+    in_proj_bias：(3E,)；out_proj_weight：(E, E)；out_proj_bias：(E,)；
+    key_padding_mask：(B, Tk) bool，True 表示填充的键；或者 None。
+    返回 (out (B, Tq, E), weights (B, H, Tq, Tk))，每个头一张权重矩阵。
     """
     E = query.shape[-1]
     W_q, W_k, W_v = in_proj_weight.chunk(3, dim=0)                   # each (E, E)
@@ -54,17 +54,17 @@ def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_b
 
 
 class MultiHeadAttention(nn.Module):
-    """Exercise 4.4: multi-head attention with the parameter names of nn.MultiheadAttention (batch_first=True).
+    """练习 4.4：多头注意力模块，参数名与 nn.MultiheadAttention（batch_first=True）相同。
 
-    Parameters: in_proj_weight (3E, E), in_proj_bias (3E,) or None, out_proj.weight (E, E), out_proj.bias (E,).
-    forward(query (B, Tq, E), key (B, Tk, E), value (B, Tk, E), key_padding_mask (B, Tk) bool or None)
-    returns (out (B, Tq, E), weights (B, H, Tq, Tk)).
+    参数：in_proj_weight (3E, E)，in_proj_bias (3E,) 或 None，out_proj.weight (E, E)，out_proj.bias (E,)。
+    forward(query (B, Tq, E), key (B, Tk, E), value (B, Tk, E), key_padding_mask (B, Tk) bool 或 None)
+    返回 (out (B, Tq, E), weights (B, H, Tq, Tk))。
     """
 
     def __init__(self, embed_dim, num_heads, bias=True):
         super().__init__()
         if embed_dim % num_heads != 0:
-            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+            raise ValueError(f"embed_dim = {embed_dim} 不能被 num_heads = {num_heads} 整除")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))   # (3E, E): q, k, v
@@ -73,7 +73,10 @@ class MultiHeadAttention(nn.Module):
         else:
             self.register_parameter("in_proj_bias", None)                           # as torch: no bias at all
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)                  # out_proj.weight (E, E)
+        # torch's initialization: xavier for in_proj_weight, both biases 0, out_proj.weight as nn.Linear's
         nn.init.xavier_uniform_(self.in_proj_weight)
+        if bias:
+            nn.init.zeros_(self.out_proj.bias)
 
     def forward(self, query, key, value, key_padding_mask=None):
         E = self.embed_dim
@@ -85,5 +88,5 @@ class MultiHeadAttention(nn.Module):
 
 
 def attention_memory(batch, num_heads, seq_len, bytes_per_element=4):
-    """Exercise 4.5: bytes held by the attention weights (batch, num_heads, seq_len, seq_len), as a Python int."""
+    """练习 4.5：注意力权重 (batch, num_heads, seq_len, seq_len) 占的字节数，返回 Python int。"""
     return int(batch) * int(num_heads) * int(seq_len) ** 2 * int(bytes_per_element)

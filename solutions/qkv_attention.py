@@ -6,42 +6,42 @@ import torch
 
 
 def project_qkv(x, W_q, W_k, W_v):
-    """Exercise 2.1: project token vectors to queries, keys and values.
+    """练习 2.1：把词元向量投影成查询、键和值。
 
-    x: (..., T, D), W_q: (D, Dk), W_k: (D, Dk), W_v: (D, Dv).
-    Returns (Q, K, V) with shapes (..., T, Dk), (..., T, Dk), (..., T, Dv).
+    x: (..., T, D)，W_q: (D, Dk)，W_k: (D, Dk)，W_v: (D, Dv)。
+    返回 (Q, K, V)，形状依次为 (..., T, Dk)、(..., T, Dk)、(..., T, Dv)。
     """
-    # matmul treats the leading dims of x as batch dims.
+    # @ 把 x 的前导维当作批量维。
     return x @ W_q, x @ W_k, x @ W_v                    # (..., T, Dk), (..., T, Dk), (..., T, Dv)
 
 
 def softmax(x, dim=-1):
-    """Exercise 2.2: numerically stable softmax along dim, by hand.
+    """练习 2.2：亲手写沿 dim 的数值稳定 softmax。
 
-    x: a tensor of any shape. Returns a tensor of x's shape and dtype whose
-    slices along dim are positive and sum to 1; finite for inputs in the thousands.
+    x: 任意形状的张量。返回与 x 同形状、同 dtype 的张量，沿 dim 的每个切片都是正数、加和为 1；
+    输入在几千的量级时结果也是有限值。
     """
-    # Subtracting the max leaves softmax unchanged and keeps every exponent <= 0.
-    shifted = x - x.amax(dim=dim, keepdim=True)         # x's shape, max along dim is 0
+    # 减去最大值不改变 softmax，还让每个指数都 <= 0。
+    shifted = x - x.amax(dim=dim, keepdim=True)         # 与 x 同形状，沿 dim 的最大值为 0
     e = torch.exp(shifted)
     return e / e.sum(dim=dim, keepdim=True)
 
 
 def attention_scores(Q, K):
-    """Exercise 2.3: scaled dot-product scores Q K^T / sqrt(Dk).
+    """练习 2.3：缩放点积分数 Q K^T / sqrt(Dk)。
 
-    Q: (..., Tq, Dk), K: (..., Tk, Dk). Returns (..., Tq, Tk).
+    Q: (..., Tq, Dk)，K: (..., Tk, Dk)。返回 (..., Tq, Tk)。
     """
-    # transpose(-2, -1) swaps only the last two dims; K.T would also reverse the batch dims.
+    # transpose(-2, -1) 只交换最后两维；K.T 会把批量维也倒过来。
     return Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])   # (..., Tq, Dk) @ (..., Dk, Tk) -> (..., Tq, Tk)
 
 
 def scaled_dot_product_attention(Q, K, V):
-    """Exercise 2.4: softmax(Q K^T / sqrt(Dk)) V, built from exercises 2.2 and 2.3.
+    """练习 2.4：softmax(Q K^T / sqrt(Dk)) V，用练习 2.2 和 2.3 的函数搭起来。
 
-    Q: (..., Tq, Dk), K: (..., Tk, Dk), V: (..., Tk, Dv).
-    Returns (out, weights): out (..., Tq, Dv), weights (..., Tq, Tk) with rows summing to 1.
+    Q: (..., Tq, Dk)，K: (..., Tk, Dk)，V: (..., Tk, Dv)。
+    返回 (out, weights)：out 形状 (..., Tq, Dv)；weights 形状 (..., Tq, Tk)，每行加和为 1。
     """
-    # Each query distributes its attention over the keys: normalize over the last dim.
+    # 每个查询把注意力分给各个键：沿最后一维归一化。
     weights = softmax(attention_scores(Q, K), dim=-1)   # (..., Tq, Tk)
     return weights @ V, weights                         # (..., Tq, Tk) @ (..., Tk, Dv) -> (..., Tq, Dv)

@@ -7,11 +7,11 @@ import torch
 
 
 def tanh_derivative(z):
-    """Exercise 1.1: the derivative of tanh, 1 - tanh(z)^2, elementwise.
+    """练习 1.1：tanh 的导数 1 - tanh(z)^2，逐元素计算。
 
-    z: a Python float, a NumPy array (any shape) or a torch tensor (any shape).
-    Returns the same kind as z: float -> float, ndarray -> ndarray of z's shape and dtype,
-    Tensor -> Tensor of z's shape, dtype and device.
+    z：Python 浮点数、NumPy 数组（任意形状）或 torch 张量（任意形状）。
+    返回与 z 同类的结果：浮点数进、浮点数出；ndarray 进，出同形状、同 dtype 的 ndarray；
+    Tensor 进，出同形状、同 dtype、同设备的 Tensor。
     """
     if isinstance(z, torch.Tensor):
         return 1 - torch.tanh(z) ** 2
@@ -21,75 +21,75 @@ def tanh_derivative(z):
 
 
 def rnn_forward(seq, W_hh=0.9, W_xh=0.5):
-    """Exercise 1.2: scalar RNN h_t = tanh(W_hh * h_{t-1} + W_xh * x_t) with h_0 = 0.
+    """练习 1.2：标量 RNN，h_t = tanh(W_hh * h_{t-1} + W_xh * x_t)，h_0 = 0。
 
-    seq: a 1-D sequence of numbers (list, ndarray or tensor) of length L.
-    Returns h_L, the hidden state after the last element, as a Python float.
+    seq：长度为 L 的一维数字序列（列表、ndarray 或张量）。
+    返回读完最后一个元素后的隐状态 h_L，类型是 Python float。
     """
     h = 0.0
     for x in seq:
-        # One stop of the conveyor belt: the new state needs the previous one.
+        # 传送带上的一站：新的状态要用到上一个状态。
         h = math.tanh(W_hh * h + W_xh * float(x))
     return float(h)
 
 
 def attention_residual(seq, alpha=0.6):
-    """Exercise 1.3: weight alpha on position 0, 0 elsewhere; the weighted sum of seq.
+    """练习 1.3：位置 0 的权重为 alpha，其余位置为 0；返回 seq 的加权和。
 
-    seq: a 1-D sequence of numbers of length L (may be empty).
-    Returns alpha * seq[0] as a Python float (0.0 for an empty seq).
+    seq：长度为 L 的一维数字序列（可以为空）。
+    返回 alpha * seq[0]，类型是 Python float（seq 为空时返回 0.0）。
     """
     if len(seq) == 0:
         return 0.0
-    # Every other weight is 0, so the weighted sum has a single term.
+    # 其余权重都是 0，加权和只剩一项。
     return float(alpha * float(seq[0]))
 
 
 def decay_table(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
-    """Exercise 1.4: residual of the input [1, 0, ..., 0] for each length.
+    """练习 1.4：对每个长度，输入 [1, 0, ..., 0] 的残留。
 
-    lengths: a sequence of n lengths L >= 1.
-    Returns an ndarray of shape (n, 2), float64: column 0 the RNN's h_L
-    (rnn_forward), column 1 attention's residual (attention_residual).
+    lengths：n 个长度，每个 L >= 1。
+    返回形状 (n, 2)、dtype 为 float64 的 ndarray：第 0 列是 RNN 的 h_L（rnn_forward），
+    第 1 列是注意力的残留（attention_residual）。
     """
     rows = []
     for length in lengths:
         seq = [1.0] + [0.0] * (int(length) - 1)
         rows.append([rnn_forward(seq, W_hh, W_xh), attention_residual(seq, alpha)])
-    # reshape keeps the (0, 2) shape when lengths is empty.
+    # lengths 为空时，reshape 让形状仍是 (0, 2)。
     return np.array(rows, dtype=np.float64).reshape(len(rows), 2)   # (n, 2)
 
 
 def rnn_layer(x, W_xh, W_hh, b=None, h0=None):
-    """Exercise 1.5: a batched tanh RNN layer, h_t = tanh(x_t W_xh + h_{t-1} W_hh + b).
+    """练习 1.5：批量的 tanh RNN 层，h_t = tanh(x_t W_xh + h_{t-1} W_hh + b)。
 
-    x: (B, T, D), W_xh: (D, H), W_hh: (H, H), b: (H,) or None, h0: (B, H) or None (zeros).
-    Returns (outputs, h_T): outputs (B, T, H) holds h_1 .. h_T, h_T is (B, H).
+    x：(B, T, D)，W_xh：(D, H)，W_hh：(H, H)，b：(H,) 或 None，h0：(B, H) 或 None（全 0）。
+    返回 (outputs, h_T)：outputs 形状 (B, T, H)，依次是 h_1 .. h_T；h_T 形状 (B, H)。
     """
     B, T, _ = x.shape                                   # (B, T, D)
     H = W_hh.shape[0]
     h = x.new_zeros(B, H) if h0 is None else h0         # (B, H)
     outputs = []
     for t in range(T):
-        # Step t needs h from step t - 1: this loop cannot run in parallel over t.
+        # 第 t 步要用第 t - 1 步的 h：这个循环没法沿 t 并行。
         pre = x[:, t] @ W_xh + h @ W_hh                 # (B, D) @ (D, H) + (B, H) @ (H, H) -> (B, H)
         if b is not None:
             pre = pre + b
         h = torch.tanh(pre)                             # (B, H)
         outputs.append(h)
     if T == 0:
-        # torch.stack refuses an empty list; nothing was read, so h is still h0.
+        # torch.stack 不接受空列表；什么也没读，h 仍是 h0。
         return x.new_zeros(B, 0, H), h
     return torch.stack(outputs, dim=1), h               # (B, T, H), (B, H)
 
 
 def attention_weights(query, keys):
-    """Exercise 1.6: softmax over the N keys of their dot products with one query.
+    """练习 1.6：一个查询与 N 个键的点积，在 N 这一维上做 softmax。
 
-    query: (D,), keys: (N, D). Returns the weights, shape (N,), summing to 1.
+    query：(D,)，keys：(N, D)。返回权重，形状 (N,)，加和为 1。
     """
     scores = keys @ query                               # (N, D) @ (D,) -> (N,)
-    # Shifting by the max changes nothing mathematically and keeps exp finite.
+    # 减去最大值在数学上什么也没改变，却让 exp 不会溢出。
     scores = scores - scores.max()
     e = torch.exp(scores)                               # (N,)
     return e / e.sum()

@@ -330,7 +330,8 @@ def test_adding_an_exercise_end_to_end(course_root: Path, tmp_path: Path) -> Non
     nbformat.write(solved, mine)
     checked = autograder(course_root, "check", str(mine), "--exercise", "2.5", "--language", "en")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "shape-values" in checked.stdout and "all passed" in checked.stdout
+    # Its check named by its title (the student's words): "output of shape (..., Tq) in the input's dtype..."
+    assert "output of shape (..., Tq)" in checked.stdout and "all passed" in checked.stdout
 
     # (7) grade: a full submission gets 2.5's point, one with a known mistake less, the mistake named.
     everything = reference_code(course_root, QKV)

@@ -147,7 +147,7 @@ def _residual_torch(seq, alpha=0.6):
     return (w * x).sum().item()
 
 
-@alternative("1.3", "enumerate-loop", zh="enumerate 循环，只有位置 0 的权重是 alpha",
+@alternative("1.3", "enumerate-loop", zh="`enumerate` 循环，只有位置 0 的权重是 alpha",
              en="an enumerate loop where only position 0 weighs alpha")
 def _residual_enumerate(seq, alpha=0.6):
     # The loop body adds alpha * x at i = 0 and 0 elsewhere.
@@ -242,7 +242,7 @@ def _layer_addmm(x, W_xh, W_hh, b=None, h0=None):
     return out, h
 
 
-@alternative("1.5", "einsum-cat", zh="einsum 写矩阵乘法，每步 unsqueeze 后用 torch.cat 拼接",
+@alternative("1.5", "einsum-cat", zh="用 `einsum` 写矩阵乘法，每步 `unsqueeze` 后用 `torch.cat` 拼接",
              en="the products as einsum, each step unsqueezed and joined with torch.cat")
 def _layer_einsum(x, W_xh, W_hh, b=None, h0=None):
     # torch.cat accepts a list holding one empty (B, 0, H) piece, so T = 0 needs no special case.
@@ -307,7 +307,7 @@ def _weights_logsumexp(query, keys):
     return torch.exp(scores - torch.logsumexp(scores, dim=0))
 
 
-@alternative("1.6", "einsum-max-shift", zh="einsum 打分，减去最大值后手写 softmax",
+@alternative("1.6", "einsum-max-shift", zh="用 `einsum` 打分，减去最大值后手写 softmax",
              en="einsum scores, a softmax by hand after subtracting the max")
 def _weights_einsum(query, keys):
     # Any shift leaves the softmax unchanged; the max makes every exponent <= 0.

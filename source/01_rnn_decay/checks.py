@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, compare
+from autograder.catalog.compare import OUTPUT, RETURN_VALUE, label
 
 P = Audience.PUBLIC
 
@@ -36,24 +37,26 @@ FLOAT_TYPES = ("float", "numpy.float64")
 
 
 # -- helpers shared by the checks of this assignment ----------------------------
-def expect_printed(ctx: Context, got: object, expected: object, decimals: int, what: str) -> None:
+def expect_printed(ctx: Context, got: object, expected: object, decimals: int, what: str | Msg) -> None:
     """Agreement with a number the chapter prints to ``decimals`` places."""
     atol = 0.5 * 10.0 ** -decimals + 1e-12
     problem = compare(got, torch.tensor(expected, dtype=torch.float64), 0.0, atol)
     if problem is not None:
         zh, en = problem
-        raise CheckFailed(Msg(f"{what}（书中的数值，保留 {decimals} 位小数）：{zh}",
-                              f"{what} (the chapter's value, to {decimals} decimals): {en}"), diagnose=True)
+        what_zh, what_en = label(what)
+        raise CheckFailed(Msg(f"{what_zh}（本章给出的数值，保留 {decimals} 位小数）：{zh}",
+                              f"{what_en} (the chapter's value, to {decimals} decimals): {en}"), diagnose=True)
 
 
-def expect_float(ctx: Context, value: plain.Value, what: str = "the return value") -> float:
+def expect_float(ctx: Context, value: plain.Value, what: str | Msg = RETURN_VALUE) -> float:
     """A Python float (NumPy's float64 is one too); anything else fails with what came back."""
     if value.kind != "float" or value.spec.get("type") not in FLOAT_TYPES:
-        raise CheckFailed(Msg(f"{what} 应当是 Python float，实际是 {value.describe()}（可以用 float(...) 转换）",
-                              f"{what} should be a Python float, got {value.describe()} (convert with float(...))"),
+        zh, en = label(what)
+        raise CheckFailed(Msg(f"{zh} 应当是 Python float，实际是 {value.describe()}（可以用 float(...) 转换）",
+                              f"{en} should be a Python float, got {value.describe()} (convert with float(...))"),
                           diagnose=True,
-                          hidden=Msg(f"{what} 应当是 Python float，实际是 {brief(value)}（可以用 float(...) 转换）",
-                                     f"{what} should be a Python float, got {brief(value)} (convert with float(...))"))
+                          hidden=Msg(f"{zh} 应当是 Python float，实际是 {brief(value)}（可以用 float(...) 转换）",
+                                     f"{en} should be a Python float, got {brief(value)} (convert with float(...))"))
     return float(value.spec["v"])
 
 
@@ -68,45 +71,47 @@ def widened_hint(expected: object, got: object) -> tuple[str, str]:
 
 
 def expect_kept_dtype(ctx: Context, value: plain.Value, shape: tuple[int, ...], dtype: torch.dtype,
-                      what: str = "the output") -> torch.Tensor:
+                      what: str | Msg = OUTPUT) -> torch.Tensor:
     """``ctx.expect_tensor`` of this shape and dtype, with :func:`widened_hint` when the dtype widened."""
     if value.kind == "tensor" and value.spec["dtype"] != str(dtype) and tuple(value.spec["shape"]) == tuple(shape):
         hint_zh, hint_en = widened_hint(dtype, value.spec["dtype"])
-        message = Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {value.spec['dtype']}{hint_zh}",
-                      f"{what} should have dtype {dtype}, got {value.spec['dtype']}{hint_en}")
+        zh, en = label(what)
+        message = Msg(f"{zh} 的 dtype 应为 {dtype}，实际是 {value.spec['dtype']}{hint_zh}",
+                      f"{en} should have dtype {dtype}, got {value.spec['dtype']}{hint_en}")
         raise CheckFailed(message, hidden=message)
     return ctx.expect_tensor(value, shape, dtype, what=what)
 
 
 def expect_ndarray(ctx: Context, value: plain.Value, shape: tuple[int, ...], dtype: str | None = None,
-                   what: str = "the output") -> np.ndarray:
+                   what: str | Msg = OUTPUT) -> np.ndarray:
     """A NumPy array of this shape (and dtype, if given; else any floating dtype).
 
     Shapes and dtypes are safe to state to hidden checks (the dtype is the array's own).
     """
+    zh, en = label(what)
     if value.kind != "ndarray":
-        raise CheckFailed(Msg(f"{what} 应当是 numpy.ndarray，实际是 {value.describe()}",
-                              f"{what} should be a numpy.ndarray, got {value.describe()}"), diagnose=True,
-                          hidden=Msg(f"{what} 应当是 numpy.ndarray，实际是 {brief(value)}",
-                                     f"{what} should be a numpy.ndarray, got {brief(value)}"))
+        raise CheckFailed(Msg(f"{zh} 应当是 numpy.ndarray，实际是 {value.describe()}",
+                              f"{en} should be a numpy.ndarray, got {value.describe()}"), diagnose=True,
+                          hidden=Msg(f"{zh} 应当是 numpy.ndarray，实际是 {brief(value)}",
+                                     f"{en} should be a numpy.ndarray, got {brief(value)}"))
     got_shape = tuple(value.spec["shape"])
     if got_shape != tuple(shape):
-        message = Msg(f"{what} 的形状应为 {tuple(shape)}，实际是 {got_shape}",
-                      f"{what} should have shape {tuple(shape)}, got {got_shape}")
+        message = Msg(f"{zh} 的形状应为 {tuple(shape)}，实际是 {got_shape}",
+                      f"{en} should have shape {tuple(shape)}, got {got_shape}")
         raise CheckFailed(message, diagnose=True, hidden=message)
     array = value.ndarray()
     got_dtype = value.spec["dtype"]
     if dtype is not None and got_dtype != dtype:
         hint_zh, hint_en = widened_hint(dtype, got_dtype)
-        raise CheckFailed(Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {got_dtype}{hint_zh}",
-                              f"{what} should have dtype {dtype}, got {got_dtype}{hint_en}"),
-                          hidden=Msg(f"{what} 的 dtype 应为 {dtype}，实际是 {array.dtype.name}{hint_zh}",
-                                     f"{what} should have dtype {dtype}, got {array.dtype.name}{hint_en}"))
+        raise CheckFailed(Msg(f"{zh} 的 dtype 应为 {dtype}，实际是 {got_dtype}{hint_zh}",
+                              f"{en} should have dtype {dtype}, got {got_dtype}{hint_en}"),
+                          hidden=Msg(f"{zh} 的 dtype 应为 {dtype}，实际是 {array.dtype.name}{hint_zh}",
+                                     f"{en} should have dtype {dtype}, got {array.dtype.name}{hint_en}"))
     if dtype is None and np.dtype(got_dtype).kind != "f":
-        raise CheckFailed(Msg(f"{what} 应当是浮点数组，实际 dtype 是 {got_dtype}",
-                              f"{what} should be a floating-point array, got dtype {got_dtype}"),
-                          hidden=Msg(f"{what} 应当是浮点数组，实际 dtype 是 {array.dtype.name}",
-                                     f"{what} should be a floating-point array, got dtype {array.dtype.name}"))
+        raise CheckFailed(Msg(f"{zh} 应当是浮点数组，实际 dtype 是 {got_dtype}",
+                              f"{en} should be a floating-point array, got dtype {got_dtype}"),
+                          hidden=Msg(f"{zh} 应当是浮点数组，实际 dtype 是 {array.dtype.name}",
+                                     f"{en} should be a floating-point array, got dtype {array.dtype.name}"))
     return array
 
 
@@ -149,8 +154,19 @@ def random_weight(ctx: Context, low: float, high: float) -> float:
     return round(low + (high - low) * u, 4)
 
 
+def tensor_input(dtype: torch.dtype, shape: tuple[int, ...] | None = None) -> Msg:
+    """The name of ``tanh_derivative(z)`` in messages when ``z`` is a tensor of this dtype (and shape)."""
+    if shape is None:
+        return Msg(f"tanh_derivative(z)（z 是 {dtype} 张量）", f"tanh_derivative(z) (z a {dtype} tensor)")
+    return Msg(f"tanh_derivative(z)（z 是形状 {shape} 的 {dtype} 张量）",
+               f"tanh_derivative(z) (z a {dtype} tensor of shape {shape})")
+
+
+NDARRAY_INPUT = Msg("tanh_derivative(z)（z 是 ndarray）", "tanh_derivative(z) (z an ndarray)")
+
+
 # -- 1.1 tanh_derivative ---------------------------------------------------------
-@check("1.1", "chapter-table", P, Kind.FACT, zh="书中的表：z = [0, 0.5, 1, 2, 3] 处的 tanh'",
+@check("1.1", "chapter-table", P, Kind.FACT, zh="本章的表：z = [0, 0.5, 1, 2, 3] 处的 tanh'",
        en="the chapter's table: tanh' at z = [0, 0.5, 1, 2, 3]")
 def _tanh_table(ctx: Context) -> None:
     z = torch.tensor(TANH_Z)
@@ -168,10 +184,12 @@ def _tanh_kind(ctx: Context) -> None:
     for np_dtype in (np.float64, np.float32):
         arr = ctx.randn(n, m).numpy().astype(np_dtype)
         name = np.dtype(np_dtype).name
-        expect_ndarray(ctx, ctx.call(arr), (n, m), name, what=f"tanh_derivative(ndarray {name})")
+        expect_ndarray(ctx, ctx.call(arr), (n, m), name,
+                       what=Msg(f"tanh_derivative(z)（z 是 {name} 的 ndarray）",
+                                f"tanh_derivative(z) (z an ndarray of {name})"))
     for dtype in (torch.float32, torch.float64):
         z = ctx.randn(m, n, dtype=dtype)
-        expect_kept_dtype(ctx, ctx.call(z), (m, n), dtype, what=f"tanh_derivative(Tensor {dtype})")
+        expect_kept_dtype(ctx, ctx.call(z), (m, n), dtype, what=tensor_input(dtype))
 
 
 @check("1.1", "even-and-bounded", P, Kind.PROPERTY, zh="tanh' 是偶函数，取值在 (0, 1]，在 0 处等于 1",
@@ -183,7 +201,8 @@ def _tanh_property(ctx: Context) -> None:
     both = torch.cat([z, -z])                                # (2n,)
     got = ctx.expect_tensor(ctx.call(both), (2 * n,), torch.float64, what="tanh_derivative(z)")
     ctx.expect(bool(torch.isfinite(got).all()), "结果中有 NaN 或 inf", "the result holds NaN or inf", diagnose=True)
-    ctx.expect_close(got[n:], got[:n], torch.float64, what="tanh_derivative(-z) vs tanh_derivative(z)")
+    ctx.expect_close(got[n:], got[:n], torch.float64,
+                     what=Msg("tanh_derivative(-z) 与 tanh_derivative(z)", "tanh_derivative(-z) against tanh_derivative(z)"))
     ctx.expect(bool(((got > 0) & (got <= 1)).all()),
                f"tanh' 应在 (0, 1] 之内，实际最小 {got.min().item():.4g}、最大 {got.max().item():.4g}",
                f"tanh' should lie in (0, 1], got min {got.min().item():.4g}, max {got.max().item():.4g}",
@@ -205,12 +224,12 @@ def _tanh_numeric(ctx: Context) -> None:
     for dtype, shape in ((torch.float32, (a, b)), (torch.float64, (c, a, b))):
         z = ctx.randn(*shape, dtype=dtype, scale=2.0)
         want = autograd_tanh_grad(z)
-        got = expect_kept_dtype(ctx, ctx.call(z), shape, dtype, what=f"tanh_derivative(Tensor {dtype})")
-        ctx.expect_close(got, want, dtype, what=f"tanh_derivative(Tensor {dtype})")
+        got = expect_kept_dtype(ctx, ctx.call(z), shape, dtype, what=tensor_input(dtype))
+        ctx.expect_close(got, want, dtype, what=tensor_input(dtype))
     arr = ctx.randn(b, c, scale=2.0).numpy()
     want = autograd_tanh_grad(arr)
-    got = expect_ndarray(ctx, ctx.call(arr), (b, c), "float64", what="tanh_derivative(ndarray)")
-    ctx.expect_close(got, want, torch.float64, what="tanh_derivative(ndarray)")
+    got = expect_ndarray(ctx, ctx.call(arr), (b, c), "float64", what=NDARRAY_INPUT)
+    ctx.expect_close(got, want, torch.float64, what=NDARRAY_INPUT)
     x = float(ctx.randn(1, scale=2.0))
     want_x = float(autograd_tanh_grad(x))
     got_x = expect_float(ctx, ctx.call(x), what=f"tanh_derivative({x:.4g})")
@@ -223,12 +242,13 @@ def _rnn_forward_type(ctx: Context) -> None:
     expect_float(ctx, ctx.call(random_sequence(ctx, ctx.sizes(1)[0])), what="rnn_forward(seq)")
 
 
-@check("1.2", "chapter-decay", P, Kind.FACT, zh="书中的衰减：h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021（L = 5/10/20/50）",
+@check("1.2", "chapter-decay", P, Kind.FACT, zh="本章的衰减：h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021（L = 5/10/20/50）",
        en="the chapter's decay: h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021 at L = 5/10/20/50")
 def _rnn_forward_fact(ctx: Context) -> None:
     for length, want in zip(DECAY_LENGTHS, RNN_RESIDUAL):
-        got = expect_float(ctx, ctx.call(one_hot_sequence(length)), what=f"rnn_forward([1, 0, ...]) (L={length})")
-        expect_printed(ctx, got, want, 4, f"rnn_forward([1, 0, ...]) (L={length})")
+        what = Msg(f"rnn_forward([1, 0, ...])（L = {length}）", f"rnn_forward([1, 0, ...]) (L={length})")
+        got = expect_float(ctx, ctx.call(one_hot_sequence(length)), what=what)
+        expect_printed(ctx, got, want, 4, what)
 
 
 @check("1.2", "matches-torch-rnn", P, Kind.NUMERIC, zh="与 nn.RNN(1, 1) 一致（随机序列与权重）",
@@ -239,11 +259,14 @@ def _rnn_forward_numeric(ctx: Context) -> None:
         W_hh, W_xh = random_weight(ctx, -1.2, 1.2), random_weight(ctx, -1.5, 1.5)
         want = scalar_rnn(seq, W_hh, W_xh)
         got = expect_float(ctx, ctx.call(seq, W_hh=W_hh, W_xh=W_xh), what=f"rnn_forward(seq, W_hh={W_hh}, W_xh={W_xh})")
-        ctx.expect_close(got, want, torch.float64, what=f"rnn_forward(seq of {length}, W_hh={W_hh}, W_xh={W_xh})")
+        ctx.expect_close(got, want, torch.float64,
+                         what=Msg(f"rnn_forward(seq, W_hh={W_hh}, W_xh={W_xh})（seq 长 {length}）",
+                                  f"rnn_forward(seq of {length}, W_hh={W_hh}, W_xh={W_xh})"))
     seq = random_sequence(ctx, 7)
     want = scalar_rnn(seq, 0.3, -0.8)
     got = expect_float(ctx, ctx.call(seq, 0.3, -0.8), what="rnn_forward(seq, 0.3, -0.8)")
-    ctx.expect_close(got, want, torch.float64, what="rnn_forward(seq, 0.3, -0.8) (positional)")
+    ctx.expect_close(got, want, torch.float64,
+                     what=Msg("rnn_forward(seq, 0.3, -0.8)（按位置传参）", "rnn_forward(seq, 0.3, -0.8) (positional)"))
 
 
 # -- 1.3 attention_residual ------------------------------------------------------
@@ -252,13 +275,13 @@ def _residual_type(ctx: Context) -> None:
     expect_float(ctx, ctx.call(random_sequence(ctx, ctx.sizes(1)[0])), what="attention_residual(seq)")
 
 
-@check("1.3", "chapter-constant", P, Kind.FACT, zh="书中的结论：任何长度下都保留 0.6",
+@check("1.3", "chapter-constant", P, Kind.FACT, zh="本章的结论：任何长度下都保留 0.6",
        en="the chapter's point: 0.6 is kept at every length")
 def _residual_fact(ctx: Context) -> None:
     for length in DECAY_LENGTHS:
-        got = expect_float(ctx, ctx.call(one_hot_sequence(length)),
-                           what=f"attention_residual([1, 0, ...]) (L={length})")
-        expect_printed(ctx, got, ATTENTION_RESIDUAL, 4, f"attention_residual([1, 0, ...]) (L={length})")
+        what = Msg(f"attention_residual([1, 0, ...])（L = {length}）", f"attention_residual([1, 0, ...]) (L={length})")
+        got = expect_float(ctx, ctx.call(one_hot_sequence(length)), what=what)
+        expect_printed(ctx, got, ATTENTION_RESIDUAL, 4, what)
 
 
 @check("1.3", "matches-closed-form", P, Kind.NUMERIC, zh="随机序列与 alpha：alpha * seq[0]",
@@ -268,10 +291,13 @@ def _residual_numeric(ctx: Context) -> None:
         seq = random_sequence(ctx, length)
         alpha = random_weight(ctx, 0.05, 0.95)
         got = expect_float(ctx, ctx.call(seq, alpha=alpha), what=f"attention_residual(seq, alpha={alpha})")
-        ctx.expect_close(got, alpha * seq[0], torch.float64, what=f"attention_residual(seq of {length}, alpha={alpha})")
+        ctx.expect_close(got, alpha * seq[0], torch.float64,
+                         what=Msg(f"attention_residual(seq, alpha={alpha})（seq 长 {length}）",
+                                  f"attention_residual(seq of {length}, alpha={alpha})"))
     seq = random_sequence(ctx, 6)
     got = expect_float(ctx, ctx.call(seq), what="attention_residual(seq)")
-    ctx.expect_close(got, 0.6 * seq[0], torch.float64, what="attention_residual(seq) (default alpha)")
+    ctx.expect_close(got, 0.6 * seq[0], torch.float64,
+                     what=Msg("attention_residual(seq)（alpha 取默认值）", "attention_residual(seq) (default alpha)"))
 
 
 # -- 1.4 decay_table -------------------------------------------------------------
@@ -287,7 +313,7 @@ def _table_shape(ctx: Context) -> None:
     expect_ndarray(ctx, ctx.call(lengths), (3, 2), what="decay_table(lengths)")
 
 
-@check("1.4", "chapter-table", P, Kind.FACT, zh="书中的表：L = 5/10/20/50 时 RNN 与注意力的残留",
+@check("1.4", "chapter-table", P, Kind.FACT, zh="本章的表：L = 5/10/20/50 时 RNN 与注意力的残留",
        en="the chapter's table: RNN and attention residuals at L = 5/10/20/50")
 def _table_fact(ctx: Context) -> None:
     got = expect_ndarray(ctx, ctx.call(list(DECAY_LENGTHS)), (4, 2), what="decay_table([5, 10, 20, 50])")
@@ -305,7 +331,7 @@ def _table_property(ctx: Context) -> None:
     ctx.expect(bool((got[1:, 0] < got[:-1, 0]).all()),
                f"第 0 列应随长度 {lengths} 严格下降，实际是 {column}",
                f"column 0 should strictly decrease over lengths {lengths}, got {column}", diagnose=True)
-    ctx.expect_close(got[:, 1], torch.full((5,), ATTENTION_RESIDUAL), torch.float64, what="column 1")
+    ctx.expect_close(got[:, 1], torch.full((5,), ATTENTION_RESIDUAL), torch.float64, what=Msg("第 1 列", "column 1"))
 
 
 @check("1.4", "matches-torch-rnn", P, Kind.NUMERIC, zh="随机长度与参数：与 nn.RNN(1, 1) 和 alpha 一致",
@@ -346,7 +372,7 @@ def _layer_last(ctx: Context) -> None:
     out, h = ctx.expect_tuple(ctx.call(a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"]), 2)
     out_t = ctx.expect_tensor(out, (B, T, H), torch.float64, what="outputs")
     h_t = ctx.expect_tensor(h, (B, H), torch.float64, what="h_T")
-    ctx.expect_close(h_t, out_t[:, -1], torch.float64, what="h_T vs outputs[:, -1]")
+    ctx.expect_close(h_t, out_t[:, -1], torch.float64, what=Msg("h_T 与 outputs[:, -1]", "h_T against outputs[:, -1]"))
 
 
 @check("1.5", "matches-torch-rnn", P, Kind.NUMERIC,
@@ -385,7 +411,7 @@ def _weights_shape(ctx: Context) -> None:
 
 
 @check("1.6", "chapter-weights", P, Kind.FACT,
-       zh="书中的例子：查询 [0, 1] 对 我/爱/猫 的权重为 [0.168, 0.457, 0.374]",
+       zh="本章的例子：查询 [0, 1] 对 我/爱/猫 的权重为 [0.168, 0.457, 0.374]",
        en="the chapter's example: query [0, 1] over 我 (I) / 爱 (love) / 猫 (cat) gives [0.168, 0.457, 0.374]")
 def _weights_fact(ctx: Context) -> None:
     got = ctx.expect_tensor(ctx.call(torch.tensor(FACT_QUERY), torch.tensor(FACT_KEYS)), (3,), torch.float32,

@@ -15,19 +15,21 @@ import torch
 from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, near_answer
 from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog.compare import label
 from .checks import (SPREAD_CASES, exact_inputs, expect_float, expect_kept_dtype, expect_ndarray, random_sequence,
-                     random_weight, spread_scores)
+                     random_weight, spread_scores, tensor_input)
 
 H = Audience.HIDDEN
 
 
-def expect_number(ctx: Context, value: plain.Value, what: str) -> float:
+def expect_number(ctx: Context, value: plain.Value, what: str | Msg) -> float:
     """Any real number (int or float): for edge cases where only the value matters."""
     if value.kind not in ("float", "int"):
-        raise CheckFailed(Msg(f"{what} 应当是一个数，实际是 {value.describe()}",
-                              f"{what} should be a number, got {value.describe()}"), diagnose=True,
-                          hidden=Msg(f"{what} 应当是一个数，实际是 {brief(value)}",
-                                     f"{what} should be a number, got {brief(value)}"))
+        zh, en = label(what)
+        raise CheckFailed(Msg(f"{zh} 应当是一个数，实际是 {value.describe()}",
+                              f"{en} should be a number, got {value.describe()}"), diagnose=True,
+                          hidden=Msg(f"{zh} 应当是一个数，实际是 {brief(value)}",
+                                     f"{en} should be a number, got {brief(value)}"))
     return float(value.spec["v"])
 
 
@@ -42,17 +44,19 @@ def _tanh_reference(ctx: Context) -> None:
         # ctx.randn wants at least one size: draw flat, then shape (also the 0-d case).
         z = ctx.randn(math.prod(shape), dtype=dtype, scale=3.0).reshape(shape)
         want = ctx.reference(z)
-        got = expect_kept_dtype(ctx, ctx.call(z), shape, dtype, what=f"tanh_derivative(Tensor{shape} {dtype})")
-        ctx.expect_close(got, want, dtype, what=f"tanh_derivative(Tensor{shape} {dtype})")
+        got = expect_kept_dtype(ctx, ctx.call(z), shape, dtype, what=tensor_input(dtype, shape))
+        ctx.expect_close(got, want, dtype, what=tensor_input(dtype, shape))
     for shape, dtype in (((c, a), np.float64), ((b,), np.float32)):
         arr = ctx.randn(*shape, scale=3.0).numpy().astype(dtype)
         want = ctx.reference(arr)
-        got = expect_ndarray(ctx, ctx.call(arr), shape, np.dtype(dtype).name, what=f"tanh_derivative(ndarray{shape})")
-        ctx.expect_close(got, want, np.dtype(dtype).name, what=f"tanh_derivative(ndarray{shape})")
+        what = Msg(f"tanh_derivative(z)（z 是形状 {shape} 的 ndarray）", f"tanh_derivative(z) (z an ndarray of shape {shape})")
+        got = expect_ndarray(ctx, ctx.call(arr), shape, np.dtype(dtype).name, what=what)
+        ctx.expect_close(got, want, np.dtype(dtype).name, what=what)
     for x in ctx.randn(3, scale=3.0).tolist():
         want = ctx.reference(x)
-        got = expect_float(ctx, ctx.call(x), what="tanh_derivative(a Python float)")
-        ctx.expect_close(got, want, torch.float64, what="tanh_derivative(a Python float)")
+        what = Msg("tanh_derivative(z)（z 是 Python float）", "tanh_derivative(z) (z a Python float)")
+        got = expect_float(ctx, ctx.call(x), what=what)
+        ctx.expect_close(got, want, torch.float64, what=what)
 
 
 @check("1.1", "edge-saturation-and-empty", H, Kind.EDGE, zh="±1e4 处趋于 0（无 NaN），空输入返回空输出",
@@ -72,13 +76,15 @@ def _tanh_edge(ctx: Context) -> None:
         with ctx.case(zh=f"绝对值很大的 z（ndarray {name}）", en=f"z of large magnitude (ndarray {name})"):
             arr = np.array([1e4, -1e4, 0.0], dtype=np_dtype)
             want = ctx.reference(arr)
-            ctx.expect_close(expect_ndarray(ctx, ctx.call(arr), (3,), name, what="tanh_derivative(ndarray ~ ±1e4)"),
-                             want, name, what="tanh_derivative(ndarray ~ ±1e4 and 0)")
+            what = Msg("tanh_derivative(z)（z 是 ±1e4 与 0 的 ndarray）", "tanh_derivative(z) (z an ndarray of ±1e4 and 0)")
+            ctx.expect_close(expect_ndarray(ctx, ctx.call(arr), (3,), name, what=what), want, name, what=what)
     with ctx.case(zh="空张量", en="an empty Tensor"):
         empty = torch.zeros(0, dtype=torch.float64)
-        ctx.expect_tensor(ctx.call(empty), (0,), torch.float64, what="tanh_derivative(empty Tensor)")
+        ctx.expect_tensor(ctx.call(empty), (0,), torch.float64,
+                          what=Msg("tanh_derivative(z)（z 是空张量）", "tanh_derivative(z) (z an empty tensor)"))
     with ctx.case(zh="空数组", en="an empty ndarray"):
-        expect_ndarray(ctx, ctx.call(np.zeros(0)), (0,), "float64", what="tanh_derivative(empty ndarray)")
+        expect_ndarray(ctx, ctx.call(np.zeros(0)), (0,), "float64",
+                       what=Msg("tanh_derivative(z)（z 是空数组）", "tanh_derivative(z) (z an empty ndarray)"))
 
 
 # -- 1.2 rnn_forward -------------------------------------------------------------
@@ -90,11 +96,14 @@ def _rnn_forward_reference(ctx: Context) -> None:
         W_hh, W_xh = random_weight(ctx, -1.5, 1.5), random_weight(ctx, -2.0, 2.0)
         want = ctx.reference(seq, W_hh, W_xh)
         got = expect_float(ctx, ctx.call(seq, W_hh=W_hh, W_xh=W_xh), what="rnn_forward(seq, W_hh, W_xh)")
-        ctx.expect_close(got, want, torch.float64, what=f"rnn_forward(a sequence of {length}, random W_hh and W_xh)")
+        ctx.expect_close(got, want, torch.float64,
+                         what=Msg(f"rnn_forward(seq, W_hh, W_xh)（seq 长 {length}，W_hh 与 W_xh 随机）",
+                                  f"rnn_forward(a sequence of {length}, random W_hh and W_xh)"))
     seq = random_sequence(ctx, 9)
     want = ctx.reference(seq)
     got = expect_float(ctx, ctx.call(seq), what="rnn_forward(seq)")
-    ctx.expect_close(got, want, torch.float64, what="rnn_forward(seq of 9) (default weights)")
+    ctx.expect_close(got, want, torch.float64,
+                     what=Msg("rnn_forward(seq)（seq 长 9，权重取默认值）", "rnn_forward(seq of 9) (default weights)"))
 
 
 @check("1.2", "edge-short-long-large", H, Kind.EDGE, zh="长度 1、空序列（h_0 = 0）、±1e4 的输入",
@@ -105,15 +114,17 @@ def _rnn_forward_edge(ctx: Context) -> None:
         x = random_sequence(ctx, 1)
         want = ctx.reference(x)
         got = expect_float(ctx, ctx.call(x), what="rnn_forward([x])")
-        ctx.expect_close(got, want, torch.float64, what="rnn_forward(a sequence of 1)")
+        ctx.expect_close(got, want, torch.float64, what=Msg("rnn_forward([x])（长度为 1 的序列）", "rnn_forward(a sequence of 1)"))
     with ctx.case(zh="空序列", en="an empty sequence"):
         got = expect_number(ctx, ctx.call([]), what="rnn_forward([])")
-        ctx.expect_close(got, 0.0, torch.float64, what="rnn_forward([]) (h_0 = 0)")
+        ctx.expect_close(got, 0.0, torch.float64, what=Msg("rnn_forward([])（应为 h_0 = 0）", "rnn_forward([]) (h_0 = 0)"))
     with ctx.case(zh="绝对值很大的输入", en="inputs of large magnitude"):
         seq = [1e4 if v > 0 else -1e4 for v in random_sequence(ctx, 6)]
         want = ctx.reference(seq, 0.7, 0.3)
         got = expect_float(ctx, ctx.call(seq, 0.7, 0.3), what="rnn_forward(seq ~ ±1e4)")
-        ctx.expect_close(got, want, torch.float64, what="rnn_forward(seq ~ ±1e4, other W_hh and W_xh)")
+        ctx.expect_close(got, want, torch.float64,
+                         what=Msg("rnn_forward(seq ~ ±1e4, W_hh, W_xh)（换了一组 W_hh 与 W_xh）",
+                                  "rnn_forward(seq ~ ±1e4, other W_hh and W_xh)"))
 
 
 # -- 1.3 attention_residual ------------------------------------------------------
@@ -125,7 +136,9 @@ def _residual_reference(ctx: Context) -> None:
         alpha = random_weight(ctx, 0.0, 1.0)
         want = ctx.reference(seq, alpha)
         got = expect_float(ctx, ctx.call(seq, alpha), what="attention_residual(seq, alpha)")
-        ctx.expect_close(got, want, torch.float64, what=f"attention_residual(a sequence of {length}, random alpha)")
+        ctx.expect_close(got, want, torch.float64,
+                         what=Msg(f"attention_residual(seq, alpha)（seq 长 {length}，alpha 随机）",
+                                  f"attention_residual(a sequence of {length}, random alpha)"))
 
 
 @check("1.3", "edge-short-large", H, Kind.EDGE, zh="长度 1 的序列、空序列（返回 0.0）、±1e4 的输入",
@@ -134,23 +147,26 @@ def _residual_reference(ctx: Context) -> None:
 def _residual_edge(ctx: Context) -> None:
     with ctx.case(zh="空序列", en="an empty sequence"):
         got = expect_number(ctx, ctx.call([]), what="attention_residual([])")
-        ctx.expect_close(got, 0.0, torch.float64, what="attention_residual([]) (an empty sequence gives 0.0)")
+        ctx.expect_close(got, 0.0, torch.float64,
+                         what=Msg("attention_residual([])（空序列应返回 0.0）", "attention_residual([]) (an empty sequence gives 0.0)"))
         got = expect_number(ctx, ctx.call([], alpha=0.25), what="attention_residual([], alpha)")
-        ctx.expect_close(got, 0.0, torch.float64, what="attention_residual([], another alpha)")
+        ctx.expect_close(got, 0.0, torch.float64,
+                         what=Msg("attention_residual([], alpha)（换一个 alpha）", "attention_residual([], another alpha)"))
     with ctx.case(zh="长度为 1 的序列", en="a sequence of length 1"):
         x = random_sequence(ctx, 1)
         want = ctx.reference(x)
         ctx.expect_close(expect_float(ctx, ctx.call(x), what="attention_residual([x])"), want, torch.float64,
-                         what="attention_residual(a sequence of 1)")
+                         what=Msg("attention_residual([x])（长度为 1 的序列）", "attention_residual(a sequence of 1)"))
     with ctx.case(zh="绝对值很大的输入", en="inputs of large magnitude"):
         seq = [v * 1e4 for v in random_sequence(ctx, 5)]
         want = ctx.reference(seq, alpha=0.25)
         ctx.expect_close(expect_float(ctx, ctx.call(seq, alpha=0.25), what="attention_residual(seq ~ 1e4)"), want,
-                         torch.float64, what="attention_residual(seq ~ 1e4, another alpha)")
+                         torch.float64, what=Msg("attention_residual(seq ~ 1e4, alpha)（换一个 alpha）",
+                                                 "attention_residual(seq ~ 1e4, another alpha)"))
 
 
 # -- 1.4 decay_table -------------------------------------------------------------
-@check("1.4", "reference-random", H, Kind.NUMERIC, zh="随机长度（list 或 ndarray）与参数与参考答案一致",
+@check("1.4", "reference-random", H, Kind.NUMERIC, zh="随机长度（Python 列表或 NumPy 数组）与参数：与参考答案一致",
        en="agrees with the reference on random lengths (list or ndarray) and parameters", weight=2,
        statement="lengths 是一串长度，Python 列表或 NumPy 整数数组都可能", same_as="matches-torch-rnn")
 def _table_reference(ctx: Context) -> None:
@@ -158,24 +174,27 @@ def _table_reference(ctx: Context) -> None:
     W_hh, W_xh, alpha = random_weight(ctx, 0.3, 1.2), random_weight(ctx, -1.5, 1.5), random_weight(ctx, 0.0, 1.0)
     want = ctx.reference(lengths, W_hh, W_xh, alpha)
     got = expect_ndarray(ctx, ctx.call(lengths, W_hh, W_xh, alpha), (6, 2), what="decay_table(lengths, ...)")
-    ctx.expect_close(got, want, got.dtype, what="decay_table(6 random lengths, random W_hh, W_xh, alpha)")
+    ctx.expect_close(got, want, got.dtype,
+                     what=Msg("decay_table(lengths, W_hh, W_xh, alpha)（6 个随机长度，参数随机）",
+                              "decay_table(6 random lengths, random W_hh, W_xh, alpha)"))
     arr = np.array(ctx.sizes(3, 1, 20), dtype=np.int64)
     want = ctx.reference(arr)
     got = expect_ndarray(ctx, ctx.call(arr), (3, 2), what="decay_table(np.array(lengths))")
-    ctx.expect_close(got, want, got.dtype, what="decay_table(an np.array of 3 lengths)")
+    ctx.expect_close(got, want, got.dtype,
+                     what=Msg("decay_table(np.array(lengths))（3 个长度）", "decay_table(an np.array of 3 lengths)"))
 
 
 @check("1.4", "edge-one-length", H, Kind.EDGE, zh="只有一个长度、长度为 1、很长的序列、没有长度",
        en="a single length, length 1, a long sequence, no lengths at all",
        statement="lengths 为空时也要返回形状 (0, 2) 的数组", same_as="matches-torch-rnn")
 def _table_edge(ctx: Context) -> None:
-    for lengths, label, zh in (([1], "a single length of 1", "只有一个长度，且长度为 1"),
-                               ([200], "a single long sequence", "只有一个长度，且序列很长"),
-                               ([1, 300], "length 1 and a long sequence", "长度 1 和一个很长的序列")):
-        with ctx.case(zh=zh, en=label):
+    for lengths, en, zh in (([1], "a single length of 1", "只有一个长度，且长度为 1"),
+                            ([200], "a single long sequence", "只有一个长度，且序列很长"),
+                            ([1, 300], "length 1 and a long sequence", "长度 1 和一个很长的序列")):
+        with ctx.case(zh=zh, en=en):
             want = ctx.reference(lengths)
-            got = expect_ndarray(ctx, ctx.call(lengths), (len(lengths), 2), what=f"decay_table({label})")
-            ctx.expect_close(got, want, got.dtype, what=f"decay_table({label})")
+            got = expect_ndarray(ctx, ctx.call(lengths), (len(lengths), 2), what="decay_table(lengths)")
+            ctx.expect_close(got, want, got.dtype, what="decay_table(lengths)")
     with ctx.case(zh="lengths 为空", en="no lengths at all"):
         expect_ndarray(ctx, ctx.call([]), (0, 2), what="decay_table([])")
 
@@ -193,11 +212,14 @@ def _layer_case(ctx: Context, B: int, T: int, D: int, Hd: int, dtype: torch.dtyp
     else:
         reply = ctx.call(x, W_xh, W_hh, b, h0)
     out, h = ctx.expect_tuple(reply, 2)
-    label = (f"(B={B}, T={T}, D={D}, H={Hd}, {dtype}, b={'yes' if with_bias else 'None'}, "
-             f"h0={'yes' if with_h0 else 'None'})")
+    case_en = (f"(B={B}, T={T}, D={D}, H={Hd}, {dtype}, b={'given' if with_bias else 'None'}, "
+               f"h0={'given' if with_h0 else 'None'})")
+    case_zh = (f"（B={B}，T={T}，D={D}，H={Hd}，{dtype}，b {'给定' if with_bias else '为 None'}，"
+               f"h0 {'给定' if with_h0 else '为 None'}）")
     ctx.expect_close(ctx.expect_tensor(out, (B, T, Hd), dtype, what="outputs"), want_out, dtype,
-                     what=f"outputs {label}")
-    ctx.expect_close(ctx.expect_tensor(h, (B, Hd), dtype, what="h_T"), want_h, dtype, what=f"h_T {label}")
+                     what=Msg(f"outputs{case_zh}", f"outputs {case_en}"))
+    ctx.expect_close(ctx.expect_tensor(h, (B, Hd), dtype, what="h_T"), want_h, dtype,
+                     what=Msg(f"h_T{case_zh}", f"h_T {case_en}"))
 
 
 @check("1.5", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、dtype、有无 b 与 h0：与参考答案一致",
@@ -246,8 +268,11 @@ def _weights_reference(ctx: Context) -> None:
         N, D = ctx.sizes(2, 2, 12)
         query, keys = ctx.randn(D, dtype=dtype, scale=1.5), ctx.randn(N, D, dtype=dtype, scale=1.5)
         want = ctx.reference(query, keys)
-        got = ctx.expect_tensor(ctx.call(query, keys), (N,), dtype, what=f"attention_weights (N={N}, D={D})")
-        ctx.expect_close(got, want, dtype, what=f"attention_weights (N={N}, D={D}, {dtype})")
+        got = ctx.expect_tensor(ctx.call(query, keys), (N,), dtype,
+                                what=Msg(f"attention_weights(query, keys)（N={N}，D={D}）",
+                                         f"attention_weights (N={N}, D={D})"))
+        ctx.expect_close(got, want, dtype, what=Msg(f"attention_weights(query, keys)（N={N}，D={D}，{dtype}）",
+                                                    f"attention_weights (N={N}, D={D}, {dtype})"))
 
 
 @check("1.6", "edge-one-key-one-dim", H, Kind.EDGE, zh="只有一个键（权重为 1）、D = 1",
@@ -258,9 +283,10 @@ def _weights_edge(ctx: Context) -> None:
                                   ((ctx.randn(1), ctx.randn(N, 1)), "D = 1", "D = 1")):
         with ctx.case(zh=zh, en=en):
             want = ctx.reference(query, keys)
-            got = ctx.expect_tensor(ctx.call(query, keys), (keys.shape[0],), torch.float64,
-                                    what=f"attention_weights (keys {tuple(keys.shape)})")
-            ctx.expect_close(got, want, torch.float64, what=f"attention_weights (keys {tuple(keys.shape)})")
+            what = Msg(f"attention_weights(query, keys)（keys 的形状为 {tuple(keys.shape)}）",
+                       f"attention_weights (keys {tuple(keys.shape)})")
+            got = ctx.expect_tensor(ctx.call(query, keys), (keys.shape[0],), torch.float64, what=what)
+            ctx.expect_close(got, want, torch.float64, what=what)
 
 
 @check("1.6", "edge-large-scores", H, Kind.EDGE,
@@ -276,12 +302,12 @@ def _weights_large(ctx: Context) -> None:
                 n = ctx.sizes(1, 3, 12)[0]
                 query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
                 want = ctx.reference(query, keys)
-                got = ctx.expect_tensor(ctx.call(query, keys), (n,), dtype, what="attention_weights")
+                got = ctx.expect_tensor(ctx.call(query, keys), (n,), dtype, what="attention_weights(query, keys)")
                 ctx.expect(bool(torch.isfinite(got).all()),
                            "分数很大时权重里出现了 inf 或 NaN：exp 之前先减去分数的最大值",
                            "the weights hold inf or NaN when the scores are large: subtract the largest score "
                            "before exp", diagnose=True, safe=True)
-                ctx.expect_close(got, want, dtype, what="attention_weights")
+                ctx.expect_close(got, want, dtype, what="attention_weights(query, keys)")
 
 
 # -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------

@@ -244,13 +244,13 @@ def _table_off_by_one(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
     return np.array(rows, dtype=np.float64).reshape(len(rows), 2)
 
 
-@mistake("1.4", "returns-a-list", zh="返回的是 Python 列表：要返回 NumPy 数组，用 np.array(rows)",
+@mistake("1.4", "returns-a-list", zh="返回的是 Python 列表：要返回 NumPy 数组，用 `np.array(rows)`",
          en="returns a Python list: return a NumPy array, np.array(rows)")
 def _table_list(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
     return [[_rnn([1.0] + [0.0] * (int(n) - 1), W_hh, W_xh), alpha] for n in lengths]
 
 
-@mistake("1.4", "empty-not-reshaped", zh="lengths 为空时返回了形状 (0,) 的数组：要 reshape 成 (0, 2)",
+@mistake("1.4", "empty-not-reshaped", zh="lengths 为空时返回了形状 (0,) 的数组：要用 `reshape` 变成 (0, 2)",
          en="for empty lengths the array has shape (0,): reshape it to (0, 2)")
 def _table_not_reshaped(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
     return np.array([[_rnn([1.0] + [0.0] * (int(n) - 1), W_hh, W_xh), alpha] for n in lengths], dtype=np.float64)

@@ -17,7 +17,7 @@ from autograder.catalog import alternative
 
 
 # -- 2.1 project_qkv -------------------------------------------------------------
-@alternative("2.1", "einsum", zh="用 einsum 写三个投影", en="the three projections with einsum")
+@alternative("2.1", "einsum", zh="用 `torch.einsum` 写三个投影", en="the three projections with einsum")
 def _project_einsum(x, W_q, W_k, W_v):
     # "...td,de->...te" is x @ W for any number of leading batch dims.
     return tuple(torch.einsum("...td,de->...te", x, W) for W in (W_q, W_k, W_v))
@@ -97,7 +97,7 @@ def _softmax_loop(x, dim=-1):
 
 
 # -- 2.3 attention_scores --------------------------------------------------------
-@alternative("2.3", "einsum", zh="用 einsum 算所有查询与键的点积", en="every query-key dot product with einsum")
+@alternative("2.3", "einsum", zh="用 `torch.einsum` 算所有查询与键的点积", en="every query-key dot product with einsum")
 def _scores_einsum(Q, K):
     # "...qd,...kd->...qk" is Q @ K^T over any leading batch dims.
     return torch.einsum("...qd,...kd->...qk", Q, K) / math.sqrt(Q.shape[-1])
@@ -155,7 +155,7 @@ def _sdpa_inlined(Q, K, V):
     return weights @ V, weights
 
 
-@alternative("2.4", "einsum", zh="打分与加权求和都用 einsum", en="einsum for the scores and for the weighted sum")
+@alternative("2.4", "einsum", zh="打分与加权求和都用 `torch.einsum`", en="einsum for the scores and for the weighted sum")
 def _sdpa_einsum(Q, K, V):
     # Two einsums are Q @ K^T and weights @ V; the softmax is the max-shifted one over the keys.
     scores = torch.einsum("...qd,...kd->...qk", Q, K) / math.sqrt(Q.shape[-1])

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from autograder.catalog import Audience, Context, Kind, check, near_answer
+from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer
 from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
-from .checks import BATCHES, call_batched, sizes_apart, spread_slices
+from .checks import BATCHES, batch_names, call_batched, sizes_apart, spread_slices
 
 H = Audience.HIDDEN
 
@@ -24,7 +24,7 @@ STABLE_2_4 = "分数上万时结果也不能出现 `nan`"
 SCORES_2_3 = r"返回 $QK^\top / \sqrt{d_k}$，形状 (..., Tq, Tk)"
 
 
-def _expect_like(ctx: Context, value, want: torch.Tensor, dtype: torch.dtype, what: str) -> None:
+def _expect_like(ctx: Context, value, want: torch.Tensor, dtype: torch.dtype, what: str | Msg) -> None:
     ctx.expect_close(ctx.expect_tensor(value, tuple(want.shape), dtype, what=what), want, dtype, what=what)
 
 
@@ -35,8 +35,10 @@ def _project_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, T: i
     W_q, W_k, W_v = ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dv, dtype=dtype)
     want = ctx.reference(x, W_q, W_k, W_v)
     got = ctx.expect_tuple(ctx.call(x, W_q, W_k, W_v), 3)
+    batch_zh, batch_en = batch_names(batch)
     for name, g, w in zip("QKV", got, want):
-        _expect_like(ctx, g, w, dtype, f"{name} (batch {batch}, T={T}, D={D}, Dk={Dk}, Dv={Dv}, {dtype})")
+        _expect_like(ctx, g, w, dtype, Msg(f"{name}（{batch_zh}，T={T}、D={D}、Dk={Dk}、Dv={Dv}，{dtype}）",
+                                           f"{name} ({batch_en}, T={T}, D={D}, Dk={Dk}, Dv={Dv}, {dtype})"))
 
 
 @check("2.1", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
@@ -97,7 +99,7 @@ def _softmax_edge(ctx: Context) -> None:
                      f"softmax(x {tuple(x.shape)}, dim=1)")
     with ctx.case(zh="整行相同的值", en="rows of equal values"):
         x = torch.full((b, c), 7.5, dtype=torch.float64)
-        _expect_like(ctx, ctx.call(x), ctx.reference(x), torch.float64, "softmax of equal values")
+        _expect_like(ctx, ctx.call(x), ctx.reference(x), torch.float64, f"softmax(x {tuple(x.shape)})")
 
 
 @check("2.2", "no-forbidden-calls", H, Kind.FORBIDDEN,
@@ -118,8 +120,10 @@ def _scores_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: i
                  scale: float = 1.0) -> None:
     Q, K = ctx.randn(*batch, Tq, Dk, dtype=dtype, scale=scale), ctx.randn(*batch, Tk, Dk, dtype=dtype, scale=scale)
     want = ctx.reference(Q, K)
+    batch_zh, batch_en = batch_names(batch)
     _expect_like(ctx, call_batched(ctx, Q, K), want, dtype,
-                 f"attention_scores (batch {batch}, Tq={Tq}, Tk={Tk}, Dk={Dk}, {dtype})")
+                 Msg(f"attention_scores(Q, K)（{batch_zh}，Tq={Tq}、Tk={Tk}、Dk={Dk}，{dtype}）",
+                     f"attention_scores(Q, K) ({batch_en}, Tq={Tq}, Tk={Tk}, Dk={Dk}, {dtype})"))
 
 
 @check("2.3", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
@@ -154,9 +158,11 @@ def _sdpa_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int
     V = ctx.randn(*batch, Tk, Dv, dtype=dtype)
     want_out, want_w = ctx.reference(Q, K, V)
     out, weights = ctx.expect_tuple(call_batched(ctx, Q, K, V), 2)
-    label = f"(batch {batch}, Tq={Tq}, Tk={Tk}, Dk={Dk}, Dv={Dv}, {dtype})"
-    _expect_like(ctx, weights, want_w, dtype, f"weights {label}")
-    _expect_like(ctx, out, want_out, dtype, f"out {label}")
+    batch_zh, batch_en = batch_names(batch)
+    zh = f"{batch_zh}，Tq={Tq}、Tk={Tk}、Dk={Dk}、Dv={Dv}，{dtype}"
+    en = f"{batch_en}, Tq={Tq}, Tk={Tk}, Dk={Dk}, Dv={Dv}, {dtype}"
+    _expect_like(ctx, weights, want_w, dtype, Msg(f"weights（{zh}）", f"weights ({en})"))
+    _expect_like(ctx, out, want_out, dtype, Msg(f"out（{zh}）", f"out ({en})"))
 
 
 @check("2.4", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案一致", en="agrees with the reference on random inputs",

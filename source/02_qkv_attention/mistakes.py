@@ -166,7 +166,7 @@ def _scores_by_tk(Q, K):
     return Q @ K.transpose(-2, -1) / math.sqrt(K.shape[-2])
 
 
-@mistake("2.3", "reshape-instead-of-transpose", zh="用 reshape/view 代替了转置：形状对了，元素却被打乱，请用 K.transpose(-2, -1)",
+@mistake("2.3", "reshape-instead-of-transpose", zh="用 `reshape`/`view` 代替了转置：形状对了，元素却被打乱，请用 K.transpose(-2, -1)",
          en="reshape/view used instead of a transpose: the shape fits but the elements are scrambled; "
             "use K.transpose(-2, -1)")
 def _scores_reshape(Q, K):

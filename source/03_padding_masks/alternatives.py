@@ -20,7 +20,7 @@ from autograder.catalog import alternative
 
 
 # -- 3.1 padding_mask ---------------------------------------------------------------
-@alternative("3.1", "not-less-than", zh="arange 与长度比较 <，再取反", en="arange < lengths, negated")
+@alternative("3.1", "not-less-than", zh="位置 torch.arange(max_len) 与长度比较 <，再取反", en="arange < lengths, negated")
 def _pad_not_less(lengths, max_len=None):
     # t >= length is "not t < length"; an empty batch has no max, so its width is 0
     if max_len is None:
@@ -29,7 +29,7 @@ def _pad_not_less(lengths, max_len=None):
     return ~(positions[None, :] < lengths[:, None])
 
 
-@alternative("3.1", "lengths-le-arange", zh="lengths[:, None] <= arange", en="lengths[:, None] <= arange")
+@alternative("3.1", "lengths-le-arange", zh="lengths[:, None] <= torch.arange(max_len)", en="lengths[:, None] <= arange")
 def _pad_le(lengths, max_len=None):
     # the same comparison written from the lengths' side; an empty batch returns early
     if lengths.numel() == 0:
@@ -106,7 +106,7 @@ def _msm_logsumexp(scores, key_padding_mask):
     return torch.exp(filled - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse))
 
 
-@alternative("3.2", "multiply-after-safe-exp", zh="有效键上取最大值，exp 之后乘上 ~mask，除法前把 0 换成 1",
+@alternative("3.2", "multiply-after-safe-exp", zh="有效键上取最大值，exp 之后乘上 ~key_padding_mask，除法前把 0 换成 1",
              en="the max over the real keys, exp, then times ~mask, a zero sum replaced by 1 before dividing")
 def _msm_multiply(scores, key_padding_mask):
     # the padded scores never reach exp (where puts 0 there, so garbage cannot overflow); * keep zeroes them
@@ -150,7 +150,7 @@ def _msm_float64(scores, key_padding_mask):
 
 
 # -- 3.3 masked_attention -------------------------------------------------------------
-@alternative("3.3", "calls-masked-softmax", zh="matmul 与 .mT 算分数，交给自己的 masked_softmax",
+@alternative("3.3", "calls-masked-softmax", zh="torch.matmul 与 .mT 算分数，交给自己的 masked_softmax",
              en="scores by matmul and .mT, weighted by the student's own masked_softmax")
 def _mat_by_name(Q, K, V, key_padding_mask):
     # the reference's recipe in other words: .mT is transpose(-2, -1), * (1 / sqrt(d)) is / sqrt(d)
@@ -166,7 +166,7 @@ def _mat_scale_first(Q, K, V, key_padding_mask):
     return weights @ V, weights
 
 
-@alternative("3.3", "einsum-inline", zh="einsum 算分数和输出，带掩码的 softmax 直接写在函数里（加性 -inf 掩码 + logsumexp）",
+@alternative("3.3", "einsum-inline", zh="torch.einsum 算分数和输出，带掩码的 softmax 直接写在函数里（加性 -inf 掩码 + logsumexp）",
              en="einsum for the scores and the output, the masked softmax inline (additive -inf mask, logsumexp)")
 def _mat_einsum(Q, K, V, key_padding_mask):
     # '...qd,...kd->...qk' is Q K^T over any leading dims; the inline softmax is 3.2's logsumexp form
@@ -188,7 +188,7 @@ def _mat_float64(Q, K, V, key_padding_mask):
 
 
 # -- 3.4 masked_cross_entropy ---------------------------------------------------------
-@alternative("3.4", "logsumexp-gather", zh="torch.logsumexp 减去 gather 出的目标 logit，torch.where 清零忽略位置",
+@alternative("3.4", "logsumexp-gather", zh="torch.logsumexp 减去 gather() 取出的目标类别的 logits，torch.where 清零忽略位置",
              en="torch.logsumexp minus the gathered target logit, ignored positions zeroed by torch.where")
 def _mce_logsumexp(logits, targets, ignore_index=-100):
     # logsumexp is the stable log-sum-exp; the mean is over the counted positions only
@@ -198,7 +198,7 @@ def _mce_logsumexp(logits, targets, ignore_index=-100):
     return nll.sum() / keep.sum()
 
 
-@alternative("3.4", "log-softmax-one-hot", zh="F.log_softmax 乘 one-hot 目标再求和", en="F.log_softmax times one-hot targets, summed")
+@alternative("3.4", "log-softmax-one-hot", zh="F.log_softmax 乘独热编码的目标再求和", en="F.log_softmax times one-hot targets, summed")
 def _mce_one_hot(logits, targets, ignore_index=-100):
     # sum_c onehot_c * log p_c picks log p_y; ignored positions get an all-zero one-hot row
     keep = targets != ignore_index
@@ -236,7 +236,7 @@ def _causal_triu(T):
     return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
 
 
-@alternative("3.5", "arange-compare", zh="两个 arange 比较：j > i", en="two aranges compared: j > i")
+@alternative("3.5", "arange-compare", zh="两个 torch.arange(T) 比较：j > i", en="two aranges compared: j > i")
 def _causal_arange(T):
     # column index j against row index i, broadcast to (T, T)
     i = torch.arange(T)

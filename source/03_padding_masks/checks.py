@@ -3,8 +3,8 @@
 The truth here is torch's own code (``F.softmax`` after ``masked_fill(-inf)``,
 ``F.scaled_dot_product_attention``, ``F.cross_entropy``,
 ``nn.Transformer.generate_square_subsequent_mask``) or closed-form math, in
-float64. Torch gives NaN on a row whose keys are all padded, so those rows are
-compared with torch nowhere: they are checked as a property (all zeros, no NaN); so
+float64. Torch's softmax gives NaN on a row whose keys are all padded (and its
+modules do on some paths), so those rows are compared with torch nowhere: they are checked as a property (all zeros, no NaN); so
 are the rows whose real keys all score -inf (their padded keys exactly 0).
 
 References are computed *before* the student's function runs: in self-check the
@@ -19,6 +19,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Status, check, exercise
+from autograder.catalog.compare import label
 
 P = Audience.PUBLIC
 
@@ -31,6 +32,8 @@ exercise("3.3", forbidden=ATTENTION_FORBIDDEN + SOFTMAX_FORBIDDEN)
 exercise("3.4", forbidden=LOSS_FORBIDDEN)
 
 DTYPES = (torch.float32, torch.float64)
+#: What a mask is called in a message when no code expression names it.
+MASK = Msg("掩码", "the mask")
 
 
 # -- inputs and closed forms shared with the hidden checks --------------------------
@@ -76,41 +79,44 @@ def live(mask: torch.Tensor) -> torch.Tensor:
     return ~mask.all(dim=-1)
 
 
-def expect_exact(ctx: Context, got: torch.Tensor, want: torch.Tensor, what: str, diagnose: bool = True) -> None:
+def expect_exact(ctx: Context, got: torch.Tensor, want: torch.Tensor, what: str | Msg, diagnose: bool = True) -> None:
     """Exact equality (masks, reshapes): the message shows how many and the first place they differ.
 
-    The hidden message says only whether every element or some differ.
+    ``what``: a code expression (the same in both languages) or a :class:`Msg`. The hidden message says
+    only whether every element or some differ.
     """
+    zh, en = label(what)
     if got.shape != want.shape:
-        message = Msg(f"{what} 的形状应为 {tuple(want.shape)}，实际是 {tuple(got.shape)}",
-                      f"{what} should have shape {tuple(want.shape)}, got {tuple(got.shape)}")
+        message = Msg(f"{zh} 的形状应为 {tuple(want.shape)}，实际是 {tuple(got.shape)}",
+                      f"{en} should have shape {tuple(want.shape)}, got {tuple(got.shape)}")
         raise CheckFailed(message, diagnose=diagnose, hidden=message)
     bad = got != want
     if bad.any():
         idx = tuple(int(i) for i in bad.nonzero()[0])
         n_bad = int(bad.sum())
         every = n_bad == got.numel()
-        raise CheckFailed(Msg(f"{what}：{n_bad}/{got.numel()} 个元素不符，第一个在位置 {idx}：期望 {want[idx].item()}，"
+        raise CheckFailed(Msg(f"{zh}：{n_bad}/{got.numel()} 个元素不符，第一个在位置 {idx}：期望 {want[idx].item()}，"
                               f"得到 {got[idx].item()}",
-                              f"{what}: {n_bad}/{got.numel()} elements differ, the first at {idx}: "
+                              f"{en}: {n_bad}/{got.numel()} elements differ, the first at {idx}: "
                               f"expected {want[idx].item()}, got {got[idx].item()}"), diagnose=diagnose,
-                          hidden=Msg(f"{what}：与参考答案不完全相同（{'每个元素都' if every else '有元素'}不符）",
-                                     f"{what}: not exactly the reference "
+                          hidden=Msg(f"{zh}：与参考答案不完全相同（{'每个元素都' if every else '有元素'}不符）",
+                                     f"{en}: not exactly the reference "
                                      f"({'every element differs' if every else 'some elements differ'})"))
 
 
 def expect_bool(ctx: Context, value: plain.Value, shape: tuple[int, ...], device: str | None = None,
-                what: str = "the mask", diagnose: bool = True) -> torch.Tensor:
+                what: str | Msg = MASK, diagnose: bool = True) -> torch.Tensor:
     """A bool tensor of this shape; a float 0/-inf mask is a known mistake, so the dtype is diagnosed."""
     t = ctx.expect_tensor(value, shape, None, device, what=what)
+    zh, en = label(what)
     ctx.expect(t.dtype == torch.bool,
-               f"{what} 的 dtype 应为 torch.bool（True 表示不可见/填充），实际是 {value.spec['dtype']}",
-               f"{what} should have dtype torch.bool (True = hidden/padded), got {value.spec['dtype']}",
+               f"{zh} 的 dtype 应为 torch.bool（True 表示不可见/填充），实际是 {value.spec['dtype']}",
+               f"{en} should have dtype torch.bool (True = hidden/padded), got {value.spec['dtype']}",
                diagnose=diagnose, safe=True)      # a tensor's dtype, checked by expect_tensor
     return t
 
 
-def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tensor, what: str = "weights", *,
+def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tensor, what: str | Msg = "weights", *,
                           scores: torch.Tensor | None = None, diagnose_dead: bool = True) -> None:
     """The three properties of masked attention weights (B, ..., Tq, Tk) under a key mask (B, Tk).
 
@@ -122,26 +128,28 @@ def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tenso
     large finite number in place of -inf (-1e4, -1e9, finfo.min) all give a fully padded row the same
     uniform weights: the checks with very negative real scores tell them apart and name them.
     """
+    zh, en = label(what)
     w = weights.double()
     alive = live(mask)
     dead = w[~alive]
     if torch.isnan(dead).any():
         message = Msg(
-            f"{what}：键全部是填充的那一行出现了 NaN。对全是 -inf 的一行做 softmax 是 0/0；这一行应当全为 0"
-            f"（torch 自带的模块在这里也给 NaN，所以要自己处理）",
-            f"{what}: NaN in a row whose keys are all padded. A softmax over a row of -inf is 0/0; "
-            f"that row should be all zeros (torch's own modules give NaN here, so handle it yourself)")
+            f"{zh}：键全部是填充的那一行出现了 NaN。对全是 -inf 的一行做 softmax 是 0/0；这一行应当全为 0"
+            f"（torch 自带的 softmax 和 nn.MultiheadAttention 的一些路径在这里也给 NaN，所以要自己处理）",
+            f"{en}: NaN in a row whose keys are all padded. A softmax over a row of -inf is 0/0; "
+            f"that row should be all zeros (torch's own softmax, and nn.MultiheadAttention on some paths, give NaN "
+            f"here too, so handle it yourself)")
         raise CheckFailed(message, diagnose=True, hidden=message)
     if (dead != 0).any():
         top = dead.abs().max().item()
         raise CheckFailed(Msg(
-            f"{what}：键全部是填充的那一行应当全为 0，实际最大值 {top:.6g}"
+            f"{zh}：键全部是填充的那一行应当全为 0，实际最大值 {top:.6g}"
             f"（用 -1e9、-1e4、finfo.min 或 0 这样的有限数代替 -inf 会得到均匀分布）",
-            f"{what}: a row whose keys are all padded should be all zeros, got values up to {top:.6g} "
+            f"{en}: a row whose keys are all padded should be all zeros, got values up to {top:.6g} "
             f"(-1e9, -1e4, finfo.min or 0 in place of -inf gives a uniform row)"), diagnose=diagnose_dead,
-            hidden=Msg(f"{what}：键全部是填充的那一行应当全为 0，实际不是（用 -1e9、-1e4、finfo.min 或 0 这样的有限数"
+            hidden=Msg(f"{zh}：键全部是填充的那一行应当全为 0，实际不是（用 -1e9、-1e4、finfo.min 或 0 这样的有限数"
                        f"代替 -inf 会得到均匀分布）",
-                       f"{what}: a row whose keys are all padded should be all zeros, it is not "
+                       f"{en}: a row whose keys are all padded should be all zeros, it is not "
                        f"(-1e9, -1e4, finfo.min or 0 in place of -inf gives a uniform row)"))
     pads = key_mask_like(mask, w).expand_as(w)
     rows = alive.reshape(-1, *([1] * (w.dim() - 2))).expand(w.shape[:-1])   # (B, ..., Tq): has a real key
@@ -153,26 +161,27 @@ def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tenso
     if nonzero.any():
         n_bad, top = int(nonzero.sum()), at_pads.abs().max().item()
         raise CheckFailed(Msg(
-            f"{what}：填充位置的权重应当恰好为 0，有 {n_bad}/{at_pads.numel()} 个不是（最大 {top:.3g}）",
-            f"{what}: padded keys should get exactly 0, {n_bad}/{at_pads.numel()} do not (largest {top:.3g})"),
-            diagnose=True, hidden=Msg(f"{what}：填充位置（被掩码的键）的权重应当恰好为 0，有的不是",
-                                      f"{what}: padded (masked) keys should get exactly 0, some do not"))
+            f"{zh}：填充位置的权重应当恰好为 0，有 {n_bad}/{at_pads.numel()} 个不是（最大 {top:.3g}）",
+            f"{en}: padded keys should get exactly 0, {n_bad}/{at_pads.numel()} do not (largest {top:.3g})"),
+            diagnose=True, hidden=Msg(f"{zh}：填充位置（被掩蔽的键）的权重应当恰好为 0，有的不是",
+                                      f"{en}: padded (masked) keys should get exactly 0, some do not"))
     if blocked.any():
         at_pads = w[pads & blocked[..., None]]
         if torch.isnan(at_pads).any():
-            message = Msg(f"{what}：有效键的分数全是 -inf 的那一行，填充键的权重出现了 NaN，应当恰好为 0",
-                          f"{what}: NaN at the padded keys of a row whose real keys all score -inf; "
+            message = Msg(f"{zh}：有效键的分数全是 -inf 的那一行，填充键的权重出现了 NaN，应当恰好为 0",
+                          f"{en}: NaN at the padded keys of a row whose real keys all score -inf; "
                           f"they should get exactly 0")
             raise CheckFailed(message, hidden=message)
         if (at_pads != 0).any():
-            message = Msg(f"{what}：有效键的分数全是 -inf 的那一行，填充键分到了权重，应当恰好为 0"
+            message = Msg(f"{zh}：有效键的分数全是 -inf 的那一行，填充键分到了权重，应当恰好为 0"
                           f"（用 finfo.min 这样的有限数代替 -inf，填充键就比 -inf 大）",
-                          f"{what}: the padded keys of a row whose real keys all score -inf get weight; they "
+                          f"{en}: the padded keys of a row whose real keys all score -inf get weight; they "
                           f"should get exactly 0 (a finite fill such as finfo.min is larger than -inf)")
             raise CheckFailed(message, diagnose=True, hidden=message)
     counted = rows & ~blocked
     sums = w.sum(dim=-1)[counted]
-    ctx.expect_close(sums, torch.ones_like(sums), weights.dtype, what=f"{what}.sum(-1) (rows with a real key)")
+    ctx.expect_close(sums, torch.ones_like(sums), weights.dtype,
+                     what=Msg(f"{zh}.sum(-1)（有有效键的行）", f"{en}.sum(-1) (rows with a real key)"))
 
 
 # -- 3.1 padding_mask ---------------------------------------------------------------
@@ -190,11 +199,12 @@ def _pad_shape(ctx: Context) -> None:
 def _pad_values(ctx: Context) -> None:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
-    expect_exact(ctx, expect_bool(ctx, ctx.call(lengths), (B, T)), mask_from_lengths(lengths, T),
-                 "padding_mask(lengths)")
+    expect_exact(ctx, expect_bool(ctx, ctx.call(lengths), (B, T), what="padding_mask(lengths)"),
+                 mask_from_lengths(lengths, T), "padding_mask(lengths)")
     lengths[-1] = 0
     want = mask_from_lengths(lengths, T + 2)
-    expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, max_len=T + 2), (B, T + 2)), want,
+    expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, max_len=T + 2), (B, T + 2),
+                                  what=f"padding_mask(lengths, max_len={T + 2})"), want,
                  f"padding_mask(lengths, max_len={T + 2})")
 
 
@@ -203,7 +213,7 @@ def _pad_values(ctx: Context) -> None:
 def _pad_counts(ctx: Context) -> None:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
-    mask = expect_bool(ctx, ctx.call(lengths), (B, T))
+    mask = expect_bool(ctx, ctx.call(lengths), (B, T), what="padding_mask(lengths)")
     real = (~mask).sum(dim=-1)
     ctx.expect(torch.equal(real, lengths),
                f"每行未填充（False）的个数应等于 lengths={lengths.tolist()}，实际是 {real.tolist()}",
@@ -232,7 +242,8 @@ def _pad_empty(ctx: Context) -> None:
                                   hidden=Msg("空批量时函数报错了：空张量没有最大值，lengths.max() 会报错，要单独处理",
                                              "the function raised on an empty batch: an empty tensor has no max, "
                                              "lengths.max() raises there, handle it on its own")) from None
-            expect_bool(ctx, value, shape, what=f"padding_mask(an empty batch{', max_len' if kwargs else ''})")
+            expect_bool(ctx, value, shape, what=Msg(f"padding_mask（空批量{'，给了 max_len' if kwargs else ''}）",
+                                                    f"padding_mask(an empty batch{', max_len' if kwargs else ''})"))
 
 
 # -- 3.2 masked_softmax ---------------------------------------------------------------
@@ -250,6 +261,10 @@ NEGATIVE_CALLS = ((torch.float64, ("-1e4", "-1e9", "-inf", "dead")),
 KIND_NAMES = {"normal": ("普通分数", "ordinary scores"), "-1e4": ("-1e4 附近的分数", "scores near -1e4"),
               "-1e9": ("-1e9 附近的分数", "scores near -1e9"), "-inf": ("有效键全是 -inf", "every real key at -inf"),
               "dead": ("整行填充", "a fully padded row")}
+
+
+#: The rows of a very-negative call that torch's softmax can be the truth for.
+FINITE_ROWS = Msg("masked_softmax（有效键的分数有限的行）", "masked_softmax (the rows with a finite real score)")
 
 
 def negative_case(dtype: torch.dtype, kinds: tuple[str, ...], hidden: bool = False) -> tuple[str, str]:
@@ -353,7 +368,7 @@ def _msm_negative(ctx: Context) -> None:
             want = torch_masked_softmax(scores[finite], mask[finite])
             got = ctx.expect_tensor(ctx.call(scores, mask), tuple(scores.shape), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask, scores=scores)
-            ctx.expect_close(got[finite], want, dtype, what="masked_softmax (the rows with a finite real score)")
+            ctx.expect_close(got[finite], want, dtype, what=FINITE_ROWS)
 
 
 @check("3.2", "padded-scores-ignored", P, Kind.NUMERIC, zh="填充键位置上的分数再大（比有效键大上千）也不影响结果",
@@ -498,7 +513,8 @@ def torch_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_inde
 
 
 def expect_loss(ctx: Context, value: plain.Value, dtype: torch.dtype) -> torch.Tensor:
-    return ctx.expect_tensor(value, (), dtype, what="masked_cross_entropy (a 0-d tensor)")
+    return ctx.expect_tensor(value, (), dtype, what=Msg("masked_cross_entropy（0 维张量）",
+                                                         "masked_cross_entropy (a 0-d tensor)"))
 
 
 @check("3.4", "shape-dtype", P, Kind.SHAPE, zh="返回 0 维张量，dtype 与 logits 相同",
@@ -525,7 +541,7 @@ def _mce_torch(ctx: Context) -> None:
             else:
                 value = ctx.call(logits, targets, ignore_index=ignore_index)
             ctx.expect_close(expect_loss(ctx, value, dtype), want, dtype,
-                             what=f"masked_cross_entropy (ignore_index={ignore_index})")
+                             what=f"masked_cross_entropy(logits, targets, ignore_index={ignore_index})")
 
 
 @check("3.4", "no-padding", P, Kind.NUMERIC, zh="没有填充时等于普通交叉熵", en="without padding it is the plain cross entropy")
@@ -535,6 +551,10 @@ def _mce_plain(ctx: Context) -> None:
     want = torch_cross_entropy(logits, targets)
     ctx.expect_close(expect_loss(ctx, ctx.call(logits, targets), torch.float64), want, torch.float64,
                      what="masked_cross_entropy")
+
+
+#: The loss's name in the messages of the checks with logits near 1e4.
+NEAR_1E4 = Msg("masked_cross_entropy（logits 在 1e4 附近）", "masked_cross_entropy (logits near 1e4)")
 
 
 @check("3.4", "large-logits", P, Kind.PROPERTY, zh="logits 在 1e4 附近时结果有限且正确（log-sum-exp 要减最大值）",
@@ -549,7 +569,7 @@ def _mce_large(ctx: Context) -> None:
                f"logits 在 1e4 附近时损失是 {got.item()}：exp(1e4) 溢出了，先减去每行最大值再做 log-sum-exp",
                f"with logits near 1e4 the loss is {got.item()}: exp(1e4) overflows; subtract each row's max "
                f"before the log-sum-exp", diagnose=True)
-    ctx.expect_close(got, want, torch.float64, what="masked_cross_entropy (logits near 1e4)")
+    ctx.expect_close(got, want, torch.float64, what=NEAR_1E4)
 
 
 #: Logits thousands apart within a position, each case its own call, every target counted: "one-low" (one
@@ -558,9 +578,9 @@ def _mce_large(ctx: Context) -> None:
 #: below the rest: the log of a softmax computed by division is log 0), "positions-apart" (each position near
 #: its own level, the levels 3000 apart: a shift by the max of all the logits underflows). Float64 first, where
 #: each case catches only its own shift (float32's exp overflows past 88, where a mean shift fails "one-low" too).
-SPREAD_CASES = {"one-low": ("一个类别的 logit 比其余低上千", "one class's logit thousands below the rest"),
+SPREAD_CASES = {"one-low": ("有一个类别的 logits 比其余类别低上千", "one class's logit thousands below the rest"),
                 "others-low": ("目标之外的 logits 都比目标低上千", "every logit but the target's thousands below it"),
-                "target-low": ("目标的 logit 比其余低上千", "the target's logit thousands below the rest"),
+                "target-low": ("目标类别的 logits 比其余类别低上千", "the target's logit thousands below the rest"),
                 "positions-apart": ("各位置的 logits 相差上千", "positions whose logits are thousands apart")}
 
 

@@ -11,9 +11,9 @@ import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer
 from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
-from .checks import (DTYPES, NEGATIVE_CALLS, expect_bool, expect_causal, expect_exact, expect_loss,
-                     expect_masked_weights, key_lengths, live, mask_from_lengths, negative_case, negative_rows,
-                     padded_targets)
+from .checks import (DTYPES, FINITE_ROWS, NEAR_1E4, NEGATIVE_CALLS, expect_bool, expect_causal, expect_exact,
+                     expect_loss, expect_masked_weights, key_lengths, live, mask_from_lengths, negative_case,
+                     negative_rows, padded_targets)
 
 H = Audience.HIDDEN
 
@@ -46,10 +46,11 @@ def _pad_reference(ctx: Context) -> None:
         B, T = ctx.sizes(2, low=2, high=12)
         lengths = ctx.randint(0, T + 1, B)
         want = ctx.reference(lengths)
-        expect_exact(ctx, expect_bool(ctx, ctx.call(lengths), tuple(want.shape)), want, "padding_mask(lengths)")
+        expect_exact(ctx, expect_bool(ctx, ctx.call(lengths), tuple(want.shape), what="padding_mask(lengths)"), want,
+                     "padding_mask(lengths)")
         want = ctx.reference(lengths, T + 4)
-        expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, T + 4), (B, T + 4)), want,
-                     f"padding_mask(lengths, {T + 4})")
+        expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, T + 4), (B, T + 4), what=f"padding_mask(lengths, {T + 4})"),
+                     want, f"padding_mask(lengths, {T + 4})")
 
 
 @check("3.1", "edge-cases", H, Kind.EDGE, zh="T = 1、长度为 0 的行、max_len 等于最大长度、只有一句",
@@ -60,17 +61,21 @@ def _pad_edges(ctx: Context) -> None:
     with ctx.case("每句长度都是 1", "every length 1"):
         # Several mistakes give the same all-True mask here (t >= length - 1, t < length): fail without naming one.
         ones = torch.ones(B, dtype=torch.int64)
-        expect_exact(ctx, expect_bool(ctx, ctx.call(ones), (B, 1)), torch.zeros(B, 1, dtype=torch.bool),
-                     "padding_mask(all lengths 1)", diagnose=False)
+        what = Msg("padding_mask（每句长度都是 1）", "padding_mask(all lengths 1)")
+        expect_exact(ctx, expect_bool(ctx, ctx.call(ones), (B, 1), what=what), torch.zeros(B, 1, dtype=torch.bool),
+                     what, diagnose=False)
     with ctx.case("有长度为 0 的句子，max_len 等于最大长度", "a row of length 0, max_len the longest length"):
         lengths = torch.tensor([3, 0, 1], dtype=torch.int64)
-        expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, max_len=3), (3, 3)), ctx.reference(lengths, 3),
-                     "padding_mask(lengths with a 0, max_len = the longest length)")
+        what = Msg("padding_mask（有长度为 0 的句子，max_len 等于最大长度）",
+                   "padding_mask(lengths with a 0, max_len = the longest length)")
+        expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, max_len=3), (3, 3), what=what), ctx.reference(lengths, 3),
+                     what)
     with ctx.case("只有一句，不给 max_len", "a batch of one sequence, max_len left out"):
         T = ctx.sizes(1, low=2, high=9)[0]
         single = torch.tensor([T], dtype=torch.int64)
-        expect_exact(ctx, expect_bool(ctx, ctx.call(single), (1, T)), torch.zeros(1, T, dtype=torch.bool),
-                     "padding_mask(a batch of one sequence)")
+        what = Msg("padding_mask（只有一句）", "padding_mask(a batch of one sequence)")
+        expect_exact(ctx, expect_bool(ctx, ctx.call(single), (1, T), what=what), torch.zeros(1, T, dtype=torch.bool),
+                     what)
 
 
 # -- 3.2 masked_softmax ---------------------------------------------------------------
@@ -163,7 +168,7 @@ def _msm_negative(ctx: Context) -> None:
             want = ctx.reference(scores, mask)
             got = ctx.expect_tensor(ctx.call(scores, mask), tuple(scores.shape), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask, scores=scores)
-            ctx.expect_close(got[finite], want[finite], dtype, what="masked_softmax (the rows with a finite real score)")
+            ctx.expect_close(got[finite], want[finite], dtype, what=FINITE_ROWS)
 
 
 @check("3.2", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的 softmax", en="no library softmax",
@@ -225,9 +230,9 @@ def _mat_large(ctx: Context) -> None:
         want_out, want_w = ctx.reference(Q, K, V, mask)
         out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
         ctx.expect_close(ctx.expect_tensor(weights, (B, Tq, Tk), torch.float64, what="weights"), want_w,
-                         torch.float64, what="weights (scores in the thousands)")
+                         torch.float64, what=Msg("weights（分数上千）", "weights (scores in the thousands)"))
         ctx.expect_close(ctx.expect_tensor(out, (B, Tq, D), torch.float64, what="out"), want_out,
-                         torch.float64, what="out (scores in the thousands)")
+                         torch.float64, what=Msg("out（分数上千）", "out (scores in the thousands)"))
 
 
 @check("3.3", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的注意力或 softmax",
@@ -249,7 +254,7 @@ def _mce_reference(ctx: Context) -> None:
             logits = ctx.randn(B, T, C, dtype=dtype, scale=3.0)
             want = ctx.reference(logits, targets, ignore_index)
             got = expect_loss(ctx, ctx.call(logits, targets, ignore_index), dtype)
-            ctx.expect_close(got, want, dtype, what=f"masked_cross_entropy (ignore_index={ignore_index})")
+            ctx.expect_close(got, want, dtype, what=f"masked_cross_entropy(logits, targets, ignore_index={ignore_index})")
 
 
 @check("3.4", "edge-cases", H, Kind.EDGE, zh="只有一个目标计入、T = 1", en="a single counted target, T = 1",
@@ -262,7 +267,7 @@ def _mce_edges(ctx: Context) -> None:
         logits = ctx.randn(B, T, C)
         want = ctx.reference(logits, targets)
         ctx.expect_close(expect_loss(ctx, ctx.call(logits, targets), torch.float64), want, torch.float64,
-                         what="masked_cross_entropy (one counted target)")
+                         what=Msg("masked_cross_entropy（只有一个目标计入）", "masked_cross_entropy (one counted target)"))
     with ctx.case("T = 1", "T = 1"):
         logits, targets = ctx.randn(B, 1, C), ctx.randint(0, C, B, 1)
         want = ctx.reference(logits, targets)
@@ -286,7 +291,7 @@ def _mce_large(ctx: Context) -> None:
                        diagnose=True, hidden=Msg("logits 在 1e4 附近时损失是 inf 或 NaN：先减去每行最大值再做 log-sum-exp",
                                                  "with logits near 1e4 the loss is inf or NaN: subtract each row's "
                                                  "max first"))
-            ctx.expect_close(got, want, dtype, what="masked_cross_entropy (logits near 1e4)")
+            ctx.expect_close(got, want, dtype, what=NEAR_1E4)
     # Each position's logits spread over hundreds and the positions thousands apart: only a shift by the
     # max of each position's own row keeps every exp finite and non-zero (not the global max, the min, the
     # mean). Every target counts, so a NaN or an inf cannot hide at an ignored position.
@@ -300,7 +305,9 @@ def _mce_large(ctx: Context) -> None:
             # Not diagnosed: several shifts give an infinite loss here, and values_match takes any loss as close
             # to an infinite one (compare's first test: inf <= atol + rtol * inf); large-spread names each shift
             # on a case of its own.
-            ctx.expect_close(got, want, dtype, what="masked_cross_entropy (positions thousands apart)", diagnose=False)
+            ctx.expect_close(got, want, dtype, what=Msg("masked_cross_entropy（各位置的 logits 相差上千）",
+                                                        "masked_cross_entropy (positions thousands apart)"),
+                             diagnose=False)
 
 
 @check("3.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的交叉熵或 NLL", en="no library cross entropy or NLL",

@@ -246,7 +246,7 @@ def _msm_global(scores, key_padding_mask):
 
 
 @mistake("3.2", "max-includes-padding", zh="行最大值把填充键也算进去了：填充键的分数大上千时，有效键的 exp 全部下溢成 0；"
-                                          "最大值只在有效键上取（先 masked_fill(-inf) 再 amax）",
+                                          "最大值只在有效键上取（先 masked_fill(-inf) 再 amax(dim=-1)）",
          en="the row max counts the padded keys too: when they score a thousand more, every real key's exp "
             "underflows to 0; take the max over the real keys only (masked_fill(-inf), then amax)")
 def _msm_max_all(scores, key_padding_mask):

@@ -19,7 +19,7 @@ from autograder.catalog import alternative
 
 
 # -- 4.1 split_heads ------------------------------------------------------------------
-@alternative("4.1", "view-permute", zh="view 成 (B, T, H, d) 再 permute(0, 2, 1, 3)",
+@alternative("4.1", "view-permute", zh="view(B, T, H, d) 再 permute(0, 2, 1, 3)",
              en="view as (B, T, H, d), then permute(0, 2, 1, 3)")
 def _split_view_permute(x, num_heads):
     # the same cut of each token's features as reshape (x arrives contiguous), the same axis swap as transpose(1, 2)
@@ -29,7 +29,7 @@ def _split_view_permute(x, num_heads):
     return x.view(B, T, num_heads, E // num_heads).permute(0, 2, 1, 3)
 
 
-@alternative("4.1", "unflatten-transpose", zh="unflatten 最后一维成 (H, -1)，再 transpose(1, 2)",
+@alternative("4.1", "unflatten-transpose", zh="unflatten(-1, (H, -1))，再 transpose(1, 2)",
              en="unflatten the last dim into (H, -1), then transpose(1, 2)")
 def _split_unflatten(x, num_heads):
     # unflatten(-1, (H, d)) is reshape(B, T, H, d) without naming B and T
@@ -38,7 +38,7 @@ def _split_unflatten(x, num_heads):
     return x.unflatten(-1, (num_heads, -1)).transpose(1, 2)
 
 
-@alternative("4.1", "stack-of-chunks", zh="沿最后一维切成 H 块，再在 dim=1 上 stack",
+@alternative("4.1", "stack-of-chunks", zh="沿最后一维切成 H 块，再 torch.stack(..., dim=1)",
              en="chunk the last dim into H pieces, stack them on dim=1")
 def _split_stack(x, num_heads):
     # chunk h holds features h*d .. h*d + d - 1 of every token, (B, T, d): stacked on dim 1 it is head h
@@ -60,7 +60,7 @@ def _split_movedim(x, num_heads):
 
 
 # -- 4.2 merge_heads ------------------------------------------------------------------
-@alternative("4.2", "permute-reshape", zh="permute(0, 2, 1, 3) 再 reshape", en="permute(0, 2, 1, 3), then reshape")
+@alternative("4.2", "permute-reshape", zh="permute(0, 2, 1, 3) 再 reshape(B, T, H*d)", en="permute(0, 2, 1, 3), then reshape")
 def _merge_permute(x):
     # permute(0, 2, 1, 3) is transpose(1, 2); reshape copies the non-contiguous result
     B, H, T, d = x.shape
@@ -73,13 +73,13 @@ def _merge_flatten(x):
     return x.transpose(1, 2).flatten(2)
 
 
-@alternative("4.2", "cat-of-unbind", zh="unbind(1) 拆出各头，沿最后一维 cat", en="unbind(1) the heads, cat on the last dim")
+@alternative("4.2", "cat-of-unbind", zh="unbind(1) 拆出各头，再 torch.cat(..., dim=-1)", en="unbind(1) the heads, cat on the last dim")
 def _merge_cat(x):
     # head h's (B, T, d) lands at features h*d .. h*d + d - 1, exactly as split_heads cut them
     return torch.cat(x.unbind(dim=1), dim=-1)
 
 
-@alternative("4.2", "contiguous-view", zh="transpose 之后 contiguous() 再 view", en="transpose, contiguous(), then view")
+@alternative("4.2", "contiguous-view", zh="transpose(1, 2)、contiguous()，再 view(B, T, H*d)", en="transpose, contiguous(), then view")
 def _merge_view(x):
     # contiguous() makes the copy that view needs after a transpose
     B, H, T, d = x.shape
@@ -119,7 +119,7 @@ def _mha_loop(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_pr
     return F.linear(torch.cat(outs, dim=-1), out_proj_weight, out_proj_bias), torch.stack(maps, dim=1)
 
 
-@alternative("4.3", "einsum-nan-to-num", zh="全程 einsum；masked_fill(-inf) 后 torch.softmax，再 nan_to_num",
+@alternative("4.3", "einsum-nan-to-num", zh="全程 torch.einsum；masked_fill(-inf) 后 torch.softmax，再 nan_to_num",
              en="einsum throughout; masked_fill(-inf), torch.softmax, then nan_to_num")
 def _mha_einsum(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
                 key_padding_mask=None):
@@ -221,7 +221,7 @@ def _mha_where_lse(query, key, value, num_heads, in_proj_weight, in_proj_bias, o
 
 # -- 4.4 MultiHeadAttention -----------------------------------------------------------
 @alternative("4.4", "parameters-without-linear",
-             zh="不用 nn.Linear：out_proj 是一个空 nn.Module，weight/bias 作为 nn.Parameter 挂上去",
+             zh="不用 nn.Linear：out_proj 是一个空 nn.Module，out_proj.weight、out_proj.bias 作为 nn.Parameter 挂上去",
              en="no nn.Linear: out_proj is an empty nn.Module holding weight and bias as nn.Parameter")
 class _ModuleNoLinear(nn.Module):
     # the names are what count: out_proj.weight and out_proj.bias load with strict=True all the same
@@ -247,7 +247,7 @@ class _ModuleNoLinear(nn.Module):
                                     self.out_proj.weight, out_bias, key_padding_mask=key_padding_mask)
 
 
-@alternative("4.4", "linear-calls-4-3", zh="nn.Linear 做 out_proj，register_parameter 登记没有的偏置，forward 调用 4.3",
+@alternative("4.4", "linear-calls-4-3", zh="nn.Linear 做 out_proj，register_parameter 登记没有的偏置，`forward` 调用 4.3",
              en="nn.Linear for out_proj, register_parameter for an absent bias, forward calls 4.3")
 class _ModuleCalls43(nn.Module):
     # as torch builds it; without biases the zeros added by 4.3 change nothing
@@ -268,7 +268,7 @@ class _ModuleCalls43(nn.Module):
                                     key_padding_mask)
 
 
-@alternative("4.4", "own-loop-over-heads", zh="forward 自己逐个头循环（F.linear、masked_fill(-inf)、softmax、nan_to_num），不调用 4.3",
+@alternative("4.4", "own-loop-over-heads", zh="`forward` 自己逐个头循环（F.linear、masked_fill(-inf)、softmax、nan_to_num），不调用 4.3",
              en="forward loops over the heads itself (F.linear, masked_fill(-inf), softmax, nan_to_num), without 4.3")
 class _ModuleOwnLoop(nn.Module):
     # per head as 4.3 computes it; masked_fill's backward zeroes the fully padded rows' NaN gradient

@@ -25,6 +25,7 @@ import torch.nn as nn
 
 from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, compare, exercise, mismatch
+from autograder.catalog.compare import label
 from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
 P = Audience.PUBLIC
@@ -198,11 +199,15 @@ def expect_close_normwise(ctx: Context, got: torch.Tensor, want: torch.Tensor, d
         raise mismatch(problem, got, want, rtol, atol + rtol * top, what)
 
 
+#: The name of the weights in messages: one (Tq, Tk) map per head.
+ONE_MAP_PER_HEAD = Msg("weights (B, H, Tq, Tk)，每个头一张", "weights (B, H, Tq, Tk), one map per head")
+
+
 def expect_mha(ctx: Context, value: plain.Value, B: int, Tq: int, Tk: int, E: int, H: int,
                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     out, weights = ctx.expect_tuple(value, 2)
     return (ctx.expect_tensor(out, (B, Tq, E), dtype, what="out"),
-            ctx.expect_tensor(weights, (B, H, Tq, Tk), dtype, what="weights (B, H, Tq, Tk), one map per head"))
+            ctx.expect_tensor(weights, (B, H, Tq, Tk), dtype, what=ONE_MAP_PER_HEAD))
 
 
 def expect_dead_rows(ctx: Context, out: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor,
@@ -221,7 +226,8 @@ def expect_dead_rows(ctx: Context, out: torch.Tensor, weights: torch.Tensor, mas
                hidden=Msg("键全部是填充的那一批，权重应当全为 0，实际不是",
                           "in a batch row whose keys are all padded the weights should be all zeros, they are not"))
     ctx.expect_close(o, out_bias.double().expand_as(o), out.dtype,
-                     what="out of a batch row whose keys are all padded (should equal out_proj_bias)")
+                     what=Msg("键全为填充的那一批的 out（应当等于 out_proj_bias）",
+                              "out of a batch row whose keys are all padded (should equal out_proj_bias)"))
 
 
 def expect_finite(ctx: Context, out: torch.Tensor, weights: torch.Tensor) -> None:
@@ -265,7 +271,7 @@ def strided_heads(x: torch.Tensor, H: int) -> torch.Tensor:
     return view.copy_(heads_of(x, H))
 
 
-@check("4.1", "shape-dtype", P, Kind.SHAPE, zh="(B, T, E) -> (B, H, T, E/H)，dtype 不变",
+@check("4.1", "shape-dtype", P, Kind.SHAPE, zh="(B, T, E) → (B, H, T, E/H)，dtype 不变",
        en="(B, T, E) -> (B, H, T, E/H), same dtype")
 def _split_shape(ctx: Context) -> None:
     B, T, H, d = ctx.sizes(4)
@@ -290,7 +296,9 @@ def _split_round_trip(ctx: Context) -> None:
     x = ctx.randn(B, T, H * d)
     want = x.clone()
     got = ctx.expect_tensor(ctx.call(x, H), (B, H, T, d), torch.float64, what="split_heads")
-    expect_exact(ctx, tokens_of(got), want, "split_heads(x), its heads put back side by side")
+    # expect_exact names the value with one string in both languages: the case says what it is
+    with ctx.case(zh="把 split_heads(x) 的各头按特征维拼回 (B, T, E)", en="split_heads(x), its heads put back side by side"):
+        expect_exact(ctx, tokens_of(got), want, "split_heads(x)")
 
 
 # A function that always raises ValueError passes this: its points need a correct output.
@@ -311,7 +319,7 @@ def _split_error(ctx: Context) -> None:
 
 
 # -- 4.2 merge_heads ------------------------------------------------------------------
-@check("4.2", "shape-dtype", P, Kind.SHAPE, zh="(B, H, T, d) -> (B, T, H*d)，dtype 不变",
+@check("4.2", "shape-dtype", P, Kind.SHAPE, zh="(B, H, T, d) → (B, T, H*d)，dtype 不变",
        en="(B, H, T, d) -> (B, T, H*d), same dtype")
 def _merge_shape(ctx: Context) -> None:
     B, H, T, d = ctx.sizes(4)
@@ -408,8 +416,10 @@ def _mha_dead(ctx: Context) -> None:
     out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
                               B, Tq, Tk, E, H, torch.float64)
     expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
-    ctx.expect_close(weights[alive], want_w, torch.float64, what="weights (rows with a real key)")
-    ctx.expect_close(out[alive], want_out, torch.float64, what="out (rows with a real key)")
+    ctx.expect_close(weights[alive], want_w, torch.float64,
+                     what=Msg("weights（至少有一个真实键的那几批）", "weights (rows with a real key)"))
+    ctx.expect_close(out[alive], want_out, torch.float64,
+                     what=Msg("out（至少有一个真实键的那几批）", "out (rows with a real key)"))
 
 
 #: ctx.case's names of the designed kinds: the statement's rule they test, no input value.
@@ -483,7 +493,7 @@ def expect_module(ctx: Context, value: plain.Value, state: dict[str, torch.Tenso
     E = state["in_proj_weight"].shape[1]
     out, weights = ctx.expect_tuple(field(value, "out"), 2)
     out = ctx.expect_tensor(out, (B, Tq, E), dtype, what="out")
-    weights = ctx.expect_tensor(weights, (B, H, Tq, Tk), dtype, what="weights (B, H, Tq, Tk), one map per head")
+    weights = ctx.expect_tensor(weights, (B, H, Tq, Tk), dtype, what=ONE_MAP_PER_HEAD)
     grads_value = field(value, "grads")
     grads: dict[str, torch.Tensor | None] = {}
     for name in state:
@@ -586,13 +596,18 @@ def _module_dead(ctx: Context) -> None:
     expect_dead_rows(ctx, got["out"], got["weights"], mask, state["out_proj.bias"])
     for name, g in [*got["grads"].items(), ("query", got["grad_query"])]:
         ctx.expect(g is None or bool(torch.isfinite(g).all()),
-                   f"{name} 的梯度里有 NaN/inf：全填充行的 softmax 在反向传播时也不能出现 0/0。"
-                   f"前向之后再用 nan_to_num 或 torch.where 把 NaN 换成 0 不够，反向传播仍会经过那次 0/0；"
-                   f"要在 softmax 之前处理这一行",
-                   f"the gradient of {name} holds NaN/inf: the fully padded row's softmax must not divide 0/0 "
-                   f"in the backward pass either. Replacing the NaN by 0 after the forward pass (nan_to_num, "
-                   f"torch.where) is not enough, the backward pass still goes through that 0/0; handle the row "
-                   f"before the softmax", diagnose=True)
+                   f"{name} 的梯度里有 NaN/inf：键全为填充的那一批，反向传播也不能经过 0/0 或 NaN。"
+                   f"常见的原因是加法掩码：分数加上 0/-inf 的浮点掩码，softmax 在这一行算出 NaN，再用 nan_to_num "
+                   f"或 torch.where 换成 0。前向对了，可 softmax 的反向要乘上它自己的输出（NaN），加法又把这个 NaN "
+                   f"原样传回分数；用 masked_fill 填 -inf 时，它的反向把被填位置的梯度换成 0，NaN 就停在那里。"
+                   f"最稳妥的是在 softmax 之前处理这一行：行最大值为 -inf 时换成 0，行和为 0 时换成 1",
+                   f"the gradient of {name} holds NaN/inf: for a batch row whose keys are all padded the backward "
+                   f"pass must not go through 0/0 or NaN either. The usual cause is an additive mask: a 0/-inf float "
+                   f"mask added to the scores makes this row's softmax NaN, and nan_to_num or torch.where turns it "
+                   f"into 0. The forward pass is right, but the softmax's backward multiplies by its own output (NaN) "
+                   f"and the addition passes that NaN on to the scores unchanged; with masked_fill(-inf) the "
+                   f"backward zeroes the filled positions' gradient and the NaN stops there. Safest: handle the row "
+                   f"before the softmax, a -inf row max becomes 0, a zero row sum becomes 1", diagnose=True)
 
 
 # -- 4.5 attention_memory -------------------------------------------------------------
@@ -605,16 +620,18 @@ def meta_bytes(batch: int, heads: int, seq_len: int, bytes_per_element: int = 4)
     return w.numel() * w.element_size()
 
 
-def expect_int(ctx: Context, value: plain.Value, want: int, what: str) -> None:
+def expect_int(ctx: Context, value: plain.Value, want: int, what: str | Msg) -> None:
+    """``what``: the call, a code expression, or a :class:`Msg` when it holds words."""
+    zh, en = label(what)
     ctx.expect(value.kind == "int" and value.spec.get("type") == "int",
-               f"{what} 应当返回 Python int，实际是 {value.describe()}（用 int(...) 转换）",
-               f"{what} should return a Python int, got {value.describe()} (convert with int(...))",
+               f"{zh} 应当返回 Python int，实际是 {value.describe()}（用 int(...) 转换）",
+               f"{en} should return a Python int, got {value.describe()} (convert with int(...))",
                diagnose=True,
-               hidden=Msg(f"{what} 应当返回 Python int，实际是 {brief(value)}（用 int(...) 转换）",
-                          f"{what} should return a Python int, got {brief(value)} (convert with int(...))"))
+               hidden=Msg(f"{zh} 应当返回 Python int，实际是 {brief(value)}（用 int(...) 转换）",
+                          f"{en} should return a Python int, got {brief(value)} (convert with int(...))"))
     got = value.to_python()
-    ctx.expect(got == want, f"{what} 应为 {want} 字节，实际是 {got}", f"{what} should be {want} bytes, got {got}",
-               diagnose=True, hidden=Msg(f"{what} 的字节数不对", f"{what}: wrong number of bytes"))
+    ctx.expect(got == want, f"{zh} 应为 {want} 字节，实际是 {got}", f"{en} should be {want} bytes, got {got}",
+               diagnose=True, hidden=Msg(f"{zh} 的字节数不对", f"{en}: wrong number of bytes"))
 
 
 @check("4.5", "python-int", P, Kind.SHAPE, zh="返回 Python int", en="returns a Python int")
@@ -632,7 +649,7 @@ def _memory_fact(ctx: Context) -> None:
     expect_int(ctx, ctx.call(32, 8, 1024), 2**30, "attention_memory(32, 8, 1024)")
 
 
-@check("4.5", "matches-torch", P, Kind.NUMERIC, zh="与 torch 在 meta 设备上分配的 (B, H, T, T) 张量字节数一致",
+@check("4.5", "matches-torch", P, Kind.NUMERIC, zh="与 torch 在 `meta` 设备上分配的 (B, H, T, T) 张量字节数一致",
        en="equals the bytes of a (B, H, T, T) tensor torch allocates on the meta device", weight=2)
 def _memory_torch(ctx: Context) -> None:
     # 4 first: 2 * b*h*t^2 * 2 (scores counted too) is b*h*t^2 * 4 (bytes_per_element ignored), and a

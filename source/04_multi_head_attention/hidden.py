@@ -166,7 +166,8 @@ def _mha_large(ctx: Context) -> None:
                                   B, Tq, Tk, E, Hn, torch.float32)
         expect_finite(ctx, out, weights)
         want_sums = live(mask).to(torch.float64)[:, None, None].expand(B, Hn, Tq)     # 1 per live row, 0 if all padded
-        ctx.expect_close(weights.double().sum(-1), want_sums, torch.float32, what="weights.sum(-1) (large scores)")
+        ctx.expect_close(weights.double().sum(-1), want_sums, torch.float32,
+                         what=Msg("weights.sum(-1)（分数很大）", "weights.sum(-1) (large scores)"))
 
 
 @check("4.3", "edge-very-negative-scores", H, Kind.EDGE,
@@ -294,10 +295,12 @@ def _memory_reference(ctx: Context) -> None:
     # Labels name the case, not the sizes: the sizes are this check's hidden inputs.
     for nbytes in (1, 2, 8):
         expect_int(ctx, ctx.call(b, h, t, nbytes), ctx.reference(b, h, t, nbytes),
-                   f"attention_memory(random b, h, t, bytes_per_element={nbytes})")
+                   Msg(f"attention_memory(b, h, t, bytes_per_element={nbytes})，b、h、t 随机",
+                       f"attention_memory(random b, h, t, bytes_per_element={nbytes})"))
     # 100k tokens: past 2**32, where a fixed-width integer would wrap
     expect_int(ctx, ctx.call(b, h, 100_000), ctx.reference(b, h, 100_000),
-               "attention_memory(random b, h, a 100k-token sequence)")
+               Msg("attention_memory(b, h, 100000)，b、h 随机，序列有 10 万个词元",
+                   "attention_memory(random b, h, a 100k-token sequence)"))
 
 
 @check("4.5", "edge-cases", H, Kind.EDGE, zh="一个词元、一个头、批量 1", en="one token, one head, batch 1",

@@ -31,7 +31,7 @@ def _merge(x):
 
 
 # -- 4.1 split_heads ------------------------------------------------------------------
-@mistake("4.1", "no-transpose", zh="reshape 成 (B, T, H, d) 后忘了 transpose(1, 2)：头的维度应在 T 之前",
+@mistake("4.1", "no-transpose", zh="reshape(B, T, H, d) 之后忘了 transpose(1, 2)：头的维度应在 T 之前",
          en="reshaped to (B, T, H, d) but forgot transpose(1, 2): the head dim goes before T")
 def _split_no_transpose(x, num_heads):
     B, T, E = x.shape
@@ -39,7 +39,7 @@ def _split_no_transpose(x, num_heads):
     return x.reshape(B, T, num_heads, E // num_heads)                    # (B, T, H, d)
 
 
-@mistake("4.1", "reshape-to-bhtd", zh="直接 reshape 成 (B, H, T, d)：形状对了但数据乱了，先 reshape 成 (B, T, H, d) 再 transpose",
+@mistake("4.1", "reshape-to-bhtd", zh="直接 reshape(B, H, T, d)：形状对了，数据却乱了；先 reshape(B, T, H, d)，再 transpose(1, 2)",
          en="reshaped straight to (B, H, T, d): right shape, scrambled data; reshape to (B, T, H, d), then transpose")
 def _split_direct(x, num_heads):
     B, T, E = x.shape
@@ -65,7 +65,7 @@ def _split_time_chunks(x, num_heads):
 
 
 # -- 4.2 merge_heads ------------------------------------------------------------------
-@mistake("4.2", "no-transpose-back", zh="直接 reshape 成 (B, T, H*d)，没有先 transpose(1, 2) 回来",
+@mistake("4.2", "no-transpose-back", zh="直接 reshape(B, T, H*d)，没有先 transpose(1, 2) 换回来",
          en="reshaped straight to (B, T, H*d) without transposing back first (transpose(1, 2))")
 def _merge_no_transpose(x):
     B, H, T, d = x.shape
@@ -79,7 +79,7 @@ def _merge_d_h(x):
     return x.permute(0, 2, 3, 1).reshape(B, T, d * H)
 
 
-@mistake("4.2", "no-reshape", zh="transpose 之后忘了 reshape：应返回 (B, T, H*d)",
+@mistake("4.2", "no-reshape", zh="transpose(1, 2) 之后忘了 reshape(B, T, H*d)：应返回 (B, T, H*d)",
          en="transposed but forgot the reshape: return (B, T, H*d)")
 def _merge_no_reshape(x):
     return x.transpose(1, 2)                                             # (B, T, H, d)
@@ -92,7 +92,7 @@ def _merge_cat_time(x):
     return torch.cat(x.unbind(dim=1), dim=1)                           # (B, H*T, d)
 
 
-@mistake("4.2", "wrong-transpose-axes", zh="transpose 换错了轴（最后两维）：要交换的是头和时间两维，transpose(1, 2)",
+@mistake("4.2", "wrong-transpose-axes", zh="transpose(2, 3) 换错了轴（最后两维）：要交换的是头和时间两维，transpose(1, 2)",
          en="transposed the wrong axes (the last two): swap the head and time axes, transpose(1, 2)")
 def _merge_wrong_axes(x):
     B, H, T, d = x.shape
@@ -190,7 +190,7 @@ def _split_without_transpose(x, num_heads):
     return x.reshape(B, num_heads, T, E // num_heads)                   # (B, H, T, d), scrambled
 
 
-@mistake("4.3", "split-no-transpose", zh="拆头时直接 reshape 成 (B, H, T, d)，少了 transpose：各头拿到的是打乱的数据",
+@mistake("4.3", "split-no-transpose", zh="拆头时直接 reshape(B, H, T, d)，少了 transpose(1, 2)：各头拿到的是打乱的数据",
          en="heads split with a plain reshape to (B, H, T, d), no transpose: each head gets scrambled data")
 def _mha_no_transpose(*args, **kwargs):
     return _mha(*args, **kwargs, split=_split_without_transpose)
@@ -335,7 +335,7 @@ class _Module(nn.Module):
         return _mha(query, key, value, self.num_heads, *self.weights(query), key_padding_mask, **self.options)
 
 
-@mistake("4.4", "no-out-proj", zh="forward 里没有用 out_proj：合并各头后还要经过输出投影",
+@mistake("4.4", "no-out-proj", zh="`forward` 里没有用 out_proj：合并各头后还要经过输出投影",
          en="forward skips out_proj: the merged heads still go through the output projection")
 class _ModuleNoOut(_Module):
     options = {"out_proj": False}
@@ -347,7 +347,7 @@ class _ModuleNoTranspose(_Module):
     options = {"transpose_weights": False}
 
 
-@mistake("4.4", "detached-weights", zh="in_proj_weight 被 detach 了（.detach() 或 .data）：梯度传不到它",
+@mistake("4.4", "detached-weights", zh="in_proj_weight 被切断在计算图之外（.detach() 或 .data）：梯度传不到它",
          en="in_proj_weight is detached (.detach() or .data): no gradient reaches it")
 class _ModuleDetached(_Module):
     def weights(self, query):
@@ -362,12 +362,17 @@ def _softmax_then_nan_to_num(scores, mask4):
 
 
 @mistake("4.4", "nan-to-num-backward",
-         zh="分数加上 -inf 的浮点掩码，全填充行的 softmax 算出 NaN，再用 nan_to_num 换成 0：前向对了，反向传播却仍经过那次 0/0，"
-            "梯度全是 NaN（torch 自己的模块在这里也是 NaN）；要在 softmax 之前处理：行最大值为 -inf 时换成 0，行和为 0 时换成 1",
-         en="an additive -inf float mask makes the fully padded row's softmax NaN and nan_to_num turns it into 0: "
-            "the forward pass is right, but "
-            "the backward pass still goes through that 0/0 and the gradients are NaN (torch's own module's too); "
-            "handle the row before the softmax: a -inf row max becomes 0, a zero row sum becomes 1")
+         zh="加法掩码（分数加上 0/-inf 的浮点掩码）让全填充行的 softmax 算出 NaN，再用 nan_to_num 换成 0：前向对了，"
+            "可 softmax 的反向要乘上它自己的输出（NaN），加法又把 NaN 原样传回分数：in_proj_weight、in_proj_bias 里 q、k 两块的梯度，"
+            "还有这一批 query 的梯度，都成了 NaN"
+            "（torch 自己的模块在这里也是这样加的，所以也是 NaN）。用 masked_fill 填 -inf，它的反向会把这一行的梯度换成 0；"
+            "最稳妥的是在 softmax 之前处理：行最大值为 -inf 时换成 0，行和为 0 时换成 1",
+         en="an additive mask (a 0/-inf float mask added to the scores) makes the fully padded row's softmax NaN, "
+            "and nan_to_num turns it into 0: the forward pass is right, but the softmax's backward multiplies by "
+            "its own output (NaN) and the addition passes the NaN on to the scores: the gradients of the q and k "
+            "blocks of in_proj_weight and in_proj_bias, and of this batch row's query, are NaN (torch's own "
+            "module adds its mask the same way, hence its NaN). masked_fill(-inf) would zero this row's gradient in its backward; safest: handle the row "
+            "before the softmax, a -inf row max becomes 0, a zero row sum becomes 1")
 class _ModuleNanToNum(_Module):
     # With masked_fill the backward zeroes the padded keys' gradient and hides the NaN; an additive mask does not.
     options = {"normalize": _softmax_then_nan_to_num, "additive_mask": True}
@@ -402,7 +407,7 @@ class _ModuleBiasAlways(_Module):
 
 
 @mistake("4.4", "out-proj-twice",
-         zh="输出投影做了两次：multi_head_attention 已经乘过 out_proj_weight.T、加过 out_proj_bias，forward 里又用了一次 self.out_proj",
+         zh="输出投影做了两次：multi_head_attention 已经乘过 out_proj_weight.T、加过 out_proj_bias，`forward` 里又用了一次 self.out_proj",
          en="the output projection is applied twice: multi_head_attention already applies out_proj_weight.T and "
             "out_proj_bias, and forward applies self.out_proj again")
 class _ModuleOutTwice(_Module):

@@ -151,6 +151,8 @@ class Assignment(_Strict):
     def _builds_on_earlier(self) -> "Assignment":
         seen: list[str] = []
         for e in self.exercises:
+            if e.id in seen:   # said here, before a builds_on naming the duplicate could say something stranger
+                raise ValueError(f"exercise ID {e.id!r} appears twice in assignment {self.id}")
             for dep in e.builds_on:
                 if dep not in seen:
                     later = any(x.id == dep for x in self.exercises)

@@ -231,11 +231,22 @@ def test_a_result_that_cannot_be_written_becomes_its_failure_row(tmp_path, sandb
 
 def test_finalize_cuts_visibly():
     result = {"key": "k", "status": "graded", "cells": [{"index": i, "message": "m" * 100} for i in range(2000)],
-              "exercises": [{"exercise": "2.4", "checks": [{"message": {"en": "x" * 10_000, "zh": "y"}}] * 300}],
+              "exercises": [{"exercise": "2.4", "function": "attention", "points": 0, "max_points": 3,
+                             "status": "graded",
+                             "checks": [{"exercise": "2.4", "check": "c", "audience": "hidden", "kind": "numeric",
+                                         "title": {"zh": "t", "en": "t"}, "status": "failed", "passed": False,
+                                         "points": 0, "max_points": 3,
+                                         "message": {"en": "x" * 10_000, "zh": "y"}}] * 300}],
               "notes": [], "notes_msg": []}
-    out = G.finalize(result, max_bytes=200_000)
-    assert out["truncated"] is True and len(R.dump_result(out).encode()) <= 200_000
+    import copy
+
+    out = G.finalize(copy.deepcopy(result), max_bytes=400_000)
+    assert out["truncated"] is True and len(R.dump_result(out).encode()) <= 400_000
     assert len(out["cells"]) == G.RESULT_MAX_CELLS and out["notes"] == ["truncated"]
     assert "KiB" in out["notes_msg"][0]["en"]
+    assert len(out["exercises"][0]["checks"][0]["message"]["en"]) < 600     # cut, visibly, not dropped
+    tight = G.finalize(copy.deepcopy(result), max_bytes=150_000)            # the last resort: messages go
+    assert tight["truncated"] is True and tight["cells"] == [] and len(R.dump_result(tight).encode()) <= 150_000
+    assert {c["message"] for c in tight["exercises"][0]["checks"]} == {None}
     small = G.finalize({"key": "k", "status": "graded\ud800", "notes": [], "notes_msg": []})
     assert "truncated" not in small and small["status"] == "graded\ufffd"

@@ -115,7 +115,8 @@ list(DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2))
 fig, ax = plt.subplots(); ax.plot([1, 2, 3]); ax.set_title('decay'); plt.show(); plt.close(fig)
 check("2.4")
 """
-    with sandbox.open(cells(workload), label="workload") as worker:
+    roomy = LIMITS.model_copy(update={"call_seconds": 120.0, "submission_seconds": 300})  # imports on a busy machine
+    with sandbox.open(cells(workload), label="workload", limits=roomy) as worker:
         assert worker.cells[0].status == "ok", worker.cells[0].message
 
 
@@ -251,7 +252,7 @@ def test_endless_loops_time_out_and_the_next_call_still_works(sandbox):
         assert py(call(worker, "fine", 1)) == 2
         start = time.monotonic()
         again = call(worker, "spin", 2)  # answered at once: the same function is not run again
-        assert again.status == "timeout" and "not run again" in again.error and time.monotonic() - start < 0.5
+        assert again.status == "timeout" and "not run again" in again.error and time.monotonic() - start < 0.9
         assert call(worker, "stubborn", 1).status == "timeout"
         assert py(call(worker, "fine", 2)) == 3
         assert worker.restarts == 2
@@ -272,7 +273,7 @@ def test_cpu_and_submission_time_limits(sandbox):
         assert second.status == "timeout" and "submission" in second.error
         start = time.monotonic()
         third = call(worker, "doze", 3)
-        assert third.status == "timeout" and "submission" in third.error and time.monotonic() - start < 0.2
+        assert third.status == "timeout" and "submission" in third.error and time.monotonic() - start < 0.9
 
 
 # -- resources ------------------------------------------------------------------------------

@@ -108,7 +108,8 @@ def test_lane_grade_sends_only_json(tmp_path, monkeypatch):
 
     def mkstemp(*args, **kwargs):
         fd, path = real_mkstemp(*args, **kwargs)
-        copies.append((Path(path), lanes._LANE["sandbox"].folder))
+        if Path(path).name.startswith("autograder-lane-"):   # the scratch copy, not the sandbox's own files
+            copies.append((Path(path), lanes._LANE["sandbox"].folder))
         return fd, path
 
     monkeypatch.setattr(lanes.tempfile, "mkstemp", mkstemp)

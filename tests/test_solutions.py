@@ -146,7 +146,7 @@ def test_split_merge_round_trip_and_memory(gen):
     x = torch.randn(2, 5, 12, generator=gen)
     assert torch.equal(mha.merge_heads(mha.split_heads(x, 3)), x)
     assert mha.split_heads(x, 4).shape == (2, 4, 5, 3)
-    with pytest.raises(ValueError, match="divisible"):
+    with pytest.raises(ValueError, match="整除"):
         mha.split_heads(x, 5)
     assert mha.attention_memory(2, 8, 1024) == 2 * 8 * 1024 * 1024 * 4
     assert type(mha.attention_memory(2, 8, 1024)) is int

@@ -1,7 +1,7 @@
 """The result of grading one submission, typed: what ``autograder grade`` writes to ``OUT/results/*.json``,
 what every report reads back (feedback, grades.csv, the class report, the LMS files, Gradescope, nbgrader),
 and what a grading service stores. One model, its JSON schema derived from it (:func:`json_schema`,
-``autograder/data/result.schema.json``, kept current by a test).
+``schemas/result.schema.json``, kept current by a test).
 
 The model is the boundary: a result is validated when it is finalized (before it is written, see
 :func:`autograder.grading.submission.finalize`) and when it is read back (:func:`autograder.reports.files.

@@ -13,8 +13,9 @@ from autograder.config import PACKAGE, grade_id, load_course
 from support import ROOT
 
 #: Where the engine's knowledge of torch's API lives: the forbidden-call table (names of torch functions
-#: and operators), the guard and the static scan that read it, and the tensor-aware mutation operators.
-TORCH_TABLES = {"forbidden.py", "probes.py", "source_scan.py", "operators.py"}
+#: and operators), the guard and the static scan that read it (its vocabulary and its resolver), and the
+#: tensor-aware mutation operators.
+TORCH_TABLES = {"forbidden.py", "probes.py", "scan_vocabulary.py", "source_scan.py", "operators.py"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

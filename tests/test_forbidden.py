@@ -470,11 +470,12 @@ def test_one_table_of_forbidden_calls_feeds_the_guard_and_the_scan():
     scan both read it, and a course that forbids a name the table lacks is refused when its checks load."""
     from autograder import forbidden, probes
     from autograder.catalog.declarations import exercise
-    from autograder.grading import source_scan
+    from autograder.grading import scan_vocabulary
 
     assert set(probes.FORBIDDEN_OBJECTS) == set(probes.FORBIDDEN_OPERATORS) == set(forbidden.NAMES)
     for entry in forbidden.TABLE:
-        assert all(source_scan.QUALIFIED[s][0] == entry.name for s in entry.spellings), entry.name
-    assert source_scan.QUALIFIED["torch.nn.functional.softmax"] == ("F.softmax", "torch.softmax", "Tensor.softmax")
+        assert all(scan_vocabulary.QUALIFIED[s][0] == entry.name for s in entry.spellings), entry.name
+    assert scan_vocabulary.QUALIFIED["torch.nn.functional.softmax"] == ("F.softmax", "torch.softmax",
+                                                                        "Tensor.softmax")
     with pytest.raises(ValueError, match=r"'F.softmx' are not in autograder/forbidden.py"):
         exercise("9.9", forbidden=("F.softmax", "F.softmx"))

@@ -24,7 +24,8 @@ from autograder import grading as G
 from autograder import reports as R
 from autograder.config import load_course
 from autograder.notebook import NotebookError, parse_notebook
-from autograder.grading.submissions import discover, notebook_evidence
+from autograder.grading.evidence import notebook_evidence
+from autograder.grading.submissions import discover
 from autograder.text import TRUNCATED, clean, csv_cell, csv_rows, file_stem, line
 
 COURSE = load_course()

@@ -22,7 +22,8 @@ from autograder import grading as G
 from autograder.reports import lms as LMS
 from autograder.config import load_course
 from autograder.sandbox import Sandbox
-from autograder.grading.submissions import discover, opened
+from autograder.grading.archives import opened
+from autograder.grading.submissions import discover
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
@@ -132,8 +133,8 @@ def test_canvas_columns_are_the_gradebook_titles_course_yml_gives():
     data = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))
     data["assignments"][1]["lms_title"] = "Homework 2: attention"
     course = parse_course(data)
-    result = {"key": "ada__02", "student": "ada", "assignment": QKV.id, "status": "graded", "points": 8.0, "source": "x.ipynb",
-              "graded_at": "2026-12-01T00:00:00+00:00", "evidence": {"canvas_id": "1"}}
+    result = {"key": "ada__02", "student": "ada", "assignment": QKV.id, "status": "graded", "points": 8.0,
+              "source": "x.ipynb", "graded_at": "2026-12-01T00:00:00+00:00", "evidence": {"canvas_id": "1"}}
     header = canvas_csv(lms_table([result], course)).splitlines()[0]
     assert header.endswith(",Homework 2: attention,Final Points"), header
 

@@ -10,7 +10,8 @@ import pytest
 
 from autograder.config import load_course
 from autograder.errors import AutograderError
-from autograder.grading.submissions import UnsafeArchive, discover, extract_zip, opened, safe_name
+from autograder.grading.archives import UnsafeArchive, extract_zip, opened
+from autograder.grading.submissions import discover, safe_name
 
 COURSE = load_course()
 

@@ -6,17 +6,24 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from autograder.config import ALTERNATIVES_FILE, Course
 from autograder.errors import AutograderError
 from autograder.grading.references import reference_module
 
+if TYPE_CHECKING:
+    from autograder.catalog import Diagnoser
+    from autograder.sandbox import Sandbox
+
 
 #: What the grader fingerprint covers: a change to any of these regrades on the next run. The engine's
 #: modules that decide a score (relative to the engine's folder), and the course's: course.yml, every
 #: assignment folder's checks, hidden checks and mistakes, and the references.
-ENGINE_FILES = ("catalog", "probes.py", "plain.py", "grading/source_scan.py", "points.py")
+ENGINE_FILES = ("catalog", "probes.py", "plain.py", "forbidden.py", "notebook.py", "points.py",
+                "grading/source_scan.py", "grading/scan_vocabulary.py", "grading/scan_scopes.py",
+                "grading/cells.py", "grading/submission.py", "sandbox/stand_ins.py")
 
 
 COURSE_FILES = ("course.yml", "source/*/*.py", "solutions/*.py")
@@ -51,15 +58,16 @@ def resolve_device(requested: str) -> str:
 
 
 @dataclass
-class Context:
-    """What every grading thread shares (read-only once the batch starts)."""
+class GradingContext:
+    """What every grading thread shares (read-only once the batch starts). Not the catalog's
+    :class:`autograder.catalog.Context`, which is what one check runs in."""
 
     course: Course
-    sandbox: Any
+    sandbox: Sandbox | None                        # None only where nothing is graded (Gradescope's set-up)
     device: str
     fingerprint: str
     references: dict[str, Callable[..., Any]]      # exercise ID -> reference solution
-    diagnoser: Any
+    diagnoser: Diagnoser
     demos: dict[str, dict[str, str]] = field(default_factory=dict)   # see demo_cells()
     origin: str = ""
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -82,6 +90,7 @@ def check_catalog(course: Course, assignments: set[str]) -> dict[str, Callable[.
             fn = getattr(module, ex.function, None)
             if fn is None:
                 gaps.append(f"solutions/{a.module}.py defines no {ex.function} ({ex.id})")
+                continue
             references[ex.id] = fn
     if gaps:
         raise AutograderError("the grader is incomplete: " + "; ".join(gaps),

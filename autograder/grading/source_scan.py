@@ -30,6 +30,16 @@ The scan is built to never flag honest code: names are resolved with Python's
 own scoping (a local ``weights`` is not the demo cell's global ``weights``), and
 a later ``def softmax`` shadows an earlier ``from torch.nn.functional import softmax``.
 
+This module is the resolver: module-level bindings across cells, in the order the
+cells run (:class:`NotebookScan`), and the walk of one definition with its scopes
+(``_Walker``), which turns a name into the qualified names it may be. What a
+qualified name *is* (a forbidden call, tampering, code it cannot read) is
+:mod:`autograder.grading.scan_vocabulary`'s; which names a scope binds is
+:mod:`autograder.grading.scan_scopes`'s. It reads :mod:`ast`, not libcst's
+ScopeProvider and QualifiedNameProvider: those are some 30 times slower per
+notebook (``bench/bench_scan.py``), blind to the order cells run in, and on a
+long ``a.b.b...`` line libcst's parser takes seconds or crashes the process.
+
 Public API: :func:`scan_exercise`, or :func:`scan_notebook` once per submission
 and :meth:`NotebookScan.exercise` per exercise (parsing is the expensive part).
 Pass exactly the code the worker runs (``Cell.code`` of the cells not skipped):
@@ -41,173 +51,19 @@ import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from autograder.forbidden import TABLE as FORBIDDEN, candidates
+from autograder.grading.scan_scopes import (COMPOUND, SCOPES, Scope, compound_bodies, compound_targets,
+                                            import_bindings, scope_of, target_names)
+from autograder.grading.scan_vocabulary import (ALLOWED_AUTOGRADER, ATTRIBUTE_FUNCTIONS, COMPUTED_NAME_REASON,
+                                                DYNAMIC_CODE, DYNAMIC_CODE_REASON, METHODS, QUALIFIED_DYNAMIC_CODE,
+                                                TAMPER_NAMES, TAMPERING, UNINSPECTABLE, candidates, is_autograder)
 from autograder.pyast import parse as parse_python
 
 #: Sources larger than this (UTF-8 bytes, all cells together) are not parsed at all.
 MAX_SOURCE_BYTES = 1 << 20
 #: How many module-level aliases deep a name is followed (``a = F.softmax; b = a; ...``).
 MAX_ALIAS_DEPTH = 16
-#: Findings that are not forbidden names start with one of these.
-TAMPERING = "tampering: "
-UNINSPECTABLE = "uninspectable: "
-
-# -- what counts as which forbidden call (autograder.forbidden: one table with the run-time guard) ---------
-#: Canonical qualified name (see :func:`canonical`) -> candidates, most specific first: a finding is the
-#: first candidate the exercise forbids.
-QUALIFIED: dict[str, tuple[str, ...]] = {spelling: candidates(f.name) for f in FORBIDDEN for spelling in f.spellings}
-#: Qualified-name prefixes: the fused attention kernels behind F.scaled_dot_product_attention.
-QUALIFIED_PREFIXES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (prefix, candidates(f.name)) for f in FORBIDDEN for prefix in f.prefixes)
-#: Methods of a value the scan cannot name (a tensor, in practice): ``x.softmax(-1)``.
-METHODS: dict[str, tuple[str, ...]] = {method: candidates(f.name) for f in FORBIDDEN for method in f.methods}
-#: Rewritten to the public spelling before the tables above are consulted.
-_SPELLINGS = (("torch._ops.ops.", "torch.ops."), ("torch._C._VariableFunctions.", "torch."), ("torch._VF.", "torch."),
-              ("torch._C._special.special_", "torch.special."), ("torch._C.TensorBase.", "torch.Tensor."),
-              ("torch._C._TensorBase.", "torch.Tensor."))
-
-#: Attribute and imported names no exercise needs and a dodge does: torch's switches for its
-#: function and dispatch modes, and the ways into another frame's or function's variables.
-TAMPER_NAMES = frozenset({
-    "DisableTorchFunction", "DisableTorchFunctionSubclass", "_DisableTorchDispatch", "_python_dispatch",
-    "_pop_mode", "_pop_mode_temporarily", "_disable_current_modes", "_pop_torch_function_stack",
-    "_pop_torch_dispatch_stack", "_set_torch_function_mode", "_set_dispatch_mode", "_unset_dispatch_mode",
-    "_push_on_torch_function_stack", "_push_on_torch_dispatch_stack", "_len_torch_function_stack",
-    "_len_torch_dispatch_stack", "_get_function_stack_at", "_get_dispatch_stack_at", "_ExcludeDispatchKeyGuard",
-    "_IncludeDispatchKeyGuard", "_ForceDispatchKeyGuard", "_dispatch_tls_set_dispatch_key_excluded",
-    "_dispatch_tls_set_dispatch_key_included", "TorchFunctionMode",
-    "TorchDispatchMode", "_getframe", "currentframe", "f_back", "f_locals", "f_globals", "f_builtins",
-    "tb_frame", "gi_frame", "cr_frame", "__closure__", "cell_contents", "__globals__", "__code__",
-    "get_referrers", "get_referents", "get_objects",
-})
-#: The one name of the autograder package a notebook may use (``from autograder import check``).
-_ALLOWED_AUTOGRADER = "autograder.check"
-_DYNAMIC_CODE = frozenset({"exec", "eval", "compile"})
-_QUALIFIED_DYNAMIC_CODE = frozenset(f"builtins.{name}" for name in _DYNAMIC_CODE)
-_DYNAMIC_CODE_REASON = "exec/eval/compile"
-_COMPUTED_NAME_REASON = "a torch attribute looked up by a computed name"
-_ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
-           ast.DictComp, ast.GeneratorExp)
 #: Nodes that name nothing: not worth a visit.
 _INERT = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.Pass)
-_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
-if hasattr(ast, "TryStar"):  # Python 3.11+
-    _COMPOUND += (ast.TryStar,)
-
-
-def canonical(qualified: str) -> str:
-    """A qualified name in the spelling the tables use.
-
-    ``torch._C._VariableFunctions.softmax`` -> ``torch.softmax``,
-    ``torch.ops.aten._softmax.default`` -> ``torch.ops.aten._softmax``,
-    ``torch.nn.modules.activation.MultiheadAttention`` -> ``torch.nn.MultiheadAttention``.
-    """
-    for old, new in _SPELLINGS:
-        if qualified.startswith(old):
-            qualified = new + qualified[len(old):]
-    parts = qualified.split(".")
-    if parts[:3] == ["torch", "ops", "aten"] and len(parts) > 4:
-        return ".".join(parts[:4])          # an overload (.default, .int) is the same operator
-    if parts[:3] == ["torch", "nn", "modules"] and len(parts) > 3:
-        return "torch.nn." + parts[-1]
-    return qualified
-
-
-def candidates(qualified: str) -> tuple[str, ...]:
-    """The forbidden names a qualified name is, most specific first; () if none."""
-    name = canonical(qualified)
-    found = QUALIFIED.get(name)
-    if found is not None:
-        return found
-    return next((names for prefix, names in QUALIFIED_PREFIXES if name.startswith(prefix)), ())
-
-
-# -- scopes -------------------------------------------------------------------------------------
-@dataclass
-class _Scope:
-    """The names one function, lambda, comprehension or class body binds (Python's rules)."""
-
-    bound: set[str] = field(default_factory=set)
-    imports: dict[str, str] = field(default_factory=dict)    # local name -> qualified module/object
-    declared_global: set[str] = field(default_factory=set)
-    is_class: bool = False
-    is_comprehension: bool = False    # its walrus targets belong to the enclosing scope
-
-
-def _target_names(target: ast.AST) -> list[str]:
-    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
-
-
-def _import_bindings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
-    """(bound name, qualified name) for each alias; star imports are left to the caller."""
-    out = []
-    if isinstance(node, ast.Import):
-        for alias in node.names:
-            if alias.asname:
-                out.append((alias.asname, alias.name))
-            else:
-                top = alias.name.split(".")[0]
-                out.append((top, top))
-    else:
-        module = "." * node.level + (node.module or "")
-        for alias in node.names:
-            if alias.name != "*":
-                out.append((alias.asname or alias.name, f"{module}.{alias.name}"))
-    return out
-
-
-def _children_in_scope(node: ast.AST) -> Iterable[ast.AST]:
-    """The nodes whose names belong to ``node``'s own scope: nested scopes contribute only their name."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        stack: list[ast.AST] = list(node.body)
-    elif isinstance(node, ast.Lambda):
-        stack = [node.body]
-    elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
-        stack = [node.elt, *node.generators]
-    elif isinstance(node, ast.DictComp):
-        stack = [node.key, node.value, *node.generators]
-    else:
-        stack = [node]
-    while stack:
-        child = stack.pop()
-        yield child
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue  # its name is bound here (see _scope_of); its insides are its own scope
-        if isinstance(child, _SCOPES):
-            continue
-        stack.extend(ast.iter_child_nodes(child))
-
-
-def _scope_of(node: ast.AST) -> _Scope:
-    scope = _Scope(is_class=isinstance(node, ast.ClassDef),
-                   is_comprehension=isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)))
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        args = node.args
-        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
-            if arg is not None:
-                scope.bound.add(arg.arg)
-    for child in _children_in_scope(node):
-        if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
-            scope.bound.add(child.id)
-        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child is not node:
-            scope.bound.add(child.name)
-        elif isinstance(child, (ast.Import, ast.ImportFrom)):
-            for name, qualified in _import_bindings(child):
-                scope.bound.add(name)
-                scope.imports[name] = qualified
-        elif isinstance(child, ast.ExceptHandler) and child.name:
-            scope.bound.add(child.name)
-        elif isinstance(child, ast.Global):
-            scope.declared_global.update(child.names)
-        elif isinstance(child, ast.Nonlocal):
-            scope.bound.update(child.names)
-        elif isinstance(child, (ast.MatchAs, ast.MatchStar)) and child.name:
-            scope.bound.add(child.name)
-        elif isinstance(child, ast.MatchMapping) and child.rest:
-            scope.bound.add(child.rest)
-    scope.bound -= scope.declared_global
-    return scope
 
 
 # -- module-level bindings ----------------------------------------------------------------------
@@ -268,7 +124,7 @@ class NotebookScan:
             self._collect(tree.body, conditional=False)
         for tree in trees:
             for statement in tree.body:
-                if _DYNAMIC_CODE_REASON in _Walker(self, tamper=True).walk(statement).hidden:
+                if DYNAMIC_CODE_REASON in _Walker(self, tamper=True).walk(statement).hidden:
                     self._dynamic_code = True
 
     def _note(self, finding: str) -> None:
@@ -292,18 +148,18 @@ class NotebookScan:
                     self._methods.update(s.name for s in statement.body
                                          if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
             elif isinstance(statement, (ast.Import, ast.ImportFrom)):
-                for name, qualified in _import_bindings(statement):
+                for name, qualified in import_bindings(statement):
                     self._bind(name, _Binding(order, conditional, target=qualified))
                 if isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
                     module = "." * statement.level + (statement.module or "")
                     self._stars.append((_Binding(order, True, target=module), module))
             elif isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 self._collect_assignment(statement, order, conditional)
-            elif isinstance(statement, _COMPOUND):
-                for target in _compound_targets(statement):
-                    for name in _target_names(target[0]):
+            elif isinstance(statement, COMPOUND):
+                for target in compound_targets(statement):
+                    for name in target_names(target[0]):
                         self._bind(name, _Binding(order, True, node=target[1]))
-                for inner in _compound_bodies(statement):
+                for inner in compound_bodies(statement):
                     self._collect(inner, conditional=True)
 
     def _collect_assignment(self, statement: ast.Assign | ast.AnnAssign | ast.AugAssign, order: int,
@@ -319,7 +175,7 @@ class NotebookScan:
             else:
                 pairs = [(target, value)]
             for one_target, one_value in pairs:
-                for name in _target_names(one_target) if not isinstance(one_target, ast.Attribute) else []:
+                for name in target_names(one_target) if not isinstance(one_target, ast.Attribute) else []:
                     uses_itself = isinstance(statement, ast.AugAssign) or any(
                         isinstance(n, ast.Name) and n.id == name for n in ast.walk(one_value))
                     self._bind(name, _Binding(order, conditional, node=one_value, shadows=not uses_itself))
@@ -353,7 +209,7 @@ class NotebookScan:
         for binding in self.active(name):
             if binding.target:
                 out.add(binding.target)
-            elif binding.node is not None and not isinstance(binding.node, _SCOPES):
+            elif binding.node is not None and not isinstance(binding.node, SCOPES):
                 out |= _Walker(self).qualify(binding.node, (), depth + 1)
         self._resolving.discard(name)
         self._aliases[name] = out
@@ -416,23 +272,6 @@ class NotebookScan:
         return out
 
 
-def _compound_targets(statement: ast.stmt) -> list[tuple[ast.AST, ast.AST]]:
-    """(target, value) pairs a compound statement binds at its own level: for, with ... as."""
-    if isinstance(statement, (ast.For, ast.AsyncFor)):
-        return [(statement.target, statement.iter)]
-    if isinstance(statement, (ast.With, ast.AsyncWith)):
-        return [(item.optional_vars, item.context_expr) for item in statement.items if item.optional_vars]
-    return []
-
-
-def _compound_bodies(statement: ast.stmt) -> list[list[ast.stmt]]:
-    bodies = [getattr(statement, name, None) for name in ("body", "orelse", "finalbody")]
-    out = [b for b in bodies if isinstance(b, list)]
-    out += [h.body for h in getattr(statement, "handlers", [])]
-    out += [c.body for c in getattr(statement, "cases", [])]
-    return out
-
-
 def _is_call_to(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
@@ -440,9 +279,6 @@ def _is_call_to(node: ast.AST, name: str) -> bool:
 def _constant_str(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
-
-def _is_autograder(qualified: str) -> bool:
-    return qualified == "autograder" or qualified.startswith("autograder.")
 
 
 # -- walking code -------------------------------------------------------------------------------
@@ -458,19 +294,19 @@ class _Walker:
 
     def walk(self, root: ast.AST) -> _Summary:
         summary = _Summary()
-        stack: list[tuple[ast.AST, tuple[_Scope, ...]]] = [(root, ())]
+        stack: list[tuple[ast.AST, tuple[Scope, ...]]] = [(root, ())]
         while stack:
             node, scopes = stack.pop()
-            if isinstance(node, _SCOPES):
+            if isinstance(node, SCOPES):
                 stack.extend(self._enter(node, scopes))
                 continue
             self._visit(node, scopes, summary, root)
             stack.extend((child, scopes) for child in ast.iter_child_nodes(node) if not isinstance(child, _INERT))
         return summary
 
-    def _enter(self, node: ast.AST, scopes: tuple[_Scope, ...]) -> list[tuple[ast.AST, tuple[_Scope, ...]]]:
+    def _enter(self, node: ast.AST, scopes: tuple[Scope, ...]) -> list[tuple[ast.AST, tuple[Scope, ...]]]:
         """The children of a scope node, each with the scopes it is evaluated in."""
-        inner = (*scopes, _scope_of(node))
+        inner = (*scopes, scope_of(node))
         outer_parts: list[ast.AST] = []
         inner_parts: list[ast.AST] = []
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -483,7 +319,8 @@ class _Walker:
         elif isinstance(node, ast.Lambda):
             outer_parts = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
             inner_parts = [node.body]
-        else:  # a comprehension: its first iterable is evaluated outside it
+        else:  # a comprehension (the rest of SCOPES): its first iterable is evaluated outside it
+            assert isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp))
             first, *rest = node.generators
             outer_parts = [first.iter]
             inner_parts = [first.target, *first.ifs, *rest]
@@ -492,7 +329,7 @@ class _Walker:
 
     # names --------------------------------------------------------------------------------
     @staticmethod
-    def _local(name: str, scopes: tuple[_Scope, ...]) -> _Scope | None:
+    def _local(name: str, scopes: tuple[Scope, ...]) -> Scope | None:
         """The scope that binds ``name`` here, or None for a module-level (global) name."""
         for depth, scope in enumerate(reversed(scopes)):
             if scope.is_class and depth > 0:
@@ -503,7 +340,7 @@ class _Walker:
                 return scope
         return None
 
-    def qualify(self, node: ast.AST, scopes: tuple[_Scope, ...], depth: int = 0) -> set[str]:
+    def qualify(self, node: ast.AST, scopes: tuple[Scope, ...], depth: int = 0) -> set[str]:
         """The qualified names an expression may be (``Fn.softmax`` -> torch.nn.functional.softmax)."""
         attrs: list[str] = []
         while True:
@@ -514,8 +351,8 @@ class _Walker:
                 node = node.value
                 continue
             if isinstance(node, ast.Call) and _is_call_to(node, "getattr") and len(node.args) >= 2 \
-                    and _constant_str(node.args[1]) is not None:
-                attrs.append(_constant_str(node.args[1]))
+                    and (looked_up := _constant_str(node.args[1])) is not None:
+                attrs.append(looked_up)
                 node, depth = node.args[0], depth + 1
                 continue
             break
@@ -526,8 +363,7 @@ class _Walker:
                 bases = {scope.imports[node.id]} if node.id in scope.imports else set()
             else:
                 bases = self.scan.module_qualified(node.id, depth)
-        elif isinstance(node, ast.Call) and node.args and _constant_str(node.args[0]) is not None:
-            module = _constant_str(node.args[0])
+        elif isinstance(node, ast.Call) and node.args and (module := _constant_str(node.args[0])) is not None:
             if _is_call_to(node, "__import__") and self._local("__import__", scopes) is None:
                 # __import__("a.b") is a; with a fromlist it is a.b
                 fromlist = len(node.args) >= 4 or any(k.arg == "fromlist" for k in node.keywords)
@@ -536,15 +372,15 @@ class _Walker:
                 bases = {module}
             else:
                 bases = set()
-        elif isinstance(node, ast.Subscript) and _constant_str(node.slice) is not None \
+        elif isinstance(node, ast.Subscript) and (key := _constant_str(node.slice)) is not None \
                 and "sys.modules" in self.qualify(node.value, scopes, depth + 1):
-            bases = {_constant_str(node.slice)}
+            bases = {key}
         else:
             bases = set()
         return {base + suffix for base in bases}
 
     # one node -----------------------------------------------------------------------------------
-    def _visit(self, node: ast.AST, scopes: tuple[_Scope, ...], summary: _Summary, root: ast.AST) -> None:
+    def _visit(self, node: ast.AST, scopes: tuple[Scope, ...], summary: _Summary, root: ast.AST) -> None:
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load) and self._local(node.id, scopes) is None:
                 summary.refs.add(node.id)
@@ -556,7 +392,7 @@ class _Walker:
             if not qualified and node.attr in METHODS:
                 summary.hits.add(f"method:{node.attr}")
             if node.attr == "__dict__" and any(q.startswith("torch") for q in qualified):
-                summary.hidden.add(_COMPUTED_NAME_REASON)   # torch.nn.functional.__dict__["soft" + "max"]
+                summary.hidden.add(COMPUTED_NAME_REASON)   # torch.nn.functional.__dict__["soft" + "max"]
             if self.tamper:
                 self._tampering_attribute(node, qualified, scopes, root)
         elif isinstance(node, ast.Call):
@@ -566,7 +402,7 @@ class _Walker:
         elif self.tamper and isinstance(node, ast.NamedExpr) and all(s.is_comprehension for s in scopes):
             self.scan._bind(node.target.id, _Binding(self.scan._order, True, node=node.value))  # module level
         elif self.tamper and isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and _is_autograder(node.value):
+                and is_autograder(node.value):
             self.scan._note(f"{TAMPERING}names the grader's module {node.value[:60]!r}")
         if self.tamper and isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
@@ -574,23 +410,23 @@ class _Walker:
                 if isinstance(target, (ast.Attribute, ast.Subscript)) and self.qualify(target.value, scopes):
                     self.scan.note_root(root)  # monkeypatches a module: runs for every exercise
                 elif isinstance(target, ast.Name) and scopes and target.id in scopes[-1].declared_global \
-                        and getattr(node, "value", None) is not None:
+                        and (value := getattr(node, "value", None)) is not None:
                     # ``global x; x = ...`` inside a function rebinds the module-level x
-                    self.scan._bind(target.id, _Binding(self.scan._order, True, node=node.value))
+                    self.scan._bind(target.id, _Binding(self.scan._order, True, node=value))
 
-    def _visit_call(self, node: ast.Call, scopes: tuple[_Scope, ...], summary: _Summary, root: ast.AST) -> None:
+    def _visit_call(self, node: ast.Call, scopes: tuple[Scope, ...], summary: _Summary, root: ast.AST) -> None:
         qualified = self.qualify(node, scopes)      # getattr(F, "softmax"), importlib.import_module("x")
         summary.hits |= qualified
         builtin = node.func.id if isinstance(node.func, ast.Name) and self._local(node.func.id, scopes) is None \
             and not self.scan.active(node.func.id) else None
-        if builtin in _DYNAMIC_CODE or self.qualify(node.func, scopes) & _QUALIFIED_DYNAMIC_CODE:
-            summary.hidden.add(_DYNAMIC_CODE_REASON)
-        if builtin not in _ATTRIBUTE_FUNCTIONS or len(node.args) < 2:
+        if builtin in DYNAMIC_CODE or self.qualify(node.func, scopes) & QUALIFIED_DYNAMIC_CODE:
+            summary.hidden.add(DYNAMIC_CODE_REASON)
+        if builtin not in ATTRIBUTE_FUNCTIONS or len(node.args) < 2:
             return
         attr = _constant_str(node.args[1])
         base = self.qualify(node.args[0], scopes)
         if attr is None and any(b == "torch" or b.startswith("torch.") for b in base):
-            summary.hidden.add(_COMPUTED_NAME_REASON)   # getattr(torch._C, "Disable" + "TorchFunction")
+            summary.hidden.add(COMPUTED_NAME_REASON)   # getattr(torch._C, "Disable" + "TorchFunction")
         if attr in METHODS and not base and builtin == "getattr":
             summary.hits.add(f"method:{attr}")
         if not self.tamper:
@@ -598,33 +434,33 @@ class _Walker:
         if attr in TAMPER_NAMES:
             self.scan._note(f"{TAMPERING}uses {attr}")
         reads_check = builtin in ("getattr", "hasattr") and base == {"autograder"} and attr == "check"
-        if any(_is_autograder(b) for b in base) and not reads_check:
+        if any(is_autograder(b) for b in base) and not reads_check:
             self.scan._note(f"{TAMPERING}{builtin} on the grader's module")
         if builtin in ("setattr", "delattr") and base:
             self.scan.note_root(root)  # monkeypatches a module: runs for every exercise
 
-    def _tampering_attribute(self, node: ast.Attribute, qualified: set[str], scopes: tuple[_Scope, ...],
+    def _tampering_attribute(self, node: ast.Attribute, qualified: set[str], scopes: tuple[Scope, ...],
                              root: ast.AST) -> None:
         if node.attr in TAMPER_NAMES:
             self.scan._note(f"{TAMPERING}uses {node.attr}")
         for name in qualified:
             if name == "sys.modules":
                 self.scan._note(f"{TAMPERING}uses sys.modules")
-            if _is_autograder(name) and (name != _ALLOWED_AUTOGRADER or not isinstance(node.ctx, ast.Load)):
+            if is_autograder(name) and (name != ALLOWED_AUTOGRADER or not isinstance(node.ctx, ast.Load)):
                 self.scan._note(f"{TAMPERING}touches {'.'.join(name.split('.')[:2])[:80]}")
 
     def _tampering_import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
             for module in modules:
-                if _is_autograder(module) and module != "autograder":
+                if is_autograder(module) and module != "autograder":
                     self.scan._note(f"{TAMPERING}imports {module[:80]}")
         else:
             module = "." * node.level + (node.module or "")
             modules = [module]
             for alias in node.names:
                 full = f"{module}.{alias.name}"
-                if _is_autograder(module) and full != _ALLOWED_AUTOGRADER:
+                if is_autograder(module) and full != ALLOWED_AUTOGRADER:
                     self.scan._note(f"{TAMPERING}imports {full[:80]}")
                 if alias.name in TAMPER_NAMES:
                     self.scan._note(f"{TAMPERING}uses {alias.name}")
@@ -659,5 +495,5 @@ def scan_exercise(sources: Sequence[str], function: str, forbidden: Iterable[str
     return scan_notebook(sources).exercise(function, forbidden)
 
 
-__all__ = ["MAX_SOURCE_BYTES", "QUALIFIED", "TAMPERING", "TAMPER_NAMES", "UNINSPECTABLE", "NotebookScan",
-           "candidates", "canonical", "scan_exercise", "scan_notebook"]
+# TAMPERING and UNINSPECTABLE are scan_vocabulary's: re-exported, as they begin what the scan returns.
+__all__ = ["MAX_SOURCE_BYTES", "TAMPERING", "UNINSPECTABLE", "NotebookScan", "scan_exercise", "scan_notebook"]

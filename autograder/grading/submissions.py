@@ -23,9 +23,11 @@ An LMS download's ids are kept as evidence: Canvas' user id
 (``evidence["canvas_id"]``) and Moodle's participant id (``evidence["moodle_id"]``),
 so the grade files an LMS imports can match students by them.
 
-A zip is extracted into a private temporary folder: no absolute paths, no
-``..``, no links, a cap on member count and on bytes actually written (a zip
-bomb stops at the cap, whatever its headers claim).
+This module weighs the evidence; reading it is :mod:`autograder.grading.evidence`'s
+job (what a name or a notebook says), and opening a zip is
+:mod:`autograder.grading.archives`' (extracted safely into a private temporary
+folder; its refused members come here as ``refused`` and a notebook among them
+gets a failure row).
 
 Every name read here (folders, files, zip members, notebook metadata) is
 student-controlled: it passes the text gate (:mod:`autograder.text`) as it is
@@ -34,29 +36,21 @@ never out of :func:`discover`.
 """
 from __future__ import annotations
 
-import ast
-import contextlib
 import hashlib
-import json
 import os
-import re
-import shutil
-import stat
-import tempfile
-import time
 import unicodedata
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterator
+from typing import Any
 
-from autograder.config import Course, grade_id
-from autograder.reports.lms import formats, id_keys
+from autograder.config import Course
+from autograder.reports.lms import id_keys
 from autograder.errors import AutograderError, UnknownExercise
+from autograder.grading.archives import _os_reason
+from autograder.grading.evidence import (NotebookEvidence, _norm, _notebook_says, _student_from_dir,
+                                         _student_from_stem, assignments_named, notebook_evidence)
 from autograder.messages import Msg, say
 from autograder.text import file_stem, line, path_text
-from autograder.pyast import parse as parse_python
 
 #: Folder names that organize submissions but never name a student.
 STRUCTURAL = {"submitted", "submissions", "submission", "autograded", "release", "source", "feedback",
@@ -66,14 +60,6 @@ STRUCTURAL = {"submitted", "submissions", "submission", "autograded", "release",
 EXPECTED_FILES = {"timestamp.txt", "submission_secret.txt"}
 #: Folders whose content is never a submission.
 IGNORED_DIRS = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".git"}
-
-#: Zip limits: bytes actually written, members, one member.
-ZIP_MAX_BYTES = 2 * 2**30
-ZIP_MAX_MEMBERS = 50_000
-ZIP_MAX_MEMBER_BYTES = 256 * 2**20
-
-_COPY_NOISE = re.compile(r"(?:[-_ ]*copy\d*|[-_ ]*\(\d+\)|[-_ ]+v\d+|[-_ ]*final)+$", re.I)
-_SEPARATORS = re.compile(r"[\s\-.]+")
 
 
 @dataclass
@@ -123,287 +109,6 @@ def safe_name(text: str) -> str:
     """A file-name-safe form of a student's name (see :func:`autograder.text.file_stem`); distinct names
     stay distinct, and ``<name>__<assignment>.json`` stays within a file name's 255 bytes."""
     return file_stem(text, max_bytes=100)
-
-
-# -- zip ---------------------------------------------------------------------------
-class UnsafeArchive(AutograderError):
-    """The zip cannot be extracted safely (too big, too many members, not a zip)."""
-
-
-@dataclass
-class Extraction:
-    root: Path
-    refused: dict[str, str]        # member name -> why it was not extracted
-
-
-def extract_zip(archive: Path, dest: Path, *, max_bytes: int = ZIP_MAX_BYTES,
-                max_members: int = ZIP_MAX_MEMBERS, max_member_bytes: int = ZIP_MAX_MEMBER_BYTES) -> Extraction:
-    """Extract ``archive`` under ``dest`` member by member, refusing anything unsafe.
-
-    Refused members (absolute paths, ``..``, links, devices, oversized) are
-    listed with the reason; a notebook among them still gets a failure row.
-    """
-    refused: dict[str, str] = {}
-    written = 0
-    try:
-        zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise UnsafeArchive(f"{archive}: not a readable zip ({exc})") from None
-    with zf:
-        members = zf.infolist()
-        if len(members) > max_members:
-            raise UnsafeArchive(f"{archive}: {len(members)} members, more than the {max_members} allowed")
-        root = dest.resolve()
-        for info in members:
-            name = info.filename
-            reason = _unsafe_member(info)
-            if reason is None:
-                try:
-                    target = (root / name).resolve()
-                    if not target.is_relative_to(root):
-                        reason = "path leaves the extraction folder"
-                    elif info.is_dir():
-                        target.mkdir(parents=True, exist_ok=True)
-                        continue
-                    else:
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                except (OSError, ValueError) as exc:
-                    # A file and a folder of the same name, a name part over 255 bytes, ...
-                    reason = f"cannot be extracted ({_os_reason(exc)})"
-            if reason is not None:
-                refused[name] = reason
-                continue
-            budget = min(max_member_bytes, max_bytes - written)
-            try:
-                n = _copy_capped(zf, info, target, budget)
-            except _TooBig:
-                target.unlink(missing_ok=True)
-                if written >= max_bytes or budget < max_member_bytes:
-                    raise UnsafeArchive(f"{archive}: more than {max_bytes / 2**20:.0f} MiB once extracted",
-                                        hint="unpack it yourself and grade the folder") from None
-                refused[name] = f"larger than {max_member_bytes / 2**20:.0f} MiB once extracted"
-                continue
-            except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError, zlib.error) as exc:
-                # A corrupt or encrypted member: the notebook gets a row, the rest continues.
-                with contextlib.suppress(OSError):
-                    target.unlink(missing_ok=True)
-                refused[name] = f"cannot be extracted ({_os_reason(exc)})"
-                continue
-            written += n
-            _keep_time(target, info)
-    return Extraction(root, refused)
-
-
-def _keep_time(target: Path, info: zipfile.ZipInfo) -> None:
-    """Give the file its member's modification time (the duplicate rule compares them), not the
-    time of extraction; a time the platform cannot represent leaves the file as it is."""
-    with contextlib.suppress(OverflowError, ValueError, OSError):
-        stamp = time.mktime((*info.date_time, 0, 0, -1))
-        os.utime(target, (stamp, stamp), follow_symlinks=False)
-
-
-class _TooBig(Exception):
-    pass
-
-
-def _os_reason(exc: BaseException) -> str:
-    """Why, without the path (the member's name is reported beside it already)."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return type(exc).__name__
-
-
-def _unsafe_member(info: zipfile.ZipInfo) -> str | None:
-    name = info.filename
-    if "\x00" in name:
-        return "name contains a NUL byte"
-    posix = name.replace("\\", "/")
-    if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix):
-        return "absolute path"
-    if any(part == ".." for part in PurePosixPath(posix).parts):
-        return "path with '..'"
-    # Unix file type in the high bits of external_attr; 0 (no type) is what most zip writers store.
-    kind = stat.S_IFMT((info.external_attr >> 16) & 0xFFFF)
-    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-        return "a link or special file"
-    return None
-
-
-def _copy_capped(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, budget: int) -> int:
-    """Stream one member to ``target``; raise _TooBig past ``budget`` bytes (never trust the header)."""
-    n = 0
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as out, zf.open(info) as src:
-        while chunk := src.read(1 << 20):
-            n += len(chunk)
-            if n > budget:
-                raise _TooBig()
-            out.write(chunk)
-    return n
-
-
-@contextlib.contextmanager
-def opened(path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """Yield (folder to search, refused zip members) for a folder or a zip; clean up after."""
-    path = Path(path)
-    if path.is_dir():
-        yield path, {}
-        return
-    if not path.exists():
-        raise AutograderError(f"{path}: no such file or folder")
-    if not zipfile.is_zipfile(path):
-        raise AutograderError(f"{path}: neither a folder nor a zip archive",
-                              hint="pass a folder of notebooks or the .zip your LMS exported")
-    tmp = Path(tempfile.mkdtemp(prefix="autograder-zip-"))
-    os.chmod(tmp, 0o700)  # private: the sandbox worker must not browse other submissions
-    try:
-        extraction = extract_zip(path, tmp)
-        yield tmp, extraction.refused
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-# -- evidence ------------------------------------------------------------------------
-def _norm(text: str) -> str:
-    return _SEPARATORS.sub("_", unicodedata.normalize("NFC", text).lower())
-
-
-def _assignment_tokens(course: Course) -> list[tuple[re.Pattern[str], str]]:
-    out = []
-    for a in course.assignments:
-        for token in (a.id, a.module):
-            out.append((re.compile(rf"(?<![0-9a-z]){re.escape(token)}(?![0-9a-z])"), a.id))
-    return out
-
-
-def assignments_named(text: str, course: Course) -> set[str]:
-    """Assignment IDs named in a folder or file name (``01_rnn_decay``, ``alice-rnn-decay``)."""
-    norm = _norm(text)
-    return {aid for pattern, aid in _assignment_tokens(course) if pattern.search(norm)}
-
-
-def _strip_assignment(stem: str, course: Course) -> str:
-    norm = _norm(stem)
-    for pattern, _ in sorted(_assignment_tokens(course), key=lambda p: -len(p[0].pattern)):
-        norm = pattern.sub(" ", norm)
-    residue = _COPY_NOISE.sub("", norm.strip(" _"))
-    return re.sub(r"[\s_]+", "_", residue).strip(" _")
-
-
-def _student_from_dir(name: str) -> tuple[str, dict[str, str]]:
-    """(student, LMS ids) of a folder, as an LMS format names it (Moodle's ``Ada Lovelace_12345_
-    assignsubmission_file_``: ``Ada Lovelace``, ``{"moodle_id": "12345"}``), else the folder's name."""
-    for lms in formats():
-        found = lms.from_folder(name) if lms.from_folder is not None else None
-        if found is not None:
-            return found
-    return name, {}
-
-
-def _student_from_stem(stem: str, course: Course) -> tuple[str | None, dict[str, str]]:
-    """(student, LMS ids) of a file name, as an LMS format names it (Canvas' ``alicesmith_12345_67890_...``:
-    ``alicesmith``, ``{"canvas_id": "12345"}``), else what is left of the name without the assignment."""
-    for lms in formats():
-        found = lms.from_file(stem) if lms.from_file is not None else None
-        if found is not None:
-            return found
-    return _plain_student_from_stem(stem, course), {}
-
-
-def _plain_student_from_stem(stem: str, course: Course) -> str | None:
-    residue = _strip_assignment(stem, course)
-    if not residue:
-        return None
-    if residue == _norm(stem).strip(" _"):
-        return _COPY_NOISE.sub("", stem).strip() or None  # keep the student's own spelling
-    return residue
-
-
-@dataclass
-class NotebookEvidence:
-    """What a notebook says about itself (read leniently; None fields when unreadable)."""
-
-    readable: bool
-    declared: str | None = None          # metadata.autograder.assignment
-    by_grade_id: set[str] = field(default_factory=set)
-    by_function: dict[str, int] = field(default_factory=dict)
-
-
-def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
-    """Assignment evidence inside a notebook, without executing anything; never raises.
-
-    Cells over ``limits.cell_kb`` are not parsed (their function definitions are
-    looked for on their first lines only).
-    """
-    try:
-        return _notebook_evidence(data, course, int(course.limits.cell_kb * 1024))
-    except Exception:  # noqa: BLE001 - RecursionError, MemoryError...: this notebook says nothing
-        return NotebookEvidence(False)
-
-
-def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> NotebookEvidence:
-    try:
-        nb = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return NotebookEvidence(False)
-    if not isinstance(nb, dict):
-        return NotebookEvidence(False)
-    ev = NotebookEvidence(True)
-    meta = nb.get("metadata")
-    if isinstance(meta, dict):
-        ag = meta.get("autograder")
-        if isinstance(ag, dict) and isinstance(ag.get("assignment"), str):
-            ev.declared = line(ag["assignment"], 80)
-    cells = nb.get("cells")
-    if not isinstance(cells, list):  # nbformat 3
-        cells = [c for ws in nb.get("worksheets") or [] if isinstance(ws, dict)
-                 for c in ws.get("cells") or []]
-    by_exercise = {grade_id(e.id): a.id for a in course.assignments for e in a.exercises}
-    functions = {e.function: a.id for a in course.assignments for e in a.exercises}
-    defined: set[str] = set()
-    for cell in cells:
-        if not isinstance(cell, dict):
-            continue
-        cmeta = cell.get("metadata")
-        nbg = cmeta.get("nbgrader") if isinstance(cmeta, dict) else None
-        gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
-        if isinstance(gid, str) and gid in by_exercise:
-            ev.by_grade_id.add(by_exercise[gid])
-        if cell.get("cell_type") == "code":
-            src = cell.get("source", cell.get("input", ""))
-            text = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else \
-                src if isinstance(src, str) else ""
-            defined |= _defined_names(text) if len(text) <= cell_bytes else _defined_by_scan(text[:cell_bytes])
-    for name in defined & functions.keys():
-        ev.by_function[functions[name]] = ev.by_function.get(functions[name], 0) + 1
-    return ev
-
-
-def _defined_names(code: str) -> set[str]:
-    try:
-        tree = parse_python(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        # Magics, a half-written cell, one absurdly nested expression: a plain scan of def/class lines.
-        return _defined_by_scan(code)
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-
-
-def _defined_by_scan(code: str) -> set[str]:
-    return set(re.findall(r"^[ \t]*(?:def|class)[ \t]+([A-Za-z_]\w*)", code, flags=re.M))
-
-
-def _notebook_says(ev: NotebookEvidence) -> tuple[str | None, str]:
-    """(assignment, how) from the notebook alone; (None, why) when it says nothing clear."""
-    if ev.declared:
-        return ev.declared, "notebook metadata"
-    if len(ev.by_grade_id) == 1:
-        return next(iter(ev.by_grade_id)), "nbgrader cell ids"
-    if ev.by_function:
-        best = max(ev.by_function.values())
-        top = sorted(a for a, n in ev.by_function.items() if n == best)
-        if len(top) == 1 and len(ev.by_grade_id) <= 1:
-            return top[0], "functions defined"
-    return None, ""
 
 
 # -- discovery -------------------------------------------------------------------------

@@ -1,0 +1,177 @@
+"""Reading evidence: what a name or a notebook says about its student and assignment.
+
+:mod:`autograder.grading.submissions` weighs the evidence; this module only reads it, from text
+that is all student-controlled:
+
+* names: :func:`assignments_named` finds the assignment IDs and modules a folder or file name
+  names (``01_rnn_decay``, ``alice-rnn-decay``: case, separators and Unicode forms do not
+  matter); a folder or file name gives its student as an LMS format names it
+  (:mod:`autograder.reports.lms`: Canvas' ``alicesmith_12345_67890_...``, Moodle's
+  ``Ada Lovelace_12345_assignsubmission_file_``, with their ids), else as what is left once the
+  assignment and copy noise (``-Copy1``, ``(2)``, ``final``) are taken out;
+* a notebook: :func:`notebook_evidence` reads ``metadata.autograder.assignment``, the nbgrader
+  ``grade_id`` of its cells and the exercise functions its code cells define, and
+  :func:`_notebook_says` tells whether that names one assignment.
+
+A notebook is never executed nor imported: its JSON is parsed, its code cells only parsed as
+Python (a cell over ``limits.cell_kb`` is scanned for ``def``/``class`` lines instead). Reading
+never raises: a notebook that cannot be read (bad JSON, bad UTF-8, nesting past the recursion
+limit) says nothing, and that is evidence too.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+from autograder.config import Course, grade_id
+from autograder.pyast import parse as parse_python
+from autograder.reports.lms import formats
+from autograder.text import line
+
+_COPY_NOISE = re.compile(r"(?:[-_ ]*copy\d*|[-_ ]*\(\d+\)|[-_ ]+v\d+|[-_ ]*final)+$", re.I)
+_SEPARATORS = re.compile(r"[\s\-.]+")
+
+
+def _norm(text: str) -> str:
+    return _SEPARATORS.sub("_", unicodedata.normalize("NFC", text).lower())
+
+
+def _assignment_tokens(course: Course) -> list[tuple[re.Pattern[str], str]]:
+    out = []
+    for a in course.assignments:
+        for token in (a.id, a.module):
+            out.append((re.compile(rf"(?<![0-9a-z]){re.escape(token)}(?![0-9a-z])"), a.id))
+    return out
+
+
+def assignments_named(text: str, course: Course) -> set[str]:
+    """Assignment IDs named in a folder or file name (``01_rnn_decay``, ``alice-rnn-decay``)."""
+    norm = _norm(text)
+    return {aid for pattern, aid in _assignment_tokens(course) if pattern.search(norm)}
+
+
+def _strip_assignment(stem: str, course: Course) -> str:
+    norm = _norm(stem)
+    for pattern, _ in sorted(_assignment_tokens(course), key=lambda p: -len(p[0].pattern)):
+        norm = pattern.sub(" ", norm)
+    residue = _COPY_NOISE.sub("", norm.strip(" _"))
+    return re.sub(r"[\s_]+", "_", residue).strip(" _")
+
+
+def _student_from_dir(name: str) -> tuple[str, dict[str, str]]:
+    """(student, LMS ids) of a folder, as an LMS format names it (Moodle's ``Ada Lovelace_12345_
+    assignsubmission_file_``: ``Ada Lovelace``, ``{"moodle_id": "12345"}``), else the folder's name."""
+    for lms in formats():
+        found = lms.from_folder(name) if lms.from_folder is not None else None
+        if found is not None:
+            return found
+    return name, {}
+
+
+def _student_from_stem(stem: str, course: Course) -> tuple[str | None, dict[str, str]]:
+    """(student, LMS ids) of a file name, as an LMS format names it (Canvas' ``alicesmith_12345_67890_...``:
+    ``alicesmith``, ``{"canvas_id": "12345"}``), else what is left of the name without the assignment."""
+    for lms in formats():
+        found = lms.from_file(stem) if lms.from_file is not None else None
+        if found is not None:
+            return found
+    return _plain_student_from_stem(stem, course), {}
+
+
+def _plain_student_from_stem(stem: str, course: Course) -> str | None:
+    residue = _strip_assignment(stem, course)
+    if not residue:
+        return None
+    if residue == _norm(stem).strip(" _"):
+        return _COPY_NOISE.sub("", stem).strip() or None  # keep the student's own spelling
+    return residue
+
+
+@dataclass
+class NotebookEvidence:
+    """What a notebook says about itself (read leniently; None fields when unreadable)."""
+
+    readable: bool
+    declared: str | None = None          # metadata.autograder.assignment
+    by_grade_id: set[str] = field(default_factory=set)
+    by_function: dict[str, int] = field(default_factory=dict)
+
+
+def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
+    """Assignment evidence inside a notebook, without executing anything; never raises.
+
+    Cells over ``limits.cell_kb`` are not parsed (their function definitions are
+    looked for on their first lines only).
+    """
+    try:
+        return _notebook_evidence(data, course, int(course.limits.cell_kb * 1024))
+    except Exception:  # noqa: BLE001 - RecursionError, MemoryError...: this notebook says nothing
+        return NotebookEvidence(False)
+
+
+def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> NotebookEvidence:
+    try:
+        nb = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return NotebookEvidence(False)
+    if not isinstance(nb, dict):
+        return NotebookEvidence(False)
+    ev = NotebookEvidence(True)
+    meta = nb.get("metadata")
+    if isinstance(meta, dict):
+        ag = meta.get("autograder")
+        if isinstance(ag, dict) and isinstance(ag.get("assignment"), str):
+            ev.declared = line(ag["assignment"], 80)
+    cells = nb.get("cells")
+    if not isinstance(cells, list):  # nbformat 3
+        cells = [c for ws in nb.get("worksheets") or [] if isinstance(ws, dict)
+                 for c in ws.get("cells") or []]
+    by_exercise = {grade_id(e.id): a.id for a in course.assignments for e in a.exercises}
+    functions = {e.function: a.id for a in course.assignments for e in a.exercises}
+    defined: set[str] = set()
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
+        cmeta = cell.get("metadata")
+        nbg = cmeta.get("nbgrader") if isinstance(cmeta, dict) else None
+        gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
+        if isinstance(gid, str) and gid in by_exercise:
+            ev.by_grade_id.add(by_exercise[gid])
+        if cell.get("cell_type") == "code":
+            src = cell.get("source", cell.get("input", ""))
+            text = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else \
+                src if isinstance(src, str) else ""
+            defined |= _defined_names(text) if len(text) <= cell_bytes else _defined_by_scan(text[:cell_bytes])
+    for name in defined & functions.keys():
+        ev.by_function[functions[name]] = ev.by_function.get(functions[name], 0) + 1
+    return ev
+
+
+def _defined_names(code: str) -> set[str]:
+    try:
+        tree = parse_python(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # Magics, a half-written cell, one absurdly nested expression: a plain scan of def/class lines.
+        return _defined_by_scan(code)
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def _defined_by_scan(code: str) -> set[str]:
+    return set(re.findall(r"^[ \t]*(?:def|class)[ \t]+([A-Za-z_]\w*)", code, flags=re.M))
+
+
+def _notebook_says(ev: NotebookEvidence) -> tuple[str | None, str]:
+    """(assignment, how) from the notebook alone; (None, why) when it says nothing clear."""
+    if ev.declared:
+        return ev.declared, "notebook metadata"
+    if len(ev.by_grade_id) == 1:
+        return next(iter(ev.by_grade_id)), "nbgrader cell ids"
+    if ev.by_function:
+        best = max(ev.by_function.values())
+        top = sorted(a for a, n in ev.by_function.items() if n == best)
+        if len(top) == 1 and len(ev.by_grade_id) <= 1:
+            return top[0], "functions defined"
+    return None, ""

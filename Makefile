@@ -4,7 +4,10 @@ VENV := .venv/bin
 export PATH := $(CURDIR)/$(VENV):$(PATH)
 DEMO_OUT ?= demo-out
 
-.PHONY: setup demo test build validate clean
+# Parallel test workers (pytest-xdist); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+
+.PHONY: setup demo test test-fast lint build validate clean
 
 setup:
 	@bash scripts/setup.sh
@@ -15,14 +18,21 @@ demo:
 	autograder grade samples/submissions -o $(DEMO_OUT) --force
 
 test: setup
-	python -m pytest
+	python -m pytest -n $(TEST_WORKERS)
+
+test-fast: setup    # the edit loop: every test not marked slow (no notebook kernels, no batches)
+	python -m pytest -n $(TEST_WORKERS) -m "not slow"
+
+lint: setup
+	ruff check
+	mypy
 
 build: setup
 	autograder build
 
 validate: setup
 	autograder validate
-	autograder validate --mutants    # every mutant of every reference (~5 min on 2 cores); CI: tests/test_mutants.py
+	autograder validate --mutants    # every mutant of every reference (~3 min on 2 cores); CI: tests/test_mutants.py
 
 clean:
 	rm -rf $(DEMO_OUT) dist .pytest_cache

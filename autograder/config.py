@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from autograder.errors import ConfigError, UnknownExercise
 
@@ -148,7 +149,7 @@ class Assignment(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _builds_on_earlier(self) -> "Assignment":
+    def _builds_on_earlier(self) -> Assignment:
         seen: list[str] = []
         for e in self.exercises:
             if e.id in seen:   # said here, before a builds_on naming the duplicate could say something stranger
@@ -201,7 +202,7 @@ class Course(_Strict):
     assignments: list[Assignment] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique_ids(self) -> "Course":
+    def _unique_ids(self) -> Course:
         seen: dict[str, str] = {}
         for a in self.assignments:
             for e in a.exercises:
@@ -223,7 +224,7 @@ class Course(_Strict):
                               hint="load it with autograder.config.load_course(PATH)")
         return self._root
 
-    def content_dir(self, assignment: "Assignment | str") -> Path:
+    def content_dir(self, assignment: Assignment | str) -> Path:
         """The folder of one assignment's notebook, checks, hidden checks and known mistakes:
         ``source/<id>/`` in an instructor's course, ``<id>/`` in a student's (only public checks there)."""
         a = assignment if isinstance(assignment, str) else assignment.id
@@ -306,7 +307,7 @@ def _named_path(loc: tuple[Any, ...], data: Any) -> str:
     return _field_path(loc)
 
 
-def _describe(error: dict[str, Any], data: Any = None) -> tuple[str, str | None]:
+def _describe(error: ErrorDetails, data: Any = None) -> tuple[str, str | None]:
     loc = tuple(error["loc"])
     path = _named_path(loc, data)
     kind = error["type"]
@@ -457,4 +458,5 @@ def _check_sources(course: Course) -> None:
             if cell_id in sources and e.function not in defined:
                 raise ConfigError(f"course.yml: exercise {e.id}: function {e.function!r} is not defined in "
                                   f"source/{a.id}/{a.notebook} (cell {cell_id!r})",
-                                  hint=_did_you_mean(e.function, defined) or f"the cell defines {', '.join(defined) or 'nothing'}")
+                                  hint=(_did_you_mean(e.function, defined)
+                                        or f"the cell defines {', '.join(defined) or 'nothing'}"))

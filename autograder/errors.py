@@ -1,7 +1,8 @@
 """The kit's exceptions: one module, so the CLI has one place to catch user errors."""
 from __future__ import annotations
 
-from typing import Callable, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 
 class AutograderError(Exception):
@@ -52,7 +53,7 @@ def report(exc: AutograderError) -> int:
     return exc.exit_code
 
 
-def run_command(work: "Callable[[], int]") -> int:
+def run_command(work: Callable[[], int]) -> int:
     """The one exit path of a command line: ``work()``'s code, a user error's one ERROR line, or 130."""
     import sys
 

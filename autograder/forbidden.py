@@ -15,8 +15,9 @@ runs) and by the trusted side alike; it holds no check and no solution.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ def read_notebook(path: str | Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> dict
     if size > max_bytes:
         raise NotebookError(f"{file}: {size / 2**20:.0f} MiB is more than the {max_bytes / 2**20:.0f} MiB "
                             "a notebook may have (limits.notebook_mb)",
-                            said=say("notebook.too_large", size=f"{size / 2**20:.0f}", limit=f"{max_bytes / 2**20:.0f}"))
+                            said=say("notebook.too_large", size=f"{size / 2**20:.0f}",
+                                     limit=f"{max_bytes / 2**20:.0f}"))
     try:
         raw = file.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -104,7 +105,8 @@ def parse_notebook(data: Any, name: str = "notebook") -> dict[str, Any]:
         raise NotebookError(f"{name}: notebook has no list of cells", said=say("notebook.broken"))
     for i, cell in enumerate(cells):
         if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
-            raise NotebookError(f"{name}: cell {i} is not a cell (no cell_type)", said=say("notebook.bad_cell", cell=i + 1))
+            raise NotebookError(f"{name}: cell {i} is not a cell (no cell_type)",
+                                said=say("notebook.bad_cell", cell=i + 1))
     return data
 
 

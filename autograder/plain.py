@@ -138,7 +138,7 @@ class Value:
     def kind(self) -> str:
         return self.spec["t"]
 
-    def items(self) -> list["Value"]:
+    def items(self) -> list[Value]:
         if self.kind not in ("tuple", "list"):
             raise PlainDataError(f"not a tuple: {self.describe()}")
         return [Value(s, self.arrays) for s in self.spec["items"]]

@@ -31,8 +31,9 @@ byte the worker sends as hostile (:mod:`autograder.sandbox`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -148,12 +149,12 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
     missing = [k for k in state if k not in named]
     unexpected = [k for k in module.state_dict() if k not in state]
     module.load_state_dict(state, strict=False)
-    args = list(args)
+    call_args = list(args)
     leaves = []
     for i in wrt:
-        args[i] = args[i].detach().clone().requires_grad_(True)
-        leaves.append(args[i])
-    out = module(*args, **kwargs)
+        call_args[i] = call_args[i].detach().clone().requires_grad_(True)
+        leaves.append(call_args[i])
+    out = module(*call_args, **kwargs)
     _backpropagate(out, grad_out)
     grads = {name: p.grad for name, p in module.named_parameters() if name in state}
     return {"out": out, "grads": grads, "input_grads": [leaf.grad for leaf in leaves], "missing": ",".join(missing),
@@ -204,14 +205,14 @@ def probe_grad(fn: Callable, wrt: Any, grad_out: Any, *args: Any, **kwargs: Any)
     such as a detached one, adds nothing: its gradient is missing). Returns ``{"out": result,
     "grads": [the gradient of each ``wrt`` input, None where none arrived]}``.
     """
-    args = list(args)
+    call_args = list(args)
     leaves = []
     for w in wrt:
-        source = kwargs if isinstance(w, str) else args
+        source = kwargs if isinstance(w, str) else call_args
         leaf = source[w].detach().clone().requires_grad_(True)
         source[w] = leaf
         leaves.append(leaf)
-    out = fn(*args, **kwargs)
+    out = fn(*call_args, **kwargs)
     _backpropagate(out, grad_out)
     return {"out": out, "grads": [leaf.grad for leaf in leaves]}
 
@@ -272,14 +273,14 @@ class _Answered(torch.autograd.Function):
     """A stand-in call that gradients flow through: the forward and the backward are the trusted side's."""
 
     @staticmethod
-    def forward(ctx: Any, call: Any, *leaves: torch.Tensor) -> Any:     # type: ignore[override]
+    def forward(ctx: Any, call: Any, *leaves: torch.Tensor) -> Any:
         ctx.call = call
         ctx.save_for_backward(*leaves)
         value = call.ask("forward", fill_leaves(call.template, [leaf.detach() for leaf in leaves]))
         return tuple(value) if type(value) is list else value
 
     @staticmethod
-    def backward(ctx: Any, *grads: Any) -> Any:                          # type: ignore[override]
+    def backward(ctx: Any, *grads: Any) -> Any:
         call, leaves = ctx.call, ctx.saved_tensors
         args = fill_leaves(call.template, [leaf.detach() for leaf in leaves])
         got = call.ask("backward", (args, list(grads)))

@@ -8,8 +8,8 @@ bench/ reports it. Nothing ever decides a score from a stopwatch.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 class Stopwatch:

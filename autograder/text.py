@@ -26,7 +26,8 @@ import hashlib
 import io
 import re
 import unicodedata
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 #: Appended where a text was cut.
 TRUNCATED = " …[truncated]"

@@ -64,9 +64,10 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -445,7 +446,8 @@ def nbgrader_runs(course: Path, subset: list[Sub], repeats: int) -> tuple[Row, d
         ends = sorted((course / "autograded" / s.rel).stat().st_mtime for s in subset
                       if (course / "autograded" / s.rel).exists())
         if len(ends) != len(subset):
-            raise SystemExit(f"bench: nbgrader autograded {len(ends)} of {len(subset)} notebooks:\n{run.stderr[-3000:]}")
+            raise SystemExit(f"bench: nbgrader autograded {len(ends)} of {len(subset)} notebooks:\n"
+                             f"{run.stderr[-3000:]}")
         this = [b - a for a, b in itertools.pairwise(ends)]
         gaps.extend(this)
         walls.append(run.wall / len(subset))
@@ -491,7 +493,8 @@ def otter_runs(work: Path, subs_dir: Path, subset: list[Sub]) -> tuple[Row, dict
             if cli.main(["export", "otter", a, "-o", str(zips)]) != 0:
                 raise SystemExit(f"bench: autograder export otter {a} failed")
     setup = time.perf_counter() - start
-    print(f"  autograder export otter ({len({s.assignment for s in subset})} zips): {setup:.1f} s (set-up, not counted)")
+    print(f"  autograder export otter ({len({s.assignment for s in subset})} zips): {setup:.1f} s "
+          "(set-up, not counted)")
     walls, runs = [], []
     points: dict[str, dict[str, float]] = {}
     for s in subset:
@@ -548,7 +551,8 @@ class Disagreement:
     verdicts: dict[str, str]
 
 
-def agreement(subs: list[Sub], course: Any, tools: dict[str, dict[str, dict[str, float]]]) -> tuple[int, list[Disagreement]]:
+def agreement(subs: list[Sub], course: Any,
+              tools: dict[str, dict[str, dict[str, float]]]) -> tuple[int, list[Disagreement]]:
     """Compare pass (full points) / fail per exercise of every submission each tool graded."""
     compared = 0
     out = []

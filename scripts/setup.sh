@@ -18,8 +18,9 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" \
     ${TORCH_INDEX_URL:+--force-reinstall --index-url "$TORCH_INDEX_URL"}
   echo "setup: the kit and its dependencies (nbgrader, JupyterLab, Otter, ...)"
-  # The dask extra: `autograder grade --scheduler` and its tests (tests/test_distributed.py).
-  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e ".[dask]"   # (setuptools' editable-install banner)
+  # The dask extra: `autograder grade --scheduler` and its tests (tests/test_distributed.py); dev: ruff, mypy,
+  # pytest-xdist (make lint, make test).
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e ".[dask,dev]"   # (setuptools' editable-install banner)
   .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
   rm -f .venv/.installed-*
   touch "$stamp"

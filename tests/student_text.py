@@ -11,9 +11,9 @@ import html
 import io
 import re
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import nbformat
 

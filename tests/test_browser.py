@@ -89,7 +89,8 @@ def _release_like(source: Path) -> nbformat.NotebookNode:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("solution"):
             exercise = meta["grade_id"].removeprefix("ex").replace("_", ".")
-            cell.source = region.sub(lambda m: m.group(1) + STUB.format(exercise=exercise), cell.source)
+            cell.source = region.sub(lambda m, exercise=exercise: m.group(1) + STUB.format(exercise=exercise),
+                                     cell.source)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     return nb

@@ -174,7 +174,8 @@ def world(tmp_path_factory):
     # Creating shared memory is no breach where the worker has an IPC namespace of its own; what must
     # not happen is that zoe, graded next, finds it, or that it is still there after the batch.
     attack += ["try:\n    put_shm()\nexcept (OSError, Blocked):\n    pass", DISK.format(limit=DISK_MB)]
-    for student, nb in (("ada", notebook()), ("mallory", notebook(*attack)), ("zoe", notebook(READ_SHM.format(key=SHM_KEY)))):
+    for student, nb in (("ada", notebook()), ("mallory", notebook(*attack)),
+                        ("zoe", notebook(READ_SHM.format(key=SHM_KEY)))):
         path = subs / student / "02_qkv_attention.ipynb"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(nb), encoding="utf-8")

@@ -3,9 +3,6 @@ in-process (self-checks and hidden-test cells left out, plots not shown) and the
 are asserted against what the cells computed."""
 from __future__ import annotations
 
-import math
-import os
-import re
 from pathlib import Path
 
 import nbformat

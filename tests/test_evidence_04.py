@@ -80,7 +80,8 @@ def test_04_torch_adds_its_mask_when_it_returns_weights():
     import torch.nn.functional as F
 
     canonical = inspect.getsource(F._canonical_mask)
-    assert re.search(r"zeros_like\(\s*mask, dtype=target_type\s*\)\.masked_fill_\(\s*mask, float\(\"-inf\"\)", canonical)
+    assert re.search(r"zeros_like\(\s*mask, dtype=target_type\s*\)"
+                     r"\.masked_fill_\(\s*mask, float\(\"-inf\"\)", canonical)
     forward = inspect.getsource(F.multi_head_attention_forward)
     assert "key_padding_mask = _canonical_mask(" in forward
     assert "attn_mask = key_padding_mask" in forward and "attn_mask = attn_mask + key_padding_mask" in forward
@@ -166,8 +167,8 @@ def test_04_what_the_run_shows(chapter):
         assert f"左 {left:.2f}、右 {right:.2f}" in discussion
     # the eight heads: which look at one neighbour with at least FOCUS of their weight, and which split it
     neighbours, focus = ns["neighbours"], ns["FOCUS"]
-    lefts = [h for h, (l, r) in neighbours.items() if max(l, r) >= focus and l > r]
-    rights = [h for h, (l, r) in neighbours.items() if max(l, r) >= focus and r > l]
+    lefts = [h for h, (left, right) in neighbours.items() if max(left, right) >= focus and left > right]
+    rights = [h for h, (left, right) in neighbours.items() if max(left, right) >= focus and right > left]
     split = [h for h in neighbours if h not in lefts + rights]
     assert lefts and rights and split                                           # not every map is one diagonal
     join = "、".join

@@ -231,7 +231,8 @@ def test_otter_zip_layout(zips, tmp_path):
         zf.extractall(tmp_path)
     config = json.loads((tmp_path / "otter_config.json").read_text())
     assert config["plugins"] == [{"autograder.exports.otter_plugin.KitPlugin": {"kit": "kit", "assignment": QKV.id}}]
-    assert (tmp_path / "kit" / "run_autograder").is_file() and (tmp_path / "kit" / "solutions" / "qkv_attention.py").is_file()
+    assert (tmp_path / "kit" / "run_autograder").is_file()
+    assert (tmp_path / "kit" / "solutions" / "qkv_attention.py").is_file()
     plan = E.planned_checks(QKV)
     for ex in QKV.exercises:
         # How Otter's kernel reads a test file (it needs OK_FORMAT = True to take it as OK format).

@@ -23,6 +23,7 @@ from autograder.cli import main
 from autograder.config import load_course
 from autograder.errors import AutograderError
 from autograder.probes import Reply, Request
+from autograder.sandbox import Sandbox   # the real one: a test that cannot import it fails
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
@@ -30,8 +31,6 @@ FULL = QKV.points
 
 
 MS = make_samples
-
-from autograder.sandbox import Sandbox   # the real one: a test that cannot import it fails
 
 
 

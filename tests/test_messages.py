@@ -57,7 +57,6 @@ def test_every_key_the_code_asks_for_exists_and_every_entry_is_used():
     assert used - set(M.CATALOGUE) == set()
     # status.* and label.* are looked up by name (a Status value, a label word); the rest literally.
     dynamic = {k for k in M.CATALOGUE if k.startswith(("status.", "label.", "sandbox.hint.", "selfcheck.column."))}
-    import signal
 
     from autograder import sandbox
     assert {f"sandbox.hint.{s.name}" for s in sandbox._SIGNAL_HINTS} == {

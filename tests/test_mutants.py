@@ -45,7 +45,8 @@ def test_reduction_swaps():
 
 def test_dim_and_keepdim():
     assert form(SOFTMAX.replace("e.sum(dim=dim", "e.sum(dim=0")) in mutated(SOFTMAX, "tensor:dim")
-    assert form(SOFTMAX.replace("x.amax(dim=dim, keepdim=True)", "x.amax(dim=dim)")) in mutated(SOFTMAX, "tensor:keepdim")
+    assert (form(SOFTMAX.replace("x.amax(dim=dim, keepdim=True)", "x.amax(dim=dim)"))
+            in mutated(SOFTMAX, "tensor:keepdim"))
     snippet = "def f(x):\n    return x.squeeze(-1)\n"
     assert form("def f(x):\n    return x.squeeze(-2)\n") in mutated(snippet, "tensor:dim")
 
@@ -119,7 +120,8 @@ def test_in_place_on_an_input():
 
 
 def test_generic_operators_come_from_mutmut_and_dedupe():
-    snippet = "def f(a, b):\n    \"\"\"doc string\"\"\"\n    if a > b:\n        raise ValueError('a is large')\n    return a + 1\n"
+    snippet = ("def f(a, b):\n    \"\"\"doc string\"\"\"\n"
+               "    if a > b:\n        raise ValueError('a is large')\n    return a + 1\n")
     ops = {op for op, _ in O.mutate(snippet)}
     assert {"generic:swap_op", "generic:number", "generic:off-by-one", "generic:drop-statement"} <= ops
     codes = [code for _, code in O.mutate(snippet)]
@@ -130,7 +132,8 @@ def test_generic_operators_come_from_mutmut_and_dedupe():
 
 
 def test_ids_are_stable_across_formatting():
-    assert O.mutant_id("2.2", "def f(x):\n    return x + 1\n") == O.mutant_id("2.2", "def f(x):\n    return (x+1)  # c\n")
+    assert (O.mutant_id("2.2", "def f(x):\n    return x + 1\n")
+            == O.mutant_id("2.2", "def f(x):\n    return (x+1)  # c\n"))
 
 
 # -- equivalents --------------------------------------------------------------------------------------

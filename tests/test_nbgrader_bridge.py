@@ -59,7 +59,8 @@ def test_a_changed_point_value_is_one_build_away(course_root: Path) -> None:
     assert f"updated the test cells of {rel} from course.yml" in lines
     B.check_current(course_root)
     nb = nbformat.read(course_root / rel, as_version=4)
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == NOTEBOOKS.tests_grade_id("2.2"))
+    cell = next(c for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == NOTEBOOKS.tests_grade_id("2.2"))
     assert cell.metadata.nbgrader.points == 3
 
 
@@ -139,7 +140,7 @@ def test_grade_exercise_partial_credit_quiet_and_seeded_like_the_sandbox(capsys)
         import torch
 
         print("debug", file=sys.stderr)
-        warnings.warn("student warning")
+        warnings.warn("student warning", stacklevel=1)
         e = torch.exp(x)
         return e / e.sum(dim=dim, keepdim=True)
 
@@ -244,7 +245,8 @@ def _solution(source: nbformat.NotebookNode, gid: str) -> str:
 
 #: What each student wrote in the 02 stubs: "ok" (the reference) or a known mistake.
 WRONG = {
-    "ex2_2": "import torch\n\ndef softmax(x, dim=-1):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)\n",
+    "ex2_2": ("import torch\n\ndef softmax(x, dim=-1):\n"
+              "    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)\n"),
     "ex2_3": "def attention_scores(Q, K):\n    return Q @ K.transpose(-2, -1)\n",
     "ex2_4": ("def scaled_dot_product_attention(Q, K, V):\n"
               "    weights = softmax(attention_scores(Q, K), dim=-2)\n    return weights @ V, weights\n"),
@@ -363,7 +365,8 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
         assert f"(Score: {float(result['points'])} / {float(QKV.points)})" in page, student  # Jinja's round(2)
         ours = {e["exercise"]: e for e in result["exercises"]}
         for ex in QKV.exercises:   # each test cell shows the kit's points for it
-            assert f"{ex.id} {ex.title_in(COURSE.language)}: {P.fmt(ours[ex.id]['points'])} / {P.fmt(ex.points)}" in page, (student, ex.id)
+            shown = f"{ex.id} {ex.title_in(COURSE.language)}: {P.fmt(ours[ex.id]['points'])} / {P.fmt(ex.points)}"
+            assert shown in page, (student, ex.id)
 
     t = time.perf_counter()
     # --force: nbgrader skips what it counts as autograded, and the kit's submissions now are.

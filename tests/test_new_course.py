@@ -162,12 +162,12 @@ def test_tiny_course_builds_validates_and_grades(tmp_path: Path) -> None:
 
 
 # -- adding an exercise to the real course -------------------------------------------------------
-STATEMENT_2_5 = """\
-## 练习 2.5　权重的行和
-
-注意力权重的每一行都应当加和为 1：这是检查一个注意力实现最简单的办法。
-
-**任务**：写 `row_sums(weights)`：`weights` 形状 (..., Tq, Tk)；返回形状 (..., Tq) 的张量，第 i 个元素是第 i 行（沿最后一维）的和，dtype 不变。"""
+STATEMENT_2_5 = ("## 练习 2.5　权重的行和\n"
+                 "\n"
+                 "注意力权重的每一行都应当加和为 1：这是检查一个注意力实现最简单的办法。\n"
+                 "\n"
+                 "**任务**：写 `row_sums(weights)`：`weights` 形状 (..., Tq, Tk)；"
+                 "返回形状 (..., Tq) 的张量，第 i 个元素是第 i 行（沿最后一维）的和，dtype 不变。")
 
 SOLUTION_2_5 = '''\
 def row_sums(weights):
@@ -182,7 +182,8 @@ def row_sums(weights):
 PUBLIC_2_5 = '''
 
 # -- 2.5 row_sums ------------------------------------------------------------------
-@check("2.5", "shape", P, Kind.SHAPE, zh="输出形状 (..., Tq)，dtype 不变", en="output shape (..., Tq) in the input's dtype")
+@check("2.5", "shape", P, Kind.SHAPE, zh="输出形状 (..., Tq)，dtype 不变",
+       en="output shape (..., Tq) in the input's dtype")
 def _row_sums_shape(ctx: Context) -> None:
     B, Tq, Tk = ctx.sizes(3)
     for dtype, batch in ((torch.float32, (B,)), (torch.float64, ())):
@@ -290,7 +291,7 @@ def add_exercise_2_5(course: Path) -> None:
     yml = course / "course.yml"
     text = yml.read_text(encoding="utf-8")
     anchor = '      - {id: "2.4", function: scaled_dot_product_attention'
-    line = next(l for l in text.splitlines() if l.startswith(anchor))
+    line = next(row for row in text.splitlines() if row.startswith(anchor))
     entry = '      - {id: "2.5", function: row_sums, points: 1, title: "row sums", title_zh: "权重的行和"}'
     yml.write_text(text.replace(line + "\n", f"{line}\n{entry}\n", 1), encoding="utf-8")
     # (3) a public check, a hidden check, known mistakes.

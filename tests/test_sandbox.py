@@ -29,7 +29,8 @@ from support import running
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="the cage (own uid, chroot) needs the grader to run as root")
-needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch.cuda.is_available() is False")
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
+                               reason="no CUDA device: torch.cuda.is_available() is False")
 
 LIMITS = Limits(call_seconds=1.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
                 file_mb=1, processes=0)
@@ -381,7 +382,8 @@ def test_solutions_and_the_output_folder_are_out_of_reach(sandbox, tmp_path):
                 "def look():\n    return sorted(os.listdir('/')), os.getcwd()\n"
                 "def imports():\n"
                 "    found = [m for m in sys.modules if m.startswith(('solutions', 'autograder_course',\n"
-                "                                                      'autograder.sandbox.host', 'autograder.grading'))]\n"
+                "                                                      'autograder.sandbox.host',\n"
+                "                                                      'autograder.grading'))]\n"
                 "    for name in ('solutions', 'autograder_course'):\n"
                 "        try:\n            __import__(name)\n            found.append(name)\n"
                 "        except ImportError:\n            pass\n"

@@ -26,7 +26,8 @@ CELLS = [
     "def g(x):\n    return x * 2",
     "def f(x):\n    global kept\n    kept = g\n    return g(x) + 1",
     "def later(x):\n    return kept(x)",
-    "def careful(x):\n    try:\n        return g('not a tensor')\n    except RuntimeError as exc:\n        return str(exc)",
+    "def careful(x):\n    try:\n        return g('not a tensor')\n"
+    "    except RuntimeError as exc:\n        return str(exc)",
 ]
 
 

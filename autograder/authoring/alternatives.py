@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from autograder.config import Course
 from autograder.catalog.declarations import Alternative
@@ -60,14 +61,14 @@ def _is_kit_import(node: ast.Import | ast.ImportFrom) -> bool:
     return any(alias.name.split(".")[0] == "autograder" for alias in node.names)
 
 
-def _segment(lines: list[str], node: ast.AST, with_decorators: bool = True) -> str:
-    start = node.lineno                                                      # type: ignore[attr-defined]
+def _segment(lines: list[str], node: ast.stmt, with_decorators: bool = True) -> str:
+    start = node.lineno
     if with_decorators:
         start = min([start] + [d.lineno for d in getattr(node, "decorator_list", [])])
-    return "".join(lines[start - 1:node.end_lineno])                       # type: ignore[attr-defined]
+    return "".join(lines[start - 1:node.end_lineno])
 
 
-def _helpers(tree: ast.Module, target: ast.AST, lines: list[str]) -> list[str]:
+def _helpers(tree: ast.Module, target: ast.stmt, lines: list[str]) -> list[str]:
     """Module-level definitions and assignments (not alternatives themselves) that ``target`` uses,
     transitively, in the module's order."""
     defined: dict[str, ast.stmt] = {}
@@ -80,7 +81,7 @@ def _helpers(tree: ast.Module, target: ast.AST, lines: list[str]) -> list[str]:
                 if isinstance(t, ast.Name):
                     defined[t.id] = node
     wanted: list[ast.stmt] = []
-    todo = [target]
+    todo: list[ast.stmt] = [target]
     while todo:
         node = todo.pop()
         for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:

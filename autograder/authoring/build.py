@@ -27,9 +27,10 @@ import json
 import re
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 from nbconvert.exporters import NotebookExporter
@@ -170,11 +171,11 @@ def fingerprint_files(course: Course, solutions: dict[str, bytes]) -> dict[str, 
     try:
         data = fingerprints.build_fingerprints(course)
     finally:
-        for name, module in saved.items():
-            if module is None:
+        for name, previous in saved.items():
+            if previous is None:
                 sys.modules.pop(name, None)
             else:
-                sys.modules[name] = module
+                sys.modules[name] = previous
     return {FINGERPRINTS: fingerprints.dumps(data).encode("utf-8")}
 
 
@@ -269,7 +270,7 @@ def _bundle_pyproject(root: Path) -> bytes:
         'include = ["autograder*"]\n\n'
         "[tool.setuptools.package-data]\n"
         'autograder = ["data/*.json", "data/*.yml", "data/*/*.py"]\n'
-    ).encode("utf-8")
+    ).encode()
 
 
 #: The bundle's README; ``{notebook}`` and ``{exercise}`` name the course's first ones.

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import torch
@@ -194,7 +195,7 @@ def verify_fingerprints(data: dict[str, Any], course: Any = None,
             def both(exercise_id: str, request: Request, got: plain.Value, m: Mistake = m) -> Mistake | None:
                 a, b = live(exercise_id, request, got), stored(exercise_id, request, got)
                 if (a and a.name) != (b and b.name):
-                    problems.append(f"{ex.id} with mistake {m.name}: live diagnosis {a.name if a else 'none'}, "
+                    problems.append(f"{exercise_id} with mistake {m.name}: live diagnosis {a.name if a else 'none'}, "
                                     f"fingerprints {b.name if b else 'none'}")
                 return a
 

@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import html
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from autograder.config import Course, load_course
@@ -255,7 +256,7 @@ def run_mutants(course: Course | None = None, *, exercises: list[str] | None = N
     drawn = {(m.exercise, m.id) for m in todo}
     problems: list[str] = []
     by_id = {(m.exercise, m.id): m for ms in everything.values() for m in ms}
-    for (ex, mid), reason in declared.items():
+    for ex, mid in declared:
         if ex not in everything:
             continue
         if (ex, mid) not in by_id:

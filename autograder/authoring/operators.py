@@ -10,9 +10,10 @@ import difflib
 import hashlib
 import random
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Generic, TypeGuard, TypeVar
 
 import libcst as cst
 
@@ -72,7 +73,7 @@ def reference_source(module: str, function: str, root: Path) -> tuple[str, str]:
     raise KeyError(f"solutions/{module}.py defines no {function}")
 
 
-def _segment(text: str, node: ast.AST) -> str:
+def _segment(text: str, node: ast.stmt) -> str:
     lines = text.splitlines(True)
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     return "".join(lines[start - 1:node.end_lineno]).rstrip("\n") + "\n"
@@ -234,14 +235,14 @@ def op_transpose(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield node.value
 
 
-def _is_sqrt(node: cst.BaseExpression) -> bool:
+def _is_sqrt(node: cst.BaseExpression) -> TypeGuard[cst.Call | cst.BinaryOperation]:
     if isinstance(node, cst.Call) and _call_name(node) == "sqrt" and len(node.args) == 1:
         return True
     return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power) \
         and isinstance(node.right, cst.Float) and float(node.right.value) == 0.5
 
 
-def _sqrt_arg(node: cst.BaseExpression) -> cst.BaseExpression:
+def _sqrt_arg(node: cst.Call | cst.BinaryOperation) -> cst.BaseExpression:
     return node.args[0].value if isinstance(node, cst.Call) else node.left
 
 
@@ -413,21 +414,25 @@ def _on_returns(fn: cst.FunctionDef, method: str) -> Iterator[cst.FunctionDef]:
             return _method(value, method) if k == 0 else None
 
         t = _Returns(change)
-        new = fn.visit(t)
+        new = cst.ensure_type(fn.visit(t), cst.FunctionDef)     # (the transformer changes returns only)
         if t.changed:
             yield new
 
 
-class _Finder(cst.CSTVisitor):
-    def __init__(self, kind: type) -> None:
-        self.kind, self.found = kind, []
+_Node = TypeVar("_Node", bound=cst.CSTNode)
+
+
+class _Finder(cst.CSTVisitor, Generic[_Node]):
+    def __init__(self, kind: type[_Node]) -> None:
+        self.kind = kind
+        self.found: list[_Node] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, self.kind):
             self.found.append(node)
         return True
 
-    def find(self, node: cst.CSTNode) -> list[Any]:
+    def find(self, node: cst.CSTNode) -> list[_Node]:
         node.visit(self)
         return self.found
 
@@ -437,11 +442,17 @@ def fn_detach(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
     if fn.name.value == "__init__":
         return
     yield from _on_returns(fn, "detach")
-    start = _body_start(fn)
-    body = list(fn.body.body)
-    if len(body) > start:
-        block = cst.With([cst.WithItem(_expr("torch.no_grad()"))], cst.IndentedBlock(body[start:]))
-        yield fn.with_changes(body=fn.body.with_changes(body=body[:start] + [block]))
+    no_grad = [cst.WithItem(_expr("torch.no_grad()"))]
+    if isinstance(fn.body, cst.IndentedBlock):
+        start = _body_start(fn)
+        body = list(fn.body.body)
+        if len(body) > start:
+            block = cst.With(no_grad, cst.IndentedBlock(body[start:]))
+            yield fn.with_changes(body=fn.body.with_changes(body=body[:start] + [block]))
+    elif isinstance(fn.body, cst.SimpleStatementSuite):
+        # def f(x): return ... (its small statements on the def's line): they become the with's one line.
+        block = cst.With(no_grad, cst.IndentedBlock([cst.SimpleStatementLine(fn.body.body)]))
+        yield fn.with_changes(body=cst.IndentedBlock([block]))
 
 
 def fn_cast_added(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
@@ -495,8 +506,10 @@ def fn_drop_statement(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
     lines = [n for n in _Finder(cst.SimpleStatementLine).find(fn) if not _is_docstring(n)]
     for target in lines:
         class Drop(cst.CSTTransformer):
+            dropped = target     # bound now: the transformer runs within this iteration
+
             def leave_SimpleStatementLine(self, original, updated):  # noqa: N802, ANN001, ANN202
-                return cst.RemoveFromParent() if original is target else updated
+                return cst.RemoveFromParent() if original is self.dropped else updated
 
             def leave_IndentedBlock(self, original, updated):  # noqa: N802, ANN001, ANN202
                 if not updated.body or all(isinstance(s, cst.SimpleStatementLine) and _is_docstring(s)
@@ -504,7 +517,7 @@ def fn_drop_statement(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
                     return updated.with_changes(body=[*updated.body, cst.SimpleStatementLine([cst.Pass()])])
                 return updated
 
-        yield fn.visit(Drop())
+        yield cst.ensure_type(fn.visit(Drop()), cst.FunctionDef)     # (Drop removes statements inside it)
 
 
 FUNCTION_OPERATORS: dict[str, Callable[[cst.FunctionDef], Iterable[cst.FunctionDef]]] = {
@@ -524,20 +537,25 @@ def mutate(source: str) -> Iterator[tuple[str, str]]:
         for kind, op in _mutmut_operators():
             if isinstance(node, kind):
                 for new in op(node):
-                    yield f"generic:{op.__name__.removeprefix('operator_')}", tree.deep_replace(node, new).code
+                    yield f"generic:{op.__name__.removeprefix('operator_')}", _replaced(tree, node, new)
         for new in op_off_by_one(node):
-            yield "generic:off-by-one", tree.deep_replace(node, new).code
+            yield "generic:off-by-one", _replaced(tree, node, new)
         for name, op in NODE_OPERATORS.items():
             for new in op(node):
-                yield f"tensor:{name}", tree.deep_replace(node, new).code
+                yield f"tensor:{name}", _replaced(tree, node, new)
         for new in op_inplace(node, inputs):
-            yield "tensor:in-place-input", tree.deep_replace(node, new).code
+            yield "tensor:in-place-input", _replaced(tree, node, new)
     for fn in functions:
-        for new in fn_drop_statement(fn):
-            yield "generic:drop-statement", tree.deep_replace(fn, new).code
-        for name, op in FUNCTION_OPERATORS.items():
-            for new in op(fn):
-                yield f"tensor:{name}", tree.deep_replace(fn, new).code
+        for new_fn in fn_drop_statement(fn):
+            yield "generic:drop-statement", _replaced(tree, fn, new_fn)
+        for name, fn_op in FUNCTION_OPERATORS.items():
+            for new_fn in fn_op(fn):
+                yield f"tensor:{name}", _replaced(tree, fn, new_fn)
+
+
+def _replaced(tree: cst.Module, old: cst.CSTNode, new: cst.CSTNode) -> str:
+    """The module's code with ``old``, a node inside it (not the module itself), replaced by ``new``."""
+    return cst.ensure_type(tree.deep_replace(old, new), cst.Module).code
 
 
 def _first_changed_line(a: str, b: str) -> int:

@@ -78,8 +78,8 @@ class GradingSession:
         self.notebooks = Notebooks(self.course)
         references = G.check_catalog(self.course, {a.id for a in self.course.assignments})
         self._sandbox = Sandbox(self.course.limits, "cpu").__enter__()
-        self.ctx = G.Context(self.course, self._sandbox, "cpu", G.grader_fingerprint("cpu", self.course), references,
-                             C.LiveDiagnoser(self.course.tolerances), G.demo_cells(self.course))
+        self.ctx = G.GradingContext(self.course, self._sandbox, "cpu", G.grader_fingerprint("cpu", self.course),
+                                    references, C.LiveDiagnoser(self.course.tolerances), G.demo_cells(self.course))
         return self
 
     def __exit__(self, *exc: object) -> None:

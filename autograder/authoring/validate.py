@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from autograder import catalog as C
 from autograder.config import Course, load_course
@@ -84,8 +85,9 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
                                     seed_parts=("validate", seed), reference=reference, diagnoser=diagnoser)
             for r in result.checks:
                 if not r.passed:
+                    said = r.detail or r.message
                     ref_fail.append(f"{ex.id}/{r.check} (seed {seed}): {r.status.value}: "
-                                    f"{(r.detail or r.message).en if (r.detail or r.message) else ''}")
+                                    f"{said.en if said else ''}")
         for m in C.MISTAKES.get(ex.id, []):
             result = C.run_exercise(ex, C.in_process_runner({ex.function: m.fn}),
                                     audiences=audiences, tolerances=course.tolerances,

@@ -112,7 +112,7 @@ def label(what: str | Msg) -> tuple[str, str]:
 
 
 def mismatch(problem: tuple[str, str], got: Any, expected: Any, rtol: float, atol: float, what: str | Msg, *,
-             diagnose: bool = True, slack: torch.Tensor | None = None) -> "CheckFailed":
+             diagnose: bool = True, slack: torch.Tensor | None = None) -> CheckFailed:
     """The failure of a :func:`compare` that found ``problem``: its hidden message told without values."""
     zh, en = problem
     what_zh, what_en = label(what)

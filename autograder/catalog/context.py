@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ class Runner(Protocol):
 class Diagnoser(Protocol):
     """Finds the known mistake whose output on ``request`` matches the student's ``got``."""
 
-    def __call__(self, exercise: str, request: Request, got: plain.Value) -> Mistake | None: ...
+    def __call__(self, exercise_id: str, request: Request, got: plain.Value) -> Mistake | None: ...
 
 
 def stable_seed(*parts: Any) -> int:
@@ -80,8 +81,8 @@ def _rounded(value: Any, generator: torch.Generator) -> Any:
         eps = torch.finfo(value.dtype).eps
         return value.detach().double().add(value.detach().double().abs() * eps * sign)
     if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-        sign = torch.randint(0, 2, value.shape, generator=generator).numpy() * 2 - 1
-        return value.astype(np.float64) + np.abs(value).astype(np.float64) * np.finfo(value.dtype).eps * sign
+        signs = torch.randint(0, 2, value.shape, generator=generator).numpy() * 2 - 1
+        return value.astype(np.float64) + np.abs(value).astype(np.float64) * np.finfo(value.dtype).eps * signs
     if isinstance(value, tuple):
         return tuple(_rounded(v, generator) for v in value)
     if isinstance(value, list):
@@ -106,9 +107,9 @@ def magnitude(value: Any) -> float:
             if finite.numel():
                 best = max(best, float(finite.abs().max()))
         elif isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
-            finite = value[np.isfinite(value)]
-            if finite.size:
-                best = max(best, float(np.abs(finite).max()))
+            kept = value[np.isfinite(value)]
+            if kept.size:
+                best = max(best, float(np.abs(kept).max()))
         elif isinstance(value, float) and math.isfinite(value):
             best = max(best, abs(value))
     return best
@@ -186,7 +187,7 @@ class Context:
                 value = reply.value()
             except plain.PlainDataError as exc:
                 raise CheckFailed(Msg(f"返回值无法读取：{exc}", f"the return value could not be read: {exc}"),
-                                  hidden=Msg("返回值无法读取", "the return value could not be read"))
+                                  hidden=Msg("返回值无法读取", "the return value could not be read")) from None
             self.last_value = value
             return value
         raise _reply_failure(reply, self.function)
@@ -212,9 +213,13 @@ class Context:
 
     def reference(self, *args: Any, **kwargs: Any) -> Any:
         """Hidden checks: the reference solution on CPU float64 copies of the arguments (see :meth:`truth`)."""
+        return self.truth(self.reference_function(), *args, **kwargs)
+
+    def reference_function(self) -> Callable[..., Any]:
+        """Hidden checks: the reference solution itself (a public check has none: RuntimeError)."""
         if self.reference_fn is None:
             raise RuntimeError(f"check {self.exercise}/{self.check} has no reference (public check?)")
-        return self.truth(self.reference_fn, *args, **kwargs)
+        return self.reference_fn
 
     def truth(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn`` (the reference, or torch's own function in a public check) on CPU float64 copies of the

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from autograder.messages import Msg
 
@@ -41,7 +42,7 @@ class Check:
     audience: Audience
     kind: Kind
     title: Msg
-    run: Callable[["Context"], None]
+    run: Callable[[Context], None]
     weight: float = 1.0
     #: Passes without any correct output (a forbidden-call scan, "raises ValueError"): earns its
     #: points only together with a passing check of OUTPUT_KINDS in the same exercise.
@@ -104,7 +105,7 @@ NEAR_ANSWERS: dict[str, tuple[str, ...]] = {}
 
 def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en: str,
           weight: float = 1.0, needs_output: bool | None = None, *, statement: str | None = None,
-          same_as: str | None = None) -> Callable[[Callable[["Context"], None]], Callable[["Context"], None]]:
+          same_as: str | None = None) -> Callable[[Callable[[Context], None]], Callable[[Context], None]]:
     """Decorator: declare a check of ``exercise``.
 
     ``needs_output`` (default: True for ``Kind.FORBIDDEN``, else False) declares a check that
@@ -114,7 +115,7 @@ def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en:
     if needs_output is None:
         needs_output = kind is Kind.FORBIDDEN
 
-    def register(fn: Callable[["Context"], None]) -> Callable[["Context"], None]:
+    def register(fn: Callable[[Context], None]) -> Callable[[Context], None]:
         existing = CHECKS.setdefault(exercise, [])
         if any(c.name == name for c in existing):
             raise ValueError(f"check {exercise}/{name} declared twice")

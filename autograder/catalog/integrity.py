@@ -17,7 +17,8 @@ Messages name an argument by its parameter name and say what went wrong, never a
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,7 +28,8 @@ from autograder.catalog import CheckFailed, Context, Msg, as_float64, compare
 from autograder.probes import probe_grad
 
 CHANGED = Msg("修改了传入的张量（原地操作，如 x.sub_ / masked_fill_）：调用者的数据被改变了",
-              "changed a tensor it was given (an in-place op such as x.sub_ or masked_fill_): the caller's data changed")
+              "changed a tensor it was given (an in-place op such as x.sub_ or masked_fill_): "
+              "the caller's data changed")
 UNREADABLE = Msg("这次调用的返回结果无法读取", "what this call returned could not be read")
 
 
@@ -116,7 +118,7 @@ def expect_input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int
     grad_out = tuple(ctx.randn(*o.shape, 1)[..., 0] if isinstance(o, torch.Tensor) and o.is_floating_point() else None
                      for o in want_outs)
     sent_grad_out = grad_out if outputs is not None else grad_out[0]
-    want = probe_grad(ctx.reference_fn, tuple(wrt), as_float64(sent_grad_out), *ref_args, **ref_kwargs)
+    want = probe_grad(ctx.reference_function(), tuple(wrt), as_float64(sent_grad_out), *ref_args, **ref_kwargs)
     parts = _dict_items(ctx.call(tuple(wrt), sent_grad_out, *args, probe="grad", **kwargs), {"out", "grads"})
     dtype = torch.float64
     # The forward values first: a wrong output explains wrong gradients better than their own message.
@@ -141,7 +143,8 @@ def expect_input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int
             message = _no_gradient(name)
             raise CheckFailed(message, hidden=message)
         if g.kind != "tensor" or tuple(g.spec["shape"]) != tuple(sent.shape):
-            message = Msg(f"对输入 {name} 的梯度形状不对", f"the gradient with respect to the input {name} has the wrong shape")
+            message = Msg(f"对输入 {name} 的梯度形状不对",
+                          f"the gradient with respect to the input {name} has the wrong shape")
             raise CheckFailed(message, hidden=message)
         rtol, atol = ctx.tol(dtype)
         problem = compare(g.tensor(), w, rtol, atol)

@@ -128,7 +128,8 @@ def _brief(spec: dict[str, Any], arrays: dict[str, np.ndarray], depth: int) -> s
         dtype = str(spec.get("dtype", "")).removeprefix("torch.")
         return f"Tensor{tuple(int(n) for n in spec['shape'])} {dtype}"
     if t == "ndarray":
-        arr = arrays.get(spec.get("k"))
+        key = spec.get("k")
+        arr = arrays.get(key) if isinstance(key, str) else None
         dtype = arr.dtype.name if isinstance(arr, np.ndarray) else "?"
         return f"ndarray{tuple(int(n) for n in spec['shape'])} {dtype}"
     if t in ("float", "int", "bool"):
@@ -167,7 +168,7 @@ def safe_name(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z_]{1,40}", name or "") else ""
 
 
-def hidden_message(check: "Check", failed: "CheckFailed") -> Msg:
+def hidden_message(check: Check, failed: CheckFailed) -> Msg:
     """What a hidden check's failure says: its hidden message, or a sentence naming the check.
 
     The exception's own text is the student's (``str(x)`` of a hidden input would leak it),

@@ -3,7 +3,8 @@ hidden stays hidden, and no points without output.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from autograder import plain
 from autograder.messages import Msg

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from autograder.exports.gradescope import (CHECK_VISIBILITY, EXECUTABLES, GRADING_DEPENDENCIES, KIT_PATTERNS,
-                                           MAX_SUBMISSION_FILES, TEMPLATES, TORCH_PIN, VISIBILITIES, find_submission,
+                                           MAX_SUBMISSION_FILES, TEMPLATES, TORCH_PIN, find_submission,
                                            grade_one, gradescope_files, gradescope_results, hundredths,
                                            planned_checks, PlannedCheck, requirements_txt, run_gradescope, say_in,
                                            submission_student, write_json_atomic, zip_bytes)  # noqa: F401

@@ -34,11 +34,8 @@ from autograder.exports.targets import ExportTarget
 from autograder.zips import deterministic_zip
 
 
-#: Gradescope's results.json vocabulary (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
-VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
-
-
-#: Where each audience's checks show, and when.
+#: Where each audience's checks show, and when (Gradescope's visibility values:
+#: https://gradescope-autograders.readthedocs.io/en/latest/specs/).
 CHECK_VISIBILITY = {"public": "visible", "hidden": "after_published"}
 
 
@@ -75,7 +72,8 @@ def requirements_txt(root: Path | None = None) -> str:
     """
     ranges = _pyproject_ranges(root if root is not None else PACKAGE.parent)
     lines = [f"# What the course kit's grader imports besides torch (setup.sh installs {TORCH_PIN}, CPU build, first).",
-             "# Version ranges from the course's pyproject.toml; the versions `autograder export` ran with in comments."]
+             "# Version ranges from the course's pyproject.toml; "
+             "the versions `autograder export` ran with in comments."]
     for name in GRADING_DEPENDENCIES:
         spec = ranges.get(name, name)
         try:
@@ -245,7 +243,8 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
         if bad:
             lines.append(say_in(language, "cells"))
             for c in bad:
-                detail = " ".join(str(x) for x in (c.get("error_type") or c.get("status"), cell_message(c, language)) if x)
+                parts = (c.get("error_type") or c.get("status"), cell_message(c, language))
+                detail = " ".join(str(x) for x in parts if x)
                 lines.append(f"  {say_in(language, 'cell')} {cell_number(c)}: {detail}")
     else:
         lines += [f"{say_in(language, 'not_graded')}: {message_text(result.get('message'), language)}",
@@ -291,7 +290,8 @@ def find_submission(folder: Path, course: Course, assignment: Assignment, studen
     one that is this assignment's by its content. None, or no way to choose: a
     Submission with a ``problem`` (graded as a named failure, no sandbox needed).
     """
-    from autograder.grading.submissions import Submission, find_notebooks, notebook_evidence
+    from autograder.grading.evidence import notebook_evidence
+    from autograder.grading.submissions import Submission, find_notebooks
 
     notebooks, _others = find_notebooks(folder) if folder.is_dir() else ([], [])
     notebooks = notebooks[:MAX_SUBMISSION_FILES]
@@ -325,10 +325,10 @@ def find_submission(folder: Path, course: Course, assignment: Assignment, studen
                      student=student or chosen.stem, assignment=assignment.id)
     evidence = notebook_evidence(data, course)
     # What the notebook says of itself: its metadata, else the nbgrader ids of its cells.
-    said = evidence.declared or (next(iter(evidence.by_grade_id)) if len(evidence.by_grade_id) == 1 else None)
-    if said is not None and said != assignment.id:
-        sub.fail(f"wrong assignment: the notebook is {said}, this autograder grades {assignment.id}",
-                 say("submission.wrong_assignment", said=said, wanted=assignment.id))
+    declared = evidence.declared or (next(iter(evidence.by_grade_id)) if len(evidence.by_grade_id) == 1 else None)
+    if declared is not None and declared != assignment.id:
+        sub.fail(f"wrong assignment: the notebook is {declared}, this autograder grades {assignment.id}",
+                 say("submission.wrong_assignment", said=declared, wanted=assignment.id))
     return sub
 
 
@@ -372,9 +372,10 @@ def grade_one(root: Path, assignment_id: str, *, device: str = "cpu",
         torch.set_num_threads(1)  # the references run here, one thread, as in `autograder grade`
         references = G.check_catalog(course, {assignment.id})
         plan = planned_checks(assignment)
-        ctx = G.Context(course=course, sandbox=None, device=device, fingerprint=G.grader_fingerprint(device, course),
-                        references=references, diagnoser=C.LiveDiagnoser(course.tolerances),
-                        demos=G.demo_cells(course), origin="gradescope")
+        ctx = G.GradingContext(course=course, sandbox=None, device=device,
+                               fingerprint=G.grader_fingerprint(device, course), references=references,
+                               diagnoser=C.LiveDiagnoser(course.tolerances), demos=G.demo_cells(course),
+                               origin="gradescope")
         if starting is not None:
             ctx.sandbox = starting.result()
         # A submission with a problem (no notebook, the wrong one) is a named failure: nothing runs.

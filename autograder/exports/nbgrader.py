@@ -291,7 +291,8 @@ def _test_output(ex: Exercise, graded: dict[str, Any] | None, why: str | None, c
     language = course.language.value
     items = "".join(f"<li>{html.escape(text)}</li>" for text in check_lines(graded, language)) if graded else ""
     head = f"{html.escape(ex.id)} {html.escape(ex.title_in(language))}: {fmt_points(points)} / {fmt_points(ex.points)}"
-    body = f"<p><b>{head}</b></p>" + (f"<p>{html.escape(why)}</p>" if why else "") + (f"<ul>{items}</ul>" if items else "")
+    body = (f"<p><b>{head}</b></p>" + (f"<p>{html.escape(why)}</p>" if why else "")
+            + (f"<ul>{items}</ul>" if items else ""))
     return nbformat.v4.new_output("execute_result", data={"text/plain": repr(hundredths(points)),
                                                           "text/html": body}, execution_count=None)
 

@@ -162,7 +162,8 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
         except SystemExit:
             # The sandbox scores a worker that exits as crashed: no points for the exercise.
             result = _zero(C, exercise, C.Status.CRASHED, C.Msg(
-                "你的代码调用了 exit()/sys.exit()：本题计 0 分", "your code called exit()/sys.exit(): this exercise scores 0"))
+                "你的代码调用了 exit()/sys.exit()：本题计 0 分",
+                "your code called exit()/sys.exit(): this exercise scores 0"))
     if result.points < exercise.points - 1e-9:
         lost.add(exercise.id)
     else:

@@ -4,9 +4,10 @@ target is one new module that declares its files and what to tell the instructor
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 #: The modules that declare an export target, in the order ``autograder export --help`` lists them.
 TARGET_MODULES = ("autograder.exports.gradescope", "autograder.exports.otter")

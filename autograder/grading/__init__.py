@@ -12,8 +12,9 @@ regrades). Hidden inputs are seeded per (course seed, student, assignment, file)
 identical scores.
 
 Lanes (:mod:`~autograder.grading.batch`): ``-j N`` grades N submissions at a time. A small batch stays in
-this process (threads, one sandbox template); a larger one also runs lanes in trusted grader processes
-started with ``spawn`` (:mod:`~autograder.grading.lanes`), or on a Dask cluster
+this process (threads, one sandbox template); a larger one also runs lanes in trusted grader processes,
+forked from this one while it has no other thread, or spawned where forking is refused
+(:mod:`~autograder.grading.lanes`), or on a Dask cluster
 (:mod:`~autograder.grading.distributed`). Only JSON crosses a process boundary, and this process stays the
 one writer. Student code never runs in any of these processes; the references do, on one torch thread.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from autograder.grading.cells import DEMO_SKIPPED, SETUP_CELLS, demo_cells, submission_cells  # noqa: F401
 from autograder.grading.timing import PROFILE_SECTIONS, flat_profile  # noqa: F401
-from autograder.grading.grader import (COURSE_FILES, ENGINE_FILES, check_catalog, Context, grader_fingerprint,
+from autograder.grading.grader import (COURSE_FILES, ENGINE_FILES, check_catalog, GradingContext, grader_fingerprint,
                                        resolve_device)  # noqa: F401
 from autograder.grading.submission import (RESULT_MAX_BYTES, RESULT_MAX_CELLS, failure, finalize, grade_or_fail,
                                            grade_submission, grader_fault, hidden_seed_parts)  # noqa: F401

@@ -6,15 +6,16 @@ from __future__ import annotations
 import collections
 import json
 import time
+from collections.abc import Callable, Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from autograder.config import Course
 from autograder.errors import AutograderError
 from autograder.grading.cells import demo_cells
-from autograder.grading.grader import Context, check_catalog, grader_fingerprint
+from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
 from autograder.grading.lanes import ForkedLanes, Lanes, lane_config, start_lanes
 from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail
 from autograder.grading.submission import grade_or_fail
@@ -120,7 +121,7 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     from autograder import catalog as C
 
     course, outputs = batch.outputs.course, batch.outputs
-    ctx = Context(course, sandbox, batch.device, batch.fingerprint, batch.references,
+    ctx = GradingContext(course, sandbox, batch.device, batch.fingerprint, batch.references,
                   C.LiveDiagnoser(course.tolerances), batch.demos, batch.origin)
     results: dict[str, dict[str, Any]] = {}
     todo: list[Submission] = []
@@ -156,13 +157,13 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     try:
         for sub, result, rendered in stream:
             t0 = time.perf_counter()
-            result = record_or_fail(outputs, result, sub, ctx, unwritten, rendered)
+            written = record_or_fail(outputs, result, sub, ctx, unwritten, rendered)
             write_seconds += time.perf_counter() - t0
-            if result is None:
+            if written is None:
                 continue
-            results[result["key"]] = result
+            results[written["key"]] = written
             if on_result:
-                on_result(result)
+                on_result(written)
             if progress:
                 progress.advance(task)
     except BaseException:
@@ -184,8 +185,8 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
                         unwritten=unwritten, lanes=described)
 
 
-def _local_results(ctx: Context, todo: list[Submission], jobs: int, lanes: Lanes | None,
-                   config: dict[str, Any]) -> Any:
+def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes: Lanes | None,
+                   config: dict[str, Any]) -> Generator[tuple[Submission, dict[str, Any], Any], None, None]:
     """Grade ``todo`` with threads here and the ``lanes`` processes; yield each result as it is ready.
 
     Each lane process holds one submission at a time, so a lane that is still starting takes none from the
@@ -224,6 +225,7 @@ def _local_results(ctx: Context, todo: list[Submission], jobs: int, lanes: Lanes
                     try:
                         payload = json.loads(fut.result())
                     except Exception as exc:  # noqa: BLE001 - the lane process died or could not start
+                        assert lanes is not None     # far: it went to a lane process
                         lanes.failed(exc)
                         queue.appendleft(sub)      # graded again, here
                         continue

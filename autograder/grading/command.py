@@ -8,8 +8,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from autograder import reports as R
 from autograder.config import load_course
@@ -17,7 +18,7 @@ from autograder.errors import AutograderError
 from autograder.grading.batch import batch_lanes, grade_batch, lane_processes, plan
 from autograder.grading.lanes import lane_config
 from autograder.grading.grader import resolve_device
-from autograder.grading.submissions import opened
+from autograder.grading.archives import opened
 from autograder.text import line
 
 
@@ -103,7 +104,7 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
     _sigterm_interrupts()
     if args.student is not None:
         args.force = True        # --student regrades that student, whatever is already done
-    course_root = None
+    course_root: Path | None = None
     if args.nbgrader:
         from autograder.exports.nbgrader import discover_nbgrader_course
 
@@ -189,25 +190,25 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
         except Exception as exc:  # noqa: BLE001
             failed.append(f"{what} failed ({type(exc).__name__}: {line(str(exc), 300)})")
 
-    def gradebook() -> None:
-        for text in after_batch(out, course_root, course=course).lines():
+    def gradebook(root: Path) -> None:
+        for text in after_batch(out, root, course=course).lines():
             console.print(escape(line(text, 1000)))
 
     step("report.html", lambda: batch.outputs.report(everything))
     step("canvas.csv and moodle.csv", lambda: write_lms_csv(everything, course, out))
     if course_root is not None:
-        step("recording in gradebook.db", gradebook)
+        step("recording in gradebook.db", lambda: gradebook(course_root))
     step("the summary table", lambda: R.print_summary(console, everything, course))
     earlier = len(everything) - len(outcome.results)
     if earlier:
         console.print(f"{earlier} rows of grades.csv come from earlier runs into {out} (other submissions)")
     per = outcome.seconds / outcome.graded if outcome.graded else 0.0
     writing = outcome.write_seconds / outcome.graded if outcome.graded else 0.0
-    lanes = f"; lanes in other processes: {outcome.lanes}" if outcome.lanes else ""
+    lanes_said = f"; lanes in other processes: {outcome.lanes}" if outcome.lanes else ""
     console.print(f"graded {outcome.graded} in {outcome.seconds:.2f} s ({per:.3f} s each, of which writing "
-                  f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s{lanes}), {outcome.resumed} kept from an earlier "
-                  f"run; wrote {out}/grades.csv, canvas.csv, moodle.csv, lms-skipped.csv, report.html, results/, "
-                  "feedback/")
+                  f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s{lanes_said}), {outcome.resumed} kept from an "
+                  f"earlier run; wrote {out}/grades.csv, canvas.csv, moodle.csv, lms-skipped.csv, report.html, "
+                  "results/, feedback/")
     if args.no_isolation:
         console.print("[bold red]graded with --no-isolation: student code ran uncaged (recorded in every result)[/]")
     for problem in failed:

@@ -22,11 +22,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Generator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from autograder.errors import AutograderError
 from autograder.grading.submissions import Submission
+
+if TYPE_CHECKING:
+    from autograder.grading.grader import GradingContext
 
 #: Tasks in flight at once per worker thread of the cluster (at least MIN_WINDOW): bounded memory on the
 #: scheduler for thousands of notebooks, and every worker kept busy.
@@ -59,8 +62,8 @@ def _threads(client: Any) -> int:
         return 1
 
 
-def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submission], ctx: Any, *,
-                    local: list[Submission] = ()) -> Iterator[tuple[Submission, dict[str, Any], Any]]:
+def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submission], ctx: GradingContext, *,
+                    local: Sequence[Submission] = ()) -> Generator[tuple[Submission, dict[str, Any], Any], None, None]:
     """Grade ``subs`` on the cluster; yield (submission, result, (markdown, html) or None) as each is ready.
 
     ``local`` (submissions that fail before any code runs: no student, unknown assignment) and notebooks

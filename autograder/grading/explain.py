@@ -14,11 +14,17 @@ import argparse
 import hashlib
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from autograder.config import load_course
+from autograder.config import Course, load_course
 from autograder.errors import AutograderError
+
+if TYPE_CHECKING:   # the checks' modules load when a command runs (see explain below)
+    from autograder.catalog.context import Runner
+    from autograder.catalog.outcomes import ExerciseResult
+    from autograder.probes import Reply, Request
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,16 +83,18 @@ def graded_file(result: dict[str, Any], tmp: Path) -> Path:
 class Recorder:
     """A runner that keeps every request and reply of the check being run."""
 
-    def __init__(self, runner: Any):
-        self.runner, self.calls = runner, []
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.calls: list[tuple[Request, Reply]] = []
 
-    def __call__(self, request: Any) -> Any:
+    def __call__(self, request: Request) -> Reply:
         reply = self.runner(request)
         self.calls.append((request, reply))
         return reply
 
 
-def explain(course: Any, result: dict[str, Any], exercise_id: str) -> tuple[Any, list[tuple[Any, Any]], Any]:
+def explain(course: Course, result: dict[str, Any],
+            exercise_id: str) -> tuple[ExerciseResult, list[tuple[Request, Reply]], Callable[..., Any]]:
     """(the exercise's result with full messages, the calls made, the reference) for one graded notebook."""
     from autograder import catalog as C
     from autograder.grading.cells import demo_cells, submission_cells
@@ -109,7 +117,8 @@ def explain(course: Any, result: dict[str, Any], exercise_id: str) -> tuple[Any,
         with Sandbox(course.limits, "cpu") as sandbox, sandbox.open(cells, label="explain") as worker:
             recorder = Recorder(C.with_stand_ins(worker, stand_ins, references))
             outcome = C.run_exercise(ex, recorder, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
-                                     tolerances=course.tolerances, seed_parts=hidden_seed_parts(course, sub, assignment.id),
+                                     tolerances=course.tolerances,
+                                     seed_parts=hidden_seed_parts(course, sub, assignment.id),
                                      reference=references[ex.id], diagnoser=C.LiveDiagnoser(course.tolerances))
     return outcome, recorder.calls, references[ex.id]
 
@@ -122,7 +131,8 @@ def describe(value: Any, width: int = 6) -> str:
     if isinstance(value, torch.Tensor):
         flat = value.detach().cpu().reshape(-1)[:width].tolist()
         more = ", …" if value.numel() > width else ""
-        return f"Tensor{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} [{', '.join(f'{x:.6g}' if isinstance(x, float) else str(x) for x in flat)}{more}]"
+        shown = ", ".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in flat)
+        return f"Tensor{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} [{shown}{more}]"
     if isinstance(value, np.ndarray):
         return f"ndarray{value.shape} {value.dtype} {np.array2string(value.reshape(-1)[:width], precision=6)}"
     if isinstance(value, (tuple, list)):
@@ -176,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
                 if reply.status == "ok":
                     console.print(f"    student returned: {escape(describe(reply.value().to_python()))}")
                 else:
-                    console.print(f"    student's call: {reply.status} {escape(reply.error_type)} {escape(reply.error)}")
+                    console.print(f"    student's call: {reply.status} {escape(reply.error_type)} "
+                                  f"{escape(reply.error)}")
                 if request.probe == "call":
                     try:
                         want = reference(*C.as_float64(request.args), **C.as_float64(request.kwargs))

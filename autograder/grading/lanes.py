@@ -1,8 +1,11 @@
-"""Lanes in other processes: trusted grader processes (``spawn``), each with a sandbox of its own,
-grading submissions sent as plain JSON and answering with JSON text (also what a Dask worker runs).
+"""Lanes in other processes: trusted grader processes, each with a sandbox of its own, grading
+submissions sent as plain JSON and answering with JSON text (also what a Dask worker runs). They are
+forked (:class:`ForkedLanes`) from a process with no other thread, as torch needs; where forking is
+refused (:func:`fork_problem` says why) they are started with ``spawn`` (:class:`ProcessLanes`).
 """
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import os
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from autograder.config import Course, load_course
 from autograder.errors import AutograderError
-from autograder.grading.grader import Context, check_catalog, grader_fingerprint
+from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
 from autograder.grading.outputs import render_feedback
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Submission
@@ -55,7 +58,7 @@ class LaneSetupError(AutograderError):
     """A lane cannot grade as the batch asks (another kit version, no sandbox): the batch's fault, not a row's."""
 
 
-#: This process's lane state: its sandbox (one per process) and a Context per batch configuration.
+#: This process's lane state: its sandbox (one per process) and a GradingContext per batch configuration.
 _LANE: dict[str, Any] = {}
 
 
@@ -98,7 +101,7 @@ def lane_warm(config: dict[str, Any]) -> int:
     return os.getpid()
 
 
-def _lane_context(config: dict[str, Any]) -> Context:
+def _lane_context(config: dict[str, Any]) -> GradingContext:
     """The grading context of ``config`` in this process (made once; the caller holds _LANE_LOCK)."""
     key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
     contexts = _LANE.setdefault("contexts", {})
@@ -123,7 +126,7 @@ def _lane_context(config: dict[str, Any]) -> Context:
     references = check_catalog(course, set(config["assignments"]))
     sandbox = _lane_sandbox(Limits.model_validate(config["limits"]), device, config["isolation"],
                             int(config.get("max_restarts", 2)))
-    ctx = Context(course, sandbox, device, fingerprint, references, C.LiveDiagnoser(course.tolerances),
+    ctx = GradingContext(course, sandbox, device, fingerprint, references, C.LiveDiagnoser(course.tolerances),
                   config["demos"], config["origin"])
     contexts[key] = ctx
     return ctx
@@ -186,11 +189,21 @@ def _lane_process_init() -> None:
     torch.set_num_threads(1)
 
 
-class Lanes:
+class Lanes(abc.ABC):
     """What the batch needs of lanes in other processes, whichever way they started."""
 
+    count: int                          # lane processes started
     alive: bool
     problem: BaseException | None
+    pids: list[int]
+
+    @abc.abstractmethod
+    def submit(self, config: dict[str, Any], sub: Submission) -> Future[str]:
+        """Grade ``sub`` in a lane process: a Future of :func:`lane_grade`'s JSON text."""
+
+    @abc.abstractmethod
+    def close(self, kill: bool = False) -> None:
+        """Stop the lane processes (at once with ``kill``)."""
 
     def failed(self, exc: BaseException) -> None:
         """A lane process could not grade (its start failed, it died, it refused the batch): the threads
@@ -224,7 +237,7 @@ class ProcessLanes(Lanes):
                                          initializer=_lane_process_init)
         self._warming = [self._pool.submit(lane_warm, config) for _ in range(count)]
 
-    def submit(self, config: dict[str, Any], sub: Submission) -> Future:
+    def submit(self, config: dict[str, Any], sub: Submission) -> Future[str]:
         return self._pool.submit(lane_grade, config, submission_json(sub))
 
     def ready(self, timeout: float | None = None) -> list[int]:
@@ -397,8 +410,8 @@ class ForkedLanes(Lanes):
                 return
             fut.set_result(reply["text"])
 
-    def submit(self, config: dict[str, Any], sub: Submission) -> Future:
-        fut: Future = Future()
+    def submit(self, config: dict[str, Any], sub: Submission) -> Future[str]:
+        fut: Future[str] = Future()
         self._jobs.put((fut, json.dumps({"config": config, "sub": submission_json(sub)}).encode()))
         return fut
 

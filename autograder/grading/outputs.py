@@ -11,7 +11,7 @@ from typing import Any
 
 from autograder import reports as R
 from autograder.config import Course
-from autograder.grading.grader import Context
+from autograder.grading.grader import GradingContext
 from autograder.grading.submission import finalize, grader_fault
 from autograder.grading.submissions import Discovery, Submission
 
@@ -65,9 +65,10 @@ class Outputs:
         scoped = set(found.out_of_scope)
         moved = []
         for key, row in list(self.rows.items()):
-            if row.get("origin") != origin or row.get("source") in scoped:
+            source = row.get("source")
+            if row.get("origin") != origin or source in scoped:
                 continue
-            if current.get(row.get("source")) == key:
+            if isinstance(source, str) and current.get(source) == key:
                 continue
             target = self.out / "superseded"
             target.mkdir(exist_ok=True)
@@ -147,7 +148,7 @@ def keep_earlier(outputs: Outputs, old: dict[str, Any]) -> bool:
         return False
 
 
-def record_or_fail(outputs: Outputs, result: dict[str, Any], sub: Submission, ctx: Context,
+def record_or_fail(outputs: Outputs, result: dict[str, Any], sub: Submission, ctx: GradingContext,
             unwritten: list[str], rendered: tuple[str, str] | None = None) -> dict[str, Any] | None:
     """Write one result; if that fails, write this submission's failure row instead.
 

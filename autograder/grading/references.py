@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from autograder.config import Assignment, Course
 from autograder.errors import AutograderError
@@ -39,6 +40,8 @@ def reference_module(course: Course, assignment: Assignment) -> ModuleType:
     if not path.is_file():
         raise MissingReference(f"{path} is missing", hint="run autograder build")
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:     # (a .py file always has a loader)
+        raise MissingReference(f"{path} cannot be imported (no loader for it)", hint="run autograder build")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

@@ -13,7 +13,7 @@ from autograder import reports as R
 from autograder.config import Course
 from autograder.errors import AutograderError, NotebookError
 from autograder.grading.cells import submission_cells
-from autograder.grading.grader import Context
+from autograder.grading.grader import GradingContext
 from autograder.grading.source_scan import scan_notebook
 from autograder.grading.submissions import Submission
 from autograder.grading.timing import flat_profile
@@ -29,7 +29,7 @@ def _said(key: str, **params: Any) -> dict[str, str]:
     return as_dict(say(key, **params))
 
 
-def _base(sub: Submission, ctx: Context) -> dict[str, Any]:
+def _base(sub: Submission, ctx: GradingContext) -> dict[str, Any]:
     return {"schema": R.RESULT_SCHEMA, "key": sub.key, "student": sub.student, "assignment": sub.assignment,
             "origin": ctx.origin, "source": sub.source, "sha256": sub.sha256, "grader": ctx.fingerprint,
             "device": ctx.device, "isolation": _isolation(ctx),
@@ -37,13 +37,13 @@ def _base(sub: Submission, ctx: Context) -> dict[str, Any]:
             "evidence": {k: v for k, v in sub.evidence.items() if isinstance(v, str)}}
 
 
-def _isolation(ctx: Context) -> dict[str, Any] | None:
+def _isolation(ctx: GradingContext) -> dict[str, Any] | None:
     """The cage the batch's workers ran in (autograder.sandbox.cage), as every result records it."""
     isolation = getattr(ctx.sandbox, "isolation", None)
     return isolation.to_json() if isolation is not None else None
 
 
-def failure(sub: Submission, ctx: Context, status: str, message: dict[str, str], **extra: Any) -> dict[str, Any]:
+def failure(sub: Submission, ctx: GradingContext, status: str, message: dict[str, str], **extra: Any) -> dict[str, Any]:
     """A named failure row: no points; max_points from the assignment when it is known."""
     result = _base(sub, ctx)
     if sub.assignment:
@@ -113,13 +113,15 @@ def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[s
     return None
 
 
-def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
+def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | None:
     """The result dict of one submission; None only when the batch is being stopped."""
     from autograder import catalog as C
     from autograder.notebook import read_notebook
 
     if sub.problem:
         return failure(sub, ctx, sub.problem, sub.said or _said("submission.problem", detail=sub.problem))
+    if sub.assignment is None:      # (discovery gives every notebook without a problem its assignment)
+        return failure(sub, ctx, "unknown assignment", _said("submission.unknown_assignment"))
     start = time.perf_counter()
     # Where the seconds go (see PROFILE_SECTIONS), kept in the result's timing section.
     timer = Stopwatch()    # the grader's sections; the worker handle keeps its own (see grading/timing.py)
@@ -148,6 +150,8 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
         notes_msg.append(_said("submission.old_format"))
     timing: dict[str, Any] = {}
     t0 = time.perf_counter()
+    if ctx.sandbox is None:     # only a submission with a problem is handed over without one
+        raise AutograderError(f"{sub.key}: no sandbox to grade in")
     worker = ctx.sandbox.open(cells, label=sub.key)
     try:
         # The trusted side's own look at the code (the worker's guards run where a cell could turn them off).
@@ -160,7 +164,8 @@ def grade_submission(sub: Submission, ctx: Context) -> dict[str, Any] | None:
             stand_ins = C.stand_ins_for(ctx.course, assignment, ex, lost)
             with timer.section("checks"):
                 outcome = C.run_exercise(
-                    ex, C.with_stand_ins(worker, stand_ins, ctx.references), audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
+                    ex, C.with_stand_ins(worker, stand_ins, ctx.references),
+                    audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
                     tolerances=ctx.course.tolerances, seed_parts=hidden_seed_parts(ctx.course, sub, assignment.id),
                     device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, timer=timer)
             t2 = time.perf_counter()
@@ -211,7 +216,7 @@ def hidden_seed_parts(course: Course, sub: Submission, assignment_id: str) -> tu
     return (course.seed, sub.student, assignment_id, sub.sha256)
 
 
-def grade_or_fail(sub: Submission, ctx: Context) -> dict[str, Any] | None:
+def grade_or_fail(sub: Submission, ctx: GradingContext) -> dict[str, Any] | None:
     """:func:`grade_submission`, with every fault turned into this submission's row (the batch goes on).
 
     The one place where a submission's failure is caught, and the one place its result
@@ -230,7 +235,7 @@ def grade_or_fail(sub: Submission, ctx: Context) -> dict[str, Any] | None:
     return result
 
 
-def grader_fault(sub: Submission, ctx: Context, exc: BaseException, step: str = "") -> dict[str, Any]:
+def grader_fault(sub: Submission, ctx: GradingContext, exc: BaseException, step: str = "") -> dict[str, Any]:
     """The row of a submission whose grading (or ``step``) failed on the trusted side: retried next run."""
     where = f" {step}" if step else ""
     return failure(sub, ctx, f"crash: grader error{where} ({type(exc).__name__}: {line(str(exc), 300)})",

@@ -7,12 +7,15 @@ import base64
 import io
 import statistics
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograder.config import Course
 from autograder.reports.feedback import _h, _page, _status_text, _text, exercise_title, fmt_points
 from autograder.reports.files import GRADED
 from autograder.text import line
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType     # rc_context()'s keys (a type only: imported for mypy)
 
 
 # -- the class report ------------------------------------------------------------------------
@@ -53,7 +56,8 @@ def class_stats(results: list[dict[str, Any]], course: Course) -> dict[str, Any]
 
 
 _REPORT = {
-    "zh": {"title": "{name}：班级报告", "summary": "共 {n} 份提交，{graded} 份已评分", "mean": "；平均 {mean:.1f}%，中位数 {median:.1f}%",
+    "zh": {"title": "{name}：班级报告", "summary": "共 {n} 份提交，{graded} 份已评分",
+           "mean": "；平均 {mean:.1f}%，中位数 {median:.1f}%",
            "scores": "得分", "hist": "得分分布", "hist_x": "得分（占作业总分的 %）", "count": "提交数",
            "pass": "各练习的满分率", "pass_x": "练习", "pass_y": "满分的比例（%）",
            "exercise": "练习", "ex_title": "题目", "graded": "已评分", "full": "满分", "mean_points": "平均得分",
@@ -62,9 +66,11 @@ _REPORT = {
            "score": "得分", "status": "状态", "feedback": "反馈",
            "no_font": "这台机器没有能显示中文的字体，所以图中的标题和坐标轴用英文；装一个中文字体（Debian/Ubuntu："
                       "apt install fonts-noto-cjk）后重新生成报告，图中就是中文。"},
-    "en": {"title": "{name}: class report", "summary": "{n} submissions, {graded} graded", "mean": "; mean score {mean:.1f}%, median {median:.1f}%",
+    "en": {"title": "{name}: class report", "summary": "{n} submissions, {graded} graded",
+           "mean": "; mean score {mean:.1f}%, median {median:.1f}%",
            "scores": "Scores", "hist": "Score histogram", "hist_x": "score (% of the assignment's points)",
-           "count": "submissions", "pass": "Pass rate per exercise", "pass_x": "exercise", "pass_y": "% with full points",
+           "count": "submissions", "pass": "Pass rate per exercise", "pass_x": "exercise",
+           "pass_y": "% with full points",
            "exercise": "exercise", "ex_title": "title", "graded": "graded", "full": "full points",
            "mean_points": "mean points", "statuses": "statuses", "mistakes": "Most common diagnosed mistakes",
            "mistake": "mistake", "message": "message", "no_mistakes": "No known mistake was diagnosed.",
@@ -99,7 +105,7 @@ def class_report_html(results: list[dict[str, Any]], course: Course, language: s
     T = _REPORT[language]
     font = cjk_font() if language == "zh" else None
     P = _REPORT["zh"] if font else _REPORT["en"]          # plot labels: Chinese only where a font draws it
-    style = {"font.family": [font, "sans-serif"]} if font else {}
+    style: dict[RcKeyType, Any] = {"font.family": [font, "sans-serif"]} if font else {}
     stats = class_stats(results, course)
     summary = T["summary"].format(n=stats["n"], graded=stats["graded"])
     if stats["mean"] is not None:
@@ -159,7 +165,8 @@ def class_report_html(results: list[dict[str, Any]], course: Course, language: s
     rows = "".join(
         f"<tr><td>{_h(r.get('student') or '')}</td><td>{_h(r.get('assignment') or '')}</td>"
         f"<td>{_h(fmt_points(r.get('points', 0)))} / {_h(fmt_points(r.get('max_points', 0)))}</td>"
-        f"<td>{_h(_status_cell(r, language, T))}</td><td><a href='feedback/{_h(r['key'])}.html'>{_h(T['feedback'])}</a></td></tr>"
+        f"<td>{_h(_status_cell(r, language, T))}</td>"
+        f"<td><a href='feedback/{_h(r['key'])}.html'>{_h(T['feedback'])}</a></td></tr>"
         for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))))
     head = "".join(f"<th>{_h(T[k])}</th>" for k in ("student", "assignment", "score", "status")) + "<th></th>"
     body.append(f"<h2>{_h(T['submissions'])}</h2><table><tr>{head}</tr>{rows}</table>")

@@ -7,7 +7,8 @@ says. Every piece of text a student controls is escaped.
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from autograder.config import Course
 from autograder.messages import status_word, text

@@ -3,18 +3,18 @@
 
 An :class:`LmsFormat` says how its LMS names students in a download (a file name, a folder name: the
 student and the LMS's id for them, kept in each result's evidence as ``<format>_id``) and writes the
-file its gradebook imports from the one table of grades (:class:`LmsTable`). Discovery
-(:mod:`autograder.grading.submissions`) asks every format; adding an LMS is one module that declares
+file its gradebook imports from the one table of grades (:class:`LmsTable`). Discovery's name reading
+(:mod:`autograder.grading.evidence`) asks every format; adding an LMS is one module that declares
 ``FORMAT = LmsFormat(...)``, its entry in :data:`FORMAT_MODULES`, and its tests.
 """
 from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from autograder.config import Course
 from autograder.points import total as points_total
@@ -29,7 +29,7 @@ FORMAT_MODULES = ("autograder.reports.lms_canvas", "autograder.reports.lms_moodl
 class LmsFormat:
     name: str                                                      # "canvas": ids kept as evidence["canvas_id"]
     file: str                                                      # what the kit writes: "canvas.csv"
-    write: Callable[["LmsTable", Any], str]                        # (the table, the course) -> the file's text
+    write: Callable[[LmsTable, Any], str]                          # (the table, the course) -> the file's text
     #: A file's stem -> (student, evidence) when it is named as this LMS names downloads, else None.
     from_file: Callable[[str], tuple[str, dict[str, str]] | None] | None = None
     #: A folder's name -> (student, evidence), the same for folders.

@@ -13,9 +13,10 @@ The grader's side is split by job: :mod:`~autograder.sandbox.launch` (starting t
 folder and environment), :mod:`~autograder.sandbox.host` (:class:`Sandbox`: the template, the cage,
 forking), :mod:`~autograder.sandbox.handle` (:class:`WorkerHandle`), :mod:`~autograder.sandbox.replies`
 (what a worker's bytes may become), :mod:`~autograder.sandbox.processes` (worker uids, folders,
-processes) and :mod:`~autograder.sandbox.stand_ins` (the reference answering an earlier exercise's calls). Their names are importable from this package (``from autograder.sandbox import Sandbox``);
-they load on first use, so that the worker, which imports this package on its way to its own module,
-never loads the grader's code.
+processes) and :mod:`~autograder.sandbox.stand_ins` (the reference answering an earlier exercise's calls).
+Their names are importable from this package (``from autograder.sandbox import Sandbox``); they load
+on first use, so that the worker, which imports this package on its way to its own module, never loads
+the grader's code.
 """
 from __future__ import annotations
 

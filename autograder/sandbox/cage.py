@@ -233,6 +233,8 @@ def enter(mode: str, *, workdir: str, uid: int | None, gid: int | None, disk_mb:
         os.chdir("/")
         iso.layers.append("tmpfs-root")
         if mode == "root":
+            if uid is None or gid is None:      # (the sandbox gives both wherever it runs as root)
+                raise CageError(errno.EINVAL, "root: the worker was given no uid and gid of its own")
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)        # from root to a uid of its own: every capability goes with it
@@ -240,7 +242,7 @@ def enter(mode: str, *, workdir: str, uid: int | None, gid: int | None, disk_mb:
         else:
             _drop_capabilities()
             iso.layers.append("no-capabilities")
-    elif mode == "landlock" and uid is not None:
+    elif mode == "landlock" and uid is not None and gid is not None:
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)

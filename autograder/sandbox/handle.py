@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ from autograder.sandbox.protocol import FrameError, FrameTooLarge, MiB, recv_fra
 from autograder.sandbox.processes import SETUP_SECONDS, _Process, _SpawnFailed
 from autograder.sandbox.replies import (_SMALL_HEADER, WORKER_STATUSES, _cell_outcome, _cell_said, CellOutcome,
                                         CheckedReply, describe_exit, encode_request, exit_message, readable, _said,
-                                        _text)
+                                        _finite, _text)
 
 if TYPE_CHECKING:   # the Sandbox makes its handles
     from autograder.sandbox.host import Sandbox
@@ -372,16 +371,16 @@ class WorkerHandle:
         forbidden = header.get("forbidden")
         names = [f for f in forbidden if type(f) is str and f in request.forbidden] \
             if type(forbidden) is list else []
-        seconds = header.get("seconds")
-        if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
+        seconds = _finite(header.get("seconds"))
+        if seconds is None or seconds < 0:
             seconds = elapsed
-        busy = header.get("busy")
-        if type(busy) in (int, float) and math.isfinite(busy) and busy >= 0:
+        busy = _finite(header.get("busy"))
+        if busy is not None and busy >= 0:
             # The worker's word, used only to split the profile's round trip (never for a score).
-            self.timer.add("worker", min(float(busy), elapsed))
+            self.timer.add("worker", min(busy, elapsed))
         reply = Reply(status, error_type=_text(header.get("error_type"), 100),
                       error=_text(header.get("error"), 500), forbidden=list(dict.fromkeys(names)),
-                      seconds=min(float(seconds), elapsed))
+                      seconds=min(seconds, elapsed))
         if status == "ok":
             try:
                 decoded = plain.decode(blob)

@@ -142,11 +142,10 @@ class Sandbox:
                 return
             missing[mode] = problem.error.removeprefix("the sandbox worker could not set itself up: ")
         tried = "; ".join(f"{mode}: {why}" for mode, why in missing.items())
-        refused = SandboxError(f"no cage for student code can be set up on this machine ({tried})",
-                               hint="run as root or in a container that allows user namespaces, see "
-                                    "`autograder doctor`; or pass --no-isolation, for trusted code only")
-        refused.missing = missing     # mode -> why it could not be set up (autograder doctor shows it)
-        raise refused
+        raise SandboxError(f"no cage for student code can be set up on this machine ({tried})",
+                           hint="run as root or in a container that allows user namespaces, see "
+                                "`autograder doctor`; or pass --no-isolation, for trusted code only",
+                           missing=missing)     # mode -> why it could not be set up (autograder doctor shows it)
 
     @property
     def folder(self) -> Path:

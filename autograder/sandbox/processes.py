@@ -34,7 +34,12 @@ SETUP_SECONDS = {"cpu": 30.0, "cuda": 180.0}
 
 
 class SandboxError(AutograderError):
-    """The sandbox itself cannot run (its template does not start, or keeps dying)."""
+    """The sandbox itself cannot run (its template does not start, or keeps dying). ``missing``: where no
+    cage can be set up, each mode tried -> why it could not be (autograder doctor shows it)."""
+
+    def __init__(self, message: str, hint: str | None = None, missing: dict[str, str] | None = None):
+        super().__init__(message, hint)
+        self.missing = dict(missing or {})
 
 
 class _SpawnFailed(Exception):

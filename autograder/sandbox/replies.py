@@ -21,9 +21,6 @@ from autograder.probes import Reply, Request
 WORKER_STATUSES = frozenset({"ok", "error", "missing", "not_attempted", "too_large"})
 
 
-CELL_STATUSES = ("ok", "error", "skipped", "timeout", "crashed")
-
-
 _SMALL_HEADER = 64 * 1024
 
 
@@ -158,11 +155,18 @@ def _undescribed(spec: dict[str, Any]) -> str | None:
 def _cell_outcome(header: dict[str, Any], index: int) -> CellOutcome | None:
     if header.get("t") != "cell" or header.get("index") != index or header.get("status") not in ("ok", "error"):
         return None
-    seconds = header.get("seconds")
-    if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
+    seconds = _finite(header.get("seconds"))
+    if seconds is None or seconds < 0:
         seconds = 0.0
     return CellOutcome(index, header["status"], _text(header.get("error_type"), 100),
-                       _text(header.get("message"), 300), float(seconds))
+                       _text(header.get("message"), 300), seconds)
+
+
+def _finite(value: Any) -> float | None:
+    """A header's number as a float where it is a finite int or float (by type: a bool is neither), else None."""
+    if (type(value) is int or type(value) is float) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def _text(value: Any, limit: int) -> str:

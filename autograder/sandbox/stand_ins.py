@@ -10,7 +10,8 @@ student's code sees as an exception.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

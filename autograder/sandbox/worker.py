@@ -125,9 +125,10 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
                     pass
                 os.close(fd)
 
+    watched: list[socket.socket | int] = [ctrl, wake_r]
     try:
         while True:
-            ready, _, _ = select.select([ctrl, wake_r], [], [])
+            ready, _, _ = select.select(watched, [], [])
             if wake_r in ready:
                 try:
                     while os.read(wake_r, 512):
@@ -195,7 +196,7 @@ def _import_quietly(name: str) -> None:
 
 
 def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
-                   children: dict[int, int], partial: bool = False) -> None:
+                   children: dict[int, tuple[int, int]], partial: bool = False) -> None:
     chan_fd, status_fd = fds
     try:
         config = WorkerConfig.from_json(request["config"])

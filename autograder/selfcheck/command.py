@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from autograder.messages import say, text
+from autograder.messages import Msg, say, text
 from autograder.selfcheck.kernel import (LANGUAGES, Note, SelfCheckResult, language_of, guess_assignment, resolve,
                                          run_public)
 from autograder.selfcheck.render import print_table
@@ -168,7 +168,7 @@ def _died_message(label: tuple[str, ...] | None, exitcode: int | None, lang: str
     return "✗ " + text("selfcheck.died", lang, what=what, exitcode=exitcode)
 
 
-def _cell_label(cell: Any) -> tuple[str, ...]:
+def _cell_label(cell: Any) -> tuple[str, str, str]:
     first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
     # Counted from 1, text cells included, as a student counts them in JupyterLab.
     return ("cell", str(cell.index + 1), first[:60] + ("…" if len(first) > 60 else ""))
@@ -292,15 +292,14 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None, seconds: float | N
     return namespace, notes
 
 
-def _cell_stopped(cell: Any, exc: BaseException, functions: set[str], seconds: float) -> Any:
+def _cell_stopped(cell: Any, exc: BaseException, functions: set[str], seconds: float) -> Msg:
     """What a stopped cell says: its number and first line, whether it is one of the chapter's
     demonstration cells (locked, not an exercise's), and the student's function it was stopped in."""
     from autograder.selfcheck.timelimit import stopped_in
 
-    _kind, number, first = _cell_label(cell)
+    _kind, number, line = _cell_label(cell)
     gid = cell.grade_id or ""
-    if gid and not gid.startswith("ex"):
-        first = say("selfcheck.demo_cell", first=first)
+    first: str | Msg = say("selfcheck.demo_cell", first=line) if gid and not gid.startswith("ex") else line
     where = stopped_in(exc, functions)        # the cells were compiled as "<cell N>"
     if where:
         return say("selfcheck.cell_stopped_in", cell=number, first=first, seconds=f"{seconds:g}", function=where)

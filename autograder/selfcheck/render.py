@@ -111,7 +111,8 @@ def render_html(result: SelfCheckResult) -> str:
         out.append(f'<div style="font-weight:600;margin-bottom:2px">{esc(summary)}</div>')
     for note in result.notes:
         color = _FAIL if note.level == "error" else "#6e7781"
-        out.append(f'<div class="note" data-level="{note.level}" style="color:{color}">{esc(note.message.get(lang))}</div>')
+        out.append(f'<div class="note" data-level="{note.level}" style="color:{color}">'
+                   f'{esc(note.message.get(lang))}</div>')
     for e in result.exercises:
         status = _status(e)
         color = _COLOR.get(status, _FAIL)

@@ -15,7 +15,8 @@ import signal
 import threading
 import time
 import traceback
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 
 class TimeLimitExceeded(BaseException):

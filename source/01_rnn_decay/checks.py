@@ -9,7 +9,6 @@ student gets the very objects the check holds and could modify them in place.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch

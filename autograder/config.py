@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parent
 #: The file that marks a course's top folder (with source/, release/, solutions/ beside it).
 COURSE_NAME = "course.yml"
 #: The files of an assignment's folder (``source/<id>/``), by what they declare: public checks, hidden
-#: checks, known mistakes. Only PUBLIC_FILE ever ships to students (autograder.authoring.build.course_files).
+#: checks, known mistakes. Only PUBLIC_FILE ever ships to students (autograder.authoring.bundle.course_files).
 PUBLIC_FILE, HIDDEN_FILE, MISTAKES_FILE = "checks.py", "hidden.py", "mistakes.py"
 #: Correct alternative implementations (``autograder validate`` grades each: every one must score full
 #: marks); the instructor's only, like hidden.py and mistakes.py.

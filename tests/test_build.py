@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from autograder.authoring import build as B
+from autograder.authoring import bundle as BUNDLE
 from autograder import catalog as C
 from autograder.cli import main
 from autograder.config import grade_id, load_course
@@ -133,12 +134,12 @@ def test_build_gives_the_same_committed_bytes_in_another_folder_process_and_cpu_
     assert [path for path in committed if (ROOT / path).read_bytes() != first[path]] == []
     # The bundle: every entry the same but the fingerprints, in fixed order and times.
     mine, theirs = bundle_entries(first[B.BUNDLE]), bundle_entries(second[B.BUNDLE])
-    shipped = f"{B.BUNDLE_FOLDER}/{B.BUNDLED_FINGERPRINTS}"
+    shipped = f"{BUNDLE.BUNDLE_FOLDER}/{BUNDLE.BUNDLED_FINGERPRINTS}"
     assert list(mine) == list(theirs) == sorted(mine) and shipped in mine
     assert [name for name in mine if name != shipped and mine[name] != theirs[name]] == []
     with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
         # Outside git and without SOURCE_DATE_EPOCH: the kit's fixed date, never 1980 (JupyterLab: "46y ago").
-        assert {i.date_time for i in zf.infolist()} == {B.BUNDLE_TIME}
+        assert {i.date_time for i in zf.infolist()} == {BUNDLE.BUNDLE_TIME}
     # The fingerprints' keys name calls by site, not by float bits: the same keys under both kernels,
     # and what the default kernels stored names every known mistake here as the live diagnoser does.
     from autograder.authoring.fingerprints import verify_fingerprints
@@ -461,7 +462,7 @@ def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root
     # 4. The grading seed is nowhere; the student course.yml says 0.
     seed = re.compile(rf"(?<![0-9A-Za-z+/]){course.seed}(?![0-9A-Za-z+/])".encode())
     assert not [n for n, d in bundle.items() if seed.search(d)]
-    student = load_course_text(bundle[B.STUDENT_COURSE])
+    student = load_course_text(bundle[BUNDLE.STUDENT_COURSE])
     assert student.seed == 0
     assert student.model_copy(update={"seed": course.seed}).model_dump() == course.model_dump()
 
@@ -479,7 +480,7 @@ def test_student_bundle_installs_and_imports_check(course_root: Path, tmp_path: 
     B.build(course_root)
     with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
         zf.extractall(tmp_path / "unzipped")
-    folder = tmp_path / "unzipped" / B.BUNDLE_FOLDER
+    folder = tmp_path / "unzipped" / BUNDLE.BUNDLE_FOLDER
     target = tmp_path / "site"
     # --no-deps/--no-build-isolation: offline, torch and setuptools come from this environment.
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
@@ -505,7 +506,7 @@ def test_student_bundle_installs_and_imports_check(course_root: Path, tmp_path: 
     assert lines[:2] == [f"{target / 'autograder' / '__init__.py'} 0 True", "False"], out.stderr
     # check() reads course.yml where config looks: installed, that is the packaged copy.
     assert out.returncode == 0 and "self-check itself failed" not in out.stdout, (
-        f"autograder/config.py should fall back to {B.STUDENT_COURSE} when installed\n{out.stdout}{out.stderr}")
+        f"autograder/config.py should fall back to {BUNDLE.STUDENT_COURSE} when installed\n{out.stdout}{out.stderr}")
     assert "looks like the 1/sqrt(d) scale is missing" in out.stdout  # named from fingerprints.json alone
 
 
@@ -557,21 +558,21 @@ OLD_NEAR_ANSWERS = {
 def test_no_shipped_file_holds_a_near_answer() -> None:
     course = load_course(ROOT / "course.yml")
     C.load_catalog(course, hidden=True, mistakes=False)       # the near-answers: declared in hidden.py
-    package, missing = B.student_package()
+    package, missing = BUNDLE.student_package()
     assert not missing
-    shipped = {**package, **B.course_files(course),
+    shipped = {**package, **BUNDLE.course_files(course),
                **{p.relative_to(ROOT).as_posix(): p.read_bytes() for p in (ROOT / "release").rglob("*.ipynb")}}
-    assert {p: B.near_answers(p, d) for p, d in shipped.items() if B.near_answers(p, d)} == {}
+    assert {p: BUNDLE.near_answers(p, d) for p, d in shipped.items() if BUNDLE.near_answers(p, d)} == {}
     # The patterns catch what used to ship, and the references' own one-liners.
     for exercise, line in OLD_NEAR_ANSWERS.items():
-        assert exercise in [e for e, _ in B.near_answers("x.py", line.encode())], line
-    refs = {e for p in (ROOT / "solutions").glob("*.py") for e, _ in B.near_answers(p.name, p.read_bytes())}
+        assert exercise in [e for e, _ in BUNDLE.near_answers("x.py", line.encode())], line
+    refs = {e for p in (ROOT / "solutions").glob("*.py") for e, _ in BUNDLE.near_answers(p.name, p.read_bytes())}
     assert {"1.1", "3.1", "4.1", "4.2"} <= refs
     # ...and the build refuses a bundle holding one.
     with pytest.raises(BuildError, match="near-answer of exercise 4.1"):
-        B._refuse_secrets((), {"autograder/data/04_x/checks.py": f"    {OLD_NEAR_ANSWERS['4.1']}\n".encode()})
+        BUNDLE._refuse_secrets((), {"autograder/data/04_x/checks.py": f"    {OLD_NEAR_ANSWERS['4.1']}\n".encode()})
     with pytest.raises(BuildError, match="must never be shipped"):
-        B._refuse_secrets((), {"autograder/data/04_x/hidden.py": b"x = 1\n"})
+        BUNDLE._refuse_secrets((), {"autograder/data/04_x/hidden.py": b"x = 1\n"})
 
 
 def test_bundle_pyproject_declares_what_students_need() -> None:
@@ -579,15 +580,15 @@ def test_bundle_pyproject_declares_what_students_need() -> None:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
-    bundle = tomllib.loads(B._bundle_pyproject(ROOT).decode())["project"]
+    bundle = tomllib.loads(BUNDLE._bundle_pyproject(ROOT).decode())["project"]
     kit = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     for name in ("matplotlib", "jupyterlab", "ipykernel", "torch", "rich", "nbformat"):
         spec = next(d for d in kit["dependencies"] if re.split(r"[<>=!~ ]", d)[0] == name)
         assert spec in bundle["dependencies"]                 # the kit's version range
     assert not {"nbgrader", "otter-grader", "pyseccomp", "pytest"} & {re.split(r"[<>=!~ ]", d)[0]
                                                                      for d in bundle["dependencies"]}
-    assert bundle["scripts"] == {"autograder": B.STUDENT_SCRIPT}
-    readme = B.bundle_readme(load_course(ROOT / "course.yml")).decode()
+    assert bundle["scripts"] == {"autograder": BUNDLE.STUDENT_SCRIPT}
+    readme = BUNDLE.bundle_readme(load_course(ROOT / "course.yml")).decode()
     assert "download.pytorch.org/whl/cpu" in readme and "01_rnn_decay/01_rnn_decay.ipynb" in readme
 
 
@@ -602,9 +603,9 @@ def test_bundle_installed_in_a_fresh_venv_runs_its_autograder_check(course_root:
     derived = B.derive(course_root, course, outputs=False)
     fingerprints = {B.FINGERPRINTS: dumps(build_fingerprints(course, exercises=["2.4"])).encode()}
     derived = B.Derived(derived.files, derived.sources, fingerprints)
-    with zipfile.ZipFile(io.BytesIO(B.zip_bytes(B.bundle_files(course, derived)))) as zf:
+    with zipfile.ZipFile(io.BytesIO(BUNDLE.zip_bytes(BUNDLE.bundle_files(course, derived)))) as zf:
         zf.extractall(tmp_path / "unzipped")
-    folder = tmp_path / "unzipped" / B.BUNDLE_FOLDER
+    folder = tmp_path / "unzipped" / BUNDLE.BUNDLE_FOLDER
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
     python = venv / "bin" / "python"
@@ -661,7 +662,7 @@ def test_the_bundle_is_dated_as_its_sources_never_1980(tmp_path, monkeypatch):
     for command in (["init", "-q"], ["add", "f"], ["commit", "-qm", "x"]):
         subprocess.run(["git", "-C", str(tmp_path), *command], env=env, check=True, capture_output=True)
     assert source_time(tmp_path) == (2026, 3, 4, 5, 6, 8)
-    with zipfile.ZipFile(io.BytesIO(B.zip_bytes({"a.ipynb": b"{}"}, root=tmp_path))) as zf:
+    with zipfile.ZipFile(io.BytesIO(BUNDLE.zip_bytes({"a.ipynb": b"{}"}, root=tmp_path))) as zf:
         assert [i.date_time for i in zf.infolist()] == [(2026, 3, 4, 5, 6, 8)]
 
 
@@ -692,7 +693,7 @@ def test_a_build_that_fails_leaves_every_file_as_it_was(course_root: Path) -> No
 def test_what_ships_to_students_imports_nothing_of_the_grader():
     """Every module of the student bundle imports (at any depth of its code) only modules that ship too:
     the student's side of the self-check data never reaches grading/ or authoring/ (issue 26)."""
-    package, missing = B.student_package()
+    package, missing = BUNDLE.student_package()
     assert not missing
     shipped = {p[:-3].replace("/", ".").removesuffix(".__init__") for p in package if p.endswith(".py")}
     outside = []

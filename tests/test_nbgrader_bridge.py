@@ -22,6 +22,7 @@ import nbformat
 import pytest
 
 from autograder.authoring import build as B
+from autograder.authoring import bundle as BUNDLE
 from autograder.exports import nbgrader as NB
 from autograder.authoring import notebooks as NOTEBOOKS
 from autograder.config import grade_id
@@ -95,7 +96,7 @@ def test_release_keeps_the_graded_cells_as_in_the_source_and_the_bundle_no_grade
         text = (ROOT / "release" / a.id / a.notebook).read_text(encoding="utf-8")
         for secret in ("HIDDEN TESTS", "grade_exercise", "nbgrader_tests", *SOLUTION_MARKERS):
             assert secret not in text, f"{a.id}: {secret!r} reached the release"
-    shipped, _missing = B.student_package()
+    shipped, _missing = BUNDLE.student_package()
     assert not [p for p in shipped if "nbgrader" in p], "the instructor's nbgrader modules must not ship"
 
 

@@ -24,6 +24,8 @@ from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Submission
 
 if TYPE_CHECKING:   # batch.py starts the lanes: the plan is only named here
+    from multiprocessing.connection import Connection
+
     from autograder.grading.batch import Plan
 
 
@@ -303,23 +305,6 @@ def fork_problem() -> str | None:
     return None
 
 
-def _send_json(sock: Any, data: bytes) -> None:
-    sock.sendall(len(data).to_bytes(8, "little") + data)
-
-
-def _recv_json(sock: Any) -> bytes:
-    def exact(n: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < n:
-            got = sock.recv(min(n - len(chunks), 1 << 20))
-            if not got:
-                raise EOFError("the lane's channel closed")
-            chunks += got
-        return bytes(chunks)
-
-    return exact(int.from_bytes(exact(8), "little"))
-
-
 class ForkedLanes(Lanes):
     """``count`` trusted grader processes forked from this one once its sandbox is warm: each holds a copy
     of everything imported and loaded here (torch, the catalog, the references) and a sandbox of its own,
@@ -327,7 +312,8 @@ class ForkedLanes(Lanes):
     where a spawned lane (:class:`ProcessLanes`) imports torch and starts a template for seconds.
 
     The same interface as ProcessLanes: :meth:`submit` gives a Future of :func:`lane_grade`'s JSON text.
-    Plain JSON both ways on a socket pair; this process writes every result, as with every lane.
+    Plain JSON both ways on a pipe (the standard library's framing, :func:`multiprocessing.Pipe`: both
+    ends are trusted grader processes); this process writes every result, as with every lane.
     Start only where :func:`fork_problem` says None.
     """
 
@@ -339,7 +325,7 @@ class ForkedLanes(Lanes):
         self.problem: BaseException | None = None
         self.pids: list[int] = []
         self._jobs: queue.Queue[Any] = queue.Queue()
-        self._socks: list[Any] = []
+        self._socks: list[Connection] = []
         self._threads: list[threading.Thread] = []
         sandbox.settle()
         try:
@@ -355,11 +341,11 @@ class ForkedLanes(Lanes):
             self._threads.append(thread)
 
     def _fork_one(self, sandbox: Any) -> None:
-        import socket
+        from multiprocessing import Pipe
 
         launch = sandbox.clone_template()
         try:
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            ours, theirs = Pipe(duplex=True)
         except BaseException:
             launch.close()     # the copy of the template sees its channel close and stops
             raise
@@ -391,7 +377,7 @@ class ForkedLanes(Lanes):
         self.pids.append(pid)
         self.count += 1
 
-    def _pump(self, sock: Any) -> None:
+    def _pump(self, sock: Connection) -> None:
         """Hand this lane one submission at a time; its answer (or its death) completes the Future."""
         while True:
             item = self._jobs.get()
@@ -401,8 +387,8 @@ class ForkedLanes(Lanes):
             if not fut.set_running_or_notify_cancel():
                 continue
             try:
-                _send_json(sock, payload)
-                reply = json.loads(_recv_json(sock))
+                sock.send_bytes(payload)
+                reply = json.loads(sock.recv_bytes())
                 if not isinstance(reply, dict) or not isinstance(reply.get("text"), str):
                     raise LaneStopped(str(reply.get("error") if isinstance(reply, dict) else reply)[:500])
             except BaseException as exc:  # noqa: BLE001 - the lane is gone: its submission goes back
@@ -450,7 +436,7 @@ class ForkedLanes(Lanes):
         self.pids = []
 
 
-def _forked_lane(chan: Any, launch: Any, parent_sandbox: Any) -> int:
+def _forked_lane(chan: Connection, launch: Any, parent_sandbox: Any) -> int:
     """The loop of a lane forked by :class:`ForkedLanes`: grade each submission sent, answer JSON text."""
     from autograder.sandbox import Sandbox
     from autograder.sandbox.launch import write_owner
@@ -469,14 +455,14 @@ def _forked_lane(chan: Any, launch: Any, parent_sandbox: Any) -> int:
     try:
         while True:
             try:
-                request = json.loads(_recv_json(chan))
+                request = json.loads(chan.recv_bytes())
             except (EOFError, OSError):
                 return 0
             try:
                 reply = {"text": lane_grade(request["config"], request["sub"])}
             except Exception as exc:  # noqa: BLE001 - a batch this lane cannot grade (LaneSetupError...)
                 reply = {"error": f"{type(exc).__name__}: {exc}"[:500]}
-            _send_json(chan, json.dumps(reply).encode("ascii"))    # ASCII: a lone surrogate survives
+            chan.send_bytes(json.dumps(reply).encode("ascii"))    # ASCII: a lone surrogate survives
     finally:
         box.close()
 

@@ -78,6 +78,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "check.failed_hidden": ("在隐藏测试的输入上未通过：{title}", "failed on the hidden test inputs: {title}"),
     "check.forbidden": ("使用了禁止的调用：{names}", "used a forbidden call: {names}"),
     "check.some_exception": ("某种异常", "an exception"),
+    "check.own_exception": ("一个不属于 Python、torch 或 NumPy 的异常类（例如你在笔记本里定义的）的异常",
+                            "an exception of a class that is not Python's, torch's or NumPy's (one defined in "
+                            "your notebook, say)"),
     # -- the sandbox: how a call or a cell ended ----------------------------------------------
     "sandbox.call_timeout": ("调用在 {seconds} 秒内没有返回（死循环？）",
                              "the call did not return within {seconds} s (an endless loop?)"),

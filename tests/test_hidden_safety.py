@@ -430,3 +430,54 @@ def test_self_check_scoring_is_unchanged_for_a_correct_answer(course):
                                 seed_parts=(C.PUBLIC_SEED,))
         assert result.points == pytest.approx(ex.points), exercise_id
         assert not any(r.withheld for r in result.checks)
+
+
+DIGIT_WORDS = "Zero One Two Three Four Five Six Seven Eight Nine".split()
+
+
+def _spelled_in_letters(args: tuple) -> str:
+    """The first hidden number the call got, spelled in letters only: a class name that says it."""
+    first = next((float(a.flatten()[0]) for a in args if isinstance(a, torch.Tensor) and a.numel()), 0.0)
+    digits = f"{abs(first):.4f}".replace(".", "")
+    return (("Minus" if first < 0 else "") + "".join(DIGIT_WORDS[int(d)] for d in digits))[:40]
+
+
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_an_exception_class_of_the_notebook_is_not_named_by_a_hidden_check(course, exercise_id):
+    """Letters can spell a hidden input (``MinusTwoZeroSixFourFive``): a hidden check names only Python's,
+    torch's and NumPy's exception classes, and says of any other that the notebook defined it."""
+    solution = solution_for(course, exercise_id)
+    names: list[str] = []
+
+    def raise_spelled(args: tuple) -> None:
+        name = _spelled_in_letters(args)
+        names.append(name)
+        raise type(name, (ValueError,), {})("no detail")
+
+    if isinstance(solution, type):          # 4.4: the student's class
+        class Spells(solution):
+            def forward(self, query, key, value, key_padding_mask=None):
+                raise_spelled((query, key, value))
+
+        fn: Any = Spells
+    else:
+        def fn(*args, **kwargs):
+            raise_spelled(args + tuple(kwargs.values()))
+
+    result, _recorder = grade_recorded(course, exercise_id, fn)
+    messages = hidden_messages(result)
+    assert names and messages, exercise_id
+    shown = sorted({n for n in names for _where, text in messages if len(n) >= 8 and n in text})
+    assert not shown, f"{exercise_id}: class names that spell hidden inputs in {messages[:2]}"
+    assert any("not Python's, torch's or NumPy's" in text for _where, text in messages), messages[:2]
+
+
+def test_builtin_and_torch_exceptions_are_still_named():
+    from autograder.catalog.outcomes import CheckFailed, hidden_message, safe_name
+
+    check = C.checks_for("2.2", [C.Audience.HIDDEN])[0]
+    for name in ("ValueError", "RuntimeError", "IndexError", "OutOfMemoryError", "LinAlgError"):
+        assert safe_name(name) == name
+        said = hidden_message(check, CheckFailed(C.Msg("x", "x"), status=C.Status.ERROR, error_type=name))
+        assert name in said.en and name in said.zh
+    assert safe_name("MinusTwoZeroSix") == "" and safe_name("Ada") == ""

@@ -15,8 +15,9 @@ PACKAGE = Path(M.__file__).parent
 TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", "limits", "cell_kb", "ipynb",
              "nbformat", "CPU", "zip", "_qkv_attention.ipynb", "nbgrader", "autograde", "autograder", "build", "data",
              "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds",
-             "JSON", "UTF", "cell_type", "exercise", "Ctrl", "apt", "install", "fonts-noto-cjk"}
-# (commands, paths, settings and functions a student types as they are)
+             "JSON", "UTF", "cell_type", "exercise", "Ctrl", "apt", "install", "fonts-noto-cjk",
+             "Python", "torch", "NumPy"}
+# (commands, paths, settings and functions a student types as they are; the names of the software)
 
 
 @pytest.mark.parametrize("key", sorted(M.CATALOGUE))

@@ -5,7 +5,9 @@ spelled beyond :func:`brief`).
 from __future__ import annotations
 
 import enum
+import functools
 import re
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,9 +165,33 @@ def number_free(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+@functools.cache
+def known_exceptions() -> frozenset[str]:
+    """The exception class names a hidden message may repeat: Python's own and those of torch and NumPy.
+
+    Any other name was chosen by the student's code (a class defined in the notebook, or a name the
+    worker reported): letters can spell anything, hidden input values included, so it is never shown.
+    """
+    import builtins
+
+    names = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    modules: tuple[types.ModuleType, ...]
+    try:
+        import numpy
+        import torch
+
+        modules = (torch, torch.cuda, torch.linalg, torch._C, numpy, numpy.linalg, numpy.exceptions)
+    except ImportError:
+        modules = ()
+    for module in modules:
+        names |= {n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    return frozenset(n for n in names if re.fullmatch(r"[A-Za-z_]{1,40}", n))
+
+
 def safe_name(name: str) -> str:
-    """An exception's class name as a hidden message may repeat it: letters only, bounded."""
-    return name if re.fullmatch(r"[A-Za-z_]{1,40}", name or "") else ""
+    """An exception's class name as a hidden message may repeat it: a builtin, torch or NumPy exception's
+    (:func:`known_exceptions`), else ""."""
+    return name if name in known_exceptions() else ""
 
 
 def hidden_message(check: Check, failed: CheckFailed) -> Msg:
@@ -176,7 +202,8 @@ def hidden_message(check: Check, failed: CheckFailed) -> Msg:
     """
     if failed.status is Status.ERROR:
         kind = safe_name(failed.error_type)
-        return say("check.raised_hidden", kind=kind or say("check.some_exception"))
+        return say("check.raised_hidden", kind=kind or say("check.own_exception" if failed.error_type
+                                                           else "check.some_exception"))
     if failed.hidden is not None:
         return Msg(number_free(failed.hidden.zh), number_free(failed.hidden.en))
     return say("check.failed_hidden", title=check.title)

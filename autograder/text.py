@@ -94,21 +94,29 @@ def scrub(value: Any, limit: int = MESSAGE_CHARS) -> Any:
     return value
 
 
+#: Hex digits of the hash a changed name gets (48 bits: a class of thousands has no collision).
+STEM_HASH = 12
+_HASHED = re.compile(r"-[0-9a-f]{6,}$")
+
+
 def file_stem(text: str, max_bytes: int = 100) -> str:
-    """A file-name-safe form of a name; distinct names stay distinct.
+    """A file-name-safe form of a name; distinct names give distinct stems.
 
     Letters of any script, digits, ``-`` and ``_`` are kept; anything else becomes
     ``_``; at most ``max_bytes`` bytes of UTF-8 (a file name may hold 255, and the
     kit appends ``__<assignment>.json`` and the like). When that changes the name,
-    a short hash of the original is appended so ``a b`` and ``a_b`` do not collide.
+    a hash of the original is appended so ``a b`` and ``a_b`` do not collide. A name
+    that already ends like such a hash (a folder named ``Ada_Lovelace-<hash>``, the
+    stem of "Ada Lovelace") gets one too: a name kept as it is never ends like one,
+    so no name can take another's stem (short of a 48-bit hash collision).
     """
     norm = unicodedata.normalize("NFC", clean(text, 4096))
     cleaned = re.sub(r"[^\w\-]+", "_", norm, flags=re.UNICODE).strip("_-") or "student"
     encoded = cleaned.encode("utf-8")
     if len(encoded) > max_bytes:
         cleaned = encoded[:max_bytes].decode("utf-8", errors="ignore").strip("_-") or "student"
-    if cleaned != text:
-        cleaned += "-" + hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:6]
+    if cleaned != text or _HASHED.search(text):
+        cleaned += "-" + hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:STEM_HASH]
     return cleaned
 
 

@@ -211,3 +211,24 @@ def test_neither_folder_nor_zip_is_a_user_error(tmp_path):
     with pytest.raises(AutograderError, match="no such file"):
         with opened(tmp_path / "nope"):
             pass
+
+
+def test_a_folder_named_like_another_students_key_takes_nothing_from_them(tmp_path):
+    """Issue 23, item 10: a folder literally named as the key "Ada Lovelace" gets (Ada_Lovelace-<hash>)
+    is a student of its own; both are graded, under two keys."""
+    twin = safe_name("Ada Lovelace")
+    assert twin.startswith("Ada_Lovelace-")
+    put(tmp_path, "Ada Lovelace/02_qkv_attention.ipynb")
+    put(tmp_path, f"{twin}/02_qkv_attention.ipynb")
+    d = discover(tmp_path, COURSE)
+    rows = {s.source: (s.student, s.problem) for s in d.submissions}
+    assert rows == {"Ada Lovelace/02_qkv_attention.ipynb": ("Ada Lovelace", None),
+                    f"{twin}/02_qkv_attention.ipynb": (twin, None)}
+    assert len({s.key for s in d.submissions}) == 2
+
+
+def test_stems_are_injective_over_names_that_look_like_stems():
+    names = ["a b", "a_b", "a b-" + "0" * 6, safe_name("a b"), safe_name(safe_name("a b")), "x" * 300,
+             "x" * 299 + "y", "ab-abcdef", "ab-abcdeg", "张 三", safe_name("张 三")]
+    stems = [safe_name(n) for n in names]
+    assert len(set(stems)) == len(names), dict(zip(names, stems))

@@ -139,6 +139,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                  "check the file and submit it again"),
     "notebook.cannot_read": ("文件读不出来（{detail}）", "the file cannot be read ({detail})"),
     "notebook.empty": ("文件是空的，不是笔记本", "an empty file, not a notebook"),
+    "notebook.ipython_too_costly": ("这个单元格有 {lines} 行 IPython 命令（%、!、?）又很长，评分时不改写也不运行",
+                                    "this cell holds {lines} lines of IPython commands (%, !, ?) and is long: "
+                                    "the grader neither rewrites nor runs it"),
     "notebook.too_large": ("文件有 {size} MiB，超过了笔记本的上限 {limit} MiB", "{size} MiB, more than the {limit} MiB a "
                            "notebook may have"),
     "notebook.not_utf8": ("不是 UTF-8 文本，不是笔记本", "not UTF-8 text, not a notebook"),

@@ -147,6 +147,9 @@ def to_python(source: str) -> tuple[str, str | None]:
         source = body
     code = _already_python(source)
     if code is None:
+        work = ipython_work(source)
+        if work > IPYTHON_WORK_LIMIT:
+            return "", say("notebook.ipython_too_costly", lines=ipython_lines(source)).en
         from IPython.core.inputtransformer2 import TransformerManager
 
         try:
@@ -159,6 +162,38 @@ def to_python(source: str) -> tuple[str, str | None]:
 #: A line IPython's input transformer could act on in source that is already Python: prompts (``>>>``,
 #: ``...``, ``In [1]:``, also inside strings, where its doctest heuristics look) and escapes.
 _IPYTHON_LINE = re.compile(r"^[ \t]*(>>>|\.\.\.|In \[\d*\]:|[%!?])", re.MULTILINE)
+
+
+#: IPython's token transforms read the whole cell again for each line they rewrite: the work grows as
+#: (lines it may rewrite) x (lines of the cell), about 20 us each on this trusted side, before any cage or
+#: time limit. A cell past this budget is neither rewritten nor run (a fraction of a second at most; an honest
+#: cell, a ``%matplotlib inline`` among a few lines, costs a few dozen). Without it, 400 ``%a`` lines in a
+#: 240 KiB cell held the grader for minutes.
+IPYTHON_WORK_LIMIT = 20_000
+#: The same budget for all of one submission's cells (a few seconds at most): many cells each under the
+#: cell's budget cost no more than this either (:func:`autograder.grading.cells.submission_cells`).
+IPYTHON_SUBMISSION_LIMIT = 200_000
+
+
+#: A line IPython's token transforms may rewrite: an escape (``%magic``, ``!cmd``, ``?name``) at its start,
+#: one assigned (``x = !ls``), or help asked at its end (``name?``; a comment's question mark is not).
+#: Prompts are stripped line by line, once: they cost nothing like this.
+_ESCAPE_LINE = re.compile(r"^[ \t]*[%!?]|=[ \t]*[%!]|^[^#\n]*\?[ \t]*$", re.MULTILINE)
+
+
+def ipython_lines(source: str) -> int:
+    return len(_ESCAPE_LINE.findall(source))
+
+
+def needs_ipython(source: str) -> bool:
+    """Whether :func:`to_python` hands ``source`` to IPython's transform (it is not plain Python)."""
+    return _already_python(source) is None
+
+
+def ipython_work(source: str) -> int:
+    """How much IPython's transform would cost on ``source``, in its units (see IPYTHON_WORK_LIMIT)."""
+    candidates = ipython_lines(source)
+    return candidates * (source.count("\n") + 1) if candidates else 0
 
 
 def _already_python(source: str) -> str | None:

@@ -252,3 +252,49 @@ def test_finalize_cuts_visibly():
     assert {c["message"] for c in tight["exercises"][0]["checks"]} == {None}
     small = G.finalize({"key": "k", "status": "graded\ud800", "notes": [], "notes_msg": []})
     assert "truncated" not in small and small["status"] == "graded\ufffd"
+
+
+# -- no unbounded work on student bytes outside the cage (issue 23, item 4) --------------------------
+#: IPython rewrites one line per pass over the whole cell: 400 escapes in a 240 KiB cell took minutes.
+SLOW_TO_REWRITE = "%a\n" * 400 + "x = 1\n" * 40_000
+#: Each cell under the per-cell budget, together far past the submission's.
+MANY_COSTLY = ["%a\n" * 100 + "y = 2\n" * 150 + f"z = {i}\n" for i in range(300)]
+
+
+@pytest.mark.slow
+def test_cells_slow_to_rewrite_cost_the_grader_a_bounded_moment(tmp_path, sandbox, reference_scores, monkeypatch):
+    import time
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from autograder.notebook import IPYTHON_SUBMISSION_LIMIT, IPYTHON_WORK_LIMIT, ipython_work
+
+    spent: list[int] = []
+    real = TransformerManager.transform_cell
+
+    def counted(self, cell):
+        spent.append(ipython_work(cell))
+        return real(self, cell)
+
+    monkeypatch.setattr(TransformerManager, "transform_cell", counted)
+    subs = tmp_path / "subs"
+    for student, make in HONEST.items():
+        write_nb(subs / student / "02_qkv_attention.ipynb", make())
+    write_nb(subs / "mallory" / "02_qkv_attention.ipynb", with_cell(SLOW_TO_REWRITE))
+    many = correct()
+    for code in MANY_COSTLY:
+        many.cells.append(nbformat.v4.new_code_cell(code))
+    write_nb(subs / "trent" / "02_qkv_attention.ipynb", many)
+    start = time.monotonic()
+    outcome = grade(subs, tmp_path / "out", sandbox)
+    took = time.monotonic() - start
+    results = {r["student"]: r for r in outcome.results}
+    assert honest_scores(results) == reference_scores
+    # The work IPython did, whatever the notebooks held: one cell's budget at most per cell, the
+    # submission's in all (the unbounded rewrite would have cost ~50 times the two budgets).
+    assert all(w <= IPYTHON_WORK_LIMIT for w in spent) and sum(spent) <= 2 * IPYTHON_SUBMISSION_LIMIT
+    assert took < 120, took      # the unbounded rewrite: about 6 minutes of the grader's CPU
+    for student in ("mallory", "trent"):
+        assert results[student]["points"] == FULL, student        # their answers still count
+        skipped = [c for c in results[student]["cells"] if "IPython" in (c.get("message") or "")]
+        assert skipped and all(c["status"] == "skipped" for c in skipped), student

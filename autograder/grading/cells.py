@@ -76,11 +76,16 @@ def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 *
     source is transformed once per process (a pure function of the text), and a
     skipped demo cell is never transformed at all. A cell over ``max_cell_bytes``
     (``limits.cell_kb``) is neither parsed nor run: parsing megabytes of one
-    expression costs the trusted side minutes and gigabytes.
+    expression costs the trusted side minutes and gigabytes. Nor is a cell whose
+    IPython rewriting would cost more than what is left of the submission's budget
+    (:data:`autograder.notebook.IPYTHON_SUBMISSION_LIMIT`; the cell's own is
+    :data:`~autograder.notebook.IPYTHON_WORK_LIMIT`).
     """
-    from autograder.notebook import Cell, _grade_id, _source, to_python
+    from autograder.notebook import (IPYTHON_SUBMISSION_LIMIT, Cell, _grade_id, _source, ipython_lines,
+                                     ipython_work, needs_ipython, to_python)
 
     out = []
+    work_left = IPYTHON_SUBMISSION_LIMIT      # IPython's transform, bounded over the whole submission too
     for index, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") != "code":
             continue
@@ -90,6 +95,12 @@ def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 *
         elif gid in demos and source == demos[gid]:
             out.append(Cell(index, gid, source, "", DEMO_SKIPPED))
         else:
+            work = ipython_work(source)
+            if work > work_left and needs_ipython(source):
+                said = say("notebook.ipython_too_costly", lines=ipython_lines(source))
+                out.append(Cell(index, gid, source, "", said.en))
+                continue
+            work_left -= work
             code, skipped = _plain_python(source) if len(source) <= _CACHED_SOURCE_CHARS else to_python(source)
             out.append(Cell(index, gid, source, code, skipped))
     return out

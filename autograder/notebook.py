@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.errors import NotebookError
-from autograder.messages import say
+from autograder.messages import Msg, say
 from autograder.pyast import parse as parse_python
 
 #: A notebook file larger than this is refused before parsing (a 50 MB output is fine).
@@ -35,6 +35,7 @@ class Cell:
     source: str             # what the student wrote
     code: str               # plain Python to execute ("" when skipped)
     skipped: str | None     # why the cell is not executed, if it is not
+    said: Msg | None = None  # that reason in both languages, where the kit's words give it
 
 
 def read_notebook(path: str | Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> dict[str, Any]:

@@ -298,3 +298,4 @@ def test_cells_slow_to_rewrite_cost_the_grader_a_bounded_moment(tmp_path, sandbo
         assert results[student]["points"] == FULL, student        # their answers still count
         skipped = [c for c in results[student]["cells"] if "IPython" in (c.get("message") or "")]
         assert skipped and all(c["status"] == "skipped" for c in skipped), student
+        assert all("IPython" in c["said"]["zh"] and "不改写" in c["said"]["zh"] for c in skipped)

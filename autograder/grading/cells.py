@@ -81,8 +81,8 @@ def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 *
     (:data:`autograder.notebook.IPYTHON_SUBMISSION_LIMIT`; the cell's own is
     :data:`~autograder.notebook.IPYTHON_WORK_LIMIT`).
     """
-    from autograder.notebook import (IPYTHON_SUBMISSION_LIMIT, Cell, _grade_id, _source, ipython_lines,
-                                     ipython_work, needs_ipython, to_python)
+    from autograder.notebook import (IPYTHON_SUBMISSION_LIMIT, IPYTHON_WORK_LIMIT, Cell, _grade_id, _source,
+                                     ipython_lines, ipython_work, needs_ipython, to_python)
 
     out = []
     work_left = IPYTHON_SUBMISSION_LIMIT      # IPython's transform, bounded over the whole submission too
@@ -91,14 +91,15 @@ def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 *
             continue
         source, gid = _source(cell), _grade_id(cell)
         if len(source) > max_cell_bytes or len(source.encode("utf-8", errors="replace")) > max_cell_bytes:
-            out.append(Cell(index, gid, "", "", say("sandbox.cell_too_large", kib=max_cell_bytes // 1024).en))
+            said = say("sandbox.cell_too_large", kib=max_cell_bytes // 1024)
+            out.append(Cell(index, gid, "", "", said.en, said))
         elif gid in demos and source == demos[gid]:
             out.append(Cell(index, gid, source, "", DEMO_SKIPPED))
         else:
             work = ipython_work(source)
-            if work > work_left and needs_ipython(source):
+            if work > min(work_left, IPYTHON_WORK_LIMIT) and needs_ipython(source):
                 said = say("notebook.ipython_too_costly", lines=ipython_lines(source))
-                out.append(Cell(index, gid, source, "", said.en))
+                out.append(Cell(index, gid, source, "", said.en, said))
                 continue
             work_left -= work
             code, skipped = _plain_python(source) if len(source) <= _CACHED_SOURCE_CHARS else to_python(source)

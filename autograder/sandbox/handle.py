@@ -175,7 +175,9 @@ class WorkerHandle:
         out = []
         for cell in self._source:
             if cell.skipped:
-                out.append(CellOutcome(cell.index, "skipped", "", cell.skipped))
+                said = getattr(cell, "said", None)
+                out.append(CellOutcome(cell.index, "skipped", "", cell.skipped,
+                                       said=said._asdict() if said is not None else None))
             elif cell.index in self._bad:
                 out.append(self._bad[cell.index])
             elif cell.index in self._ran:

@@ -20,6 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 
+#: What the run-time guard reports, as if it were a forbidden name, when a call returns with the guard no
+#: longer in force (torch's function modes switched off, a guard popped off its mode stack, the Python
+#: dispatch key excluded): whatever the call did, it did unseen, and the exercise scores 0.
+GUARD_OFF = "guard-off"
+
+
 @dataclass(frozen=True)
 class Forbidden:
     name: str                                   # as exercises.md spells it

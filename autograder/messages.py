@@ -77,6 +77,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                             "and dtypes, starting with the public self-check)"),
     "check.failed_hidden": ("在隐藏测试的输入上未通过：{title}", "failed on the hidden test inputs: {title}"),
     "check.forbidden": ("使用了禁止的调用：{names}", "used a forbidden call: {names}"),
+    "check.guard_off": ("调用返回时，检查禁止调用的机制已被关闭或改动，这道题记 0 分",
+                        "when the call returned, the guard against forbidden calls had been switched off or "
+                        "changed: the exercise scores 0"),
     "check.some_exception": ("某种异常", "an exception"),
     "check.own_exception": ("一个不属于 Python、torch 或 NumPy 的异常类（例如你在笔记本里定义的）的异常",
                             "an exception of a class that is not Python's, torch's or NumPy's (one defined in "

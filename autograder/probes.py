@@ -30,6 +30,7 @@ byte the worker sends as hostile (:mod:`autograder.sandbox`).
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder import plain
+from autograder.forbidden import GUARD_OFF
 from autograder.forbidden import TABLE as FORBIDDEN_TABLE
 
 #: Forbidden names as exercises.md spells them -> the torch function objects that are that call (the
@@ -339,6 +341,12 @@ def _bind_execute() -> Callable[..., Reply]:
     encode, plain_error, clock = plain.encode, plain.PlainDataError, time.perf_counter
     reply, move, short = Reply, to_device, _short
     watch_limit = OPERATOR_WATCHED_CALLS
+    # What says whether the guards are still in force, bound before any student code runs.
+    from torch.overrides import _get_current_function_mode_stack as function_modes
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as dispatch_modes
+
+    function_enabled = torch._C._is_torch_function_enabled
+    excluded, python_key = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.Python
     # id(function) -> [function, calls so far]: holding the function keeps its id its own.
     calls: dict[int, list] = {}
 
@@ -407,6 +415,35 @@ def _bind_execute() -> Callable[..., Reply]:
                 self.seen.note(name)
             return func(*args, **(kwargs or {}))
 
+    def guards_in_force(function_guard: FunctionGuard, operator_guard: OperatorGuard | None) -> bool:
+        """Whether the guards still see what the student's code calls: torch's function modes on, each
+        guard still on its mode stack, the Python dispatch key not excluded."""
+        if not function_enabled() or function_guard not in function_modes():
+            return False
+        return operator_guard is None or (operator_guard in dispatch_modes() and not excluded(python_key))
+
+    def guarded(seen: Seen, operator_level: bool, probe: Callable, fn: Any, args: tuple, kwargs: dict) -> Any:
+        """``probe(fn, ...)`` under the guards; a call that returns with them no longer in force, or leaves
+        torch's mode stacks so that they cannot be taken off, is noted as :data:`~autograder.forbidden.
+        GUARD_OFF` (the trusted side zeroes the exercise)."""
+        function_guard = FunctionGuard(seen)
+        operator_guard = OperatorGuard(seen) if operator_level else None
+        returned = False
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(function_guard)
+                if operator_guard is not None:
+                    stack.enter_context(operator_guard)
+                result = probe(fn, *args, **kwargs)
+                returned = True
+                if not guards_in_force(function_guard, operator_guard):
+                    seen.note(GUARD_OFF)
+        except Exception:
+            if not returned:
+                raise
+            seen.note(GUARD_OFF)     # the guards could not be taken off: the mode stacks were changed
+        return result
+
     def execute(namespace: dict, request: Request, max_bytes: float = float("inf")) -> Reply:
         """Run ``request`` against the functions in ``namespace``; never raises for student errors.
 
@@ -443,12 +480,8 @@ def _bind_execute() -> Callable[..., Reply]:
         try:
             if not seen.lookup:
                 result = probe(fn, *args, **kwargs)
-            elif watch(fn):
-                with FunctionGuard(seen), OperatorGuard(seen):
-                    result = probe(fn, *args, **kwargs)
             else:
-                with FunctionGuard(seen):
-                    result = probe(fn, *args, **kwargs)
+                result = guarded(seen, watch(fn), probe, fn, args, kwargs)
         except NotImplementedError as exc:
             return reply("not_attempted", error_type="NotImplementedError", error=str(exc)[:500],
                          forbidden=seen.used, seconds=clock() - start)

@@ -198,6 +198,58 @@ def test_the_operator_level_watches_the_first_calls_of_each_function():
     assert all(used(honest_looking, SOFTMAX, X) == ["F.softmax"] for _ in range(probes.OPERATOR_WATCHED_CALLS + 2))
 
 
+def test_a_call_that_returns_with_the_guards_off_is_named_as_such():
+    """Issue 23, item 5: the guard's integrity is part of the verdict. A call after which torch's function
+    modes are off, or a guard is gone from its mode stack, reports GUARD_OFF (the exercise scores 0),
+    whatever it called; a ``with`` that restores everything leaves the verdict to what was seen."""
+    from autograder.forbidden import GUARD_OFF
+
+    left_open: list = []
+
+    def switch_off(x, dim=-1):          # the switch fetched by reflection: the scan cannot name it
+        import operator
+
+        off = operator.attrgetter("_C.DisableTorchFunction")(torch)()
+        off.__enter__()
+        left_open.append(off)
+        return F.softmax(x, dim)
+
+    def pop_the_guard(x, dim=-1):
+        torch._C._pop_torch_function_stack()
+        return F.softmax(x, dim)
+
+    def restores(x, dim=-1):
+        with torch._C.DisableTorchFunction():
+            return (x - x.amax(dim, keepdim=True)).exp() / (x - x.amax(dim, keepdim=True)).exp().sum(dim, True)
+
+    try:
+        assert GUARD_OFF in used(fresh(switch_off), SOFTMAX, X)
+        for _ in range(probes.OPERATOR_WATCHED_CALLS + 1):     # the function level alone: off all the same
+            assert GUARD_OFF in used(switch_off, SOFTMAX, X)
+    finally:
+        for off in reversed(left_open):
+            off.__exit__(None, None, None)
+    assert torch._C._is_torch_function_enabled()
+    assert GUARD_OFF in used(fresh(pop_the_guard), SOFTMAX, X)
+    assert used(fresh(restores), SOFTMAX, X) == []
+    assert used(lambda x: x.exp() / x.exp().sum(-1, keepdim=True), SOFTMAX, X) == []
+
+
+def test_the_guard_off_zeroes_the_exercise_in_the_sandbox(course, sandbox):
+    code = ("import torch, operator\n"
+            "def softmax(x, dim=-1):\n"
+            "    operator.attrgetter('_C.DisableTorchFunction')(torch)().__enter__()\n"
+            "    return torch.nn.functional.softmax(x, dim)\n")
+    _, ex = course.exercise("2.2")
+    with sandbox.open([Cell(0, None, code, code, None)], label="guard-off") as worker:
+        result = C.run_exercise(ex, worker, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
+                                tolerances=course.tolerances, seed_parts=("guard-off", 0),
+                                reference=solution_for(course, "2.2"))
+    assert result.points == 0 and result.status is C.Status.FORBIDDEN
+    said = [r.message for r in result.checks if r.status is C.Status.FORBIDDEN]
+    assert said and all("switched off" in m.en and "已被关闭" in m.zh for m in said)
+
+
 # -- the static scan ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("sources, function, forbidden, expected", [
     (["import torch.nn.functional as Fn\ndef softmax(x, dim=-1):\n    return Fn.softmax(x, dim)"],
@@ -246,6 +298,9 @@ def test_the_scan_finds_what_the_function_can_reach(sources, function, forbidden
     assert scan_exercise(sources, function, forbidden) == expected
 
 
+REFLECTED = "a name fetched by reflection (pickle, attrgetter, vars, getattr as a value) in code the exercise runs"
+
+
 @pytest.mark.parametrize("source, expected", [
     ("import torch\nwith torch._C.DisableTorchFunction():\n    pass", "uses DisableTorchFunction"),
     ("import autograder.probes as p\np.execute = lambda *a, **k: None", "imports autograder.probes"),
@@ -260,9 +315,22 @@ def test_the_scan_finds_what_the_function_can_reach(sources, function, forbidden
      "a torch attribute looked up by a computed name in code the exercise runs"),
     ("import torch.nn.functional as F\ndef softmax(x, dim=-1):\n    return F.__dict__['soft' + 'max'](x, dim)",
      "a torch attribute looked up by a computed name in code the exercise runs"),
+    # Reflection (issue 23, item 5): a name held as data reaches what the scan cannot name.
+    ("import pickle, torch.nn.functional as F\ndef softmax(x, dim=-1):\n"
+     "    return pickle.loads(b'ctorch.nn.functional\\nsoftmax\\n.')(x, dim)", REFLECTED),
+    ("import operator, torch\ndef softmax(x, dim=-1):\n"
+     "    with operator.attrgetter('_C.DisableTorchFunction')(torch)():\n        return x.softmax(dim)", REFLECTED),
+    ("from operator import methodcaller\ndef softmax(x, dim=-1):\n    return methodcaller('softmax', dim)(x)",
+     REFLECTED),
+    ("import torch\ndef softmax(x, dim=-1):\n    return vars(torch.nn.functional)['softmax'](x, dim)", REFLECTED),
+    ("import functools, torch\ndef softmax(x, dim=-1):\n"
+     "    return functools.reduce(getattr, ['nn', 'functional', 'softmax'], torch)(x, dim)", REFLECTED),
+    ("import torch\ndef softmax(x, dim=-1):\n"
+     "    return object.__getattribute__(torch.nn.functional, 'soft' + 'max')(x, dim)", REFLECTED),
 ], ids=["DisableTorchFunction", "patch autograder.probes", "autograder attribute", "patch the encoder",
         "sys.modules", "frames", "dispatch modes", "exec defines the function", "eval in the function",
-        "getattr with a computed name", "__dict__ of a torch module"])
+        "getattr with a computed name", "__dict__ of a torch module", "pickle GLOBAL", "attrgetter",
+        "methodcaller", "vars", "getattr as a value", "__getattribute__"])
 def test_tampering_is_found_anywhere_in_the_notebook(source, expected):
     found = scan_exercise([source, "def other():\n    return 1"], "softmax", SOFTMAX)
     assert any(f.startswith(TAMPERING + expected) for f in found), found

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from autograder import plain
+from autograder.forbidden import GUARD_OFF
 from autograder.messages import Msg, say
 from autograder.probes import Reply, Request
 from autograder.stopwatch import OFF, Stopwatch
@@ -364,6 +365,9 @@ class Context:
 # -- running checks --------------------------------------------------------------
 def _refuse_forbidden(reply: Reply, known: Iterable[str] = ()) -> None:
     """Fail on a forbidden call. The names come from the worker: a hidden check repeats only known ones."""
+    if GUARD_OFF in reply.forbidden:
+        said = say("check.guard_off")
+        raise CheckFailed(said, status=Status.FORBIDDEN, hidden=said)
     if reply.forbidden:
         known = set(known)
         named = [n for n in reply.forbidden if n in known] or ["a forbidden call"]

@@ -119,6 +119,31 @@ def scope_of(node: ast.AST) -> Scope:
     return scope
 
 
+def entered(node: ast.AST, scopes: tuple[Scope, ...]) -> list[tuple[ast.AST, tuple[Scope, ...]]]:
+    """The children of a scope node (one of :data:`SCOPES`), each with the scopes it is evaluated in:
+    defaults, decorators, bases and a comprehension's first iterable outside it, the rest inside."""
+    inner = (*scopes, scope_of(node))
+    outer_parts: list[ast.AST] = []
+    inner_parts: list[ast.AST] = []
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        outer_parts = [*node.decorator_list, *node.args.defaults,
+                       *(d for d in node.args.kw_defaults if d is not None)]
+        inner_parts = list(node.body)
+    elif isinstance(node, ast.ClassDef):
+        outer_parts = [*node.decorator_list, *node.bases, *node.keywords]
+        inner_parts = list(node.body)
+    elif isinstance(node, ast.Lambda):
+        outer_parts = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        inner_parts = [node.body]
+    else:  # a comprehension (the rest of SCOPES): its first iterable is evaluated outside it
+        assert isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp))
+        first, *rest = node.generators
+        outer_parts = [first.iter]
+        inner_parts = [first.target, *first.ifs, *rest]
+        inner_parts += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+    return [(p, scopes) for p in outer_parts] + [(p, inner) for p in inner_parts]
+
+
 def compound_targets(statement: ast.stmt) -> list[tuple[ast.AST, ast.AST]]:
     """(target, value) pairs a compound statement binds at its own level: for, with ... as."""
     if isinstance(statement, (ast.For, ast.AsyncFor)):

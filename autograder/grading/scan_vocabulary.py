@@ -70,6 +70,18 @@ DYNAMIC_CODE_REASON = "exec/eval/compile"
 COMPUTED_NAME_REASON = "a torch attribute looked up by a computed name"
 #: Builtins that reach an attribute by a name given as a value: ``getattr(F, "softmax")``.
 ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+#: Reflection: ways to fetch an object by a name held as data, which no scan can follow. A pickle's
+#: GLOBAL opcode names any module attribute; attrgetter and methodcaller take dotted names; vars() and
+#: __getattribute__ are a module's or an object's namespace; getattr, vars and __import__ passed as
+#: values (``reduce(getattr, names, torch)``) are lookups by computed name.
+REFLECTION_CALLS = frozenset({
+    "pickle.loads", "pickle.load", "pickle.Unpickler", "pickle._loads", "pickle._load", "pickle._Unpickler",
+    "_pickle.loads", "_pickle.load", "_pickle.Unpickler", "marshal.loads", "marshal.load", "copyreg.__newobj__",
+    "operator.attrgetter", "operator.methodcaller", "builtins.vars", "builtins.getattr", "builtins.__import__",
+    "shelve.open", "dill.loads", "cloudpickle.loads", "joblib.load",
+})
+REFLECTION_BUILTINS = frozenset({"vars", "getattr", "__import__"})
+REFLECTION_REASON = "a name fetched by reflection (pickle, attrgetter, vars, getattr as a value)"
 
 
 def canonical(qualified: str) -> str:

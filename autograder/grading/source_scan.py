@@ -51,10 +51,11 @@ import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from autograder.grading.scan_scopes import (COMPOUND, SCOPES, Scope, compound_bodies, compound_targets,
-                                            import_bindings, scope_of, target_names)
+from autograder.grading.scan_scopes import (COMPOUND, SCOPES, Scope, compound_bodies, compound_targets, entered,
+                                            import_bindings, target_names)
 from autograder.grading.scan_vocabulary import (ALLOWED_AUTOGRADER, ATTRIBUTE_FUNCTIONS, COMPUTED_NAME_REASON,
                                                 DYNAMIC_CODE, DYNAMIC_CODE_REASON, METHODS, QUALIFIED_DYNAMIC_CODE,
+                                                REFLECTION_BUILTINS, REFLECTION_CALLS, REFLECTION_REASON,
                                                 TAMPER_NAMES, TAMPERING, UNINSPECTABLE, candidates, is_autograder)
 from autograder.pyast import parse as parse_python
 
@@ -291,6 +292,7 @@ class _Walker:
     def __init__(self, scan: NotebookScan, tamper: bool = False):
         self.scan = scan
         self.tamper = tamper
+        self._called: set[int] = set()       # the func nodes of calls met so far (they are visited first)
 
     def walk(self, root: ast.AST) -> _Summary:
         summary = _Summary()
@@ -298,34 +300,11 @@ class _Walker:
         while stack:
             node, scopes = stack.pop()
             if isinstance(node, SCOPES):
-                stack.extend(self._enter(node, scopes))
+                stack.extend(entered(node, scopes))
                 continue
             self._visit(node, scopes, summary, root)
             stack.extend((child, scopes) for child in ast.iter_child_nodes(node) if not isinstance(child, _INERT))
         return summary
-
-    def _enter(self, node: ast.AST, scopes: tuple[Scope, ...]) -> list[tuple[ast.AST, tuple[Scope, ...]]]:
-        """The children of a scope node, each with the scopes it is evaluated in."""
-        inner = (*scopes, scope_of(node))
-        outer_parts: list[ast.AST] = []
-        inner_parts: list[ast.AST] = []
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            outer_parts = [*node.decorator_list, *node.args.defaults,
-                           *(d for d in node.args.kw_defaults if d is not None)]
-            inner_parts = list(node.body)
-        elif isinstance(node, ast.ClassDef):
-            outer_parts = [*node.decorator_list, *node.bases, *node.keywords]
-            inner_parts = list(node.body)
-        elif isinstance(node, ast.Lambda):
-            outer_parts = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
-            inner_parts = [node.body]
-        else:  # a comprehension (the rest of SCOPES): its first iterable is evaluated outside it
-            assert isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp))
-            first, *rest = node.generators
-            outer_parts = [first.iter]
-            inner_parts = [first.target, *first.ifs, *rest]
-            inner_parts += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        return [(p, scopes) for p in outer_parts] + [(p, inner) for p in inner_parts]
 
     # names --------------------------------------------------------------------------------
     @staticmethod
@@ -384,6 +363,9 @@ class _Walker:
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load) and self._local(node.id, scopes) is None:
                 summary.refs.add(node.id)
+                if node.id in REFLECTION_BUILTINS and id(node) not in self._called \
+                        and not self.scan.active(node.id):
+                    summary.hidden.add(REFLECTION_REASON)       # getattr as a value: reduce(getattr, ...)
             if self.tamper and node.id in TAMPER_NAMES:
                 self.scan._note(f"{TAMPERING}uses {node.id}")
         elif isinstance(node, ast.Attribute):
@@ -393,6 +375,8 @@ class _Walker:
                 summary.hits.add(f"method:{node.attr}")
             if node.attr == "__dict__" and any(q.startswith("torch") for q in qualified):
                 summary.hidden.add(COMPUTED_NAME_REASON)   # torch.nn.functional.__dict__["soft" + "max"]
+            if node.attr == "__getattribute__":
+                summary.hidden.add(REFLECTION_REASON)      # object.__getattribute__(torch._C, name)
             if self.tamper:
                 self._tampering_attribute(node, qualified, scopes, root)
         elif isinstance(node, ast.Call):
@@ -415,12 +399,16 @@ class _Walker:
                     self.scan._bind(target.id, _Binding(self.scan._order, True, node=value))
 
     def _visit_call(self, node: ast.Call, scopes: tuple[Scope, ...], summary: _Summary, root: ast.AST) -> None:
+        self._called.add(id(node.func))
         qualified = self.qualify(node, scopes)      # getattr(F, "softmax"), importlib.import_module("x")
         summary.hits |= qualified
         builtin = node.func.id if isinstance(node.func, ast.Name) and self._local(node.func.id, scopes) is None \
             and not self.scan.active(node.func.id) else None
-        if builtin in DYNAMIC_CODE or self.qualify(node.func, scopes) & QUALIFIED_DYNAMIC_CODE:
+        called = self.qualify(node.func, scopes)
+        if builtin in DYNAMIC_CODE or called & QUALIFIED_DYNAMIC_CODE:
             summary.hidden.add(DYNAMIC_CODE_REASON)
+        if builtin == "vars" or called & REFLECTION_CALLS:
+            summary.hidden.add(REFLECTION_REASON)       # pickle.loads(b"...GLOBAL torch._C ..."), vars(torch._C)
         if builtin not in ATTRIBUTE_FUNCTIONS or len(node.args) < 2:
             return
         attr = _constant_str(node.args[1])

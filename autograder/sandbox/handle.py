@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from autograder import plain
 from autograder.config import Limits
+from autograder.forbidden import GUARD_OFF
 from autograder.messages import Msg, say
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
@@ -371,7 +372,7 @@ class WorkerHandle:
                 or status not in WORKER_STATUSES:
             return self._failed("crashed", say("sandbox.unexpected"), elapsed)
         forbidden = header.get("forbidden")
-        names = [f for f in forbidden if type(f) is str and f in request.forbidden] \
+        names = [f for f in forbidden if type(f) is str and (f in request.forbidden or f == GUARD_OFF)] \
             if type(forbidden) is list else []
         seconds = _finite(header.get("seconds"))
         if seconds is None or seconds < 0:

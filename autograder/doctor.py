@@ -11,7 +11,7 @@ import argparse
 import os
 from typing import Any
 
-from autograder.sandbox.cage import LANDLOCK_GAPS, landlock_abi
+from autograder.sandbox.cage import LANDLOCK_GAPS, filter_summary, landlock_abi
 
 #: What each layer keeps from the student's code, for the table.
 LAYERS = {
@@ -28,7 +28,9 @@ LAYERS = {
     "landlock-tcp": "no TCP bind or connect",
     "landlock-scope": "no abstract Unix socket or signal outside the worker",
     "address-space-limit": "every mapping counts against limits.memory_mb (RLIMIT_AS)",
-    "seccomp": "no ptrace, mount, bpf, keyctl, new namespaces, new sockets (and SysV IPC without an IPC ns)",
+    "memory-cgroup": "memory no rlimit counts (its tmpfs, kernel memory) past limits.memory_mb: the kernel kills it",
+    "seccomp": "any system call off the allow-list (ptrace, mount, bpf, new namespaces or sockets, memfd, IPC, "
+               "chmod/chown/utime/xattr, limits or priorities of another process, ...)",
 }
 
 
@@ -84,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
         console.print(layers)
         if chosen["mode"] == "landlock":
             console.print(f"[yellow]the landlock fallback leaves open: {LANDLOCK_GAPS}[/]")
+        if "seccomp" in chosen["layers"]:
+            console.print(seccomp_line(chosen["mode"], args.device))
+        console.print(memory_line())
     console.print(f"Landlock ABI: {landlock_abi() or 'not available'}; root: {os.geteuid() == 0}; "
                   f"CPUs: {os.cpu_count()}; {_cuda()}")
     if chosen is None:
@@ -94,6 +99,26 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[red]ERROR[/] autograder grade --device cuda would refuse: {cuda_problem}")
         return 1
     return 0
+
+
+def seccomp_line(mode: str, device: str) -> str:
+    """The filter the workers load: its mode and size."""
+    f = filter_summary(mode, device)
+    return (f"seccomp filter: default {f['default']}, allow-list of {f['allowed']} system calls "
+            f"({f['restricted']} only with some arguments: the worker itself, harmless requests), "
+            f"{f['instructions']} BPF instructions")
+
+
+def memory_line() -> str:
+    """How memory that no rlimit counts is kept in check here."""
+    from autograder.sandbox import memcg
+
+    groups, where = memcg.find()
+    bounded = ("refused by the filter (memfd, socket pairs, SysV and POSIX IPC, pipe buffers past 64 KiB) "
+               "or bounded (256 open files, the tmpfs at limits.disk_mb)")
+    if groups is not None:
+        return f"memory no rlimit counts: counted by a memory cgroup per worker ({where}); {bounded}"
+    return f"memory no rlimit counts: {bounded}; no memory cgroup ({where})"
 
 
 def _cuda_problem() -> str | None:

@@ -99,6 +99,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "sandbox.stopped_status": ("运行学生代码的进程停止了（等待状态 {status}）", "the worker stopped (wait status {status})"),
     "sandbox.killed_signal_hint": ("运行学生代码的进程被信号 {signal} 终止（{hint}）", "killed by {signal} ({hint})"),
     "sandbox.hint.SIGKILL": ("内存超限？", "memory limit?"),
+    "sandbox.killed_memory": ("运行学生代码的进程用的内存（文件与内核内存也算在内）超过上限，被内核终止",
+                              "the worker was killed by the kernel: its memory (files and kernel memory included) "
+                              "went past limits.memory_mb"),
     "sandbox.hint.SIGXCPU": ("CPU 时间上限", "CPU time limit"),
     "sandbox.hint.SIGXFSZ": ("文件大小上限", "file size limit"),
     "sandbox.hint.SIGSEGV": ("段错误", "segmentation fault"),

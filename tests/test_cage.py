@@ -9,6 +9,7 @@ and nothing of the attack remains after the batch.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -44,10 +45,26 @@ ATTACKS = {
     "signal": "alive(GRADER) or fail()",
     "ptrace": "ctypes.CDLL(None, use_errno=True).ptrace(16, GRADER, 0, 0) == 0 or fail()",
     "mmap": "mmap.mmap(-1, 8 << 30)",
+    # Issue 23: the instructor's processes (the template is the parent where there is no PID namespace),
+    # the instructor's files' metadata, memory no rlimit counts, host sockets, IPC left behind, watches.
+    "prlimit": "resource.prlimit(os.getppid() or fail(), resource.RLIMIT_CPU, (cpu := "
+               "resource.prlimit(os.getppid(), resource.RLIMIT_CPU)))",
+    "setpriority": "os.setpriority(os.PRIO_PROCESS, os.getppid() or fail(), 0)",
+    "affinity": "os.sched_setaffinity(os.getppid() or fail(), os.sched_getaffinity(0))",
+    "chmod": "os.chmod(SECRET, 0o600)",
+    "chown": "os.chown(SECRET, -1, -1)",
+    "utime": "os.utime(SECRET, ns=((st := os.stat(SECRET)).st_atime_ns, st.st_mtime_ns))",
+    "memfd": "os.write(os.memfd_create('m'), b'x' * 4096)",
+    "socketpair": "socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)",
+    "mq-open": "ctypes.CDLL(None, use_errno=True).mq_open(MQ_NAME, os.O_CREAT | os.O_RDWR, 0o600, None) >= 0 "
+               "or fail()",
+    "inotify": "(lambda fd: fd >= 0 and ctypes.CDLL(None).inotify_add_watch(fd, HOME.encode(), 0xFFF) >= 0)("
+               "ctypes.CDLL(None).inotify_init1(0)) or fail()",
 }
+MQ_NAME = b"/autograder-cage-test"
 PRELUDE = '''
-import ctypes, errno, mmap, os, socket
-SECRET, SOLUTIONS, OTHER, HOME, OUT, PORT, GRADER, SHM_KEY = {consts}
+import ctypes, errno, mmap, os, resource, socket
+SECRET, SOLUTIONS, OTHER, HOME, OUT, PORT, GRADER, SHM_KEY, MQ_NAME = {consts}
 class Blocked(Exception):
     pass
 def fail():
@@ -135,6 +152,11 @@ def shm_keys() -> set[int]:
         return {int(line.split()[0]) for line in list(f)[1:]}
 
 
+def mq_left() -> bool:
+    """Whether the attack's POSIX message queue exists (removing it: the test leaves nothing either)."""
+    return ctypes.CDLL(None, use_errno=True).mq_unlink(MQ_NAME) == 0
+
+
 def templates_running(course: Path) -> list[str]:
     """Sandbox templates of this course copy still alive (their PYTHONPATH names it)."""
     out = []
@@ -168,7 +190,9 @@ def world(tmp_path_factory):
     assert SHM_KEY not in shm_keys(), f"a segment with key {SHM_KEY:#x} is left from elsewhere: ipcrm -M {SHM_KEY:#x}"
     listener = Listener()
     consts = (str(home / "secret.txt"), str(course / "solutions" / "qkv_attention.py"),
-              str(subs / "ada" / "02_qkv_attention.ipynb"), str(home), str(out), listener.port, os.getpid(), SHM_KEY)
+              str(subs / "ada" / "02_qkv_attention.ipynb"), str(home), str(out), listener.port, os.getpid(), SHM_KEY,
+              MQ_NAME)
+    mq_left()
     attack = [PRELUDE.format(consts=repr(consts))]
     attack += [f"attempt({name!r}, {code!r})" for name, code in ATTACKS.items()]
     # Creating shared memory is no breach where the worker has an IPC namespace of its own; what must
@@ -179,7 +203,8 @@ def world(tmp_path_factory):
         path = subs / student / "02_qkv_attention.ipynb"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(nb), encoding="utf-8")
-    yield {"base": base, "home": home, "course": course, "subs": subs, "out": out, "listener": listener}
+    yield {"base": base, "home": home, "course": course, "subs": subs, "out": out, "listener": listener,
+           "secret_stat": (home / "secret.txt").stat().st_mtime_ns}
     listener.close()
     shutil.rmtree(base, ignore_errors=True)
 
@@ -226,6 +251,9 @@ def check_contained(world: dict, done: subprocess.CompletedProcess[str], mode: s
     assert results["mallory"]["points"] == QKV.points                        # and its honest part still counts
     # Nothing remains: no file written, no connection, no shared memory, no process.
     assert not (world["home"] / "pwned").exists() and not (world["out"] / "pwned").exists()
+    secret = (world["home"] / "secret.txt").stat()
+    assert (secret.st_mode & 0o7777, secret.st_mtime_ns) == (0o600, world["secret_stat"]), "secret.txt changed"
+    assert not mq_left()
     assert world["listener"].accepted == 0
     assert SHM_KEY not in shm_keys()
     assert templates_running(world["course"]) == []

@@ -13,6 +13,15 @@ def test_doctor_finds_the_cage_grading_uses(capsys):
     out = capsys.readouterr().out
     assert "(used)" in out and "CPUs:" in out and "CUDA:" in out
     assert "ERROR" not in out
+    # The filter's mode and size (issue 23): default deny, the allow-list's length, its BPF program.
+    assert " ".join(out.split()).count("seccomp filter: default deny (EPERM), allow-list of ") == 1
+    # And how memory no rlimit counts is kept in check: a memory cgroup where there is one, or why not.
+    from autograder.sandbox import memcg
+
+    groups, where = memcg.find()
+    said = " ".join(out.split())
+    assert ("counted by a memory cgroup per worker" in said) == (groups is not None)
+    assert ("memory-cgroup" in said) == (groups is not None)    # the layer in the cage's table
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: the CPU-build verdict cannot show")

@@ -597,3 +597,32 @@ def test_a_cloned_template_serves_another_sandbox_and_stops_with_it(sandbox):
     assert not running(clone_pid) and not running(worker_pid)
     assert not os.path.exists(launch.folder)
 
+
+
+def test_memory_no_rlimit_counts_is_counted_by_the_workers_memory_cgroup():
+    """Issue 23: files in the worker's tmpfs are memory RLIMIT_AS does not see; the worker's memory cgroup
+    counts them with the rest, and a worker past it is killed, named, and the next one runs as before."""
+    from autograder.sandbox import memcg
+
+    groups, why = memcg.find()
+    if groups is None:
+        pytest.skip(f"this machine offers no memory cgroup to the grader: {why}")
+    roomy = LIMITS.model_copy(update={"memory_mb": 64, "disk_mb": 4096, "file_mb": 64, "call_seconds": 60.0})
+    fill = ("written = 0\n"
+            "for i in range(64):\n"
+            "    with open(f'f{i}', 'wb') as f:\n"
+            "        f.write(b'x' * (64 << 20))\n"
+            "    written += 64\n")
+    with Sandbox(roomy) as sandbox:
+        assert "memory-cgroup" in sandbox.isolation.layers, sandbox.isolation
+        with sandbox.open(cells(fill), label="filler") as worker:
+            outcome = worker.cells[0]
+            assert outcome.status == "crashed", outcome
+            assert "killed by the kernel" in outcome.message and "memory" in outcome.message
+            assert "内存" in outcome.said["zh"]
+        with sandbox.open(cells("x = sum(range(10))"), label="next") as worker:
+            assert worker.cells[0].status == "ok"
+            ours = f"autograder-{sandbox.template_pid}-"
+            assert [n for n in os.listdir(groups.base) if n.startswith(ours)] != []      # this worker's group
+    # Each group goes with its worker; none is left once the sandbox has stopped.
+    assert [n for n in os.listdir(groups.base) if n.startswith(ours)] == []

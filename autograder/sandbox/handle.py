@@ -47,6 +47,7 @@ class WorkerHandle:
         self._deadline = time.monotonic() + self._limits.submission_seconds
         self._bad: dict[int, CellOutcome] = {}       # cells that time out or crash: not run again
         self._proc: _Process | None = None
+        self.memory_killed = False      # the last stopped worker was killed for its memory cgroup
         self._poisoned: dict[str, Reply] = {}        # function -> the answer to any further call
         self._crashes: Counter[str] = Counter()
         self._broken: Reply | None = None            # set when no worker can be started any more
@@ -96,7 +97,9 @@ class WorkerHandle:
         if proc is None:
             return None
         if wait:
-            return self._sandbox.finish(proc)
+            status = self._sandbox.finish(proc)
+            self.memory_killed = proc.memory_killed
+            return status
         self._sandbox.retire(proc)
         return None
 
@@ -199,7 +202,7 @@ class WorkerHandle:
             status = self._stop()
             if not runnable:
                 raise _SpawnFailed(f"the sandbox worker stopped: {describe_exit(status)}") from None
-            return _cell_said(runnable[0].index, "crashed", exit_message(status))
+            return _cell_said(runnable[0].index, "crashed", exit_message(status, self.memory_killed))
         for cell in runnable:
             start = time.monotonic()
             deadline = min(start + self._limits.call_seconds, self._deadline)
@@ -213,7 +216,8 @@ class WorkerHandle:
                 return _cell_said(cell.index, "crashed", say("sandbox.malformed"))
             except (EOFError, OSError):
                 status = self._stop()
-                return _cell_said(cell.index, "crashed", exit_message(status), time.monotonic() - start)
+                return _cell_said(cell.index, "crashed", exit_message(status, self.memory_killed),
+                                  time.monotonic() - start)
             outcome = _cell_outcome(header, cell.index)
             if outcome is None:
                 return _cell_said(cell.index, "crashed", say("sandbox.unexpected"))
@@ -346,7 +350,7 @@ class WorkerHandle:
         # EOF or a broken channel: the worker died. Its exit status says how; a second death of the same
         # function answers its later calls without running it again.
         status = self._stop()
-        message = exit_message(status)
+        message = exit_message(status, self.memory_killed)
         self._crashes[function] += 1
         twice = self._crashes[function] >= 2
         return self._failed("crashed", message, seconds, stopped=True,

@@ -22,7 +22,8 @@ from autograder.sandbox.protocol import TEMPLATE_ENV
 #: matplotlib need, and no token or password the grader may have been given.
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
              "CONDA_PREFIX", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "PYTHONPATH",
-             "PYTHONHASHSEED", "PYTHONHOME", "PYTHONNOUSERSITE", "CUDA_HOME", "CUDA_PATH")
+             "PYTHONHASHSEED", "PYTHONHOME", "PYTHONNOUSERSITE", "CUDA_HOME", "CUDA_PATH",
+             "AUTOGRADER_MEMCG")     # (the template looks for memory cgroups itself: memcg.find)
 _ENV_KEEP_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_")
 
 

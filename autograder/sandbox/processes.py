@@ -166,6 +166,7 @@ class _Process:
         self.slot = slot
         self.workdir = workdir
         self.status: int | None = None
+        self.memory_killed = False    # killed by the kernel for its memory cgroup (the template says so)
         self.reaped = False
         self.finished = False
         self.sweep = False
@@ -185,6 +186,7 @@ class _Process:
         try:
             data = json.loads(os.read(self.status_fd, 4096) or b"null")
             self.status = int(data["status"])
+            self.memory_killed = data.get("memory") is True
         except (ValueError, TypeError, KeyError, OSError):
             self.status = None
         self.reaped = True

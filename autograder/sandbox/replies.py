@@ -62,8 +62,13 @@ def _cell_said(index: int, status: str, msg: Msg, seconds: float = 0.0) -> CellO
     return CellOutcome(index, status, "", msg.en, seconds, as_dict(msg))
 
 
-def exit_message(status: int | None) -> Msg:
-    """A wait status in words, both languages: ``killed by SIGKILL (memory limit?)``, ``exited with status 0 ...``."""
+def exit_message(status: int | None, memory_killed: bool = False) -> Msg:
+    """A wait status in words, both languages: ``killed by SIGKILL (memory limit?)``, ``exited with status 0 ...``.
+
+    ``memory_killed``: the kernel killed the worker for its memory cgroup (the template read it there).
+    """
+    if memory_killed:
+        return say("sandbox.killed_memory")
     if status is None:
         return say("sandbox.stopped_unknown")
     if os.WIFSIGNALED(status):

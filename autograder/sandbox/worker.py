@@ -59,11 +59,15 @@ TEMPLATE_MODULES = (
 #: grader then asks for a worker of the complete template (the template imports them first) and runs
 #: that submission's cells and call again there, so what a worker can import never depends on timing.
 TEMPLATE_LATER = ("torch._dynamo",)
+#: Descriptors a worker may hold (its channel, stdio and what graded code opens): 128 pipes, 8 MiB of buffers.
+OPEN_FILES = 256
 #: The whole environment a worker sees (the grader's is scrubbed).
 WORKER_ENV = {"PATH": "/nonexistent", "HOME": "/", "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 PR_SET_PDEATHSIG = 1
+#: The template's memory cgroups (memcg.find(): where to make a group per worker, or None and why not).
+_MEMORY: dict[str, Any] = {"groups": None, "why": "not looked for"}
 
 
 # -- the template -------------------------------------------------------------------
@@ -91,6 +95,9 @@ def template_main(ctrl_fd: int) -> NoReturn:
     from autograder.sandbox import cage
 
     cage.prepare()     # libc, libseccomp and the seccomp filters, while the file system is there
+    from autograder.sandbox.memcg import find as find_memory_groups
+
+    _MEMORY.update(zip(("groups", "why"), find_memory_groups()))
     cuda_loaded = _libcuda_loaded()
     ctrl.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": time.perf_counter() - start,
                           "cuda_driver_loaded": cuda_loaded, "threads": _task_count()}).encode())
@@ -105,9 +112,13 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-    children: dict[int, tuple[int, int]] = {}  # worker pid -> (write end of its status pipe, CPU seconds)
+    # worker pid -> (write end of its status pipe, CPU seconds, its memory cgroup or None)
+    children: dict[int, tuple[int, int, str | None]] = {}
+    leftover: list[str] = []            # memory cgroups still holding a process (a grandchild) when reaped
 
     def reap() -> None:
+        if leftover:
+            leftover[:] = [g for g in leftover if not _MEMORY["groups"].remove(g)]
         while True:
             try:
                 pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -117,10 +128,15 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
                 return
             entry = children.pop(pid, None)
             if entry is not None:
-                fd, cpu_limit = entry
+                fd, cpu_limit, group = entry
                 status = _named_status(status, usage, cpu_limit)
+                report: dict[str, Any] = {"pid": pid, "status": status}
+                if group is not None:
+                    report["memory"] = _MEMORY["groups"].oom_killed(group)
+                    if not _MEMORY["groups"].remove(group):
+                        leftover.append(group)      # a grandchild is still in it: the sweep will kill it
                 try:
-                    os.write(fd, json.dumps({"pid": pid, "status": status}).encode())
+                    os.write(fd, json.dumps(report).encode())
                 except OSError:
                     pass
                 os.close(fd)
@@ -159,7 +175,7 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
                     # A template of its own for another grader process (a lane): nothing of this one's
                     # (its grader's channel, its wake-up pipe, its workers' status pipes) stays open.
                     ctrl.close()
-                    for fd in (wake_r, wake_w, *(fd for fd, _ in children.values())):
+                    for fd in (wake_r, wake_w, *(entry[0] for entry in children.values())):
                         os.close(fd)
                     own = socket.socket(fileno=fds[0])
                     own.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": 0.0,
@@ -182,7 +198,22 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        _remove_groups([entry[2] for entry in children.values() if entry[2]] + leftover)
         os._exit(0)
+
+
+def _remove_groups(groups: list[str]) -> None:
+    """The template's last act: its workers' memory cgroups go (a killed worker leaves its group in a moment)."""
+    deadline = time.monotonic() + 2.0
+    while groups and time.monotonic() < deadline:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        groups = [g for g in groups if not _MEMORY["groups"].remove(g)]
+        if groups:
+            time.sleep(0.02)
 
 
 def _import_quietly(name: str) -> None:
@@ -196,7 +227,7 @@ def _import_quietly(name: str) -> None:
 
 
 def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
-                   children: dict[int, tuple[int, int]], partial: bool = False) -> None:
+                   children: dict[int, tuple[int, int, str | None]], partial: bool = False) -> None:
     chan_fd, status_fd = fds
     try:
         config = WorkerConfig.from_json(request["config"])
@@ -209,17 +240,20 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
     sys.stderr.flush()
     from autograder.sandbox.cage import fork_into
 
+    group, why = _memory_group(config)
     try:
         pid = fork_into(config.mode)    # os.fork(), or a clone straight into the cage's namespaces
     except OSError as exc:
         os.close(chan_fd)
         os.close(status_fd)
+        if group is not None:
+            _MEMORY["groups"].remove(group)
         ctrl.send(json.dumps({"error": f"fork failed: {exc}"}).encode())
         return
     if pid == 0:
-        worker_main(config, chan_fd, template_pid=os.getppid(), partial=partial)
+        worker_main(config, chan_fd, template_pid=os.getppid(), partial=partial, memory=(group, why))
     os.close(chan_fd)
-    children[pid] = (status_fd, config.cpu_seconds)
+    children[pid] = (status_fd, config.cpu_seconds, group)
     answer = json.dumps({"pid": pid, "partial": partial}).encode()
     try:
         pidfd = os.pidfd_open(pid)
@@ -230,6 +264,25 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
         socket.send_fds(ctrl, [answer], [pidfd])
     finally:
         os.close(pidfd)
+
+
+_GROUPS_MADE = [0]
+
+
+def _memory_group(config: WorkerConfig) -> tuple[str | None, str]:
+    """A memory cgroup for the next worker (None where there is none, and why): the template's resident
+    memory (what the worker may copy on write) plus limits.memory_mb plus room for kernel memory."""
+    groups = _MEMORY["groups"]
+    if groups is None or config.mode == "none":
+        return None, _MEMORY["why"] if groups is None else "not caged (--no-isolation)"
+    from autograder.sandbox.memcg import MARGIN_MB
+
+    _GROUPS_MADE[0] += 1
+    limit = _vm_kib("VmRSS") * 1024 + (config.memory_mb + MARGIN_MB) * MiB
+    try:
+        return groups.make(f"autograder-{os.getpid()}-{_GROUPS_MADE[0]}", limit), ""
+    except OSError as exc:
+        return None, f"{groups.describe()}: {exc.strerror or exc}"
 
 
 def _named_status(status: int, usage: Any, cpu_limit: int) -> int:
@@ -276,7 +329,8 @@ def _task_count() -> int:
 
 
 # -- the worker -------------------------------------------------------------------------
-def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int, partial: bool = False) -> NoReturn:
+def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int, partial: bool = False,
+                memory: tuple[str | None, str] = (None, "")) -> NoReturn:
     """Runs in the forked child: set up the cage, then serve the grader; never returns.
 
     ``partial``: forked before the template imported all of TEMPLATE_LATER (imports that miss are told).
@@ -292,7 +346,7 @@ def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int, partial: 
         chan = socket.socket(fileno=chan_fd)
         chan.setblocking(True)
         try:
-            info = _setup(config, template_pid)
+            info = _setup(config, template_pid, memory)
         except BaseException as exc:  # noqa: BLE001 - report any setup failure, then stop
             send_frame(chan, {"t": "setup_error", "error": f"{type(exc).__name__}: {exc}"[:500]})
             os._exit(3)
@@ -306,7 +360,7 @@ def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int, partial: 
     os._exit(code)
 
 
-def _setup(config: WorkerConfig, template_pid: int) -> dict[str, Any]:
+def _setup(config: WorkerConfig, template_pid: int, memory: tuple[str | None, str] = (None, "")) -> dict[str, Any]:
     os.setsid()
     devnull = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
@@ -321,11 +375,23 @@ def _setup(config: WorkerConfig, template_pid: int) -> dict[str, Any]:
     tasks = _task_count()
     address_space = _vm_kib("VmSize") * 1024 + config.memory_mb * MiB
     from autograder.sandbox.cage import enter, libc
+    from autograder.sandbox.memcg import LAYER, MemoryCgroups
 
+    group, why = memory
+    if group is not None:
+        try:
+            MemoryCgroups.join(group)       # before the cage: its files are out of reach afterwards
+        except OSError as exc:
+            group, why = None, f"joining {group}: {exc.strerror or exc}"
     started = time.perf_counter()
     isolation = enter(config.mode, workdir=config.workdir, uid=config.uid, gid=config.gid, disk_mb=config.disk_mb,
-                      outer_uid=config.outer_uid, outer_gid=config.outer_gid)
+                      outer_uid=config.outer_uid, outer_gid=config.outer_gid, device=config.device)
     cage_seconds = time.perf_counter() - started
+    if isolation.mode != "none":
+        if group is not None:
+            isolation.layers.append(LAYER)
+        else:
+            isolation.missing[LAYER] = why
     lib = libc()
     # Cleared by the uid change in the cage, so set after it. Without a PID namespace, make sure the
     # template still lives (in one, the parent is outside and getppid() says 0).
@@ -411,6 +477,9 @@ def _limits(config: WorkerConfig, isolation: Any, *, address_space: int, data_no
     _limit(resource.RLIMIT_CPU, config.cpu_seconds, config.cpu_seconds + grace)
     _limit(resource.RLIMIT_FSIZE, int(config.file_mb * MiB))
     _limit(resource.RLIMIT_CORE, 0)
+    # Open files bound what the allow-list leaves of kernel memory outside RLIMIT_AS: pipes (64 KiB each,
+    # F_SETPIPE_SZ is refused), epoll, eventfd and timerfd objects.
+    _limit(resource.RLIMIT_NOFILE, OPEN_FILES)
     # RLIMIT_NPROC counts the tasks of the real uid: with a uid of its own the worker may hold
     # exactly the tasks it has plus `processes`. Without root the grader's own processes share
     # the uid, so only "none at all" can be enforced.

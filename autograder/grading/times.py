@@ -1,0 +1,586 @@
+"""When a submission was handed in, as the LMS that received it recorded it.
+
+Lateness decides points, so the time must come from a party the student does not control:
+
+* nbgrader's exchange writes ``timestamp.txt`` next to the collected files (:func:`read_nbgrader_timestamp`);
+* Gradescope writes ``/autograder/submission_metadata.json``, with the student's own due dates, extensions
+  included (:func:`read_gradescope_metadata`);
+* Canvas's bulk download carries no time, only a ``LATE`` marker in each file name (:func:`canvas_late_marker`);
+* any LMS can export a CSV of times, which the instructor passes in (:func:`load_times_csv`).
+
+File modification times and zip member times are never used: the student sets them.
+
+Every byte read here may be hostile or malformed, so nothing here raises on bad content except
+:func:`load_times_csv`, whose file the instructor supplies and must fix: a readable source gives a
+:class:`SubmittedAt` with an aware time; an unreadable one gives ``when=None`` and a one-line ``problem``
+that names the file (and field); the time is then unknown, never guessed. Files are opened without
+following a final symbolic link where the student could have placed them, must be regular files, and
+are read only up to a small bound. Every piece of file content quoted in a problem passes through
+:func:`autograder.text.line` (no control characters, bounded length).
+"""
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone, tzinfo
+from pathlib import Path
+from typing import Any, NamedTuple
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from autograder.errors import ConfigError
+from autograder.text import line, path_text
+
+__all__ = [
+    "CANVAS_LATE",
+    "CSV_MAX_BYTES",
+    "GRADESCOPE_MAX_BYTES",
+    "NBGRADER_MAX_BYTES",
+    "NONE",
+    "SubmittedAt",
+    "best",
+    "canvas_late_marker",
+    "load_times_csv",
+    "read_gradescope_metadata",
+    "read_nbgrader_timestamp",
+]
+
+#: Bounds on what is read. A real timestamp.txt is about 30 bytes; a submission_metadata.json a few KiB.
+NBGRADER_MAX_BYTES = 200
+GRADESCOPE_MAX_BYTES = 1024 * 1024
+CSV_MAX_BYTES = 10 * 1024 * 1024
+
+NBGRADER_SOURCE = "nbgrader timestamp.txt"
+GRADESCOPE_SOURCE = "Gradescope submission_metadata.json"
+CANVAS_SOURCE = "Canvas file name (_late marker)"
+
+#: How much of a bad value a problem quotes.
+_QUOTE_CHARS = 60
+#: A student or assignment name longer than this in the times CSV is not a name.
+_NAME_MAX = 200
+#: No zone on Earth is further than +14:00 from UTC; ISO 8601 parsers commonly allow up to 18 hours.
+_MAX_OFFSET = timedelta(hours=18)
+
+
+@dataclass(frozen=True)
+class SubmittedAt:
+    """One source's word on when a submission was handed in.
+
+    ``when`` is aware (normalized to UTC) or None when the source gives no time. ``late_marker``: the
+    source said "late" without a time (Canvas). ``due`` / ``last``: the due date and late due date the
+    source holds for this very student (Gradescope's hold their extension), else None. ``problem``: one
+    line, naming the file, when the source was there but could not be read; ``when`` is then None.
+    """
+
+    when: datetime | None
+    source: str
+    late_marker: bool = False
+    due: datetime | None = None
+    last: datetime | None = None
+    problem: str | None = None
+
+    def __post_init__(self) -> None:
+        # A naive time compared with an aware one raises, and a naive one means "some zone": refuse it here,
+        # where the value is made, rather than in the lateness rule that compares it.
+        for name in ("when", "due", "last"):
+            value = getattr(self, name)
+            if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+                raise ValueError(f"SubmittedAt.{name} must be an aware datetime, got a naive one")
+
+
+#: No source had anything to say.
+NONE = SubmittedAt(None, "none")
+
+
+# -- reading files, bounded -----------------------------------------------------------------------
+
+
+def _where(path: Path) -> str:
+    """A path as one clean line for a message."""
+    return path_text(os.fspath(path))
+
+
+def _quote(value: str) -> str:
+    """A bad value, quoted for a one-line message (cleaned and cut)."""
+    return "'" + line(value, _QUOTE_CHARS) + "'"
+
+
+def _read_bounded(path: Path, limit: int, *, follow_links: bool) -> tuple[bytes | None, str | None]:
+    """The bytes of the regular file ``path``, at most ``limit`` of them read.
+
+    Returns ``(data, None)``; ``(None, None)`` when there is no such file; ``(None, reason)`` when it is
+    there but not readable as a file of at most ``limit`` bytes (a link where none is allowed, a FIFO, a
+    directory, too large, no permission). The size is checked with fstat before any byte is read, so a
+    huge file costs nothing; a FIFO is opened non-blocking so that it cannot hang the batch.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        return None, None
+    except OSError as exc:
+        if not follow_links and exc.errno in (errno.ELOOP, errno.EMLINK):
+            return None, "is a symbolic link, which is not followed here"
+        return None, f"cannot be opened ({exc.strerror or type(exc).__name__})"
+    except ValueError:      # a NUL byte in the path
+        return None, "has a name that cannot be opened"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None, "is not a regular file"
+        if info.st_size > limit:
+            return None, f"is {info.st_size} bytes, over the limit of {limit}"
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) != info.st_size:
+            return None, "changed while it was read"
+        return data, None
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or type(exc).__name__})"
+    finally:
+        os.close(fd)
+
+
+# -- parsing times ---------------------------------------------------------------------------------
+
+#: ``YYYY-MM-DD`` then ``T`` or a space, ``HH:MM[:SS[.fraction]]``, then an optional zone: ``Z``, a numeric
+#: offset (``+08:00``, ``+0800``, ``+08``) or a name (checked apart). ASCII digits only: ``\d`` would take
+#: any Unicode digit, which no LMS writes.
+_TIME = re.compile(
+    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ]"
+    r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:[.,](?P<f>[0-9]{1,9}))?)?"
+    r"(?: ?(?P<zone>Z|[+-][0-9]{2}(?::?[0-9]{2})?|[A-Za-z][A-Za-z0-9_/+:-]{0,40}))?",
+    re.ASCII,
+)
+_OFFSET = re.compile(r"(?P<sign>[+-])(?P<h>[0-9]{2})(?::?(?P<m>[0-9]{2}))?", re.ASCII)
+#: Zone names that mean UTC unambiguously. Other abbreviations (CST: China, Cuba or US Central) are refused.
+_UTC_NAMES = frozenset({"UTC", "GMT", "Z"})
+
+
+def _parse_time(text: str) -> tuple[datetime | None, str | None]:
+    """``text`` as a datetime: aware when it names a zone or offset, naive when it names none.
+
+    Returns ``(value, None)`` or ``(None, reason)``; the reason quotes the text. Accepted: ISO 8601 /
+    RFC 3339 date-times (``T`` or a space between date and time) with an optional fraction of up to nine
+    digits (cut to microseconds), and an optional ``Z``, numeric offset, or the names UTC / GMT.
+    """
+    m = _TIME.fullmatch(text)
+    if m is None:
+        return None, f"{_quote(text)} is not an ISO 8601 date and time (e.g. 2026-12-01T09:15:02+00:00)"
+    zone = m["zone"]
+    tz: tzinfo | None = None
+    if zone is not None:
+        off = _OFFSET.fullmatch(zone)
+        if off is not None:
+            hours, minutes = int(off["h"]), int(off["m"] or 0)
+            if minutes > 59:
+                return None, f"{_quote(text)} has an invalid UTC offset {_quote(zone)}"
+            delta = timedelta(hours=hours, minutes=minutes)
+            if delta > _MAX_OFFSET:
+                return None, f"{_quote(text)} has a UTC offset {_quote(zone)} beyond 18 hours"
+            tz = timezone(-delta if off["sign"] == "-" else delta)
+        elif zone.upper() in _UTC_NAMES:
+            tz = timezone.utc
+        else:
+            return None, (f"{_quote(text)} names the zone {_quote(zone)}, which is not UTC or GMT and may be "
+                          f"ambiguous; write a numeric offset such as +08:00")
+    fraction = (m["f"] or "")[:6].ljust(6, "0")
+    try:
+        value = datetime(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"] or 0),
+                         int(fraction), tzinfo=tz)
+        if tz is not None:
+            value = value.astimezone(timezone.utc)
+    except (ValueError, OverflowError) as exc:
+        return None, f"{_quote(text)} is not a valid date and time ({line(str(exc), _QUOTE_CHARS)})"
+    return value, None
+
+
+def _localize(value: datetime, zone: ZoneInfo) -> tuple[datetime | None, str | None]:
+    """A naive wall-clock ``value`` in ``zone``, as UTC; a reason instead when the clock shows that time
+    twice (the hour repeated when daylight saving ends) or never (the hour skipped when it begins)."""
+    try:
+        first = value.replace(tzinfo=zone, fold=0)
+        second = value.replace(tzinfo=zone, fold=1)
+        if first.utcoffset() != second.utcoffset():
+            back = first.astimezone(timezone.utc).astimezone(zone).replace(tzinfo=None)
+            if back != value:
+                return None, f"does not exist in {zone.key} (the clocks skip it); add a UTC offset"
+            return None, f"happens twice in {zone.key} (the clocks go back); add a UTC offset"
+        return first.astimezone(timezone.utc), None
+    except (ValueError, OverflowError) as exc:
+        return None, f"cannot be placed in {zone.key} ({line(str(exc), _QUOTE_CHARS)})"
+
+
+def _parse_aware(text: str) -> tuple[datetime | None, str | None]:
+    """:func:`_parse_time`, with a time that names no zone or offset refused."""
+    value, reason = _parse_time(text)
+    if value is not None and value.tzinfo is None:
+        return None, f"{_quote(text)} has no UTC offset (e.g. -08:00 or Z), so its moment is unknown"
+    return value, reason
+
+
+def _type_name(value: Any) -> str:
+    """The JSON name of a decoded JSON value's type, for a message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+# -- nbgrader --------------------------------------------------------------------------------------
+
+
+def read_nbgrader_timestamp(path: Path) -> SubmittedAt:
+    """nbgrader's ``timestamp.txt``, written by its exchange on ``nbgrader submit`` / ``collect``.
+
+    Its format is nbgrader's ``timestamp_format`` default, ``'%Y-%m-%d %H:%M:%S.%f %Z'`` (e.g.
+    ``'2026-12-01 09:15:02.123456 UTC'``); a time that names no zone is UTC, as nbgrader's own
+    ``parse_utc`` reads it. ISO 8601 with an offset (``'2026-12-01T09:15:02+08:00'``), a ``%z`` offset
+    (``+0800``) and the zone names UTC / GMT / Z are accepted too. Any other zone name (``CST``: China,
+    Cuba or US Central) is a problem, not a guess. At most :data:`NBGRADER_MAX_BYTES` bytes are read
+    (a larger file is a problem); a missing file gives :data:`NONE`; an empty, binary or garbled one a
+    problem naming the file.
+    """
+    where = _where(path)
+    data, reason = _read_bounded(path, NBGRADER_MAX_BYTES, follow_links=False)
+    if reason is not None:
+        return SubmittedAt(None, NBGRADER_SOURCE, problem=f"{where}: {reason}")
+    if data is None:
+        return NONE
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return SubmittedAt(None, NBGRADER_SOURCE, problem=f"{where}: is not text (not UTF-8)")
+    content = content.lstrip("\ufeff").strip()
+    if not content:
+        return SubmittedAt(None, NBGRADER_SOURCE, problem=f"{where}: is empty")
+    if not content.isprintable():
+        return SubmittedAt(None, NBGRADER_SOURCE,
+                           problem=f"{where}: holds control characters or several lines, not one timestamp")
+    value, reason = _parse_time(content)
+    if value is None:
+        return SubmittedAt(None, NBGRADER_SOURCE, problem=f"{where}: {reason}")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return SubmittedAt(value, NBGRADER_SOURCE)
+
+
+# -- Gradescope ------------------------------------------------------------------------------------
+
+
+class _Bad(Exception):
+    """A field of submission_metadata.json that cannot be used; the message names the field."""
+
+
+def _json_time(value: Any, field: str) -> datetime | None:
+    """A JSON value that must be null or an ISO 8601 text with an offset; None for null."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _Bad(f"field {field}: expected text (an ISO 8601 time) or null, got {_type_name(value)}")
+    parsed, reason = _parse_aware(value.strip())
+    if parsed is None:
+        raise _Bad(f"field {field}: {reason}")
+    return parsed
+
+
+def _json_object(value: Any, field: str) -> dict[str, Any] | None:
+    """A JSON value that must be an object, or null / absent (None)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Bad(f"field {field}: expected an object, got {_type_name(value)}")
+    return value
+
+
+def _gradescope_dates(meta: dict[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """The due date and late due date that hold for the submitting student.
+
+    Gradescope puts a student's own dates, extension applied, in ``users[i].assignment``; the
+    assignment's dates are in ``assignment``. Each date is taken from ``users[0].assignment`` when that
+    object has the key (an explicit null there means "none for this student"), else from ``assignment``.
+    For a group submission users[0] is the one who submitted.
+    """
+    assignment = _json_object(meta.get("assignment"), "assignment") or {}
+    own: dict[str, Any] = {}
+    users = meta.get("users")
+    if users is not None:
+        if not isinstance(users, list):
+            raise _Bad(f"field users: expected a list, got {_type_name(users)}")
+        if users:
+            first = _json_object(users[0], "users[0]")
+            if first is not None:
+                own = _json_object(first.get("assignment"), "users[0].assignment") or {}
+    dates: list[datetime | None] = []
+    for key in ("due_date", "late_due_date"):
+        if key in own:
+            dates.append(_json_time(own[key], f"users[0].assignment.{key}"))
+        else:
+            dates.append(_json_time(assignment.get(key), f"assignment.{key}"))
+    return dates[0], dates[1]
+
+
+def read_gradescope_metadata(path: Path) -> SubmittedAt:
+    """Gradescope's ``/autograder/submission_metadata.json``.
+
+    ``created_at`` (ISO 8601 with an offset, e.g. ``'2026-12-01T10:00:00.123456-08:00'``) is the time.
+    The due dates come from ``users[0].assignment.due_date`` / ``late_due_date`` when present (they carry
+    that student's extension), else from ``assignment.due_date`` / ``assignment.late_due_date``; a null or
+    absent late due date is None. The file may be at most :data:`GRADESCOPE_MAX_BYTES`; invalid JSON, a
+    top level that is not an object, a field of the wrong type, or a time without an offset is a problem
+    naming the file and the field, and then no date is kept (a student's extension must not be dropped
+    silently in favour of the assignment's date). A missing file gives :data:`NONE`.
+    """
+    where = _where(path)
+    data, reason = _read_bounded(path, GRADESCOPE_MAX_BYTES, follow_links=False)
+    if reason is not None:
+        return SubmittedAt(None, GRADESCOPE_SOURCE, problem=f"{where}: {reason}")
+    if data is None:
+        return NONE
+    try:
+        meta = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        return SubmittedAt(None, GRADESCOPE_SOURCE, problem=f"{where}: is not UTF-8 text")
+    except ValueError as exc:       # json.JSONDecodeError, or an integer too long to convert
+        return SubmittedAt(None, GRADESCOPE_SOURCE,
+                           problem=f"{where}: is not valid JSON ({line(str(exc), _QUOTE_CHARS)})")
+    except RecursionError:
+        return SubmittedAt(None, GRADESCOPE_SOURCE, problem=f"{where}: is not valid JSON (nested too deeply)")
+    if not isinstance(meta, dict):
+        return SubmittedAt(None, GRADESCOPE_SOURCE,
+                           problem=f"{where}: expected a JSON object at the top level, got {_type_name(meta)}")
+    try:
+        if "created_at" not in meta:
+            raise _Bad("field created_at: missing")
+        created = _json_time(meta["created_at"], "created_at")
+        if created is None:
+            raise _Bad("field created_at: null, expected an ISO 8601 time with an offset")
+        due, last = _gradescope_dates(meta)
+    except _Bad as exc:
+        return SubmittedAt(None, GRADESCOPE_SOURCE, problem=f"{where}: {exc}")
+    return SubmittedAt(created, GRADESCOPE_SOURCE, due=due, last=last)
+
+
+# -- Canvas ----------------------------------------------------------------------------------------
+
+#: A file of Canvas's "Download Submissions" zip that was late. Canvas names each file
+#: ``<name>[_LATE]_<user id>_<attachment id>_<original name>`` (lib/content_zipper.rb): ``<name>`` is the
+#: student's sortable name, lower-cased, every non-word character removed (no space, no slash), every
+#: ``_<digits>_`` in it removed; the marker, ``LATE`` (older Canvas: ``late``), sits right after it. With
+#: anonymous grading there is no name: ``LATE_anon_<id>_<attachment id>_<original name>``.
+#: The name part may hold underscores but, as in Canvas, no ``_<digits>`` piece followed by ``_``; so it
+#: can never reach past the user id into the student's own file name, and a ``_late_`` there is never
+#: read as the marker. (A name that itself ends in ``_late`` cannot be told from the marker by any rule.)
+CANVAS_LATE = re.compile(
+    r"\A(?:[^_\s/\\]+(?:_(?![0-9]+_)[^_\s/\\]+)*_(?:late|LATE)_[0-9]+|(?:late|LATE)_anon_[A-Za-z0-9]+)"
+    r"_[0-9]+_.+\Z",
+    re.DOTALL,
+)
+
+
+def canvas_late_marker(file_name: str) -> SubmittedAt:
+    """Canvas's late marker in a downloaded submission's file name.
+
+    ``SubmittedAt(None, 'Canvas file name (_late marker)', late_marker=True)`` when the name (its last
+    path component) has the marker where Canvas writes it (see :data:`CANVAS_LATE`), else :data:`NONE`.
+    Canvas's download holds no time, so this says "late" only; how late is unknown.
+    """
+    if type(file_name) is not str:
+        return NONE
+    name = re.split(r"[/\\]", file_name)[-1]
+    if CANVAS_LATE.match(name):
+        return SubmittedAt(None, CANVAS_SOURCE, late_marker=True)
+    return NONE
+
+
+# -- a CSV of times --------------------------------------------------------------------------------
+
+_STUDENT = "student"
+_ASSIGNMENT = "assignment"
+#: Accepted names of the time column, lower-cased.
+_TIME_COLUMNS = ("submitted_at", "submitted", "timestamp")
+
+
+def _zone(default_tz: str | None) -> ZoneInfo | None:
+    """The IANA zone ``default_tz`` names, or None; a ConfigError when it names none."""
+    if default_tz is None:
+        return None
+    try:
+        return ZoneInfo(default_tz)
+    except (ZoneInfoNotFoundError, ValueError, OSError, TypeError):
+        raise ConfigError(f"default time zone {_quote(str(default_tz))} is not an IANA time zone name",
+                          hint="use a name such as Europe/Berlin or America/Chicago") from None
+
+
+class _Columns(NamedTuple):
+    """Where a times CSV holds what: column indexes (0-based), the time column's name, the header's width."""
+
+    student: int
+    time_name: str
+    time: int
+    assignment: int | None
+    width: int
+
+
+def _header(where: str, row: list[str]) -> _Columns:
+    """The columns the header row names; a ConfigError when a required one is missing or one is ambiguous."""
+    names = [cell.strip().lstrip("\ufeff").strip().lower() for cell in row]
+    seen: set[str] = set()
+    for name in names:
+        if name and name in seen:
+            raise ConfigError(f"{where}: the header names the column {_quote(name)} twice")
+        seen.add(name)
+    times = [name for name in _TIME_COLUMNS if name in seen]
+    missing = [label for label, ok in ((_STUDENT, _STUDENT in seen), ("submitted_at", bool(times))) if not ok]
+    if missing:
+        found = ", ".join(_quote(n) for n in names[:10]) or "nothing"
+        hint = "a comma-separated file whose first row names the columns: student,submitted_at[,assignment]"
+        raise ConfigError(f"{where}: the header lacks the column(s) {', '.join(missing)} (found {found})",
+                          hint=hint)
+    if len(times) > 1:
+        raise ConfigError(f"{where}: the header has several time columns ({', '.join(times)}); keep one",
+                          hint="which one holds the submission time cannot be told apart")
+    assignment = names.index(_ASSIGNMENT) if _ASSIGNMENT in seen else None
+    return _Columns(names.index(_STUDENT), times[0], names.index(times[0]), assignment, len(names))
+
+
+def _name_cell(value: str, where: str, field: str) -> str:
+    """A student or assignment cell, stripped; a ConfigError (``where`` names file, row, field) if unusable."""
+    value = value.strip()
+    if len(value) > _NAME_MAX:
+        raise ConfigError(f"{where}, field {field}: longer than {_NAME_MAX} characters")
+    if line(value, _NAME_MAX) != value:     # the kit's own test for text a terminal or spreadsheet would obey
+        raise ConfigError(f"{where}, field {field}: {_quote(value)} holds control characters or line breaks")
+    return value
+
+
+def load_times_csv(path: Path, *, default_tz: str | None = None) -> dict[tuple[str, str | None], SubmittedAt]:
+    """Submission times from a CSV an LMS can export.
+
+    The header must name a ``student`` column and a time column, ``submitted_at`` (or ``submitted`` or
+    ``timestamp``; names are case-insensitive, a UTF-8 byte order mark is tolerated), and may name an
+    ``assignment`` column. Each row gives the key ``(student, assignment or None)`` (an empty assignment
+    cell is None too) and a :class:`SubmittedAt` whose source is ``"times CSV <file> row <n>"``, ``n``
+    counting data rows from 1 (blank lines are skipped and not counted; messages also give the line).
+    Times are ISO 8601; a time with no offset is read in ``default_tz`` (an IANA name) or is an error,
+    and a wall-clock time that ``default_tz`` shows twice or never (daylight saving changes) is an error too.
+    An empty time cell (a student who did not submit) gives ``when=None``.
+
+    The instructor supplies this file, so its problems are raised, not reported, each as a
+    :class:`~autograder.errors.ConfigError` of one line naming the file: a missing file, one over
+    :data:`CSV_MAX_BYTES`, not UTF-8, without the required columns; a bad row (naming its data row, its
+    line, and the field); a key given twice (naming both rows).
+    """
+    where = _where(path)
+    zone = _zone(default_tz)
+    data, reason = _read_bounded(path, CSV_MAX_BYTES, follow_links=True)
+    if reason is not None:
+        raise ConfigError(f"{where}: {reason}")
+    if data is None:
+        raise ConfigError(f"{where}: file not found")
+    try:
+        content = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: is not UTF-8 text (byte {exc.start})",
+                          hint="export the CSV as UTF-8") from None
+    label = path_text(path.name or os.fspath(path))
+    reader = csv.reader(io.StringIO(content, newline=""))
+    out: dict[tuple[str, str | None], SubmittedAt] = {}
+    first_row: dict[tuple[str, str | None], int] = {}
+    columns: _Columns | None = None
+    number = 0
+    try:
+        for cells in reader:
+            if columns is None:
+                if not any(cell.strip() for cell in cells):
+                    continue
+                columns = _header(where, cells)
+                continue
+            if not any(cell.strip() for cell in cells):
+                continue
+            number += 1
+            row_where = f"{where}: row {number} (line {reader.line_num})"
+            if any(cell.strip() for cell in cells[columns.width:]):
+                # Most often a name with an unquoted comma: the columns after it have shifted.
+                raise ConfigError(f"{row_where}: {len(cells)} cells where the header names {columns.width}",
+                                  hint="quote cells that hold a comma")
+            cells = cells + [""] * (columns.width - len(cells))
+            student = _name_cell(cells[columns.student], row_where, _STUDENT)
+            if not student:
+                raise ConfigError(f"{row_where}, field {_STUDENT}: empty")
+            assignment = ""
+            if columns.assignment is not None:
+                assignment = _name_cell(cells[columns.assignment], row_where, _ASSIGNMENT)
+            key = (student, assignment or None)
+            time_name = columns.time_name
+            raw = cells[columns.time].strip()
+            source = f"times CSV {label} row {number}"
+            when: datetime | None = None
+            if raw:
+                value, reason = _parse_time(raw)
+                if value is None:
+                    raise ConfigError(f"{row_where}, field {time_name}: {reason}")
+                if value.tzinfo is None:
+                    if zone is None:
+                        raise ConfigError(f"{row_where}, field {time_name}: {_quote(raw)} has no UTC offset "
+                                          f"and no default time zone was given",
+                                          hint="add an offset (e.g. +01:00) or pass the zone the LMS used")
+                    value, reason = _localize(value, zone)
+                    if value is None:
+                        raise ConfigError(f"{row_where}, field {time_name}: {_quote(raw)} {reason}")
+                when = value
+            if key in out:
+                who = _quote(student) + (f" / {_quote(assignment)}" if assignment else "")
+                raise ConfigError(f"{where}: rows {first_row[key]} and {number} both give the time of {who}")
+            first_row[key] = number
+            out[key] = SubmittedAt(when, source)
+    except csv.Error as exc:
+        raise ConfigError(f"{where}: line {reader.line_num}: not valid CSV ({line(str(exc), _QUOTE_CHARS)})") \
+            from None
+    if columns is None:
+        raise ConfigError(f"{where}: is empty; expected a header such as student,submitted_at[,assignment]")
+    return out
+
+
+# -- choosing ---------------------------------------------------------------------------------------
+
+
+def best(*candidates: SubmittedAt) -> SubmittedAt:
+    """The answer to trust among several sources, given in the caller's order of trust.
+
+    The first candidate with a time; else the first with a late marker; else the first with a problem
+    (so that the problem is reported rather than lost); else :data:`NONE`.
+    """
+    for candidate in candidates:
+        if candidate.when is not None:
+            return candidate
+    for candidate in candidates:
+        if candidate.late_marker:
+            return candidate
+    for candidate in candidates:
+        if candidate.problem is not None:
+            return candidate
+    return NONE

@@ -7,11 +7,13 @@ an unknown key gets a "did you mean ..." hint.
 from __future__ import annotations
 
 import argparse
+import datetime
 import difflib
 import enum
 import functools
 import os
 import re
+import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_core import ErrorDetails
 
 from autograder.errors import ConfigError, UnknownExercise
+from autograder.lateness import LatePolicy
 
 #: The engine's own folder (the ``autograder`` package). The course it grades is found, never assumed:
 #: see :func:`course_file`.
@@ -135,6 +138,11 @@ class Assignment(_Strict):
         "the assignment's name in the LMS gradebook, exactly as it is spelled there (canvas.csv's column "
         "header: Canvas adds a new assignment for a header it does not know); default: title"))
     exercises: list[Exercise] = Field(min_length=1)
+    due: str | datetime.datetime | None = Field(None, description=(
+        "the due date, ISO 8601 (2026-12-08T23:59+08:00); without an offset, in the course's timezone"))
+    late_until: str | datetime.datetime | None = Field(None, description=(
+        "the end of the late window: a submission after it is not accepted (scores 0); default: none"))
+    late: LatePolicy | None = Field(None, description="this assignment's late policy (default: the course's late)")
 
     def title_in(self, language: Any) -> str:
         """The title in ``language`` ("zh" or "en")."""
@@ -199,7 +207,58 @@ class Course(_Strict):
         "an exercise that builds on an earlier one whose function lost points: substitute (graded as if that "
         "function were right: the reference, on the trusted side, answers its calls) or cascade (it calls the "
         "student's own function, and its mistakes may cost points again)"))
+    timezone: str | None = Field(None, description=(
+        "the IANA time zone (Asia/Shanghai) of dates written without an offset: due, late_until, extensions"))
+    late: LatePolicy = Field(LatePolicy(), description=(
+        "the default late policy: kind none, zero, per_hour or per_day (percent or points, floor) or custom "
+        "(function: module:function of a .py file in the course folder)"))
+    late_marker: str = Field("late_unknown", description=(
+        "a submission an LMS marked late without a time (Canvas' _late): late_unknown (the policy applies as "
+        "for one started hour or day late) or on_time (no penalty); either way its feedback says so"))
     assignments: list[Assignment] = Field(min_length=1)
+
+    @field_validator("late_marker")
+    @classmethod
+    def _late_marker(cls, value: str) -> str:
+        if value not in ("late_unknown", "on_time"):
+            raise ValueError(f"late_marker is late_unknown or on_time, got {value!r}")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                zoneinfo.ZoneInfo(value)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"{value!r} is not an IANA time zone (Asia/Shanghai, Europe/Berlin, UTC)") from None
+        return value
+
+    @model_validator(mode="after")
+    def _deadlines(self) -> Course:
+        """Each due date and late window, read now: a date without a time zone is an error here, not later."""
+        for a in self.assignments:
+            due = self.deadline_of(a.id, where="course.yml")
+            if a.late_until is not None and due[0] is None:
+                raise ValueError(f"assignment {a.id}: late_until needs a due date")
+            if due[0] is not None and due[1] is not None and due[1] < due[0]:
+                raise ValueError(f"assignment {a.id}: late_until ({a.late_until}) is before due ({a.due})")
+        return self
+
+    def deadline_of(self, assignment_id: str, where: str = "course.yml") -> tuple[Any, Any, LatePolicy]:
+        """(due, late_until, policy) of one assignment, as aware datetimes (None where not set)."""
+        from autograder.lateness import parse_time
+
+        a = next(x for x in self.assignments if x.id == assignment_id)
+        times = []
+        for name in ("due", "late_until"):
+            value = getattr(a, name)
+            try:
+                times.append(None if value is None else
+                             parse_time(value, where=f"assignment {a.id}: {name}", default_tz=self.timezone))
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None
+        return times[0], times[1], a.late or self.late
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Course:
@@ -319,6 +378,9 @@ def _describe(error: ErrorDetails, data: Any = None) -> tuple[str, str | None]:
         return f"{path}: missing (required field)", None
     got = error.get("input")
     msg = error["msg"].removeprefix("Value error, ")
+    if kind == "value_error" and not loc:      # a course-wide check names its own place
+        return msg, ("or give the course a timezone: (an IANA name) for dates written without one"
+                     if "has no time zone" in msg else None)
     return f"{path}: {msg} (got {got!r})" if kind != "value_error" else f"{path}: {msg}", None
 
 

@@ -56,6 +56,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "label.title": ("评分反馈", "Grading feedback"),
     "label.total": ("总分", "Total"),
     "label.note": ("说明", "Note"),
+    "label.late": ("迟交", "Late submission"),
+    "label.late_total": ("扣分前 {raw}，迟交扣 {penalty}", "{raw} before the late penalty of {penalty}"),
     "label.what_now": ("请检查你提交的文件（正确的 .ipynb 笔记本、文件名与作业对应），然后重新提交。",
                        "Check the file you submitted (a valid .ipynb notebook named for the assignment) and "
                        "submit again."),

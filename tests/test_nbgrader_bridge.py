@@ -475,6 +475,49 @@ def test_nbgrader_export_writes_hundredths(nbgrader_course: Path, tmp_path: Path
     assert "HundredthsCsvExport" in (nbgrader_course / "nbgrader_config.py").read_text(encoding="utf-8")
 
 
+def test_a_late_penalty_reaches_nbgraders_own_field_and_export(nbgrader_course: Path, tmp_path: Path) -> None:
+    """Issue 27: the kit's penalty is nbgrader's late_submission_penalty, so the formgrader and nbgrader export
+    show the final score grades.csv shows (raw 8, penalty 2.4, final 5.6)."""
+    from nbgrader.api import Gradebook
+
+    from autograder.exports.nbgrader_export import HundredthsCsvExport
+
+    late = {**_result("hal", QKV.id, 5.6), "raw_points": 8.0,
+            "late": {"due": "2026-12-08T23:59:00+08:00", "late": True, "seconds_late": 9000.0, "penalty": 2.4,
+                     "accepted": True, "policy": "per_hour", "rule": {"zh": "", "en": ""}}}
+    late["exercises"] = [{"exercise": e.id, "points": e.points} for e in QKV.exercises]
+    NB.record_in_gradebook([late, _result("ivy", QKV.id, 8)], COURSE, nbgrader_course)
+    dest = tmp_path / "export.csv"
+    with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
+        assert gb.find_submission(QKV.id, "hal").late_submission_penalty == pytest.approx(2.4)
+        assert gb.find_submission(QKV.id, "ivy").late_submission_penalty == 0.0
+        HundredthsCsvExport(to=str(dest)).export(gb)
+    rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(dest.read_text(encoding="utf-8")))}
+    assert (rows["hal"]["raw_score"], rows["hal"]["late_submission_penalty"], rows["hal"]["score"]) == \
+        ("8", "2.4", "5.6")
+
+
+def test_the_gradebook_says_when_each_submission_came_and_who_has_an_extension(nbgrader_course: Path) -> None:
+    """Issue 27: nbgrader's SubmittedAssignment.timestamp (UTC, without a zone) and its extension are a time
+    source and an extension for `grade --nbgrader`."""
+    import datetime as dt
+
+    from nbgrader.api import Gradebook
+
+    NB.record_in_gradebook([_result("ada", QKV.id, 8), _result("ben", QKV.id, 8)], COURSE, nbgrader_course)
+    with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
+        ada = gb.find_submission(QKV.id, "ada")
+        ada.timestamp = dt.datetime(2026, 12, 8, 16, 30)
+        ada.extension = dt.timedelta(days=1)
+        gb.find_submission(QKV.id, "ben").timestamp = None
+        gb.db.commit()
+    times, extensions = NB.gradebook_times(nbgrader_course, COURSE)
+    assert times[("ada", QKV.id)].when == dt.datetime(2026, 12, 8, 16, 30, tzinfo=dt.timezone.utc)
+    assert times[("ada", QKV.id)].source == "nbgrader gradebook" and ("ben", QKV.id) not in times
+    assert [(e.student, e.assignment, e.extra) for e in extensions] == [("ada", QKV.id, dt.timedelta(days=1))]
+    assert NB.gradebook_times(nbgrader_course.parent / "elsewhere", COURSE) == ({}, [])    # no gradebook yet
+
+
 def test_discover_nbgrader_course_names_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(AutograderError, match="submitted/"):
         NB.discover_nbgrader_course(tmp_path)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:   # build derives what the bundle is made of
 STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/__init__.py",
     "autograder/config.py",
+    "autograder/lateness.py",         # (course.yml's late policies: config reads them)
     "autograder/errors.py",
     "autograder/plain.py",
     "autograder/text.py",

@@ -179,7 +179,7 @@ def planned_checks(assignment: Assignment) -> list[PlannedCheck]:
 #: results.json's words -> the message catalogue's keys.
 _KEYS = {"hidden": "label.hidden", "diagnosis": "label.diagnosis", "not_graded": "label.not_graded",
          "forbidden_note": "label.forbidden_note", "public": "label.public_summary", "note": "label.note",
-         "cell": "label.cell", "cells": "label.cells", "what_now": "label.what_now"}
+         "cell": "label.cell", "cells": "label.cells", "what_now": "label.what_now", "late": "label.late"}
 
 
 def say_in(language: str, key: str, **kw: Any) -> str:
@@ -237,6 +237,9 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
     lines = [f"{assignment.id} · {assignment.title_in(language)}"]
     if graded:
         lines.append(say_in(language, "public", passed=sum(t["status"] == "passed" for t in public), total=len(public)))
+        late = result.get("late")
+        if isinstance(late, dict):
+            lines.append(f"{say_in(language, 'late')}: {message_text(late.get('rule'), language)}")
         for note in result.get("notes_msg") or []:
             lines.append(f"{say_in(language, 'note')}: {message_text(note, language)}")
         bad = [c for c in result.get("cells") or [] if c.get("status") not in ("ok", "skipped", None)]
@@ -383,8 +386,19 @@ def grade_one(root: Path, assignment_id: str, *, device: str = "cpu",
     # The sandbox is closed: every worker of this submission has been killed and reaped.
     if result is None:
         raise AutograderError("grading was interrupted")
+    settle_gradescope(result, course, root)
     results = gradescope_results(result, course, assignment, language, seconds=time.monotonic() - start, plan=plan)
     return result, results
+
+
+def settle_gradescope(result: dict[str, Any], course: Course, root: Path) -> dict[str, Any]:
+    """The late policy on a Gradescope submission: its time is submission_metadata.json's ``created_at`` (never
+    the clock), its due dates the student's own there (they carry an extension), else course.yml's."""
+    from autograder.grading.deadlines import Deadlines, submitted_json
+    from autograder.grading.times import read_gradescope_metadata
+
+    submitted = submitted_json(read_gradescope_metadata(root / "submission_metadata.json"))
+    return Deadlines.load(course).settle(result, submitted)
 
 
 def _error_results(exc: BaseException, language: str) -> dict[str, Any]:

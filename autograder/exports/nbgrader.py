@@ -93,6 +93,38 @@ def _timestamp(result: dict[str, Any]) -> str | None:
     return text or None
 
 
+def gradebook_times(course_root: Path, course: Course, db_url: str | None = None) -> tuple[dict[Any, Any], list[Any]]:
+    """What nbgrader's gradebook says of when each submission came and who has more time: a time table
+    ((student, assignment) -> SubmittedAt, from ``SubmittedAssignment.timestamp``) and extensions (its
+    ``extension``, a duration added to the due date). Nothing when there is no gradebook yet."""
+    from datetime import timezone
+
+    from autograder.grading.times import SubmittedAt
+    from autograder.lateness import Extension
+
+    coursedir = course_directory(course_root, db_url)
+    if coursedir.db_url.startswith("sqlite:///") and not Path(coursedir.db_url[len("sqlite:///"):]).exists():
+        return {}, []
+    from nbgrader.api import Gradebook, MissingEntry
+
+    times: dict[Any, Any] = {}
+    extensions: list[Any] = []
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        for a in course.assignments:
+            try:
+                submissions = gb.find_assignment(a.id).submissions
+            except MissingEntry:
+                continue
+            for sub in submissions:
+                if sub.timestamp is not None:        # nbgrader keeps UTC, without a zone
+                    when = sub.timestamp if sub.timestamp.tzinfo else sub.timestamp.replace(tzinfo=timezone.utc)
+                    times[(sub.student_id, a.id)] = SubmittedAt(when, "nbgrader gradebook")
+                if sub.extension:
+                    extensions.append(Extension(student=sub.student_id, assignment=a.id, extra=sub.extension,
+                                                reason="nbgrader gradebook"))
+    return times, extensions
+
+
 def ensure_assignment(coursedir: Any, course: Course, assignment_id: str) -> None:
     """Record the assignment and its notebook's cells in the gradebook, as generate_assignment does.
 
@@ -180,6 +212,12 @@ def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, cours
                 grade = gb.find_grade(tests_grade_id(ex.id), notebook, assignment_id, student)
                 grade.auto_score = min(points.get(ex.id, 0.0), float(ex.points))
                 grade.needs_manual_grade = False
+            # The kit's late penalty in nbgrader's own field: the formgrader and nbgrader export then show the
+            # final score grades.csv shows (nbgrader subtracts it from the sum of the grades).
+            late = r.get("late")
+            penalty = late.get("penalty") if is_graded(r) and isinstance(late, dict) else None
+            gb.find_submission_notebook(notebook, assignment_id, student).late_submission_penalty = \
+                float(penalty or 0.0)
             gb.db.commit()
             record.recorded.append((student, assignment_id, points_total(points.values())))
             try:

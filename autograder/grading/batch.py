@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import time
+from datetime import datetime
 from collections.abc import Callable, Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -15,11 +16,13 @@ from typing import Any
 from autograder.config import Course
 from autograder.errors import AutograderError
 from autograder.grading.cells import demo_cells
+from autograder.grading.deadlines import Deadlines
 from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
 from autograder.grading.lanes import ForkedLanes, Lanes, lane_config, start_lanes
 from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Discovery, Submission, discover
+from autograder.grading.times import load_times_csv
 
 
 @dataclass
@@ -45,14 +48,19 @@ class Plan:
     device: str
     origin: str                    # SUBMISSIONS as given (a folder or a zip), resolved
     demos: dict[str, dict[str, str]] = field(default_factory=dict)
+    deadlines: Deadlines | None = None
 
 
 def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | None = None,
          assignment: str | None = None, language: str | None = None, device: str = "cpu",
-         origin: Path | None = None, student: str | None = None) -> Plan:
+         origin: Path | None = None, student: str | None = None, times: Path | None = None,
+         as_of: datetime | None = None, gradebook: tuple[dict[Any, Any], list[Any]] | None = None) -> Plan:
     """Discover the submissions under ``root`` and check the grader can grade them (before any sandbox).
 
-    ``student``: only that student's (``--student``); an unknown one is an error naming who was found."""
+    ``student``: only that student's (``--student``); an unknown one is an error naming who was found.
+    ``times``: a CSV of submission times (``--times``); ``as_of``: ``--as-of`` (see grading/deadlines.py);
+    ``gradebook``: nbgrader's word (exports.nbgrader.gradebook_times): its times, trusted after the CSV's,
+    and its extensions, where the extensions file has none for that student and assignment."""
     out = Path(out).resolve()
     if out.is_relative_to(Path(root).resolve()):
         raise AutograderError(f"{out}: the output folder is inside SUBMISSIONS",
@@ -61,7 +69,15 @@ def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | Non
     # A folder named on the command line (not a zip's extraction): its own name and its parent's may
     # name the student, as when one student's folder is graded alone.
     around = tuple(p.name for p in (given.resolve().parent, given.resolve())) if given.is_dir() else ()
-    found = discover(root, course, assignment=assignment, refused=refused, around=around, student=student)
+    if times is not None and not Path(times).is_file():
+        raise AutograderError(f"--times {times}: no such file", hint="a CSV with student and submitted_at columns")
+    table = dict(gradebook[0]) if gradebook else {}
+    if times is not None:
+        table.update(load_times_csv(Path(times), default_tz=course.timezone))
+    # A zip's members are the student's: nothing beside a notebook in it (timestamp.txt) is trusted.
+    trusted = not (origin is not None and Path(origin).is_file())
+    found = discover(root, course, assignment=assignment, refused=refused, around=around, student=student,
+                     times=table, files_trusted=trusted)
     if student is not None and not found.submissions:
         everyone = discover(root, course, assignment=assignment, refused=refused, around=around)
         names = sorted({s.student for s in everyone.submissions if s.student})
@@ -73,9 +89,11 @@ def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | Non
                               + f"{len(names)} students found" + (f", e.g. {', '.join(names[:5])}" if names else ""))
     present = {s.assignment for s in found.submissions if s.assignment and not s.problem}
     references = check_catalog(course, present)
-    outputs = Outputs(out, course, language or course.language.value)
+    deadlines = Deadlines.load(course, students={s.student for s in found.submissions if s.student}, as_of=as_of,
+                               more=gradebook[1] if gradebook else ())
+    outputs = Outputs(out, course, language or course.language.value, deadlines)
     return Plan(found, outputs, references, grader_fingerprint(device, course), device,
-                str(Path(origin if origin is not None else root).resolve()), demo_cells(course))
+                str(Path(origin if origin is not None else root).resolve()), demo_cells(course), deadlines)
 
 
 #: Submissions to grade per extra lane process where lanes cannot be forked from this process but must be
@@ -129,7 +147,7 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     outputs.retire(batch.origin, batch.found)
     for sub in batch.found.submissions:
         old = None if force else outputs.existing(sub, batch.fingerprint)
-        if old is not None and old.get("origin") == batch.origin and keep_earlier(outputs, old):
+        if old is not None and old.get("origin") == batch.origin and keep_earlier(outputs, old, sub.submitted):
             results[sub.key] = old
         else:
             todo.append(sub)

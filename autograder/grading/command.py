@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-isolation", action="store_true",
                         help="run student code without the cage (for trusted code only: a machine where "
                              "`autograder doctor` finds no cage); every result records it")
+    parser.add_argument("--times", type=Path, metavar="CSV", default=None,
+                        help="submission times an LMS exported: a CSV with student, submitted_at (ISO 8601) and "
+                             "optionally assignment columns; trusted before timestamp.txt and Canvas' _late marker")
+    parser.add_argument("--as-of", metavar="TIME", default=None, dest="as_of",
+                        help="grade as if at TIME (ISO 8601): a submission whose time nobody vouches for counts "
+                             "as handed in then, so a deadline's effect shows before it applies")
     parser.add_argument("--nbgrader", action="store_true",
                         help="SUBMISSIONS is an nbgrader course folder: grade its submitted/ and record the "
                              "scores in its gradebook.db")
@@ -55,6 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 #: below. The trusted side's tensors are small, and numpy's OpenBLAS would otherwise start a thread pool
 #: at import, which makes forking the grader's lanes (ForkedLanes) unsafe.
 GRADER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def _as_of(text: str | None, course: Any) -> Any:
+    """--as-of as an aware time (the course's timezone for one written without an offset)."""
+    if text is None:
+        return None
+    from autograder.lateness import parse_time
+
+    return parse_time(text, where="--as-of", default_tz=course.timezone)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,14 +120,19 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
     if args.student is not None:
         args.force = True        # --student regrades that student, whatever is already done
     course_root: Path | None = None
+    nbgrader_word = None
     if args.nbgrader:
         from autograder.exports.nbgrader import discover_nbgrader_course
 
         course_root = args.submissions
         args.submissions = discover_nbgrader_course(course_root)
+        from autograder.exports.nbgrader import gradebook_times
+
+        nbgrader_word = gradebook_times(course_root, course)       # its submission times and extensions
     with opened(args.submissions) as (root, refused):
         batch = plan(root, course, args.out, refused=refused, assignment=args.assignment,
-                     language=language, device=device, origin=args.submissions, student=args.student)
+                     language=language, device=device, origin=args.submissions, student=args.student,
+                     times=args.times, as_of=_as_of(args.as_of, course), gradebook=nbgrader_word)
         found = batch.found
         if not found.submissions:
             raise AutograderError(f"{args.submissions}: no notebook (.ipynb) found",

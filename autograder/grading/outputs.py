@@ -11,6 +11,8 @@ from typing import Any
 
 from autograder import reports as R
 from autograder.config import Course
+from autograder.errors import ConfigError
+from autograder.grading.deadlines import Deadlines
 from autograder.grading.grader import GradingContext
 from autograder.grading.submission import finalize, grader_fault
 from autograder.grading.submissions import Discovery, Submission
@@ -25,10 +27,11 @@ class Outputs:
     rewritten atomically as each submission finishes.
     """
 
-    def __init__(self, out: Path, course: Course, language: str):
+    def __init__(self, out: Path, course: Course, language: str, deadlines: Deadlines | None = None):
         self.out = Path(out)
         self.course = course
         self.language = language
+        self.deadlines = deadlines       # applied to each result written or kept (grading/deadlines.py)
         self.results_dir = self.out / "results"
         self.feedback_dir = self.out / "feedback"
         self.lock = threading.Lock()
@@ -86,14 +89,26 @@ class Outputs:
         R.write_if_changed(self.feedback_dir / f"{key}.md", md)
         R.write_if_changed(self.feedback_dir / f"{key}.html", html)
 
-    def keep(self, result: dict[str, Any]) -> None:
-        """A result from an earlier run: its feedback (in this run's language) and its row."""
+    def keep(self, result: dict[str, Any], submitted: dict[str, Any] | None = None) -> None:
+        """A result from an earlier run: its lateness settled again (a new extension, a changed due date),
+        its feedback (in this run's language) and its row."""
+        if self.deadlines is not None:
+            before = R.dump_result(result)
+            self.deadlines.settle(result, submitted)
+            if R.dump_result(result) != before:
+                R.atomic_write_text(self.result_path(result["key"]), R.dump_result(result))
         self.feedback(result)
         with self.lock:
             self.rows[result["key"]] = _row(result)
 
-    def record(self, result: dict[str, Any], rendered: tuple[str, str] | None = None) -> None:
-        """Write one fresh result, its feedback, then the gradebook; safe from any thread."""
+    def record(self, result: dict[str, Any], rendered: tuple[str, str] | None = None,
+               submitted: dict[str, Any] | None = None) -> None:
+        """Write one fresh result (its late policy applied), its feedback, then the gradebook; safe from any
+        thread. A custom late policy that fails raises ConfigError: the batch stops, nothing wrong is written."""
+        if self.deadlines is not None:
+            self.deadlines.settle(result, submitted)
+            if "late" in result:
+                rendered = None       # a lane rendered it before the penalty was known
         R.atomic_write_text(self.result_path(result["key"]), R.dump_result(result))
         self.feedback(result, rendered)
         with self.lock:
@@ -134,16 +149,19 @@ def render_feedback(result: dict[str, Any], course: Course, language: str) -> tu
 
 def _row(result: dict[str, Any]) -> dict[str, Any]:
     """What grades.csv needs of a result (kept in memory instead of whole results)."""
-    keep = ("key", "student", "assignment", "points", "max_points", "status", "source", "origin")
+    keep = ("key", "student", "assignment", "points", "max_points", "status", "source", "origin", "raw_points",
+            "late")
     return {**{k: result.get(k) for k in keep},
             "exercises": [{"exercise": e["exercise"], "points": e["points"]} for e in result.get("exercises", [])]}
 
 
-def keep_earlier(outputs: Outputs, old: dict[str, Any]) -> bool:
+def keep_earlier(outputs: Outputs, old: dict[str, Any], submitted: dict[str, Any] | None = None) -> bool:
     """Keep an earlier run's result; False (grade it again) when even its feedback cannot be written."""
     try:
-        outputs.keep(old)
+        outputs.keep(old, submitted)
         return True
+    except ConfigError:
+        raise           # a custom late policy that fails: one clear error, not a regrade
     except Exception:  # noqa: BLE001 - a damaged old result is simply regraded
         return False
 
@@ -156,8 +174,10 @@ def record_or_fail(outputs: Outputs, result: dict[str, Any], sub: Submission, ct
     could be: the batch goes on either way.
     """
     try:
-        outputs.record(result, rendered)
+        outputs.record(result, rendered, sub.submitted)
         return result
+    except ConfigError:
+        raise           # a custom late policy that fails: the batch stops with one line naming it
     except Exception as exc:  # noqa: BLE001 - a submission's row can fail, never the batch
         try:
             fallback = finalize(grader_fault(sub, ctx, exc, step="writing the result"))

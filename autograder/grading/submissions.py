@@ -74,6 +74,8 @@ class Submission:
     problem: str | None = None     # why it cannot be graded, when it cannot (English, for the instructor)
     said: dict[str, str] | None = None  # the same for the student, {"zh", "en"} (autograder.messages)
     evidence: dict[str, Any] = field(default_factory=dict)
+    #: When it came and by whose word (autograder.grading.deadlines.submitted_json); None: not looked for.
+    submitted: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -134,7 +136,8 @@ def find_notebooks(root: Path) -> tuple[list[Path], list[str]]:
 
 def discover(root: Path, course: Course, *, assignment: str | None = None,
              refused: dict[str, str] | None = None, around: tuple[str, ...] = (),
-             student: str | None = None) -> Discovery:
+             student: str | None = None, times: dict[tuple[str, str | None], Any] | None = None,
+             files_trusted: bool = True) -> Discovery:
     """Every notebook under ``root`` with its student and assignment, or the reason it has none.
 
     ``around``: the names of the folders that hold ``root`` and ``root`` itself (outermost first), when
@@ -188,8 +191,22 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
             out_of_scope.append(s.source)
             continue
         kept.append(s)
+    for s in kept:
+        s.submitted = _submitted_at(s, times or {}, files_trusted)
     kept, superseded = _pick_duplicates(kept, course)
     return Discovery(kept, others, out_of_scope, superseded)
+
+
+def _submitted_at(s: Submission, times: dict[tuple[str, str | None], Any], files_trusted: bool) -> dict[str, Any]:
+    """When the submission came, from the most trusted source that says: the instructor's times CSV, then
+    nbgrader's timestamp.txt beside it (on disk only), then a Canvas file name's late marker. Never a file's
+    or a zip member's time: the student sets those."""
+    from autograder.grading import times as T
+    from autograder.grading.deadlines import submitted_json
+
+    listed = [times[k] for k in ((s.student, s.assignment), (s.student, None)) if s.student and k in times]
+    stamp = T.read_nbgrader_timestamp(s.path.parent / "timestamp.txt") if files_trusted else T.NONE
+    return submitted_json(T.best(*listed, stamp, T.canvas_late_marker(PurePosixPath(s.source).name)))
 
 
 def _read(path: Path, max_bytes: int) -> tuple[str, bytes]:

@@ -64,6 +64,9 @@ _REPORT = {
            "statuses": "状态", "mistakes": "最常见的已诊断错误", "mistake": "错误", "message": "说明",
            "no_mistakes": "没有诊断出已知错误。", "submissions": "提交", "student": "学生", "assignment": "作业",
            "score": "得分", "status": "状态", "feedback": "反馈",
+           "lateness": "迟交",
+           "late_row": "{assignment}：截止 {due}；{late} 份迟交（其中 {refused} 份晚于迟交截止时间，不予接收），"
+                       "{unknown} 份提交时间未知，共扣 {penalty} 分",
            "no_font": "这台机器没有能显示中文的字体，所以图中的标题和坐标轴用英文；装一个中文字体（Debian/Ubuntu："
                       "apt install fonts-noto-cjk）后重新生成报告，图中就是中文。"},
     "en": {"title": "{name}: class report", "summary": "{n} submissions, {graded} graded",
@@ -75,7 +78,10 @@ _REPORT = {
            "mean_points": "mean points", "statuses": "statuses", "mistakes": "Most common diagnosed mistakes",
            "mistake": "mistake", "message": "message", "no_mistakes": "No known mistake was diagnosed.",
            "submissions": "Submissions", "student": "student", "assignment": "assignment", "score": "score",
-           "status": "status", "feedback": "feedback", "no_font": ""},
+           "status": "status", "feedback": "feedback", "no_font": "",
+           "lateness": "Late submissions",
+           "late_row": "{assignment}: due {due}; {late} late ({refused} after the late window, not accepted), "
+                       "{unknown} with no trustworthy time, {penalty} points taken off in all"},
 }
 
 
@@ -91,6 +97,26 @@ def cjk_font() -> str | None:
 
     names = {f.name for f in font_manager.fontManager.ttflist}
     return next((name for name in CJK_FONTS if name in names), None)
+
+
+def late_counts(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per assignment with a due date: how many submissions came late, were refused or have no known time."""
+    from autograder.points import fmt
+
+    out: dict[str, dict[str, Any]] = {}
+    for r in results:
+        late = r.get("late")
+        if not isinstance(late, dict) or not r.get("assignment"):
+            continue
+        counts = out.setdefault(str(r["assignment"]), {"due": late.get("due"), "late": 0, "refused": 0,
+                                                       "unknown": 0, "penalty": 0.0})
+        counts["late"] += late.get("late") is True
+        counts["refused"] += late.get("accepted") is False
+        counts["unknown"] += late.get("late") is None
+        counts["penalty"] += float(late.get("penalty") or 0.0)
+    for counts in out.values():
+        counts["penalty"] = fmt(counts["penalty"])
+    return dict(sorted(out.items()))
 
 
 def class_report_html(results: list[dict[str, Any]], course: Course, language: str = "en") -> str:
@@ -115,6 +141,11 @@ def class_report_html(results: list[dict[str, Any]], course: Course, language: s
     if language == "zh" and font is None:
         # Said once, not a silent switch: the plots' own labels are English where no font draws Chinese.
         body.append(f"<p class='note'>{_h(T['no_font'])}</p>")
+    lateness = late_counts(results)
+    if lateness:
+        body.append(f"<h2>{_h(T['lateness'])}</h2><ul>" + "".join(
+            f"<li>{_h(T['late_row'].format(assignment=a, **counts))}</li>" for a, counts in lateness.items())
+            + "</ul>")
 
     with matplotlib.rc_context(style):
         fig = Figure(figsize=(6, 3.2))

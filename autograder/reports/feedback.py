@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from autograder.config import Course
-from autograder.messages import status_word, text
+from autograder.messages import say, status_word, text
 from autograder.points import fmt as points_fmt
 from autograder.reports.files import GRADED
 from autograder.text import csv_rows
@@ -103,6 +103,31 @@ def _explained(check: dict[str, Any]) -> bool:
     return not check.get("passed") or bool(check.get("withheld"))
 
 
+def time_column(result: dict[str, Any]) -> str:
+    """grades.csv's ``late`` column: yes, no, unknown, not accepted; empty without a due date."""
+    late = result.get("late")
+    if not isinstance(late, dict):
+        return ""
+    if late.get("accepted") is False:
+        return "not accepted"
+    value = late.get("late")
+    return "yes" if value is True else "no" if value is False else "unknown"
+
+
+def _late_line(result: dict[str, Any], language: str) -> str:
+    """When it was due, when it came, the penalty and why (grading/deadlines.py), in the student's language."""
+    late = result.get("late")
+    if not isinstance(late, dict):
+        return ""
+    text = _text(late.get("rule"), language)
+    penalty = late.get("penalty") or 0.0
+    if penalty:
+        raw = result.get("raw_points", result.get("points", 0.0))
+        total = say("label.late_total", raw=fmt_points(raw), penalty=fmt_points(penalty))
+        text += ("；" if language == "zh" else "; ") + (total.zh if language == "zh" else total.en)
+    return text
+
+
 def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> str:
     """The student's feedback as Markdown (escaped; nothing hidden beyond the check messages)."""
     L = lambda key: _label(language, key)  # noqa: E731 - a local shorthand
@@ -112,6 +137,9 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
         lines += [f"**{L('not_graded')}**: {_md(_text(result.get('message'), language))}", "", L("what_now"), ""]
         return "\n".join(lines)
     lines += [f"**{L('total')}: {fmt_points(result['points'])} / {fmt_points(result['max_points'])}**", ""]
+    late = _late_line(result, language)
+    if late:
+        lines += [f"> {L('late')}: {_md(late)}", ""]
     for note in result.get("notes_msg", []):
         lines.append(f"> {L('note')}: {_md(_text(note, language))}")
     lines += ["", f"| {L('exercise')} | {L('score')} | {L('status')} |", "|---|---|---|"]
@@ -166,6 +194,9 @@ def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
         return _page(title, language, body)
     body.append(f"<p><b>{_h(L('total'))}: {_h(fmt_points(result['points']))} / "
                 f"{_h(fmt_points(result['max_points']))}</b></p>")
+    late = _late_line(result, language)
+    if late:
+        body.append(f"<p class='note'>{_h(L('late'))}: {_h(late)}</p>")
     for note in result.get("notes_msg", []):
         body.append(f"<p class='note'>{_h(L('note'))}: {_h(_text(note, language))}</p>")
     rows = "".join(
@@ -218,8 +249,12 @@ def exercise_columns(course: Course, results: Iterable[dict[str, Any]]) -> list[
 
 
 def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
-    """One row per submission: student, assignment, each exercise's points, total, max, status, source."""
+    """One row per submission: student, assignment, each exercise's points, total, max, (late, penalty, raw:
+    with due dates), status, source."""
+
     columns = exercise_columns(course, results)
+    # Lateness columns only for a course with due dates: total is the final score, raw what the notebook scored.
+    dated = any(a.due is not None for a in course.assignments)
     rows = []
     for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""),
                                             str(r.get("source")))):
@@ -230,8 +265,14 @@ def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
         except Exception:  # noqa: BLE001 - an assignment since removed from course.yml
             pass
         cells = [fmt_points(per.get(c, 0.0)) if c in own else "" for c in columns]
+        lateness = []
+        if dated:
+            late = r.get("late") if isinstance(r.get("late"), dict) else {}
+            lateness = [time_column(r), fmt_points(late.get("penalty") or 0.0) if late else "",
+                        fmt_points(r.get("raw_points", r.get("points", 0.0)))]
         rows.append([r.get("student") or "", r.get("assignment") or "", *cells,
-                     fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)),
+                     fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)), *lateness,
                      r.get("status", ""), r.get("source", "")])
     # Every cell through the CSV gate: a student folder named "=HYPERLINK(...)" stays text.
-    return csv_rows([["student", "assignment", *columns, "total", "max", "status", "source"]], rows)
+    extra = ["late", "penalty", "raw"] if dated else []
+    return csv_rows([["student", "assignment", *columns, "total", "max", *extra, "status", "source"]], rows)

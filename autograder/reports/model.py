@@ -80,6 +80,32 @@ class Isolation(_Open):
     missing: dict[str, str] = Field(default_factory=dict)
 
 
+class Submitted(_Open):
+    """When the submission came, by whose word (autograder.grading.times)."""
+
+    when: str | None = Field(None, description="ISO 8601 with an offset; null when no source can vouch for one")
+    source: str = Field("none", description="nbgrader timestamp.txt, Gradescope submission_metadata.json, ...")
+    late_marker: bool = Field(False, description="an LMS said late without a time (Canvas' _late)")
+    due: str | None = Field(None, description="a due date the source holds for this student (Gradescope)")
+    last: str | None = None
+    problem: str | None = Field(None, description="the source was there but unreadable: why")
+
+
+class Late(_Open):
+    """The late policy as applied (autograder.grading.deadlines): raw_points - penalty = points."""
+
+    due: str
+    last: str | None = None
+    late: bool | None = Field(description="null: unknown (no trustworthy time)")
+    seconds_late: float | None = None
+    penalty: float = 0.0
+    accepted: bool = True
+    extended: bool = False
+    policy: str = "none"
+    as_of: str | None = Field(None, description="--as-of, where it stood in for an unknown submission time")
+    rule: Text
+
+
 class Result(_Open):
     """One submission's result file."""
 
@@ -93,8 +119,11 @@ class Result(_Open):
     grader: str = Field("", description="the grader fingerprint: a change regrades")
     device: str = ""
     isolation: Isolation | None = None
-    points: float = 0.0
+    points: float = Field(0.0, description="the final score (after a late penalty)")
+    raw_points: float | None = Field(None, description="what the notebook scored, before a late penalty")
     max_points: float = 0.0
+    submitted: Submitted | None = None
+    late: Late | None = None
     exercises: list[ExerciseRecord] = Field(default_factory=list)
     cells: list[CellRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

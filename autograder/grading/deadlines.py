@@ -1,0 +1,152 @@
+"""A batch's deadlines: the late policy applied to each result, every time it is written.
+
+The grader scores a notebook (``raw_points``); this module turns that into the final score
+(``points``) from the assignment's due date, its late window and policy (course.yml), a
+student's extension (``extensions.csv`` or ``extensions.yml`` beside course.yml) and the time
+the submission came (:mod:`autograder.grading.times`: where it came from is recorded). It runs
+in this process, on fresh results and on results kept from an earlier run alike, so a changed
+due date or a new extension takes effect without regrading a notebook, and nothing here reads
+the clock: the same files and the same course give the same scores, whenever they are graded.
+``--as-of TIME`` is the submission time of every submission whose time nobody can vouch for
+(a plain folder), so that an instructor sees what a deadline will change before it applies.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from autograder import lateness as L
+from autograder.config import Course
+from autograder.errors import ConfigError
+from autograder.grading.times import NONE, SubmittedAt
+
+#: The extensions file, beside course.yml (the first that exists).
+EXTENSION_FILES = ("extensions.csv", "extensions.yml", "extensions.yaml")
+
+
+def submitted_json(at: SubmittedAt | None) -> dict[str, Any]:
+    """A submission time as a result records it."""
+    at = at or NONE
+    return {"when": _iso(at.when), "source": at.source, "late_marker": at.late_marker, "due": _iso(at.due),
+            "last": _iso(at.last), "problem": at.problem}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+class Deadlines:
+    """What decides lateness for one batch: the course's dates and policies, the extensions, ``--as-of``."""
+
+    def __init__(self, course: Course, extensions: list[L.Extension] | None = None, as_of: datetime | None = None,
+                 source: str = ""):
+        self.course = course
+        self.extensions = list(extensions or [])
+        self.as_of = as_of
+        self.source = source          # the extensions file read, for messages ("" for none)
+
+    @classmethod
+    def load(cls, course: Course, *, students: set[str] | None = None, as_of: datetime | None = None,
+             more: Iterable[L.Extension] = ()) -> Deadlines:
+        """The course's deadlines with its extensions file (errors name the file, the row and the field), and
+        ``more`` (nbgrader's gradebook) for a student and assignment the file says nothing of."""
+        try:
+            root = course.root
+        except Exception:  # noqa: BLE001 - a course built in memory has no folder and no extensions
+            return cls(course, list(more), as_of)
+        for path in policy_file(course):
+            if not path.is_file():
+                raise ConfigError(f"course.yml: late: custom policy: {path.name} is not in the course folder {root}",
+                                  hint="function: module:function names a .py file beside course.yml")
+        found: list[L.Extension] = []
+        source = ""
+        for name in EXTENSION_FILES:
+            path = root / name
+            if path.exists():
+                found = L.load_extensions(path, assignments={a.id for a in course.assignments}, students=students,
+                                          default_tz=course.timezone)
+                source = name
+                break
+        listed = {(e.student, e.assignment) for e in found}
+        found += [e for e in more if (e.student, e.assignment) not in listed]
+        return cls(course, found, as_of, source)
+
+    @property
+    def active(self) -> bool:
+        """Whether any assignment has a due date (otherwise results carry no lateness at all)."""
+        return any(a.due is not None for a in self.course.assignments)
+
+    def deadline(self, student: str | None, assignment: str, submitted: dict[str, Any] | None = None
+                 ) -> L.Deadline | None:
+        """The deadline of ``student`` for ``assignment``: a due date the submission's own source holds for
+        this student (Gradescope's carries their extension) before course.yml's and the extensions file's."""
+        due, last, policy = self.course.deadline_of(assignment)
+        own_due = _time((submitted or {}).get("due"))
+        if own_due is not None:
+            return L.Deadline(due=own_due, last=_time((submitted or {}).get("last")), policy=policy)
+        if due is None:
+            return None
+        return L.deadline_for(student, assignment, due=due, last=last, policy=policy, extensions=self.extensions)
+
+    def settle(self, result: dict[str, Any], submitted: dict[str, Any] | None) -> dict[str, Any]:
+        """``result`` with its submission time, its lateness and its final score (in place, and returned).
+
+        ``raw_points`` keeps what the notebook scored; ``points`` is the score after the late policy.
+        A custom policy that fails raises ConfigError naming it: nothing is written wrongly.
+        """
+        raw = result.get("raw_points")
+        raw = float(raw if isinstance(raw, (int, float)) else result.get("points") or 0.0)
+        result["raw_points"] = raw
+        if submitted is not None:
+            result["submitted"] = submitted
+        submitted = result.get("submitted")
+        assignment = result.get("assignment")
+        result.pop("late", None)
+        result["points"] = raw
+        if not isinstance(assignment, str) or not result.get("status", "").startswith("graded"):
+            return result
+        try:
+            deadline = self.deadline(result.get("student"), assignment, submitted)
+        except StopIteration:       # an assignment course.yml no longer has
+            return result
+        if deadline is None:
+            return result
+        when = _time((submitted or {}).get("when"))
+        as_of_used = when is None and self.as_of is not None
+        if as_of_used:
+            when = self.as_of
+        late = L.apply(deadline, submitted=when, late_marker=bool((submitted or {}).get("late_marker")), raw=raw,
+                       max_points=float(result.get("max_points") or 0.0), course_root=self.course.root,
+                       unknown_late="on_time" if self.course.late_marker == "on_time" else "late_unknown")
+        rule_en, rule_zh = late.rule, late.rule_zh
+        if as_of_used:
+            rule_en += f" (no trustworthy submission time: taken as --as-of {_iso(self.as_of)})"
+            rule_zh += f"（没有可信的提交时间：按 --as-of {_iso(self.as_of)} 计）"
+        result["late"] = {"due": _iso(deadline.due), "last": _iso(deadline.last), "late": late.late,
+                          "seconds_late": late.seconds_late, "penalty": late.penalty, "accepted": late.accepted,
+                          "extended": deadline.extension is not None, "policy": deadline.policy.kind,
+                          "as_of": _iso(self.as_of) if as_of_used else None,
+                          "rule": {"zh": rule_zh, "en": rule_en}}
+        result["points"] = late.final
+        return result
+
+
+def policy_file(course: Course) -> list[Path]:
+    """The course's custom late-policy files (they decide scores: the grader's fingerprint hashes them)."""
+    out = []
+    for policy in [course.late, *(a.late for a in course.assignments if a.late is not None)]:
+        if policy.kind == "custom" and policy.function:
+            out.append(course.root / (policy.function.split(":", 1)[0] + ".py"))
+    return out

@@ -607,12 +607,13 @@ def test_memory_no_rlimit_counts_is_counted_by_the_workers_memory_cgroup():
     groups, why = memcg.find()
     if groups is None:
         pytest.skip(f"this machine offers no memory cgroup to the grader: {why}")
-    roomy = LIMITS.model_copy(update={"memory_mb": 64, "disk_mb": 4096, "file_mb": 64, "call_seconds": 60.0})
-    fill = ("written = 0\n"
+    roomy = LIMITS.model_copy(update={"memory_mb": 256, "disk_mb": 4096, "file_mb": 64, "call_seconds": 60.0})
+    # 8 MiB at a time (one block is far inside RLIMIT_AS), 64 MiB a file, up to 4 GiB: the tmpfs would take it all.
+    fill = ("block = b'x' * (8 << 20)\n"
             "for i in range(64):\n"
             "    with open(f'f{i}', 'wb') as f:\n"
-            "        f.write(b'x' * (64 << 20))\n"
-            "    written += 64\n")
+            "        for _ in range(8):\n"
+            "            f.write(block)\n")
     with Sandbox(roomy) as sandbox:
         assert "memory-cgroup" in sandbox.isolation.layers, sandbox.isolation
         with sandbox.open(cells(fill), label="filler") as worker:

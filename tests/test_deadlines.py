@@ -237,6 +237,15 @@ def test_the_lms_files_take_the_final_score(tmp_path, sandbox):
     canvas = next(p for p in written if p.name == "canvas.csv").read_text(encoding="utf-8-sig")
     ben = next(line for line in canvas.splitlines() if line.startswith("ben,"))
     assert ben.endswith(f",{FULL - 0.8:g},{FULL - 0.8:g}"), canvas
+    # And the command's last lines count them.
+    from rich.console import Console
+
+    from autograder.reports.class_report import print_summary
+
+    console = Console(record=True, width=300)
+    print_summary(console, settled, course)
+    assert (f"{QKV.id}: due {DUE}; 1 late (0 after the late window, not accepted), 0 with no trustworthy time, "
+            "0.8 points taken off in all") in console.export_text()
 
 
 def test_nbgraders_word_comes_after_the_times_csv_and_after_the_extensions_file(tmp_path, sandbox):

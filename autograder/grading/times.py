@@ -253,6 +253,15 @@ def _type_name(value: Any) -> str:
 # -- nbgrader --------------------------------------------------------------------------------------
 
 
+def _read_source(path: Path, limit: int, source: str) -> tuple[bytes | None, SubmittedAt]:
+    """A student-side file's bytes (links refused, at most ``limit``), or None and what to answer instead:
+    NONE for a missing file, a problem naming it for one that cannot be read."""
+    data, reason = _read_bounded(path, limit, follow_links=False)
+    if reason is not None:
+        return None, SubmittedAt(None, source, problem=f"{_where(path)}: {reason}")
+    return data, NONE
+
+
 def read_nbgrader_timestamp(path: Path) -> SubmittedAt:
     """nbgrader's ``timestamp.txt``, written by its exchange on ``nbgrader submit`` / ``collect``.
 
@@ -265,11 +274,9 @@ def read_nbgrader_timestamp(path: Path) -> SubmittedAt:
     problem naming the file.
     """
     where = _where(path)
-    data, reason = _read_bounded(path, NBGRADER_MAX_BYTES, follow_links=False)
-    if reason is not None:
-        return SubmittedAt(None, NBGRADER_SOURCE, problem=f"{where}: {reason}")
+    data, early = _read_source(path, NBGRADER_MAX_BYTES, NBGRADER_SOURCE)
     if data is None:
-        return NONE
+        return early
     try:
         content = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -355,11 +362,9 @@ def read_gradescope_metadata(path: Path) -> SubmittedAt:
     silently in favour of the assignment's date). A missing file gives :data:`NONE`.
     """
     where = _where(path)
-    data, reason = _read_bounded(path, GRADESCOPE_MAX_BYTES, follow_links=False)
-    if reason is not None:
-        return SubmittedAt(None, GRADESCOPE_SOURCE, problem=f"{where}: {reason}")
+    data, early = _read_source(path, GRADESCOPE_MAX_BYTES, GRADESCOPE_SOURCE)
     if data is None:
-        return NONE
+        return early
     try:
         meta = json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError:

@@ -252,6 +252,8 @@ def print_summary(console: Any, results: list[dict[str, Any]], course: Course, *
     mean = f", mean {stats['mean'] * 100:.1f}%" if stats["mean"] is not None else ""
     console.print(f"{stats['n']} submissions: {stats['graded']} graded, "
                   f"{stats['n'] - stats['graded']} not graded{mean}")
+    for assignment, counts in late_counts(results).items():
+        console.print(_REPORT["en"]["late_row"].format(assignment=assignment, **counts))
 
 
 def _esc(text: Any) -> str:

@@ -272,3 +272,21 @@ def test_nbgraders_word_comes_after_the_times_csv_and_after_the_extensions_file(
     assert ada["submitted"]["source"] == "nbgrader gradebook" and ada["late"]["extended"] is True
     assert ada["late"]["penalty"] == pytest.approx(0.8)          # 31 min after the extended due date
     assert ben["late"]["late"] is False                          # the file's 2 h, not the gradebook's 30 min
+
+
+def test_gradescope_run_autograder_scores_the_final_points_and_says_why(tmp_path, monkeypatch):
+    """run_autograder end to end on a course with a due date: Gradescope's score is the final one."""
+    from autograder.exports.gradescope import run_gradescope
+
+    course_root = dated_course(tmp_path / "course")
+    monkeypatch.setenv("AUTOGRADER_COURSE", str(course_root / "course.yml"))
+    root = tmp_path / "autograder"
+    put(root, "submission")
+    meta = {"created_at": "2026-12-09T00:30:00+08:00", "assignment": {"due_date": DUE, "late_due_date": None},
+            "users": [{"email": "ada@example.org", "id": 7}]}
+    (root / "submission_metadata.json").write_text(json.dumps(meta), encoding="utf-8")
+    assert run_gradescope(root, QKV.id) == 0
+    results = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+    assert results["score"] == pytest.approx(FULL - 0.8)               # 31 min late: one started hour
+    assert sum(t["score"] for t in results["tests"]) == pytest.approx(FULL)   # each check keeps its points
+    assert "迟交: 截止时间 2026-12-08 23:59 +08:00；迟交 31 分钟" in results["output"]

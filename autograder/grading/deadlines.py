@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 from typing import Any
 
 from autograder import lateness as L
@@ -94,11 +95,16 @@ class Deadlines:
         this student (Gradescope's carries their extension) before course.yml's and the extensions file's."""
         due, last, policy = self.course.deadline_of(assignment)
         own_due = _time((submitted or {}).get("due"))
-        if own_due is not None:
-            return L.Deadline(due=own_due, last=_time((submitted or {}).get("last")), policy=policy)
+        if own_due is not None:       # shown in the course's time zone, as course.yml's dates are
+            own_last = _time((submitted or {}).get("last"))
+            return L.Deadline(due=self._local(own_due), last=self._local(own_last) if own_last else None,
+                              policy=policy)
         if due is None:
             return None
         return L.deadline_for(student, assignment, due=due, last=last, policy=policy, extensions=self.extensions)
+
+    def _local(self, value: datetime) -> datetime:
+        return value.astimezone(ZoneInfo(self.course.timezone)) if self.course.timezone else value
 
     def settle(self, result: dict[str, Any], submitted: dict[str, Any] | None) -> dict[str, Any]:
         """``result`` with its submission time, its lateness and its final score (in place, and returned).

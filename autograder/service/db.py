@@ -1,0 +1,110 @@
+"""The service's database: its tables, its engine, its migrations.
+
+One database holds everything the service must not lose: every notebook uploaded (its bytes and
+their sha256, stored before the upload is acknowledged), the queue of grading jobs, and one result
+per submission. The embedded default is one SQLite file in WAL mode (readers never wait for the
+writer; ``busy_timeout`` makes a second writer wait instead of failing); a deployment passes a
+PostgreSQL URL (``postgresql+psycopg://...``). The schema is Alembic's to create and change
+(:func:`upgrade`), never ``create_all``, so a database made by an older kit is migrated, not broken.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event,
+                        func)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+#: How long a writer waits for SQLite's lock before it reports the database busy, in ms.
+SQLITE_BUSY_MS = 30_000
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Submission(Base):
+    """A notebook as received: its bytes are stored here before the upload is acknowledged."""
+
+    __tablename__ = "submissions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student: Mapped[str] = mapped_column(String(200), index=True)
+    assignment: Mapped[str] = mapped_column(String(100), index=True)
+    filename: Mapped[str] = mapped_column(String(255))
+    sha256: Mapped[str] = mapped_column(String(64))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    #: The server's receipt time: the submission time for the late policy (never the student's clock).
+    received_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Job(Base):
+    """One grading of one submission: queued, then running under a lease, then done (or failed)."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    #: The worker holding the job and until when; a lease that ran out makes the job claimable again.
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    lease_until: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    claims: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class Result(Base):
+    """One result per submission (grading is deterministic: a job graded twice writes this row once)."""
+
+    __tablename__ = "results"
+
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    points: Mapped[float] = mapped_column(Float)
+    max_points: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(Text)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    graded_by: Mapped[str] = mapped_column(String(200))
+    graded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+def engine_for(url: str) -> Engine:
+    """An engine for ``url``: a path or ``sqlite:///FILE`` gives SQLite in WAL mode."""
+    if "://" not in url:
+        url = f"sqlite:///{Path(url).resolve()}"
+    engine = create_engine(url, future=True)
+    if engine.dialect.name == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _sqlite(dbapi: Any, _record: Any) -> None:
+            # pysqlite's own transaction handling off: the queue issues BEGIN IMMEDIATE itself.
+            dbapi.isolation_level = None
+            cursor = dbapi.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")      # a writer takes the lock at once: no upgrade deadlock
+    return engine
+
+
+def upgrade(engine: Engine) -> None:
+    """Bring the database to the newest schema (Alembic; creates it when empty)."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")

@@ -1,0 +1,175 @@
+"""``autograder worker --database URL``: grade the service's queued submissions, one at a time.
+
+A worker is a process of its own (never the web process: its threads would make forking unsafe).
+It starts the sandbox once, then claims a job, grades the stored notebook exactly as ``autograder
+grade`` does (the same discovery of its assignment, the same cage, catalog and hidden seed, the late
+policy with the server's receipt time as the submission time), records the result and claims the
+next. Its lease covers the submission's whole time budget; a worker killed mid-grade leaves a lease
+that runs out, and another worker grades the job again (the same file gives the same score, and the
+result is one row per submission). SIGTERM or SIGINT: the current job is finished, then the worker
+stops (a drain); a second signal stops at once, the lease then hands the job on.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from autograder.service import queue as Q
+from autograder.service.db import engine_for, upgrade
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--database", required=True, metavar="URL",
+                        help="the service's database: a SQLite file, or postgresql+psycopg://USER@HOST/DB")
+    parser.add_argument("--once", action="store_true", help="stop when the queue is empty (for scripts and tests)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where student code runs")
+    parser.add_argument("--poll", type=float, default=0.2, metavar="SECONDS",
+                        help="how long to wait before looking again at an empty queue")
+    parser.add_argument("--lease", type=float, default=None, metavar="SECONDS",
+                        help="how long a claimed job stays this worker's without a heartbeat (default: twice "
+                             "limits.submission_seconds plus a minute; the worker renews it every third of it)")
+
+
+def lease_seconds(course: Any) -> float:
+    """A lease outlasts the longest grade: the submission's time budget, its worker's set-up, a margin."""
+    return float(course.limits.submission_seconds) * 2 + 60.0
+
+
+def grade_claimed(claimed: Q.Claimed, ctx: Any, folder: Path) -> dict[str, Any]:
+    """One stored notebook graded as ``autograder grade`` grades it: its result, the late policy applied."""
+    from autograder.grading.deadlines import Deadlines, submitted_json
+    from autograder.grading.submission import finalize, grade_or_fail
+    from autograder.grading.submissions import Submission, discover
+    from autograder.grading.times import SubmittedAt
+    from autograder.messages import say
+
+    # Under a folder named for the student (the service knows who sent it); the file name is the
+    # service's, never the student's.
+    home = folder / f"job-{claimed.job}" / "student"
+    home.mkdir(parents=True)
+    (home / f"{claimed.assignment}.ipynb").write_bytes(claimed.data)
+    found = discover(home.parent, ctx.course, assignment=claimed.assignment, files_trusted=False)
+    if found.submissions:
+        sub = found.submissions[0]
+    else:                       # the notebook says it is another assignment
+        sub = Submission(home / f"{claimed.assignment}.ipynb", claimed.filename, student=claimed.student,
+                         assignment=claimed.assignment)
+        sub.fail(f"wrong assignment: the notebook is not {claimed.assignment}",
+                 say("submission.wrong_assignment", said="?", wanted=claimed.assignment))
+    sub.student = claimed.student
+    sub.source = claimed.filename
+    received = submitted_json(SubmittedAt(claimed.received_at, "the service's receipt"))
+    result = grade_or_fail(sub, ctx)
+    if result is None:
+        raise InterruptedError("the worker is stopping")
+    result = finalize(result)
+    return Deadlines.load(ctx.course).settle(result, received)
+
+
+class _Stop:
+    """SIGTERM/SIGINT once: finish the job in hand, then stop. Twice: stop now."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._signalled)
+
+    def _signalled(self, signum: int, _frame: Any) -> None:
+        if self.event.is_set():
+            os._exit(128 + signum)
+        self.event.set()
+
+
+class _Heartbeat:
+    """Renews the lease of the job in hand every third of the lease, from a thread of its own (it only
+    talks to the database: the worker never forks after it started)."""
+
+    def __init__(self, engine: Any, owner: str, lease: float):
+        self.engine, self.owner, self.lease = engine, owner, lease
+        self.job: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.lease / 3):
+            job = self.job
+            if job is not None:
+                try:
+                    Q.renew(self.engine, job, self.owner, self.lease)
+                except Exception:  # noqa: BLE001 - the database is away: the next beat tries again
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float = 0.2,
+          owner: str | None = None, stop: threading.Event | None = None, lease: float | None = None) -> int:
+    """Claim and grade jobs until told to stop (or, with ``once``, until the queue is empty): how many."""
+    from autograder import catalog as C
+    from autograder.config import load_course
+    from autograder.grading.cells import demo_cells
+    from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
+    from autograder.sandbox import Sandbox
+
+    engine = engine_for(database)
+    upgrade(engine)
+    course = load_course()
+    owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+    stop = stop or threading.Event()
+    lease = lease or lease_seconds(course)
+    graded = 0
+    with Sandbox(course.limits, device) as sandbox, tempfile.TemporaryDirectory(prefix="autograder-worker-") as tmp:
+        references = check_catalog(course, {a.id for a in course.assignments})
+        ctx = GradingContext(course, sandbox, device, grader_fingerprint(device, course), references,
+                             C.LiveDiagnoser(course.tolerances), demo_cells(course), "service")
+        beat = _Heartbeat(engine, owner, lease)
+        try:
+            graded = _loop(engine, ctx, owner, lease, beat, stop, once, poll, Path(tmp))
+        finally:
+            beat.close()
+    engine.dispose()
+    return graded
+
+
+def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, stop: threading.Event, once: bool,
+          poll: float, tmp: Path) -> int:
+    graded = 0
+    while not stop.is_set():
+        claimed = Q.claim(engine, owner, lease)
+        if claimed is None:
+            if once:
+                break
+            stop.wait(poll)
+            continue
+        beat.job = claimed.job
+        try:
+            result = grade_claimed(claimed, ctx, tmp)
+        except InterruptedError:
+            break                   # the lease hands the job to another worker
+        except Exception as exc:  # noqa: BLE001 - the grader's own fault: the job is kept, named
+            Q.fail(engine, claimed.job, owner, f"{type(exc).__name__}: {exc}")
+            continue
+        finally:
+            beat.job = None
+        if Q.complete(engine, claimed.job, owner, result):
+            graded += 1
+    return graded
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = _Stop()
+    start = time.perf_counter()
+    graded = serve(args.database, once=args.once, device=args.device, poll=args.poll, stop=stop.event,
+                   lease=args.lease)
+    print(f"worker: graded {graded} submission(s) in {time.perf_counter() - start:.1f} s")
+    return 0

@@ -1,0 +1,165 @@
+"""Issue 28, first part: the service's database, its queue and its workers, on a real SQLite file.
+
+Submissions are stored with their job in one transaction; jobs are claimed under a lease, claimed
+again when the lease runs out (a worker killed with SIGKILL mid-grade), and recorded once per
+submission whoever grades them; two workers racing for one job get it once. The worker grades a
+stored notebook as ``autograder grade`` would (the same scores), with the server's receipt time as
+the submission time for the late policy.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, inspect, select
+
+from support import make_samples
+from autograder.config import load_course
+from autograder.service import db
+from autograder.service import queue as Q
+from autograder.service.worker import serve
+
+COURSE = load_course()
+QKV = COURSE.assignment("02_qkv_attention")
+UTC = dt.timezone.utc
+
+
+@pytest.fixture
+def engine(tmp_path):
+    e = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(e)
+    yield e
+    e.dispose()
+
+
+def notebook(solved: str = "all", extra: str | None = None) -> bytes:
+    nb = make_samples.submission(QKV, solved="all" if solved == "all" else ())
+    if extra is not None:
+        import nbformat
+
+        nb.cells.append(nbformat.v4.new_code_cell(extra))
+    return json.dumps(nb).encode()
+
+
+def test_the_schema_is_alembics_and_upgrading_twice_changes_nothing(engine):
+    tables = set(inspect(engine).get_table_names())
+    assert {"submissions", "jobs", "results", "alembic_version"} <= tables
+    db.upgrade(engine)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0001"]
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_a_stored_submission_is_claimed_once_and_again_only_when_its_lease_ran_out(engine):
+    first = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
+    second = Q.store(engine, student="ben", assignment=QKV.id, filename="b.ipynb", data=b"{}")
+    assert Q.position(engine, second[1]) == 1
+    ada = Q.claim(engine, "w1", 60)
+    assert (ada.student, ada.data, ada.received_at.tzinfo is not None) == ("ada", b"{}", True)
+    assert Q.claim(engine, "w2", 60).student == "ben"
+    assert Q.claim(engine, "w3", 60) is None                       # both held
+    later = dt.datetime.now(UTC) + dt.timedelta(seconds=61)
+    again = Q.claim(engine, "w3", 60, now=later)                    # w1's lease ran out: w3 takes ada's
+    assert again.job == ada.job
+    assert not Q.renew(engine, ada.job, "w1", 60)                   # w1 no longer holds it
+    assert not Q.complete(engine, ada.job, "w1", {"points": 1, "max_points": 8, "status": "graded"})
+    assert Q.complete(engine, ada.job, "w3", {"points": 8, "max_points": 8, "status": "graded"})
+    assert Q.position(engine, ada.job) is None
+    # A regrade is a new job; its result replaces the row: one result per submission.
+    (job,) = Q.requeue(engine, [first[0]])
+    again = Q.claim(engine, "w4", 60)
+    assert again.job == job and Q.complete(engine, job, "w4", {"points": 7, "max_points": 8, "status": "graded"})
+    with engine.connect() as conn:
+        rows = conn.execute(select(db.Result.submission_id, db.Result.points)).all()
+        claims = conn.execute(select(db.Job.claims).where(db.Job.id == ada.job)).scalar_one()
+    assert rows == [(first[0], 7.0)] and claims == 2
+
+
+def test_two_workers_racing_for_one_job_get_it_once(tmp_path):
+    path = str(tmp_path / "race.db")
+    setup = db.engine_for(path)
+    db.upgrade(setup)
+    Q.store(setup, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
+    got: list[object] = []
+    start = threading.Barrier(8)
+
+    def race(i: int) -> None:
+        mine = db.engine_for(path)          # one engine (one connection pool) per worker, as processes have
+        start.wait()
+        got.append(Q.claim(mine, f"w{i}", 60))
+        mine.dispose()
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(c is not None for c in got) == 1
+
+
+def test_a_worker_grades_stored_notebooks_as_autograder_grade_does(engine, tmp_path):
+    ids = {name: Q.store(engine, student=name, assignment=QKV.id, filename=f"{name}.ipynb", data=data)[0]
+           for name, data in (("ada", notebook("all")), ("ben", notebook("none")), ("cai", b"not a notebook"))}
+    assert serve(str(engine.url.database), once=True, owner="test-worker") == 3
+    with engine.connect() as conn:
+        rows = {r.submission_id: r for r in conn.execute(select(db.Result)).all()}
+        states = conn.execute(select(db.Job.state)).scalars().all()
+    assert states == ["done"] * 3
+    assert rows[ids["ada"]].points == QKV.points and rows[ids["ada"]].status == "graded"
+    assert rows[ids["ben"]].points == 0.0
+    assert rows[ids["cai"]].points == 0.0 and "unreadable" in rows[ids["cai"]].status
+    ada = rows[ids["ada"]].result
+    assert ada["student"] == "ada" and ada["submitted"]["source"] == "the service's receipt"
+
+
+def test_a_worker_killed_mid_grade_hands_its_job_on_and_it_is_graded_once(engine, tmp_path):
+    """kill -9 a worker while it grades; its lease runs out; another worker grades the job; one result."""
+    slow = notebook("all", extra="import time\ntime.sleep(6)")
+    sub, job = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=slow)
+    database = str(engine.url.database)
+    env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
+    log = tmp_path / "first.log"
+    with open(log, "wb") as err:
+        first = subprocess.Popen([sys.executable, "-m", "autograder", "worker", "--database", database, "--lease",
+                                  "2"], env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                state = conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one()
+            if state == "running":
+                break
+            time.sleep(0.1)
+        assert state == "running", log.read_text(errors="replace")[-2000:]
+        time.sleep(2.5)                     # its heartbeat keeps the lease past 2 s while it grades
+        assert Q.claim(engine, "thief", 2) is None
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    time.sleep(2.2)                         # the dead worker's lease runs out
+    assert serve(database, once=True, owner="second", lease=30) == 1
+    with engine.connect() as conn:
+        results = conn.execute(select(func.count()).select_from(db.Result)).scalar_one()
+        row = conn.execute(select(db.Job.claims, db.Job.state, db.Job.owner).where(db.Job.id == job)).one()
+        points = conn.execute(select(db.Result.points).where(db.Result.submission_id == sub)).scalar_one()
+    assert results == 1 and tuple(row) == (2, "done", "second") and points == QKV.points
+
+
+def test_the_worker_command_says_what_it_did(engine, tmp_path):
+    Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=notebook("all"))
+    env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
+    done = subprocess.run([sys.executable, "-m", "autograder", "worker", "--database", str(engine.url.database),
+                           "--once"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "worker: graded 1 submission(s)" in done.stdout
+    assert Path(engine.url.database).exists()

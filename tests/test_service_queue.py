@@ -163,3 +163,30 @@ def test_the_worker_command_says_what_it_did(engine, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "worker: graded 1 submission(s)" in done.stdout
     assert Path(engine.url.database).exists()
+
+
+def test_sigterm_finishes_the_job_in_hand_then_the_worker_stops(engine, tmp_path):
+    slow = notebook("all", extra="import time\ntime.sleep(3)")
+    sub, job = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=slow)
+    Q.store(engine, student="ben", assignment=QKV.id, filename="b.ipynb", data=notebook("all"))
+    env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
+    worker = subprocess.Popen([sys.executable, "-m", "autograder", "worker", "--database", str(engine.url.database)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                if conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one() == "running":
+                    break
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=120)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 0, out[-2000:]
+    assert "worker: graded 1 submission(s)" in out                  # ada's, not ben's: it stopped after hers
+    with engine.connect() as conn:
+        states = conn.execute(select(db.Job.state).order_by(db.Job.id)).scalars().all()
+    assert states == ["done", "queued"]

@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("autograder.grading.explain", "why a student lost points on an exercise: its hidden checks replayed "
                 "with their inputs, the student's output and the reference's (instructor only)"),
     "export": ("autograder.exports.command", "export the grader for Gradescope or Otter"),
+    "serve": ("autograder.service.command", "run the grading service: students submit, workers grade, the API "
+              "answers (also: serve roster, serve token)"),
     "worker": ("autograder.service.worker", "grade the grading service's queued submissions (a process of its "
                "own; start several, here or on other machines, against one --database)"),
     "doctor": ("autograder.doctor", "show what this machine offers the grader: cage layers, CUDA, CPUs"),

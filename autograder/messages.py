@@ -55,6 +55,16 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "label.not_graded": ("未能评分", "not graded"),
     "label.title": ("评分反馈", "Grading feedback"),
     "label.total": ("总分", "Total"),
+    "service.no_token": ("需要令牌：请求头里加上 Authorization: Bearer <你的令牌>", "a token is needed: send "
+                         "Authorization: Bearer <your token>"),
+    "service.bad_token": ("令牌无效：请检查课程发给你的令牌", "the token is not valid: check the one the course gave you"),
+    "service.students_submit": ("只有学生可以提交；教师令牌只能查看", "only students submit; an instructor's token reads"),
+    "service.unknown_assignment": ("没有作业 {assignment}；作业有：{known}", "no assignment {assignment}; the "
+                                   "assignments are {known}"),
+    "service.too_large": ("文件太大：笔记本最大 {limit} MiB", "the file is too large: a notebook is at most {limit} MiB"),
+    "service.not_a_notebook": ("这不是 Jupyter 笔记本（.ipynb 的 JSON）", "this is not a Jupyter notebook (.ipynb JSON)"),
+    "service.no_submission": ("找不到提交 {submission}", "no submission {submission}"),
+    "service.malformed": ("请求格式不对：{fields}", "the request is malformed: {fields}"),
     "label.note": ("说明", "Note"),
     "label.late": ("迟交", "Late submission"),
     "label.late_total": ("扣分前 {raw}，迟交扣 {penalty}", "{raw} before the late penalty of {penalty}"),

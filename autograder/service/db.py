@@ -76,6 +76,20 @@ class Result(Base):
     graded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
+class Token(Base):
+    """Who may call the API: a student (their own submissions only) or an instructor/TA (everything).
+    Only the token's sha256 is kept; the token itself is shown once, when it is issued."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))          # student | instructor
+    who: Mapped[str] = mapped_column(String(200), index=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 def engine_for(url: str) -> Engine:
     """An engine for ``url``: a path or ``sqlite:///FILE`` gives SQLite in WAL mode."""
     if "://" not in url:

@@ -1,0 +1,151 @@
+"""The service's HTTP API (FastAPI on uvicorn): submit a notebook, follow it to its verdict.
+
+The web process only validates, stores and answers: it never grades (grading runs in
+``autograder worker`` processes; a web server has threads, and forking after them is unsafe).
+Every request is bounded and validated before anything is stored: an upload over
+``limits.notebook_mb``, a file that is not a notebook, an unknown assignment, a missing or wrong
+token, a malformed form each get a 4xx whose body says why in both languages
+(``{"error": {"zh", "en"}, "code"}``), and nothing is stored for them. A 202 means the notebook's
+bytes are in the database with their job: it will be graded whatever crashes afterwards.
+
+Authorization is one dependency (:func:`_caller`) on every route: a student's token reads only
+their own submissions (another's reads as not found), an instructor's reads everything. The
+OpenAPI schema is at ``/openapi.json``.
+"""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, File, Form, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from autograder.messages import Msg, say
+from autograder.service import queue as Q
+from autograder.service.db import Job, Result, Submission
+from autograder.service.tokens import Caller, caller
+
+#: Room for the form's other fields and the multipart framing around the notebook.
+FORM_SLACK = 64 * 1024
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, key: str, **params: Any):
+        self.status, self.key, self.msg = status, key, say(key, **params)
+
+
+def _body(msg: Msg, key: str) -> dict[str, Any]:
+    return {"error": {"zh": msg.zh, "en": msg.en}, "code": key}
+
+
+async def _caller(request: Request) -> Caller:
+    """The one authorization check every route depends on: a valid Bearer token, or 401."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "service.no_token")
+    who = caller(request.app.state.engine, token.strip())
+    if who is None:
+        raise ApiError(401, "service.bad_token")
+    return who
+
+
+Who = Annotated[Caller, Depends(_caller)]
+
+
+def create_app(engine: Engine, course: Any) -> FastAPI:
+    """The API for ``course`` on ``engine``'s database."""
+    from autograder import __version__
+
+    app = FastAPI(title="autograder service", version=__version__,
+                  description="Submit notebooks of the course and read their graded verdicts.")
+    limit = int(course.limits.notebook_mb * 2**20)
+    assignments = {a.id: a for a in course.assignments}
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse(_body(exc.msg, exc.key), status_code=exc.status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = sorted({".".join(str(p) for p in e.get("loc", ())[1:]) or "body" for e in exc.errors()})
+        key = "service.malformed"
+        return JSONResponse(_body(say(key, fields=", ".join(fields)[:200]), key), status_code=422)
+
+    app.state.engine = engine
+    @app.post("/api/submissions", status_code=202, summary="Submit a notebook for grading")
+    async def submit(request: Request, who: Who, assignment: Annotated[str, Form(max_length=100)],
+                     notebook: Annotated[UploadFile, File()]) -> dict[str, Any]:
+        if who.instructor:
+            raise ApiError(403, "service.students_submit")
+        if assignment not in assignments:
+            raise ApiError(404, "service.unknown_assignment", assignment=assignment[:100],
+                           known=", ".join(assignments))
+        data = await notebook.read(limit + 1)
+        if len(data) > limit:
+            raise ApiError(413, "service.too_large", limit=f"{course.limits.notebook_mb:g}")
+        if not _is_notebook(data):
+            raise ApiError(415, "service.not_a_notebook")
+        submission, job = Q.store(engine, student=who.who, assignment=assignment, filename=f"{assignment}.ipynb",
+                                  data=data)
+        return {"submission": submission, "job": job, "position": Q.position(engine, job)}
+
+    @app.get("/api/submissions/{submission_id}", summary="A submission's state and, once graded, its verdict")
+    def one(submission_id: int, who: Who) -> dict[str, Any]:
+        with engine.connect() as conn:
+            sub = conn.execute(select(Submission.id, Submission.student, Submission.assignment,
+                                      Submission.received_at).where(Submission.id == submission_id)).first()
+            if sub is None or not (who.instructor or sub.student == who.who):
+                raise ApiError(404, "service.no_submission", submission=submission_id)
+            job = conn.execute(select(Job.id, Job.state).where(Job.submission_id == submission_id)
+                               .order_by(Job.id.desc()).limit(1)).first()
+            result = conn.execute(select(Result.result).where(Result.submission_id == submission_id)).scalar()
+        return {"submission": sub.id, "student": sub.student, "assignment": sub.assignment,
+                "received_at": sub.received_at.isoformat(), "state": job.state if job else "unknown",
+                "position": Q.position(engine, job.id) if job else None,
+                "result": view(result, who) if result is not None else None}
+
+    @app.get("/api/submissions", summary="Submissions: a student's own, or every one for an instructor")
+    def many(who: Who, assignment: str | None = None) -> dict[str, Any]:
+        query = select(Submission.id, Submission.student, Submission.assignment).order_by(Submission.id)
+        if not who.instructor:
+            query = query.where(Submission.student == who.who)
+        if assignment is not None:
+            query = query.where(Submission.assignment == assignment)
+        with engine.connect() as conn:
+            rows = conn.execute(query.limit(10_000)).all()
+        return {"submissions": [{"submission": r.id, "student": r.student, "assignment": r.assignment}
+                                for r in rows]}
+
+    return app
+
+
+def _is_notebook(data: bytes) -> bool:
+    """A JSON object with a list of cells and nbformat 4 (or 3): what the grader can read."""
+    try:
+        nb = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(nb, dict) and nb.get("nbformat") in (3, 4) and isinstance(nb.get("cells", nb.get("worksheets")),
+                                                                               list)
+
+
+def view(result: dict[str, Any], who: Caller) -> dict[str, Any]:
+    """What a caller sees of a result: an instructor everything; a student the score, each check's title
+    and pass/fail, and the public checks' messages (hidden checks' messages stay the instructor's)."""
+    if who.instructor:
+        return result
+    exercises = []
+    for ex in result.get("exercises") or []:
+        checks = [{"check": c.get("check"), "audience": c.get("audience"), "title": c.get("title"),
+                   "passed": c.get("passed"), "points": c.get("points"), "max_points": c.get("max_points"),
+                   **({"message": c.get("message")} if c.get("audience") == "public" else {})}
+                  for c in ex.get("checks") or []]
+        exercises.append({"exercise": ex.get("exercise"), "points": ex.get("points"),
+                          "max_points": ex.get("max_points"), "status": ex.get("status"), "checks": checks})
+    return {"points": result.get("points"), "max_points": result.get("max_points"), "status": result.get("status"),
+            "late": result.get("late"), "message": result.get("message"), "exercises": exercises}

@@ -1,0 +1,189 @@
+"""Issue 28: the service's HTTP API, its tokens and `autograder serve`, on a real SQLite database.
+
+Route by route with a student's token, another student's, an instructor's and none; every bad
+request a bilingual 4xx with nothing stored; the roster's tokens stored only as digests; and the
+whole service (`autograder serve` with a worker process) grading an upload over real HTTP.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import threading
+
+import uvicorn
+from sqlalchemy import func, select
+
+from support import make_samples
+from autograder.config import load_course
+from autograder.errors import AutograderError
+from autograder.service import db, tokens
+from autograder.service.app import create_app
+
+COURSE = load_course()
+QKV = COURSE.assignment("02_qkv_attention")
+
+
+@pytest.fixture
+def service(tmp_path):
+    """The app on a real uvicorn server (a thread of this process), and an HTTP client for it."""
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    people = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
+              "teacher": tokens.issue(engine, "teacher", role="instructor")}
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(engine, COURSE), host="127.0.0.1", port=port,
+                                           log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        yield client, engine, people
+    server.should_exit = True
+    thread.join(timeout=30)
+    engine.dispose()
+
+
+def auth(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def notebook() -> bytes:
+    return json.dumps(make_samples.submission(QKV, solved="all")).encode()
+
+
+def submit(client, token, data=None, assignment=QKV.id, name="mine.ipynb"):
+    return client.post("/api/submissions", headers=auth(token), data={"assignment": assignment},
+                       files={"notebook": (name, notebook() if data is None else data, "application/json")})
+
+
+def stored(engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(db.Submission)).scalar_one()
+
+
+def test_the_openapi_schema_lists_every_route(service):
+    client, _, _ = service
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/api/submissions", "/api/submissions/{submission_id}"} <= set(paths)
+
+
+def test_every_route_authorizes_its_caller(service):
+    client, engine, who = service
+    made = submit(client, who["ada"])
+    assert made.status_code == 202, made.text
+    body = made.json()
+    assert body["position"] == 0 and stored(engine) == 1
+    sub = body["submission"]
+    for token, status in ((None, 401), ("not-a-token", 401), (who["ben"], 404), (who["ada"], 200),
+                          (who["teacher"], 200)):
+        got = client.get(f"/api/submissions/{sub}", headers=auth(token))
+        assert got.status_code == status, (token, got.text)
+        if status != 200:
+            error = got.json()["error"]
+            assert error["zh"] and error["en"] and (token is None or token not in got.text)
+    assert client.get(f"/api/submissions/{sub}", headers=auth(who["ada"])).json()["state"] == "queued"
+    assert client.get(f"/api/submissions/{sub + 1}", headers=auth(who["ada"])).status_code == 404
+    mine = client.get("/api/submissions", headers=auth(who["ben"])).json()["submissions"]
+    everyone = client.get("/api/submissions", headers=auth(who["teacher"])).json()["submissions"]
+    assert mine == [] and [s["student"] for s in everyone] == ["ada"]
+    assert client.get("/api/submissions").status_code == 401
+    assert submit(client, None).status_code == 401 and submit(client, "x" * 500).status_code == 401
+    assert submit(client, who["teacher"]).status_code == 403
+    assert stored(engine) == 1
+
+
+def test_bad_uploads_are_named_in_both_languages_and_nothing_is_stored(service):
+    client, engine, who = service
+    cases = [(submit(client, who["ada"], assignment="99_nothing"), 404, "99_nothing"),
+             (submit(client, who["ada"], data=b"x" * int(COURSE.limits.notebook_mb * 2**20 + 1)), 413, "MiB"),
+             (submit(client, who["ada"], data=b"\x89PNG not json"), 415, "notebook"),
+             (submit(client, who["ada"], data=b'{"cells": "no"}'), 415, "notebook"),
+             (submit(client, who["ada"], data=b"[" * 100_000), 415, "notebook"),
+             (client.post("/api/submissions", headers=auth(who["ada"]), data={"assignment": QKV.id}), 422,
+              "notebook"),
+             (client.post("/api/submissions", headers={**auth(who["ada"]), "Content-Type": "multipart/form-data; "
+                          "boundary=zz"}, content=b"--zz\r\ngarbage"), 422, "")]
+    for got, status, word in cases:
+        assert got.status_code == status, got.text
+        error = got.json()["error"]
+        assert error["zh"] and error["en"] and word in error["en"]
+    # A hostile file name is the student's text, never a path: the stored name is the service's own.
+    assert submit(client, who["ada"], name="../../etc/passwd\x00.ipynb").status_code == 202
+    with engine.connect() as conn:
+        assert conn.execute(select(db.Submission.filename)).scalars().all() == [f"{QKV.id}.ipynb"]
+
+
+def test_the_roster_gives_one_token_per_student_and_keeps_only_digests(tmp_path):
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,name\nada,Ada Lovelace\nben,Ben\n", encoding="utf-8")
+    rows = tokens.import_roster(engine, roster)
+    assert [(s, n) for s, n, _ in rows] == [("ada", "Ada Lovelace"), ("ben", "Ben")]
+    assert tokens.caller(engine, rows[0][2]) == tokens.Caller("student", "ada")
+    assert tokens.caller(engine, rows[0][2][:-1] + "x") is None
+    engine.dispose()
+    raw = (tmp_path / "service.db").read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("service.db-*"))
+    assert all(token.encode() not in raw for _, _, token in rows)
+    roster.write_text("student\nada\nada\n", encoding="utf-8")
+    with pytest.raises(AutograderError, match=r"roster\.csv, row 2: student 'ada' is already row 1"):
+        tokens.import_roster(db.engine_for(str(tmp_path / "service.db")), roster)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_autograder_serve_grades_an_upload_over_http(tmp_path):
+    """The whole service: `autograder serve` with one worker process; an upload's verdict arrives."""
+    database = str(tmp_path / "service.db")
+    env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
+    base = [sys.executable, "-m", "autograder", "serve", "--database", database]
+    student = subprocess.run([*base, "token", "--student", "ada"], env=env, capture_output=True, text=True,
+                             timeout=120, check=True).stdout.strip()
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([*base, "--port", str(port), "--workers", "1"], env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"{url}/openapi.json", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        made = httpx.post(f"{url}/api/submissions", headers=auth(student), data={"assignment": QKV.id},
+                          files={"notebook": ("mine.ipynb", notebook(), "application/json")}, timeout=30)
+        assert made.status_code == 202, made.text
+        sent = time.monotonic()
+        sub = made.json()["submission"]
+        while time.monotonic() < deadline:
+            got = httpx.get(f"{url}/api/submissions/{sub}", headers=auth(student), timeout=10).json()
+            if got["state"] == "done":
+                break
+            time.sleep(0.1)
+        print(f"upload to verdict: {time.monotonic() - sent:.2f} s")
+        assert got["state"] == "done" and got["result"]["points"] == QKV.points, got
+        hidden = [c for ex in got["result"]["exercises"] for c in ex["checks"] if c["audience"] == "hidden"]
+        assert hidden and all("message" not in c for c in hidden)      # a student sees titles and pass/fail
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=120)
+    assert student not in log.read_text(errors="replace")              # no token in the service's output
+    assert Path(database).exists()

@@ -17,7 +17,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import DateTime, bindparam, select, text, update
+from sqlalchemy import DateTime, bindparam, select, update
+from sqlalchemy import text as sql
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -77,15 +78,15 @@ def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | N
     claimable = "(state = 'queued' OR (state = 'running' AND lease_until < :now))"
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
-            row = conn.execute(text(f"SELECT id FROM jobs WHERE {claimable} ORDER BY id LIMIT 1 "
+            row = conn.execute(sql(f"SELECT id FROM jobs WHERE {claimable} ORDER BY id LIMIT 1 "
                                     "FOR UPDATE SKIP LOCKED").bindparams(_NOW), {"now": now}).first()
             if row is None:
                 return None
-            got = conn.execute(text("UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, "
+            got = conn.execute(sql("UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, "
                                     "claims = claims + 1 WHERE id = :id RETURNING id, submission_id")
                                .bindparams(_UNTIL), {"owner": owner, "until": until, "id": row[0]}).first()
         else:
-            got = conn.execute(text(f"UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, "
+            got = conn.execute(sql(f"UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, "
                                     f"claims = claims + 1 WHERE id = (SELECT id FROM jobs WHERE {claimable} "
                                     "ORDER BY id LIMIT 1) RETURNING id, submission_id").bindparams(_NOW, _UNTIL),
                                {"owner": owner, "until": until, "now": now}).first()
@@ -142,6 +143,6 @@ def position(engine: Engine, job: int) -> int | None:
             return None
         if state == "running":
             return 0
-        ahead = conn.execute(text("SELECT count(*) FROM jobs WHERE state = 'queued' AND id < :id"),
+        ahead = conn.execute(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND id < :id"),
                              {"id": job}).scalar_one()
     return int(ahead)

@@ -6,7 +6,7 @@ Students call :func:`check` in their notebooks; instructors use the
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["check", "__version__"]
+__all__ = ["check", "submit", "__version__"]
 
 
 def check(exercise: str | None = None, *, language: str | None = None, score: bool = False):
@@ -27,3 +27,34 @@ def check(exercise: str | None = None, *, language: str | None = None, score: bo
     from autograder.selfcheck import check as _check
 
     return _check(exercise, language=language, _depth=2)
+
+
+def submit(assignment: str | None = None, *, language: str | None = None, wait: bool = True):
+    """Hand the saved notebook to the course's grading service and show its verdict (``submit()``).
+
+    The service's address and your token come from AUTOGRADER_SERVER and AUTOGRADER_TOKEN, or
+    ~/.config/autograder/service.json. Under ``nbgrader autograde`` it does nothing.
+    """
+    import os
+
+    if os.environ.get("NBGRADER_EXECUTION"):
+        return None
+    from autograder.selfcheck.submit import submit as _submit
+
+    return _submit(assignment, language=language, wait=wait)
+
+
+def _watch() -> None:
+    """In a Jupyter kernel, remember when each cell finished (submit() tells unsaved work from saved)."""
+    import sys
+
+    if "IPython" in sys.modules:
+        try:
+            from autograder.selfcheck.submit import _watch_runs
+
+            _watch_runs()
+        except Exception:  # noqa: BLE001 - a convenience: never break the import
+            pass
+
+
+_watch()

@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "course": ("autograder.config", "validate course.yml and show the course"),
     "build": ("autograder.authoring.build", "regenerate release/, solutions/ and the student bundle from source/"),
     "check": ("autograder.selfcheck.command", "run the public self-checks on a saved notebook"),
+    "submit": ("autograder.selfcheck.submit", "hand a saved notebook to the course's grading service and show "
+               "its verdict"),
     "validate": ("autograder.authoring.validate", "prove the check catalog sound (references pass, mistakes caught)"),
     "grade": ("autograder.grading.command", "grade a folder or zip of submissions in the sandbox"),
     "explain": ("autograder.grading.explain", "why a student lost points on an exercise: its hidden checks replayed "

@@ -16,7 +16,8 @@ TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", 
              "nbformat", "CPU", "zip", "_qkv_attention.ipynb", "nbgrader", "autograde", "autograder", "build", "data",
              "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds",
              "JSON", "UTF", "cell_type", "exercise", "Ctrl", "apt", "install", "fonts-noto-cjk",
-             "Python", "torch", "NumPy", "IPython", "Jupyter", "Authorization", "Bearer"}
+             "Python", "torch", "NumPy", "IPython", "Jupyter", "Authorization", "Bearer", "AUTOGRADER_SERVER",
+             "AUTOGRADER_TOKEN", "server", "token", "submit"}
 # (commands, paths, settings and functions a student types as they are; the names of the software)
 
 

@@ -182,8 +182,44 @@ def test_autograder_serve_grades_an_upload_over_http(tmp_path):
         assert got["state"] == "done" and got["result"]["points"] == QKV.points, got
         hidden = [c for ex in got["result"]["exercises"] for c in ex["checks"] if c["audience"] == "hidden"]
         assert hidden and all("message" not in c for c in hidden)      # a student sees titles and pass/fail
+        # The student's command: the verdict in the course's language; a wrong token said plainly.
+        saved = tmp_path / QKV.notebook
+        saved.write_bytes(notebook())
+        mine = dict(env, AUTOGRADER_SERVER=url, AUTOGRADER_TOKEN=student)
+        done = subprocess.run([sys.executable, "-m", "autograder", "submit", str(saved)], env=mine,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"评分完成：{QKV.points:g} / {QKV.points:g} 分" in done.stdout and "隐藏检查" in done.stdout
+        assert student not in done.stdout + done.stderr
+        wrong = subprocess.run([sys.executable, "-m", "autograder", "submit", str(saved)],
+                               env=dict(mine, AUTOGRADER_TOKEN="wrong"), capture_output=True, text=True, timeout=300)
+        assert wrong.returncode == 2 and "令牌无效" in wrong.stderr
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
     assert student not in log.read_text(errors="replace")              # no token in the service's output
     assert Path(database).exists()
+
+
+def test_submit_says_where_the_settings_go_and_when_the_file_is_older_than_the_last_run(tmp_path, monkeypatch,
+                                                                                        capsys):
+    from autograder.selfcheck import submit as S
+
+    monkeypatch.delenv(S.ENV_SERVER, raising=False)
+    monkeypatch.delenv(S.ENV_TOKEN, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(S.SubmitError, match="AUTOGRADER_SERVER.*AUTOGRADER_TOKEN.*service.json"):
+        S.settings("zh")
+    (tmp_path / ".config" / "autograder").mkdir(parents=True)
+    (tmp_path / ".config" / "autograder" / "service.json").write_text('{"server": "http://h:1/", "token": "t"}')
+    assert S.settings("en") == ("http://h:1", "t")
+    saved = tmp_path / QKV.notebook
+    saved.write_bytes(notebook())
+    os.utime(saved, (1_000_000, 1_000_000))                        # saved long before the last run
+    monkeypatch.setattr(S, "_LAST_RUN", [time.time()])
+    monkeypatch.setattr("autograder.selfcheck.kernel._notebook_name", lambda _ns: str(saved))
+    monkeypatch.setenv(S.ENV_SERVER, f"http://127.0.0.1:{_free_port()}")   # nobody listens there
+    monkeypatch.setenv(S.ENV_TOKEN, "t")
+    assert S.submit() is None
+    out = capsys.readouterr()
+    assert "比你最后一次运行单元格还旧" in out.out and "连不上评分服务" in out.out and out.err == ""

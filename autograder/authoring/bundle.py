@@ -55,7 +55,7 @@ STUDENT_PACKAGE: tuple[str, ...] = (
 #: matplotlib: the notebooks plot; jupyterlab and ipykernel: where they run; rich and
 #: nbformat: ``autograder check NOTEBOOK``'s table and reader (IPython comes with ipykernel).
 STUDENT_DEPENDENCIES: tuple[str, ...] = ("torch", "numpy", "nbformat", "pydantic", "pyyaml", "rich",
-                                         "matplotlib", "jupyterlab", "ipykernel")
+                                         "matplotlib", "jupyterlab", "ipykernel", "httpx")
 #: The bundle's console script: the student side of ``autograder`` (only ``check``), which needs
 #: nothing outside :data:`STUDENT_PACKAGE` (the kit's autograder/cli.py imports grading modules).
 STUDENT_SCRIPT = "autograder.selfcheck.command:main"

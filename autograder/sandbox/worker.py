@@ -412,6 +412,7 @@ def _setup(config: WorkerConfig, template_pid: int, memory: tuple[str | None, st
 
     # `from autograder import check` in a notebook must not start the self-check here.
     autograder.check = _no_check
+    autograder.submit = _no_check       # (nor hand anything to a grading service)
     return {"uid": os.getuid(), "caged": isolation.mode != "none",
             # Whether student code could still open a connection: no net-ns, no Landlock TCP rule, no seccomp.
             "network": not {"net-ns", "landlock-tcp", "seccomp"} & set(isolation.layers),

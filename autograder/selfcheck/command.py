@@ -324,10 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_arguments(sub.add_parser("check", help="run the public self-checks on a saved notebook",
                                  description="Run the public self-checks on a saved notebook; exit 0 when all pass."))
+    from autograder.selfcheck import submit as submitting
+
+    submitting.add_arguments(sub.add_parser("submit", help="hand a saved notebook to the course's grading service",
+                                            description="Hand a saved notebook to the course's grading service and "
+                                                        "show its verdict."))
 
     def work() -> int:
         args = parser.parse_args(argv)
         use_course(args.course)
+        if args.command == "submit":
+            return submitting.run(args)
         if args.command != "check":
             parser.print_help()
             return 2

@@ -1,0 +1,180 @@
+"""``submit()`` in a notebook and ``autograder submit NOTEBOOK``: hand the saved notebook to the course's
+grading service and show its verdict (the hidden checks' titles and pass/fail before the deadline).
+
+The service's address and the student's token come from ``AUTOGRADER_SERVER`` and ``AUTOGRADER_TOKEN``,
+else from ``~/.config/autograder/service.json`` (``{"server": "...", "token": "..."}``); when neither
+has them the message says where to put them. What is sent is the file on disk: in a notebook,
+``submit()`` says plainly when that file is older than the last cell run (unsaved work). Everything
+is said in course.yml's language (or ``language=``); the token is never printed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ENV_SERVER, ENV_TOKEN = "AUTOGRADER_SERVER", "AUTOGRADER_TOKEN"
+CONFIG = Path("~/.config/autograder/service.json")
+#: When the last cell finished, recorded by an IPython hook (see :func:`_watch_runs`).
+_LAST_RUN: list[float] = []
+
+
+class SubmitError(Exception):
+    """Something the student can fix, already said in their language."""
+
+
+def _say(language: str, key: str, **params: Any) -> str:
+    from autograder.messages import text
+
+    return text(key, language, **params)
+
+
+def settings(language: str) -> tuple[str, str]:
+    """(server URL, token) from the environment, else the config file."""
+    server, token = os.environ.get(ENV_SERVER, ""), os.environ.get(ENV_TOKEN, "")
+    path = CONFIG.expanduser()
+    if not (server and token) and path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            server, token = server or str(data.get("server") or ""), token or str(data.get("token") or "")
+        except (OSError, ValueError, AttributeError):
+            pass
+    if not (server and token):
+        raise SubmitError(_say(language, "submit.no_settings", config=str(path)))
+    return server.rstrip("/"), token
+
+
+def submit_file(path: Path, *, assignment: str | None, course: Any, language: str, wait: bool = True,
+                timeout: float = 600.0, poll: float = 0.5, say: Any = print) -> dict[str, Any] | None:
+    """Send ``path`` for ``assignment`` (guessed from its name when None); with ``wait``, the verdict."""
+    import httpx
+
+    path = Path(path)
+    if not path.is_file():
+        raise SubmitError(_say(language, "submit.missing", name=str(path)))
+    if assignment is None:
+        stem = path.stem
+        found = [a.id for a in course.assignments if stem == a.id or stem.startswith(a.id) or a.id in stem]
+        if len(found) != 1:
+            raise SubmitError(_say(language, "submit.no_assignment", name=path.name,
+                                   known=", ".join(a.id for a in course.assignments)))
+        assignment = found[0]
+    server, token = settings(language)
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        with httpx.Client(base_url=server, headers=headers, timeout=30) as client:
+            made = client.post("/api/submissions", data={"assignment": assignment},
+                               files={"notebook": (path.name, path.read_bytes(), "application/json")})
+            if made.status_code != 202:
+                raise SubmitError(_error(made, language))
+            receipt = made.json()
+            say(_say(language, "submit.queued", submission=receipt["submission"],
+                     position=receipt.get("position") or 0))
+            if not wait:
+                return None
+            deadline = time.monotonic() + timeout
+            running = False
+            while time.monotonic() < deadline:
+                got = client.get(f"/api/submissions/{receipt['submission']}")
+                if got.status_code != 200:
+                    raise SubmitError(_error(got, language))
+                state = got.json()
+                if state["state"] == "done":
+                    for line in verdict_lines(state.get("result") or {}, language):
+                        say(line)
+                    return state
+                if state["state"] == "failed":
+                    raise SubmitError(_say(language, "submit.failed"))
+                if state["state"] == "running" and not running:
+                    running = True
+                    say(_say(language, "submit.running"))
+                time.sleep(poll)
+            say(_say(language, "submit.waiting", submission=receipt["submission"]))
+            return None
+    except httpx.TransportError as exc:
+        raise SubmitError(_say(language, "submit.unreachable", server=server, why=type(exc).__name__)) from None
+
+
+def _error(response: Any, language: str) -> str:
+    try:
+        error = response.json()["error"]
+        return str(error.get(language) or error.get("en"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return f"HTTP {response.status_code}"
+
+
+def verdict_lines(result: dict[str, Any], language: str) -> list[str]:
+    """The verdict as the service shows it to a student: the score, then each check's title and result."""
+    from autograder.points import fmt
+
+    lines = [_say(language, "submit.done", points=fmt(result.get("points") or 0.0),
+                  max_points=fmt(result.get("max_points") or 0.0))]
+    late = result.get("late")
+    if isinstance(late, dict) and isinstance(late.get("rule"), dict):
+        lines.append(str(late["rule"].get(language) or late["rule"].get("en")))
+    for ex in result.get("exercises") or []:
+        lines.append(f"{ex.get('exercise')}: {fmt(ex.get('points') or 0.0)} / {fmt(ex.get('max_points') or 0.0)}")
+        for c in ex.get("checks") or []:
+            title = c.get("title")
+            title = title.get(language) or title.get("en") if isinstance(title, dict) else str(title or c.get("check"))
+            mark = "✓" if c.get("passed") else "✗"
+            kind = _say(language, "submit.hidden" if c.get("audience") == "hidden" else "submit.public")
+            verdict = _say(language, "submit.passed" if c.get("passed") else "submit.not_passed")
+            lines.append(f"  {mark} {title} ({kind}, {verdict})")
+    return lines
+
+
+def submit(assignment: str | None = None, *, language: str | None = None, wait: bool = True) -> dict[str, Any] | None:
+    """In a notebook: send the saved notebook to the grading service and show its verdict."""
+    from autograder.config import load_course
+    from autograder.selfcheck.kernel import _notebook_name, caller_namespace, language_of
+
+    course = load_course()
+    lang = language_of(language, course)
+    name = _notebook_name(caller_namespace(2))
+    try:
+        if name is None:
+            raise SubmitError(_say(lang, "submit.missing", name="(this notebook)"))
+        path = Path(name)
+        if _LAST_RUN and path.is_file() and path.stat().st_mtime < _LAST_RUN[-1]:
+            print(_say(lang, "submit.unsaved", name=path.name))
+        return submit_file(path, assignment=assignment, course=course, language=lang, wait=wait)
+    except SubmitError as exc:
+        print(str(exc))            # (never stderr: nbgrader scores a cell that writes there 0)
+        return None
+
+
+def _watch_runs() -> None:
+    """Remember when each cell finished (to tell unsaved work from saved): an IPython post_run_cell hook."""
+    from autograder.selfcheck.kernel import _ipython
+
+    shell = _ipython()
+    if shell is None or getattr(shell, "_autograder_watching", False):
+        return
+    shell._autograder_watching = True
+    shell.events.register("post_run_cell", lambda *_: _LAST_RUN.append(time.time()))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", type=Path, metavar="NOTEBOOK", help="the saved notebook to hand in")
+    parser.add_argument("--assignment", metavar="A", help="its assignment (default: from the file name)")
+    parser.add_argument("--no-wait", action="store_true", help="hand it in and return without the verdict")
+    parser.add_argument("--language", choices=("zh", "en"), default=None, help="language of the messages")
+
+
+def run(args: argparse.Namespace) -> int:
+    from autograder.config import load_course
+
+    course = load_course()
+    lang = args.language or str(getattr(course.language, "value", course.language))
+    try:
+        state = submit_file(args.notebook, assignment=args.assignment, course=course, language=lang,
+                            wait=not args.no_wait)
+    except SubmitError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    return 0 if args.no_wait or state is not None else 1

@@ -33,14 +33,15 @@ QKV = COURSE.assignment("02_qkv_attention")
 
 
 @pytest.fixture
-def service(tmp_path):
+def service(tmp_path, request):
     """The app on a real uvicorn server (a thread of this process), and an HTTP client for it."""
     engine = db.engine_for(str(tmp_path / "service.db"))
     db.upgrade(engine)
     people = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
               "teacher": tokens.issue(engine, "teacher", role="instructor")}
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, COURSE), host="127.0.0.1", port=port,
+    options = getattr(request, "param", {})
+    server = uvicorn.Server(uvicorn.Config(create_app(engine, COURSE, **options), host="127.0.0.1", port=port,
                                            log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -122,6 +123,27 @@ def test_bad_uploads_are_named_in_both_languages_and_nothing_is_stored(service):
     assert submit(client, who["ada"], name="../../etc/passwd\x00.ipynb").status_code == 202
     with engine.connect() as conn:
         assert conn.execute(select(db.Submission.filename)).scalars().all() == [f"{QKV.id}.ipynb"]
+
+
+@pytest.mark.parametrize("service", [{"uploads_per_minute": 2, "requests_per_minute": 6}], indirect=True)
+def test_too_many_requests_from_one_token_get_429_with_retry_after(service):
+    client, engine, who = service
+    assert [submit(client, who["ada"]).status_code for _ in range(3)] == [202, 202, 429]
+    refused = submit(client, who["ada"])
+    assert refused.status_code == 429 and 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert "请求太频繁" in refused.json()["error"]["zh"] and stored(engine) == 2
+    assert submit(client, who["ben"]).status_code == 202              # one token's limit is not another's
+    reads = [client.get("/api/submissions", headers=auth(who["ada"])).status_code for _ in range(3)]
+    assert reads[-1] == 429                                          # ada's 6 requests a minute are spent
+
+
+@pytest.mark.parametrize("service", [{"max_queued": 1}], indirect=True)
+def test_a_full_queue_answers_503_and_takes_nothing(service):
+    client, engine, who = service
+    assert submit(client, who["ada"]).status_code == 202
+    full = submit(client, who["ben"])
+    assert full.status_code == 503 and full.headers["Retry-After"] == "30"
+    assert "队列已满" in full.json()["error"]["zh"] and stored(engine) == 1
 
 
 def test_the_roster_gives_one_token_per_student_and_keeps_only_digests(tmp_path):

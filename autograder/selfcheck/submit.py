@@ -19,6 +19,8 @@ from typing import Any
 
 ENV_SERVER, ENV_TOKEN = "AUTOGRADER_SERVER", "AUTOGRADER_TOKEN"
 CONFIG = Path("~/.config/autograder/service.json")
+#: A busy service (429, 503) is asked again this many times, after the Retry-After it gives.
+RETRIES = 3
 #: When the last cell finished, recorded by an IPython hook (see :func:`_watch_runs`).
 _LAST_RUN: list[float] = []
 
@@ -67,8 +69,15 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
     headers = {"Authorization": f"Bearer {token}"}
     try:
         with httpx.Client(base_url=server, headers=headers, timeout=30) as client:
-            made = client.post("/api/submissions", data={"assignment": assignment},
-                               files={"notebook": (path.name, path.read_bytes(), "application/json")})
+            data = path.read_bytes()
+            for _attempt in range(RETRIES + 1):
+                made = client.post("/api/submissions", data={"assignment": assignment},
+                                   files={"notebook": (path.name, data, "application/json")})
+                if made.status_code not in (429, 503) or _attempt == RETRIES:
+                    break
+                # Busy (too many uploads, or a full queue): said, then tried again after what the service asks.
+                say(_error(made, language))
+                time.sleep(min(60.0, float(made.headers.get("Retry-After") or 5)))
             if made.status_code != 202:
                 raise SubmitError(_error(made, language))
             receipt = made.json()

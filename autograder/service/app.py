@@ -14,7 +14,11 @@ OpenAPI schema is at ``/openapi.json``.
 """
 from __future__ import annotations
 
+import collections
 import json
+import math
+import threading
+import time
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, File, Form, Request, UploadFile
@@ -30,11 +34,37 @@ from autograder.service.tokens import Caller, caller
 
 #: Room for the form's other fields and the multipart framing around the notebook.
 FORM_SLACK = 64 * 1024
+#: Requests one token may make in a minute (reads), and uploads among them; past either, 429.
+REQUESTS_PER_MINUTE = 240
+UPLOADS_PER_MINUTE = 12
+#: Jobs waiting at most: past it an upload is refused with 503 and Retry-After (never taken and lost).
+MAX_QUEUED = 10_000
+
+
+class RateLimit:
+    """A sliding minute per token and kind: how many seconds until the next request may come, or 0."""
+
+    def __init__(self, per_minute: int):
+        self.per_minute = per_minute
+        self._seen: dict[str, collections.deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def wait(self, who: str, now: float | None = None) -> float:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            seen = self._seen.setdefault(who, collections.deque())
+            while seen and seen[0] <= now - 60:
+                seen.popleft()
+            if len(seen) >= self.per_minute:
+                return max(0.1, seen[0] + 60 - now)
+            seen.append(now)
+            return 0.0
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, key: str, **params: Any):
+    def __init__(self, status: int, key: str, retry_after: float | None = None, **params: Any):
         self.status, self.key, self.msg = status, key, say(key, **params)
+        self.retry_after = retry_after
 
 
 def _body(msg: Msg, key: str) -> dict[str, Any]:
@@ -50,13 +80,17 @@ async def _caller(request: Request) -> Caller:
     who = caller(request.app.state.engine, token.strip())
     if who is None:
         raise ApiError(401, "service.bad_token")
+    wait = request.app.state.requests.wait(who.who)
+    if wait:
+        raise ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
     return who
 
 
 Who = Annotated[Caller, Depends(_caller)]
 
 
-def create_app(engine: Engine, course: Any) -> FastAPI:
+def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUESTS_PER_MINUTE,
+               uploads_per_minute: int = UPLOADS_PER_MINUTE, max_queued: int = MAX_QUEUED) -> FastAPI:
     """The API for ``course`` on ``engine``'s database."""
     from autograder import __version__
 
@@ -67,8 +101,10 @@ def create_app(engine: Engine, course: Any) -> FastAPI:
 
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse(_body(exc.msg, exc.key), status_code=exc.status, headers=headers)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        if exc.retry_after is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return JSONResponse(_body(exc.msg, exc.key), status_code=exc.status, headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -77,11 +113,18 @@ def create_app(engine: Engine, course: Any) -> FastAPI:
         return JSONResponse(_body(say(key, fields=", ".join(fields)[:200]), key), status_code=422)
 
     app.state.engine = engine
+    app.state.requests = RateLimit(requests_per_minute)
+    uploads = RateLimit(uploads_per_minute)
     @app.post("/api/submissions", status_code=202, summary="Submit a notebook for grading")
     async def submit(request: Request, who: Who, assignment: Annotated[str, Form(max_length=100)],
                      notebook: Annotated[UploadFile, File()]) -> dict[str, Any]:
         if who.instructor:
             raise ApiError(403, "service.students_submit")
+        wait = uploads.wait(who.who)
+        if wait:
+            raise ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
+        if Q.queued(engine) >= max_queued:
+            raise ApiError(503, "service.queue_full", retry_after=30)
         if assignment not in assignments:
             raise ApiError(404, "service.unknown_assignment", assignment=assignment[:100],
                            known=", ".join(assignments))

@@ -146,3 +146,9 @@ def position(engine: Engine, job: int) -> int | None:
         ahead = conn.execute(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND id < :id"),
                              {"id": job}).scalar_one()
     return int(ahead)
+
+
+def queued(engine: Engine) -> int:
+    """How many jobs wait for a worker."""
+    with engine.connect() as conn:
+        return int(conn.execute(sql("SELECT count(*) FROM jobs WHERE state = 'queued'")).scalar_one())

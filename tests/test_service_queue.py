@@ -196,3 +196,23 @@ def test_sigterm_finishes_the_job_in_hand_then_the_worker_stops(engine, tmp_path
     with engine.connect() as conn:
         states = conn.execute(select(db.Job.state).order_by(db.Job.id)).scalars().all()
     assert states == ["done", "queued"]
+
+
+def test_serve_export_writes_what_autograder_grade_writes_from_the_latest_attempts(engine, tmp_path):
+    from autograder.service.export import export
+
+    Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=notebook("none"))
+    Q.store(engine, student="ben", assignment=QKV.id, filename="b.ipynb", data=notebook("none"))
+    Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=notebook("all"))   # her second try
+    assert serve(str(engine.url.database), once=True, owner="w") == 3
+    out = tmp_path / "out"
+    written = export(engine, COURSE, out)
+    assert sorted((r["student"], r["points"]) for r in written) == [("ada", QKV.points), ("ben", 0.0)]
+    import csv
+
+    with open(out / "grades.csv", encoding="utf-8-sig", newline="") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert float(rows["ada"]["total"]) == QKV.points and rows["ada"]["source"] == "submission 3"
+    for name in ("report.html", "canvas.csv", "moodle.csv", f"feedback/ada__{QKV.id}.md",
+                 f"results/ben__{QKV.id}.json"):
+        assert (out / name).exists(), name

@@ -4,6 +4,7 @@
 then the HTTP API on 127.0.0.1 (``--host``, ``--port``); the database is one SQLite file in the
 course's ``service-data/`` folder unless ``--database`` names another (a PostgreSQL URL for a
 deployment). ``autograder serve roster ROSTER.csv -o TOKENS.csv`` issues a token per student;
+``autograder serve export -o OUT`` writes the files ``autograder grade`` writes from its results;
 ``autograder serve token --instructor NAME`` one for an instructor or TA. Put TLS in front of it (a
 reverse proxy, or JupyterHub's proxy): it serves plain HTTP.
 """
@@ -31,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     roster.add_argument("roster", type=Path, metavar="ROSTER.csv")
     roster.add_argument("-o", "--out", type=Path, required=True, metavar="TOKENS.csv",
                         help="where to write student,name,token (hand each student their row)")
+    export = sub.add_parser("export", help="write OUT from the service's results, as autograder grade writes it")
+    export.add_argument("-o", "--out", type=Path, required=True, metavar="OUT")
     token = sub.add_parser("token", help="issue one token")
     token.add_argument("--instructor", metavar="NAME", help="an instructor's or TA's token (reads everything)")
     token.add_argument("--student", metavar="ID", help="a student's token")
@@ -61,6 +64,13 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(args.out, tokens.tokens_csv(rows))
         os.chmod(args.out, 0o600)
         print(f"issued {len(rows)} tokens; wrote {args.out} (keep it private: each row is a student's key)")
+        return 0
+    if args.action == "export":
+        from autograder.service.export import export
+
+        written = export(engine, course, args.out)
+        print(f"exported {len(written)} results (the latest graded submission of each student and assignment) to "
+              f"{args.out}: grades.csv, results/, feedback/, report.html, canvas.csv, moodle.csv")
         return 0
     if args.action == "token":
         if bool(args.instructor) == bool(args.student):

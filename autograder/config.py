@@ -190,6 +190,33 @@ class Assignment(_Strict):
         return self.lms_title or self.title
 
 
+class ServicePolicy(_Strict):
+    """What the grading service (autograder serve) lets students see and do."""
+
+    before_due: str = Field(default="titles", description=(
+        "what a student sees of a verdict before the due date (always, for an assignment without one): "
+        "everything (all feedback shows), titles (the score, every check's title and pass/fail, the public "
+        "checks' messages) or score (the score only); after the due date, everything"))
+    attempts: int | None = Field(default=None, ge=1, description="submissions per assignment, at most")
+    attempts_per_day: int | None = Field(default=None, ge=1, description=(
+        "submissions per assignment and day (the course's timezone), at most"))
+    counts: str = Field(default="last", description="which attempt counts in the export: last or best")
+
+    @field_validator("before_due")
+    @classmethod
+    def _before_due(cls, value: str) -> str:
+        if value not in ("everything", "titles", "score"):
+            raise ValueError(f"before_due is everything, titles or score, got {value!r}")
+        return value
+
+    @field_validator("counts")
+    @classmethod
+    def _counts(cls, value: str) -> str:
+        if value not in ("last", "best"):
+            raise ValueError(f"counts is last or best, got {value!r}")
+        return value
+
+
 class EarlierMistakes(str, enum.Enum):
     SUBSTITUTE = "substitute"    # a mistake costs its points once: the reference answers the later exercise's calls
     CASCADE = "cascade"          # the later exercise calls the student's own (wrong) function and may lose again
@@ -215,6 +242,7 @@ class Course(_Strict):
     late_marker: str = Field("late_unknown", description=(
         "a submission an LMS marked late without a time (Canvas' _late): late_unknown (the policy applies as "
         "for one started hour or day late) or on_time (no penalty); either way its feedback says so"))
+    service: ServicePolicy = Field(default=ServicePolicy(), description="the grading service's rules (serve)")
     assignments: list[Assignment] = Field(min_length=1)
 
     @field_validator("late_marker")

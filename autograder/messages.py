@@ -68,6 +68,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "service.queue_full": ("评分队列已满：你的作业没有收下，请稍后再交（不会丢失已收下的作业）",
                            "the grading queue is full: this upload was not taken; submit again shortly (nothing "
                            "already taken is lost)"),
+    "service.attempts_used": ("这次作业已经提交了 {used} 次，最多 {most} 次", "{used} submissions of this "
+                              "assignment already, at most {most}"),
+    "service.attempts_today": ("今天这次作业已经提交了 {used} 次，每天最多 {most} 次；明天再交",
+                               "{used} submissions of this assignment today, at most {most} a day; submit again "
+                               "tomorrow"),
     "service.malformed": ("请求格式不对：{fields}", "the request is malformed: {fields}"),
     "submit.no_settings": ('不知道把作业交到哪里：请设置环境变量 AUTOGRADER_SERVER 和 AUTOGRADER_TOKEN，或在 {config} 里写上 {{"server": ..., "token": ...}}（地址和令牌由课程提供）', 'no grading service to submit to: set AUTOGRADER_SERVER and AUTOGRADER_TOKEN, or write {{"server": ..., "token": ...}} into {config} (the course gives you both)'),
     "submit.unsaved": ('注意：磁盘上的 {name} 比你最后一次运行单元格还旧，提交的是磁盘上的版本；请先保存（Ctrl+S）再提交', 'note: {name} on disk is older than your last cell run; the file on disk is what is sent: save the notebook (Ctrl+S) first'),

@@ -245,3 +245,66 @@ def test_submit_says_where_the_settings_go_and_when_the_file_is_older_than_the_l
     assert S.submit() is None
     out = capsys.readouterr()
     assert "比你最后一次运行单元格还旧" in out.out and "连不上评分服务" in out.out and out.err == ""
+
+
+def _policy_course(**service):
+    """The course with course.yml's service: section set (in memory)."""
+    return COURSE.model_copy(update={"service": COURSE.service.model_copy(update=service)})
+
+
+def test_attempts_are_enforced_before_anything_is_stored(tmp_path):
+    from autograder.service.app import ApiError, _check_attempts
+
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    from autograder.service import queue as Q
+
+    course = _policy_course(attempts=2)
+    for _ in range(2):
+        _check_attempts(engine, course, "ada", QKV.id)
+        Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
+    with pytest.raises(ApiError) as info:
+        _check_attempts(engine, course, "ada", QKV.id)
+    assert info.value.status == 403 and "2 次" in info.value.msg.zh and "at most 2" in info.value.msg.en
+    _check_attempts(engine, course, "ben", QKV.id)                  # another student's count is their own
+    with pytest.raises(ApiError) as info:
+        _check_attempts(engine, _policy_course(attempts_per_day=2), "ada", QKV.id)
+    assert info.value.status == 429 and 0 < info.value.retry_after <= 86_400
+
+
+def test_what_a_student_sees_is_course_policy_and_after_the_due_date_everything():
+    from autograder.service.app import policy_view
+    from autograder.service.tokens import Caller
+
+    result = {"points": 5.0, "max_points": 8.0, "status": "graded", "timing": {"seconds": 1},
+              "exercises": [{"exercise": "2.1", "points": 1, "max_points": 1, "status": "passed",
+                             "checks": [{"check": "h", "audience": "hidden", "title": {"zh": "隐", "en": "h"},
+                                         "passed": False, "message": {"zh": "输入 -2.06", "en": "input -2.06"}}]}]}
+    ada, teacher = Caller("student", "ada"), Caller("instructor", "t")
+    titles = policy_view(result, ada, _policy_course(before_due="titles"), QKV.id)
+    assert titles["exercises"][0]["checks"][0] == {"check": "h", "audience": "hidden", "title": {"zh": "隐", "en": "h"},
+                                                   "passed": False, "points": None, "max_points": None}
+    assert policy_view(result, ada, _policy_course(before_due="score"), QKV.id)["exercises"] == []
+    everything = policy_view(result, ada, _policy_course(before_due="everything"), QKV.id)
+    assert "message" in everything["exercises"][0]["checks"][0] and "timing" not in everything
+    assert policy_view(result, teacher, _policy_course(before_due="score"), QKV.id) is result
+    # After the due date: everything feedback shows, whatever before_due says.
+    past = COURSE.model_copy(update={"assignments": [a.model_copy(update={"due": "2020-01-01T00:00:00+00:00"})
+                                                     if a.id == QKV.id else a for a in COURSE.assignments],
+                                     "service": COURSE.service.model_copy(update={"before_due": "score"})})
+    assert "message" in policy_view(result, ada, past, QKV.id)["exercises"][0]["checks"][0]
+
+
+def test_the_export_counts_the_best_attempt_when_the_course_says_so(tmp_path):
+    from autograder.service import queue as Q
+    from autograder.service.export import counted
+
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    for points in (6.0, 8.0, 3.0):
+        _, job = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
+        claimed = Q.claim(engine, "w", 60)
+        Q.complete(engine, claimed.job, "w", {"student": "ada", "assignment": QKV.id, "points": points,
+                                             "max_points": 8.0, "status": "graded"})
+    assert [r["points"] for r in counted(engine, "last")] == [3.0]
+    assert [r["points"] for r in counted(engine, "best")] == [8.0]

@@ -125,6 +125,7 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
             raise ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
         if Q.queued(engine) >= max_queued:
             raise ApiError(503, "service.queue_full", retry_after=30)
+        _check_attempts(engine, course, who.who, assignment)
         if assignment not in assignments:
             raise ApiError(404, "service.unknown_assignment", assignment=assignment[:100],
                            known=", ".join(assignments))
@@ -147,10 +148,10 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
             job = conn.execute(select(Job.id, Job.state).where(Job.submission_id == submission_id)
                                .order_by(Job.id.desc()).limit(1)).first()
             result = conn.execute(select(Result.result).where(Result.submission_id == submission_id)).scalar()
+        shown = policy_view(result, who, course, sub.assignment) if result is not None else None
         return {"submission": sub.id, "student": sub.student, "assignment": sub.assignment,
                 "received_at": sub.received_at.isoformat(), "state": job.state if job else "unknown",
-                "position": Q.position(engine, job.id) if job else None,
-                "result": view(result, who) if result is not None else None}
+                "position": Q.position(engine, job.id) if job else None, "result": shown}
 
     @app.get("/api/submissions", summary="Submissions: a student's own, or every one for an instructor")
     def many(who: Who, assignment: str | None = None) -> dict[str, Any]:
@@ -175,6 +176,54 @@ def _is_notebook(data: bytes) -> bool:
         return False
     return isinstance(nb, dict) and nb.get("nbformat") in (3, 4) and isinstance(nb.get("cells", nb.get("worksheets")),
                                                                                list)
+
+
+def _check_attempts(engine: Engine, course: Any, student: str, assignment: str) -> None:
+    """course.yml's service.attempts and attempts_per_day, enforced before anything is stored."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    from sqlalchemy import func
+
+    policy = course.service
+    if policy.attempts is None and policy.attempts_per_day is None:
+        return
+    mine = select(func.count()).select_from(Submission).where(Submission.student == student,
+                                                              Submission.assignment == assignment)
+    with engine.connect() as conn:
+        total = conn.execute(mine).scalar_one()
+        if policy.attempts is not None and total >= policy.attempts:
+            raise ApiError(403, "service.attempts_used", used=total, most=policy.attempts)
+        if policy.attempts_per_day is not None:
+            zone = ZoneInfo(course.timezone) if course.timezone else dt.timezone.utc
+            midnight = dt.datetime.now(zone).replace(hour=0, minute=0, second=0, microsecond=0)
+            today = conn.execute(mine.where(Submission.received_at >= midnight.astimezone(dt.timezone.utc))
+                                 ).scalar_one()
+            if today >= policy.attempts_per_day:
+                raise ApiError(429, "service.attempts_today", retry_after=(midnight + dt.timedelta(days=1) -
+                                                                           dt.datetime.now(zone)).total_seconds(),
+                               used=today, most=policy.attempts_per_day)
+
+
+#: What a student never sees of a result, whatever the policy: the grader's own bookkeeping.
+_INTERNAL = ("timing", "traceback", "grader", "isolation", "evidence", "origin", "retry")
+
+
+def policy_view(result: dict[str, Any], who: Caller, course: Any, assignment: str) -> dict[str, Any]:
+    """A result as course.yml's service.before_due lets the caller see it (an instructor: all of it)."""
+    import datetime as dt
+
+    if who.instructor:
+        return result
+    due = course.deadline_of(assignment)[0] if assignment in {a.id for a in course.assignments} else None
+    after_due = due is not None and dt.datetime.now(dt.timezone.utc) > due
+    shown = "everything" if after_due else course.service.before_due
+    if shown == "everything":
+        return {k: v for k, v in result.items() if k not in _INTERNAL}
+    if shown == "score":
+        return {"points": result.get("points"), "max_points": result.get("max_points"),
+                "status": result.get("status"), "late": result.get("late"), "exercises": []}
+    return view(result, who)
 
 
 def view(result: dict[str, Any], who: Caller) -> dict[str, Any]:

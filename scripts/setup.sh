@@ -28,5 +28,7 @@ if [ ! -f "$stamp" ]; then
 fi
 # A font that draws Chinese (the plots and the class report speak the course's language); SKIP_FONT=1 leaves it out.
 bash scripts/install-font.sh
+# PostgreSQL's server for the grading service's tests and deployments; SKIP_POSTGRES=1 leaves it out.
+bash scripts/install-postgres.sh
 # Chromium (Debian's package) and Playwright for the JupyterLab browser test; SKIP_BROWSER=1 leaves them out.
 [ -n "${SKIP_BROWSER:-}" ] || bash scripts/install-browser.sh

@@ -32,12 +32,45 @@ QKV = COURSE.assignment("02_qkv_attention")
 UTC = dt.timezone.utc
 
 
+@pytest.fixture(scope="module")
+def postgres_server():
+    """One PostgreSQL server for the module's tests (each test gets a database of its own)."""
+    import postgres
+
+    with postgres.server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request, tmp_path) -> str:
+    """A fresh database's URL: a SQLite file, or a new database on the module's PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "service.db")
+    from sqlalchemy import create_engine
+
+    base = request.getfixturevalue("postgres_server")
+    name = f"t{abs(hash(request.node.nodeid)) % 10**9}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    admin.dispose()
+    return base.replace("/autograder?", f"/{name}?")
+
+
 @pytest.fixture
-def engine(tmp_path):
-    e = db.engine_for(str(tmp_path / "service.db"))
+def engine(database):
+    e = db.engine_for(database)
     db.upgrade(e)
     yield e
     e.dispose()
+
+
+def url_of(engine) -> str:
+    """The database as a worker is told it (a SQLite path, or the PostgreSQL URL)."""
+    if engine.dialect.name == "sqlite":
+        return str(engine.url.database)
+    return engine.url.render_as_string(hide_password=False)
 
 
 def notebook(solved: str = "all", extra: str | None = None) -> bytes:
@@ -61,7 +94,8 @@ def test_the_schema_is_alembics_and_upgrading_twice_changes_nothing(engine):
     db.upgrade(engine)
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0002"]
-        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        if engine.dialect.name == "sqlite":
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 
 def test_a_stored_submission_is_claimed_once_and_again_only_when_its_lease_ran_out(engine):
@@ -89,8 +123,8 @@ def test_a_stored_submission_is_claimed_once_and_again_only_when_its_lease_ran_o
     assert rows == [(first[0], 7.0)] and claims == 2
 
 
-def test_two_workers_racing_for_one_job_get_it_once(tmp_path):
-    path = str(tmp_path / "race.db")
+def test_two_workers_racing_for_one_job_get_it_once(database):
+    path = database
     setup = db.engine_for(path)
     db.upgrade(setup)
     Q.store(setup, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
@@ -109,12 +143,13 @@ def test_two_workers_racing_for_one_job_get_it_once(tmp_path):
     for t in threads:
         t.join()
     assert sum(c is not None for c in got) == 1
+    setup.dispose()
 
 
 def test_a_worker_grades_stored_notebooks_as_autograder_grade_does(engine, tmp_path):
     ids = {name: Q.store(engine, student=name, assignment=QKV.id, filename=f"{name}.ipynb", data=data)[0]
            for name, data in (("ada", notebook("all")), ("ben", notebook("none")), ("cai", b"not a notebook"))}
-    assert serve(str(engine.url.database), once=True, owner="test-worker") == 3
+    assert serve(url_of(engine), once=True, owner="test-worker") == 3
     with engine.connect() as conn:
         rows = {r.submission_id: r for r in conn.execute(select(db.Result)).all()}
         states = conn.execute(select(db.Job.state)).scalars().all()
@@ -130,7 +165,7 @@ def test_a_worker_killed_mid_grade_hands_its_job_on_and_it_is_graded_once(engine
     """kill -9 a worker while it grades; its lease runs out; another worker grades the job; one result."""
     slow = notebook("all", extra="import time\ntime.sleep(6)")
     sub, job = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=slow)
-    database = str(engine.url.database)
+    database = url_of(engine)
     env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
     log = tmp_path / "first.log"
     with open(log, "wb") as err:
@@ -164,11 +199,12 @@ def test_a_worker_killed_mid_grade_hands_its_job_on_and_it_is_graded_once(engine
 def test_the_worker_command_says_what_it_did(engine, tmp_path):
     Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=notebook("all"))
     env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
-    done = subprocess.run([sys.executable, "-m", "autograder", "worker", "--database", str(engine.url.database),
+    done = subprocess.run([sys.executable, "-m", "autograder", "worker", "--database", url_of(engine),
                            "--once"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "worker: graded 1 submission(s)" in done.stdout
-    assert Path(engine.url.database).exists()
+    if engine.dialect.name == "sqlite":
+        assert Path(engine.url.database).exists()
 
 
 def test_sigterm_finishes_the_job_in_hand_then_the_worker_stops(engine, tmp_path):
@@ -176,7 +212,7 @@ def test_sigterm_finishes_the_job_in_hand_then_the_worker_stops(engine, tmp_path
     sub, job = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=slow)
     Q.store(engine, student="ben", assignment=QKV.id, filename="b.ipynb", data=notebook("all"))
     env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
-    worker = subprocess.Popen([sys.executable, "-m", "autograder", "worker", "--database", str(engine.url.database)],
+    worker = subprocess.Popen([sys.executable, "-m", "autograder", "worker", "--database", url_of(engine)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -204,7 +240,7 @@ def test_serve_export_writes_what_autograder_grade_writes_from_the_latest_attemp
     Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=notebook("none"))
     Q.store(engine, student="ben", assignment=QKV.id, filename="b.ipynb", data=notebook("none"))
     Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=notebook("all"))   # her second try
-    assert serve(str(engine.url.database), once=True, owner="w") == 3
+    assert serve(url_of(engine), once=True, owner="w") == 3
     out = tmp_path / "out"
     written = export(engine, COURSE, out)
     assert sorted((r["student"], r["points"]) for r in written) == [("ada", QKV.points), ("ben", 0.0)]

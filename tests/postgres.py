@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 def binaries() -> Path | None:
@@ -29,8 +30,14 @@ def _as_owner(argv: list[str], owner: str | None) -> list[str]:
     return ["runuser", "-u", owner, "--", *argv] if owner else argv
 
 
+class Server(str):
+    """The URL of a running server's database, and how to restart that server."""
+
+    restart: Any
+
+
 @contextmanager
-def server() -> Iterator[str]:
+def server() -> Iterator[Server]:
     """A running server; yields the SQLAlchemy URL of its database ``autograder``."""
     bin_dir = binaries()
     if bin_dir is None:
@@ -52,7 +59,14 @@ def server() -> Iterator[str]:
                        check=True, capture_output=True, timeout=120)
         subprocess.run(_as_owner([str(bin_dir / "createdb"), "-h", str(folder), "-p", str(port), "-U", "postgres",
                                   "autograder"], owner), check=True, capture_output=True, timeout=60)
-        yield f"postgresql+psycopg://postgres@/autograder?host={folder}&port={port}"
+        url = Server(f"postgresql+psycopg://postgres@/autograder?host={folder}&port={port}")
+
+        def restart() -> None:
+            subprocess.run(_as_owner([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-m", "fast",
+                                      "restart"], owner), check=True, capture_output=True, timeout=120)
+
+        url.restart = restart
+        yield url
     finally:
         subprocess.run(_as_owner([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], owner),
                        capture_output=True, timeout=120, check=False)

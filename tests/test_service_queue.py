@@ -252,3 +252,17 @@ def test_serve_export_writes_what_autograder_grade_writes_from_the_latest_attemp
     for name in ("report.html", "canvas.csv", "moodle.csv", f"feedback/ada__{QKV.id}.md",
                  f"results/ben__{QKV.id}.json"):
         assert (out / name).exists(), name
+
+
+def test_the_queue_reconnects_after_postgresql_restarted(postgres_server):
+    """PostgreSQL restarted between two claims: the same engine goes on (a dropped connection is replaced)."""
+    e = db.engine_for(postgres_server)
+    db.upgrade(e)
+    Q.store(e, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
+    Q.store(e, student="ben", assignment=QKV.id, filename="b.ipynb", data=b"{}")
+    first = Q.claim(e, "w", 60)
+    postgres_server.restart()
+    second = Q.claim(e, "w", 60)
+    assert first is not None and second is not None and {first.student, second.student} >= {"ben"}
+    assert Q.complete(e, second.job, "w", {"points": 1, "max_points": 8, "status": "graded"})
+    e.dispose()

@@ -94,7 +94,8 @@ def engine_for(url: str) -> Engine:
     """An engine for ``url``: a path or ``sqlite:///FILE`` gives SQLite in WAL mode."""
     if "://" not in url:
         url = f"sqlite:///{Path(url).resolve()}"
-    engine = create_engine(url, future=True)
+    # pool_pre_ping: a connection the server dropped (PostgreSQL restarted) is replaced, not used and failed.
+    engine = create_engine(url, future=True, pool_pre_ping=True)
     if engine.dialect.name == "sqlite":
         @event.listens_for(engine, "connect")
         def _sqlite(dbapi: Any, _record: Any) -> None:

@@ -109,8 +109,15 @@ def engine_for(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")      # a writer takes the lock at once: no upgrade deadlock
+            # A writer (writing(engine)) takes the lock at once: no deadlock upgrading it; a reader takes none,
+            # and in WAL mode never waits for the writer.
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("writing") else "BEGIN")
     return engine
+
+
+def writing(engine: Engine) -> Engine:
+    """``engine`` for a transaction that writes (on SQLite it begins IMMEDIATE)."""
+    return engine.execution_options(writing=True)
 
 
 def upgrade(engine: Engine) -> None:
@@ -120,6 +127,6 @@ def upgrade(engine: Engine) -> None:
 
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-    with engine.begin() as connection:
+    with writing(engine).begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")

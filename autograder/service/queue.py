@@ -22,7 +22,7 @@ from sqlalchemy import text as sql
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from autograder.service.db import Job, Result, Submission, utcnow
+from autograder.service.db import Job, Result, Submission, utcnow, writing
 
 
 #: Times bound to the raw statements as the tables store them (SQLite keeps text: one format for all).
@@ -51,7 +51,7 @@ class Claimed:
 def store(engine: Engine, *, student: str, assignment: str, filename: str, data: bytes,
           received_at: dt.datetime | None = None) -> tuple[int, int]:
     """Store a submission and queue its job, in one transaction: (submission id, job id)."""
-    with Session(engine) as session, session.begin():
+    with Session(writing(engine)) as session, session.begin():
         sub = Submission(student=student, assignment=assignment, filename=filename, data=data,
                          sha256=hashlib.sha256(data).hexdigest(), received_at=received_at or utcnow())
         session.add(sub)
@@ -64,7 +64,7 @@ def store(engine: Engine, *, student: str, assignment: str, filename: str, data:
 
 def requeue(engine: Engine, submission_ids: list[int]) -> list[int]:
     """A new job for each of these submissions (a check changed: regrade); the new job ids."""
-    with Session(engine) as session, session.begin():
+    with Session(writing(engine)) as session, session.begin():
         jobs = [Job(submission_id=s) for s in submission_ids]
         session.add_all(jobs)
         session.flush()
@@ -76,7 +76,7 @@ def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | N
     now = now or utcnow()
     until = now + dt.timedelta(seconds=lease_seconds)
     claimable = "(state = 'queued' OR (state = 'running' AND lease_until < :now))"
-    with engine.begin() as conn:
+    with writing(engine).begin() as conn:
         if conn.dialect.name == "postgresql":
             row = conn.execute(sql(f"SELECT id FROM jobs WHERE {claimable} ORDER BY id LIMIT 1 "
                                     "FOR UPDATE SKIP LOCKED").bindparams(_NOW), {"now": now}).first()
@@ -101,7 +101,7 @@ def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | N
 def renew(engine: Engine, job: int, owner: str, lease_seconds: float) -> bool:
     """Extend ``owner``'s lease; False when the job is no longer theirs (their lease ran out and another took it)."""
     until = utcnow() + dt.timedelta(seconds=lease_seconds)
-    with engine.begin() as conn:
+    with writing(engine).begin() as conn:
         done = conn.execute(update(Job).where(Job.id == job, Job.owner == owner, Job.state == "running")
                             .values(lease_until=until))
     return bool(done.rowcount)
@@ -110,7 +110,7 @@ def renew(engine: Engine, job: int, owner: str, lease_seconds: float) -> bool:
 def complete(engine: Engine, job: int, owner: str, result: dict[str, Any]) -> bool:
     """Record the result of ``owner``'s job: one row per submission; False (nothing written) when the
     job is no longer ``owner``'s."""
-    with Session(engine) as session, session.begin():
+    with Session(writing(engine)) as session, session.begin():
         held = session.execute(update(Job).where(Job.id == job, Job.owner == owner, Job.state == "running")
                                .values(state="done", finished_at=utcnow(), lease_until=None))
         if not getattr(held, "rowcount", 0):       # (an UPDATE's result is a CursorResult)
@@ -129,7 +129,7 @@ def complete(engine: Engine, job: int, owner: str, result: dict[str, Any]) -> bo
 
 def fail(engine: Engine, job: int, owner: str, error: str) -> bool:
     """The grader itself failed on ``owner``'s job (never the student's code: that is a result): kept, named."""
-    with engine.begin() as conn:
+    with writing(engine).begin() as conn:
         done = conn.execute(update(Job).where(Job.id == job, Job.owner == owner, Job.state == "running")
                             .values(state="failed", finished_at=utcnow(), lease_until=None, error=error[:2000]))
     return bool(done.rowcount)

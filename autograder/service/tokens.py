@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from autograder.errors import AutograderError
-from autograder.service.db import Token
+from autograder.service.db import Token, writing
 
 ROLES = ("student", "instructor")
 #: A roster larger than this is not a class.
@@ -48,7 +48,7 @@ def issue(engine: Engine, who: str, *, role: str = "student", name: str = "") ->
     if role not in ROLES:
         raise AutograderError(f"role {role!r}: a token is for a student or an instructor")
     token = secrets.token_urlsafe(32)
-    with Session(engine) as session, session.begin():
+    with Session(writing(engine)) as session, session.begin():
         session.add(Token(digest=digest(token), role=role, who=who, name=name))
     return token
 

@@ -83,3 +83,15 @@ def test_kit_only_run_writes_the_table_and_the_chart(tmp_path: Path) -> None:
     for student, points in data["verdicts"]["kit"].items():
         assignment = COURSE.assignments[int(student[1:]) % 4]
         assert points == {e.id: float(e.points) for e in assignment.exercises}, student
+
+
+@pytest.mark.slow
+def test_the_service_benchmark_runs_and_checks_one_result_per_upload(tmp_path: Path) -> None:
+    """bench/bench_service.py end to end, small: SQLite only, 4 notebooks, 2 clients (the real run: README)."""
+    spec = importlib.util.spec_from_file_location("bench_service", ROOT / "bench" / "bench_service.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "service.md"
+    assert module.main(["-n", "4", "--clients", "2", "--lone", "1", "--no-postgres", "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "| SQLite |" in text and "(expected 7)" in text and "7 / 7" in text

@@ -266,3 +266,22 @@ def test_the_queue_reconnects_after_postgresql_restarted(postgres_server):
     assert first is not None and second is not None and {first.student, second.student} >= {"ben"}
     assert Q.complete(e, second.job, "w", {"points": 1, "max_points": 8, "status": "graded"})
     e.dispose()
+
+
+def test_serve_regrade_queues_every_submission_of_an_assignment_again(tmp_path):
+    database = str(tmp_path / "service.db")
+    e = db.engine_for(database)
+    db.upgrade(e)
+    for student in ("ada", "ben"):
+        Q.store(e, student=student, assignment=QKV.id, filename="a.ipynb", data=b"{}")
+    Q.store(e, student="ada", assignment="01_rnn_decay", filename="b.ipynb", data=b"{}")
+    env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
+    base = [sys.executable, "-m", "autograder", "serve", "--database", database, "regrade"]
+    done = subprocess.run([*base, "--assignment", QKV.id], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "queued 2 submissions" in done.stdout, done.stdout + done.stderr
+    with e.connect() as conn:
+        jobs = conn.execute(select(db.Job.submission_id).order_by(db.Job.id)).scalars().all()
+    assert jobs == [1, 2, 3, 1, 2]
+    wrong = subprocess.run([*base, "--assignment", "99_nothing"], env=env, capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2 and "99_nothing" in wrong.stdout + wrong.stderr
+    e.dispose()

@@ -5,6 +5,7 @@ then the HTTP API on 127.0.0.1 (``--host``, ``--port``); the database is one SQL
 course's ``service-data/`` folder unless ``--database`` names another (a PostgreSQL URL for a
 deployment). ``autograder serve roster ROSTER.csv -o TOKENS.csv`` issues a token per student;
 ``autograder serve export -o OUT`` writes the files ``autograder grade`` writes from its results;
+``autograder serve regrade [--assignment A]`` queues every submission again (after a check changed);
 ``autograder serve token --instructor NAME`` one for an instructor or TA. Put TLS in front of it (a
 reverse proxy, or JupyterHub's proxy): it serves plain HTTP.
 """
@@ -32,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     roster.add_argument("roster", type=Path, metavar="ROSTER.csv")
     roster.add_argument("-o", "--out", type=Path, required=True, metavar="TOKENS.csv",
                         help="where to write student,name,token (hand each student their row)")
+    regrade = sub.add_parser("regrade", help="grade every submission (of an assignment) again, e.g. after a "
+                                             "check changed: a new job for each; their results are replaced")
+    regrade.add_argument("--assignment", metavar="A", help="only this assignment's submissions")
     export = sub.add_parser("export", help="write OUT from the service's results, as autograder grade writes it")
     export.add_argument("-o", "--out", type=Path, required=True, metavar="OUT")
     token = sub.add_parser("token", help="issue one token")
@@ -64,6 +68,22 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(args.out, tokens.tokens_csv(rows))
         os.chmod(args.out, 0o600)
         print(f"issued {len(rows)} tokens; wrote {args.out} (keep it private: each row is a student's key)")
+        return 0
+    if args.action == "regrade":
+        from sqlalchemy import select
+
+        from autograder.service import queue as Q
+        from autograder.service.db import Submission
+
+        if args.assignment is not None:
+            course.assignment(args.assignment)        # an unknown one: the usual error, with the known ones
+        query = select(Submission.id).order_by(Submission.id)
+        if args.assignment is not None:
+            query = query.where(Submission.assignment == args.assignment)
+        with engine.connect() as conn:
+            ids = list(conn.execute(query).scalars())
+        jobs = Q.requeue(engine, ids)
+        print(f"queued {len(jobs)} submissions to grade again; the workers replace each result as they go")
         return 0
     if args.action == "export":
         from autograder.service.export import export

@@ -285,3 +285,54 @@ def test_serve_regrade_queues_every_submission_of_an_assignment_again(tmp_path):
     wrong = subprocess.run([*base, "--assignment", "99_nothing"], env=env, capture_output=True, text=True, timeout=120)
     assert wrong.returncode == 2 and "99_nothing" in wrong.stdout + wrong.stderr
     e.dispose()
+
+
+def test_a_database_that_cannot_be_opened_is_one_line_naming_it_without_its_password(tmp_path):
+    from autograder.errors import AutograderError
+
+    for url, why in ((str(tmp_path / "missing" / "x.db"), "unable to open database file"),
+                     (f"postgresql+psycopg://nobody:s3cret@/x?host={tmp_path}", "connection")):
+        with pytest.raises(AutograderError) as info:
+            db.upgrade(db.engine_for(url))
+        assert info.value.message.startswith("--database ") and why in info.value.message
+        assert "s3cret" not in info.value.message and "\n" not in info.value.message
+
+
+def test_the_api_answers_again_after_postgresql_restarted(postgres_server, tmp_path):
+    """The web process's engine replaces connections the restarted server dropped (pool_pre_ping)."""
+    import threading
+
+    import httpx
+    import uvicorn
+
+    from autograder.service import tokens
+    from autograder.service.app import create_app
+
+    e = db.engine_for(postgres_server)
+    db.upgrade(e)
+    token = tokens.issue(e, "ada")
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(e, COURSE), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}) as c:
+            assert c.get("/api/submissions").status_code == 200
+            postgres_server.restart()
+            assert c.get("/api/submissions").json() == {"submissions": []}
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        e.dispose()
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for a server the test starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

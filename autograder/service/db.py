@@ -121,12 +121,23 @@ def writing(engine: Engine) -> Engine:
 
 
 def upgrade(engine: Engine) -> None:
-    """Bring the database to the newest schema (Alembic; creates it when empty)."""
+    """Bring the database to the newest schema (Alembic; creates it when empty). A database that cannot
+    be reached is one ERROR line naming it (its password hidden), never a traceback."""
     from alembic import command
     from alembic.config import Config
+    from sqlalchemy.exc import OperationalError
+
+    from autograder.errors import AutograderError
 
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-    with writing(engine).begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    try:
+        with writing(engine).begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    except OperationalError as exc:
+        where = engine.url.render_as_string(hide_password=True)
+        why = str(getattr(exc, "orig", exc)).strip().splitlines()[0][:300]
+        raise AutograderError(f"--database {where}: cannot be opened ({why})",
+                              hint="a SQLite file in a folder that exists, or a PostgreSQL server that is running "
+                                   "(postgresql+psycopg://USER@HOST/DB)") from None

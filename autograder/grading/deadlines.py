@@ -84,11 +84,6 @@ class Deadlines:
         found += [e for e in more if (e.student, e.assignment) not in listed]
         return cls(course, found, as_of, source)
 
-    @property
-    def active(self) -> bool:
-        """Whether any assignment has a due date (otherwise results carry no lateness at all)."""
-        return any(a.due is not None for a in self.course.assignments)
-
     def deadline(self, student: str | None, assignment: str, submitted: dict[str, Any] | None = None
                  ) -> L.Deadline | None:
         """The deadline of ``student`` for ``assignment``: a due date the submission's own source holds for

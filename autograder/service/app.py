@@ -32,8 +32,6 @@ from autograder.service import queue as Q
 from autograder.service.db import Job, Result, Submission
 from autograder.service.tokens import Caller, caller
 
-#: Room for the form's other fields and the multipart framing around the notebook.
-FORM_SLACK = 64 * 1024
 #: Requests one token may make in a minute (reads), and uploads among them; past either, 429.
 REQUESTS_PER_MINUTE = 240
 UPLOADS_PER_MINUTE = 12

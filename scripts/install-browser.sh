@@ -11,29 +11,16 @@ cd "$(dirname "$0")/.."
 
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 
-apt_get() {
-  if [ "$(id -u)" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get "$@"
-  else
-    sudo -n env DEBIAN_FRONTEND=noninteractive apt-get "$@"
-  fi
-}
+. scripts/apt.sh
 
 missing=()
 [ -x "$CHROMIUM" ] || missing+=(chromium)
 
 if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ] && ! sudo -n true 2>/dev/null; then
+  if ! apt_can_install; then
     echo "install-browser: ${missing[*]} missing and installing needs root; the browser test will skip without chromium" >&2
   else
-    # apt's chatter only matters when it fails: show it then.
-    log=$(mktemp)
-    if ! { apt_get update -qq && apt_get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
-      cat "$log" >&2
-      rm -f "$log"
-      exit 1
-    fi
-    rm -f "$log"
+    apt_install "${missing[@]}"        # (apt's chatter is shown only when it fails)
   fi
 fi
 

@@ -14,24 +14,14 @@ fi
 if dpkg-query -W -f='${Status}' "$FONT_PACKAGE" 2>/dev/null | grep -q "ok installed"; then
   exit 0
 fi
-if [ "$(id -u)" -ne 0 ] && ! sudo -n true 2>/dev/null; then
+. "$(dirname "$0")/apt.sh"
+if ! apt_can_install; then
   echo "install-font: $FONT_PACKAGE is missing and installing it needs root: plots will use English labels" >&2
   exit 0
 fi
-apt_get() {
-  if [ "$(id -u)" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get "$@"
-  else
-    sudo -n env DEBIAN_FRONTEND=noninteractive apt-get "$@"
-  fi
-}
-log=$(mktemp)
-if ! { apt_get update -qq && apt_get install -y -qq --no-install-recommends "$FONT_PACKAGE"; } >"$log" 2>&1; then
-  cat "$log" >&2
-  rm -f "$log"
+if ! apt_install "$FONT_PACKAGE"; then
   echo "install-font: could not install $FONT_PACKAGE: plots will use English labels" >&2
   exit 0
 fi
-rm -f "$log"
 # matplotlib caches the fonts it found: a new one is seen once the cache is rebuilt.
 rm -rf "${MPLCONFIGDIR:-$HOME/.config/matplotlib}"/fontlist-*.json "$HOME/.cache/matplotlib"/fontlist-*.json 2>/dev/null || true

@@ -12,23 +12,13 @@ fi
 if ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
   exit 0
 fi
-if [ "$(id -u)" -ne 0 ] && ! sudo -n true 2>/dev/null; then
+. "$(dirname "$0")/apt.sh"
+if ! apt_can_install; then
   echo "install-postgres: PostgreSQL's server is missing and installing it needs root: the service's" \
        "PostgreSQL tests will say so" >&2
   exit 0
 fi
-apt_get() {
-  if [ "$(id -u)" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get "$@"
-  else
-    sudo -n env DEBIAN_FRONTEND=noninteractive apt-get "$@"
-  fi
-}
-log=$(mktemp)
-if ! { apt_get update -qq && apt_get install -y -qq --no-install-recommends postgresql; } >"$log" 2>&1; then
-  cat "$log" >&2
+if ! apt_install postgresql; then
   echo "install-postgres: could not install postgresql" >&2
-  rm -f "$log"
   exit 1
 fi
-rm -f "$log"

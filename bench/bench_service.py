@@ -5,9 +5,9 @@ serve --workers W`` on a port of its own, waits until a first upload's verdict a
 service), then measures:
 
 * a lone submission's upload-to-verdict latency (median of ``--lone`` uploads, one at a time);
-* ``--clients`` concurrent clients submitting ``-n`` notebooks in all (each uploads, then polls its
-  own until done): upload-to-verdict p50 and p95, the throughput, and the peak PSS of the service's
-  process tree;
+* ``--clients`` concurrent clients submitting ``-n`` notebooks in all (each uploads, then waits for
+  its verdict with long polls, as ``submit()`` does): upload-to-verdict p50 and p95, the throughput,
+  and the peak PSS of the service's process tree;
 
 and checks that every submission has exactly one result row. ``autograder grade -j W`` grades the
 same notebooks as the baseline; the ratios are taken within the run. Results go to
@@ -103,19 +103,18 @@ def submit_and_wait(url: str, token: str, assignment: str, data: bytes, timeout:
             break
         sub = made.json()["submission"]
         while time.monotonic() - start < timeout:
-            got = client.get(f"/api/submissions/{sub}")
+            got = client.get(f"/api/submissions/{sub}", params={"wait": LONG_POLL})
             if got.status_code == 429:
                 time.sleep(float(got.headers.get("Retry-After") or 1))
                 continue
             got.raise_for_status()
             if got.json()["state"] in ("done", "failed"):
                 return time.monotonic() - start
-            time.sleep(POLL)
     raise TimeoutError(f"submission {sub} not graded in {timeout} s")
 
 
-#: How often a waiting client asks again (as submit() does it, within the service's per-token rate limit).
-POLL = 0.5
+#: How long a waiting client's read waits at the service for the verdict (a long poll, as submit() asks).
+LONG_POLL = 20.0
 
 
 def percentile(values: list[float], q: float) -> float:

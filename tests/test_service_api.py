@@ -308,3 +308,34 @@ def test_the_export_counts_the_best_attempt_when_the_course_says_so(tmp_path):
                                              "max_points": 8.0, "status": "graded"})
     assert [r["points"] for r in counted(engine, "last")] == [3.0]
     assert [r["points"] for r in counted(engine, "best")] == [8.0]
+
+
+def test_a_long_poll_answers_as_soon_as_the_verdict_is_recorded(service):
+    """`?wait=S` holds the read until the job finishes (one query serves every waiting read), or S runs out;
+    meanwhile the service answers other requests."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder.service import queue as Q
+
+    client, engine, who = service
+    sub = submit(client, who["ada"]).json()["submission"]
+    start = time.monotonic()
+    timed_out = client.get(f"/api/submissions/{sub}", params={"wait": 1}, headers=auth(who["ada"]))
+    assert timed_out.json()["state"] == "queued" and 0.9 <= time.monotonic() - start < 10
+    with ThreadPoolExecutor(2) as pool:
+        waiting = [pool.submit(client.get, f"/api/submissions/{sub}", params={"wait": 25},
+                               headers=auth(token)) for token in (who["ada"], who["teacher"])]
+        time.sleep(0.5)
+        assert client.get("/api/submissions", headers=auth(who["ben"])).status_code == 200   # not blocked
+        assert not any(w.done() for w in waiting)
+        claimed = Q.claim(engine, "test-worker", 60)
+        assert claimed is not None and claimed.submission == sub
+        recorded = time.monotonic()
+        Q.complete(engine, claimed.job, "test-worker", {"points": 1.0, "max_points": 2.0, "status": "graded",
+                                                        "exercises": []})
+        answers = [w.result(timeout=30) for w in waiting]
+    assert time.monotonic() - recorded < 5          # woken by the recorded verdict, not by the 25 s running out
+    assert [a.json()["state"] for a in answers] == ["done", "done"]
+    assert answers[0].json()["result"]["points"] == 1.0 and "job" not in answers[0].json()
+    too_long = client.get(f"/api/submissions/{sub}", params={"wait": 3600}, headers=auth(who["ada"]))
+    assert too_long.status_code == 422 and "wait" in too_long.json()["error"]["en"]

@@ -252,6 +252,49 @@ def test_serve_export_writes_what_autograder_grade_writes_from_the_latest_attemp
     for name in ("report.html", "canvas.csv", "moodle.csv", f"feedback/ada__{QKV.id}.md",
                  f"results/ben__{QKV.id}.json"):
         assert (out / name).exists(), name
+    # The notebook each counted result graded, in nbgrader collect's layout with the receipt time.
+    handed = out / "submitted" / "ada" / QKV.id / QKV.notebook
+    assert handed.read_bytes() == notebook("all")
+    stamp = (handed.parent / "timestamp.txt").read_text().strip()
+    assert stamp.endswith(" UTC") and dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f UTC").year >= 2026
+
+
+def test_serve_export_records_the_counted_scores_in_an_nbgrader_gradebook(tmp_path):
+    """`serve export --nbgrader COURSE`: the scores in nbgrader's gradebook, as `grade --nbgrader` records
+    them, and the formgrader's autograded/ copy of each student's own notebook."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    from autograder.errors import AutograderError
+    from autograder.service.export import export
+
+    course = tmp_path / "nbcourse"
+    course.mkdir()
+    for name in ("course.yml", "nbgrader_config.py"):
+        shutil.copy2(COURSE.root / name, course / name)
+    for name in ("source", "release"):
+        shutil.copytree(COURSE.root / name, course / name, ignore=shutil.ignore_patterns("__pycache__"))
+    e = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(e)
+    Q.store(e, student="ada", assignment=QKV.id, filename="a.ipynb", data=notebook("all"))
+    Q.store(e, student="ben", assignment=QKV.id, filename="b.ipynb", data=notebook("none"))
+    assert serve(str(tmp_path / "service.db"), once=True, owner="w") == 2
+    with pytest.raises(AutograderError, match="not an nbgrader course folder"):
+        export(e, COURSE, tmp_path / "nowhere", nbgrader=tmp_path)
+    assert not (tmp_path / "nowhere").exists()                     # refused before anything was written
+    export(e, COURSE, tmp_path / "out", nbgrader=course)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_submission(QKV.id, "ada").score == pytest.approx(QKV.points)
+        assert gb.find_submission(QKV.id, "ben").score == 0.0
+        assert gb.find_submission(QKV.id, "ada").timestamp is not None
+    def answers(nb: dict) -> list[str]:
+        return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"]
+                if (c.get("metadata", {}).get("nbgrader") or {}).get("solution")]
+
+    graded = json.loads((course / "autograded" / "ada" / QKV.id / QKV.notebook).read_text(encoding="utf-8"))
+    assert answers(graded) == answers(json.loads(notebook("all"))) and answers(graded)
+    e.dispose()
 
 
 def test_the_queue_reconnects_after_postgresql_restarted(postgres_server):

@@ -72,12 +72,30 @@ def _as_of(text: str | None, course: Any) -> Any:
     return parse_time(text, where="--as-of", default_tz=course.timezone)
 
 
-def run(args: argparse.Namespace) -> int:
+def prepare_grader_process() -> None:
+    """What every grading process (``grade``, a service worker) sets before numpy and torch load: one
+    math thread (GRADER_ENV; :func:`one_torch_thread` once torch is in), notebook schemas it never reads skipped."""
     from autograder.notebook import skip_unused_schema_formats
 
     for key, value in GRADER_ENV.items():
         os.environ.setdefault(key, value)
     skip_unused_schema_formats()
+
+
+def trusted_torch(device: str) -> None:
+    """torch on the trusted side: one thread per grading thread (its tensors are small; two service workers
+    with two torch threads each on two cores halved their speed), and no TF32 on CUDA (references in full
+    float32, as the tolerances assume)."""
+    import torch
+
+    torch.set_num_threads(1)
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
+def run(args: argparse.Namespace) -> int:
+    prepare_grader_process()
     if args.jobs < 1:
         raise AutograderError(f"-j {args.jobs}: need at least one worker")
     from autograder.sandbox.launch import launch_template, take_early_launch
@@ -99,7 +117,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, launch: Any) -> int:
-    import torch
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
@@ -111,11 +128,7 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
     course = load_course()
     language = args.language or course.language.value
     device = resolve_device(args.device)
-    # The trusted side runs references in several threads: one torch thread each, no oversubscription.
-    torch.set_num_threads(1)
-    if device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    trusted_torch(device)      # the trusted side runs references in several threads: one torch thread each
     _sigterm_interrupts()
     if args.student is not None:
         args.force = True        # --student regrades that student, whatever is already done

@@ -21,6 +21,8 @@ ENV_SERVER, ENV_TOKEN = "AUTOGRADER_SERVER", "AUTOGRADER_TOKEN"
 CONFIG = Path("~/.config/autograder/service.json")
 #: A busy service (429, 503) is asked again this many times, after the Retry-After it gives.
 RETRIES = 3
+#: How long one read waits at the service for the verdict (a long poll: it answers as soon as it is graded).
+LONG_POLL = 20.0
 #: When the last cell finished, recorded by an IPython hook (see :func:`_watch_runs`).
 _LAST_RUN: list[float] = []
 
@@ -51,7 +53,7 @@ def settings(language: str) -> tuple[str, str]:
 
 
 def submit_file(path: Path, *, assignment: str | None, course: Any, language: str, wait: bool = True,
-                timeout: float = 600.0, poll: float = 0.5, say: Any = print) -> dict[str, Any] | None:
+                timeout: float = 600.0, say: Any = print) -> dict[str, Any] | None:
     """Send ``path`` for ``assignment`` (guessed from its name when None); with ``wait``, the verdict."""
     import httpx
 
@@ -88,7 +90,12 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
             deadline = time.monotonic() + timeout
             running = False
             while time.monotonic() < deadline:
-                got = client.get(f"/api/submissions/{receipt['submission']}")
+                got = client.get(f"/api/submissions/{receipt['submission']}",
+                                 params={"wait": min(LONG_POLL, max(0.0, deadline - time.monotonic()))},
+                                 timeout=LONG_POLL + 30)
+                if got.status_code == 429:          # asked too often: wait as long as the service says
+                    time.sleep(min(60.0, float(got.headers.get("Retry-After") or 5)))
+                    continue
                 if got.status_code != 200:
                     raise SubmitError(_error(got, language))
                 state = got.json()
@@ -101,7 +108,6 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
                 if state["state"] == "running" and not running:
                     running = True
                     say(_say(language, "submit.running"))
-                time.sleep(poll)
             say(_say(language, "submit.waiting", submission=receipt["submission"]))
             return None
     except httpx.TransportError as exc:

@@ -14,6 +14,7 @@ OpenAPI schema is at ``/openapi.json``.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import math
@@ -21,11 +22,12 @@ import threading
 import time
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, File, Form, Request, UploadFile
+from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
+from starlette.concurrency import run_in_threadpool
 
 from autograder.messages import Msg, say
 from autograder.service import queue as Q
@@ -37,6 +39,58 @@ REQUESTS_PER_MINUTE = 240
 UPLOADS_PER_MINUTE = 12
 #: Jobs waiting at most: past it an upload is refused with 503 and Retry-After (never taken and lost).
 MAX_QUEUED = 10_000
+#: The longest a read may wait for its submission's verdict (``?wait=``), and how often the one query
+#: that serves every waiting read looks at the jobs.
+LONG_POLL_MAX = 30.0
+LONG_POLL_EVERY = 0.05
+
+
+class Finished:
+    """Wakes the reads that wait for their submissions' jobs to finish (``?wait=SECONDS``).
+
+    However many wait, one query every ``every`` seconds asks which of their jobs are done or
+    failed (in a thread: the event loop never waits for the database); a read gets its answer as soon
+    as the job finishes, instead of a client asking again and again. It runs only while someone waits.
+    """
+
+    def __init__(self, engine: Engine, every: float = LONG_POLL_EVERY):
+        self.engine, self.every = engine, every
+        self._waiting: dict[int, list[asyncio.Future[None]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def wait(self, job: int, seconds: float) -> None:
+        """Return when ``job`` has finished, or after ``seconds``."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(job, []).append(future)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._watch())
+        try:
+            await asyncio.wait_for(asyncio.shield(future), seconds)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            left = [f for f in self._waiting.get(job, []) if f is not future]
+            if left:
+                self._waiting[job] = left
+            else:
+                self._waiting.pop(job, None)
+
+    async def _watch(self) -> None:
+        while self._waiting:
+            try:
+                done = await run_in_threadpool(self._finished, list(self._waiting))
+            except Exception:  # noqa: BLE001 - the database is away for a moment: the waits run out, or it is back
+                done = []
+            for job in done:
+                for future in self._waiting.pop(job, []):
+                    if not future.done():
+                        future.set_result(None)
+            await asyncio.sleep(self.every)
+
+    def _finished(self, jobs: list[int]) -> list[int]:
+        with self.engine.connect() as conn:
+            return list(conn.execute(select(Job.id).where(Job.id.in_(jobs[:1000]),
+                                                          Job.state.in_(("done", "failed")))).scalars())
 
 
 class RateLimit:
@@ -75,7 +129,7 @@ async def _caller(request: Request) -> Caller:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(401, "service.no_token")
-    who = caller(request.app.state.engine, token.strip())
+    who = await run_in_threadpool(caller, request.app.state.engine, token.strip())
     if who is None:
         raise ApiError(401, "service.bad_token")
     wait = request.app.state.requests.wait(who.who)
@@ -121,23 +175,45 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
         wait = uploads.wait(who.who)
         if wait:
             raise ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
+        await run_in_threadpool(_admit, who, assignment)
+        data = await notebook.read(limit + 1)
+        if len(data) > limit:
+            raise ApiError(413, "service.too_large", limit=f"{course.limits.notebook_mb:g}")
+        # Parsing, storing (on SQLite it may wait for the writer's lock) and the queue's count in a thread:
+        # the event loop goes on answering the other requests meanwhile.
+        return await run_in_threadpool(_store, who, assignment, data)
+
+    def _admit(who: Caller, assignment: str) -> None:
         if Q.queued(engine) >= max_queued:
             raise ApiError(503, "service.queue_full", retry_after=30)
         _check_attempts(engine, course, who.who, assignment)
         if assignment not in assignments:
             raise ApiError(404, "service.unknown_assignment", assignment=assignment[:100],
                            known=", ".join(assignments))
-        data = await notebook.read(limit + 1)
-        if len(data) > limit:
-            raise ApiError(413, "service.too_large", limit=f"{course.limits.notebook_mb:g}")
+
+    def _store(who: Caller, assignment: str, data: bytes) -> dict[str, Any]:
         if not _is_notebook(data):
             raise ApiError(415, "service.not_a_notebook")
         submission, job = Q.store(engine, student=who.who, assignment=assignment, filename=f"{assignment}.ipynb",
                                   data=data)
         return {"submission": submission, "job": job, "position": Q.position(engine, job)}
 
+    finished = Finished(engine)
+
     @app.get("/api/submissions/{submission_id}", summary="A submission's state and, once graded, its verdict")
-    def one(submission_id: int, who: Who) -> dict[str, Any]:
+    async def one(submission_id: int, who: Who,
+                  wait: Annotated[float, Query(ge=0, le=LONG_POLL_MAX, description=(
+                      "seconds to wait for the verdict before answering (a long poll): the answer comes as soon "
+                      "as the submission is graded, else after this long with its state"))] = 0.0
+                  ) -> dict[str, Any]:
+        state = await run_in_threadpool(_read, submission_id, who)
+        if wait and state["state"] not in ("done", "failed") and state["job"] is not None:
+            await finished.wait(state["job"], wait)
+            state = await run_in_threadpool(_read, submission_id, who)
+        state.pop("job")
+        return state
+
+    def _read(submission_id: int, who: Caller) -> dict[str, Any]:
         with engine.connect() as conn:
             sub = conn.execute(select(Submission.id, Submission.student, Submission.assignment,
                                       Submission.received_at).where(Submission.id == submission_id)).first()
@@ -149,7 +225,8 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
         shown = policy_view(result, who, course, sub.assignment) if result is not None else None
         return {"submission": sub.id, "student": sub.student, "assignment": sub.assignment,
                 "received_at": sub.received_at.isoformat(), "state": job.state if job else "unknown",
-                "position": Q.position(engine, job.id) if job else None, "result": shown}
+                "position": Q.position(engine, job.id) if job else None, "result": shown,
+                "job": job.id if job else None}
 
     @app.get("/api/submissions", summary="Submissions: a student's own, or every one for an instructor")
     def many(who: Who, assignment: str | None = None) -> dict[str, Any]:

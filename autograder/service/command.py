@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     regrade.add_argument("--assignment", metavar="A", help="only this assignment's submissions")
     export = sub.add_parser("export", help="write OUT from the service's results, as autograder grade writes it")
     export.add_argument("-o", "--out", type=Path, required=True, metavar="OUT")
+    export.add_argument("--nbgrader", type=Path, metavar="COURSE",
+                        help="also record the scores in this nbgrader course's gradebook.db (as grade --nbgrader)")
     token = sub.add_parser("token", help="issue one token")
     token.add_argument("--instructor", metavar="NAME", help="an instructor's or TA's token (reads everything)")
     token.add_argument("--student", metavar="ID", help="a student's token")
@@ -88,9 +90,10 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "export":
         from autograder.service.export import export
 
-        written = export(engine, course, args.out)
-        print(f"exported {len(written)} results (the latest graded submission of each student and assignment) to "
-              f"{args.out}: grades.csv, results/, feedback/, report.html, canvas.csv, moodle.csv")
+        written = export(engine, course, args.out, nbgrader=args.nbgrader)
+        which = "best" if course.service.counts == "best" else "latest"
+        print(f"exported {len(written)} results (the {which} graded submission of each student and assignment) "
+              f"to {args.out}: grades.csv, results/, feedback/, submitted/, report.html, canvas.csv, moodle.csv")
         return 0
     if args.action == "token":
         if bool(args.instructor) == bool(args.student):

@@ -3,10 +3,15 @@
 For each student and assignment one graded submission counts (course.yml's service.counts: last,
 or best, the highest score); OUT gets results/, feedback/, grades.csv, report.html and the LMS
 CSVs, written by the same writer as a batch's (the late policy applied again from each submission's receipt time, so an
-extension added since takes effect).
+extension added since takes effect), and ``submitted/STUDENT/ASSIGNMENT/NOTEBOOK`` with the notebook
+each counted result graded and a ``timestamp.txt`` of the server's receipt time (nbgrader collect's
+layout). With ``--nbgrader COURSE`` the scores are recorded in that nbgrader course's gradebook as
+``autograder grade --nbgrader`` records them (the formgrader then shows each student's notebook).
 """
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,41 +21,85 @@ from sqlalchemy.engine import Engine
 from autograder.service.db import Result, Submission
 
 
+@dataclass
+class Counted:
+    """The result that counts for one student and assignment, with the notebook it graded."""
+
+    submission: int
+    result: dict[str, Any]
+    data: bytes
+    received_at: dt.datetime
+
+
 def counted(engine: Engine, counts: str = "last") -> list[dict[str, Any]]:
     """The result that counts per (student, assignment): the latest submission's that has one, or with
     ``counts="best"`` the highest-scoring (the latest of equal ones)."""
+    return [c.result for c in counted_submissions(engine, counts)]
+
+
+def counted_submissions(engine: Engine, counts: str = "last") -> list[Counted]:
+    """:func:`counted` with each result's submission: its id, bytes and receipt time."""
     with engine.connect() as conn:
-        rows = conn.execute(select(Submission.id, Submission.student, Submission.assignment, Result.result)
+        rows = conn.execute(select(Submission.id, Submission.student, Submission.assignment, Result.points)
                             .join(Result, Result.submission_id == Submission.id).order_by(Submission.id)).all()
-    latest: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
-    for sid, student, assignment, result in rows:
-        earlier = latest.get((student, assignment))
-        if counts == "best" and earlier is not None and \
-                float(earlier[1].get("points") or 0.0) > float(result.get("points") or 0.0):
-            continue
-        latest[(student, assignment)] = (sid, dict(result))
-    out = []
-    for (_student, _assignment), (sid, result) in sorted(latest.items()):
-        result["origin"] = "service"
-        result["source"] = f"submission {sid}"
-        out.append(result)
+        chosen: dict[tuple[str, str], tuple[int, float]] = {}
+        for sid, student, assignment, points in rows:
+            earlier = chosen.get((student, assignment))
+            if counts == "best" and earlier is not None and earlier[1] > float(points or 0.0):
+                continue
+            chosen[(student, assignment)] = (sid, float(points or 0.0))
+        out = []
+        for _key, (sid, _points) in sorted(chosen.items()):
+            one = conn.execute(select(Result.result, Submission.data, Submission.received_at)
+                               .join(Submission, Submission.id == Result.submission_id)
+                               .where(Result.submission_id == sid)).one()
+            result = dict(one.result)
+            result["origin"] = "service"
+            result["source"] = f"submission {sid}"
+            received = one.received_at if one.received_at.tzinfo else one.received_at.replace(tzinfo=dt.timezone.utc)
+            out.append(Counted(sid, result, bytes(one.data), received))
     return out
 
 
-def export(engine: Engine, course: Any, out: Path) -> list[dict[str, Any]]:
-    """Write OUT from the service's results; the results written."""
+def export(engine: Engine, course: Any, out: Path, nbgrader: Path | None = None) -> list[dict[str, Any]]:
+    """Write OUT from the service's results (and, with ``nbgrader``, record them in that course's
+    gradebook); the results written."""
     from autograder.grading.deadlines import Deadlines
     from autograder.grading.outputs import Outputs
     from autograder.grading.submissions import safe_name
+    from autograder.reports.files import atomic_write_bytes, atomic_write_text
     from autograder.reports.lms import write_lms_csv
 
-    outputs = Outputs(Path(out), course, course.language.value, Deadlines.load(course))
-    written = []
-    for result in counted(engine, course.service.counts):
-        result["key"] = f"{safe_name(str(result.get('student') or 'unknown'))}__{result.get('assignment')}"
+    from autograder.errors import AutograderError
+
+    if nbgrader is not None and not (Path(nbgrader) / "nbgrader_config.py").is_file() and \
+            not (Path(nbgrader) / "gradebook.db").is_file():
+        raise AutograderError(f"--nbgrader {nbgrader}: not an nbgrader course folder (no nbgrader_config.py "
+                              "or gradebook.db in it)", hint="pass the folder nbgrader runs in; nothing was written")
+    out = Path(out)
+    outputs = Outputs(out, course, course.language.value, Deadlines.load(course))
+    written, located = [], []
+    submitted = (out / "submitted").resolve()
+    for one in counted_submissions(engine, course.service.counts):
+        result = one.result
+        student, assignment = safe_name(str(result.get("student") or "unknown")), str(result.get("assignment"))
+        result["key"] = f"{student}__{assignment}"
         outputs.record(result, submitted=result.get("submitted"))
         written.append(result)
+        known = {a.id: a for a in course.assignments}.get(assignment)
+        if known is None:
+            continue
+        rel = Path(student) / known.id / known.notebook
+        atomic_write_bytes(submitted / rel, one.data)
+        atomic_write_text(submitted / rel.parent / "timestamp.txt",
+                          one.received_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC") + "\n")
+        located.append(dict(result, origin=str(submitted), source=str(rel)))
     outputs.write_csv()
     outputs.report(written)
-    write_lms_csv(written, course, Path(out))
+    write_lms_csv(written, course, out)
+    if nbgrader is not None:
+        from autograder.exports.nbgrader import record_in_gradebook
+
+        for text in record_in_gradebook(located, course, Path(nbgrader)).lines():
+            print(text)
     return written

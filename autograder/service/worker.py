@@ -45,7 +45,7 @@ def lease_seconds(course: Any) -> float:
 def grade_claimed(claimed: Q.Claimed, ctx: Any, folder: Path) -> dict[str, Any]:
     """One stored notebook graded as ``autograder grade`` grades it: its result, the late policy applied."""
     from autograder.grading.deadlines import Deadlines, submitted_json
-    from autograder.grading.submission import finalize, grade_or_fail
+    from autograder.grading.submission import grade_or_fail
     from autograder.grading.submissions import Submission, discover
     from autograder.grading.times import SubmittedAt
     from autograder.messages import say
@@ -66,10 +66,9 @@ def grade_claimed(claimed: Q.Claimed, ctx: Any, folder: Path) -> dict[str, Any]:
     sub.student = claimed.student
     sub.source = claimed.filename
     received = submitted_json(SubmittedAt(claimed.received_at, "the service's receipt"))
-    result = grade_or_fail(sub, ctx)
+    result = grade_or_fail(sub, ctx)      # finalized there: the text gate, the size cap, the result model
     if result is None:
         raise InterruptedError("the worker is stopping")
-    result = finalize(result)
     return Deadlines.load(ctx.course).settle(result, received)
 
 
@@ -115,12 +114,16 @@ class _Heartbeat:
 def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float = 0.2,
           owner: str | None = None, stop: threading.Event | None = None, lease: float | None = None) -> int:
     """Claim and grade jobs until told to stop (or, with ``once``, until the queue is empty): how many."""
+    from autograder.grading.command import prepare_grader_process, trusted_torch
+
+    prepare_grader_process()       # before numpy and torch load
     from autograder import catalog as C
     from autograder.config import load_course
     from autograder.grading.cells import demo_cells
     from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
     from autograder.sandbox import Sandbox
 
+    trusted_torch(device)
     engine = engine_for(database)
     upgrade(engine)
     course = load_course()

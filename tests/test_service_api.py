@@ -178,18 +178,10 @@ def test_autograder_serve_grades_an_upload_over_http(tmp_path):
                              timeout=120, check=True).stdout.strip()
     port = _free_port()
     log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([*base, "--port", str(port), "--workers", "1"], env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+    server = _start_serve(base, env, port, 1, log)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"{url}/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
         made = httpx.post(f"{url}/api/submissions", headers=auth(student), data={"assignment": QKV.id},
                           files={"notebook": ("mine.ipynb", notebook(), "application/json")}, timeout=30)
         assert made.status_code == 202, made.text
@@ -339,3 +331,54 @@ def test_a_long_poll_answers_as_soon_as_the_verdict_is_recorded(service):
     assert answers[0].json()["result"]["points"] == 1.0 and "job" not in answers[0].json()
     too_long = client.get(f"/api/submissions/{sub}", params={"wait": 3600}, headers=auth(who["ada"]))
     assert too_long.status_code == 422 and "wait" in too_long.json()["error"]["en"]
+
+
+def _start_serve(base: list[str], env: dict[str, str], port: int, workers: int, log: Path) -> subprocess.Popen:
+    """`autograder serve` in a process group of its own, once it answers."""
+    with open(log, "ab") as out:
+        server = subprocess.Popen([*base, "--port", str(port), "--workers", str(workers)], env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
+            return server
+        except httpx.TransportError:
+            assert server.poll() is None, log.read_text(errors="replace")[-2000:]
+            time.sleep(0.2)
+    raise AssertionError("autograder serve did not answer in 120 s")
+
+
+def test_a_service_killed_between_the_202_and_the_grade_grades_the_upload_once_started_again(tmp_path):
+    """kill -9 the whole service (web process and workers) right after the 202; started again on the same
+    database, it grades the upload: a 202 is a promise."""
+    database = str(tmp_path / "service.db")
+    env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
+    base = [sys.executable, "-m", "autograder", "serve", "--database", database]
+    student = subprocess.run([*base, "token", "--student", "ada"], env=env, capture_output=True, text=True,
+                             timeout=120, check=True).stdout.strip()
+    port, log = _free_port(), tmp_path / "serve.log"
+    server = _start_serve(base, env, port, 0, log)        # no workers: nothing can grade before the kill
+    try:
+        made = httpx.post(f"http://127.0.0.1:{port}/api/submissions", headers=auth(student),
+                          data={"assignment": QKV.id}, files={"notebook": ("a.ipynb", notebook())}, timeout=30)
+        assert made.status_code == 202, made.text
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=60)
+    sub = made.json()["submission"]
+    server = _start_serve(base, env, port, 1, log)
+    try:
+        got = {"state": "queued"}
+        deadline = time.monotonic() + 180
+        while got["state"] not in ("done", "failed") and time.monotonic() < deadline:
+            got = httpx.get(f"http://127.0.0.1:{port}/api/submissions/{sub}", params={"wait": 20},
+                            headers=auth(student), timeout=60).json()
+        assert got["state"] == "done" and got["result"]["points"] == QKV.points, got
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=120)
+    engine = db.engine_for(database)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(db.Result)).scalar_one() == 1
+    engine.dispose()

@@ -381,3 +381,73 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+HOSTILE = '''
+import glob, os, socket
+DB, PG_SOCKET, PORT, WORKER, TMP = {consts}
+class Blocked(Exception):
+    pass
+def attempt(name, code):
+    try:
+        exec(code, globals())
+    except Exception:          # refused, whichever way: only an attempt that got through is a breach
+        return
+    raise RuntimeError(f"BREACH {{name}}")
+def others():
+    for path in glob.glob(os.path.join(TMP, "autograder-worker-*", "**", "*"), recursive=True):
+        if "SECRET-OF-BEN" in open(path, errors="replace").read():
+            return
+    raise Blocked()
+attempt("database-file", "open(DB, 'rb').read(16) if DB else (_ for _ in ()).throw(Blocked())")
+attempt("tokens", "import sqlite3; sqlite3.connect(DB).execute('SELECT digest FROM tokens').fetchall() if DB else "
+                  "(_ for _ in ()).throw(Blocked())")
+attempt("postgresql", "socket.socket(socket.AF_UNIX).connect(PG_SOCKET) if PG_SOCKET else "
+                      "(_ for _ in ()).throw(Blocked())")
+attempt("network", "socket.create_connection(('127.0.0.1', PORT), timeout=2).close()")
+attempt("worker-environ", "open(f'/proc/{{WORKER}}/environ', 'rb').read()")
+attempt("other-submission", "others()")
+raise RuntimeError("ATTACKS-RAN")
+'''
+
+
+def test_a_hostile_notebook_reaches_neither_the_database_nor_tokens_nor_other_submissions_nor_the_network(
+        engine, tmp_path):
+    """Graded by the service's worker in the same cage as `autograder grade`: each way out is refused, and the
+    honest cells of the same notebook keep their points."""
+    import socket
+    import tempfile
+
+    from autograder.service import tokens
+
+    tokens.issue(engine, "ada")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    if engine.dialect.name == "sqlite":
+        db_file, pg_socket = str(engine.url.database), ""
+    else:
+        query = engine.url.query
+        db_file, pg_socket = "", f"{query['host']}/.s.PGSQL.{query['port']}"
+    consts = repr((db_file, pg_socket, listener.getsockname()[1], os.getpid(), tempfile.gettempdir()))
+    # Ben's notebook as another worker on this machine holds it while it grades him (in its job folder).
+    busy = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
+    (busy / "job-1" / "student").mkdir(parents=True)
+    (busy / "job-1" / "student" / f"{QKV.id}.ipynb").write_bytes(notebook("all", "# SECRET-OF-BEN"))
+    Q.store(engine, student="ben", assignment=QKV.id, filename="b.ipynb", data=notebook("all", "# SECRET-OF-BEN"))
+    sub, _ = Q.store(engine, student="mallory", assignment=QKV.id, filename="m.ipynb",
+                     data=notebook("all", HOSTILE.format(consts=consts)))
+    try:
+        assert serve(url_of(engine), once=True, owner="w") == 2
+    finally:
+        listener.close()
+        import shutil
+
+        shutil.rmtree(busy)
+    with engine.connect() as conn:
+        row = conn.execute(select(db.Result).where(db.Result.submission_id == sub)).one()
+    text = json.dumps(row.result, ensure_ascii=False)
+    last = row.result["cells"][-1]
+    assert "ATTACKS-RAN" in (last["message"] or ""), last     # the attacks ran to their end, every one refused
+    assert "BREACH" not in text, text[:3000]
+    assert row.points == QKV.points                      # the honest cells before them keep their points

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import tempfile
@@ -44,16 +45,23 @@ def lease_seconds(course: Any) -> float:
 
 def grade_claimed(claimed: Q.Claimed, ctx: Any, folder: Path) -> dict[str, Any]:
     """One stored notebook graded as ``autograder grade`` grades it: its result, the late policy applied."""
+    # Under a folder named for the student (the service knows who sent it); the file name is the
+    # service's, never the student's.
+    home = folder / f"job-{claimed.job}" / "student"
+    home.mkdir(parents=True)
+    try:
+        return _grade_in(home, claimed, ctx)
+    finally:
+        shutil.rmtree(home.parent, ignore_errors=True)    # a graded notebook is the database's, not /tmp's
+
+
+def _grade_in(home: Path, claimed: Q.Claimed, ctx: Any) -> dict[str, Any]:
     from autograder.grading.deadlines import Deadlines, submitted_json
     from autograder.grading.submission import grade_or_fail
     from autograder.grading.submissions import Submission, discover
     from autograder.grading.times import SubmittedAt
     from autograder.messages import say
 
-    # Under a folder named for the student (the service knows who sent it); the file name is the
-    # service's, never the student's.
-    home = folder / f"job-{claimed.job}" / "student"
-    home.mkdir(parents=True)
     (home / f"{claimed.assignment}.ipynb").write_bytes(claimed.data)
     found = discover(home.parent, ctx.course, assignment=claimed.assignment, files_trusted=False)
     if found.submissions:

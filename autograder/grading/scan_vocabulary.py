@@ -59,8 +59,9 @@ TAMPER_NAMES = frozenset({
     "tb_frame", "gi_frame", "cr_frame", "__closure__", "cell_contents", "__globals__", "__code__",
     "get_referrers", "get_referents", "get_objects",
 })
-#: The one name of the autograder package a notebook may use (``from autograder import check``).
-ALLOWED_AUTOGRADER = "autograder.check"
+#: The names of the autograder package a notebook may use (``from autograder import check, submit``): the
+#: self-check and the hand-in, which do nothing inside the grader.
+ALLOWED_AUTOGRADER = frozenset({"autograder.check", "autograder.submit"})
 
 # -- code the scan cannot read --------------------------------------------------------------------
 #: Builtins that run code built from strings, by bare name and qualified.

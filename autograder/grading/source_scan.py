@@ -434,7 +434,7 @@ class _Walker:
         for name in qualified:
             if name == "sys.modules":
                 self.scan._note(f"{TAMPERING}uses sys.modules")
-            if is_autograder(name) and (name != ALLOWED_AUTOGRADER or not isinstance(node.ctx, ast.Load)):
+            if is_autograder(name) and (name not in ALLOWED_AUTOGRADER or not isinstance(node.ctx, ast.Load)):
                 self.scan._note(f"{TAMPERING}touches {'.'.join(name.split('.')[:2])[:80]}")
 
     def _tampering_import(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -448,7 +448,7 @@ class _Walker:
             modules = [module]
             for alias in node.names:
                 full = f"{module}.{alias.name}"
-                if is_autograder(module) and full != ALLOWED_AUTOGRADER:
+                if is_autograder(module) and full not in ALLOWED_AUTOGRADER:
                     self.scan._note(f"{TAMPERING}imports {full[:80]}")
                 if alias.name in TAMPER_NAMES:
                     self.scan._note(f"{TAMPERING}uses {alias.name}")

@@ -13,7 +13,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo:
-	@SKIP_BROWSER=1 bash scripts/setup.sh    # the demo needs no browser
+	@SKIP_BROWSER=1 SKIP_HUB=1 bash scripts/setup.sh    # the demo needs no browser and no Hub proxy
 	autograder build
 	autograder grade samples/submissions -o $(DEMO_OUT) --force
 

@@ -201,6 +201,11 @@ class ServicePolicy(_Strict):
     attempts_per_day: int | None = Field(default=None, ge=1, description=(
         "submissions per assignment and day (the course's timezone), at most"))
     counts: str = Field(default="last", description="which attempt counts in the export: last or best")
+    instructors: list[str] = Field(default_factory=list, description=(
+        "JupyterHub users who are instructors or TAs in the service (they see everything); every other Hub "
+        "user with access to the service is a student, their Hub name their student id"))
+    instructor_group: str | None = Field(default="instructors", description=(
+        "a JupyterHub group whose members are instructors or TAs too (none: only the list)"))
 
     @field_validator("before_due")
     @classmethod

@@ -73,6 +73,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "service.attempts_today": ("今天这次作业已经提交了 {used} 次，每天最多 {most} 次；明天再交",
                                "{used} submissions of this assignment today, at most {most} a day; submit again "
                                "tomorrow"),
+    "service.signed_out": ("登录已过期：请重新登录", "the sign-in has expired: sign in again"),
+    "service.bad_csrf": ("表单已过期或来自别的网站：请刷新页面后再试", "the form is stale or came from another site: "
+                         "reload the page and try again"),
+    "service.instructors_only": ("只有教师和助教能看这一页", "only instructors and TAs see this page"),
+    "service.bad_extension": ("延期填写有误：{why}", "the extension is not valid: {why}"),
     "service.malformed": ("请求格式不对：{fields}", "the request is malformed: {fields}"),
     "submit.no_settings": ('不知道把作业交到哪里：请设置环境变量 AUTOGRADER_SERVER 和 AUTOGRADER_TOKEN，或在 {config} 里写上 {{"server": ..., "token": ...}}（地址和令牌由课程提供）', 'no grading service to submit to: set AUTOGRADER_SERVER and AUTOGRADER_TOKEN, or write {{"server": ..., "token": ...}} into {config} (the course gives you both)'),
     "submit.unsaved": ('注意：磁盘上的 {name} 比你最后一次运行单元格还旧，提交的是磁盘上的版本；请先保存（Ctrl+S）再提交', 'note: {name} on disk is older than your last cell run; the file on disk is what is sent: save the notebook (Ctrl+S) first'),
@@ -311,6 +316,14 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                               "the self-check was interrupted (the stop button or Ctrl-C): only the checks finished "
                               "before it are shown"),
     "selfcheck.cell_raised": ("第 {cell} 个单元格出错并被跳过：{kind}: {detail}", "cell {cell} raised and was skipped: {kind}: {detail}"),
+    # -- the service as a JupyterHub service (autograder/service/hub.py) and submit() inside the Hub -----------
+    "hub.bad_next": ("登录后只能回到评分服务自己的页面（以 {prefix} 开头的地址）", "after signing in, only a page of the grading service (an address starting with {prefix}) can be returned to"),
+    "hub.bad_state": ("这次登录不是从本页面开始的，或者已经过期：请重新登录", "this sign-in did not start from here, or it expired: sign in again"),
+    "hub.refused": ("Jupyter 平台没有完成登录（{why}）：请重新登录", "JupyterHub did not complete the sign-in ({why}): sign in again"),
+    "hub.no_access": ("Jupyter 平台的账号 {user} 没有使用评分服务的权限：请联系助教", "the JupyterHub account {user} has no access to the grading service: ask the staff"),
+    "hub.unavailable": ("暂时无法向 Jupyter 平台核实身份：请稍后再试", "JupyterHub could not be asked who this is just now: try again shortly"),
+    "hub.busy": ("同时登录的人太多：请稍后再试", "too many sign-ins under way: try again shortly"),
+    "submit.no_server": ("不知道评分服务的地址：在 Jupyter 平台上它由课程设置（环境变量 AUTOGRADER_SERVER），请联系助教", "no grading service address: on JupyterHub the course sets it (the AUTOGRADER_SERVER variable, c.Spawner.environment): ask the staff"),
 }
 
 

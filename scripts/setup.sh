@@ -32,3 +32,5 @@ bash scripts/install-font.sh
 bash scripts/install-postgres.sh
 # Chromium (Debian's package) and Playwright for the JupyterLab browser test; SKIP_BROWSER=1 leaves them out.
 [ -n "${SKIP_BROWSER:-}" ] || bash scripts/install-browser.sh
+# JupyterHub's proxy (configurable-http-proxy, from npm into .hub/) for the Hub tests; SKIP_HUB=1 leaves it out.
+[ -n "${SKIP_HUB:-}" ] || bash scripts/install-hub.sh

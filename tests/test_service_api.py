@@ -275,7 +275,8 @@ def test_what_a_student_sees_is_course_policy_and_after_the_due_date_everything(
     ada, teacher = Caller("student", "ada"), Caller("instructor", "t")
     titles = policy_view(result, ada, _policy_course(before_due="titles"), QKV.id)
     assert titles["exercises"][0]["checks"][0] == {"check": "h", "audience": "hidden", "title": {"zh": "隐", "en": "h"},
-                                                   "passed": False, "points": None, "max_points": None}
+                                                   "passed": False, "status": None, "points": None,
+                                                   "max_points": None}
     assert policy_view(result, ada, _policy_course(before_due="score"), QKV.id)["exercises"] == []
     everything = policy_view(result, ada, _policy_course(before_due="everything"), QKV.id)
     assert "message" in everything["exercises"][0]["checks"][0] and "timing" not in everything

@@ -121,6 +121,15 @@ def late_counts(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def class_report_html(results: list[dict[str, Any]], course: Course, language: str = "en") -> str:
     """The class report in ``language``: summary, three plots embedded as base64 PNG, tables; self-contained."""
+    language = language if language in _REPORT else "en"
+    return _page(_REPORT[language]["title"].format(name=course.name), language,
+                 class_report_parts(results, course, language))
+
+
+def class_report_parts(results: list[dict[str, Any]], course: Course, language: str = "en", *,
+                       submissions: bool = True, title: bool = True) -> list[str]:
+    """The class report's HTML (every dynamic string escaped): the service's dashboard shows it too, without
+    its own submissions table (``submissions=False``)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -136,8 +145,8 @@ def class_report_html(results: list[dict[str, Any]], course: Course, language: s
     summary = T["summary"].format(n=stats["n"], graded=stats["graded"])
     if stats["mean"] is not None:
         summary += T["mean"].format(mean=stats["mean"] * 100, median=stats["median"] * 100)
-    body = [f"<h1>{_h(T['title'].format(name=course.name))}</h1>", f"<p>{_h(summary)}。</p>"
-            if language == "zh" else f"<p>{_h(summary)}.</p>"]
+    body = [f"<h1>{_h(T['title'].format(name=course.name))}</h1>"] if title else []
+    body.append(f"<p>{_h(summary)}。</p>" if language == "zh" else f"<p>{_h(summary)}.</p>")
     if language == "zh" and font is None:
         # Said once, not a silent switch: the plots' own labels are English where no font draws Chinese.
         body.append(f"<p class='note'>{_h(T['no_font'])}</p>")
@@ -193,6 +202,8 @@ def class_report_html(results: list[dict[str, Any]], course: Course, language: s
         else:
             body.append(f"<p>{_h(T['no_mistakes'])}</p>")
 
+    if not submissions:
+        return body
     rows = "".join(
         f"<tr><td>{_h(r.get('student') or '')}</td><td>{_h(r.get('assignment') or '')}</td>"
         f"<td>{_h(fmt_points(r.get('points', 0)))} / {_h(fmt_points(r.get('max_points', 0)))}</td>"
@@ -201,7 +212,7 @@ def class_report_html(results: list[dict[str, Any]], course: Course, language: s
         for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))))
     head = "".join(f"<th>{_h(T[k])}</th>" for k in ("student", "assignment", "score", "status")) + "<th></th>"
     body.append(f"<h2>{_h(T['submissions'])}</h2><table><tr>{head}</tr>{rows}</table>")
-    return _page(T["title"].format(name=course.name), language, body)
+    return body
 
 
 def _status_cell(result: dict[str, Any], language: str, T: dict[str, str]) -> str:

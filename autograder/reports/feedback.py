@@ -185,13 +185,17 @@ def _h(text: Any) -> str:
 
 def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
     """The student's feedback as a standalone HTML page (every dynamic string escaped)."""
+    title = f"{_label(language, 'title')}: {result.get('assignment') or '?'} · {result.get('student') or '?'}"
+    return _page(title, language, [f"<h1>{_h(title)}</h1>", *feedback_parts(result, course, language)])
+
+
+def feedback_parts(result: dict[str, Any], course: Course, language: str) -> list[str]:
+    """The feedback's HTML below its title (every dynamic string escaped): the service's pages show it too."""
     L = lambda key: _label(language, key)  # noqa: E731
-    title = f"{L('title')}: {result.get('assignment') or '?'} · {result.get('student') or '?'}"
-    body = [f"<h1>{_h(title)}</h1>"]
+    body: list[str] = []
     if result.get("status") != GRADED and not result.get("exercises"):
-        body += [f"<p class='note'><b>{_h(L('not_graded'))}</b>: {_h(_text(result.get('message'), language))}</p>",
-                 f"<p>{_h(L('what_now'))}</p>"]
-        return _page(title, language, body)
+        return [f"<p class='note'><b>{_h(L('not_graded'))}</b>: {_h(_text(result.get('message'), language))}</p>",
+                f"<p>{_h(L('what_now'))}</p>"]
     body.append(f"<p><b>{_h(L('total'))}: {_h(fmt_points(result['points']))} / "
                 f"{_h(fmt_points(result['max_points']))}</b></p>")
     late = _late_line(result, language)
@@ -218,8 +222,8 @@ def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
             item = (f"<li><b>{_h(_text(c.get('title'), language))}</b> ({_h(who)}, "
                     f"<span class='{_h(status)}'>{_h(_status_text(language, status))}</span>, "
                     f"{_h(_check_points(c))})")
-            if not _explained(c):
-                body.append(item + "</li>")
+            if not _explained(c) or not (c.get("message") or c.get("mistake_message")):
+                body.append(item + "</li>")       # (a hidden check's message, where the policy withholds it)
                 continue
             item += f": {_h(_text(c.get('message'), language))}"
             if c.get("mistake_message"):
@@ -233,7 +237,7 @@ def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
         body += [f"<li>{_h(L('cell'))} {_h(cell_number(c))}: <code>{_h(c.get('error_type') or c.get('status'))}</code> "
                  f"{_h(cell_message(c, language))}</li>" for c in bad_cells]
         body.append("</ul>")
-    return _page(title, language, body)
+    return body
 
 
 def _page(title: str, language: str, body: list[str]) -> str:

@@ -3,9 +3,13 @@ grading service and show its verdict (the hidden checks' titles and pass/fail be
 
 The service's address and the student's token come from ``AUTOGRADER_SERVER`` and ``AUTOGRADER_TOKEN``,
 else from ``~/.config/autograder/service.json`` (``{"server": "...", "token": "..."}``); when neither
-has them the message says where to put them. What is sent is the file on disk: in a notebook,
-``submit()`` says plainly when that file is older than the last cell run (unsaved work). Everything
-is said in course.yml's language (or ``language=``); the token is never printed.
+has them the message says where to put them. Inside a JupyterHub single-user server, with the service
+a service of that Hub, a student configures nothing: the instructor sets ``AUTOGRADER_SERVER`` for every
+user (``c.Spawner.environment``), and without a token of their own the server's ``JUPYTERHUB_API_TOKEN``
+is sent (only to an ``AUTOGRADER_SERVER`` from the environment, never to one a file names). What is sent
+is the file on disk: in a notebook, ``submit()`` says plainly when that file is older than the last cell
+run (unsaved work). Everything is said in course.yml's language (or ``language=``); the token is never
+printed.
 """
 from __future__ import annotations
 
@@ -18,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 ENV_SERVER, ENV_TOKEN = "AUTOGRADER_SERVER", "AUTOGRADER_TOKEN"
+#: A JupyterHub single-user server's own token (the Hub sets it): the student's token when the service is
+#: a service of that Hub.
+ENV_HUB_TOKEN = "JUPYTERHUB_API_TOKEN"
 CONFIG = Path("~/.config/autograder/service.json")
 #: A busy service (429, 503) is asked again this many times, after the Retry-After it gives.
 RETRIES = 3
@@ -31,6 +38,21 @@ class SubmitError(Exception):
     """Something the student can fix, already said in their language."""
 
 
+class Verdict(dict):
+    """The service's answer for a submission: a dict, which a notebook shows as one line (``submit()`` is a
+    cell's last expression; the verdict is already printed above it), not the whole answer again."""
+
+    def __repr__(self) -> str:
+        from autograder.points import fmt
+
+        result = self.get("result") or {}
+        return (f"<submission {self.get('submission')}: {self.get('state')}, {fmt(result.get('points') or 0.0)} / "
+                f"{fmt(result.get('max_points') or 0.0)}>")
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
 def _say(language: str, key: str, **params: Any) -> str:
     from autograder.messages import text
 
@@ -38,8 +60,10 @@ def _say(language: str, key: str, **params: Any) -> str:
 
 
 def settings(language: str) -> tuple[str, str]:
-    """(server URL, token) from the environment, else the config file."""
-    server, token = os.environ.get(ENV_SERVER, ""), os.environ.get(ENV_TOKEN, "")
+    """(server URL, token) from the environment, else the config file; inside a JupyterHub single-user
+    server, its ``JUPYTERHUB_API_TOKEN`` when neither gives a token."""
+    env_server = os.environ.get(ENV_SERVER, "")
+    server, token = env_server, os.environ.get(ENV_TOKEN, "")
     path = CONFIG.expanduser()
     if not (server and token) and path.is_file():
         try:
@@ -47,6 +71,13 @@ def settings(language: str) -> tuple[str, str]:
             server, token = server or str(data.get("server") or ""), token or str(data.get("token") or "")
         except (OSError, ValueError, AttributeError):
             pass
+    hub_token = os.environ.get(ENV_HUB_TOKEN, "")
+    if not token and hub_token:
+        # The Hub's token goes only to the address the Hub's configuration gave (the environment): one that a
+        # file names could be anyone's, and the token opens this user's server too.
+        if not env_server:
+            raise SubmitError(_say(language, "submit.no_server"))
+        server, token = env_server, hub_token
     if not (server and token):
         raise SubmitError(_say(language, "submit.no_settings", config=str(path)))
     return server.rstrip("/"), token
@@ -102,7 +133,7 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
                 if state["state"] == "done":
                     for line in verdict_lines(state.get("result") or {}, language):
                         say(line)
-                    return state
+                    return Verdict(state)
                 if state["state"] == "failed":
                     raise SubmitError(_say(language, "submit.failed"))
                 if state["state"] == "running" and not running:

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
@@ -124,14 +124,32 @@ def _body(msg: Msg, key: str) -> dict[str, Any]:
 
 
 async def _caller(request: Request) -> Caller:
-    """The one authorization check every route depends on: a valid Bearer token, or 401."""
+    """The one authorization check every route depends on: a valid Bearer token, or a page's session (its
+    writes carrying the session's CSRF token in ``X-CSRF-Token``), or 401."""
+    from autograder.service import sessions
+
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    if not header and request.cookies.get(sessions.COOKIE):
+        signed = await run_in_threadpool(sessions.find, request.app.state.engine, request.cookies[sessions.COOKIE])
+        if signed is None:
+            raise ApiError(401, "service.signed_out")
+        if request.method not in ("GET", "HEAD") and not sessions.same(request.headers.get("x-csrf-token"),
+                                                                       signed.csrf):
+            raise ApiError(403, "service.bad_csrf")
+        return _limited(request, signed.caller)
+    if scheme.lower() not in ("bearer", "token") or not token.strip():
         raise ApiError(401, "service.no_token")
     who = await run_in_threadpool(caller, request.app.state.engine, token.strip())
+    hub = request.app.state.hub
+    if who is None and hub is not None:         # a JupyterHub token (a single-user server's, a Hub user's)
+        who = await run_in_threadpool(hub.api_caller, token.strip())
     if who is None:
         raise ApiError(401, "service.bad_token")
+    return _limited(request, who)
+
+
+def _limited(request: Request, who: Caller) -> Caller:
     wait = request.app.state.requests.wait(who.who)
     if wait:
         raise ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
@@ -142,8 +160,10 @@ Who = Annotated[Caller, Depends(_caller)]
 
 
 def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUESTS_PER_MINUTE,
-               uploads_per_minute: int = UPLOADS_PER_MINUTE, max_queued: int = MAX_QUEUED) -> FastAPI:
-    """The API for ``course`` on ``engine``'s database."""
+               uploads_per_minute: int = UPLOADS_PER_MINUTE, max_queued: int = MAX_QUEUED,
+               hub: Any = None) -> FastAPI:
+    """The API for ``course`` on ``engine``'s database; with ``hub`` (an :class:`autograder.service.hub.Hub`),
+    JupyterHub's tokens are callers too and the pages sign in through the Hub's OAuth."""
     from autograder import __version__
 
     app = FastAPI(title="autograder service", version=__version__,
@@ -152,10 +172,18 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
     assignments = {a.id: a for a in course.assignments}
 
     @app.exception_handler(ApiError)
-    async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
+    async def _api_error(request: Request, exc: ApiError) -> Response:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
         if exc.retry_after is not None:
             headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        if not _is_api(request):        # a page's form: the same message as a page, in both languages
+            from html import escape
+
+            back = escape(str(request.scope.get("root_path") or "").rstrip("/") + "/", quote=True)
+            return HTMLResponse(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{exc.status}</title></head>"
+                                f"<body><p id='error'>{escape(exc.msg.zh)}</p><p>{escape(exc.msg.en)}</p>"
+                                f"<p><a href='{back}'>←</a></p></body></html>", status_code=exc.status,
+                                headers=headers or None)
         return JSONResponse(_body(exc.msg, exc.key), status_code=exc.status, headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
@@ -165,11 +193,11 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
         return JSONResponse(_body(say(key, fields=", ".join(fields)[:200]), key), status_code=422)
 
     app.state.engine = engine
+    app.state.hub = hub
     app.state.requests = RateLimit(requests_per_minute)
     uploads = RateLimit(uploads_per_minute)
-    @app.post("/api/submissions", status_code=202, summary="Submit a notebook for grading")
-    async def submit(request: Request, who: Who, assignment: Annotated[str, Form(max_length=100)],
-                     notebook: Annotated[UploadFile, File()]) -> dict[str, Any]:
+    async def accept(who: Caller, assignment: str, notebook: UploadFile) -> dict[str, Any]:
+        """An upload checked and stored (the API's and the student page's): its receipt, or an ApiError."""
         if who.instructor:
             raise ApiError(403, "service.students_submit")
         wait = uploads.wait(who.who)
@@ -182,6 +210,11 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
         # Parsing, storing (on SQLite it may wait for the writer's lock) and the queue's count in a thread:
         # the event loop goes on answering the other requests meanwhile.
         return await run_in_threadpool(_store, who, assignment, data)
+
+    @app.post("/api/submissions", status_code=202, summary="Submit a notebook for grading")
+    async def submit(request: Request, who: Who, assignment: Annotated[str, Form(max_length=100)],
+                     notebook: Annotated[UploadFile, File()]) -> dict[str, Any]:
+        return await accept(who, assignment, notebook)
 
     def _admit(who: Caller, assignment: str) -> None:
         if Q.queued(engine) >= max_queued:
@@ -240,7 +273,19 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
         return {"submissions": [{"submission": r.id, "student": r.student, "assignment": r.assignment}
                                 for r in rows]}
 
+    from autograder.service.pages import install_pages
+
+    install_pages(app, engine, course, accept)
+    if hub is not None:
+        hub.install(app)
     return app
+
+
+def _is_api(request: Request) -> bool:
+    """A request to the JSON API (answered in JSON), not to a page."""
+    root = str(request.scope.get("root_path") or "").rstrip("/")
+    path = request.url.path
+    return (path[len(root):] if root and path.startswith(root) else path).startswith("/api/")
 
 
 def _is_notebook(data: bytes) -> bool:
@@ -309,7 +354,8 @@ def view(result: dict[str, Any], who: Caller) -> dict[str, Any]:
     exercises = []
     for ex in result.get("exercises") or []:
         checks = [{"check": c.get("check"), "audience": c.get("audience"), "title": c.get("title"),
-                   "passed": c.get("passed"), "points": c.get("points"), "max_points": c.get("max_points"),
+                   "passed": c.get("passed"), "status": c.get("status"), "points": c.get("points"),
+                   "max_points": c.get("max_points"),
                    **({"message": c.get("message")} if c.get("audience") == "public" else {})}
                   for c in ex.get("checks") or []]
         exercises.append({"exercise": ex.get("exercise"), "points": ex.get("points"),

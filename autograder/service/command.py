@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "course's folder)")
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    parser.add_argument("--port", type=int, default=None, help="port (default 8765; as a JupyterHub service, the "
+                                                                "port of its JUPYTERHUB_SERVICE_URL)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="grading worker processes to start (default: one per CPU; 0: only the API)")
     roster = sub.add_parser("roster", help="issue a token per student of a roster CSV (student[,name])")
@@ -113,10 +114,22 @@ def _serve(args: argparse.Namespace, course: Any, url: str, engine: Any) -> int:
     workers = [subprocess.Popen([sys.executable, "-m", "autograder", "--course", str(course.root), "worker",
                                  "--database", url]) for _ in range(max(0, args.workers))]
     try:
-        print(f"serving {course.name} on http://{args.host}:{args.port} ({len(workers)} workers; database {url})",
-              flush=True)
-        uvicorn.run(create_app(engine, course), host=args.host, port=args.port, log_level="warning",
-                    access_log=False)
+        from autograder.service.hub import hub_from_env
+
+        hub = hub_from_env(course)          # None unless started as a JupyterHub service
+        app: Any = create_app(engine, course, hub=hub)
+        host, port = args.host, args.port or 8765
+        if hub is not None:
+            # The Hub's proxy passes its whole path (/services/NAME/...): the app is mounted under that prefix.
+            from starlette.applications import Starlette
+            from starlette.routing import Mount
+
+            app = Starlette(routes=[Mount(hub.prefix.rstrip("/"), app=app)])
+            if args.port is None and hub.port is not None:
+                host, port = hub.host or host, hub.port
+        print(f"serving {course.name} on http://{host}:{port}{hub.prefix if hub else '/'} ({len(workers)} workers; "
+              f"database {url})", flush=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:
         for w in workers:
             if w.poll() is None:

@@ -141,3 +141,32 @@ def upgrade(engine: Engine) -> None:
         raise AutograderError(f"--database {where}: cannot be opened ({why})",
                               hint="a SQLite file in a folder that exists, or a PostgreSQL server that is running "
                                    "(postgresql+psycopg://USER@HOST/DB)") from None
+
+
+class WebSession(Base):
+    """A signed-in browser: the cookie holds a random value, the table only its sha256, the caller and the
+    session's CSRF token (every form and every write through the API from a page must carry it)."""
+
+    __tablename__ = "web_sessions"
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    who: Mapped[str] = mapped_column(String(200))
+    csrf: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class ExtensionGrant(Base):
+    """An extension granted from the instructor's dashboard: a new due date for one student and assignment
+    (course.yml's extensions file still wins for a pair it names)."""
+
+    __tablename__ = "extensions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student: Mapped[str] = mapped_column(String(200), index=True)
+    assignment: Mapped[str] = mapped_column(String(100))
+    due: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    granted_by: Mapped[str] = mapped_column(String(200))
+    granted_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

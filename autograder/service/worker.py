@@ -43,19 +43,19 @@ def lease_seconds(course: Any) -> float:
     return float(course.limits.submission_seconds) * 2 + 60.0
 
 
-def grade_claimed(claimed: Q.Claimed, ctx: Any, folder: Path) -> dict[str, Any]:
+def grade_claimed(claimed: Q.Claimed, ctx: Any, folder: Path, extensions: list[Any] | None = None) -> dict[str, Any]:
     """One stored notebook graded as ``autograder grade`` grades it: its result, the late policy applied."""
     # Under a folder named for the student (the service knows who sent it); the file name is the
     # service's, never the student's.
     home = folder / f"job-{claimed.job}" / "student"
     home.mkdir(parents=True)
     try:
-        return _grade_in(home, claimed, ctx)
+        return _grade_in(home, claimed, ctx, extensions or [])
     finally:
         shutil.rmtree(home.parent, ignore_errors=True)    # a graded notebook is the database's, not /tmp's
 
 
-def _grade_in(home: Path, claimed: Q.Claimed, ctx: Any) -> dict[str, Any]:
+def _grade_in(home: Path, claimed: Q.Claimed, ctx: Any, extensions: list[Any]) -> dict[str, Any]:
     from autograder.grading.deadlines import Deadlines, submitted_json
     from autograder.grading.submission import grade_or_fail
     from autograder.grading.submissions import Submission, discover
@@ -77,7 +77,7 @@ def _grade_in(home: Path, claimed: Q.Claimed, ctx: Any) -> dict[str, Any]:
     result = grade_or_fail(sub, ctx)      # finalized there: the text gate, the size cap, the result model
     if result is None:
         raise InterruptedError("the worker is stopping")
-    return Deadlines.load(ctx.course).settle(result, received)
+    return Deadlines.load(ctx.course, more=extensions).settle(result, received)
 
 
 class _Stop:
@@ -154,6 +154,8 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
 
 def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, stop: threading.Event, once: bool,
           poll: float, tmp: Path) -> int:
+    from autograder.service.pages import granted_extensions
+
     graded = 0
     while not stop.is_set():
         claimed = Q.claim(engine, owner, lease)
@@ -164,7 +166,8 @@ def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, sto
             continue
         beat.job = claimed.job
         try:
-            result = grade_claimed(claimed, ctx, tmp)
+            # The extensions granted from the dashboard as they are now (the course's extensions file wins).
+            result = grade_claimed(claimed, ctx, tmp, granted_extensions(engine))
         except InterruptedError:
             break                   # the lease hands the job to another worker
         except Exception as exc:  # noqa: BLE001 - the grader's own fault: the job is kept, named

@@ -1,0 +1,133 @@
+"""Issue 29: the service's pages in a real browser (Debian's Chromium, driven by Playwright).
+
+A student signs in with her token, uploads a notebook from her page and watches it go from
+queued to graded without touching the page (its script follows the submission through the API's
+long poll and reloads); the instructor's dashboard draws the class report, re-queues a submission
+and grants an extension from its forms. A student whose name, file name, notebook and exception
+messages are HTML and script is shown on every page as text: Chromium runs none of it. The two
+main pages are saved as tests/artifacts/service-student.png and service-dashboard.png.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import nbformat
+import pytest
+
+from support import make_samples
+from test_browser import ARTIFACTS, CHROMIUM_FLAGS, browser_kit  # noqa: F401 - the fixture
+from test_service_pages import QKV, site  # noqa: F401 - the fixture
+from autograder.service import tokens
+
+pytestmark = pytest.mark.slow
+TIMEOUT_MS = 90_000
+
+
+def _grade(database: Path) -> None:
+    """One worker process grades the queue (as `autograder serve` starts them)."""
+    done = subprocess.run([sys.executable, "-m", "autograder", "worker", "--database", str(database), "--once"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def _sign_in(page, url: str, token: str) -> None:
+    page.goto(f"{url}/login")
+    page.fill("input[name=token]", token)
+    page.click("form[action$='/login'] button")
+    page.wait_for_load_state()
+
+
+def test_a_student_watches_her_upload_get_graded_and_the_dashboard_manages_the_class(site, browser_kit,  # noqa: F811
+                                                                                    tmp_path):
+    url, engine, who, database = site
+    solved = tmp_path / QKV.notebook
+    solved.write_text(nbformat.writes(make_samples.submission(QKV, solved="all")), encoding="utf-8")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with browser_kit.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            page = chromium.new_context(locale="zh-CN", timezone_id="Asia/Shanghai").new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            _sign_in(page, url, who["ada"])
+            assert page.url.endswith("/me")
+            section = page.locator(f"#assignment-{QKV.id}")
+            section.locator("input[type=file]").set_input_files(str(solved))
+            section.locator("form.upload button").click()
+            page.wait_for_selector("[data-submission][data-state=queued]")
+            assert "排队中" in page.locator("[data-submission]").first.inner_text()
+            assert "剩余" in section.locator(".left").inner_text()          # the time left, in her time zone
+            _grade(database)
+            # No reload by hand: the page's long poll sees the verdict and shows it.
+            page.wait_for_selector("[data-submission][data-state=done]")
+            assert "已评分" in page.locator("[data-submission]").first.inner_text()
+            verdict = section.locator("details[open]")
+            assert f"{QKV.points:g} / {QKV.points:g}" in verdict.inner_text() and "隐藏" in verdict.inner_text()
+            page.screenshot(path=str(ARTIFACTS / "service-student.png"), full_page=True)
+
+            board = chromium.new_context(locale="zh-CN").new_page()
+            board.set_default_timeout(TIMEOUT_MS)
+            _sign_in(board, url, who["teacher"])
+            assert board.url.endswith("/dashboard")
+            histogram = board.locator("#report img").first
+            assert histogram.evaluate("img => img.complete && img.naturalWidth > 100")     # drawn, not broken
+            assert "ada" in board.locator("#all").inner_text()
+            board.locator("#all button.requeue").first.click()
+            board.wait_for_selector("#notice")
+            assert "已重新排队：1 份" in board.locator("#notice").inner_text()
+            board.fill("#extension-form input[name=student]", "ada")
+            board.select_option("#extension-form select[name=assignment]", QKV.id)
+            board.fill("#extension-form input[name=due]", "2030-01-01T10:00")
+            board.click("#extension-form button")
+            board.wait_for_selector("#extensions")
+            assert "已批准 ada" in board.locator("#notice").inner_text()
+            assert "2030-01-01 10:00" in board.locator("#extensions").inner_text()
+            board.screenshot(path=str(ARTIFACTS / "service-dashboard.png"), full_page=True)
+        finally:
+            chromium.close()
+
+
+EVIL_NAME = '<img src=x onerror="window.__pwned=1">"><script>window.__pwned=2</script>'
+EVIL_TEXT = '<img src=x onerror="window.__pwned=3"><script>window.__pwned=4</script>'
+
+
+def test_html_and_script_in_a_students_name_file_and_notebook_are_shown_as_text(site, browser_kit,  # noqa: F811
+                                                                               tmp_path):
+    """Everything a student controls reaches the pages escaped: a real browser runs none of it."""
+    import httpx
+
+    url, engine, who, database = site
+    evil = tokens.issue(engine, EVIL_NAME)
+    nb = make_samples.submission(QKV, solved="all")
+    nb.cells.append(nbformat.v4.new_markdown_cell(EVIL_TEXT))
+    nb.cells.append(nbformat.v4.new_code_cell(f"raise RuntimeError({EVIL_TEXT!r})"))
+    made = httpx.post(f"{url}/api/submissions", headers={"Authorization": f"Bearer {evil}"},
+                      data={"assignment": QKV.id},
+                      files={"notebook": (f"{EVIL_TEXT}.ipynb", json.dumps(nb).encode(), "application/json")},
+                      timeout=30)
+    assert made.status_code == 202, made.text
+    _grade(database)
+    with browser_kit.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            for token, paths in ((evil, ["/me", "/me?lang=en"]),
+                                 (who["teacher"], ["/dashboard", f"/dashboard/student?id={quote(EVIL_NAME, safe='')}",
+                                                   "/dashboard?sort=score", "/dashboard/report"])):
+                page = chromium.new_context().new_page()
+                page.set_default_timeout(TIMEOUT_MS)
+                dialogs: list[str] = []
+                page.on("dialog", lambda d, seen=dialogs: (seen.append(d.message), d.dismiss()))
+                _sign_in(page, url, token)
+                for path in paths:
+                    page.goto(url + path)
+                    page.wait_for_load_state("networkidle")
+                    assert page.evaluate("typeof window.__pwned") == "undefined", path
+                    assert page.locator("img[src=x]").count() == 0 and dialogs == [], path
+                    # (the report fragment lists no student: it shows the numbers)
+                    if path.startswith("/dashboard/student") or path == "/dashboard" or path.startswith("/me"):
+                        assert "window.__pwned" in page.locator("body").inner_text(), path    # shown, as text
+        finally:
+            chromium.close()

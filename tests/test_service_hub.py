@@ -1,0 +1,755 @@
+"""Issue 29: the grading service as a JupyterHub service.
+
+First against a stand-in for the Hub's API (a uvicorn thread answering ``/hub/api/user`` and the OAuth
+token endpoint as the Hub does): which Hub tokens are callers and in which role, the OAuth sign-in's
+state cookie and its refusals (open redirects included), ``submit()``'s token inside a single-user
+server. Then against a real JupyterHub the tests start themselves (``jupyterhub`` from .venv with
+configurable-http-proxy from scripts/install-hub.sh, DummyAuthenticator, SimpleLocalProcessSpawner,
+``autograder serve`` as its managed service): a Hub user's token submits through the proxy and reads
+its verdict, another user's reads it as not found, the instructors' group reads everything; in
+Chromium, ada signs in to the Hub, runs ``submit()`` in a cell of her JupyterLab and sees the graded
+verdict; the service's pages sign in through the Hub's OAuth and the teacher's dashboard lists ada.
+
+The real Hub's tests fail (never skip) when JupyterHub or the proxy is missing: run scripts/setup.sh.
+The two in the browser skip where Chromium or playwright is missing, as tests/test_browser.py does; their
+screenshots are tests/artifacts/hub-submit.png and hub-dashboard.png. Every process the Hub started (its
+proxy, the service and its worker, the single-user servers and their kernels) is stopped, failure or not.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import Request
+
+from support import make_samples
+from autograder.config import load_course
+from autograder.service.tokens import Caller
+
+ROOT = Path(__file__).resolve().parent.parent
+COURSE = load_course()
+QKV = COURSE.assignment("02_qkv_attention")
+PREFIX = "/services/autograder/"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+PROXY = ROOT / ".hub" / "node_modules" / ".bin" / "configurable-http-proxy"
+SETUP = "run scripts/setup.sh (JupyterHub comes with .venv, configurable-http-proxy from scripts/install-hub.sh)"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _notebook() -> bytes:
+    return json.dumps(make_samples.submission(QKV, solved="all")).encode()
+
+
+# == a stand-in for the Hub's API ===================================================================
+@dataclass
+class FakeHub:
+    """What the Hub's API answers: a user model per token, an OAuth token per code; every request seen."""
+
+    url: str
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    codes: dict[str, str] = field(default_factory=dict)
+    seen: list[str] = field(default_factory=list)
+    down: bool = False
+
+
+def _model(name: str, *scopes: str, groups: tuple[str, ...] = (), kind: str = "user") -> dict[str, Any]:
+    return {"kind": kind, "name": name, "admin": False, "groups": list(groups), "scopes": list(scopes),
+            "session_id": None, "token_id": "a1"}
+
+
+ACCESS = "access:services!service=autograder"
+
+
+@pytest.fixture
+def fake_hub() -> Iterator[FakeHub]:
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    app = FastAPI()
+    port = _free_port()
+    hub = FakeHub(f"http://127.0.0.1:{port}/hub/api")
+
+    @app.get("/hub/api/user")
+    async def user(request: Request) -> Any:
+        hub.seen.append("user")
+        if hub.down:
+            return JSONResponse({"status": 500}, status_code=500)
+        token = request.headers.get("authorization", "").removeprefix("token ")
+        model = hub.users.get(token)
+        return model if model is not None else JSONResponse({"status": 403}, status_code=403)
+
+    @app.post("/hub/api/oauth2/token")
+    async def oauth_token(request: Request) -> Any:
+        hub.seen.append("token")
+        form = await request.form()
+        if form.get("client_secret") != "service-secret" or form.get("client_id") != "service-autograder":
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        token = hub.codes.pop(str(form.get("code")), None)         # a code is good once
+        if token is None:
+            return JSONResponse({"error": "invalid_grant"}, status_code=400)
+        return {"access_token": token, "token_type": "Bearer"}
+
+    with _serving(app, port):
+        yield hub
+
+
+@contextlib.contextmanager
+def _serving(app: Any, port: int | None = None) -> Iterator[str]:
+    """``app`` on a uvicorn server in a thread of this process, for the block: its URL."""
+    port = port or _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def _env(hub: FakeHub, **more: str) -> dict[str, str]:
+    return {"JUPYTERHUB_API_TOKEN": "service-secret", "JUPYTERHUB_SERVICE_PREFIX": PREFIX,
+            "JUPYTERHUB_SERVICE_NAME": "autograder", "JUPYTERHUB_SERVICE_URL": "http://127.0.0.1:10101",
+            "JUPYTERHUB_API_URL": hub.url, "JUPYTERHUB_CLIENT_ID": "service-autograder",
+            "JUPYTERHUB_OAUTH_CALLBACK_URL": f"{PREFIX}oauth_callback", **more}
+
+
+def _course(**policy: Any) -> Any:
+    return SimpleNamespace(service=COURSE.service.model_copy(update=policy))
+
+
+def test_the_service_is_a_hub_service_only_with_the_hubs_variables(fake_hub):
+    from autograder.service.hub import hub_from_env
+
+    assert hub_from_env(COURSE, {}) is None
+    assert hub_from_env(COURSE, {"JUPYTERHUB_API_TOKEN": "x"}) is None
+    assert hub_from_env(COURSE, {"JUPYTERHUB_SERVICE_PREFIX": PREFIX}) is None
+    hub = hub_from_env(COURSE, _env(fake_hub))
+    assert hub is not None
+    assert (hub.prefix, hub.host, hub.port, hub.name) == (PREFIX, "127.0.0.1", 10101, "autograder")
+    bare = hub_from_env(COURSE, {"JUPYTERHUB_API_TOKEN": "x", "JUPYTERHUB_SERVICE_PREFIX": "/services/grader"})
+    assert (bare.prefix, bare.host, bare.port, bare.name) == ("/services/grader/", None, None, "grader")
+    assert bare.auth.oauth_client_id == "service-grader"           # the Hub's default client id for a service
+
+
+def test_hub_tokens_are_callers_by_the_hubs_word_and_the_courses_roles(fake_hub):
+    from autograder.service.hub import Hub
+
+    fake_hub.users.update({
+        "ada-token-0001": _model("ada", ACCESS, "access:servers!server=ada/"),
+        "teacher-token-01": _model("teacher", ACCESS, groups=("instructors",)),
+        "tim-token-00001": _model("tim", ACCESS),                       # named in service.instructors
+        "all-token-00001": _model("bo", "access:services"),             # every service: this one too
+        "other-token-0001": _model("cy", "access:services!service=another"),
+        "server-token-001": _model("di", "access:servers!server=di/", "users:activity!user=di"),
+        "service-token-01": _model("cron", ACCESS, kind="service"),
+    })
+    hub = Hub(_course(instructors=["tim"]), _env(fake_hub))
+    assert hub.api_caller("ada-token-0001") == Caller("student", "ada")
+    assert hub.api_caller("teacher-token-01") == Caller("instructor", "teacher")
+    assert hub.api_caller("tim-token-00001") == Caller("instructor", "tim")
+    assert hub.api_caller("all-token-00001") == Caller("student", "bo")
+    for no in ("other-token-0001", "server-token-001", "service-token-01", "unknown-token-01"):
+        assert hub.api_caller(no) is None, no
+    # Without the group (instructor_group: null) the teacher is a student; the list still counts.
+    alone = Hub(_course(instructors=["tim"], instructor_group=None), _env(fake_hub))
+    assert alone.api_caller("teacher-token-01") == Caller("student", "teacher")
+    # The Hub's answers are cached (HubAuth's cache): asked again, the Hub is not.
+    asked = len(fake_hub.seen)
+    assert hub.api_caller("ada-token-0001") == Caller("student", "ada")
+    assert hub.api_caller("unknown-token-01") is None
+    assert len(fake_hub.seen) == asked
+    # What cannot be a Hub token is never sent to the Hub.
+    for odd in ("", "short", "a b c d e f g h", "x" * 201, "line\r\nX-Evil: 1", "tök-en-0000000"):
+        assert hub.api_caller(odd) is None
+    assert len(fake_hub.seen) == asked
+
+
+def test_a_hub_that_does_not_answer_is_a_503_and_no_token_is_logged(fake_hub, caplog):
+    from autograder.service.app import ApiError
+    from autograder.service.hub import Hub
+
+    fake_hub.down = True
+    hub = Hub(COURSE, _env(fake_hub))
+    secret = "ada-secret-token-42"
+    with caplog.at_level(logging.DEBUG), pytest.raises(ApiError) as raised:
+        hub.api_caller(secret)
+    assert raised.value.status == 503 and raised.value.key == "hub.unavailable" and raised.value.retry_after
+    assert secret not in caplog.text and secret not in str(raised.value.msg)
+    fake_hub.down = False            # nothing was cached for it: once the Hub is back, the token is asked again
+    fake_hub.users[secret] = _model("ada", ACCESS)
+    assert hub.api_caller(secret) == Caller("student", "ada")
+    assert secret not in caplog.text
+
+
+# -- the OAuth sign-in, on the app as `autograder serve` mounts it -------------------------------------
+@pytest.fixture
+def signing(fake_hub):
+    """The OAuth routes on a FastAPI app mounted under the prefix, with a sign_in that records its calls."""
+    from fastapi import FastAPI
+    from starlette.applications import Starlette
+    from starlette.responses import RedirectResponse
+    from starlette.routing import Mount
+
+    from autograder.service.hub import Hub
+
+    hub = Hub(_course(instructors=["tim"]), _env(fake_hub))
+    app = FastAPI()
+    signed: list[tuple[Caller, str]] = []
+
+    def sign_in(request, who: Caller, next_url: str):
+        signed.append((who, next_url))
+        response = RedirectResponse(next_url, status_code=303)
+        response.set_cookie("autograder_session", "s-" + who.who, path=PREFIX, httponly=True)
+        return response
+
+    app.state.sign_in = sign_in
+    hub.install(app)
+    outer = Starlette(routes=[Mount(PREFIX.rstrip("/"), app=app)])
+    with _serving(outer) as url, httpx.Client(base_url=url, follow_redirects=False, timeout=30) as client:
+        yield SimpleNamespace(client=client, hub=hub, fake=fake_hub, signed=signed)
+
+
+def _start(client, next_url: str | None = "/services/autograder/me") -> tuple[str, str, httpx.Response]:
+    """/hub-login: (the state the Hub is sent, the cookie it is kept in, the response)."""
+    got = client.get(f"{PREFIX}hub-login", params={} if next_url is None else {"next": next_url})
+    assert got.status_code == 302, got.text
+    location = urlsplit(got.headers["location"])
+    query = parse_qs(location.query)
+    return query["state"][0], next(iter(got.cookies.keys())), got
+
+
+def test_hub_login_sends_the_browser_to_the_hubs_authorize_page_with_a_state_in_a_cookie(signing):
+    state, cookie, got = _start(signing.client)
+    location = urlsplit(got.headers["location"])
+    assert location.path == "/hub/api/oauth2/authorize" and not location.netloc
+    query = parse_qs(location.query)
+    assert query["client_id"] == ["service-autograder"] and query["response_type"] == ["code"]
+    assert query["redirect_uri"] == [f"{PREFIX}oauth_callback"]
+    assert cookie == "service-autograder-oauth-state"
+    header = got.headers["set-cookie"].lower()
+    assert f"path={PREFIX}" in header and "httponly" in header and "samesite=lax" in header
+    assert state in got.headers["set-cookie"] and len(state) >= 20
+    # A second sign-in under way in the same browser gets a cookie of its own (as HubOAuth does).
+    second, other, _ = _start(signing.client)
+    assert second != state and other.startswith(cookie + "-")
+
+
+def test_the_callback_signs_in_the_hubs_user_and_returns_to_next(signing):
+    client, fake = signing.client, signing.fake
+    fake.users["oauth-ada-token-1"] = _model("ada", ACCESS)
+    fake.codes["code-1"] = "oauth-ada-token-1"
+    state, cookie, _ = _start(client, "/services/autograder/me?tab=2")
+    done = client.get(f"{PREFIX}oauth_callback", params={"code": "code-1", "state": state})
+    assert done.status_code == 303, done.text
+    assert done.headers["location"] == "/services/autograder/me?tab=2"
+    assert signing.signed == [(Caller("student", "ada"), "/services/autograder/me?tab=2")]
+    cookies = done.headers.get_list("set-cookie")
+    assert any(c.startswith("autograder_session=s-ada") for c in cookies)
+    assert any(c.startswith(f"{cookie}=") and "max-age=0" in c.lower() for c in cookies), cookies
+    # The teacher (group instructors) and tim (service.instructors) sign in as instructors; no next: the prefix.
+    for name, groups in (("teacher", ("instructors",)), ("tim", ())):
+        fake.users[f"oauth-{name}-token"] = _model(name, ACCESS, groups=groups)
+        fake.codes[f"code-{name}"] = f"oauth-{name}-token"
+        client.cookies.clear()
+        state, _, _ = _start(client, None)
+        assert client.get(f"{PREFIX}oauth_callback", params={"code": f"code-{name}", "state": state}
+                          ).status_code == 303
+        assert signing.signed[-1] == (Caller("instructor", name), PREFIX)
+
+
+def _refused(response: httpx.Response, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["code"] == code and body["error"]["zh"] and body["error"]["en"], body
+    assert "set-cookie" not in response.headers or "autograder_session" not in response.headers["set-cookie"]
+
+
+def test_the_callback_refuses_a_state_this_browser_did_not_start(signing):
+    client, fake = signing.client, signing.fake
+    fake.users["oauth-ada-token-1"] = _model("ada", ACCESS)
+    fake.codes["code-1"] = "oauth-ada-token-1"
+    state, cookie, _ = _start(client)
+    _refused(client.get(f"{PREFIX}oauth_callback", params={"code": "code-1"}), 400, "hub.bad_state")
+    _refused(client.get(f"{PREFIX}oauth_callback", params={"code": "code-1", "state": "x" + state}), 400,
+             "hub.bad_state")
+    client.cookies.clear()                   # another browser: the state (from a link) without its cookie
+    _refused(client.get(f"{PREFIX}oauth_callback", params={"code": "code-1", "state": state}), 400,
+             "hub.bad_state")
+    _refused(client.get(f"{PREFIX}oauth_callback", params={"error": "access_denied", "state": state}), 400,
+             "hub.refused")
+    assert signing.signed == [] and "code-1" in fake.codes          # the code was never exchanged
+    # A page for a browser, in both languages.
+    page = client.get(f"{PREFIX}oauth_callback", params={"code": "code-1", "state": state},
+                      headers={"accept": "text/html"})
+    assert page.status_code == 400 and page.headers["content-type"].startswith("text/html")
+    assert "重新登录" in page.text and "sign in again" in page.text
+
+
+def test_the_callback_refuses_a_user_without_access_and_a_code_the_hub_does_not_take(signing):
+    client, fake = signing.client, signing.fake
+    fake.users["oauth-cy-token-01"] = _model("cy", "access:services!service=another")
+    fake.codes["code-cy"] = "oauth-cy-token-01"
+    state, _, _ = _start(client)
+    _refused(client.get(f"{PREFIX}oauth_callback", params={"code": "code-cy", "state": state}), 403,
+             "hub.no_access")
+    state, _, _ = _start(client)
+    got = client.get(f"{PREFIX}oauth_callback", params={"code": "code-cy", "state": state})   # used already
+    _refused(got, 502, "hub.unavailable")
+    assert "service-secret" not in got.text
+    assert signing.signed == []
+
+
+@pytest.mark.parametrize("target", [
+    "https://evil.example/", "//evil.example/services/autograder/", "///evil.example", "/\\evil.example",
+    "/services/autograder/\\..\\..\\hub", "javascript:alert(1)", "http:/services/autograder/", "/hub/admin",
+    "/services/autograderX/", "/services/autograder/../../hub/admin", "/services/autograder/%2e%2e/%2e%2e/hub",
+    "/services/autograder/./x", "/services/autograder/%0d%0aSet-Cookie:x=1", "services/autograder/",
+    "/services/autograder/ x",
+])
+def test_hub_login_refuses_a_next_outside_the_service(signing, target):
+    got = signing.client.get(f"{PREFIX}hub-login", params={"next": target})
+    _refused(got, 400, "hub.bad_next")
+    assert "location" not in got.headers
+
+
+def test_local_next_keeps_the_services_own_pages(signing):
+    local = signing.hub.local_next
+    assert local(None) == local("") == PREFIX
+    assert local("/services/autograder") == "/services/autograder"
+    assert local("/services/autograder/dashboard?assignment=02_qkv_attention#top") == \
+        "/services/autograder/dashboard?assignment=02_qkv_attention#top"
+    assert local("/services/autograder/students/ada%40uni") == "/services/autograder/students/ada%40uni"
+
+
+# -- submit() inside a single-user server --------------------------------------------------------------
+def test_submit_inside_a_hub_server_sends_the_servers_token_to_the_hubs_address(tmp_path, monkeypatch):
+    from autograder.selfcheck.submit import SubmitError, settings
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("AUTOGRADER_TOKEN", "AUTOGRADER_SERVER", "JUPYTERHUB_API_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    server = "http://127.0.0.1:8000/services/autograder/"
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "hub-server-token")
+    monkeypatch.setenv("AUTOGRADER_SERVER", server)
+    assert settings("en") == (server.rstrip("/"), "hub-server-token")
+    monkeypatch.setenv("AUTOGRADER_TOKEN", "course-token")             # a token of the student's own comes first
+    assert settings("en") == (server.rstrip("/"), "course-token")
+    monkeypatch.delenv("AUTOGRADER_TOKEN")
+    config = tmp_path / ".config" / "autograder" / "service.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"token": "file-token"}), encoding="utf-8")
+    assert settings("en") == (server.rstrip("/"), "file-token")
+    # A file that names another server, and no AUTOGRADER_SERVER: the Hub's token is not sent there.
+    config.write_text(json.dumps({"server": "http://elsewhere.example"}), encoding="utf-8")
+    monkeypatch.delenv("AUTOGRADER_SERVER")
+    with pytest.raises(SubmitError) as said:
+        settings("zh")
+    assert "AUTOGRADER_SERVER" in str(said.value) and "hub-server-token" not in str(said.value)
+    assert "评分服务" in str(said.value)
+    monkeypatch.delenv("JUPYTERHUB_API_TOKEN")
+    with pytest.raises(SubmitError) as said:
+        settings("en")
+    assert "AUTOGRADER_TOKEN" in str(said.value)
+
+
+def test_a_notebook_that_calls_submit_is_graded_as_any_other():
+    """The README's `from autograder import submit; submit()` cell, saved in the notebook, is no tampering
+    (it does nothing inside the grader, as check() does); the grader's other names stay off limits."""
+    from autograder.grading.source_scan import TAMPERING, scan_exercise
+
+    answer = ("def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n"
+              "    return e / e.sum(dim, keepdim=True)")
+    for cell in ("from autograder import submit; submit()", "from autograder import check, submit\nsubmit('02')",
+                 "import autograder\nautograder.submit()"):
+        assert scan_exercise(["from autograder import check", answer, cell], "softmax", ["F.softmax"]) == [], cell
+    for cell in ("from autograder import submit\nsubmit.__globals__['x'] = 1",
+                 "import autograder\nautograder.submit = 1", "from autograder.selfcheck import submit"):
+        assert any(f.startswith(TAMPERING) for f in scan_exercise([answer, cell], "softmax", ["F.softmax"])), cell
+
+
+# == a real JupyterHub ==============================================================================
+USERS = ("ada", "ben", "teacher")
+HUB_START_S = 120
+CODE = "from autograder import submit; submit()"
+PAGE_TIMEOUT_MS = 90_000
+
+
+@dataclass
+class RealHub:
+    url: str                      # the proxy: what a browser reaches
+    api: str                      # the Hub's REST API (through the proxy)
+    admin: str                    # a token of the test's admin service
+    password: str
+    homes: Path                   # each user's home (their notebook folder) is homes / NAME
+    log: Path
+
+    @property
+    def service(self) -> str:
+        return f"{self.url}{PREFIX}"
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return httpx.request(method, f"{self.api}{path}", headers={"Authorization": f"token {self.admin}"},
+                             timeout=30, **kwargs)
+
+    def token_of(self, user: str) -> str:
+        made = self.call("POST", f"/users/{user}/tokens", json={"note": "test", "expires_in": 3600})
+        assert made.status_code == 201, made.text
+        return made.json()["token"]
+
+    def start_server(self, user: str) -> None:
+        started = self.call("POST", f"/users/{user}/server")
+        assert started.status_code in (201, 202, 400), started.text        # (400: already running)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            server = self.call("GET", f"/users/{user}").json().get("servers", {}).get("", {})
+            if server.get("ready"):
+                return
+            time.sleep(0.25)
+        raise AssertionError(f"{user}'s server did not start in 90 s:\n{self.log_tail()}")
+
+
+def _hub_config(folder: Path, ports: dict[str, int], admin: str, password: str) -> Path:
+    """jupyterhub_config.py: the Hub, its proxy, the service as the README tells an instructor to set it up."""
+    bin_dir = Path(sys.executable).parent
+    service_url = f"http://127.0.0.1:{ports['proxy']}{PREFIX.rstrip('/')}"
+    settings = folder / "lab-settings"
+    from test_browser import _write_settings        # no news pop-up over the page, every cell in the DOM
+
+    _write_settings(settings)
+    (folder / "service-home").mkdir()
+    values = {
+        "proxy": ports["proxy"], "proxy_api": ports["proxy_api"], "hub": ports["hub"], "chp": str(PROXY),
+        "db": f"sqlite:///{folder / 'jupyterhub.sqlite'}", "secret": str(folder / "cookie_secret"),
+        "pid": str(folder / "proxy.pid"), "password": password, "admin": admin, "users": set(USERS),
+        "homes": str(folder / "homes") + "/{username}", "singleuser": [str(bin_dir / "jupyterhub-singleuser")],
+        "args": ["--allow-root"] if os.geteuid() == 0 else [],
+        "service": [sys.executable, "-m", "autograder", "--course", str(ROOT / "course.yml"), "serve",
+                    "--database", str(folder / "service.db"), "--workers", "1"],
+        "service_port": ports["service"], "service_env": {"HOME": str(folder / "service-home")},
+        "user_env": {"AUTOGRADER_SERVER": service_url, "AUTOGRADER_COURSE": str(ROOT / "course.yml"),
+                     "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTER_PREFER_ENV_PATH": "1"},
+        "access": ACCESS,
+    }
+    text = """
+c = get_config()  # noqa
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {proxy}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {hub}
+c.JupyterHub.db_url = {db!r}
+c.JupyterHub.cookie_secret_file = {secret!r}
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api}"
+c.ConfigurableHTTPProxy.pid_file = {pid!r}
+c.JupyterHub.authenticator_class = "dummy"
+c.DummyAuthenticator.password = {password!r}
+c.Authenticator.allowed_users = {users!r}
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = {homes!r}
+c.Spawner.cmd = {singleuser!r}
+c.Spawner.args = {args!r}
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = 90
+c.Spawner.http_timeout = 90
+# What an instructor's jupyterhub_config.py says (README): the service, who may use it, its address for submit().
+c.JupyterHub.services = [
+    {{"name": "autograder", "url": "http://127.0.0.1:{service_port}", "command": {service!r},
+      "environment": {service_env!r}, "oauth_no_confirm": True}},
+    {{"name": "test-admin", "api_token": {admin!r}}},
+]
+c.JupyterHub.load_roles = [
+    {{"name": "user", "scopes": ["self", {access!r}]}},
+    {{"name": "test-admin", "scopes": ["admin:users", "admin:servers", "tokens"], "services": ["test-admin"]}},
+]
+c.JupyterHub.load_groups = {{"instructors": {{"users": ["teacher"]}}}}
+c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", {access!r}]
+c.Spawner.environment = {user_env!r}
+""".format(**values)
+    path = folder / "jupyterhub_config.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` now (from /proc): the proxy, the service, its workers, servers, kernels."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _stop_hub(process: subprocess.Popen) -> None:
+    """The Hub stops its proxy, service and servers on SIGTERM; whatever is left of them is killed, group by
+    group (each server and kernel has a session of its own), never this test's own group."""
+    below = _descendants(process.pid)
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 5)):
+        if process.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(wait)
+    process.wait()
+    mine = os.getpgrp()
+    below += [p for pid in below for p in _descendants(pid)]
+    deadline = time.monotonic() + 10
+    for pid in dict.fromkeys(below):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            group = os.getpgid(pid)
+            os.kill(pid, signal.SIGTERM)
+            if group != mine:
+                os.killpg(group, signal.SIGTERM)
+    for pid in dict.fromkeys(below):
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and \
+                "zombie" not in _state(pid):
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
+
+
+def _state(pid: int) -> str:
+    try:
+        return "zombie" if (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z" else ""
+    except (OSError, IndexError):
+        return "zombie"
+
+
+@pytest.fixture(scope="module")
+def real_hub(tmp_path_factory) -> Iterator[RealHub]:
+    """JupyterHub (from .venv) with configurable-http-proxy, and `autograder serve` as its managed service."""
+    jupyterhub = Path(sys.executable).parent / "jupyterhub"
+    if not jupyterhub.exists() or not (Path(sys.executable).parent / "jupyterhub-singleuser").exists():
+        pytest.fail(f"JupyterHub is not installed in {Path(sys.executable).parent}: {SETUP}")
+    if not os.access(PROXY, os.X_OK):
+        pytest.fail(f"configurable-http-proxy is not installed ({PROXY}): {SETUP}")
+    folder = tmp_path_factory.mktemp("hub")
+    ports = {name: _free_port() for name in ("proxy", "proxy_api", "hub", "service")}
+    admin, password = secrets.token_hex(16), secrets.token_hex(8)
+    config = _hub_config(folder, ports, admin, password)
+    for user in USERS:
+        (folder / "homes" / user).mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "AUTOGRADER_", "JPY_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    log = folder / "jupyterhub.log"
+    with open(log, "wb") as sink:
+        process = subprocess.Popen([str(jupyterhub), "-f", str(config)], cwd=folder, env=env, stdout=sink,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{ports['proxy']}"
+    hub = RealHub(url, f"{url}/hub/api", admin, password, folder / "homes", log)
+    try:
+        deadline = time.monotonic() + HUB_START_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"jupyterhub exited with {process.returncode}:\n{hub.log_tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{hub.service}openapi.json", timeout=5).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"the Hub's service did not answer within {HUB_START_S} s:\n{hub.log_tail()}")
+            time.sleep(0.25)
+        yield hub
+    finally:
+        _stop_hub(process)
+
+
+@pytest.mark.slow
+def test_a_hub_users_token_submits_through_the_hubs_proxy_and_reads_only_its_own(real_hub):
+    ada, ben, teacher = (real_hub.token_of(u) for u in USERS)
+    api = f"{real_hub.service}api/submissions"
+    made = httpx.post(api, headers={"Authorization": f"Bearer {ada}"}, data={"assignment": QKV.id},
+                      files={"notebook": (f"{QKV.id}.ipynb", _notebook(), "application/json")}, timeout=30)
+    assert made.status_code == 202, made.text
+    number = made.json()["submission"]
+    state: dict[str, Any] = {}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and state.get("state") not in ("done", "failed"):
+        got = httpx.get(f"{api}/{number}", params={"wait": 20}, headers={"Authorization": f"Bearer {ada}"},
+                        timeout=60)
+        assert got.status_code == 200, got.text
+        state = got.json()
+    assert state["state"] == "done", (state, real_hub.log_tail())
+    assert state["student"] == "ada" and state["result"]["points"] == state["result"]["max_points"] > 0, state
+    other = httpx.get(f"{api}/{number}", headers={"Authorization": f"Bearer {ben}"}, timeout=30)
+    assert other.status_code == 404 and other.json()["code"] == "service.no_submission", other.text
+    seen = httpx.get(f"{api}/{number}", headers={"Authorization": f"Bearer {teacher}"}, timeout=30)
+    assert seen.status_code == 200 and seen.json()["student"] == "ada", seen.text
+    assert "traceback" in seen.json()["result"] or "timing" in seen.json()["result"]    # the instructor's view
+    assert httpx.get(f"{api}/{number}", timeout=30).status_code == 401
+    assert httpx.get(f"{api}/{number}", headers={"Authorization": "Bearer not-a-hub-token-0000"},
+                     timeout=30).status_code == 401
+    refused = httpx.post(api, headers={"Authorization": f"Bearer {teacher}"}, data={"assignment": QKV.id},
+                         files={"notebook": ("n.ipynb", _notebook(), "application/json")}, timeout=30)
+    assert refused.status_code == 403 and refused.json()["code"] == "service.students_submit"
+
+
+@pytest.fixture
+def chromium():
+    from test_browser import CHROMIUM_FLAGS
+
+    executable = next((c for c in (os.environ.get("CHROMIUM"), "/usr/bin/chromium") if c and os.access(c, os.X_OK)),
+                      None)
+    if executable is None:
+        pytest.skip("Chromium not found (/usr/bin/chromium): run scripts/install-browser.sh as root")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is missing: run scripts/install-browser.sh")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _page(browser: Any) -> Any:
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN").new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    return page
+
+
+def _hub_login(page: Any, hub: RealHub, user: str) -> None:
+    """The Hub's login form, as a person fills it in (DummyAuthenticator: the configured password)."""
+    page.locator("#username_input").fill(user)
+    page.locator("#password_input").fill(hub.password)
+    page.locator("#login_submit").click()
+
+
+@pytest.mark.slow
+def test_a_student_signs_in_to_the_hub_and_submits_from_her_notebook(real_hub, chromium):
+    """ada logs in, opens the release notebook (answered), adds `submit()` in a cell, runs it: the verdict."""
+    from test_browser import _wait_idle
+
+    notebook = real_hub.homes / "ada" / f"{QKV.id}.ipynb"
+    notebook.write_bytes(_notebook())
+    real_hub.start_server("ada")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "hub-submit.png"
+    shot.unlink(missing_ok=True)
+    page = _page(chromium)
+    try:
+        page.goto(f"{real_hub.url}/hub/login")
+        _hub_login(page, real_hub, "ada")
+        page.wait_for_url("**/user/ada/**")
+        page.goto(f"{real_hub.url}/user/ada/lab/tree/{QKV.id}.ipynb")
+        _wait_idle(page)
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        count = cells.count()
+        cells.last.locator(".jp-InputPrompt").click()         # the last cell selected (command mode)
+        page.keyboard.press("Escape")
+        page.keyboard.press("b")                              # a new code cell below it, selected
+        page.wait_for_function(f"document.querySelectorAll('.jp-Notebook .jp-Cell').length > {count}")
+        page.keyboard.press("Enter")                          # editing it
+        page.keyboard.type(CODE)
+        page.keyboard.press("Escape")
+        cell = page.locator(".jp-Notebook .jp-CodeCell").filter(has=page.locator(".jp-InputArea", has_text=CODE))
+        assert cell.count() == 1 and cells.count() == count + 1
+        assert "jp-mod-selected" in (cells.last.get_attribute("class") or "")
+        page.keyboard.press("Control+s")                      # submit() sends the saved file
+        page.wait_for_function("!document.querySelector('.jp-mod-dirty')")
+        page.keyboard.press("Shift+Enter")                    # run the selected cell: ours
+        output = cell.locator(".jp-OutputArea-output", has_text="评分完成")
+        output.wait_for(timeout=150_000)
+        _wait_idle(page)
+        text = cell.locator(".jp-OutputArea").inner_text()
+        assert "已提交" in text and "Traceback" not in text and "JUPYTERHUB" not in text, text
+        # The whole notebook, the submit() cell in it, graded: full marks (the grader's scan lets the
+        # notebook import autograder.submit as it lets it import autograder.check).
+        full = f"评分完成：{QKV.points:g} / {QKV.points:g} 分"
+        assert full in text, text
+        assert f": done, {QKV.points:g} / {QKV.points:g}>" in text, text     # submit()'s value: one line
+        cell.evaluate("node => node.scrollIntoView({block: 'center'})")
+        page.mouse.move(0, 0)
+        page.screenshot(path=str(shot))
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(ARTIFACTS / "hub-submit-failure.png"))
+        raise AssertionError(f"{exc}\n-- jupyterhub log (tail) --\n{real_hub.log_tail()}") from exc
+    ada = real_hub.token_of("ada")
+    mine = httpx.get(f"{real_hub.service}api/submissions", headers={"Authorization": f"Bearer {ada}"}, timeout=30)
+    assert {s["student"] for s in mine.json()["submissions"]} == {"ada"} and len(mine.json()["submissions"]) >= 1
+    assert shot.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_the_services_pages_sign_in_through_the_hubs_oauth(real_hub, chromium):
+    """/hub-login goes through the Hub's login and back, signed in; the teacher's dashboard lists ada."""
+    ada = real_hub.token_of("ada")          # ada has a submission of her own, whichever test ran before
+    made = httpx.post(f"{real_hub.service}api/submissions", headers={"Authorization": f"Bearer {ada}"},
+                      data={"assignment": QKV.id}, files={"notebook": ("n.ipynb", _notebook(), "application/json")},
+                      timeout=30)
+    assert made.status_code == 202, made.text
+    for user in ("ada", "teacher"):
+        page = _page(chromium)
+        try:
+            first = page.goto(f"{real_hub.service}hub-login?next={PREFIX}")
+            assert first is not None and first.status < 400
+            page.wait_for_url("**/hub/login**")
+            _hub_login(page, real_hub, user)
+            page.wait_for_url(f"{real_hub.service}**")
+            page.wait_for_load_state()
+            assert urlsplit(page.url).path.startswith(PREFIX), page.url
+            cookies = {c["name"]: c for c in page.context.cookies()}
+            assert "autograder_session" in cookies, cookies.keys()
+            assert cookies["autograder_session"]["httpOnly"] and cookies["autograder_session"]["path"] in (
+                PREFIX, PREFIX.rstrip("/"))
+            assert not [n for n in cookies if n.endswith("-oauth-state")], cookies.keys()
+            if user == "teacher":
+                shown = page.goto(f"{real_hub.service}dashboard")
+                assert shown is not None and shown.status == 200, shown and shown.status
+                assert "ada" in page.locator("body").inner_text()
+                page.screenshot(path=str(ARTIFACTS / "hub-dashboard.png"))
+            else:
+                shown = page.goto(f"{real_hub.service}dashboard")        # a student's session: not the dashboard
+                assert shown is not None and (shown.status >= 400 or "/dashboard" not in page.url)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / f"hub-oauth-{user}-failure.png"))
+            raise AssertionError(f"{exc}\n-- jupyterhub log (tail) --\n{real_hub.log_tail()}") from exc
+        finally:
+            page.context.close()

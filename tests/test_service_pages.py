@@ -1,0 +1,202 @@
+"""Issue 29: the service's pages over HTTP: sign-in, sessions, CSRF, security headers, who sees what.
+
+The app runs on a real uvicorn server (a thread of this process) over a real SQLite database; a
+client keeps cookies as a browser does. The browser tests (tests/test_service_browser.py) drive
+the same pages in Chromium.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+
+import httpx
+import pytest
+import uvicorn
+from sqlalchemy import func, select
+
+from support import make_samples
+from autograder.config import load_course
+from autograder.service import db, sessions, tokens
+from autograder.service.app import create_app
+
+COURSE = load_course()
+# The course with a due date for 02_qkv_attention, far ahead: before it, students see titles and pass/fail.
+COURSE = COURSE.model_copy(update={"assignments": [a.model_copy(update={"due": "2099-12-01T23:59:00+00:00"})
+                                                   if a.id == "02_qkv_attention" else a for a in COURSE.assignments]})
+QKV = COURSE.assignment("02_qkv_attention")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def site(tmp_path):
+    """The app on uvicorn; tokens for ada, ben and a teacher; a base URL."""
+    database = tmp_path / "service.db"
+    engine = db.engine_for(str(database))
+    db.upgrade(engine)
+    people = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
+              "teacher": tokens.issue(engine, "teacher", role="instructor")}
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(engine, COURSE), host="127.0.0.1", port=port,
+                                           log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", engine, people, database
+    server.should_exit = True
+    thread.join(timeout=30)
+    engine.dispose()
+
+
+def browser(url: str) -> httpx.Client:
+    return httpx.Client(base_url=url, timeout=30, follow_redirects=False)
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, page[:2000]
+    return found.group(1)
+
+
+def sign_in(client: httpx.Client, token: str, next_url: str = "/") -> httpx.Response:
+    page = client.get("/login")
+    assert page.status_code == 200
+    return client.post("/login", data={"csrf": csrf_of(page.text), "token": token, "next": next_url})
+
+
+def notebook() -> bytes:
+    return json.dumps(make_samples.submission(QKV, solved="all")).encode()
+
+
+def stored(engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(db.Submission)).scalar_one()
+
+
+def test_signing_in_sets_an_httponly_samesite_session_and_every_page_checks_its_caller(site):
+    url, engine, who, _ = site
+    with browser(url) as anonymous:
+        assert anonymous.get("/me").status_code == 303 and "/login?next=" in anonymous.get("/me").headers["location"]
+        assert anonymous.get("/dashboard").status_code == 303
+        page = anonymous.get("/login")
+        for header in ("content-security-policy", "x-content-type-options", "x-frame-options"):
+            assert header in page.headers, header
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert "<script>" not in page.text.replace("<script src=", "")          # no inline script anywhere
+        # A login without the form's CSRF token, or with a wrong token, signs nobody in.
+        assert anonymous.post("/login", data={"token": who["ada"]}).status_code == 403
+        wrong = anonymous.post("/login", data={"csrf": csrf_of(page.text), "token": "nope"})
+        assert wrong.status_code == 401 and "令牌无效" in wrong.text and sessions.COOKIE not in wrong.cookies
+    with browser(url) as ada:
+        made = sign_in(ada, who["ada"], next_url="https://evil.example/")
+        assert made.status_code == 303 and made.headers["location"] == "/"     # never another site
+        cookie = made.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "samesite=lax" in cookie.lower() and who["ada"] not in cookie
+        assert ada.get("/").headers["location"] == "/me"
+        mine = ada.get("/me")
+        assert mine.status_code == 200 and "我的提交" in mine.text and QKV.id in mine.text
+        assert ada.get("/dashboard").status_code == 403                        # a student's session
+        assert ada.get("/dashboard/student?id=ben").status_code == 403
+        assert ada.get("/dashboard/download/grades.csv").status_code == 403
+        assert "My submissions" in ada.get("/me?lang=en").text and "My submissions" in ada.get("/me").text
+        # Signing out ends the session on the server: the old cookie opens nothing.
+        old = ada.cookies[sessions.COOKIE]
+        assert ada.post("/logout", data={"csrf": csrf_of(mine.text)}).status_code == 303
+        with browser(url) as replay:
+            replay.cookies.set(sessions.COOKIE, old)
+            assert replay.get("/me").status_code == 303
+    with browser(url) as teacher:
+        sign_in(teacher, who["teacher"])
+        assert teacher.get("/").headers["location"] == "/dashboard"
+        assert teacher.get("/dashboard").status_code == 200
+
+
+def test_every_write_needs_the_sessions_csrf_token_and_nothing_is_stored_without_it(site):
+    url, engine, who, _ = site
+    with browser(url) as ada:
+        sign_in(ada, who["ada"])
+        page = ada.get("/me").text
+        files = {"notebook": ("mine.ipynb", notebook(), "application/json")}
+        assert ada.post("/me/upload", data={"assignment": QKV.id}, files=files).status_code == 403
+        assert ada.post("/me/upload", data={"assignment": QKV.id, "csrf": "forged"}, files=files).status_code == 403
+        # The JSON API with the session's cookie: a write needs the X-CSRF-Token header.
+        assert ada.post("/api/submissions", data={"assignment": QKV.id}, files=files).status_code == 403
+        assert stored(engine) == 0
+        done = ada.post("/me/upload", data={"assignment": QKV.id, "csrf": csrf_of(page)}, files=files)
+        assert done.status_code == 303 and stored(engine) == 1
+        api = ada.post("/api/submissions", data={"assignment": QKV.id}, files=files,
+                       headers={"X-CSRF-Token": csrf_of(page)})
+        assert api.status_code == 202 and stored(engine) == 2
+        # The page's script reads its submissions through the API with the cookie alone.
+        assert ada.get(f"/api/submissions/{api.json()['submission']}").json()["state"] == "queued"
+        bad = ada.post("/me/upload", data={"assignment": "99_none", "csrf": csrf_of(page)}, files=files)
+        assert bad.status_code == 404 and "99_none" in bad.text and "text/html" in bad.headers["content-type"]
+    with browser(url) as teacher:
+        sign_in(teacher, who["teacher"])
+        board = teacher.get("/dashboard").text
+        assert teacher.post("/dashboard/requeue", data={"submission": "1"}).status_code == 403
+        assert teacher.post("/dashboard/extensions", data={"student": "ada", "assignment": QKV.id,
+                                                          "due": "2030-01-01T10:00"}).status_code == 403
+        assert teacher.post("/dashboard/requeue", data={"submission": "1", "csrf": csrf_of(board)}).status_code == 303
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(db.Job)).scalar_one() == 3    # 2 uploads + 1 again
+
+
+def test_the_dashboard_filters_sorts_grants_extensions_and_downloads(site):
+    url, engine, who, database = site
+    from autograder.service import queue as Q
+
+    Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=notebook())
+    Q.store(engine, student="ben", assignment=QKV.id, filename="b.ipynb",
+            data=json.dumps(make_samples.submission(QKV, solved=())).encode())
+    done = subprocess.run([sys.executable, "-m", "autograder", "worker", "--database", str(database), "--once"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with browser(url) as teacher:
+        sign_in(teacher, who["teacher"])
+        board = teacher.get("/dashboard")
+        assert board.status_code == 200 and "ada" in board.text and "ben" in board.text
+        assert "data:image/png;base64," in board.text                        # the histogram, drawn
+        by_score = teacher.get("/dashboard?sort=score").text
+        assert by_score.index('id="submission-1"') < by_score.index('id="submission-2"')   # ada 8, ben 0
+        only_ben = teacher.get("/dashboard?student=ben").text
+        assert 'id="submission-2"' in only_ben and 'id="submission-1"' not in only_ben
+        assert 'id="submission-1"' not in teacher.get("/dashboard?status=queued").text
+        assert teacher.get("/dashboard/report").status_code == 200
+        history = teacher.get("/dashboard/student?id=ada").text
+        assert 'id="submission-1"' in history and "<details open>" in history    # her latest feedback, open
+        token = csrf_of(board.text)
+        bad = teacher.post("/dashboard/extensions", data={"csrf": token, "student": "ada", "assignment": QKV.id,
+                                                          "due": "next week"})
+        assert bad.status_code == 422 and "due" in bad.text
+        granted = teacher.post("/dashboard/extensions", data={"csrf": token, "student": "ada", "assignment": QKV.id,
+                                                              "due": "2030-01-01T10:00", "reason": "ill"})
+        assert granted.status_code == 303
+        assert "2030-01-01 10:00" in teacher.get(granted.headers["location"]).text
+        rows = list(csv.DictReader(io.StringIO(teacher.get("/dashboard/download/grades.csv").content
+                                               .decode("utf-8-sig"))))
+        assert {r["student"]: float(r["total"]) for r in rows} == {"ada": QKV.points, "ben": 0.0}
+        archive = zipfile.ZipFile(io.BytesIO(teacher.get("/dashboard/download/feedback.zip").content))
+        assert f"feedback/ada__{QKV.id}.html" in archive.namelist()
+        assert teacher.get("/dashboard/download/secret.txt").status_code == 404
+    with browser(url) as ada:
+        sign_in(ada, who["ada"])
+        mine = ada.get("/me").text
+        assert "2030-01-01" in mine                                   # her own due date, the extension's
+        assert "<details open>" in mine and "隐藏" in mine             # her verdict, open
+        assert "ben" not in mine

@@ -286,6 +286,11 @@ def test_what_a_student_sees_is_course_policy_and_after_the_due_date_everything(
                                                      if a.id == QKV.id else a for a in COURSE.assignments],
                                      "service": COURSE.service.model_copy(update={"before_due": "score"})})
     assert "message" in policy_view(result, ada, past, QKV.id)["exercises"][0]["checks"][0]
+    # ... unless her own due date is later (an extension): until it, what before_due says.
+    import datetime as dt
+
+    later = dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)
+    assert policy_view(result, ada, past, QKV.id, due=later)["exercises"] == []
 
 
 def test_the_export_counts_the_best_attempt_when_the_course_says_so(tmp_path):

@@ -6,6 +6,7 @@ the same pages in Chromium.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -41,26 +42,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def site(tmp_path):
-    """The app on uvicorn; tokens for ada, ben and a teacher; a base URL."""
-    database = tmp_path / "service.db"
+@contextlib.contextmanager
+def serving(folder, course):
+    """The app for ``course`` on uvicorn (a thread) over a new database in ``folder``; tokens for ada, ben and
+    a teacher: (base URL, engine, tokens, database file)."""
+    database = folder / "service.db"
     engine = db.engine_for(str(database))
     db.upgrade(engine)
     people = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
               "teacher": tokens.issue(engine, "teacher", role="instructor")}
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, COURSE), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(create_app(engine, course), host="127.0.0.1", port=port,
                                            log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", engine, people, database
-    server.should_exit = True
-    thread.join(timeout=30)
-    engine.dispose()
+    try:
+        yield f"http://127.0.0.1:{port}", engine, people, database
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        engine.dispose()
+
+
+@pytest.fixture
+def site(tmp_path):
+    """The app on uvicorn; tokens for ada, ben and a teacher; a base URL."""
+    with serving(tmp_path, COURSE) as running:
+        yield running
 
 
 def browser(url: str) -> httpx.Client:
@@ -200,3 +211,22 @@ def test_the_dashboard_filters_sorts_grants_extensions_and_downloads(site):
         assert "2030-01-01" in mine                                   # her own due date, the extension's
         assert "<details open>" in mine and "隐藏" in mine             # her verdict, open
         assert "ben" not in mine
+
+
+def test_an_extension_from_the_dashboard_says_when_the_courses_extensions_file_wins(course_root, tmp_path):
+    from urllib.parse import unquote
+
+    (course_root / "extensions.csv").write_text("student,assignment,extra,reason\nada,02_qkv_attention,1d,\n",
+                                                encoding="utf-8")
+    course = load_course(course_root)
+    with serving(tmp_path, course) as (url, _engine, who, _database), browser(url) as teacher:
+        sign_in(teacher, who["teacher"])
+        token = csrf_of(teacher.get("/dashboard").text)
+        said = {}
+        for student in ("ada", "ben"):
+            made = teacher.post("/dashboard/extensions", data={"csrf": token, "student": student,
+                                                               "assignment": QKV.id, "due": "2030-01-01T10:00"})
+            assert made.status_code == 303
+            said[student] = unquote(made.headers["location"])
+    assert "extensions.csv" in said["ada"] and "以文件为准" in said["ada"]
+    assert "extensions.csv" not in said["ben"]

@@ -255,7 +255,8 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
             job = conn.execute(select(Job.id, Job.state).where(Job.submission_id == submission_id)
                                .order_by(Job.id.desc()).limit(1)).first()
             result = conn.execute(select(Result.result).where(Result.submission_id == submission_id)).scalar()
-        shown = policy_view(result, who, course, sub.assignment) if result is not None else None
+        shown = policy_view(result, who, course, sub.assignment, own_due(engine, course, sub.student, sub.assignment)
+                            ) if result is not None else None
         return {"submission": sub.id, "student": sub.student, "assignment": sub.assignment,
                 "received_at": sub.received_at.isoformat(), "state": job.state if job else "unknown",
                 "position": Q.position(engine, job.id) if job else None, "result": shown,
@@ -279,6 +280,18 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
     if hub is not None:
         hub.install(app)
     return app
+
+
+def own_due(engine: Engine, course: Any, student: str, assignment: str) -> Any:
+    """A student's due date for an assignment: the course's, moved by their extension (the course's
+    extensions file, or one granted from the dashboard); None without one."""
+    from autograder.grading.deadlines import Deadlines
+    from autograder.service.pages import granted_extensions
+
+    if assignment not in {a.id for a in course.assignments}:
+        return None
+    deadline = Deadlines.load(course, more=granted_extensions(engine)).deadline(student, assignment)
+    return deadline.due if deadline is not None else None
 
 
 def _is_api(request: Request) -> bool:
@@ -329,13 +342,19 @@ def _check_attempts(engine: Engine, course: Any, student: str, assignment: str) 
 _INTERNAL = ("timing", "traceback", "grader", "isolation", "evidence", "origin", "retry")
 
 
-def policy_view(result: dict[str, Any], who: Caller, course: Any, assignment: str) -> dict[str, Any]:
-    """A result as course.yml's service.before_due lets the caller see it (an instructor: all of it)."""
+def policy_view(result: dict[str, Any], who: Caller, course: Any, assignment: str,
+                due: Any = "course") -> dict[str, Any]:
+    """A result as course.yml's service.before_due lets the caller see it (an instructor: all of it).
+
+    ``due`` is the student's own due date where the caller knows it (an extension moves it: a student
+    still working on an extension does not see the hidden checks' messages before it ends); by default
+    the course's."""
     import datetime as dt
 
     if who.instructor:
         return result
-    due = course.deadline_of(assignment)[0] if assignment in {a.id for a in course.assignments} else None
+    if due == "course":
+        due = course.deadline_of(assignment)[0] if assignment in {a.id for a in course.assignments} else None
     after_due = due is not None and dt.datetime.now(dt.timezone.utc) > due
     shown = "everything" if after_due else course.service.before_due
     if shown == "everything":

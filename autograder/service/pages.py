@@ -60,6 +60,7 @@ UI: dict[str, dict[str, str]] = {
         "queued_again": "已重新排队：{n} 份",
         "granted": "已批准 {student} 在 {assignment} 上延期到 {due}", "position": "前面还有 {n} 份",
         "students": "学生", "count": "{n} 份提交",
+        "file_wins": "；但课程的 {file} 里已有这位学生这次作业的延期，以文件为准（请在文件里修改）",
     },
     "en": {
         "login": "Sign in", "token": "Token (the course gave you one)", "sign_in": "Sign in",
@@ -80,6 +81,8 @@ UI: dict[str, dict[str, str]] = {
         "extensions": "Extensions granted", "queued_again": "queued again: {n}",
         "granted": "granted {student} an extension on {assignment} to {due}", "position": "{n} ahead in the queue",
         "students": "students", "count": "{n} submissions",
+        "file_wins": "; but the course's {file} already has an extension for this student and assignment, and "
+                     "the file wins (change it there)",
     },
 }
 
@@ -169,7 +172,7 @@ def _local_next(request: Request, text: str | None) -> str:
 def install_pages(app: FastAPI, engine: Engine, course: Any,
                   accept: Callable[[Caller, str, Any], Any]) -> None:
     """Add the pages to ``app``; ``accept`` is the API's upload path (the same checks, the same storing)."""
-    from autograder.service.app import ApiError, policy_view
+    from autograder.service.app import ApiError, own_due, policy_view
     from autograder.service.export import export
     from autograder.reports.class_report import class_report_parts
     from autograder.reports.feedback import _CSS, feedback_parts
@@ -309,11 +312,15 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         ahead = {job: i for i, job in enumerate(queued)}
         zone = _zone(course)
         out = []
+        dues: dict[tuple[str, str], Any] = {}
         for i, r in enumerate(rows):
             received = r.received_at if r.received_at.tzinfo else r.received_at.replace(tzinfo=dt.timezone.utc)
             shown = None
             if feedback and r.result is not None:
-                view = policy_view(dict(r.result), who, course, r.assignment)
+                key = (r.student, r.assignment)
+                if key not in dues:
+                    dues[key] = own_due(engine, course, r.student, r.assignment)
+                view = policy_view(dict(r.result), who, course, r.assignment, dues[key])
                 shown = Markup("\n".join(feedback_parts(view, course, lang)))   # escaped by feedback_parts
             late = isinstance((r.result or {}).get("late"), dict) and (r.result or {})["late"].get("late") is True
             out.append({"id": r.id, "student": r.student, "assignment": r.assignment,
@@ -509,6 +516,11 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         lang = _language(request, course)
         said = UI[lang]["granted"].format(student=student, assignment=assignment,
                                           due=due.astimezone(_zone(course)).strftime("%Y-%m-%d %H:%M %Z"))
+        from autograder.grading.deadlines import Deadlines
+
+        in_file = await run_in_threadpool(Deadlines.load, course)
+        if any((e.student, e.assignment) == (student, assignment) for e in in_file.extensions):
+            said += UI[lang]["file_wins"].format(file=in_file.source)
         return RedirectResponse(f"{_base(request)}/dashboard?notice={quote(said)}", status_code=303)
 
     @app.get("/dashboard/download/{name}", include_in_schema=False)

@@ -18,7 +18,7 @@ demo:
 	autograder grade samples/submissions -o $(DEMO_OUT) --force
 
 test: setup
-	python -m pytest -n $(TEST_WORKERS)
+	python -m pytest -n $(TEST_WORKERS) --durations=15    # the slowest tests named in the log
 
 test-fast: setup    # the edit loop: every test not marked slow (no notebook kernels, no batches)
 	python -m pytest -n $(TEST_WORKERS) -m "not slow"

@@ -104,13 +104,17 @@ def magnitude(value: Any) -> float:
         elif isinstance(value, dict):
             stack.extend(value.values())
         elif isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
-            finite = value.detach()[torch.isfinite(value.detach())]
-            if finite.numel():
-                best = max(best, float(finite.abs().max()))
+            top = float(value.detach().abs().max())      # nan or inf when any element is: then only the finite
+            if not math.isfinite(top):
+                finite = value.detach()[torch.isfinite(value.detach())]
+                top = float(finite.abs().max()) if finite.numel() else 0.0
+            best = max(best, top)
         elif isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
-            kept = value[np.isfinite(value)]
-            if kept.size:
-                best = max(best, float(np.abs(kept).max()))
+            top = float(np.abs(value).max())
+            if not math.isfinite(top):
+                kept = value[np.isfinite(value)]
+                top = float(np.abs(kept).max()) if kept.size else 0.0
+            best = max(best, top)
         elif isinstance(value, float) and math.isfinite(value):
             best = max(best, abs(value))
     return best

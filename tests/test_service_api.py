@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,12 +16,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import threading
 
-import uvicorn
 from sqlalchemy import func, select
 
 from support import make_samples
+from served import free_port, serving
 from autograder.config import load_course
 from autograder.errors import AutograderError
 from autograder.service import db, tokens
@@ -39,19 +37,9 @@ def service(tmp_path, request):
     db.upgrade(engine)
     people = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
               "teacher": tokens.issue(engine, "teacher", role="instructor")}
-    port = _free_port()
     options = getattr(request, "param", {})
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, COURSE, **options), host="127.0.0.1", port=port,
-                                           log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+    with serving(create_app(engine, COURSE, **options)) as url, httpx.Client(base_url=url, timeout=30) as client:
         yield client, engine, people
-    server.should_exit = True
-    thread.join(timeout=30)
     engine.dispose()
 
 
@@ -163,12 +151,6 @@ def test_the_roster_gives_one_token_per_student_and_keeps_only_digests(tmp_path)
         tokens.import_roster(db.engine_for(str(tmp_path / "service.db")), roster)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_autograder_serve_grades_an_upload_over_http(tmp_path):
     """The whole service: `autograder serve` with one worker process; an upload's verdict arrives."""
     database = str(tmp_path / "service.db")
@@ -176,7 +158,7 @@ def test_autograder_serve_grades_an_upload_over_http(tmp_path):
     base = [sys.executable, "-m", "autograder", "serve", "--database", database]
     student = subprocess.run([*base, "token", "--student", "ada"], env=env, capture_output=True, text=True,
                              timeout=120, check=True).stdout.strip()
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     server = _start_serve(base, env, port, 1, log)
     try:
@@ -232,7 +214,7 @@ def test_submit_says_where_the_settings_go_and_when_the_file_is_older_than_the_l
     os.utime(saved, (1_000_000, 1_000_000))                        # saved long before the last run
     monkeypatch.setattr(S, "_LAST_RUN", [time.time()])
     monkeypatch.setattr("autograder.selfcheck.kernel._notebook_name", lambda _ns: str(saved))
-    monkeypatch.setenv(S.ENV_SERVER, f"http://127.0.0.1:{_free_port()}")   # nobody listens there
+    monkeypatch.setenv(S.ENV_SERVER, f"http://127.0.0.1:{free_port()}")   # nobody listens there
     monkeypatch.setenv(S.ENV_TOKEN, "t")
     assert S.submit() is None
     out = capsys.readouterr()
@@ -363,7 +345,7 @@ def test_a_service_killed_between_the_202_and_the_grade_grades_the_upload_once_s
     base = [sys.executable, "-m", "autograder", "serve", "--database", database]
     student = subprocess.run([*base, "token", "--student", "ada"], env=env, capture_output=True, text=True,
                              timeout=120, check=True).stdout.strip()
-    port, log = _free_port(), tmp_path / "serve.log"
+    port, log = free_port(), tmp_path / "serve.log"
     server = _start_serve(base, env, port, 0, log)        # no workers: nothing can grade before the kill
     try:
         made = httpx.post(f"http://127.0.0.1:{port}/api/submissions", headers=auth(student),

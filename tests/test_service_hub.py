@@ -23,10 +23,8 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,10 +35,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import Request
 
 from support import make_samples
+from served import free_port, serving
 from autograder.config import load_course
 from autograder.service.tokens import Caller
 
@@ -51,12 +49,6 @@ PREFIX = "/services/autograder/"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 PROXY = ROOT / ".hub" / "node_modules" / ".bin" / "configurable-http-proxy"
 SETUP = "run scripts/setup.sh (JupyterHub comes with .venv, configurable-http-proxy from scripts/install-hub.sh)"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _notebook() -> bytes:
@@ -89,7 +81,7 @@ def fake_hub() -> Iterator[FakeHub]:
     from fastapi.responses import JSONResponse
 
     app = FastAPI()
-    port = _free_port()
+    port = free_port()
     hub = FakeHub(f"http://127.0.0.1:{port}/hub/api")
 
     @app.get("/hub/api/user")
@@ -112,26 +104,8 @@ def fake_hub() -> Iterator[FakeHub]:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
         return {"access_token": token, "token_type": "Bearer"}
 
-    with _serving(app, port):
+    with serving(app, port):
         yield hub
-
-
-@contextlib.contextmanager
-def _serving(app: Any, port: int | None = None) -> Iterator[str]:
-    """``app`` on a uvicorn server in a thread of this process, for the block: its URL."""
-    port = port or _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 def _env(hub: FakeHub, **more: str) -> dict[str, str]:
@@ -233,7 +207,7 @@ def signing(fake_hub):
     app.state.sign_in = sign_in
     hub.install(app)
     outer = Starlette(routes=[Mount(PREFIX.rstrip("/"), app=app)])
-    with _serving(outer) as url, httpx.Client(base_url=url, follow_redirects=False, timeout=30) as client:
+    with serving(outer) as url, httpx.Client(base_url=url, follow_redirects=False, timeout=30) as client:
         yield SimpleNamespace(client=client, hub=hub, fake=fake_hub, signed=signed)
 
 
@@ -568,7 +542,7 @@ def real_hub(tmp_path_factory) -> Iterator[RealHub]:
     if not os.access(PROXY, os.X_OK):
         pytest.fail(f"configurable-http-proxy is not installed ({PROXY}): {SETUP}")
     folder = tmp_path_factory.mktemp("hub")
-    ports = {name: _free_port() for name in ("proxy", "proxy_api", "hub", "service")}
+    ports = {name: free_port() for name in ("proxy", "proxy_api", "hub", "service")}
     admin, password = secrets.token_hex(16), secrets.token_hex(8)
     config = _hub_config(folder, ports, admin, password)
     for user in USERS:

@@ -13,16 +13,14 @@ import json
 import re
 import subprocess
 import sys
-import threading
-import time
 import zipfile
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import func, select
 
 from support import make_samples
+from served import serving
 from autograder.config import load_course
 from autograder.service import db, sessions, tokens
 from autograder.service.app import create_app
@@ -34,16 +32,8 @@ COURSE = COURSE.model_copy(update={"assignments": [a.model_copy(update={"due": "
 QKV = COURSE.assignment("02_qkv_attention")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
-def serving(folder, course):
+def site_for(folder, course):
     """The app for ``course`` on uvicorn (a thread) over a new database in ``folder``; tokens for ada, ben and
     a teacher: (base URL, engine, tokens, database file)."""
     database = folder / "service.db"
@@ -51,26 +41,17 @@ def serving(folder, course):
     db.upgrade(engine)
     people = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
               "teacher": tokens.issue(engine, "teacher", role="instructor")}
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, course), host="127.0.0.1", port=port,
-                                           log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}", engine, people, database
+        with serving(create_app(engine, course)) as url:
+            yield url, engine, people, database
     finally:
-        server.should_exit = True
-        thread.join(timeout=30)
         engine.dispose()
 
 
 @pytest.fixture
 def site(tmp_path):
     """The app on uvicorn; tokens for ada, ben and a teacher; a base URL."""
-    with serving(tmp_path, COURSE) as running:
+    with site_for(tmp_path, COURSE) as running:
         yield running
 
 
@@ -219,7 +200,7 @@ def test_an_extension_from_the_dashboard_says_when_the_courses_extensions_file_w
     (course_root / "extensions.csv").write_text("student,assignment,extra,reason\nada,02_qkv_attention,1d,\n",
                                                 encoding="utf-8")
     course = load_course(course_root)
-    with serving(tmp_path, course) as (url, _engine, who, _database), browser(url) as teacher:
+    with site_for(tmp_path, course) as (url, _engine, who, _database), browser(url) as teacher:
         sign_in(teacher, who["teacher"])
         token = csrf_of(teacher.get("/dashboard").text)
         said = {}

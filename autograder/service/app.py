@@ -286,7 +286,7 @@ def own_due(engine: Engine, course: Any, student: str, assignment: str) -> Any:
     """A student's due date for an assignment: the course's, moved by their extension (the course's
     extensions file, or one granted from the dashboard); None without one."""
     from autograder.grading.deadlines import Deadlines
-    from autograder.service.pages import granted_extensions
+    from autograder.service.db import granted_extensions
 
     if assignment not in {a.id for a in course.assignments}:
         return None

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event,
-                        func)
+                        func, select)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -170,3 +170,18 @@ class ExtensionGrant(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     granted_by: Mapped[str] = mapped_column(String(200))
     granted_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+def granted_extensions(engine: Engine) -> list[Any]:
+    """The extensions granted from the dashboard, the latest per student and assignment, as the late policy
+    takes them (autograder.lateness.Extension)."""
+    from autograder.lateness import Extension
+
+    with engine.connect() as conn:
+        rows = conn.execute(select(ExtensionGrant).order_by(ExtensionGrant.id)).all()
+    latest = {}
+    for r in rows:
+        due = r.due if r.due.tzinfo else r.due.replace(tzinfo=dt.timezone.utc)
+        latest[(r.student, r.assignment)] = Extension(student=r.student, assignment=r.assignment, due=due,
+                                                      reason=r.reason)
+    return list(latest.values())

@@ -77,7 +77,7 @@ def export(engine: Engine, course: Any, out: Path, nbgrader: Path | None = None)
         raise AutograderError(f"--nbgrader {nbgrader}: not an nbgrader course folder (no nbgrader_config.py "
                               "or gradebook.db in it)", hint="pass the folder nbgrader runs in; nothing was written")
     out = Path(out)
-    from autograder.service.pages import granted_extensions
+    from autograder.service.db import granted_extensions
 
     outputs = Outputs(out, course, course.language.value, Deadlines.load(course, more=granted_extensions(engine)))
     written, located = [], []

@@ -57,6 +57,25 @@ def hub_from_env(course: Any, environ: Mapping[str, str] | None = None) -> Hub |
     return Hub(course, env)
 
 
+def local_path(prefix: str, target: str | None) -> str | None:
+    """``target`` if it is a page under ``prefix`` (a path on this host: never another site, no open
+    redirect), ``prefix`` itself when there is none, None for anything else (another host, a scheme, a
+    path that climbs out, odd characters). ``prefix`` ends with "/" ("/" at the root)."""
+    if not target:
+        return prefix
+    if len(target) > 2000 or not target.isprintable() or any(c in target for c in "\\ \t"):
+        return None
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or target.startswith("//"):
+        return None
+    path = unquote(parts.path)
+    if not path.isprintable() or "\\" in path or any(s in (".", "..") for s in path.split("/")):
+        return None
+    if not (path + "/").startswith(prefix):
+        return None
+    return urlunsplit(("", "", parts.path, parts.query, parts.fragment))
+
+
 class Hub:
     """This service's JupyterHub: who its tokens belong to, and its OAuth sign-in."""
 
@@ -133,21 +152,9 @@ class Hub:
 
     # -- the pages' sign-in -------------------------------------------------------------------------
     def local_next(self, target: str | None) -> str | None:
-        """``target`` if it is a page of this service (a path under the prefix, on this host), the prefix when
-        there is none, None for anything else (another host, a scheme, a path that climbs out, odd characters)."""
-        if not target:
-            return self.prefix
-        if len(target) > 2000 or not target.isprintable() or any(c in target for c in "\\ \t"):
-            return None
-        parts = urlsplit(target)
-        if parts.scheme or parts.netloc or not parts.path.startswith("/") or target.startswith("//"):
-            return None
-        path = unquote(parts.path)
-        if not path.isprintable() or "\\" in path or any(s in (".", "..") for s in path.split("/")):
-            return None
-        if not (path + "/").startswith(self.prefix):
-            return None
-        return urlunsplit(("", "", parts.path, parts.query, parts.fragment))
+        """``target`` if it is a page of this service, the prefix when there is none, None for anything else
+        (:func:`local_path`)."""
+        return local_path(self.prefix, target)
 
     def install(self, app: Any) -> None:
         """Add the OAuth sign-in to ``app`` (mounted under the prefix): ``GET /hub-login?next=PATH`` and

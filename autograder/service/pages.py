@@ -31,7 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteUpload
 
 from autograder.service import sessions
-from autograder.service.db import ExtensionGrant, Job, Result, Submission, writing
+from autograder.service.db import ExtensionGrant, Job, Result, Submission, granted_extensions, writing
 from autograder.service.tokens import Caller
 
 #: Every page's security headers: no script, style or frame but the service's own.
@@ -155,18 +155,25 @@ def _base(request: Request) -> str:
     return str(request.scope.get("root_path") or "").rstrip("/")
 
 
+def _to_dashboard(request: Request, said: str) -> RedirectResponse:
+    """Back to the dashboard after one of its forms, saying what was done."""
+    from urllib.parse import quote
+
+    return RedirectResponse(f"{_base(request)}/dashboard?notice={quote(said)}", status_code=303)
+
+
 def _language(request: Request, course: Any) -> str:
     wanted = request.query_params.get("lang") or request.cookies.get(sessions.LANGUAGE_COOKIE)
     return wanted if wanted in UI else (course.language.value if course.language.value in UI else "zh")
 
 
 def _local_next(request: Request, text: str | None) -> str:
-    """A page to go to after sign-in: a path of this service, never another site (no open redirect)."""
-    base = _base(request)
-    if text and text.startswith(base + "/") and not text.startswith("//") and "\\" not in text and \
-            "://" not in text and all(ch.isprintable() for ch in text):
-        return text
-    return base + "/"
+    """A page to go to after sign-in: a path of this service (the same rule as the Hub's sign-in), else
+    the service's first page."""
+    from autograder.service.hub import local_path
+
+    base = _base(request) + "/"
+    return local_path(base, text) or base
 
 
 def install_pages(app: FastAPI, engine: Engine, course: Any,
@@ -205,8 +212,8 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
     def to_login(request: Request) -> RedirectResponse:
         from urllib.parse import quote
 
-        here = _base(request) + request.url.path[len(_base(request)):] if request.url.path.startswith(
-            _base(request)) else _base(request) + request.url.path
+        path = request.url.path
+        here = path if path.startswith(_base(request)) else _base(request) + path
         return RedirectResponse(f"{_base(request)}/login?next={quote(here)}", status_code=303)
 
     async def form_checked(request: Request, signed: sessions.Signed) -> Any:
@@ -453,8 +460,6 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
     @app.post("/dashboard/requeue", include_in_schema=False)
     @_closes_form
     async def _requeue(request: Request) -> Response:
-        from urllib.parse import quote
-
         from autograder.service import queue as Q
 
         signed = await instructor(request)
@@ -481,13 +486,11 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         done = await run_in_threadpool(ids)
         lang = _language(request, course)
         said = UI[lang]["queued_again"].format(n=len(done))
-        return RedirectResponse(f"{_base(request)}/dashboard?notice={quote(said)}", status_code=303)
+        return _to_dashboard(request, said)
 
     @app.post("/dashboard/extensions", include_in_schema=False)
     @_closes_form
     async def _extension(request: Request) -> Response:
-        from urllib.parse import quote
-
         from autograder.errors import AutograderError
         from autograder.lateness import parse_time
 
@@ -521,7 +524,7 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         in_file = await run_in_threadpool(Deadlines.load, course)
         if any((e.student, e.assignment) == (student, assignment) for e in in_file.extensions):
             said += UI[lang]["file_wins"].format(file=in_file.source)
-        return RedirectResponse(f"{_base(request)}/dashboard?notice={quote(said)}", status_code=303)
+        return _to_dashboard(request, said)
 
     @app.get("/dashboard/download/{name}", include_in_schema=False)
     async def _download(request: Request, name: str) -> Response:
@@ -546,21 +549,6 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         data = await run_in_threadpool(build)
         kind = "application/zip" if name.endswith(".zip") else "text/csv; charset=utf-8"
         return Response(data, media_type=kind, headers={"Content-Disposition": f'attachment; filename="{name}"'})
-
-
-def granted_extensions(engine: Engine) -> list[Any]:
-    """The extensions granted from the dashboard, the latest per student and assignment, as the late policy
-    takes them (autograder.lateness.Extension)."""
-    from autograder.lateness import Extension
-
-    with engine.connect() as conn:
-        rows = conn.execute(select(ExtensionGrant).order_by(ExtensionGrant.id)).all()
-    latest = {}
-    for r in rows:
-        due = r.due if r.due.tzinfo else r.due.replace(tzinfo=dt.timezone.utc)
-        latest[(r.student, r.assignment)] = Extension(student=r.student, assignment=r.assignment, due=due,
-                                                      reason=r.reason)
-    return list(latest.values())
 
 
 def _zone(course: Any) -> dt.tzinfo:

@@ -154,7 +154,7 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
 
 def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, stop: threading.Event, once: bool,
           poll: float, tmp: Path) -> int:
-    from autograder.service.pages import granted_extensions
+    from autograder.service.db import granted_extensions
 
     graded = 0
     while not stop.is_set():

@@ -652,8 +652,12 @@ def test_a_student_signs_in_to_the_hub_and_submits_from_her_notebook(real_hub, c
         page.wait_for_url("**/user/ada/**")
         page.goto(f"{real_hub.url}/user/ada/lab/tree/{QKV.id}.ipynb")
         _wait_idle(page)
+        # Every cell of the notebook on the page before the last one is chosen (the kernel can be idle while
+        # JupyterLab is still adding cells: a run once found one cell and put ours after it).
+        count = len(json.loads(notebook.read_bytes())["cells"])
+        page.wait_for_function(f"document.querySelectorAll('.jp-Notebook .jp-Cell').length >= {count}")
         cells = page.locator(".jp-Notebook .jp-Cell")
-        count = cells.count()
+        assert cells.count() == count
         cells.last.locator(".jp-InputPrompt").click()         # the last cell selected (command mode)
         page.keyboard.press("Escape")
         page.keyboard.press("b")                              # a new code cell below it, selected

@@ -49,6 +49,10 @@ def clean(value: Any, limit: int = MESSAGE_CHARS) -> str:
     objects are ignored (an empty string), never ``str()``-ed: a hostile ``__str__``
     must not run on the trusted side.
     """
+    if type(value) is str and len(value) <= limit and value.isprintable():
+        # The common case, and the same answer: printable text holds no surrogate, control, format
+        # character or line break (str.isprintable is False for categories Cc, Cf, Cs, Co, Cn, Zl, Zp).
+        return value
     if isinstance(value, (bytes, bytearray)):
         text = bytes(value[: limit * 4 + 4]).decode("utf-8", errors="replace")
     elif type(value) is str:
@@ -70,6 +74,8 @@ def clean(value: Any, limit: int = MESSAGE_CHARS) -> str:
 
 def line(value: Any, limit: int = NAME_CHARS) -> str:
     """:func:`clean` on one line: every line break and tab becomes a space."""
+    if type(value) is str and len(value) <= limit and value.isprintable():
+        return value    # as clean's own fast path: nothing to break, replace or remove
     return clean(_LINE_BREAKS.sub(" ", value) if type(value) is str else value, limit).replace("\n", " ")
 
 

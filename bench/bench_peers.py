@@ -176,6 +176,7 @@ class Run:
     stderr: str
     maxrss_mib: float               # the largest single process of the tree (wait4's ru_maxrss)
     peak_pss_mib: float | None      # the whole tree, sampled (None without psutil)
+    cpu_s: float = 0.0              # user + system CPU seconds of the tree (wait4: the reaped descendants)
 
 
 def _tree_pss(pid: int) -> float | None:
@@ -221,7 +222,8 @@ def measure(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 
         out.seek(0)
         err.seek(0)
         return Run(cmd, wall, proc.returncode, out.read().decode("utf-8", "replace"),
-                   err.read().decode("utf-8", "replace"), usage.ru_maxrss / 1024, peak)
+                   err.read().decode("utf-8", "replace"), usage.ru_maxrss / 1024, peak,
+                   usage.ru_utime + usage.ru_stime)
 
 
 def _require(run: Run, what: str) -> Run:

@@ -48,6 +48,30 @@ def test_clean_text_is_valid_utf8_printable_and_bounded(text, limit):
     assert "\n" not in line(text, limit) and "\t" not in line(text, limit)
 
 
+def _gate_by_rule(text: str, limit: int, one_line: bool) -> str:
+    """The text gate's rule written out step by step (no fast path): what clean and line must return."""
+    from autograder import text as T
+    if one_line:
+        text = T._LINE_BREAKS.sub(" ", text)
+    cut = len(text) > limit * 2
+    text = text[: limit * 2]
+    text = T._CONTROLS.sub("", T._SURROGATES.sub("\ufffd", text).replace("\r\n", "\n").replace("\r", "\n"))
+    if len(text) > limit:
+        text, cut = text[:limit], True
+    text = text + TRUNCATED if cut else text
+    return text.replace("\n", " ") if one_line else text
+
+
+@FAST
+@given(st.one_of(ANY_TEXT, st.text(st.characters(codec="ascii"), max_size=300),
+                 st.text(st.characters(categories=("L", "N", "P", "Zs")), max_size=300)), st.integers(1, 400))
+def test_the_gates_fast_path_gives_what_the_rule_gives(text, limit):
+    # Printable text skips the regular expressions (the grader's hot path): it must come out exactly as the
+    # step-by-step rule makes it, for any text, printable or not, short or long.
+    assert clean(text, limit) == _gate_by_rule(text, limit, one_line=False)
+    assert line(text, limit) == _gate_by_rule(text, limit, one_line=True)
+
+
 @FAST
 @given(st.binary(max_size=300))
 def test_bytes_of_any_encoding_become_clean_text(data):

@@ -137,11 +137,13 @@ def readable(value: plain.Value) -> None:
 def encode_request(request: Request) -> bytes:
     """The call's arguments as a plain blob; PlainDataError if any of them is not plain data."""
     payload = (tuple(request.args), dict(request.kwargs))
-    bad = _undescribed(plain.Encoder().spec(payload))
+    enc = plain.Encoder()
+    spec = enc.spec(payload)        # once: the same description is checked and sent
+    bad = _undescribed(spec)
     if bad:
         raise plain.PlainDataError(f"cannot send {bad} to the sandbox worker (arguments must be tensors, "
                                    "arrays, numbers, strings, None, and tuples/lists/dicts of them)")
-    return plain.encode(payload)
+    return plain.pack(enc, spec)
 
 
 def _undescribed(spec: dict[str, Any]) -> str | None:

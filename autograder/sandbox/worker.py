@@ -91,7 +91,9 @@ def template_main(ctrl_fd: int) -> NoReturn:
 
     from autograder import plain
 
-    plain.decode(plain.encode(((1, 2.5, True, None, "s", numpy.zeros(2)), {"k": [numpy.int64(3)]}))).to_python()
+    sample = plain.encode(((1, 2.5, True, None, "s", numpy.zeros(2)), {"k": [numpy.int64(3)]}))
+    plain.decode(sample).to_python()
+    plain.decode_trusted(sample).to_python()
     from autograder.sandbox import cage
 
     cage.prepare()     # libc, libseccomp and the seccomp filters, while the file system is there
@@ -522,8 +524,10 @@ def _serve(chan: socket.socket, config: WorkerConfig, misses: _ImportMisses | No
 
     # Bound before any cell runs: a cell that replaces attributes of autograder.sandbox.worker,
     # autograder.probes or autograder.plain afterwards changes nothing this loop calls.
-    calls = _Calls(plain.decode, probes.Request, probes.Reply, probes.execute, config.output_bytes,
-                   _asker(chan, plain.encode, plain.decode), probes.stand_in)
+    # What the grader sends is decoded as trusted data (plain.decode_trusted): the checks of plain.decode
+    # guard the grader against a worker, not a worker against its grader.
+    calls = _Calls(plain.decode_trusted, probes.Request, probes.Reply, probes.execute, config.output_bytes,
+                   _asker(chan, plain.encode, plain.decode_trusted), probes.stand_in)
     send, recv, cell = send_frame, recv_frame, run_cell
     clock, loads = time.perf_counter, json.loads
     namespace = fresh_namespace()

@@ -49,9 +49,11 @@ def clean(value: Any, limit: int = MESSAGE_CHARS) -> str:
     objects are ignored (an empty string), never ``str()``-ed: a hostile ``__str__``
     must not run on the trusted side.
     """
-    if type(value) is str and len(value) <= limit and value.isprintable():
-        # The common case, and the same answer: printable text holds no surrogate, control, format
-        # character or line break (str.isprintable is False for categories Cc, Cf, Cs, Co, Cn, Zl, Zp).
+    if type(value) is str and len(value) <= limit and (
+            value.isprintable() or ("\r" not in value and value.replace("\n", "").replace("\t", "").isprintable())):
+        # The common case, and the same answer: printable text (newlines and tabs apart, which clean keeps)
+        # holds no surrogate, control, format character or other line break (str.isprintable is False for
+        # categories Cc, Cf, Cs, Co, Cn, Zl, Zp).
         return value
     if isinstance(value, (bytes, bytearray)):
         text = bytes(value[: limit * 4 + 4]).decode("utf-8", errors="replace")

@@ -289,3 +289,42 @@ def test_where_forking_is_refused_the_lanes_are_spawned_and_grade_alike(tmp_path
     spawned = G.grade_batch(G.plan(subs, COURSE, tmp_path / "out"), sandbox, jobs=2, processes=1)
     assert spawned.lanes == "1 spawned" and spawned.graded == 8
     assert scores(spawned) == scores(reference)
+
+
+# -- one CPU per lane ------------------------------------------------------------------------
+def test_lane_cpus_one_each_only_where_every_lane_has_its_own(monkeypatch):
+    from autograder.sandbox import affinity
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    assert affinity.lane_cpus(1) == [3] and affinity.lane_cpus(2) == [2, 3] and affinity.lane_cpus(4) == [0, 1, 2, 3]
+    assert affinity.lane_cpus(5) is None            # more lanes than CPUs: the scheduler places them
+    monkeypatch.setenv("AUTOGRADER_PIN", "0")
+    assert affinity.lane_cpus(2) is None
+    monkeypatch.delenv("AUTOGRADER_PIN")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {5})
+    assert affinity.lane_cpus(1) is None            # one CPU: nothing to choose
+
+
+def test_a_pinned_lane_forks_its_workers_onto_its_own_cpu(sandbox):
+    import threading
+
+    from autograder.notebook import Cell
+    from autograder.sandbox import affinity
+
+    cpus = affinity.lane_cpus(1)
+    seen: dict[str, object] = {}
+
+    def lane() -> None:
+        affinity.pin_lane(cpus[0] if cpus else None)
+        with sandbox.open([Cell(0, None, "x = 1", "x = 1", None)], label="pin") as worker:
+            seen["worker"] = os.sched_getaffinity(worker.pid)
+        seen["thread"] = os.sched_getaffinity(0)
+
+    thread = threading.Thread(target=lane)
+    thread.start()
+    thread.join(60)
+    if cpus:        # this machine has CPUs to spare: the lane's thread and its worker share one
+        assert seen["thread"] == seen["worker"] == {cpus[0]}
+    else:
+        assert seen["worker"] == os.sched_getaffinity(0)     # nothing pinned anywhere
+    assert cpus is None or os.sched_getaffinity(0) != {cpus[0]}     # the test's own thread is not pinned

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import time
 from datetime import datetime
@@ -23,6 +24,7 @@ from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Discovery, Submission, discover
 from autograder.grading.times import load_times_csv
+from autograder.sandbox.affinity import lane_cpus, pin_lane
 
 
 @dataclass
@@ -122,7 +124,8 @@ def batch_lanes(jobs: int, todo: int, sandbox: Any, config: dict[str, Any],
         wanted = spawned = max(0, min(processes, jobs - 1))
     if not wanted or todo < 2:
         return None, None
-    return start_lanes(wanted, sandbox, config, spawned)
+    cpus = lane_cpus(jobs)      # the forked lanes take the last of them, this process's threads the first
+    return start_lanes(wanted, sandbox, config, spawned, cpus[len(cpus) - wanted:] if cpus else None)
 
 
 def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, progress: Any = None,
@@ -216,7 +219,16 @@ def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes
     queue = collections.deque(s for s in todo if not s.problem)
     remote = lanes.count if lanes is not None and lanes.alive else 0
     threads = max(1, jobs - remote)
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade")
+    cpus = lane_cpus(jobs)
+    started = itertools.count()
+
+    def pin() -> None:
+        # Each grading thread here on a CPU of its own (see autograder.sandbox.affinity); the lane processes
+        # hold the last `remote` of them.
+        k = next(started)
+        pin_lane(cpus[k] if cpus is not None and k < len(cpus) - remote else None)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade", initializer=pin)
     pending: dict[Future, tuple[Submission, bool]] = {}
     interrupted = False
 

@@ -22,6 +22,7 @@ from autograder.grading.grader import GradingContext, check_catalog, grader_fing
 from autograder.grading.outputs import render_feedback
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Submission
+from autograder.sandbox.affinity import pin_lane
 
 if TYPE_CHECKING:   # batch.py starts the lanes: the plan is only named here
     from multiprocessing.connection import Connection
@@ -317,7 +318,7 @@ class ForkedLanes(Lanes):
     Start only where :func:`fork_problem` says None.
     """
 
-    def __init__(self, count: int, sandbox: Any):
+    def __init__(self, count: int, sandbox: Any, cpus: list[int] | None = None):
         import queue
 
         self.count = 0
@@ -329,8 +330,8 @@ class ForkedLanes(Lanes):
         self._threads: list[threading.Thread] = []
         sandbox.settle()
         try:
-            for _ in range(count):
-                self._fork_one(sandbox)
+            for i in range(count):
+                self._fork_one(sandbox, cpus[i] if cpus is not None and i < len(cpus) else None)
         except BaseException:
             self.close(kill=True)      # the lanes forked so far: none is left behind
             raise
@@ -340,7 +341,7 @@ class ForkedLanes(Lanes):
             thread.start()
             self._threads.append(thread)
 
-    def _fork_one(self, sandbox: Any) -> None:
+    def _fork_one(self, sandbox: Any, cpu: int | None = None) -> None:
         from multiprocessing import Pipe
 
         launch = sandbox.clone_template()
@@ -362,6 +363,7 @@ class ForkedLanes(Lanes):
                 ours.close()
                 for sock in self._socks:
                     sock.close()
+                pin_lane(cpu)       # this lane and the workers it forks on a CPU of their own
                 code = _forked_lane(theirs, launch, sandbox)
             except BaseException:  # noqa: BLE001 - said on stderr; the parent sees the channel close
                 import traceback
@@ -468,10 +470,11 @@ def _forked_lane(chan: Connection, launch: Any, parent_sandbox: Any) -> int:
 
 
 def start_lanes(count: int, sandbox: Any, config: dict[str, Any],
-                spawn_count: int) -> tuple[Lanes | None, str | None]:
+                spawn_count: int, cpus: list[int] | None = None) -> tuple[Lanes | None, str | None]:
     """``count`` lanes in other processes, forked from this one where :func:`fork_problem` allows, else
     ``spawn_count`` of them spawned (seconds each to start: only for batches worth it; None for none),
-    and why they were not forked (None when they were, or none were wanted)."""
+    and why they were not forked (None when they were, or none were wanted); forked lane i runs on
+    ``cpus[i]`` where given (see :mod:`autograder.sandbox.affinity`)."""
     import logging
 
     problem = None
@@ -480,7 +483,7 @@ def start_lanes(count: int, sandbox: Any, config: dict[str, Any],
             "the sandbox cannot copy its template"
     if count > 0 and problem is None:
         try:
-            return ForkedLanes(count, sandbox), None
+            return ForkedLanes(count, sandbox, cpus), None
         except (OSError, AutograderError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
     if problem is not None:

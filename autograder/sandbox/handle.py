@@ -17,6 +17,7 @@ from autograder.messages import Msg, say
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
 from autograder.stopwatch import Stopwatch
+from autograder.sandbox.affinity import follow
 from autograder.sandbox.protocol import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
 from autograder.sandbox.processes import SETUP_SECONDS, _Process, _SpawnFailed
 from autograder.sandbox.replies import (_SMALL_HEADER, WORKER_STATUSES, _cell_outcome, _cell_said, CellOutcome,
@@ -122,6 +123,7 @@ class WorkerHandle:
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
             self._proc = proc
+            follow(proc.pid)        # the lane's CPU, where it has one
             problem = self._await_ready(proc)
             self.timer.since("fork", start)
             if problem is not None:

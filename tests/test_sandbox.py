@@ -625,5 +625,19 @@ def test_memory_no_rlimit_counts_is_counted_by_the_workers_memory_cgroup():
             assert worker.cells[0].status == "ok"
             ours = f"autograder-{sandbox.template_pid}-"
             assert [n for n in os.listdir(groups.base) if n.startswith(ours)] != []      # this worker's group
-    # Each group goes with its worker; none is left once the sandbox has stopped.
+            # Born in a group the template made ahead, which the template left as soon as it had forked.
+            mine, template = _memory_group_of(worker.pid), _memory_group_of(sandbox.template_pid)
+            assert mine.split("/")[-1].startswith(ours) and mine != template
+            assert template.split("/")[-1].startswith(ours)      # already in the next worker's group
+        # A worker born in a group made ahead is held to its limit like one that joined its group.
+        with sandbox.open(cells(fill), label="filler again") as worker:
+            assert worker.cells[0].status == "crashed" and "memory" in worker.cells[0].message, worker.cells[0]
+    # Each group goes with its worker, the one made ahead with the template; none is left once it has stopped.
     assert [n for n in os.listdir(groups.base) if n.startswith(ours)] == []
+
+
+def _memory_group_of(pid: int) -> str:
+    """The memory cgroup of process ``pid`` (v1's memory controller line, or v2's single one)."""
+    with open(f"/proc/{pid}/cgroup", encoding="ascii") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    return next(path for _n, controllers, path in lines if "memory" in controllers.split(",") or controllers == "")

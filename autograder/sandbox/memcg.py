@@ -52,10 +52,34 @@ class MemoryCgroups:
             raise
         return path
 
+    def set_limit(self, path: str, limit_bytes: int) -> None:
+        """Change the group's limit (v1 keeps memory + swap at or above memory alone: the order matters)."""
+        if self.version == 2:
+            _write(path, "memory.max", limit_bytes)
+            return
+        try:
+            _write(path, "memory.limit_in_bytes", limit_bytes)
+            _write(path, "memory.memsw.limit_in_bytes", limit_bytes, optional=True)
+        except OSError:     # raising it: memory + swap first, then memory alone
+            _write(path, "memory.memsw.limit_in_bytes", limit_bytes, optional=True)
+            _write(path, "memory.limit_in_bytes", limit_bytes)
+
     @staticmethod
     def join(path: str) -> None:
-        """Move the calling process into the group (the worker, before its cage)."""
+        """Move the calling process into the group (the template, ahead of its next fork; else the worker,
+        before its cage). Slow: the kernel waits for an RCU grace period (milliseconds, more on a busy
+        machine), which is why the template does it between forks."""
         _write(path, "cgroup.procs", 0)
+
+    def home(self) -> str | None:
+        """The folder of the calling process's own group in this hierarchy (where the template goes back)."""
+        if self.version == 1:
+            return self.base            # v1: the workers' groups are made in the grader's own group
+        groups = _own_groups()
+        for mount_root, point, kind, _options in _mounts():
+            if kind == "cgroup2" and "" in groups:
+                return _inside(mount_root, point, groups[""])
+        return None
 
     def oom_killed(self, path: str) -> bool:
         """Whether the kernel killed a process of the group for its memory."""

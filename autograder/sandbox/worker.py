@@ -68,6 +68,12 @@ WORKER_ENV = {"PATH": "/nonexistent", "HOME": "/", "LANG": "C.UTF-8", "MPLBACKEN
 PR_SET_PDEATHSIG = 1
 #: The template's memory cgroups (memcg.find(): where to make a group per worker, or None and why not).
 _MEMORY: dict[str, Any] = {"groups": None, "why": "not looked for"}
+#: The next worker's memory cgroup, made ahead and holding the template itself (``group``), so that the
+#: worker is born in it: a process joins a group only after an RCU grace period (milliseconds, tens of
+#: them on a busy machine), which the template then spends between forks instead of each worker before
+#: its first cell. ``home``: the template's own group, where it goes back when it leaves one; ``off``:
+#: made-ahead groups failed once here and are not tried again (workers join groups made at fork time).
+_AHEAD: dict[str, Any] = {"group": None, "home": None, "off": False}
 
 
 # -- the template -------------------------------------------------------------------
@@ -100,6 +106,8 @@ def template_main(ctrl_fd: int) -> NoReturn:
     from autograder.sandbox.memcg import find as find_memory_groups
 
     _MEMORY.update(zip(("groups", "why"), find_memory_groups()))
+    if _MEMORY["groups"] is not None:
+        _AHEAD["home"] = _MEMORY["groups"].home()
     cuda_loaded = _libcuda_loaded()
     ctrl.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": time.perf_counter() - start,
                           "cuda_driver_loaded": cuda_loaded, "threads": _task_count()}).encode())
@@ -168,6 +176,8 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
                 ctrl.send(json.dumps({"error": "bad request"}).encode())
                 continue
             if kind == "fork" and len(fds) == 2:
+                if request.get("complete") and later:
+                    _drop_ahead()     # what the imports allocate is the template's, not the next worker's
                 while request.get("complete") and later:
                     _import_quietly(later.pop(0))
                 _template_fork(ctrl, request, fds, children, partial=bool(later))
@@ -179,6 +189,11 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
                     ctrl.close()
                     for fd in (wake_r, wake_w, *(entry[0] for entry in children.values())):
                         os.close(fd)
+                    if _AHEAD["group"] is not None:
+                        # Born in the group this template made for its own next worker: out of it first.
+                        if not _join_home():
+                            os._exit(1)     # the grader sees the copy fail and starts lanes another way
+                        _AHEAD["group"] = None
                     own = socket.socket(fileno=fds[0])
                     own.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": 0.0,
                                          "cuda_driver_loaded": _libcuda_loaded(),
@@ -200,7 +215,8 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        _remove_groups([entry[2] for entry in children.values() if entry[2]] + leftover)
+        ahead = [_AHEAD["group"]] if _AHEAD["group"] is not None and _join_home() else []
+        _remove_groups([entry[2] for entry in children.values() if entry[2]] + leftover + ahead)
         os._exit(0)
 
 
@@ -242,49 +258,113 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
     sys.stderr.flush()
     from autograder.sandbox.cage import fork_into
 
-    group, why = _memory_group(config)
+    group, why, born = _memory_group(config)
     try:
         pid = fork_into(config.mode)    # os.fork(), or a clone straight into the cage's namespaces
     except OSError as exc:
         os.close(chan_fd)
         os.close(status_fd)
         if group is not None:
-            _MEMORY["groups"].remove(group)
+            if born:
+                _AHEAD["group"] = group     # still the template's, for the next fork
+            else:
+                _MEMORY["groups"].remove(group)
         ctrl.send(json.dumps({"error": f"fork failed: {exc}"}).encode())
         return
     if pid == 0:
-        worker_main(config, chan_fd, template_pid=os.getppid(), partial=partial, memory=(group, why))
+        worker_main(config, chan_fd, template_pid=os.getppid(), partial=partial, memory=(group, why), born=born)
     os.close(chan_fd)
     children[pid] = (status_fd, config.cpu_seconds, group)
     answer = json.dumps({"pid": pid, "partial": partial}).encode()
     try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:  # a kernel before 5.3: the grader falls back to kill(pid)
-        ctrl.send(answer)
-        return
-    try:
-        socket.send_fds(ctrl, [answer], [pidfd])
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:  # a kernel before 5.3: the grader falls back to kill(pid)
+            ctrl.send(answer)
+            return
+        try:
+            socket.send_fds(ctrl, [answer], [pidfd])
+        finally:
+            os.close(pidfd)
     finally:
-        os.close(pidfd)
+        _ahead(config, left=group if born else None)   # out of the new worker's group, whatever happened
+
+
+def _ahead(config: WorkerConfig, left: str | None) -> None:
+    """After a fork (the grader already has its answer): make the next worker's group and move this
+    template into it; ``left``: the group the template was in, now the new worker's alone. Where that
+    fails the template goes home, and makes no group ahead any more."""
+    groups = _MEMORY["groups"]
+    if groups is None or config.mode == "none" or _AHEAD["off"] or _AHEAD["home"] is None:
+        return
+    from autograder.sandbox.memcg import MARGIN_MB
+
+    _GROUPS_MADE[0] += 1
+    path = None
+    try:
+        # A provisional limit (set again at the fork): room for what the template itself allocates meanwhile.
+        path = groups.make(f"autograder-{os.getpid()}-{_GROUPS_MADE[0]}",
+                           _vm_kib("VmRSS") * 1024 + (config.memory_mb + MARGIN_MB) * MiB)
+        groups.join(path)
+        _AHEAD["group"] = path
+        return
+    except OSError:
+        traceback.print_exc()
+    _AHEAD["off"] = True
+    if left is not None and not _join_home():
+        print(f"autograder: the template could not leave the memory cgroup {left}", file=sys.stderr)
+    if path is not None:
+        groups.remove(path)
+
+
+def _join_home() -> bool:
+    try:
+        _MEMORY["groups"].join(_AHEAD["home"])
+        return True
+    except (OSError, TypeError):
+        traceback.print_exc()
+        return False
+
+
+def _drop_ahead() -> None:
+    """Back to the template's own group; the group made ahead goes (the next fork makes one as before)."""
+    group, _AHEAD["group"] = _AHEAD["group"], None
+    if group is not None:
+        if _join_home():
+            _MEMORY["groups"].remove(group)
+        else:
+            _AHEAD["off"] = True
 
 
 _GROUPS_MADE = [0]
 
 
-def _memory_group(config: WorkerConfig) -> tuple[str | None, str]:
+def _memory_group(config: WorkerConfig) -> tuple[str | None, str, bool]:
     """A memory cgroup for the next worker (None where there is none, and why): the template's resident
-    memory (what the worker may copy on write) plus limits.memory_mb plus room for kernel memory."""
+    memory (what the worker may copy on write) plus limits.memory_mb plus room for kernel memory. True
+    when it is the group made ahead, which holds the template: the worker is born in it."""
     groups = _MEMORY["groups"]
     if groups is None or config.mode == "none":
-        return None, _MEMORY["why"] if groups is None else "not caged (--no-isolation)"
+        return None, _MEMORY["why"] if groups is None else "not caged (--no-isolation)", False
     from autograder.sandbox.memcg import MARGIN_MB
 
-    _GROUPS_MADE[0] += 1
     limit = _vm_kib("VmRSS") * 1024 + (config.memory_mb + MARGIN_MB) * MiB
+    ahead = _AHEAD["group"]
+    if ahead is not None:
+        _AHEAD["group"] = None
+        try:
+            groups.set_limit(ahead, limit)
+            return ahead, "", True
+        except OSError:
+            traceback.print_exc()
+            _AHEAD["group"] = ahead
+            _drop_ahead()
+            _AHEAD["off"] = True
+    _GROUPS_MADE[0] += 1
     try:
-        return groups.make(f"autograder-{os.getpid()}-{_GROUPS_MADE[0]}", limit), ""
+        return groups.make(f"autograder-{os.getpid()}-{_GROUPS_MADE[0]}", limit), "", False
     except OSError as exc:
-        return None, f"{groups.describe()}: {exc.strerror or exc}"
+        return None, f"{groups.describe()}: {exc.strerror or exc}", False
 
 
 def _named_status(status: int, usage: Any, cpu_limit: int) -> int:
@@ -332,10 +412,11 @@ def _task_count() -> int:
 
 # -- the worker -------------------------------------------------------------------------
 def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int, partial: bool = False,
-                memory: tuple[str | None, str] = (None, "")) -> NoReturn:
+                memory: tuple[str | None, str] = (None, ""), born: bool = False) -> NoReturn:
     """Runs in the forked child: set up the cage, then serve the grader; never returns.
 
     ``partial``: forked before the template imported all of TEMPLATE_LATER (imports that miss are told).
+    ``born``: the worker is already in its memory group (``memory``'s), made ahead by the template.
     """
     code = 0
     try:
@@ -348,7 +429,7 @@ def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int, partial: 
         chan = socket.socket(fileno=chan_fd)
         chan.setblocking(True)
         try:
-            info = _setup(config, template_pid, memory)
+            info = _setup(config, template_pid, memory, born)
         except BaseException as exc:  # noqa: BLE001 - report any setup failure, then stop
             send_frame(chan, {"t": "setup_error", "error": f"{type(exc).__name__}: {exc}"[:500]})
             os._exit(3)
@@ -362,7 +443,8 @@ def worker_main(config: WorkerConfig, chan_fd: int, template_pid: int, partial: 
     os._exit(code)
 
 
-def _setup(config: WorkerConfig, template_pid: int, memory: tuple[str | None, str] = (None, "")) -> dict[str, Any]:
+def _setup(config: WorkerConfig, template_pid: int, memory: tuple[str | None, str] = (None, ""),
+           born: bool = False) -> dict[str, Any]:
     os.setsid()
     devnull = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
@@ -380,7 +462,7 @@ def _setup(config: WorkerConfig, template_pid: int, memory: tuple[str | None, st
     from autograder.sandbox.memcg import LAYER, MemoryCgroups
 
     group, why = memory
-    if group is not None:
+    if group is not None and not born:
         try:
             MemoryCgroups.join(group)       # before the cage: its files are out of reach afterwards
         except OSError as exc:

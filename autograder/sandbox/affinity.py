@@ -16,6 +16,8 @@ import os
 #: The CPU of this thread's lane, where :func:`pin_lane` set one (per thread: ``sched_setaffinity(0)``
 #: sets the calling thread's).
 _HOME: dict[int, int] = {}
+#: The CPUs this process may use, as they were before any lane was pinned (where a stopped worker goes).
+_FREE: set[int] = set()
 
 
 def lane_cpus(jobs: int) -> list[int] | None:
@@ -37,6 +39,8 @@ def pin_lane(cpu: int | None) -> None:
     if cpu is None:
         return
     try:
+        if not _FREE:
+            _FREE.update(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpu})
     except (AttributeError, OSError):
         return
@@ -56,3 +60,16 @@ def follow(pid: int) -> None:
         os.sched_setaffinity(pid, {cpu})
     except (AttributeError, OSError):
         pass
+
+
+def release(pid: int) -> None:
+    """Let process ``pid`` (a worker about to be killed) run on any CPU again: the kernel tears a killed
+    process down in its own context, and that work (its whole address space) then runs beside the lane's
+    next submission instead of before it on the lane's CPU."""
+    import threading
+
+    if _FREE and threading.get_ident() in _HOME:
+        try:
+            os.sched_setaffinity(pid, _FREE)
+        except (AttributeError, OSError):
+            pass

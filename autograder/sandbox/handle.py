@@ -17,7 +17,7 @@ from autograder.messages import Msg, say
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
 from autograder.stopwatch import Stopwatch
-from autograder.sandbox.affinity import follow
+from autograder.sandbox.affinity import follow, release
 from autograder.sandbox.protocol import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
 from autograder.sandbox.processes import SETUP_SECONDS, _Process, _SpawnFailed
 from autograder.sandbox.replies import (_SMALL_HEADER, WORKER_STATUSES, _cell_outcome, _cell_said, CellOutcome,
@@ -97,6 +97,7 @@ class WorkerHandle:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
+        release(proc.pid)       # its teardown off the lane's CPU
         if wait:
             status = self._sandbox.finish(proc)
             self.memory_killed = proc.memory_killed

@@ -65,6 +65,7 @@ _SDPA_OPS = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math
              "_flash_attention_forward", "_flash_attention_forward_no_dropout_inplace",
              "_efficient_attention_forward", "_triton_scaled_dot_attention")
 _MHA_OPS = ("_native_multi_head_attention", "_transformer_encoder_layer_fwd", "_triton_multi_head_attention")
+_LAYER_NORM_OPS = ("layer_norm", "native_layer_norm")
 _NLL_OPS = ("nll_loss", "nll_loss_nd", "nll_loss2d", "nll_loss_forward", "nll_loss2d_forward")
 
 TABLE: tuple[Forbidden, ...] = (
@@ -112,6 +113,11 @@ TABLE: tuple[Forbidden, ...] = (
                "torch._C._nn.nll_loss_nd", "torch.ops.aten.nll_loss", "torch.ops.aten.nll_loss2d",
                "torch.ops.aten.nll_loss_nd", "torch.ops.aten.nll_loss_forward", "torch.ops.aten.nll_loss2d_forward")),
     Forbidden("nn.NLLLoss", "nll_loss", lambda: [_F().nll_loss], _NLL_OPS, ("torch.nn.NLLLoss", "torch.nn.NLLLoss2d")),
+    Forbidden("F.layer_norm", "layer_norm", lambda: [_F().layer_norm, _torch().layer_norm, _torch().native_layer_norm],
+              _LAYER_NORM_OPS,
+              ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.native_layer_norm",
+               "torch.ops.aten.layer_norm", "torch.ops.aten.native_layer_norm")),
+    Forbidden("nn.LayerNorm", "layer_norm", lambda: [_F().layer_norm], _LAYER_NORM_OPS, ("torch.nn.LayerNorm",)),
 )
 
 #: Every forbidden name, in the table's order.

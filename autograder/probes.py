@@ -133,8 +133,9 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
                  grad_out: Any, wrt: tuple = ()) -> dict:
     """Build a student's ``nn.Module`` class, load named weights, run forward and backward.
 
-    ``cls(*init_args, **init_kwargs)`` is moved to the device and dtype of the first tensor of
-    ``args`` and loaded with ``state`` (``strict=False``: a parameter the class names otherwise is
+    ``cls(*init_args, **init_kwargs)`` is moved to the device of the first tensor of ``args`` (then
+    ``kwargs``) and to the dtype of their first floating-point tensor (of ``state``'s where they have none:
+    a language model's input is integer tokens), and loaded with ``state`` (``strict=False``: a parameter the class names otherwise is
     reported in ``missing``, not raised). The positional arguments at the positions ``wrt`` become
     fresh leaves that require grad; ``module(*args, **kwargs)`` runs, and ``grad_out`` is
     backpropagated as :func:`probe_grad` does. Returns ``{"out": the module's output, "grads":
@@ -144,9 +145,13 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
     ``load_state_dict(state, strict=True)`` would refuse).
     """
     module = cls(*init_args, **init_kwargs)
-    first = next((a for a in args if type(a) is torch.Tensor), None)
+    first = next((a for a in (*args, *kwargs.values()) if type(a) is torch.Tensor), None)
+    floating = next((t for t in (*args, *kwargs.values(), *state.values())
+                     if type(t) is torch.Tensor and t.is_floating_point()), None)
     if first is not None:
-        module = module.to(device=first.device, dtype=first.dtype)
+        module = module.to(device=first.device)
+    if floating is not None:
+        module = module.to(dtype=floating.dtype)
     named = dict(module.named_parameters())
     missing = [k for k in state if k not in named]
     unexpected = [k for k in module.state_dict() if k not in state]

@@ -32,6 +32,7 @@ SOFTMAX = ("torch.softmax", "F.softmax", "Tensor.softmax", "F.log_softmax", "tor
 ATTENTION = ("F.scaled_dot_product_attention", "nn.MultiheadAttention", "F.multi_head_attention_forward")
 MHA = ("nn.MultiheadAttention", "F.multi_head_attention_forward", "F.scaled_dot_product_attention")
 LOSS = ("F.cross_entropy", "nn.CrossEntropyLoss", "F.nll_loss", "nn.NLLLoss")
+LAYER_NORM = ("F.layer_norm", "nn.LayerNorm")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -81,10 +82,13 @@ def _native_mha(q):
     (_native_mha, MHA, (Q3,), ["nn.MultiheadAttention"]),
     (_undisabled(lambda x, t: F.nll_loss(x, t)), LOSS, (LOGITS, TARGETS), ["F.nll_loss"]),
     (lambda x, t: torch.ops.aten.nll_loss_forward(x, t, None, 1, -100)[0], LOSS, (LOGITS, TARGETS), ["F.nll_loss"]),
+    (lambda x: nn.LayerNorm(5, dtype=torch.float64)(x), LAYER_NORM, (X,), ["F.layer_norm"]),
+    (_undisabled(lambda x: F.layer_norm(x, (5,))), LAYER_NORM, (X,), ["F.layer_norm"]),
+    (lambda x: torch.ops.aten.native_layer_norm(x, [5], None, None, 1e-5)[0], LAYER_NORM, (X,), ["F.layer_norm"]),
 ], ids=["torch.special.softmax", "DisableTorchFunction", "aten._softmax", "aten._softmax.default",
         "aten.softmax.int", "torch._softmax", "F.softmin", "log_softmax.exp", "disabled log_softmax",
         "disabled sdpa 3-D", "disabled sdpa 4-D", "aten.sdpa", "native mha", "disabled nll_loss",
-        "aten.nll_loss_forward"])
+        "aten.nll_loss_forward", "nn.LayerNorm", "disabled layer_norm", "aten.native_layer_norm"])
 def test_dodges_are_caught_at_the_operator_dispatched(fn, forbidden, args, expected):
     assert used(fn, forbidden, *args) == expected
 
@@ -95,6 +99,15 @@ def test_a_forbidden_call_is_named_once_by_what_was_called():
     mha = nn.MultiheadAttention(8, 2, batch_first=True)
     assert used(lambda q: mha(q, q, q, need_weights=False)[0], MHA, Q3) == ["nn.MultiheadAttention"]
     assert used(lambda x: F.softmax(x, -1), SOFTMAX, X) == ["F.softmax"]
+
+
+def test_layer_norm_by_hand_is_not_a_forbidden_call():
+    # 5.2's honest answer: mean, biased variance, rsqrt; none of it is layer_norm's operator.
+    def by_hand(x):
+        centered = x - x.mean(-1, keepdim=True)
+        return centered * torch.rsqrt((centered * centered).mean(-1, keepdim=True) + 1e-5)
+    assert used(by_hand, LAYER_NORM, X) == []
+    assert torch.allclose(by_hand(X), F.layer_norm(X, (5,)))
 
 
 def test_only_what_the_exercise_forbids_counts():

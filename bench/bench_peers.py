@@ -83,6 +83,7 @@ MISTAKES = {
     "02_qkv_attention": ("2.4", None),                                             # samples' NO_SCALE
     "03_padding_masks": ("3.2", ('float("-inf")', "-1e9")),                         # -1e9 for -inf
     "04_multi_head_attention": ("4.3", (" @ out_proj_weight.T + out_proj_bias", "")),  # no output projection
+    "05_transformer_block": ("5.3", ("torch.relu(x @ W1.T + b1)", "(x @ W1.T + b1)")),  # no ReLU
 }
 LANES_LINE = re.compile(r"lanes in other processes: ([^)]*)\)")
 GRADED_LINE = re.compile(r"graded (\d+) in ([\d.]+) s \(([\d.]+) s each, of which writing ([\d.]+) ms")
@@ -700,11 +701,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=40, help="submissions to generate (default 40)")
     parser.add_argument("-o", "--out", type=Path, default=ROOT / "bench-out", help="where results.md/.png go")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each kit measurement (default 3)")
-    parser.add_argument("--nbgrader", type=int, default=12, metavar="K",
-                        help="submissions nbgrader autogrades (default 12: a correct, a mistaken and a stub "
-                             "notebook of each assignment)")
+    parser.add_argument("--nbgrader", type=int, default=15, metavar="K",
+                        help="submissions nbgrader autogrades (default 15: a correct, a mistaken and a stub "
+                             "notebook of each of the five assignments)")
     parser.add_argument("--nbgrader-repeats", type=int, default=2, help="runs of nbgrader autograde (default 2)")
-    parser.add_argument("--otter", type=int, default=4, metavar="M", help="submissions otter runs (default 4)")
+    parser.add_argument("--otter", type=int, default=5, metavar="M", help="submissions otter runs (default 5)")
     parser.add_argument("--kernel-calls", type=int, default=5, help="timed check() calls in the kernel (default 5)")
     parser.add_argument("--kit-only", action="store_true", help="skip nbgrader and Otter")
     parser.add_argument("--big", type=int, default=0, metavar="N",

@@ -21,9 +21,10 @@ def test_course_declares_every_exercise_of_the_contract():
     course = load_course()
     ids = [e.id for e in course.exercises]
     assert ids == ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.1", "2.2", "2.3", "2.4",
-                   "3.1", "3.2", "3.3", "3.4", "3.5", "4.1", "4.2", "4.3", "4.4", "4.5"]
+                   "3.1", "3.2", "3.3", "3.4", "3.5", "4.1", "4.2", "4.3", "4.4", "4.5",
+                   "5.1", "5.2", "5.3", "5.4", "5.5", "5.6", "5.7", "5.8", "5.9"]
     assert [a.module for a in course.assignments] == [
-        "rnn_decay", "qkv_attention", "padding_masks", "multi_head_attention"]
+        "rnn_decay", "qkv_attention", "padding_masks", "multi_head_attention", "transformer_block"]
     assert course.exercise("2.4")[1].function == "scaled_dot_product_attention"
     assert course.tolerances.for_dtype("torch.float32").rtol > course.tolerances.for_dtype("torch.float64").rtol
 
@@ -92,7 +93,7 @@ def test_cli_shows_the_course():
     proc = subprocess.run([sys.executable, "-m", "autograder", "course"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "20 exercises" in proc.stdout
+    assert "29 exercises" in proc.stdout
 
 
 def test_an_unknown_assignment_lists_the_known_ones() -> None:
@@ -154,7 +155,7 @@ def test_the_command_uses_the_nearest_course_from_the_current_folder_upward(cour
         done = _autograder("course", cwd=cwd)
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[0] == f"course file: {course_root.resolve() / 'course.yml'}"
-        assert "The copy: 4 assignments" in done.stdout
+        assert "The copy: 5 assignments" in done.stdout
     # `autograder build --check` checks the copy: an edit there is named, the repository is not touched.
     release = course_root / "release" / "02_qkv_attention" / "02_qkv_attention.ipynb"
     release.write_bytes(release.read_bytes().replace(b"\n", b"\r\n", 1))

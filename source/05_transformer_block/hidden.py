@@ -1,0 +1,419 @@
+"""Hidden checks of 05_transformer_block: randomized inputs against solutions/, edge cases, forbidden calls.
+
+5.4 and 5.5 are classes: ``ctx.reference`` cannot call them, so their reference runs the same "module"
+probe on the solution class with float64 copies of the inputs (5.5's model is made float64 here, since
+the probe leaves a model whose forward takes only integer tokens in its own dtype).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from autograder.catalog import Audience, Context, Kind, Msg, as_float64, check
+from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.probes import probe_module
+from .checks import (attention_args, expect_close_normwise, block_case, block_request, cache_case, call_block, call_lm, check_step,
+                     expect_probe_gradients, expect_step, expect_tokens, ffn_weights, lm_case, loss_case,
+                     norm_parameters)
+from ..multi_head_attention.checks import expect_int
+from ..padding_masks.checks import DTYPES, expect_exact
+
+H = Audience.HIDDEN
+
+#: The intro's conventions (约定), which the shared hidden checks enforce.
+UNCHANGED_RULE = "不要修改传入的张量"
+GRADIENT_RULE = "梯度要能流回每个输入"
+FORBIDDEN_STATEMENT = "禁止调用（评分器运行本题时一旦检测到，本题记 0 分）"
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+# -- 5.1 positional_encoding ------------------------------------------------------------
+@check("5.1", "reference-random", H, Kind.NUMERIC, zh="随机的位置（不从 0 开始）与参考答案一致",
+       en="agrees with the reference on random positions (not starting at 0)", weight=2, same_as="matches-formula")
+def _pe_reference(ctx: Context) -> None:
+    for dtype in DTYPES:
+        T, D = ctx.sizes(2, low=2, high=33)
+        start = int(ctx.randint(0, 30, 1))
+        with ctx.case(zh=f"从某个位置开始的 T 个位置（{dtype_name(dtype)}）", en=f"T positions from start ({dtype_name(dtype)})"):
+            positions = torch.arange(start, start + T, dtype=dtype)
+            got = ctx.expect_tensor(ctx.call(positions, D), (T, D), dtype, what="positional_encoding")
+            ctx.expect_close(got, ctx.reference(positions, D), dtype, what="positional_encoding")
+
+
+@check("5.1", "edge-cases", H, Kind.EDGE, zh="D = 1、D = 2、一个位置、D 为奇数", en="D = 1, D = 2, one position, odd D",
+       same_as="matches-formula")
+def _pe_edges(ctx: Context) -> None:
+    odd = 2 * int(ctx.randint(2, 10, 1)) + 1
+    for (T, D), (zh, en) in (((6, 1), ("D = 1", "D = 1")), ((6, 2), ("D = 2", "D = 2")),
+                             ((1, 8), ("一个位置", "one position")), ((9, odd), ("D 为奇数", "odd D"))):
+        with ctx.case(zh=zh, en=en):
+            positions = torch.arange(T, dtype=torch.float64)
+            got = ctx.expect_tensor(ctx.call(positions, D), (T, D), torch.float64, what="positional_encoding")
+            ctx.expect_close(got, ctx.reference(positions, D), torch.float64, what="positional_encoding")
+
+
+# -- 5.2 layer_norm ----------------------------------------------------------------------
+@check("5.2", "reference-random", H, Kind.NUMERIC, zh="随机输入（不同的批量维、带和不带 weight、bias）与参考答案一致",
+       en="agrees with the reference on random inputs (other batch dims, with and without weight and bias)",
+       weight=2, same_as="matches-torch")
+def _ln_reference(ctx: Context) -> None:
+    for batch in ((), (3,), (2, 3)):
+        for dtype in DTYPES:
+            D = int(ctx.randint(2, 20, 1))
+            x = ctx.randn(*batch, 4, D, dtype=dtype, scale=3.0)
+            weight, bias = norm_parameters(ctx, D, dtype)
+            with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
+                got = ctx.expect_tensor(ctx.call(x, weight, bias), tuple(x.shape), dtype, what="layer_norm")
+                ctx.expect_close(got, ctx.reference(x, weight, bias), dtype, what="layer_norm")
+                got = ctx.expect_tensor(ctx.call(x, weight), tuple(x.shape), dtype, what="layer_norm(x, weight)")
+                ctx.expect_close(got, ctx.reference(x, weight), dtype, what="layer_norm(x, weight)")
+
+
+@check("5.2", "edge-cases", H, Kind.EDGE, zh="D = 1、每行都相同（方差 0）、1e4 附近的大偏移",
+       en="D = 1, constant rows (variance 0), large offsets near 1e4", statement="输入在 $10^4$ 附近、彼此只差几个单位时")
+def _ln_edges(ctx: Context) -> None:
+    T, D = ctx.sizes(2, low=3, high=12)
+    weight, bias = norm_parameters(ctx, D, torch.float64)
+    cases = ((("D = 1", "D = 1"), ctx.randn(T, 1), None, None),
+             (("每行都相同", "constant rows"), ctx.randn(T, 1).expand(T, D).contiguous(), weight, bias),
+             (("1e4 附近（float32）", "near 1e4 (float32)"), (1e4 + ctx.randn(T, D, scale=3.0)).float(), None, None),
+             (("-1e4 附近，带 weight、bias（float32）", "near -1e4 with weight and bias (float32)"),
+              (-1e4 + ctx.randn(T, D, scale=3.0)).float(), weight.float(), bias.float()))
+    for (zh, en), x, w, b in cases:
+        with ctx.case(zh=zh, en=en):
+            got = ctx.expect_tensor(ctx.call(x, w, b), tuple(x.shape), x.dtype, what="layer_norm")
+            ctx.expect(bool(torch.isfinite(got).all()), "输出里有 NaN 或 inf", "NaN or inf in the output", diagnose=True,
+                       safe=True)
+            expect_close_normwise(ctx, got, ctx.reference(x, w, b), x.dtype, what="layer_norm")
+
+
+@check("5.2", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的层规范化", en="no library layer normalization",
+       statement="禁止调用（评分器运行本题时一旦检测到，本题记 0 分）：`F.layer_norm`、`nn.LayerNorm`")
+def _ln_forbidden(ctx: Context) -> None:
+    T, D = ctx.sizes(2, low=3, high=12)
+    weight, bias = norm_parameters(ctx, D, torch.float64)
+    ctx.call(ctx.randn(2, T, D), weight, bias)
+
+
+# -- 5.3 feed_forward ---------------------------------------------------------------------
+@check("5.3", "reference-random", H, Kind.NUMERIC, zh="随机输入（不同的批量维）与参考答案一致",
+       en="agrees with the reference on random inputs (other batch dims)", weight=2, same_as="matches-torch")
+def _ffn_reference(ctx: Context) -> None:
+    for batch in ((), (2,), (2, 3)):
+        for dtype in DTYPES:
+            T, D, Fw = ctx.sizes(3)
+            x = ctx.randn(*batch, T, D, dtype=dtype)
+            weights = ffn_weights(ctx, D, Fw, dtype)
+            with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
+                got = ctx.expect_tensor(ctx.call(x, *weights), tuple(x.shape), dtype, what="feed_forward")
+                ctx.expect_close(got, ctx.reference(x, *weights), dtype, what="feed_forward")
+
+
+@check("5.3", "edge-cases", H, Kind.EDGE, zh="F = 1、一个位置、全部被 ReLU 截成 0（输出恰好是 b2）",
+       en="F = 1, one position, everything cut to 0 by the ReLU (the output is exactly b2)", same_as="matches-torch")
+def _ffn_edges(ctx: Context) -> None:
+    T, D = ctx.sizes(2, low=2, high=7)
+    for (zh, en), (t, f) in ((("F = 1", "F = 1"), (T + 10, 1)), (("一个位置", "one position"), (1, 2 * D))):
+        with ctx.case(zh=zh, en=en):
+            x = ctx.randn(t, D)
+            weights = ffn_weights(ctx, D, f, torch.float64)
+            got = ctx.expect_tensor(ctx.call(x, *weights), (t, D), torch.float64, what="feed_forward")
+            ctx.expect_close(got, ctx.reference(x, *weights), torch.float64, what="feed_forward")
+    with ctx.case(zh="第一层的输出全为负", en="every first-layer output negative"):
+        x = ctx.randn(T, D)
+        W1, _b1, W2, b2 = ffn_weights(ctx, D, 2 * D, torch.float64)
+        b1 = -(x @ W1.T).abs().amax(dim=0) - 1.0                     # below every pre-activation
+        got = ctx.expect_tensor(ctx.call(x, W1, b1, W2, b2), (T, D), torch.float64, what="feed_forward")
+        ctx.expect_close(got, ctx.reference(x, W1, b1, W2, b2), torch.float64, what="feed_forward")
+
+
+# -- 5.4 TransformerBlock -----------------------------------------------------------------
+def block_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
+    """The solution class through the same "module" probe, on float64 copies."""
+    result = probe_module(ctx.reference_function(), *as_float64(block_request(args)))
+    return {"out": result["out"], "grads": result["grads"], "grad_x": result["input_grads"][0]}
+
+
+def _block_against_reference(ctx: Context, dtype: torch.dtype, **options: Any) -> None:
+    args = block_case(ctx, dtype, **options)
+    want = block_reference(ctx, args)
+    got = call_block(ctx, args)
+    expect_close_normwise(ctx, got["out"], want["out"], dtype, what="TransformerBlock(...)(x)")
+    expect_probe_gradients(ctx, got, want, dtype)
+
+
+@check("5.4", "reference-random", H, Kind.NUMERIC, zh="随机输入（两种掩码都带）下输出和梯度与参考答案一致",
+       en="outputs and gradients agree with the reference on random inputs (both masks)", weight=3,
+       same_as="gradients-match-torch")
+def _block_reference(ctx: Context) -> None:
+    for dtype in DTYPES:
+        with ctx.case(zh=dtype_name(dtype), en=dtype_name(dtype)):
+            _block_against_reference(ctx, dtype)
+
+
+@check("5.4", "edge-cases", H, Kind.EDGE, zh="一个头、一个位置、不带任何掩码", en="one head, one position, no mask at all",
+       same_as="matches-torch")
+def _block_edges(ctx: Context) -> None:
+    B, T, Hn, d = ctx.sizes(4, low=2, high=6)
+    with ctx.case(zh="一个头", en="one head"):
+        _block_against_reference(ctx, torch.float64, sizes=(B, T, 1, d))
+    with ctx.case(zh="一个位置", en="one position"):
+        _block_against_reference(ctx, torch.float64, sizes=(B, 1, Hn, d))
+    with ctx.case(zh="不带掩码", en="no mask"):
+        _block_against_reference(ctx, torch.float64, padding=False, causal_mask=False)
+
+
+@check("5.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
+       statement=FORBIDDEN_STATEMENT)
+def _block_forbidden(ctx: Context) -> None:
+    ctx.call(*block_request(block_case(ctx, torch.float64)), probe="module")
+
+
+# -- 5.5 TinyLM -----------------------------------------------------------------------------
+def lm_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
+    """The solution model in float64: its logits and every parameter's gradient."""
+    V, D, Hn, Fw, L, state, tokens, mask, grad_out = args
+    with torch.random.fork_rng(devices=[]):
+        model = ctx.reference_function()(V, D, Hn, Fw, L).double()
+    model.load_state_dict({k: v.double() for k, v in state.items()}, strict=True)
+    logits = model(tokens, key_padding_mask=mask)
+    (logits * grad_out.double()).sum().backward()
+    return {"out": logits.detach(), "grads": {n: p.grad for n, p in model.named_parameters()}}
+
+
+def _lm_against_reference(ctx: Context, **options: Any) -> None:
+    args = lm_case(ctx, **options)
+    want = lm_reference(ctx, args)
+    got = call_lm(ctx, args)
+    expect_close_normwise(ctx, got["out"], want["out"], torch.float32, what="logits")
+    expect_probe_gradients(ctx, got, want, torch.float32)
+
+
+@check("5.5", "reference-random", H, Kind.NUMERIC, zh="随机的模型和词元下 logits 与梯度与参考答案一致",
+       en="logits and gradients agree with the reference on random models and tokens", weight=2,
+       same_as="gradients-match-torch")
+def _lm_reference(ctx: Context) -> None:
+    for layers in (1, 2):
+        B, T, V = ctx.sizes(3, low=2, high=9)
+        Hn, d = ctx.sizes(2, low=2, high=4)
+        with ctx.case(zh=f"{layers} 个块", en=f"{layers} blocks"):
+            _lm_against_reference(ctx, sizes=(B, T, V, Hn, d, layers))
+
+
+@check("5.5", "edge-cases", H, Kind.EDGE, zh="一个词元、词表只有 2 个、不带填充掩码", en="one token, a vocabulary of 2, no padding mask",
+       same_as="matches-torch")
+def _lm_edges(ctx: Context) -> None:
+    B, T, V = ctx.sizes(3, low=2, high=7)
+    with ctx.case(zh="一个词元", en="one token"):
+        _lm_against_reference(ctx, sizes=(B, 1, V, 2, 3, 1))
+    with ctx.case(zh="词表只有 2 个", en="a vocabulary of 2"):
+        _lm_against_reference(ctx, sizes=(B, T, 2, 2, 3, 2))
+    with ctx.case(zh="不带填充掩码", en="no padding mask"):
+        _lm_against_reference(ctx, padding=False)
+
+
+@check("5.5", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
+       statement=FORBIDDEN_STATEMENT)
+def _lm_forbidden(ctx: Context) -> None:
+    call_lm(ctx, lm_case(ctx))
+
+
+# -- 5.6 lm_loss -------------------------------------------------------------------------------
+@check("5.6", "reference-random", H, Kind.NUMERIC, zh="随机输入（带填充掩码）与参考答案一致",
+       en="agrees with the reference on random inputs (with padding)", weight=2, same_as="matches-torch")
+def _loss_reference(ctx: Context) -> None:
+    for dtype in DTYPES:
+        logits, tokens, mask = loss_case(ctx, dtype)
+        got = ctx.expect_tensor(ctx.call(logits, tokens, mask), (), dtype, what="lm_loss")
+        ctx.expect_close(got, ctx.reference(logits, tokens, mask), dtype, what="lm_loss")
+
+
+@check("5.6", "edge-cases", H, Kind.EDGE, zh="T = 2（每个样本一个目标）、只剩一个目标要算、logits 很大",
+       en="T = 2 (one target per sample), a single target left to count, large logits",
+       statement="评分只用至少有一个目标要算的输入")
+def _loss_edges(ctx: Context) -> None:
+    B, V = ctx.sizes(2, low=3, high=9)
+    T = int(ctx.randint(3, 8, 1))
+    with ctx.case(zh="T = 2", en="T = 2"):
+        logits, tokens = ctx.randn(B, 2, V), ctx.randint(0, V, B, 2)
+        got = ctx.expect_tensor(ctx.call(logits, tokens, None), (), torch.float64, what="lm_loss")
+        ctx.expect_close(got, ctx.reference(logits, tokens, None), torch.float64, what="lm_loss")
+    with ctx.case(zh="只剩一个目标要算", en="a single target left to count"):
+        logits, tokens = ctx.randn(B, T, V), ctx.randint(0, V, B, T)
+        mask = torch.ones(B, T, dtype=torch.bool)
+        mask[0, :2] = False                                   # sample 0: two real tokens, one target
+        got = ctx.expect_tensor(ctx.call(logits, tokens, mask), (), torch.float64, what="lm_loss")
+        ctx.expect_close(got, ctx.reference(logits, tokens, mask), torch.float64, what="lm_loss")
+    with ctx.case(zh="logits 在几千的量级", en="logits in the thousands"):
+        logits, tokens = ctx.randn(B, T, V, scale=1000.0), ctx.randint(0, V, B, T)
+        got = ctx.expect_tensor(ctx.call(logits, tokens, None), (), torch.float64, what="lm_loss")
+        ctx.expect(bool(torch.isfinite(got)), "logits 很大时损失是 inf 或 NaN", "inf or NaN loss for large logits",
+                   diagnose=True, safe=True)
+        ctx.expect_close(got, ctx.reference(logits, tokens, None), torch.float64, what="lm_loss")
+
+
+@check("5.6", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的交叉熵", en="no library cross entropy",
+       statement="3.4 自己不许用的 `F.cross_entropy` 等，这里也不要用")
+def _loss_forbidden(ctx: Context) -> None:
+    ctx.call(*loss_case(ctx, torch.float64))
+
+
+@check("5.6", "gradients", H, Kind.GRADIENT, zh="梯度能传回 logits，且与参考答案一致",
+       en="gradients reach logits and agree with the reference's", statement=GRADIENT_RULE)
+def _loss_gradients(ctx: Context) -> None:
+    logits, tokens, mask = loss_case(ctx, torch.float64)
+    expect_input_gradients(ctx, ("logits",), (0,), logits, tokens, mask)
+
+
+# -- 5.7 sample_next_token ------------------------------------------------------------------
+@check("5.7", "reference-random", H, Kind.NUMERIC, zh="随机的 logits、温度和种子下与参考答案抽到的完全相同",
+       en="draws exactly what the reference draws on random logits, temperatures and seeds", weight=2,
+       same_as="same-draws-as-multinomial")
+def _sample_reference(ctx: Context) -> None:
+    for dtype in DTYPES:
+        B, V = int(ctx.randint(100, 300, 1)), int(ctx.randint(2, 12, 1))
+        temperature = float(0.3 + 2 * torch.rand(1, generator=ctx.generator))
+        seed = int(ctx.randint(0, 1_000_000, 1))
+        logits = ctx.randn(B, V, dtype=dtype, scale=2.0)
+        with ctx.case(zh=f"随机温度（{dtype_name(dtype)}）", en=f"a random temperature ({dtype_name(dtype)})"):
+            got = expect_tokens(ctx, ctx.call(logits, temperature, seed=seed), B, "sample_next_token")
+            expect_exact(ctx, got, ctx.reference(logits, temperature, seed=seed), "sample_next_token")
+        with ctx.case(zh=f"贪心（{dtype_name(dtype)}）", en=f"greedy ({dtype_name(dtype)})"):
+            got = expect_tokens(ctx, ctx.call(logits, 0.0, seed=seed), B, "sample_next_token")
+            expect_exact(ctx, got, ctx.reference(logits, 0.0, seed=seed), "sample_next_token")
+
+
+@check("5.7", "edge-cases", H, Kind.EDGE, zh="logits 在几千的量级、词表只有 1 个、温度很低",
+       en="logits in the thousands, a vocabulary of 1, a very low temperature",
+       statement="`logits` 很大（几千）时也不能出现 NaN")
+def _sample_edges(ctx: Context) -> None:
+    B, V = int(ctx.randint(20, 60, 1)), int(ctx.randint(3, 9, 1))
+    seed = int(ctx.randint(0, 1_000_000, 1))
+    for (zh, en), logits, temperature in ((("logits 在几千的量级", "logits in the thousands"), ctx.randn(B, V, scale=3000.0), 1.0),
+                                          (("词表只有 1 个", "a vocabulary of 1"), ctx.randn(B, 1), 1.0),
+                                          (("温度 0.01", "temperature 0.01"), ctx.randn(B, V), 0.01)):
+        with ctx.case(zh=zh, en=en):
+            got = expect_tokens(ctx, ctx.call(logits, temperature, seed=seed), B, "sample_next_token")
+            expect_exact(ctx, got, ctx.reference(logits, temperature, seed=seed), "sample_next_token")
+
+
+# -- 5.8 cached_self_attention ------------------------------------------------------------------
+@check("5.8", "reference-random", H, Kind.NUMERIC, zh="随机的缓存长度和新位置数下与参考答案一致",
+       en="agrees with the reference on random cache lengths and numbers of new positions", weight=2,
+       same_as="step-matches-torch")
+def _cache_reference(ctx: Context) -> None:
+    for dtype in DTYPES:
+        S, T_new = int(ctx.randint(1, 9, 1)), int(ctx.randint(1, 5, 1))
+        x_all, Hn, state = cache_case(ctx, dtype, S, T_new)
+        B, total, E = x_all.shape
+        with ctx.case(zh=f"缓存 S 个位置、新来 T_new 个（{dtype_name(dtype)}）",
+                      en=f"a cache of S positions, T_new new ones ({dtype_name(dtype)})"):
+            cache = ctx.reference(x_all[:, :S], None, Hn, *attention_args(state))[1]
+            cache = tuple(t.to(dtype) for t in cache)
+            want_out, (want_k, want_v) = ctx.reference(x_all[:, S:], cache, Hn, *attention_args(state))
+            out, k, v = expect_step(ctx, ctx.call(x_all[:, S:], cache, Hn, *attention_args(state)), B, Hn, T_new,
+                                    total, E, dtype)
+            ctx.expect_close(k, want_k, dtype, what=Msg("返回的 k", "the returned k"))
+            ctx.expect_close(v, want_v, dtype, what=Msg("返回的 v", "the returned v"))
+            ctx.expect_close(out, want_out, dtype, what="out")
+
+
+@check("5.8", "edge-cases", H, Kind.EDGE, zh="一个头、只有一个位置、长缓存之后新来一个位置",
+       en="one head, a single position, one new position after a long cache", same_as="step-matches-torch")
+def _cache_edges(ctx: Context) -> None:
+    B, Hn, d = ctx.sizes(3, low=2, high=5)
+    with ctx.case(zh="一个头", en="one head"):
+        x_all, _, state = cache_case(ctx, torch.float64, 3, 2, sizes=(B, 1, d))
+        check_step(ctx, x_all, 1, state, 3)
+    with ctx.case(zh="没有缓存、只有一个位置", en="no cache, a single position"):
+        x_all, Hn, state = cache_case(ctx, torch.float64, 0, 1, sizes=(B, Hn, d))
+        check_step(ctx, x_all, Hn, state, 0)
+    with ctx.case(zh="长缓存之后新来一个位置", en="one new position after a long cache"):
+        x_all, Hn, state = cache_case(ctx, torch.float64, 40, 1, sizes=(B, Hn, d))
+        check_step(ctx, x_all, Hn, state, 40)
+
+
+@check("5.8", "inputs-unchanged", H, Kind.PROPERTY, zh="不修改传入的张量（缓存也不改）", en="leaves the tensors it is given unchanged (the cache too)",
+       needs_output=True, statement=UNCHANGED_RULE)
+def _cache_inputs(ctx: Context) -> None:
+    x_all, Hn, state = cache_case(ctx, torch.float64, 3, 1)
+    cache = tuple(ctx.reference(x_all[:, :3], None, Hn, *attention_args(state))[1])
+    expect_inputs_unchanged(ctx, x_all[:, 3:], cache, Hn, *attention_args(state))
+
+
+@check("5.8", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
+       statement=FORBIDDEN_STATEMENT)
+def _cache_forbidden(ctx: Context) -> None:
+    x_all, Hn, state = cache_case(ctx, torch.float64, 0, 3)
+    ctx.call(x_all, None, Hn, *attention_args(state))
+
+
+# -- 5.9 kv_cache_memory -------------------------------------------------------------------
+@check("5.9", "reference-random", H, Kind.NUMERIC, zh="随机参数与参考答案一致（含很长的序列）",
+       en="agrees with the reference on random arguments (very long sequences included)", weight=2, same_as="matches-torch")
+def _kv_reference(ctx: Context) -> None:
+    b, L, h, t, d = ctx.sizes(5, low=2, high=64)
+    for nbytes in (1, 2, 8):
+        expect_int(ctx, ctx.call(b, L, h, t, d, nbytes), ctx.reference(b, L, h, t, d, nbytes),
+                   Msg(f"kv_cache_memory(...)，参数随机，bytes_per_element={nbytes}",
+                       f"kv_cache_memory(random arguments, bytes_per_element={nbytes})"))
+    expect_int(ctx, ctx.call(b, L, h, 1_000_000, d), ctx.reference(b, L, h, 1_000_000, d),
+               Msg("kv_cache_memory(...)，序列有 100 万个词元", "kv_cache_memory(a million-token sequence)"))
+
+
+@check("5.9", "edge-cases", H, Kind.EDGE, zh="每个参数都是 1", en="every argument 1", same_as="matches-torch")
+def _kv_edges(ctx: Context) -> None:
+    expect_int(ctx, ctx.call(1, 1, 1, 1, 1), ctx.reference(1, 1, 1, 1, 1), "kv_cache_memory(1, 1, 1, 1, 1)")
+    expect_int(ctx, ctx.call(1, 1, 1, 1, 1, 2), ctx.reference(1, 1, 1, 1, 1, 2), "kv_cache_memory(1, 1, 1, 1, 1, 2)")
+
+
+# -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------
+INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操作）", "leaves the tensors it is given unchanged (no in-place op on an input)"
+GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
+
+
+@check("5.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True, statement=UNCHANGED_RULE)
+def _ln_inputs(ctx: Context) -> None:
+    T, D = ctx.sizes(2)
+    expect_inputs_unchanged(ctx, ctx.randn(T, D), *norm_parameters(ctx, D, torch.float64))
+
+
+@check("5.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
+def _ln_gradients(ctx: Context) -> None:
+    T, D = ctx.sizes(2)
+    expect_input_gradients(ctx, ("x", "weight", "bias"), (0, 1, 2), ctx.randn(T, D), *norm_parameters(ctx, D, torch.float64))
+
+
+@check("5.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True, statement=UNCHANGED_RULE)
+def _ffn_inputs(ctx: Context) -> None:
+    T, D, Fw = ctx.sizes(3)
+    expect_inputs_unchanged(ctx, ctx.randn(T, D), *ffn_weights(ctx, D, Fw, torch.float64))
+
+
+@check("5.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
+def _ffn_gradients(ctx: Context) -> None:
+    T, D, Fw = ctx.sizes(3)
+    expect_input_gradients(ctx, ("x", "W1", "b1", "W2", "b2"), (0, 1, 2, 3, 4), ctx.randn(T, D),
+                           *ffn_weights(ctx, D, Fw, torch.float64))
+
+
+@check("5.6", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True, statement=UNCHANGED_RULE)
+def _loss_inputs(ctx: Context) -> None:
+    expect_inputs_unchanged(ctx, *loss_case(ctx, torch.float64))
+
+
+@check("5.7", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True, statement=UNCHANGED_RULE)
+def _sample_inputs(ctx: Context) -> None:
+    B, V = ctx.sizes(2, low=3, high=9)
+    expect_inputs_unchanged(ctx, ctx.randn(B, V, scale=2.0), 0.7, seed=int(ctx.randint(0, 1000, 1)))
+
+
+@check("5.8", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（经过 out）", en=GRAD_EN + " (through out)", statement=GRADIENT_RULE)
+def _cache_gradients(ctx: Context) -> None:
+    x_all, Hn, state = cache_case(ctx, torch.float64, 0, 4)
+    expect_input_gradients(ctx, ("x", "in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias"),
+                           (0, 3, 4, 5, 6), x_all, None, Hn, *attention_args(state), outputs=("out", "cache"))

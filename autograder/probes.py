@@ -135,9 +135,9 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
 
     ``cls(*init_args, **init_kwargs)`` is moved to the device of the first tensor of ``args`` (then
     ``kwargs``) and to the dtype of their first floating-point tensor (of ``state``'s where they have none:
-    a language model's input is integer tokens), and loaded with ``state`` (``strict=False``: a parameter the class names otherwise is
-    reported in ``missing``, not raised). The positional arguments at the positions ``wrt`` become
-    fresh leaves that require grad; ``module(*args, **kwargs)`` runs, and ``grad_out`` is
+    a language model's input is integer tokens), and loaded with ``state`` (``strict=False``: a parameter
+    the class names otherwise is reported in ``missing``, not raised). The positional arguments at the
+    positions ``wrt`` become fresh leaves that require grad; ``module(*args, **kwargs)`` runs, and ``grad_out`` is
     backpropagated as :func:`probe_grad` does. Returns ``{"out": the module's output, "grads":
     {name in state: its gradient or None}, "input_grads": [one per wrt position], "missing":
     "name,name", "unexpected": "name,name"}``: ``missing``, names of ``state`` the module lacks;

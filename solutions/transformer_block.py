@@ -7,7 +7,10 @@ import torch.nn as nn
 
 
 def positional_encoding(positions, D):
-    """练习 5.1：正弦位置编码。positions：(T,) 浮点张量（位置 0、1、2……）；返回 (T, D)，dtype 和设备与 positions 相同。"""
+    """练习 5.1：正弦位置编码。
+
+    positions：(T,) 浮点张量（位置 0、1、2……）；返回 (T, D)，dtype 和设备与 positions 相同。
+    """
     column = torch.arange(D, device=positions.device)                                  # (D,)
     # columns 2i and 2i+1 share the frequency 10000^(-2i/D); for odd D the last column is a sin
     frequency = 10000.0 ** (-(column - column % 2).to(positions.dtype) / D)            # (D,)

@@ -152,7 +152,8 @@ def test_the_naive_variance_fails_on_large_offsets_with_a_clear_message(course):
     bad = failed(result)
     assert "large-offset" in bad and "matches-torch" not in bad           # right for ordinary inputs
     assert bad["large-offset"].mistake == "variance-as-mean-of-squares"
-    assert "E[x^2] - E[x]^2" in bad["large-offset"].message.en or "E[x^2] - E[x]^2" in bad["large-offset"].mistake_message.en
+    said = bad["large-offset"]
+    assert "E[x^2] - E[x]^2" in said.message.en or "E[x^2] - E[x]^2" in said.mistake_message.en
     assert 0 < result.points < result.max_points
 
 

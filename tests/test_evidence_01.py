@@ -72,8 +72,10 @@ def test_01_longer_training_lifts_the_rnn_at_distance_16(chapter_01):
     at_600 = [longer[s][600] for s in seeds]
     assert min(at_600) > 1.6 * (1 / ns["RECALL_VOCAB"])                      # clearly above chance
     assert all(longer[s][600] > longer[s][150] for s in seeds)
-    assert f"600 步时三个种子的准确率升到 {_span(at_600)}，都明显高于瞎猜" in text
-    assert f"RNN 在 $k = 16$ 上训练到 600 步，准确率升到 {_span(at_600)}" in _section(text, "## 小结")
+    # 600 steps amplify the floating-point details of the machine: the text states the bound, the cell the numbers
+    assert "600 步时三个种子的准确率都升到瞎猜的 1.6 倍以上（上面一格打印出每个种子的数字" in text
+    assert "RNN 在 $k = 16$ 上训练到 600 步，三个种子的准确率都升到瞎猜的 1.6 倍以上" in _section(text, "## 小结")
+    assert "print" in _cell("recall-longer") and "recall_longer" in _cell("recall-longer")
     assert "一直训练到 600 步" in _section(text, "## 实验（不计分）：隔 $k$ 个词元回忆")
 
 

@@ -159,12 +159,14 @@ def test_04_what_the_run_shows(chapter):
     assert one > floor > longer > 100 * eight                                    # above, then below, the floor
     discussion = markdown("experiment-discussion")
     assert f"1 个头训练 120 步，最后 10 步的平均损失是 {one:.4f}，还在下限之上" in discussion
-    assert f"损失降到 {longer:.4f}，低于平分的下限" in discussion
+    # 600 steps amplify the floating-point details of the machine: the text states the bound, the cell the number
+    assert "权重仍然不是平分，损失降到平分的下限以下（上面一格打印出这次的数字" in discussion
     assert f"8 个头 120 步就到了 {eight:.4f}" in discussion
     assert f"同样 8 个头的损失停在 {ns['unordered_final']:.4f}" in discussion
     for n_steps, (left, right) in ns["single_head"].items():
         assert n_steps in (steps, long_steps) and abs(left - right) > 0.05      # not an even split
-        assert f"左 {left:.2f}、右 {right:.2f}" in discussion
+        if n_steps == steps:
+            assert f"左 {left:.2f}、右 {right:.2f}" in discussion
     # the eight heads: which look at one neighbour with at least FOCUS of their weight, and which split it
     neighbours, focus = ns["neighbours"], ns["FOCUS"]
     lefts = [h for h, (left, right) in neighbours.items() if max(left, right) >= focus and left > right]

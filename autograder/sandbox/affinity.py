@@ -12,10 +12,12 @@ Affinity is a hint to the scheduler and never a limit the grader relies on: any 
 from __future__ import annotations
 
 import os
+import threading
 
-#: The CPU of this thread's lane, where :func:`pin_lane` set one (per thread: ``sched_setaffinity(0)``
-#: sets the calling thread's).
-_HOME: dict[int, int] = {}
+#: ``cpu``: the CPU of this thread's lane, where :func:`pin_lane` set one (per thread, as
+#: ``sched_setaffinity(0)`` sets the calling thread's; a thread-local, so a later thread that gets an ended
+#: one's identifier inherits nothing).
+_LANE = threading.local()
 #: The CPUs this process may use, as they were before any lane was pinned (where a stopped worker goes).
 _FREE: set[int] = set()
 
@@ -44,16 +46,12 @@ def pin_lane(cpu: int | None) -> None:
         os.sched_setaffinity(0, {cpu})
     except (AttributeError, OSError):
         return
-    import threading
-
-    _HOME[threading.get_ident()] = cpu
+    _LANE.cpu = cpu
 
 
 def follow(pid: int) -> None:
     """Put process ``pid`` (a worker just forked for this thread's lane) on the lane's CPU, if it has one."""
-    import threading
-
-    cpu = _HOME.get(threading.get_ident())
+    cpu = getattr(_LANE, "cpu", None)
     if cpu is None:
         return
     try:
@@ -66,9 +64,7 @@ def release(pid: int) -> None:
     """Let process ``pid`` (a worker about to be killed) run on any CPU again: the kernel tears a killed
     process down in its own context, and that work (its whole address space) then runs beside the lane's
     next submission instead of before it on the lane's CPU."""
-    import threading
-
-    if _FREE and threading.get_ident() in _HOME:
+    if _FREE and getattr(_LANE, "cpu", None) is not None:
         try:
             os.sched_setaffinity(pid, _FREE)
         except (AttributeError, OSError):

@@ -145,6 +145,59 @@ def test_sampling_is_torch_multinomial_with_a_seeded_generator(course):
     assert torch.equal(sample(logits), logits.argmax(-1))
 
 
+
+def test_seeded_draws_are_compared_on_the_cpu_whatever_the_device_under_test(course):
+    """Graded with --device cuda, the statement's generator would live on the GPU, which draws other numbers
+    from the same seed than the CPU's, and the trusted side (never CUDA) knows the CPU's only: the checks that
+    compare seeded draws call the student's function on the CPU; every other call goes to the device."""
+    from support import BOTH
+
+    _, ex = course.exercise("5.7")
+    sample = solution_for(course, "5.7")
+    inner = C.in_process_runner({"sample_next_token": sample})
+    sent = []
+
+    def runner(request):
+        temperature = request.args[1] if len(request.args) > 1 else request.kwargs.get("temperature", 0.0)
+        sent.append((request.device, request.kwargs.get("seed") is not None and temperature > 0))
+        request.device = "cpu"               # no GPU here: what a GPU worker would run, run on the CPU
+        return inner(request)
+
+    result = C.run_exercise(ex, runner, audiences=BOTH, tolerances=course.tolerances, seed_parts=("test", 0),
+                            device="cuda", reference=sample)
+    compared = {c.name for c in C.checks_for("5.7", BOTH) if c.name in ("same-draws-as-multinomial", "edge-cases")}
+    assert compared == {"same-draws-as-multinomial", "edge-cases"}
+    by = {r.check: r for r in result.checks}
+    assert all(by[name].passed for name in compared), [by[n].message for n in compared]   # draws made on the CPU
+    seeded_on = {device for device, seeded in sent if seeded}
+    assert seeded_on == {"cpu", "cuda"}                  # shape-dtype asks a seeded draw on the device too
+    # ... but only the shape check does: the rest of the calls on the device are greedy or unseeded
+    assert sum(1 for device, seeded in sent if seeded and device == "cuda") == 1
+    assert by["shape-dtype"].status is not C.Status.PASSED      # its CPU tensors, said to be on cuda, are refused
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch.cuda.is_available() is False")
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_the_reference_notebook_gets_every_point_graded_on_the_gpu(tmp_path, course):
+    from autograder import grading as G
+    from autograder.authoring.session import Notebooks
+    from autograder.sandbox import Sandbox
+
+    notebooks = Notebooks(course)
+    path = tmp_path / "05_transformer_block.ipynb"
+    path.write_bytes(notebooks.notebook("05_transformer_block"))
+    references = G.check_catalog(course, {"05_transformer_block"})
+    with Sandbox(course.limits, "cuda") as sandbox:
+        ctx = G.GradingContext(course, sandbox, "cuda", G.grader_fingerprint("cuda", course), references,
+                               C.LiveDiagnoser(course.tolerances), G.demo_cells(course))
+        from autograder.grading.submissions import Submission
+        sub = Submission(path, path.name, "0" * 64, "ada", "05_transformer_block")
+        result = G.grade_submission(sub, ctx)
+    lost = {e["exercise"]: e for e in result["exercises"] if e["points"] < e["max_points"]}
+    assert lost == {}
+    assert result["points"] == 14
+
 # -- strict where it should be ------------------------------------------------------
 def test_the_naive_variance_fails_on_large_offsets_with_a_clear_message(course):
     fn = next(m.fn for m in C.MISTAKES["5.2"] if m.name == "variance-as-mean-of-squares")

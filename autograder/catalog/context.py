@@ -197,6 +197,17 @@ class Context:
             return value
         raise _reply_failure(reply, self.function)
 
+    @contextlib.contextmanager
+    def on_device(self, device: str) -> Any:
+        """The calls (and the device :meth:`expect_tensor` expects) inside run on ``device`` rather than the one
+        under test: for what only one device can state, such as the exact draws of a seeded CPU generator
+        (a GPU's generator draws other numbers from the same seed, and the trusted side never runs CUDA)."""
+        saved, self.device = self.device, device
+        try:
+            yield
+        finally:
+            self.device = saved
+
     def call_raw(self, *args: Any, probe: str = "call", **kwargs: Any) -> Reply:
         """Like :meth:`call` but hands back the reply, e.g. to check that a call *raises*."""
         _request, reply = self._send(args, kwargs, probe)

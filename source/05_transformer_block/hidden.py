@@ -284,7 +284,8 @@ def _sample_reference(ctx: Context) -> None:
         temperature = float(0.3 + 2 * torch.rand(1, generator=ctx.generator))
         seed = int(ctx.randint(0, 1_000_000, 1))
         logits = ctx.randn(B, V, dtype=dtype, scale=2.0)
-        with ctx.case(zh=f"随机温度（{dtype_name(dtype)}）", en=f"a random temperature ({dtype_name(dtype)})"):
+        with ctx.case(zh=f"随机温度（{dtype_name(dtype)}）", en=f"a random temperature ({dtype_name(dtype)})"), \
+                ctx.on_device("cpu"):     # a seeded draw: on the CPU, as in same-draws-as-multinomial
             got = expect_tokens(ctx, ctx.call(logits, temperature, seed=seed), B, "sample_next_token")
             expect_exact(ctx, got, ctx.reference(logits, temperature, seed=seed), "sample_next_token")
         with ctx.case(zh=f"贪心（{dtype_name(dtype)}）", en=f"greedy ({dtype_name(dtype)})"):
@@ -301,7 +302,7 @@ def _sample_edges(ctx: Context) -> None:
     for (zh, en), logits, temperature in ((("logits 在几千的量级", "logits in the thousands"), ctx.randn(B, V, scale=3000.0), 1.0),
                                           (("词表只有 1 个", "a vocabulary of 1"), ctx.randn(B, 1), 1.0),
                                           (("温度 0.01", "temperature 0.01"), ctx.randn(B, V), 0.01)):
-        with ctx.case(zh=zh, en=en):
+        with ctx.case(zh=zh, en=en), ctx.on_device("cpu"):      # seeded draws: on the CPU (see above)
             got = expect_tokens(ctx, ctx.call(logits, temperature, seed=seed), B, "sample_next_token")
             expect_exact(ctx, got, ctx.reference(logits, temperature, seed=seed), "sample_next_token")
 

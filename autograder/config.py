@@ -104,9 +104,10 @@ class Exercise(_Strict):
     title: str = Field(description="short English title")
     title_zh: str | None = Field(None, description="short Chinese title (feedback in zh; the English one if absent)")
     builds_on: list[str] = Field(default_factory=list, description=(
-        "IDs of earlier exercises of the same assignment whose functions this one calls: where one of them "
-        "lost points, this exercise is graded with that exercise's reference answering those calls (see "
-        "earlier_mistakes)"))
+        "IDs of earlier exercises whose functions or classes this one calls: of the same assignment, or of an "
+        "earlier one whose answer the student pastes into this notebook (judged here by its own checks, for no "
+        "points); where one of them lost points, this exercise is graded with that exercise's reference "
+        "answering those calls (see earlier_mistakes)"))
 
     def title_in(self, language: Any) -> str:
         """The title in ``language`` ("zh" or "en")."""
@@ -163,11 +164,10 @@ class Assignment(_Strict):
             if e.id in seen:   # said here, before a builds_on naming the duplicate could say something stranger
                 raise ValueError(f"exercise ID {e.id!r} appears twice in assignment {self.id}")
             for dep in e.builds_on:
-                if dep not in seen:
-                    later = any(x.id == dep for x in self.exercises)
-                    raise ValueError(f"exercise {e.id}: builds_on: {dep!r} is "
-                                     + ("not an earlier exercise (an exercise builds only on those before it)"
-                                        if later else f"not an exercise of assignment {self.id}"))
+                # One of another assignment is the course's to check (Course._builds_on_earlier).
+                if dep not in seen and any(x.id == dep for x in self.exercises):
+                    raise ValueError(f"exercise {e.id}: builds_on: {dep!r} is not an earlier exercise (an exercise "
+                                     f"builds only on those before it)")
             seen.append(e.id)
         return self
 
@@ -292,6 +292,20 @@ class Course(_Strict):
             except ConfigError as exc:
                 raise ValueError(exc.message) from None
         return times[0], times[1], a.late or self.late
+
+    @model_validator(mode="after")
+    def _builds_on_earlier(self) -> Course:
+        """A builds_on outside its own assignment names an exercise of an earlier assignment (a pasted answer)."""
+        earlier: set[str] = set()
+        for a in self.assignments:
+            own = {e.id for e in a.exercises}
+            for e in a.exercises:
+                for dep in e.builds_on:
+                    if dep not in own and dep not in earlier:
+                        raise ValueError(f"exercise {e.id}: builds_on: {dep!r} is not an exercise of assignment "
+                                         f"{a.id} or of an assignment before it")
+            earlier |= own
+        return self
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Course:

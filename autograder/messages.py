@@ -180,6 +180,16 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                             "{exercise} calls your {function} (exercise {earlier}), which already lost points in "
                             "{earlier}: while {exercise} was graded, the reference answered those calls, so a mistake "
                             "costs its points once"),
+    "submission.stand_in_pasted": ("{exercise} 调用了你粘贴进来的 {function}（练习 {earlier}），它没有通过 {earlier} 自己的检查："
+                                   "评分 {exercise} 时，这些调用由参考答案作答，同一个错误只扣一次",
+                                   "{exercise} calls the {function} you pasted in (exercise {earlier}), which fails "
+                                   "{earlier}'s own checks: while {exercise} was graded, the reference answered those "
+                                   "calls, so a mistake costs its points once"),
+    "submission.pasted_failed": ("你粘贴进来的 {function}（练习 {earlier}）没有通过 {earlier} 自己的检查（{checks}）。它在这里不计分，"
+                                 "也不连累用到它的练习；请回到 {earlier} 改正它",
+                                 "the {function} you pasted in (exercise {earlier}) fails {earlier}'s own checks "
+                                 "({checks}). It scores nothing here and costs the exercises that use it nothing; "
+                                 "go back to {earlier} to fix it"),
     "nbgrader.not_your_answer": ("这里不是你的答案：你提交的笔记本没能评分（{why}），请检查文件后重新提交",
                                  "This is not your answer: the notebook you submitted could not be graded ({why}); "
                                  "check the file and submit it again"),

@@ -323,6 +323,56 @@ def stand_in(name: str, ask: Callable[[str, str, Any], Any]) -> Callable[..., An
     return answered
 
 
+def stand_in_module(name: str, ask: Callable[[str, str, Any], Any]) -> type:
+    """An ``nn.Module`` class that answers for the class ``name`` (an earlier exercise's module, 4.4's
+    MultiHeadAttention in 5.4) by asking the trusted side, whose reference class never enters the worker.
+
+    ``name(*args, **kwargs)`` asks for the reference's parameters, buffers and plain attributes under those
+    constructor arguments ("init") and holds them under the reference's names (``out_proj.weight`` in a
+    submodule ``out_proj``), so the student's code may read them, move the module and load a state dict
+    into it; each forward is a stand-in call of ``(constructor arguments, parameters and buffers, inputs)``,
+    which the trusted side answers with the reference module holding those tensors, gradients included."""
+    forward_call = stand_in(name, ask)
+
+    class StandIn(torch.nn.Module):
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__()
+            self._stand_in_arguments = (list(args), dict(kwargs))
+            got = ask(name, "init", (list(args), dict(kwargs)))
+            if type(got) is not dict:
+                raise RuntimeError(f"the grader's answer for {name}(...) does not fit")
+            for key, tensor in (got.get("parameters") or {}).items():
+                _hold(self, str(key), torch.nn.Parameter(tensor), parameter=True)
+            for key, tensor in (got.get("buffers") or {}).items():
+                _hold(self, str(key), tensor, parameter=False)
+            for key, value in (got.get("attributes") or {}).items():
+                if str(key).isidentifier() and not hasattr(self, str(key)):
+                    setattr(self, str(key), value)
+
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            state: dict[str, torch.Tensor] = dict(self.named_parameters())
+            state.update(self.named_buffers())
+            return forward_call(self._stand_in_arguments, state, *args, **kwargs)
+
+    StandIn.__name__ = StandIn.__qualname__ = name
+    return StandIn
+
+
+def _hold(module: torch.nn.Module, dotted: str, tensor: Any, parameter: bool) -> None:
+    """Register ``tensor`` under ``dotted`` ("out_proj.weight"), making the submodules on the way."""
+    *path, leaf = dotted.split(".")
+    for part in path:
+        inner = module._modules.get(part)
+        if inner is None:
+            inner = torch.nn.Module()
+            module.add_module(part, inner)
+        module = inner
+    if parameter:
+        module.register_parameter(leaf, tensor)
+    else:
+        module.register_buffer(leaf, tensor)
+
+
 PROBES: dict[str, Callable[..., Any]] = {"call": probe_call, "module": probe_module, "inputs": probe_inputs,
                                          "grad": probe_grad}
 

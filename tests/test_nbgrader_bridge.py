@@ -155,6 +155,34 @@ def test_grade_exercise_partial_credit_quiet_and_seeded_like_the_sandbox(capsys)
     assert [c.status for c in again.result.checks] == [c.status for c in first.result.checks]
 
 
+def test_grade_exercise_judges_pasted_answers_once_and_answers_a_wrong_one_with_the_reference() -> None:
+    """In nbgrader's kernel too: 5.4's test cell judges the 04 answers pasted into 5.4's cell by 04's own checks
+    (for no points), and a wrong one is answered by the reference for 5.4 and the exercises after it."""
+    from autograder.exports import nbgrader_cells
+
+    block = next(a for a in COURSE.assignments if a.id == "05_transformer_block")
+    ns = _reference_namespace(block.module)
+    right = ns["split_heads"]
+
+    def split_heads(x, num_heads):             # E split as (d, H): each head takes every H-th channel
+        B, T, E = x.shape
+        return x.reshape(B, T, E // num_heads, num_heads).permute(0, 3, 1, 2)
+
+    ns["split_heads"] = split_heads
+    nbgrader_cells._LOST.clear()
+    nbgrader_cells._JUDGED.clear()
+    graded = grade_exercise("5.4", namespace=ns, student="ada")
+    assert graded.points == 3
+    html = graded._repr_html_()
+    assert "split_heads" in html and "4.1" in html
+    assert nbgrader_cells._JUDGED[(str(COURSE.root), "ada", block.id)] == {"4.1", "4.2", "4.3", "4.4"}
+    assert grade_exercise("5.8", namespace=ns, student="ada").points == 2      # 4.1 judged once, answered again
+    ns["split_heads"] = right
+    nbgrader_cells._LOST.clear()
+    nbgrader_cells._JUDGED.clear()
+    assert "split_heads" not in grade_exercise("5.4", namespace=ns, student="bea")._repr_html_()
+
+
 def test_autograde_identity_is_the_student_folder_only_under_nbgrader(monkeypatch, tmp_path) -> None:
     folder = tmp_path / "autograded" / "ada" / "02_qkv_attention"
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)

@@ -79,8 +79,9 @@ def test_arguments_the_reference_refuses_raise_in_the_students_code(sandbox):
         reply = worker(Request("careful", (torch.ones(1),), {}, stand_ins={"g": _absolute}))
         assert reply.status == "ok" and "AttributeError" in reply.value().to_python()
         # Uncaught, it is the student's error like any other; the worker goes on.
+        # The reference's own kind of exception (a ValueError, as the student's own function would raise).
         reply = worker(Request("f", (torch.ones(1),), {}, stand_ins={"g": _raises}))
-        assert (reply.status, reply.error_type) == ("error", "RuntimeError") and "refuses" in reply.error
+        assert (reply.status, reply.error_type) == ("error", "ValueError") and "refuses" in reply.error
         assert worker(Request("f", (torch.ones(1),), {})).status == "ok"
 
 
@@ -90,6 +91,55 @@ def _absolute(x):
 
 def _raises(x):
     raise ValueError("the reference refuses")
+
+
+class _Scale(torch.nn.Module):
+    """A reference module class: a weight, a buffer, a plain attribute, a submodule."""
+
+    def __init__(self, n, factor=2.0):
+        super().__init__()
+        if n < 1:
+            raise ValueError("n must be positive")
+        self.n = n
+        self.weight = torch.nn.Parameter(torch.full((n,), factor))
+        self.register_buffer("offset", torch.arange(n, dtype=torch.float32))
+        self.inner = torch.nn.Linear(n, 1, bias=False)
+
+    def forward(self, x):
+        return x * self.weight + self.offset + self.inner.weight.sum()
+
+
+MODULE_CELLS = ["import torch",
+                "def run(n, x):\n    m = Scale(n)\n    return m(x), sorted(m.state_dict()), m.n, type(m).__name__",
+                "def grad(n, x):\n    m = Scale(n).double()\n    m(x).sum().backward()\n"
+                "    return m.weight.grad, m.inner.weight.grad",
+                "def built(*args):\n    try:\n        Scale(*args)\n    except Exception as exc:\n"
+                "        return type(exc).__name__, str(exc)\n    return 'built'"]
+
+
+def test_a_module_class_is_answered_by_its_reference_with_its_parameters_and_gradients(sandbox):
+    """An earlier exercise's class (4.4's MultiHeadAttention in 5.4): the worker holds the reference's
+    parameters and buffers under their names, and each forward is answered on the trusted side with them."""
+    x = torch.tensor([1.0, -1.0, 0.5])
+    with sandbox.open([Cell(i, None, s, s, None) for i, s in enumerate(MODULE_CELLS)], label="modules") as worker:
+        got = worker(Request("run", (3, x), {}, stand_ins={"Scale": _Scale})).value().to_python()
+        want = x * 2.0 + torch.arange(3.0)
+        out, names, n, cls = got
+        assert names == ["inner.weight", "offset", "weight"] and n == 3 and cls == "Scale"
+        # The reference's initialization under a fixed seed: the same Linear weights on every call.
+        torch.manual_seed(0)
+        inner = torch.nn.Linear(3, 1, bias=False).weight.detach().sum()
+        assert torch.allclose(out, want + inner, atol=1e-6), (out, want + inner)
+        grads = worker(Request("grad", (3, x.double()), {}, stand_ins={"Scale": _Scale})).value().to_python()
+        assert torch.equal(grads[0], x.double()) and torch.equal(grads[1], torch.full((1, 3), 3.0, dtype=torch.float64))
+        # The reference's ValueError is the student's ValueError; what the grader refuses to build, a RuntimeError.
+        said = worker(Request("built", (0,), {}, stand_ins={"Scale": _Scale})).value().to_python()
+        assert said[0] == "ValueError" and "n must be positive" in said[1]
+        for args, why in (((10**7,), "too large"), ((torch.ones(1),), "numbers and flags only"),
+                          (("x" * 200,), "too long")):
+            said = worker(Request("built", args, {}, stand_ins={"Scale": _Scale})).value().to_python()
+            assert said[0] == "RuntimeError" and why in said[1], said
+        assert worker(Request("run", (2, x[:2]), {})).status == "error"     # no stand-in asked: the student's (none)
 
 
 # -- whole notebooks ---------------------------------------------------------------------------------
@@ -138,7 +188,7 @@ def test_a_course_can_choose_the_cascade(tmp_path, course_root):
         assert by["2.4"]["points"] < by["2.4"]["max_points"] and "stand_ins" not in by["2.4"]
 
 
-def test_builds_on_names_only_earlier_exercises_of_its_assignment(course_root):
+def test_builds_on_names_only_earlier_exercises(course_root):
     from autograder.config import parse_course
     from autograder.errors import ConfigError
 
@@ -146,6 +196,106 @@ def test_builds_on_names_only_earlier_exercises_of_its_assignment(course_root):
     data["assignments"][1]["exercises"][1]["builds_on"] = ["2.3"]
     with pytest.raises(ConfigError, match=r"exercise 2.2: builds_on: '2.3' is not an earlier exercise"):
         parse_course(data)
-    data["assignments"][1]["exercises"][1]["builds_on"] = ["1.1"]
-    with pytest.raises(ConfigError, match=r"'1.1' is not an exercise of assignment 02_qkv_attention"):
+    data["assignments"][1]["exercises"][1]["builds_on"] = ["3.1"]
+    with pytest.raises(ConfigError, match=r"'3.1' is not an exercise of assignment 02_qkv_attention or of an "
+                                          r"assignment before it"):
         parse_course(data)
+    data["assignments"][1]["exercises"][1]["builds_on"] = ["9.9"]
+    with pytest.raises(ConfigError, match=r"'9.9' is not an exercise of assignment 02_qkv_attention"):
+        parse_course(data)
+    data["assignments"][1]["exercises"][1]["builds_on"] = ["1.1"]     # a pasted answer of an earlier assignment
+    assert parse_course(data).exercise("2.2")[1].builds_on == ["1.1"]
+
+
+# -- answers pasted from an earlier assignment, and dependencies followed through --------------------------
+WRONG_SPLIT = ("def split_heads(x, num_heads):\n"
+               "    B, T, E = x.shape\n"
+               "    if E % num_heads != 0:\n        raise ValueError('E % H')\n"
+               "    return x.reshape(B, T, E // num_heads, num_heads).permute(0, 3, 1, 2)\n")
+
+NO_OUT_BIAS = """class MultiHeadAttention(nn.Module):
+    def __init__(self, embed_dim, num_heads, bias=True):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError("E % H")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim))
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+
+    def forward(self, query, key, value, key_padding_mask=None, attn_mask=None):
+        out, w = multi_head_attention(query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+                                      self.out_proj.weight, self.out_proj.bias, key_padding_mask, attn_mask)
+        return out - self.out_proj.bias, w
+"""
+
+POST_NORM = """class TransformerBlock(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        a, _ = self.self_attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
+        x = layer_norm(x + a, self.norm1.weight, self.norm1.bias)
+        f = feed_forward(x, self.linear1.weight, self.linear1.bias, self.linear2.weight, self.linear2.bias)
+        return layer_norm(x + f, self.norm2.weight, self.norm2.bias)
+"""
+
+
+def _lost(by):
+    return {e: x["points"] for e, x in by.items() if x["points"] < x["max_points"] - 1e-9}
+
+
+@pytest.mark.slow
+def test_a_mistake_in_an_answer_pasted_from_04_costs_nothing_in_05(tmp_path, course_root):
+    """5.4's cell holds the student's 04 answers: a wrong split_heads (4.1) there is judged by 4.1's own checks
+    for no points, and 5.4, 5.5 and 5.8, which call it, are graded with the reference in its place; a wrong
+    MultiHeadAttention (4.4, a class) likewise; with the cascade the same mistake costs 05's points."""
+    course = load_course(course_root / "course.yml")
+    with GradingSession(course, tmp_path / "work") as session:
+        nb = session.notebooks.notebook("05_transformer_block", "5.4", "split_heads", WRONG_SPLIT)
+        result = session.grade("05_transformer_block", "ada", nb)
+        by = _by_exercise(result)
+        assert _lost(by) == {} and result["points"] == 14
+        for e in ("5.4", "5.5", "5.8"):
+            assert {"exercise": "4.1", "function": "split_heads"} in by[e]["stand_ins"], e
+        judged = {p["exercise"]: p for p in result["pasted"]}
+        assert sorted(judged) == ["3.4", "4.1", "4.2", "4.3", "4.4"]
+        assert [e for e, p in judged.items() if not p["passed"]] == ["4.1"]
+        assert {c["mistake"] for c in judged["4.1"]["failed"]} >= {"split-as-d-h"}
+        # 4.3 was judged with 4.1 answered by the reference: one mistake, one pasted answer that fails
+        assert judged["4.3"]["stand_ins"] == [{"exercise": "4.1", "function": "split_heads"}]
+        feedback = feedback_markdown(result, course, "zh")
+        assert "没有通过 4.1 自己的检查" in feedback and "同一个错误只扣一次" in feedback
+
+        nb = session.notebooks.notebook("05_transformer_block", "5.4", "MultiHeadAttention", NO_OUT_BIAS)
+        by = _by_exercise(result := session.grade("05_transformer_block", "ada", nb))
+        assert _lost(by) == {} and result["points"] == 14
+        assert [p["exercise"] for p in result["pasted"] if not p["passed"]] == ["4.4"]
+        assert by["5.4"]["stand_ins"] == [{"exercise": "4.4", "function": "MultiHeadAttention"}]
+
+    cascade = _course_copy(course_root, earlier_mistakes="cascade")
+    with GradingSession(cascade, tmp_path / "cascade") as session:
+        nb = session.notebooks.notebook("05_transformer_block", "5.4", "MultiHeadAttention", NO_OUT_BIAS)
+        by = _by_exercise(session.grade("05_transformer_block", "ada", nb))
+        assert {"5.4", "5.5"} <= set(_lost(by)), by
+
+
+@pytest.mark.slow
+def test_a_wrong_block_costs_its_points_once_and_dependencies_are_followed_through(tmp_path, course_root):
+    """A post-norm 5.4: TinyLM (5.5) is graded with the reference's block, a class answered from the trusted side,
+    gradients included. In 04, a wrong 4.1 costs 4.4 nothing: 4.4 calls the student's 4.3, which calls 4.1."""
+    course = load_course(course_root / "course.yml")
+    with GradingSession(course, tmp_path / "work") as session:
+        nb = session.notebooks.notebook("05_transformer_block", "5.4", "TransformerBlock", POST_NORM)
+        by = _by_exercise(session.grade("05_transformer_block", "ada", nb))
+        assert set(_lost(by)) == {"5.4"}
+        assert by["5.5"]["stand_ins"] == [{"exercise": "5.4", "function": "TransformerBlock"}]
+
+        nb = session.notebooks.notebook("04_multi_head_attention", "4.1", "split_heads", WRONG_SPLIT)
+        by = _by_exercise(session.grade("04_multi_head_attention", "ada", nb))
+        assert set(_lost(by)) == {"4.1"}
+        assert by["4.4"]["stand_ins"] == [{"exercise": "4.1", "function": "split_heads"}]

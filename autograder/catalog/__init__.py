@@ -52,6 +52,5 @@ from autograder.catalog.outcomes import (BRIEF_LIMIT, brief, CheckFailed, CheckR
 from autograder.catalog.compare import as_float64, compare, mismatch, values_match  # noqa: F401
 from autograder.catalog.context import PUBLIC_SEED, Context, Diagnoser, Runner, stable_seed  # noqa: F401
 from autograder.catalog.scoring import WITHHELD, run_exercise  # noqa: F401
-from autograder.catalog.runners import (copied, in_process_runner, LiveDiagnoser, stand_ins_for,  # noqa: F401
-                                       with_stand_ins)
+from autograder.catalog.runners import copied, in_process_runner, LiveDiagnoser  # noqa: F401
 from autograder.catalog.loading import COURSE_PACKAGE, hidden_available, load_catalog  # noqa: F401

@@ -54,34 +54,6 @@ def _copy(value: Any) -> Any:
     return value
 
 
-# -- stand-ins: an earlier exercise answered by its reference -------------------------------------
-def stand_ins_for(course: Any, assignment: Any, exercise: Any, lost: set[str]) -> dict[str, Any]:
-    """function name -> the earlier exercise (a course.yml Exercise) whose reference answers its calls while
-    ``exercise`` is graded: each exercise it ``builds_on`` that lost points (``lost``: their IDs), unless the
-    course chose ``earlier_mistakes: cascade``. A mistake then costs its points once."""
-    from autograder.config import EarlierMistakes
-
-    if course.earlier_mistakes is not EarlierMistakes.SUBSTITUTE:
-        return {}
-    earlier = {e.id: e for e in assignment.exercises}
-    return {earlier[dep].function: earlier[dep] for dep in exercise.builds_on if dep in lost}
-
-
-def with_stand_ins(runner: Runner, stand_ins: dict[str, Any], references: dict[str, Any]) -> Runner:
-    """``runner``, every request of which has ``stand_ins``' functions answered by their references
-    (``references``: exercise ID -> reference solution): in a sandbox worker through the trusted side
-    (:mod:`autograder.sandbox.stand_ins`), in this process directly (:func:`autograder.probes.execute`)."""
-    if not stand_ins:
-        return runner
-    by_name = {name: references[dep.id] for name, dep in stand_ins.items()}
-
-    def run(request: Request) -> Reply:
-        request.stand_ins = by_name
-        return runner(request)
-
-    return run
-
-
 class LiveDiagnoser:
     """Instructor side: runs each known mistake on the same inputs (needs the course's mistakes.py)."""
 

@@ -47,6 +47,8 @@ NBGRADER_EXECUTION = "NBGRADER_EXECUTION"
 NO_STUDENT = "nbgrader-source"
 #: (course, student, assignment) -> the exercises that lost points so far in this kernel.
 _LOST: dict[tuple[str, str | None, str], set[str]] = {}
+#: (course, student, assignment) -> the answers pasted from earlier assignments judged so far in this kernel.
+_JUDGED: dict[tuple[str, str | None, str], set[str]] = {}
 
 
 @dataclass
@@ -125,6 +127,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     The value shows as the points (text/plain) and the checks (HTML).
     """
     from autograder import catalog as C
+    from autograder.grading import earlier as E
     from autograder.config import load_course
     from autograder.messages import say
     from autograder.selfcheck.kernel import Note, caller_namespace, language_of, one_thread
@@ -143,22 +146,34 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     who = student if student is not None else autograde_identity(assignment.id)
     # The test cells run in order in one kernel: an earlier exercise that lost points here is answered by
     # its reference in the exercises built on it, as ``autograder grade`` does (a mistake costs once).
-    lost = _LOST.setdefault((str(course.root), who, assignment.id), set())
-    stand_ins = C.stand_ins_for(course, assignment, exercise, lost)
-    references = {dep.id: reference_of(course, dep.id) for dep in stand_ins.values()}
+    key = (str(course.root), who, assignment.id)
+    lost, judged = _LOST.setdefault(key, set()), _JUDGED.setdefault(key, set())
+    # Answers pasted from an earlier assignment that this exercise calls, not judged yet in this kernel: their
+    # cells have run by now (a test cell follows the solution cells before it).
+    own = {e.id for e in assignment.exercises}
+    waiting = [d.id for d in E.dependencies(course, exercise) if d.id not in own and d.id not in judged]
+    seed_parts = (course.seed, who if who is not None else NO_STUDENT, assignment.id)
     lang = language_of(language, course)
     notes: list[Any] = []
+    stand_ins: dict[str, Any] = {}
     sink = io.StringIO()
     # The student's code may print or warn: nbgrader scores a test cell with stderr output 0.
     with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
             one_thread():
         warnings.simplefilter("ignore")
         try:
+            if waiting:
+                for j in E.judge_pasted(course, assignment, C.in_process_runner(ns), lost, among=waiting,
+                                        seed_parts=seed_parts, tolerances=course.tolerances,
+                                        diagnoser=C.LiveDiagnoser(course.tolerances)):
+                    judged.add(j["exercise"])
+                    if not j["passed"]:
+                        notes.append(Note("info", E.pasted_message(j)))
+            stand_ins = E.stand_ins_for(course, assignment, exercise, lost)
             result = C.run_exercise(
-                exercise, C.with_stand_ins(C.in_process_runner(ns), stand_ins, references),
+                exercise, E.with_stand_ins(C.in_process_runner(ns), stand_ins),
                 audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=course.tolerances,
-                seed_parts=(course.seed, who if who is not None else NO_STUDENT, assignment.id),
-                device="cpu", reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
+                seed_parts=seed_parts, device="cpu", reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
         except SystemExit:
             # The sandbox scores a worker that exits as crashed: no points for the exercise.
             result = _zero(C, exercise, C.Status.CRASHED, C.Msg(
@@ -168,9 +183,8 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
         lost.add(exercise.id)
     else:
         lost.discard(exercise.id)
-    for dep in stand_ins.values():
-        notes.append(Note("info", say("submission.stand_in", exercise=exercise.id, function=dep.function,
-                                      earlier=dep.id)))
+    for stand in stand_ins.values():
+        notes.append(Note("info", E.stand_in_message(assignment, exercise, stand)))
     if who is None:
         notes.append(Note("info", say("selfcheck.fixed_seed")))
     return ExerciseGrade(result, who, lang, time.perf_counter() - start, notes)

@@ -97,6 +97,7 @@ def explain(course: Course, result: dict[str, Any],
             exercise_id: str) -> tuple[ExerciseResult, list[tuple[Request, Reply]], Callable[..., Any]]:
     """(the exercise's result with full messages, the calls made, the reference) for one graded notebook."""
     from autograder import catalog as C
+    from autograder.grading import earlier as E
     from autograder.grading.cells import demo_cells, submission_cells
     from autograder.grading.grader import check_catalog
     from autograder.grading.submission import hidden_seed_parts
@@ -113,9 +114,10 @@ def explain(course: Course, result: dict[str, Any],
         sub = Submission(path, str(result["source"]), str(result["sha256"]), str(result["student"]), assignment.id)
         # As the batch graded it: the earlier exercises that lost points there are answered by their references.
         lost = {e["exercise"] for e in result.get("exercises") or [] if e["points"] < e["max_points"] - 1e-9}
-        stand_ins = C.stand_ins_for(course, assignment, ex, lost)
+        lost |= {p["exercise"] for p in result.get("pasted") or [] if not p.get("passed")}
+        stand_ins = E.stand_ins_for(course, assignment, ex, lost)
         with Sandbox(course.limits, "cpu") as sandbox, sandbox.open(cells, label="explain") as worker:
-            recorder = Recorder(C.with_stand_ins(worker, stand_ins, references))
+            recorder = Recorder(E.with_stand_ins(worker, stand_ins))
             outcome = C.run_exercise(ex, recorder, audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
                                      tolerances=course.tolerances,
                                      seed_parts=hidden_seed_parts(course, sub, assignment.id),

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: assignment folder's checks, hidden checks and mistakes, and the references.
 ENGINE_FILES = ("catalog", "probes.py", "plain.py", "forbidden.py", "notebook.py", "points.py",
                 "grading/source_scan.py", "grading/scan_vocabulary.py", "grading/scan_scopes.py",
-                "grading/cells.py", "grading/submission.py", "sandbox/stand_ins.py",
+                "grading/cells.py", "grading/submission.py", "grading/earlier.py", "sandbox/stand_ins.py",
                 # What the student's code may do decides its outcome too: the cage and its limits.
                 "sandbox/cage.py", "sandbox/memcg.py", "sandbox/worker.py")
 

@@ -116,6 +116,7 @@ def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[s
 def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | None:
     """The result dict of one submission; None only when the batch is being stopped."""
     from autograder import catalog as C
+    from autograder.grading import earlier as E
     from autograder.notebook import read_notebook
 
     if sub.problem:
@@ -159,14 +160,20 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
         timing["open_seconds"] = round(time.perf_counter() - t0, 4)
         exercises = []
         lost: set[str] = set()          # exercises that lost points so far: those built on them get stand-ins
+        seed_parts = hidden_seed_parts(ctx.course, sub, assignment.id)
+        with timer.section("checks"):
+            # Answers pasted from earlier assignments (5.4's cell holds 4.1-4.4), judged for no points first.
+            pasted = E.judge_pasted(ctx.course, assignment, worker, lost, seed_parts=seed_parts,
+                                    tolerances=ctx.course.tolerances, device=ctx.device, diagnoser=ctx.diagnoser,
+                                    timer=timer)
+        notes_msg.extend(as_dict(E.pasted_message(judged)) for judged in pasted if not judged["passed"])
         for ex in assignment.exercises:
             t1 = time.perf_counter()
-            stand_ins = C.stand_ins_for(ctx.course, assignment, ex, lost)
+            stand_ins = E.stand_ins_for(ctx.course, assignment, ex, lost)
             with timer.section("checks"):
                 outcome = C.run_exercise(
-                    ex, C.with_stand_ins(worker, stand_ins, ctx.references),
-                    audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
-                    tolerances=ctx.course.tolerances, seed_parts=hidden_seed_parts(ctx.course, sub, assignment.id),
+                    ex, E.with_stand_ins(worker, stand_ins), audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
+                    tolerances=ctx.course.tolerances, seed_parts=seed_parts,
                     device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, timer=timer)
             t2 = time.perf_counter()
             ex_json = outcome.to_json()
@@ -176,10 +183,9 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
             if ex_json["points"] < ex.points - 1e-9:
                 lost.add(ex.id)
             if stand_ins:
-                ex_json["stand_ins"] = [{"exercise": dep.id, "function": dep.function} for dep in stand_ins.values()]
-                for dep in stand_ins.values():     # the feedback says so; the status stays "graded"
-                    notes_msg.append(_said("submission.stand_in", exercise=ex.id, function=dep.function,
-                                           earlier=dep.id))
+                ex_json["stand_ins"] = E.stood_in_json(stand_ins)
+                for stand in stand_ins.values():     # the feedback says so; the status stays "graded"
+                    notes_msg.append(as_dict(E.stand_in_message(assignment, ex, stand)))
             timer.since("results", t2)
             ex_json["seconds"] = round(time.perf_counter() - t1, 4)
             exercises.append(ex_json)
@@ -199,6 +205,8 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
     if failed_cells:
         notes.append(f"cells failed: {', '.join(R.cell_number(c) for c in failed_cells)}")
     result["exercises"] = exercises
+    if pasted:
+        result["pasted"] = pasted
     result["points"] = points_total(e["points"] for e in exercises)
     result["notes"], result["notes_msg"] = notes, notes_msg
     result["status"] = "; ".join([R.GRADED, *notes])

@@ -65,6 +65,18 @@ class ExerciseRecord(_Open):
     stand_ins: list[StandIn] | None = None
 
 
+class PastedRecord(_Open):
+    """An answer pasted from an earlier assignment (5.4's cell holds 4.1-4.4), judged by its own checks for no
+    points: where it failed them, the exercises that call it were graded with the reference in its place."""
+
+    exercise: str
+    function: str
+    passed: bool
+    status: str
+    failed: list[CheckRecord] = Field(default_factory=list)
+    stand_ins: list[StandIn] | None = None
+
+
 class CellRecord(_Open):
     index: int | None = None
     status: str | None = None
@@ -125,6 +137,8 @@ class Result(_Open):
     submitted: Submitted | None = None
     late: Late | None = None
     exercises: list[ExerciseRecord] = Field(default_factory=list)
+    pasted: list[PastedRecord] | None = Field(None, description=(
+        "answers pasted from earlier assignments, judged for no points (where an exercise builds on one)"))
     cells: list[CellRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     notes_msg: list[Text] = Field(default_factory=list)

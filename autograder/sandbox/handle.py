@@ -272,6 +272,9 @@ class WorkerHandle:
                   "forbidden": list(request.forbidden), "device": request.device}
         if request.stand_ins:
             header["stand_ins"] = sorted(request.stand_ins)
+            modules = sorted(name for name, ref in request.stand_ins.items() if isinstance(ref, type))
+            if modules:
+                header["stand_in_modules"] = modules
         start = time.monotonic()
         sent = time.perf_counter()
         deadline = min(start + self._limits.call_seconds, self._deadline)
@@ -315,7 +318,7 @@ class WorkerHandle:
         reference = request.stand_ins.get(name) if type(name) is str else None
         start = time.perf_counter()
         try:
-            if reference is None or phase not in ("forward", "backward"):
+            if reference is None or phase not in ("forward", "backward", "init"):
                 raise StandInRefused(f"the grader answers no call of {_text(name, 40)} here")
             value = plain.decode(blob)
             readable(value)
@@ -323,7 +326,7 @@ class WorkerHandle:
             send_frame(proc.chan, {"t": "stand_in_reply", "status": "ok"}, reply)
         except Exception as exc:  # noqa: BLE001 - whatever the reference raises on the worker's arguments
             # The reference refused what the student's code passed it: the student's code sees the exception.
-            send_frame(proc.chan, {"t": "stand_in_reply", "status": "error",
+            send_frame(proc.chan, {"t": "stand_in_reply", "status": "error", "error_type": type(exc).__name__,
                                    "error": f"{type(exc).__name__}: {_text(str(exc), 300)}"})
         finally:
             self.timer.since("stand_in", start)

@@ -26,7 +26,12 @@ class StandInRefused(Exception):
 
 
 def answer(reference: Callable[..., Any], phase: str, payload: Any) -> Any:
-    """What ``reference`` answers to a worker's ``phase`` ("forward" or "backward") with ``payload``."""
+    """What ``reference`` answers to a worker's ``phase`` ("forward" or "backward"; for a module class also
+    "init") with ``payload``."""
+    if isinstance(reference, type):
+        if phase == "init":
+            return _init(reference, payload)
+        reference = _module_call(reference)
     if phase == "forward":
         if type(payload) not in (tuple, list) or len(payload) != 2:
             raise StandInRefused("unreadable arguments")
@@ -99,3 +104,53 @@ def _backward(reference: Callable[..., Any], args: Any, kwargs: Any, grads: list
         g = next(by_input)
         out_grads.append(None if g is None else g.detach().to(leaf.dtype))
     return out_grads
+
+
+# -- a module class (4.4's MultiHeadAttention in 5.4): see autograder.probes.stand_in_module ---------------
+#: Constructor arguments are a few small plain values (sizes, flags): nothing else is passed to a reference.
+_PLAIN_ARGUMENT = (int, float, bool, str, type(None))
+MAX_ARGUMENTS = 16
+
+
+def _constructed(cls: type, arguments: Any) -> torch.nn.Module:
+    """``cls(*args, **kwargs)`` for a worker's ``arguments``: plain values only, a size counted on the meta
+    device before anything is allocated, and the reference's random initialization under a fixed seed (its
+    values then do not depend on what the grader ran before)."""
+    if type(arguments) not in (tuple, list) or len(arguments) != 2:
+        raise StandInRefused("unreadable constructor arguments")
+    args, kwargs = arguments
+    if type(args) not in (tuple, list) or type(kwargs) is not dict or len(args) + len(kwargs) > MAX_ARGUMENTS \
+            or not all(type(v) in _PLAIN_ARGUMENT for v in (*args, *kwargs.values())) \
+            or not all(type(k) is str and k.isidentifier() for k in kwargs):
+        raise StandInRefused(f"{cls.__name__} is built here from a few numbers and flags only")
+    if any(type(v) is str and len(v) > 100 for v in (*args, *kwargs.values())):
+        raise StandInRefused("a constructor argument too long")
+    with torch.device("meta"):
+        shape = cls(*args, **kwargs)
+    if sum(t.numel() for t in (*shape.parameters(), *shape.buffers())) > MAX_ELEMENTS:
+        raise StandInRefused(f"{cls.__name__} too large")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return cls(*args, **kwargs)
+
+
+def _init(cls: type, arguments: Any) -> dict[str, Any]:
+    """What a worker's stand-in module holds: the reference's parameters, buffers and plain attributes."""
+    module = _constructed(cls, arguments)
+    attributes = {k: v for k, v in vars(module).items()
+                  if not k.startswith("_") and k != "training" and type(v) in (int, float, bool, str)}
+    return {"parameters": {k: v.detach() for k, v in module.named_parameters()},
+            "buffers": {k: v.detach() for k, v in module.named_buffers()}, "attributes": attributes}
+
+
+def _module_call(cls: type) -> Callable[..., Any]:
+    """A function of (constructor arguments, parameters and buffers, inputs) that runs the reference module
+    holding those tensors (differentiable in them: a stand-in's backward pass goes through it too)."""
+
+    def call(arguments: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(state) is not dict or not all(type(k) is str and type(v) is torch.Tensor for k, v in state.items()):
+            raise StandInRefused(f"unreadable parameters of {cls.__name__}")
+        module = _constructed(cls, arguments)
+        return torch.func.functional_call(module, state, tuple(args), kwargs, strict=True)
+
+    return call

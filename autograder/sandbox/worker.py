@@ -609,7 +609,7 @@ def _serve(chan: socket.socket, config: WorkerConfig, misses: _ImportMisses | No
     # What the grader sends is decoded as trusted data (plain.decode_trusted): the checks of plain.decode
     # guard the grader against a worker, not a worker against its grader.
     calls = _Calls(plain.decode_trusted, probes.Request, probes.Reply, probes.execute, config.output_bytes,
-                   _asker(chan, plain.encode, plain.decode_trusted), probes.stand_in)
+                   _asker(chan, plain.encode, plain.decode_trusted), probes.stand_in, probes.stand_in_module)
     send, recv, cell = send_frame, recv_frame, run_cell
     clock, loads = time.perf_counter, json.loads
     namespace = fresh_namespace()
@@ -657,9 +657,14 @@ def _asker(chan: socket.socket, encode: Any, decode: Any) -> Any:
         if header.get("t") != "stand_in_reply":
             raise RuntimeError(f"the grader did not answer the call of {name}")
         if header.get("status") != "ok":
-            raise RuntimeError(str(header.get("error") or f"the grader refused the call of {name}"))
+            # The reference's own kind where it is a plain one (a ValueError for sizes that do not divide,
+            # as the student's own code would raise); anything else, the grader's refusal, a RuntimeError.
+            kind = raised.get(str(header.get("error_type")), RuntimeError)
+            raise kind(str(header.get("error") or f"the grader refused the call of {name}"))
         return decode(blob).to_python()
 
+    raised = {k.__name__: k for k in (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
+                                       NotImplementedError, AssertionError)}
     return ask
 
 
@@ -671,16 +676,18 @@ class _Calls:
     """
 
     def __init__(self, decode: Any, request: Any, reply: Any, execute: Any, output_bytes: int, ask: Any = None,
-                 stand_in: Any = None):
+                 stand_in: Any = None, stand_in_module: Any = None):
         self.decode, self.request, self.reply, self.execute = decode, request, reply, execute
-        self.output_bytes, self.ask, self.stand_in = output_bytes, ask, stand_in
+        self.output_bytes, self.ask, self.stand_in, self.stand_in_module = output_bytes, ask, stand_in, stand_in_module
         self.clock, self.type_name, self.safe_str = time.perf_counter, _type_name, _safe_str
 
     def __call__(self, namespace: dict[str, Any], header: dict[str, Any], blob: bytes) -> Any:
         try:
             args, kwargs = self.decode(blob).to_python()
             names = header.get("stand_ins") or []
-            stand_ins = {str(n): self.stand_in(str(n), self.ask) for n in names[:16]} if self.ask else {}
+            modules = set(header.get("stand_in_modules") or [])        # classes: an nn.Module answered by the grader
+            stand_ins = {str(n): (self.stand_in_module if n in modules else self.stand_in)(str(n), self.ask)
+                         for n in names[:16]} if self.ask else {}
             request = self.request(str(header["function"]), tuple(args), dict(kwargs),
                                    probe=str(header["probe"]), forbidden=tuple(header["forbidden"]),
                                    device=str(header["device"]), stand_ins=stand_ins)

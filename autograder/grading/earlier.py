@@ -1,0 +1,142 @@
+"""An exercise's earlier answers: a mistake costs its points once.
+
+An exercise ``builds_on`` earlier ones whose functions (or classes) it calls: exercises of its own assignment
+(2.4 calls 2.3), or of an earlier assignment whose answers the student pastes into this notebook (5.4's cell
+holds 4.1-4.4). Where one of them lost points, and the course chose ``earlier_mistakes: substitute``, the
+exercise is graded with the reference answering those calls (:func:`stand_ins_for`): on the trusted side for
+a sandbox worker (:mod:`autograder.sandbox.stand_ins`), directly in this process. The dependencies are
+followed through (4.4 calls 4.3, which calls 4.1: a mistake in 4.1 is answered for 4.4 too).
+
+A pasted answer is judged in the notebook it was pasted into, by its own exercise's checks, public and hidden,
+for no points (:func:`judge_pasted`): one that fails joins the lost ones, and its result says so.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from autograder.grading.references import reference, reference_module
+from autograder.messages import Msg, say
+from autograder.stopwatch import OFF, Stopwatch
+from autograder.catalog import Audience, Diagnoser, Runner, run_exercise
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """An earlier exercise (a course.yml Exercise) whose calls ``reference`` answers."""
+
+    exercise: Any
+    reference: Callable[..., Any]
+
+
+def _order(course: Any) -> dict[str, int]:
+    return {e.id: i for i, e in enumerate(course.exercises)}
+
+
+def dependencies(course: Any, exercise: Any) -> list[Any]:
+    """Every exercise ``exercise`` builds on, directly or through another, earliest first."""
+    found: dict[str, Any] = {}
+    todo = list(exercise.builds_on)
+    while todo:
+        dep = todo.pop()
+        if dep not in found:
+            found[dep] = course.exercise(dep)[1]
+            todo.extend(found[dep].builds_on)
+    order = _order(course)
+    return sorted(found.values(), key=lambda e: order[e.id])
+
+
+def pasted(course: Any, assignment: Any) -> list[Any]:
+    """The exercises of earlier assignments that ``assignment``'s exercises build on (the student pastes their
+    answers into this notebook), with what those build on, earliest first."""
+    own = {e.id for e in assignment.exercises}
+    found = {d.id: d for e in assignment.exercises for d in dependencies(course, e) if d.id not in own}
+    order = _order(course)
+    return sorted(found.values(), key=lambda e: order[e.id])
+
+
+def answering(course: Any, assignment: Any, dep: Any) -> Callable[..., Any]:
+    """What answers ``dep``'s calls in ``assignment``'s notebook: that assignment's own reference of the same
+    name where it has one (a pasted function may have grown a parameter: 05's multi_head_attention takes an
+    attn_mask), else ``dep``'s reference."""
+    own = getattr(reference_module(course, assignment), dep.function, None)
+    return own if own is not None else reference(course, dep.id)
+
+
+def stand_ins_for(course: Any, assignment: Any, exercise: Any, lost: Iterable[str]) -> dict[str, StandIn]:
+    """function name -> the stand-in that answers its calls while ``exercise`` (of ``assignment``, the notebook
+    being graded) is graded: each exercise it depends on that lost points (``lost``: their IDs), unless the
+    course chose ``earlier_mistakes: cascade``."""
+    from autograder.config import EarlierMistakes
+
+    if course.earlier_mistakes is not EarlierMistakes.SUBSTITUTE:
+        return {}
+    lost = set(lost)
+    return {d.function: StandIn(d, answering(course, assignment, d))
+            for d in dependencies(course, exercise) if d.id in lost}
+
+
+def with_stand_ins(runner: Runner, stand_ins: dict[str, StandIn]) -> Runner:
+    """``runner``, every request of which has ``stand_ins``' functions (or classes) answered by their
+    references: in a sandbox worker through the trusted side, in this process directly
+    (:func:`autograder.probes.execute`)."""
+    if not stand_ins:
+        return runner
+    by_name = {name: s.reference for name, s in stand_ins.items()}
+
+    def run(request: Any) -> Any:
+        request.stand_ins = by_name
+        return runner(request)
+
+    return run
+
+
+def stood_in_json(stand_ins: dict[str, StandIn]) -> list[dict[str, str]]:
+    """What an exercise's result says of its stand-ins."""
+    return [{"exercise": s.exercise.id, "function": s.exercise.function} for s in stand_ins.values()]
+
+
+def stand_in_message(assignment: Any, exercise: Any, stand: StandIn) -> Msg:
+    """What an exercise graded with ``stand`` says of it: an earlier exercise of its notebook, or a pasted one."""
+    dep = stand.exercise
+    own = any(e.id == dep.id for e in assignment.exercises)
+    return say("submission.stand_in" if own else "submission.stand_in_pasted", exercise=exercise.id,
+               function=dep.function, earlier=dep.id)
+
+
+def pasted_message(judged: dict[str, Any], most: int = 3) -> Msg:
+    """What a submission says of a pasted answer that failed its checks: which, by their titles."""
+    failed = judged["failed"]
+    zh = "；".join(str(c["title"]["zh"]) for c in failed[:most])
+    en = "; ".join(str(c["title"]["en"]) for c in failed[:most])
+    if len(failed) > most:
+        zh, en = f"{zh}，共 {len(failed)} 项", f"{en}; {len(failed)} in all"
+    return say("submission.pasted_failed", function=judged["function"], earlier=judged["exercise"],
+               checks=Msg(zh, en))
+
+
+def judge_pasted(course: Any, assignment: Any, runner: Runner, lost: set[str], *, seed_parts: tuple[Any, ...],
+                 tolerances: Any, device: str = "cpu", diagnoser: Diagnoser | None = None,
+                 timer: Stopwatch = OFF, among: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Judge each answer pasted into ``assignment``'s notebook from an earlier assignment (those of ``among``
+    only, when given) by its own exercise's checks (public and hidden, this notebook's seeds), for no points:
+    one that does not pass them all joins ``lost``. One summary per pasted exercise (its failed checks as a
+    result's checks read them)."""
+    wanted = None if among is None else set(among)
+    judged = []
+    for dep in pasted(course, assignment):
+        if wanted is not None and dep.id not in wanted:
+            continue
+        stand_ins = stand_ins_for(course, assignment, dep, lost)
+        outcome = run_exercise(dep, with_stand_ins(runner, stand_ins), audiences=(Audience.PUBLIC, Audience.HIDDEN),
+                               tolerances=tolerances, seed_parts=seed_parts, device=device,
+                               reference=reference(course, dep.id), diagnoser=diagnoser, timer=timer)
+        passed = outcome.points >= dep.points - 1e-9
+        if not passed:
+            lost.add(dep.id)
+        failed = [c.to_json() for c in outcome.checks if not c.passed]   # (their points count nowhere)
+        judged.append({"exercise": dep.id, "function": dep.function, "passed": passed,
+                       "status": outcome.status.value, "failed": failed,
+                       **({"stand_ins": stood_in_json(stand_ins)} if stand_ins else {})})
+    return judged

@@ -251,9 +251,10 @@ def _lost(by):
 
 @pytest.mark.slow
 def test_a_mistake_in_an_answer_pasted_from_04_costs_nothing_in_05(tmp_path, course_root):
-    """5.4's cell holds the student's 04 answers: a wrong split_heads (4.1) there is judged by 4.1's own checks
-    for no points, and 5.4, 5.5 and 5.8, which call it, are graded with the reference in its place; a wrong
-    MultiHeadAttention (4.4, a class) likewise; with the cascade the same mistake costs 05's points."""
+    """5.4's cell holds the student's 04 answers: 5.4 loses points with a wrong split_heads (4.1) there, so the
+    answers it calls are judged by their own checks for no points, and 5.4, 5.5 and 5.8, which call 4.1, are
+    graded with the reference in its place; a wrong MultiHeadAttention (4.4, a class) likewise; with the
+    cascade the same mistake costs 05's points."""
     course = load_course(course_root / "course.yml")
     with GradingSession(course, tmp_path / "work") as session:
         nb = session.notebooks.notebook("05_transformer_block", "5.4", "split_heads", WRONG_SPLIT)
@@ -263,7 +264,7 @@ def test_a_mistake_in_an_answer_pasted_from_04_costs_nothing_in_05(tmp_path, cou
         for e in ("5.4", "5.5", "5.8"):
             assert {"exercise": "4.1", "function": "split_heads"} in by[e]["stand_ins"], e
         judged = {p["exercise"]: p for p in result["pasted"]}
-        assert sorted(judged) == ["3.4", "4.1", "4.2", "4.3", "4.4"]
+        assert sorted(judged) == ["4.1", "4.2", "4.3", "4.4"]      # what 5.4 calls (5.6's 3.4 got every point)
         assert [e for e, p in judged.items() if not p["passed"]] == ["4.1"]
         assert {c["mistake"] for c in judged["4.1"]["failed"]} >= {"split-as-d-h"}
         # 4.3 was judged with 4.1 answered by the reference: one mistake, one pasted answer that fails
@@ -276,6 +277,10 @@ def test_a_mistake_in_an_answer_pasted_from_04_costs_nothing_in_05(tmp_path, cou
         assert _lost(by) == {} and result["points"] == 14
         assert [p["exercise"] for p in result["pasted"] if not p["passed"]] == ["4.4"]
         assert by["5.4"]["stand_ins"] == [{"exercise": "4.4", "function": "MultiHeadAttention"}]
+
+        # An honest notebook: no pasted answer judged, nothing graded twice.
+        honest = session.grade("05_transformer_block", "ada", session.notebooks.notebook("05_transformer_block"))
+        assert honest["points"] == 14 and "pasted" not in honest
 
     cascade = _course_copy(course_root, earlier_mistakes="cascade")
     with GradingSession(cascade, tmp_path / "cascade") as session:

@@ -48,7 +48,7 @@ NO_STUDENT = "nbgrader-source"
 #: (course, student, assignment) -> the exercises that lost points so far in this kernel.
 _LOST: dict[tuple[str, str | None, str], set[str]] = {}
 #: (course, student, assignment) -> the answers pasted from earlier assignments judged so far in this kernel.
-_JUDGED: dict[tuple[str, str | None, str], set[str]] = {}
+_JUDGED: dict[tuple[str, str | None, str], dict[str, dict[str, Any]]] = {}
 
 
 @dataclass
@@ -147,33 +147,32 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     # The test cells run in order in one kernel: an earlier exercise that lost points here is answered by
     # its reference in the exercises built on it, as ``autograder grade`` does (a mistake costs once).
     key = (str(course.root), who, assignment.id)
-    lost, judged = _LOST.setdefault(key, set()), _JUDGED.setdefault(key, set())
-    # Answers pasted from an earlier assignment that this exercise calls, not judged yet in this kernel: their
-    # cells have run by now (a test cell follows the solution cells before it).
-    own = {e.id for e in assignment.exercises}
-    waiting = [d.id for d in E.dependencies(course, exercise) if d.id not in own and d.id not in judged]
+    lost, judged = _LOST.setdefault(key, set()), _JUDGED.setdefault(key, {})
     seed_parts = (course.seed, who if who is not None else NO_STUDENT, assignment.id)
+    runner, diagnoser = C.in_process_runner(ns), C.LiveDiagnoser(course.tolerances)
     lang = language_of(language, course)
     notes: list[Any] = []
     stand_ins: dict[str, Any] = {}
     sink = io.StringIO()
+
+    def run(stand_ins: dict[str, Any]) -> Any:
+        return C.run_exercise(exercise, E.with_stand_ins(runner, stand_ins), audiences=(C.Audience.PUBLIC,
+                              C.Audience.HIDDEN), tolerances=course.tolerances, seed_parts=seed_parts, device="cpu",
+                              reference=reference, diagnoser=diagnoser)
+
+    def judge(ids: list[str]) -> list[dict[str, Any]]:
+        # Answers pasted from an earlier assignment that this exercise calls: their cells have run by now (a
+        # test cell follows the solution cells before it).
+        return E.judge_pasted(course, assignment, runner, lost, among=ids, seed_parts=seed_parts,
+                              tolerances=course.tolerances, diagnoser=diagnoser)
+
     # The student's code may print or warn: nbgrader scores a test cell with stderr output 0.
     with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
             one_thread():
         warnings.simplefilter("ignore")
+        seen = len(judged)
         try:
-            if waiting:
-                for j in E.judge_pasted(course, assignment, C.in_process_runner(ns), lost, among=waiting,
-                                        seed_parts=seed_parts, tolerances=course.tolerances,
-                                        diagnoser=C.LiveDiagnoser(course.tolerances)):
-                    judged.add(j["exercise"])
-                    if not j["passed"]:
-                        notes.append(Note("info", E.pasted_message(j)))
-            stand_ins = E.stand_ins_for(course, assignment, exercise, lost)
-            result = C.run_exercise(
-                exercise, E.with_stand_ins(C.in_process_runner(ns), stand_ins),
-                audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN), tolerances=course.tolerances,
-                seed_parts=seed_parts, device="cpu", reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))
+            result, stand_ins = E.grade_exercise(course, assignment, exercise, lost, judged, run, judge)
         except SystemExit:
             # The sandbox scores a worker that exits as crashed: no points for the exercise.
             result = _zero(C, exercise, C.Status.CRASHED, C.Msg(
@@ -183,6 +182,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
         lost.add(exercise.id)
     else:
         lost.discard(exercise.id)
+    notes.extend(Note("info", E.pasted_message(j)) for j in list(judged.values())[seen:] if not j["passed"])
     for stand in stand_ins.values():
         notes.append(Note("info", E.stand_in_message(assignment, exercise, stand)))
     if who is None:

@@ -8,7 +8,8 @@ a sandbox worker (:mod:`autograder.sandbox.stand_ins`), directly in this process
 followed through (4.4 calls 4.3, which calls 4.1: a mistake in 4.1 is answered for 4.4 too).
 
 A pasted answer is judged in the notebook it was pasted into, by its own exercise's checks, public and hidden,
-for no points (:func:`judge_pasted`): one that fails joins the lost ones, and its result says so.
+for no points (:func:`judge_pasted`), when an exercise that calls it lost points (:func:`grade_exercise`): one
+that fails joins the lost ones, the exercise is graded again, and its result says so.
 """
 from __future__ import annotations
 
@@ -114,6 +115,32 @@ def pasted_message(judged: dict[str, Any], most: int = 3) -> Msg:
         zh, en = f"{zh}，共 {len(failed)} 项", f"{en}; {len(failed)} in all"
     return say("submission.pasted_failed", function=judged["function"], earlier=judged["exercise"],
                checks=Msg(zh, en))
+
+
+def grade_exercise(course: Any, assignment: Any, exercise: Any, lost: set[str], judged: dict[str, dict[str, Any]],
+                   run: Callable[[dict[str, StandIn]], Any], judge: Callable[[list[str]], list[dict[str, Any]]]
+                   ) -> tuple[Any, dict[str, StandIn]]:
+    """``exercise``'s result (``run(stand_ins)``: an ExerciseResult) and the stand-ins it was graded with.
+
+    The earlier exercises that lost points (``lost``) are answered by their references. The answers pasted from
+    an earlier assignment that it calls are judged (``judge(ids)``, see :func:`judge_pasted`: into ``lost``, and
+    ``judged`` by ID) only when it lost points with the student's own: an honest notebook costs no second
+    grading, and where one of them fails its own checks, ``exercise`` is graded again with it answered by the
+    reference (the same seeded inputs). ``exercise`` then scores at least what the pasted answers as they are
+    earn it: a block that is right together with its own pasted code is right."""
+    from autograder.config import EarlierMistakes
+
+    stand_ins = stand_ins_for(course, assignment, exercise, lost)
+    outcome = run(stand_ins)
+    own = {e.id for e in assignment.exercises}
+    waiting = [d.id for d in dependencies(course, exercise) if d.id not in own and d.id not in judged]
+    if outcome.points < exercise.points - 1e-9 and waiting and course.earlier_mistakes is EarlierMistakes.SUBSTITUTE:
+        for verdict in judge(waiting):
+            judged[verdict["exercise"]] = verdict
+        again = stand_ins_for(course, assignment, exercise, lost)
+        if set(again) != set(stand_ins):
+            stand_ins, outcome = again, run(again)
+    return outcome, stand_ins
 
 
 def judge_pasted(course: Any, assignment: Any, runner: Runner, lost: set[str], *, seed_parts: tuple[Any, ...],

@@ -161,20 +161,26 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
         exercises = []
         lost: set[str] = set()          # exercises that lost points so far: those built on them get stand-ins
         seed_parts = hidden_seed_parts(ctx.course, sub, assignment.id)
-        with timer.section("checks"):
-            # Answers pasted from earlier assignments (5.4's cell holds 4.1-4.4), judged for no points first.
-            pasted = E.judge_pasted(ctx.course, assignment, worker, lost, seed_parts=seed_parts,
-                                    tolerances=ctx.course.tolerances, device=ctx.device, diagnoser=ctx.diagnoser,
-                                    timer=timer)
-        notes_msg.extend(as_dict(E.pasted_message(judged)) for judged in pasted if not judged["passed"])
+        judged: dict[str, dict[str, Any]] = {}   # answers pasted from earlier assignments (5.4 holds 4.1-4.4)
+
+        def judge(ids: list[str]) -> list[dict[str, Any]]:
+            return E.judge_pasted(ctx.course, assignment, worker, lost, among=ids, seed_parts=seed_parts,
+                                  tolerances=ctx.course.tolerances, device=ctx.device, diagnoser=ctx.diagnoser,
+                                  timer=timer)
+
         for ex in assignment.exercises:
             t1 = time.perf_counter()
-            stand_ins = E.stand_ins_for(ctx.course, assignment, ex, lost)
-            with timer.section("checks"):
-                outcome = C.run_exercise(
+
+            def run(stand_ins: dict[str, Any], ex: Any = ex) -> Any:
+                return C.run_exercise(
                     ex, E.with_stand_ins(worker, stand_ins), audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
                     tolerances=ctx.course.tolerances, seed_parts=seed_parts,
                     device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, timer=timer)
+
+            seen = len(judged)
+            with timer.section("checks"):
+                outcome, stand_ins = E.grade_exercise(ctx.course, assignment, ex, lost, judged, run, judge)
+            notes_msg.extend(as_dict(E.pasted_message(j)) for j in list(judged.values())[seen:] if not j["passed"])
             t2 = time.perf_counter()
             ex_json = outcome.to_json()
             findings = scanned.exercise(ex.function, C.SPECS[ex.id].forbidden if ex.id in C.SPECS else ())
@@ -205,8 +211,8 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
     if failed_cells:
         notes.append(f"cells failed: {', '.join(R.cell_number(c) for c in failed_cells)}")
     result["exercises"] = exercises
-    if pasted:
-        result["pasted"] = pasted
+    if judged:
+        result["pasted"] = list(judged.values())
     result["points"] = points_total(e["points"] for e in exercises)
     result["notes"], result["notes_msg"] = notes, notes_msg
     result["status"] = "; ".join([R.GRADED, *notes])

@@ -110,7 +110,7 @@ def test_correct_partial_mistake_and_stub(tmp_path, sandbox):
     chen_md = (out / "feedback" / "chen__02_qkv_attention.md").read_text(encoding="utf-8")
     assert "scale is missing" in chen_md and "Diagnosis" in chen_md
     report = (out / "report.html").read_text(encoding="utf-8")
-    assert report.count("data:image/png;base64,") == 3 and "no-scale" in report
+    assert report.count("data:image/svg+xml;base64,") == 3 and "no-scale" in report
     assert not list(out.rglob(".*.tmp"))
 
 

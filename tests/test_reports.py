@@ -36,19 +36,56 @@ def test_the_class_report_is_chinese_for_a_chinese_course_and_draws_without_a_wa
     with warnings.catch_warnings():
         warnings.simplefilter("error")       # a missing glyph warns: it must not happen
         page = R.class_report_html(RESULTS, COURSE, "zh")
-    text = re.sub(r"<[^>]+>|data:image/png;base64,[^'\"]+", " ", page)
+    text = re.sub(r"<[^>]+>|data:image/svg\+xml;base64,[^'\"]+", " ", page)
     assert "班级报告" in page and "最常见的已诊断错误" in page and "未通过" in page
     for english in ("class report", "Scores", "submissions", "Pass rate", "mean score", "feedback"):
         assert english not in text, english
     assert "class report" in R.class_report_html(RESULTS, COURSE, "en")
 
 
-def test_without_a_chinese_font_the_plots_fall_back_to_english_labels(monkeypatch):
+def _charts(page):
+    """The report's charts, decoded and parsed (each a well-formed SVG document)."""
+    import base64
+    import xml.etree.ElementTree as ET
+
+    found = re.findall(r"data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)", page)
+    return [ET.fromstring(base64.b64decode(m)) for m in found]
+
+
+def test_the_charts_are_svg_in_the_report_s_language_whatever_fonts_the_grader_has(monkeypatch):
+    """The charts are drawn as SVG (no matplotlib on the trusted side): their labels are the report's language,
+    Chinese included on a machine without a Chinese font (the browser draws the text), and the bars say what
+    the tables say."""
     monkeypatch.setattr(R, "cjk_font", lambda: None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        page = R.class_report_html(RESULTS, COURSE, "zh")
-    assert "班级报告" in page                  # the page itself stays Chinese (the browser has the fonts)
+    ben = _result("ben", 1.33, False)
+    ben["exercises"][0]["checks"][1]["mistake"] = "no-max-subtraction"
+    page = R.class_report_html([RESULTS[0], ben], COURSE, "zh")
+    charts = _charts(page)
+    assert len(charts) == 3
+    texts = ["".join(c.itertext()) for c in charts]
+    assert "得分分布" in texts[0] and "各练习的满分率" in texts[1] and "最常见的已诊断错误" in texts[2]
+    ns = "{http://www.w3.org/2000/svg}"
+    # the histogram: ada at 100% (last bin), ben at 66.5% (the 60-70 bin); bars of height 0 elsewhere
+    heights = [float(r.get("height")) for r in charts[0].iter(f"{ns}rect")][1:]    # (the first: the background)
+    assert len(heights) == 10 and heights[6] == heights[9] > 0 and sum(h > 0 for h in heights) == 2
+    # one exercise, half the class with full points: a bar half the plot's height
+    bar = [r for r in charts[1].iter(f"{ns}rect")][1]
+    assert "2.2: 50" in "".join(bar.itertext())
+    en = "".join("".join(c.itertext()) for c in _charts(R.class_report_html(RESULTS, COURSE, "en")))
+    assert "Score histogram" in en and "得分" not in en
+    assert "2.2 no-max-subtraction: 1" in "".join(charts[2].itertext())
+
+
+def test_a_chart_escapes_its_labels():
+    from autograder.reports import charts
+
+    svg = charts.bar_chart(["<script>alert(1)</script>", "a & 'b'"], [3, 1], title="t<", xlabel="x>")
+    import xml.etree.ElementTree as ET
+
+    doc = ET.fromstring(svg)
+    assert "<script>" not in svg and not list(doc.iter("{http://www.w3.org/2000/svg}script"))
+    assert "<script>alert(1)</script>" in "".join(doc.itertext())      # shown as text, never as markup
+    assert [charts.nice_step(x) for x in (1, 7, 10, 45, 100)] == [0.2, 2, 2, 10, 20]
 
 
 @pytest.mark.parametrize("language", ["zh", "en"])

@@ -163,7 +163,7 @@ def test_the_dashboard_filters_sorts_grants_extensions_and_downloads(site):
         sign_in(teacher, who["teacher"])
         board = teacher.get("/dashboard")
         assert board.status_code == 200 and "ada" in board.text and "ben" in board.text
-        assert "data:image/png;base64," in board.text                        # the histogram, drawn
+        assert "data:image/svg+xml;base64," in board.text                    # the histogram, drawn
         by_score = teacher.get("/dashboard?sort=score").text
         assert by_score.index('id="submission-1"') < by_score.index('id="submission-2"')   # ada 8, ben 0
         only_ben = teacher.get("/dashboard?student=ben").text

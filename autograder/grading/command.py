@@ -249,11 +249,12 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
     return 1 if failed else 0
 
 
-#: Modules the trusted side needs later, each a tenth of a second or more: matplotlib (report.html).
-#: (Reading notebooks needs neither nbformat, only for an nbformat 3 one, nor IPython's input transformer,
-#: 0.7 s, only for a cell with magics: see autograder.notebook.)
-LAZY_IMPORTS = ("matplotlib.figure",
-                "matplotlib.backends.backend_agg", "matplotlib.ticker", "matplotlib.font_manager")
+#: Modules the trusted side needs later, each a tenth of a second or more: none now (report.html's charts are
+#: SVG drawn by autograder.reports.charts; matplotlib's import, 0.4 s, ran beside the first submission's
+#: grading and slowed it by as much, each of its round trips waiting for the import thread to let go of the
+#: GIL). Reading notebooks needs neither nbformat, only for an nbformat 3 one, nor IPython's input
+#: transformer, 0.7 s, only for a cell with magics: see autograder.notebook.
+LAZY_IMPORTS: tuple[str, ...] = ()
 #: Imported too when more than one submission is to be graded: sympy (0.5 s), which the first
 #: nn.MultiheadAttention call with a key_padding_mask pulls in through torch._check_with. Then it is
 #: imported once, while the sandbox template starts, not once per lane process in the grading loop;

@@ -3,28 +3,16 @@ and the terminal summary at the end of a batch.
 """
 from __future__ import annotations
 
-import base64
-import io
 import statistics
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autograder.config import Course
 from autograder.reports.feedback import _h, _page, _status_text, _text, exercise_title, fmt_points
 from autograder.reports.files import GRADED
 from autograder.text import line
 
-if TYPE_CHECKING:
-    from matplotlib.typing import RcKeyType     # rc_context()'s keys (a type only: imported for mypy)
-
-
 # -- the class report ------------------------------------------------------------------------
-def _png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def class_stats(results: list[dict[str, Any]], course: Course) -> dict[str, Any]:
     """Numbers behind the report and the terminal summary."""
     graded = [r for r in results if r.get("status", "").startswith(GRADED)]
@@ -66,9 +54,7 @@ _REPORT = {
            "score": "得分", "status": "状态", "feedback": "反馈",
            "lateness": "迟交",
            "late_row": "{assignment}：截止 {due}；{late} 份迟交（其中 {refused} 份晚于迟交截止时间，不予接收），"
-                       "{unknown} 份提交时间未知，共扣 {penalty} 分",
-           "no_font": "这台机器没有能显示中文的字体，所以图中的标题和坐标轴用英文；装一个中文字体（Debian/Ubuntu："
-                      "apt install fonts-noto-cjk）后重新生成报告，图中就是中文。"},
+                       "{unknown} 份提交时间未知，共扣 {penalty} 分"},
     "en": {"title": "{name}: class report", "summary": "{n} submissions, {graded} graded",
            "mean": "; mean score {mean:.1f}%, median {median:.1f}%",
            "scores": "Scores", "hist": "Score histogram", "hist_x": "score (% of the assignment's points)",
@@ -78,7 +64,7 @@ _REPORT = {
            "mean_points": "mean points", "statuses": "statuses", "mistakes": "Most common diagnosed mistakes",
            "mistake": "mistake", "message": "message", "no_mistakes": "No known mistake was diagnosed.",
            "submissions": "Submissions", "student": "student", "assignment": "assignment", "score": "score",
-           "status": "status", "feedback": "feedback", "no_font": "",
+           "status": "status", "feedback": "feedback",
            "lateness": "Late submissions",
            "late_row": "{assignment}: due {due}; {late} late ({refused} after the late window, not accepted), "
                        "{unknown} with no trustworthy time, {penalty} points taken off in all"},
@@ -130,77 +116,56 @@ def class_report_parts(results: list[dict[str, Any]], course: Course, language: 
                        submissions: bool = True, title: bool = True) -> list[str]:
     """The class report's HTML (every dynamic string escaped): the service's dashboard shows it too, without
     its own submissions table (``submissions=False``)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
+    from autograder.reports import charts
 
     language = language if language in _REPORT else "en"
     T = _REPORT[language]
-    font = cjk_font() if language == "zh" else None
-    P = _REPORT["zh"] if font else _REPORT["en"]          # plot labels: Chinese only where a font draws it
-    style: dict[RcKeyType, Any] = {"font.family": [font, "sans-serif"]} if font else {}
     stats = class_stats(results, course)
     summary = T["summary"].format(n=stats["n"], graded=stats["graded"])
     if stats["mean"] is not None:
         summary += T["mean"].format(mean=stats["mean"] * 100, median=stats["median"] * 100)
     body = [f"<h1>{_h(T['title'].format(name=course.name))}</h1>"] if title else []
     body.append(f"<p>{_h(summary)}。</p>" if language == "zh" else f"<p>{_h(summary)}.</p>")
-    if language == "zh" and font is None:
-        # Said once, not a silent switch: the plots' own labels are English where no font draws Chinese.
-        body.append(f"<p class='note'>{_h(T['no_font'])}</p>")
     lateness = late_counts(results)
     if lateness:
         body.append(f"<h2>{_h(T['lateness'])}</h2><ul>" + "".join(
             f"<li>{_h(T['late_row'].format(assignment=a, **counts))}</li>" for a, counts in lateness.items())
             + "</ul>")
 
-    with matplotlib.rc_context(style):
-        fig = Figure(figsize=(6, 3.2))
-        ax = fig.subplots()
-        ax.hist([f * 100 for f in stats["fractions"]], bins=[i * 10 for i in range(11)], color="#4c78a8",
-                edgecolor="white")
-        ax.set(xlabel=P["hist_x"], ylabel=P["count"], title=P["hist"])
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        body.append(f"<h2>{_h(T['scores'])}</h2><img alt='{_h(T['hist'])}' src='data:image/png;base64,{_png(fig)}'>")
+    # The charts: SVG drawn here (autograder.reports.charts), labels in the report's language.
+    hist = charts.histogram([f * 100 for f in stats["fractions"]], title=T["hist"], xlabel=T["hist_x"],
+                            ylabel=T["count"])
+    body.append(f"<h2>{_h(T['scores'])}</h2><img alt='{_h(T['hist'])}' src='{charts.data_uri(hist)}'>")
 
-        per = stats["per_exercise"]
-        if per:
-            fig = Figure(figsize=(max(4.0, 0.55 * len(per) + 1.5), 3.2))
-            ax = fig.subplots()
-            ids = list(per)
-            ax.bar(ids, [per[i]["full"] / per[i]["n"] * 100 for i in ids], color="#54a24b")
-            ax.set(ylim=(0, 100), xlabel=P["pass_x"], ylabel=P["pass_y"], title=P["pass"])
-            body.append(f"<h2>{_h(T['pass'])}</h2><img alt='{_h(T['pass'])}' "
-                        f"src='data:image/png;base64,{_png(fig)}'>")
-            rows = "".join(
-                f"<tr><td>{_h(i)}</td><td>{_h(exercise_title(course, i, language))}</td><td>{e['n']}</td>"
-                f"<td>{e['full'] / e['n'] * 100:.0f}%</td><td>{_h(fmt_points(e['points'] / e['n']))} / "
-                f"{_h(fmt_points(e['max']))}</td><td>"
-                f"{_h(', '.join(f'{_status_text(language, k)} {v}' for k, v in e['statuses'].most_common()))}"
-                f"</td></tr>" for i, e in per.items())
-            head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "ex_title", "graded", "full", "mean_points",
-                                                          "statuses"))
-            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+    per = stats["per_exercise"]
+    if per:
+        ids = list(per)
+        chart = charts.column_chart(ids, [per[i]["full"] / per[i]["n"] * 100 for i in ids], title=T["pass"],
+                                    xlabel=T["pass_x"], ylabel=T["pass_y"], color=charts.GREEN, top=100)
+        body.append(f"<h2>{_h(T['pass'])}</h2><img alt='{_h(T['pass'])}' src='{charts.data_uri(chart)}'>")
+        rows = "".join(
+            f"<tr><td>{_h(i)}</td><td>{_h(exercise_title(course, i, language))}</td><td>{e['n']}</td>"
+            f"<td>{e['full'] / e['n'] * 100:.0f}%</td><td>{_h(fmt_points(e['points'] / e['n']))} / "
+            f"{_h(fmt_points(e['max']))}</td><td>"
+            f"{_h(', '.join(f'{_status_text(language, k)} {v}' for k, v in e['statuses'].most_common()))}"
+            f"</td></tr>" for i, e in per.items())
+        head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "ex_title", "graded", "full", "mean_points",
+                                                      "statuses"))
+        body.append(f"<table><tr>{head}</tr>{rows}</table>")
 
-        top = stats["mistakes"][:10]
-        body.append(f"<h2>{_h(T['mistakes'])}</h2>")
-        if top:
-            fig = Figure(figsize=(6, 0.45 * len(top) + 1.2))
-            ax = fig.subplots()
-            labels = [f"{e} {m}" for (e, m), _ in top][::-1]
-            ax.barh(labels, [n for _, n in top][::-1], color="#e45756")
-            ax.set(xlabel=P["count"], title=P["mistakes"])
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            body.append(f"<img alt='{_h(T['mistakes'])}' src='data:image/png;base64,{_png(fig)}'>")
-            rows = "".join(f"<tr><td>{_h(e)}</td><td>{_h(m)}</td><td>{n}</td>"
-                           f"<td>{_h(_text(stats['mistake_text'].get((e, m)), language))}</td></tr>"
-                           for (e, m), n in top)
-            head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "mistake", "count", "message"))
-            body.append(f"<table><tr>{head}</tr>{rows}</table>")
-        else:
-            body.append(f"<p>{_h(T['no_mistakes'])}</p>")
+    top = stats["mistakes"][:10]
+    body.append(f"<h2>{_h(T['mistakes'])}</h2>")
+    if top:
+        chart = charts.bar_chart([f"{e} {m}" for (e, m), _ in top], [n for _, n in top], title=T["mistakes"],
+                                 xlabel=T["count"])
+        body.append(f"<img alt='{_h(T['mistakes'])}' src='{charts.data_uri(chart)}'>")
+        rows = "".join(f"<tr><td>{_h(e)}</td><td>{_h(m)}</td><td>{n}</td>"
+                       f"<td>{_h(_text(stats['mistake_text'].get((e, m)), language))}</td></tr>"
+                       for (e, m), n in top)
+        head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "mistake", "count", "message"))
+        body.append(f"<table><tr>{head}</tr>{rows}</table>")
+    else:
+        body.append(f"<p>{_h(T['no_mistakes'])}</p>")
 
     if not submissions:
         return body

@@ -126,8 +126,8 @@ def grade_exercise(course: Any, assignment: Any, exercise: Any, lost: set[str], 
     an earlier assignment that it calls are judged (``judge(ids)``, see :func:`judge_pasted`: into ``lost``, and
     ``judged`` by ID) only when it lost points with the student's own: an honest notebook costs no second
     grading, and where one of them fails its own checks, ``exercise`` is graded again with it answered by the
-    reference (the same seeded inputs). ``exercise`` then scores at least what the pasted answers as they are
-    earn it: a block that is right together with its own pasted code is right."""
+    reference (the same seeded inputs), and the better of the two gradings stands: a block that is right together
+    with its own pasted code is right."""
     from autograder.config import EarlierMistakes
 
     stand_ins = stand_ins_for(course, assignment, exercise, lost)
@@ -139,7 +139,9 @@ def grade_exercise(course: Any, assignment: Any, exercise: Any, lost: set[str], 
             judged[verdict["exercise"]] = verdict
         again = stand_ins_for(course, assignment, exercise, lost)
         if set(again) != set(stand_ins):
-            stand_ins, outcome = again, run(again)
+            regraded = run(again)
+            if regraded.points > outcome.points:
+                stand_ins, outcome = again, regraded
     return outcome, stand_ins
 
 

@@ -232,3 +232,23 @@ def test_stems_are_injective_over_names_that_look_like_stems():
              "x" * 299 + "y", "ab-abcdef", "ab-abcdeg", "张 三", safe_name("张 三")]
     stems = [safe_name(n) for n in names]
     assert len(set(stems)) == len(names), dict(zip(names, stems))
+
+
+def test_a_notebook_without_metadata_is_known_by_the_functions_it_defines(tmp_path):
+    from autograder.grading.evidence import _defined_names, notebook_evidence
+
+    # Definitions where a parse finds them: decorated, async, after a continuation; a half-written cell is
+    # scanned line by line; a cell whose lines never start with def or class defines nothing.
+    assert _defined_names("@cache\ndef softmax(x):\n    pass\n") == {"softmax"}
+    assert _defined_names("async \\\ndef f():\n    pass\nclass G: pass\n") == {"f", "G"}
+    assert _defined_names("  def padding_mask(lengths:\n") == {"padding_mask"}
+    assert _defined_names("x = 1  # define softmax, classify\ny = 'def softmax(x):'\n") == set()
+    put(tmp_path, "s1/qkv.ipynb", QKV)
+    put(tmp_path, "s2/masks.ipynb", notebook("import torch", "def padding_mask(lengths, T):\n    pass\n"))
+    rows = found(tmp_path)
+    assert rows["s1/qkv.ipynb"][1] == "02_qkv_attention"
+    assert rows["s2/masks.ipynb"][1] == "03_padding_masks"
+    # Where the metadata names the assignment, the definitions are not read (they could not change it).
+    declared = notebook_evidence(notebook("def padding_mask(l, T):\n    pass\n",
+                                          assignment="02_qkv_attention").encode(), COURSE)
+    assert declared.declared == "02_qkv_attention" and declared.by_function == {}

@@ -97,7 +97,7 @@ class NotebookEvidence:
     readable: bool
     declared: str | None = None          # metadata.autograder.assignment
     by_grade_id: set[str] = field(default_factory=set)
-    by_function: dict[str, int] = field(default_factory=dict)
+    by_function: dict[str, int] = field(default_factory=dict)   # left empty where the two above say enough
 
 
 def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
@@ -131,7 +131,7 @@ def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> Notebook
                  for c in ws.get("cells") or []]
     by_exercise = {grade_id(e.id): a.id for a in course.assignments for e in a.exercises}
     functions = {e.function: a.id for a in course.assignments for e in a.exercises}
-    defined: set[str] = set()
+    texts: list[str] = []
     for cell in cells:
         if not isinstance(cell, dict):
             continue
@@ -144,13 +144,27 @@ def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> Notebook
             src = cell.get("source", cell.get("input", ""))
             text = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else \
                 src if isinstance(src, str) else ""
-            defined |= _defined_names(text) if len(text) <= cell_bytes else _defined_by_scan(text[:cell_bytes])
+            texts.append(text)
+    if ev.declared is not None or len(ev.by_grade_id) == 1:
+        return ev       # what the notebook says already (see _notebook_says): its definitions are not read
+    defined: set[str] = set()
+    for text in texts:
+        defined |= _defined_names(text) if len(text) <= cell_bytes else _defined_by_scan(text[:cell_bytes])
     for name in defined & functions.keys():
         ev.by_function[functions[name]] = ev.by_function.get(functions[name], 0) + 1
     return ev
 
 
+#: A line that may start a definition: ``def``/``class`` first on it (after spaces, or ``async``).
+_DEFINITION_LINE = re.compile(r"^[ \t\f]*(?:async[ \t\f]+)?(?:def|class)\b", re.M)
+
+
 def _defined_names(code: str) -> set[str]:
+    if _DEFINITION_LINE.search(code) is None:
+        # No line starts with def or class (a top-level definition's does; so does every line the fallback
+        # scan counts): nothing to parse. Most cells are such, and plan() reads every notebook before the
+        # first is graded, in one process, whatever -j.
+        return set()
     try:
         tree = parse_python(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

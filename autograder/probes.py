@@ -415,15 +415,23 @@ def _bind_execute() -> Callable[..., Reply]:
         entry[1] += 1
         return entry[1] <= watch_limit
 
+    # forbidden names -> id(recognized object) -> the name it counts as: built once per tuple, read only.
+    lookups: dict[tuple[str, ...], dict[int, str]] = {}
+
     class Seen:
         """The forbidden names one call used, in order of first use."""
 
         def __init__(self, forbidden: tuple[str, ...]):
-            # An object recognized for several names counts as the first the exercise lists.
-            self.lookup: dict[int, str] = {}
-            for name in forbidden:
-                for key, _obj in recognized[name]:
-                    self.lookup.setdefault(key, name)
+            lookup = lookups.get(forbidden)
+            if lookup is None:
+                # An object recognized for several names counts as the first the exercise lists.
+                lookup = {}
+                for name in forbidden:
+                    for key, _obj in recognized[name]:
+                        lookup.setdefault(key, name)
+                if len(lookups) < 64:       # an exercise's forbidden tuple: a handful per course
+                    lookups[forbidden] = lookup
+            self.lookup: dict[int, str] = lookup
             self.used: list[str] = []
             self.inside = 0  # > 0 while a call the function level named is running
 

@@ -38,6 +38,10 @@ _TORCH_DTYPES = {
 }
 
 
+_TENSOR, _PARAMETER = torch.Tensor, torch.nn.Parameter
+_DTYPE_NAMES = {dtype: name for name, dtype in _TORCH_DTYPES.items()}
+
+
 class PlainDataError(ValueError):
     """Data that is not plain (wrong type, object array, oversized, malformed)."""
 
@@ -67,19 +71,23 @@ class Encoder:
         if depth > 8:
             return {"t": "other", "type": "nested too deep"}
         cls = type(value)
-        if cls is torch.Tensor or cls is torch.nn.Parameter:
+        if cls is _TENSOR or cls is _PARAMETER:
             # Exact type only: subclasses and __torch_function__ objects are described, not sent.
             t = value.detach()
-            dtype = str(t.dtype)
-            if dtype not in _TORCH_DTYPES:
-                return {"t": "other", "type": f"tensor of {dtype}"}
-            if t.numel() * t.element_size() > self.max_bytes:
+            dtype = _DTYPE_NAMES.get(t.dtype)
+            if dtype is None:
+                return {"t": "other", "type": f"tensor of {t.dtype}"}
+            nbytes = t.numel() * t.element_size()
+            if nbytes > self.max_bytes:
                 raise PlainDataError(
-                    f"output too large: a tensor of shape {tuple(t.shape)} "
-                    f"({t.numel() * t.element_size() / 2**20:.0f} MiB)")
-            device = str(t.device)
-            t = t.cpu()
-            if t.dtype == torch.bfloat16:
+                    f"output too large: a tensor of shape {tuple(t.shape)} ({nbytes / 2**20:.0f} MiB)")
+            where = t.device
+            if where.type == "cpu" and where.index is None:
+                device = "cpu"
+            else:
+                device = str(where)
+                t = t.cpu()
+            if dtype == "torch.bfloat16":
                 t = t.float()
             arr = t.contiguous().numpy()
             return {"t": "tensor", "k": self._store(arr), "dtype": dtype, "device": device,

@@ -641,3 +641,51 @@ def _memory_group_of(pid: int) -> str:
     with open(f"/proc/{pid}/cgroup", encoding="ascii") as f:
         lines = [line.rstrip("\n").split(":", 2) for line in f]
     return next(path for _n, controllers, path in lines if "memory" in controllers.split(",") or controllers == "")
+
+
+def _the_spare(sb: Sandbox) -> int:
+    """The pid of the spare worker once it is forked."""
+    with sb._spare_lock:
+        assert sb._spare_lock.wait_for(lambda: sb._spare is not None, timeout=30)
+        assert sb._spare is not None
+        return sb._spare[1].pid
+
+
+def test_a_spare_worker_forked_ahead_serves_the_next_submission_and_goes_with_the_sandbox():
+    """Sandbox.keep_spare: the next worker is forked (and caged) while a submission is graded; each
+    submission still gets a worker of its own, a spare that died meanwhile or was made for other limits
+    is replaced, and closing the sandbox kills the spare."""
+    with Sandbox(LIMITS) as sb:
+        sb.keep_spare()
+        pids = []
+        for i in range(3):
+            spare = _the_spare(sb) if i else None
+            with sb.open(cells("state = []\n", f"def f(x):\n    state.append(x)\n    return x + {i}, len(state)\n"),
+                         label=f"s{i}") as worker:
+                assert worker.spawns == 1 and worker.cells[1].status == "ok"
+                assert py(call(worker, "f", 1)) == (1 + i, 1)      # nothing of an earlier submission is left
+                if spare is not None:
+                    assert worker.pid == spare
+                pids.append(worker.pid)
+        assert len(set(pids)) == 3 and sb.spares_used == 2
+        dead = _the_spare(sb)
+        with sb._spare_lock:
+            assert sb._spare is not None
+            chan = sb._spare[1].chan
+        import select
+        assert select.select([chan], [], [], 30)[0]     # it said it is ready, then it dies while it waits:
+        os.kill(dead, signal.SIGKILL)                   # a fresh worker takes its place, no cell is lost
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and running(dead):
+            time.sleep(0.02)
+        with sb.open(cells("def g():\n    return 5\n"), label="after a dead spare") as worker:
+            assert py(call(worker, "g")) == 5 and worker.cells[0].status == "ok"
+        wider = LIMITS.model_copy(update={"memory_mb": 600})
+        unfit = _the_spare(sb)
+        with sb.open(cells("def g():\n    return 6\n"), label="other limits", limits=wider) as worker:
+            assert py(call(worker, "g")) == 6 and worker.pid != unfit
+        last = _the_spare(sb)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(running(p) for p in (unfit, last)):
+        time.sleep(0.05)
+    assert not running(unfit) and not running(last)

@@ -219,6 +219,11 @@ def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes
     queue = collections.deque(s for s in todo if not s.problem)
     remote = lanes.count if lanes is not None and lanes.alive else 0
     threads = max(1, jobs - remote)
+    # Each next worker forked while this one's submission is graded (the lanes are forked already); the
+    # spare and its thread go when the batch ends.
+    spare = ctx.sandbox if len(queue) > 1 and hasattr(ctx.sandbox, "keep_spare") else None
+    if spare is not None:
+        spare.keep_spare()
     cpus = lane_cpus(jobs)
     started = itertools.count()
 
@@ -278,3 +283,5 @@ def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes
     finally:
         if not interrupted:
             pool.shutdown(wait=True)
+        if spare is not None:
+            spare.drop_spare()

@@ -158,6 +158,8 @@ def lane_grade(config: dict[str, Any], sub: dict[str, Any], notebook: bytes | No
     """
     with _LANE_LOCK:
         ctx = _lane_context(config)
+        if ctx.sandbox is not None:
+            ctx.sandbox.keep_spare()      # a lane grades one submission after another
     fields = dict(sub)
     fields["path"] = Path(fields["path"])
     submission = Submission(**fields)

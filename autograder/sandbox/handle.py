@@ -112,6 +112,7 @@ class WorkerHandle:
         in a fresh worker without it. True when a worker is ready for calls.
         """
         max_spawns = self.spawns + len(self._source) + 3
+        spare = True        # the sandbox's spare worker may serve (see Sandbox.keep_spare), unless it failed
         while self.spawns < max_spawns:
             if self._time_left() <= 0:
                 self._give_up(_said("timeout", self._budget_message()), "timeout")
@@ -119,14 +120,22 @@ class WorkerHandle:
             self.spawns += 1
             start = time.perf_counter()
             try:
-                proc = self._sandbox.spawn(self.label, self._limits, complete=self._whole_template)
+                proc = self._sandbox.spawn(self.label, self._limits, complete=self._whole_template, spare=spare)
             except _SpawnFailed as exc:
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
             self._proc = proc
             follow(proc.pid)        # the lane's CPU, where it has one
             problem = self._await_ready(proc)
+            if problem is None and proc.spare is not None and proc.exited():
+                problem = "the spare worker ended after it was ready"
             self.timer.since("fork", start)
+            if problem is not None and proc.spare is not None:
+                # A spare that died while it waited (its template restarted, a stray kill): a worker of
+                # this submission's own, forked now, decides.
+                self._stop()
+                spare = False
+                continue
             if problem is not None:
                 self._stop()
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=problem)), "crashed")
@@ -172,7 +181,7 @@ class WorkerHandle:
         self.worker_info = {k: header.get(k) for k in ("uid", "caged", "network", "nproc", "data_limit", "tasks",
                                                        "isolation")}
         cage = header.get("cage_seconds")
-        if type(cage) is float and 0 <= cage < 60:
+        if type(cage) is float and 0 <= cage < 60 and proc.spare is None:   # (a spare's was set up off this path)
             # The worker's word, for the profile only: setting up its cage, inside the "fork" section.
             self.timer.add("cage", cage)
         return None

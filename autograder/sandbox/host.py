@@ -59,6 +59,9 @@ from autograder.sandbox.processes import SandboxError, _Process, _SLOTS, _SpawnF
 
 log = logging.getLogger(__name__)
 
+#: How long a spawn waits for the spare being forked before forking a worker itself.
+SPARE_WAIT_SECONDS = 10.0
+
 
 # -- the sandbox ----------------------------------------------------------------------------
 class Sandbox:
@@ -97,6 +100,14 @@ class Sandbox:
         self._workers_lock = threading.Lock()
         self._retired: queue.Queue[_Process | None] = queue.Queue()
         self._reaper: threading.Thread | None = None
+        # The spare worker (see keep_spare): forked by the "sandbox-spare" thread while a submission is graded.
+        self._spare_on = False
+        self._spare_lock = threading.Condition()
+        self._spare: tuple[str, _Process] | None = None
+        self._spare_busy = False           # a spare is being forked
+        self._spare_orders: queue.Queue[tuple[Limits, bool] | None] = queue.Queue()
+        self._spare_thread: threading.Thread | None = None
+        self.spares_used = 0
         self._closed = False
         self._template_restarts = 0
         _remove_stale_folders()
@@ -243,9 +254,94 @@ class Sandbox:
                 self._template.wait()
             self._start_template()
 
-    def spawn(self, label: str, limits: Limits, complete: bool = False) -> _Process:
-        """Fork one worker from the template (restarting the template once if it died); ``complete``:
-        only once the template has imported everything (see TEMPLATE_LATER), else as soon as it can."""
+    def keep_spare(self) -> None:
+        """From now on keep one worker forked ahead: each :meth:`spawn` takes it (its fork and its cage set
+        up while the previous submission was graded, on another core where there is one) and orders the
+        next. For a batch, once its lanes are forked (the spare is made by a thread of this process).
+        A spare is a worker like any other, forked from the same template with the same configuration,
+        never given cells before it is taken; one that died meanwhile is replaced (see WorkerHandle.launch)."""
+        with self._spare_lock:
+            if self._spare_on or self._closed:
+                return
+            self._spare_on = True
+            self._spare_thread = threading.Thread(target=self._make_spares, name="sandbox-spare", daemon=True)
+            self._spare_thread.start()
+
+    def drop_spare(self) -> None:
+        """Keep no spare any more: its thread ends and the spare is killed (a batch's end, the sandbox's
+        close; lanes fork only from a process with no other thread)."""
+        with self._spare_lock:
+            thread, self._spare_thread = self._spare_thread, None
+            self._spare_on = False
+        if thread is not None:
+            self._spare_orders.put(None)
+            thread.join(timeout=70)
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+            self._spare_busy = False
+        if spare is not None:
+            self.retire(spare[1])
+
+    @staticmethod
+    def _spare_key(limits: Limits) -> str:
+        return limits.model_dump_json()
+
+    def _make_spares(self) -> None:
+        while True:
+            order = self._spare_orders.get()
+            if order is None:
+                return
+            limits, complete = order
+            proc = None
+            try:
+                if not self._closed:
+                    proc = self._spawn_raw("spare", limits, complete)
+                    proc.spare = self.template_pid
+            except Exception as exc:  # noqa: BLE001 - no spare: the next spawn forks its worker itself
+                log.debug("sandbox: no spare worker (%s)", exc)
+            with self._spare_lock:
+                self._spare_busy = False
+                if proc is not None:
+                    if self._closed or not self._spare_on or self._spare is not None:
+                        self.retire(proc)
+                    else:
+                        self._spare = (self._spare_key(limits), proc)
+                self._spare_lock.notify_all()
+
+    def _take_spare(self, limits: Limits, complete: bool) -> _Process | None:
+        """The spare, where it was made for these limits (waiting for one being forked) and, for a ``complete``
+        worker, after the template imported everything; else None (a spare that does not fit is retired)."""
+        key = self._spare_key(limits)
+        with self._spare_lock:
+            self._spare_lock.wait_for(lambda: not self._spare_busy, timeout=SPARE_WAIT_SECONDS)
+            spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        proc = spare[1]
+        if spare[0] != key or proc.partial and complete or proc.spare != self.template_pid or proc.exited():
+            self.retire(proc)       # made for other limits, before the template was complete or restarted; dead
+            return None
+        self.spares_used += 1
+        return proc
+
+    def _order_spare(self, limits: Limits, complete: bool) -> None:
+        with self._spare_lock:
+            if not self._spare_on or self._closed or self._spare_busy or self._spare is not None:
+                return
+            self._spare_busy = True
+        self._spare_orders.put((limits, complete))
+
+    def spawn(self, label: str, limits: Limits, complete: bool = False, spare: bool = True) -> _Process:
+        """A worker forked from the template: the spare where one is kept (see :meth:`keep_spare`) and
+        ``spare`` allows it, else forked now (restarting the template once if it died); ``complete``: only
+        once the template has imported everything (see TEMPLATE_LATER), else as soon as it can."""
+        proc = self._take_spare(limits, complete) if spare and self._spare_on else None
+        if proc is None:
+            proc = self._spawn_raw(label, limits, complete)
+        self._order_spare(limits, complete)
+        return proc
+
+    def _spawn_raw(self, label: str, limits: Limits, complete: bool) -> _Process:
         for attempt in range(2):
             try:
                 return self._spawn_once(label, limits, complete)
@@ -390,6 +486,7 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
+        self.drop_spare()
         with self._workers_lock:
             workers = list(self._workers)
         for worker in workers:

@@ -171,6 +171,18 @@ class _Process:
         self.finished = False
         self.sweep = False
         self.partial = False      # forked before the template had imported everything (see TEMPLATE_LATER)
+        self.spare: int | None = None   # forked ahead by this template pid (see Sandbox.keep_spare)
+
+    def exited(self) -> bool:
+        """Whether the process is known to have ended (its pidfd readable, or reaped); False where unknown."""
+        if self.reaped:
+            return True
+        if self.pidfd is None:
+            return False
+        try:
+            return bool(select.select([self.pidfd], [], [], 0)[0])
+        except (OSError, ValueError):
+            return False
 
     def kill(self) -> None:
         if not self.reaped:

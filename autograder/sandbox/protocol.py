@@ -7,6 +7,9 @@ A frame is a fixed head (magic, JSON header length, blob length), a small JSON h
 from __future__ import annotations
 
 import json
+import math
+import os
+import select
 import socket
 import struct
 import time
@@ -54,18 +57,32 @@ def send_frame(sock: socket.socket, header: dict[str, Any], blob: bytes = b"") -
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+    """``n`` bytes from ``sock``; TimeoutError past ``deadline`` (None: wait as long as it takes).
+
+    Bytes already there are read at once: a socket with a timeout polls before every ``recv`` (a frame is
+    three reads), so the descriptor is read directly and polled only when it has nothing yet.
+    """
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
+    if deadline is not None and sock.gettimeout() is None:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))     # a non-blocking descriptor
+    fd = sock.fileno()
+    poller: select.poll | None = None
     while got < n:
-        if deadline is None:
-            sock.settimeout(None)
-        else:
+        try:
+            k = os.readv(fd, [view[got:got + min(n - got, 4 * MiB)]])
+        except BlockingIOError:
+            if poller is None:
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+            if deadline is None:
+                poller.poll()
+                continue
             left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no answer in time")
-            sock.settimeout(left)
-        k = sock.recv_into(view[got:], min(n - got, 4 * MiB))
+            if left <= 0 or not poller.poll(max(1, math.ceil(left * 1000))):
+                raise TimeoutError("no answer in time") from None
+            continue
         if k == 0:
             raise EOFError("the other side closed the channel")
         got += k

@@ -1,0 +1,65 @@
+"""The frames of a worker's channel (autograder.sandbox.protocol): whole frames from pieces, a deadline
+kept whatever the socket's own timeout, the end of the channel and malformed frames named."""
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from autograder.sandbox.protocol import FRAME, MAGIC, FrameError, FrameTooLarge, recv_frame, send_frame
+
+
+def test_a_frame_sent_in_pieces_arrives_whole_and_frames_stay_apart():
+    a, b = socket.socketpair()
+    with a, b:
+        head = b'{"t":"reply","seq":3}'
+        data = FRAME.pack(MAGIC, len(head), 5) + head + b"12345"
+
+        def trickle() -> None:
+            for i in range(0, len(data), 7):
+                a.sendall(data[i:i + 7])
+                time.sleep(0.01)
+            send_frame(a, {"t": "next"}, b"x" * (3 << 20))      # a big blob right behind it
+
+        sender = threading.Thread(target=trickle)
+        sender.start()
+        try:
+            assert recv_frame(b, time.monotonic() + 10, max_blob=1 << 30) == ({"t": "reply", "seq": 3}, b"12345")
+            header, blob = recv_frame(b, None, max_blob=1 << 30)
+            assert header == {"t": "next"} and blob == b"x" * (3 << 20)
+        finally:
+            sender.join()
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_the_deadline_holds_whatever_timeout_the_socket_has(timeout):
+    a, b = socket.socketpair()
+    with a, b:
+        b.settimeout(timeout)
+        a.sendall(FRAME.pack(MAGIC, 2, 0))          # the head of a frame whose header never comes
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            recv_frame(b, time.monotonic() + 0.3, max_blob=10)
+        assert 0.25 < time.monotonic() - start < 5
+
+
+def test_the_end_of_the_channel_and_malformed_frames_are_named():
+    a, b = socket.socketpair()
+    with b:
+        with a:
+            a.sendall(FRAME.pack(MAGIC, 10, 0) + b'{"t"')      # closed half way
+        with pytest.raises(EOFError):
+            recv_frame(b, time.monotonic() + 5, max_blob=10)
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(struct.pack("<4sIQ", b"XXXX", 2, 0) + b"{}")
+        with pytest.raises(FrameError):
+            recv_frame(b, time.monotonic() + 5, max_blob=10)
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(FRAME.pack(MAGIC, 2, 1 << 40))
+        with pytest.raises(FrameTooLarge):
+            recv_frame(b, time.monotonic() + 5, max_blob=1 << 20)

@@ -85,3 +85,30 @@ def test_the_detector_finds_a_course_name_in_engine_code(tmp_path: Path) -> None
         "ID = '2.4'\n", encoding="utf-8")
     found = engine_mentions(course_words(ROOT / "course.yml"), package)
     assert found == ["autograder/leaky.py:2 scaled_dot_product_attention", "autograder/leaky.py:5 2.4"], found
+
+
+def test_torch_module_builds_once_per_key_and_thread_without_moving_the_rng_or_keeping_gradients():
+    import threading
+
+    from autograder.catalog.modules import torch_module
+
+    built = []
+
+    def make() -> torch.nn.Linear:
+        built.append(1)
+        return torch.nn.Linear(3, 2, dtype=torch.float64)
+
+    torch.manual_seed(5)
+    state = torch.random.get_rng_state()
+    first = torch_module(("test-linear", 3, 2), make)
+    assert torch.equal(torch.random.get_rng_state(), state)      # its init drew from a forked RNG
+    first(torch.ones(1, 3, dtype=torch.float64)).sum().backward()
+    assert first.weight.grad is not None
+    again = torch_module(("test-linear", 3, 2), make)
+    assert again is first and again.weight.grad is None and len(built) == 1
+    assert torch_module(("test-linear", 3, 4), lambda: torch.nn.Linear(3, 4)) is not first
+    other: list[torch.nn.Module] = []
+    thread = threading.Thread(target=lambda: other.append(torch_module(("test-linear", 3, 2), make)))
+    thread.start()
+    thread.join()
+    assert other[0] is not first and len(built) == 2        # each grading thread its own

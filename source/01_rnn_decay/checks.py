@@ -9,8 +9,6 @@ student gets the very objects the check holds and could modify them in place.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import torch
 import torch.nn as nn
@@ -19,6 +17,7 @@ import torch.nn.functional as F
 from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, compare
 from autograder.catalog.compare import OUTPUT, RETURN_VALUE, label
+from autograder.catalog.modules import torch_module
 
 P = Audience.PUBLIC
 
@@ -115,24 +114,11 @@ def expect_ndarray(ctx: Context, value: plain.Value, shape: tuple[int, ...], dty
     return array
 
 
-#: torch's nn.RNN of each (D, H), one set per grading thread: building one (its own init under a forked
-#: RNG) cost more than its forward, eleven times a submission.
-_RNNS = threading.local()
-
-
 def torch_rnn(x: torch.Tensor, W_xh: torch.Tensor, W_hh: torch.Tensor, b: torch.Tensor | None = None,
               h0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``nn.RNN(D, H, batch_first=True)`` in float64 with the course's weights (torch stores them transposed)."""
     D, H = W_xh.shape
-    built: dict[tuple[int, int], nn.RNN] = _RNNS.__dict__.setdefault("built", {})
-    rnn = built.get((D, H))
-    if rnn is None:
-        # Building the module draws its initial weights from the global RNG: keep the student's RNG untouched.
-        with torch.random.fork_rng(devices=[]):
-            rnn = nn.RNN(D, H, batch_first=True, dtype=torch.float64)
-        if len(built) >= 32:
-            built.clear()
-        built[(D, H)] = rnn
+    rnn = torch_module(("rnn", D, H), lambda: nn.RNN(D, H, batch_first=True, dtype=torch.float64))
     with torch.no_grad():       # every parameter set below: nothing of an earlier use is left
         rnn.weight_ih_l0.copy_(W_xh.double().T)         # (H, D)
         rnn.weight_hh_l0.copy_(W_hh.double().T)         # (H, H)

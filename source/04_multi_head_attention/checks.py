@@ -18,7 +18,6 @@ every loaded parameter and of the query (:func:`module_request`).
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any
 
 import torch
@@ -27,6 +26,7 @@ import torch.nn as nn
 from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, compare, exercise, mismatch
 from autograder.catalog.compare import label
+from autograder.catalog.modules import torch_module
 from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
 P = Audience.PUBLIC
@@ -58,24 +58,11 @@ def functional_args(state: dict[str, torch.Tensor]) -> tuple[Any, ...]:
             state["out_proj.weight"], state.get("out_proj.bias", zeros(E)))
 
 
-#: torch's modules of each (E, H, bias), one set per grading thread: building one (its own init under a
-#: forked RNG) cost more than the forward it is built for, a dozen times a submission. Every use loads
-#: all its parameters (strict) and drops their gradients first: nothing of an earlier use is left.
-_MODULES = threading.local()
-
-
 def _torch_module(E: int, H: int, state: dict[str, torch.Tensor]) -> nn.MultiheadAttention:
     bias = "in_proj_bias" in state
-    built: dict[tuple[int, int, bool], nn.MultiheadAttention] = _MODULES.__dict__.setdefault("built", {})
-    mha = built.get((E, H, bias))
-    if mha is None:
-        with torch.random.fork_rng(devices=[]):     # its own init must not move the caller's RNG
-            mha = nn.MultiheadAttention(E, H, bias=bias, batch_first=True, dtype=torch.float64)
-        if len(built) >= 32:
-            built.clear()
-        built[(E, H, bias)] = mha
-    mha.load_state_dict({k: v.double() for k, v in state.items()})
-    mha.zero_grad(set_to_none=True)
+    mha = torch_module(("mha", E, H, bias),
+                       lambda: nn.MultiheadAttention(E, H, bias=bias, batch_first=True, dtype=torch.float64))
+    mha.load_state_dict({k: v.double() for k, v in state.items()})     # strict: every parameter set
     return mha
 
 

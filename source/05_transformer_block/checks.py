@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, check, exercise
+from autograder.catalog.modules import torch_module
 from ..multi_head_attention.checks import BYTES_DTYPE, MHA_FORBIDDEN, expect_close_normwise, expect_int, field, mha_state
 from ..padding_masks.checks import DTYPES, LOSS_FORBIDDEN, expect_exact, key_lengths, mask_from_lengths
 
@@ -156,9 +157,9 @@ def ffn_weights(ctx: Context, D: int, Fw: int, dtype: torch.dtype) -> tuple[torc
 
 def torch_ffn(x: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
     """linear2(relu(linear1(x))) with torch's own nn.Linear modules holding the given weights."""
-    linear1 = nn.Linear(W1.shape[1], W1.shape[0], dtype=x.dtype)
-    linear2 = nn.Linear(W2.shape[1], W2.shape[0], dtype=x.dtype)
-    with torch.no_grad():
+    linear1 = torch_module(("linear1", W1.shape, x.dtype), lambda: nn.Linear(W1.shape[1], W1.shape[0], dtype=x.dtype))
+    linear2 = torch_module(("linear2", W2.shape, x.dtype), lambda: nn.Linear(W2.shape[1], W2.shape[0], dtype=x.dtype))
+    with torch.no_grad():       # every parameter set below
         linear1.weight.copy_(W1)
         linear1.bias.copy_(b1)
         linear2.weight.copy_(W2)
@@ -529,9 +530,8 @@ def projected_cache(x: torch.Tensor, H: int, state: dict[str, torch.Tensor]) -> 
 def torch_causal_mha(x: torch.Tensor, H: int, state: dict[str, torch.Tensor]) -> torch.Tensor:
     """nn.MultiheadAttention over the whole sequence x (B, T, E) with a causal attn_mask, float64."""
     E = x.shape[-1]
-    with torch.random.fork_rng(devices=[]):
-        mha = nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
-    mha.load_state_dict({k: v.double() for k, v in state.items()})
+    mha = torch_module(("mha", E, H), lambda: nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64))
+    mha.load_state_dict({k: v.double() for k, v in state.items()})     # strict: every parameter set
     with torch.no_grad():
         out, _ = mha(x.double(), x.double(), x.double(), attn_mask=causal(x.shape[1]), need_weights=False)
     return out

@@ -39,6 +39,7 @@ _TORCH_DTYPES = {
 
 
 _TENSOR, _PARAMETER = torch.Tensor, torch.nn.Parameter
+_HEAD = json.JSONEncoder(allow_nan=True, separators=(",", ":"))     # encode()'s head, made once
 _DTYPE_NAMES = {dtype: name for name, dtype in _TORCH_DTYPES.items()}
 
 
@@ -135,7 +136,7 @@ def pack(enc: Encoder, spec: dict[str, Any]) -> bytes:
         table.append([key, arr.dtype.str, list(arr.shape), offset, len(data)])
         parts.append(data)
         offset += len(data)
-    head = json.dumps({"spec": spec, "arrays": table}, allow_nan=True, separators=(",", ":")).encode()
+    head = _HEAD.encode({"spec": spec, "arrays": table}).encode()
     return len(head).to_bytes(8, "little") + head + b"".join(parts)
 
 

@@ -4,7 +4,8 @@ built for, a dozen times a submission.
 
 :func:`torch_module` hands back the same module for the same key: the caller sets every parameter the
 module reads before each use (``load_state_dict`` strict, or ``copy_`` of each) and never holds two uses
-of one key at once (a list of layers is built, not borrowed). Gradients of an earlier use are dropped.
+of one key at once (a stack of layers used together takes one key per layer). Gradients of an earlier use
+are dropped.
 """
 from __future__ import annotations
 

@@ -40,12 +40,14 @@ class FrameTooLarge(FrameError):
         self.limit = limit
 
 
+#: The frames' header encoder, made once (json.dumps with options makes one per call).
+_HEADER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 #: A frame whose blob is at most this large goes out in one write (see send_frame).
 MERGED_FRAME_BYTES = 1 << 20
 
 
 def send_frame(sock: socket.socket, header: dict[str, Any], blob: bytes = b"") -> None:
-    head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    head = _HEADER.encode(header).encode()
     prefix = FRAME.pack(MAGIC, len(head), len(blob)) + head
     if len(blob) <= MERGED_FRAME_BYTES:
         # One write: the reader wakes once per frame instead of once for the head and again for the blob

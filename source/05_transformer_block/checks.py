@@ -199,12 +199,12 @@ def block_state(ctx: Context, D: int, Fw: int, dtype: torch.dtype, prefix: str =
     return state
 
 
-def torch_layer(D: int, H: int, Fw: int, state: dict[str, torch.Tensor]) -> nn.TransformerEncoderLayer:
-    """torch's pre-norm layer in float64, training mode (dropout 0: no randomness, and no fast path)."""
-    with torch.random.fork_rng(devices=[]):          # its own init must not move the caller's RNG
-        layer = nn.TransformerEncoderLayer(D, H, Fw, dropout=0.0, batch_first=True, norm_first=True,
-                                           dtype=torch.float64)
-    layer.load_state_dict({k: v.double() for k, v in state.items()}, strict=True)
+def torch_layer(D: int, H: int, Fw: int, state: dict[str, torch.Tensor], slot: int = 0) -> nn.TransformerEncoderLayer:
+    """torch's pre-norm layer in float64, training mode (dropout 0: no randomness, and no fast path); ``slot``:
+    which of the layers used at once (a stack of them) this one is."""
+    layer = torch_module(("encoder-layer", D, H, Fw, slot), lambda: nn.TransformerEncoderLayer(
+        D, H, Fw, dropout=0.0, batch_first=True, norm_first=True, dtype=torch.float64))
+    layer.load_state_dict({k: v.double() for k, v in state.items()}, strict=True)     # every parameter set
     return layer.train()
 
 
@@ -368,8 +368,8 @@ def torch_lm_probe(V: int, D: int, H: int, Fw: int, L: int, state: dict[str, tor
     """The statement's five steps with torch's modules in float64: logits and every parameter's gradient."""
     T = tokens.shape[1]
     embedding = state["token_embedding.weight"].double().clone().requires_grad_(True)
-    layers = [torch_layer(D, H, Fw, {k[len(f"blocks.{i}."):]: v for k, v in state.items() if k.startswith(f"blocks.{i}.")})
-              for i in range(L)]
+    layers = [torch_layer(D, H, Fw, {k[len(f"blocks.{i}."):]: v for k, v in state.items() if k.startswith(f"blocks.{i}.")},
+                          slot=i) for i in range(L)]
     norm_w = state["norm.weight"].double().clone().requires_grad_(True)
     norm_b = state["norm.bias"].double().clone().requires_grad_(True)
     x = F.embedding(tokens, embedding) + sinusoid_table(torch.arange(T), D)

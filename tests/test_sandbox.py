@@ -689,3 +689,11 @@ def test_a_spare_worker_forked_ahead_serves_the_next_submission_and_goes_with_th
     while time.monotonic() < deadline and any(running(p) for p in (unfit, last)):
         time.sleep(0.05)
     assert not running(unfit) and not running(last)
+
+
+def test_a_spare_is_kept_only_where_the_lanes_leave_a_core_for_it():
+    from autograder.sandbox.affinity import core_to_spare
+
+    cpus = len(os.sched_getaffinity(0))
+    assert not core_to_spare(cpus) and not core_to_spare(cpus + 1)
+    assert core_to_spare(cpus - 1) == (cpus > 1)

@@ -24,7 +24,7 @@ from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Discovery, Submission, discover
 from autograder.grading.times import load_times_csv
-from autograder.sandbox.affinity import lane_cpus, pin_lane
+from autograder.sandbox.affinity import core_to_spare, lane_cpus, pin_lane
 
 
 @dataclass
@@ -219,9 +219,12 @@ def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes
     queue = collections.deque(s for s in todo if not s.problem)
     remote = lanes.count if lanes is not None and lanes.alive else 0
     threads = max(1, jobs - remote)
-    # Each next worker forked while this one's submission is graded (the lanes are forked already); the
-    # spare and its thread go when the batch ends.
-    spare = ctx.sandbox if len(queue) > 1 and hasattr(ctx.sandbox, "keep_spare") else None
+    # Each next worker forked while this one's submission is graded, where the lanes leave a core for it to
+    # set itself up on (where they do not, it would only hold memory); the lanes are forked already. The
+    # spare and its thread go when the batch ends; the lane processes are told in the config.
+    spares = core_to_spare(jobs) and len(queue) > 1
+    config = {**config, "spare": spares}
+    spare = ctx.sandbox if spares and hasattr(ctx.sandbox, "keep_spare") else None
     if spare is not None:
         spare.keep_spare()
     cpus = lane_cpus(jobs)

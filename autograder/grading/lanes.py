@@ -106,7 +106,9 @@ def lane_warm(config: dict[str, Any]) -> int:
 
 def _lane_context(config: dict[str, Any]) -> GradingContext:
     """The grading context of ``config`` in this process (made once; the caller holds _LANE_LOCK)."""
-    key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    # ("spare" is how the batch runs, not what grades: the lane warmed without it is the same lane.)
+    same = {k: v for k, v in config.items() if k != "spare"}
+    key = hashlib.sha256(json.dumps(same, sort_keys=True, default=str).encode()).hexdigest()
     contexts = _LANE.setdefault("contexts", {})
     if key in contexts:
         return contexts[key]
@@ -158,8 +160,8 @@ def lane_grade(config: dict[str, Any], sub: dict[str, Any], notebook: bytes | No
     """
     with _LANE_LOCK:
         ctx = _lane_context(config)
-        if ctx.sandbox is not None:
-            ctx.sandbox.keep_spare()      # a lane grades one submission after another
+        if ctx.sandbox is not None and config.get("spare"):
+            ctx.sandbox.keep_spare()      # a lane grades one submission after another (see _local_results)
     fields = dict(sub)
     fields["path"] = Path(fields["path"])
     submission = Submission(**fields)

@@ -36,6 +36,16 @@ def lane_cpus(jobs: int) -> list[int] | None:
     return allowed[-jobs:]      # the last ones: CPU 0 takes most of the machine's interrupts
 
 
+def core_to_spare(jobs: int) -> bool:
+    """Whether ``jobs`` lanes leave a CPU of this process's unused (where a spare worker can set itself up
+    while the lanes grade, see Sandbox.keep_spare): fewer lanes than the CPUs it may use."""
+    try:
+        allowed = len(_FREE) or len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = os.cpu_count() or 1
+    return jobs < allowed
+
+
 def pin_lane(cpu: int | None) -> None:
     """Run the calling thread (and the workers its sandbox forks, see :func:`follow`) on ``cpu``."""
     if cpu is None:

@@ -46,9 +46,7 @@ class _Section:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        timer = self.timer
-        if timer.enabled:
-            timer.seconds[self.name] = timer.seconds.get(self.name, 0.0) + (time.perf_counter() - self.start)
+        self.timer.add(self.name, time.perf_counter() - self.start)
 
 
 #: The stopwatch of code nobody times: measures nothing.

@@ -103,7 +103,7 @@ class Sandbox:
         # The spare worker (see keep_spare): forked by the "sandbox-spare" thread while a submission is graded.
         self._spare_on = False
         self._spare_lock = threading.Condition()
-        self._spare: tuple[str, _Process] | None = None
+        self._spare: tuple[Limits, _Process] | None = None   # and the limits it was made for
         self._spare_busy = False           # a spare is being forked
         self._spare_orders: queue.Queue[tuple[Limits, bool] | None] = queue.Queue()
         self._spare_thread: threading.Thread | None = None
@@ -282,10 +282,6 @@ class Sandbox:
         if spare is not None:
             self.retire(spare[1])
 
-    @staticmethod
-    def _spare_key(limits: Limits) -> str:
-        return limits.model_dump_json()
-
     def _make_spares(self) -> None:
         while True:
             order = self._spare_orders.get()
@@ -305,20 +301,19 @@ class Sandbox:
                     if self._closed or not self._spare_on or self._spare is not None:
                         self.retire(proc)
                     else:
-                        self._spare = (self._spare_key(limits), proc)
+                        self._spare = (limits, proc)
                 self._spare_lock.notify_all()
 
     def _take_spare(self, limits: Limits, complete: bool) -> _Process | None:
         """The spare, where it was made for these limits (waiting for one being forked) and, for a ``complete``
         worker, after the template imported everything; else None (a spare that does not fit is retired)."""
-        key = self._spare_key(limits)
         with self._spare_lock:
             self._spare_lock.wait_for(lambda: not self._spare_busy, timeout=SPARE_WAIT_SECONDS)
             spare, self._spare = self._spare, None
         if spare is None:
             return None
         proc = spare[1]
-        if spare[0] != key or proc.partial and complete or proc.spare != self.template_pid or proc.exited():
+        if spare[0] != limits or (proc.partial and complete) or proc.spare != self.template_pid or proc.exited():
             self.retire(proc)       # made for other limits, before the template was complete or restarted; dead
             return None
         self.spares_used += 1

@@ -179,9 +179,11 @@ class _Process:
             return True
         if self.pidfd is None:
             return False
+        poller = select.poll()      # (select.select refuses descriptors past FD_SETSIZE)
+        poller.register(self.pidfd, select.POLLIN)
         try:
-            return bool(select.select([self.pidfd], [], [], 0)[0])
-        except (OSError, ValueError):
+            return bool(poller.poll(0))
+        except OSError:
             return False
 
     def kill(self) -> None:

@@ -293,12 +293,18 @@ def test_where_forking_is_refused_the_lanes_are_spawned_and_grade_alike(tmp_path
     assert scores(spawned) == scores(reference)
 
 
-# -- one CPU per lane ------------------------------------------------------------------------
-def test_lane_cpus_one_each_only_where_every_lane_has_its_own(monkeypatch):
+# -- CPUs per lane -----------------------------------------------------------------------------
+def test_lane_cpus_two_each_where_they_fit_else_one_each_else_none(monkeypatch):
     from autograder.sandbox import affinity
+    from autograder.sandbox.affinity import LaneCpus
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
-    assert affinity.lane_cpus(1) == [3] and affinity.lane_cpus(2) == [2, 3] and affinity.lane_cpus(4) == [0, 1, 2, 3]
+    # a CPU for the grader thread and one for its workers, the last ones first
+    assert affinity.lane_cpus(1) == [LaneCpus(2, 3)] and affinity.lane_cpus(2) == [LaneCpus(0, 1), LaneCpus(2, 3)]
+    assert all(c.split for c in affinity.lane_cpus(2))
+    # one each, shared by the grader thread and its workers
+    assert affinity.lane_cpus(3) == [LaneCpus(1, 1), LaneCpus(2, 2), LaneCpus(3, 3)]
+    assert affinity.lane_cpus(4) == [LaneCpus(c, c) for c in range(4)] and not affinity.lane_cpus(4)[0].split
     assert affinity.lane_cpus(5) is None            # more lanes than CPUs: the scheduler places them
     monkeypatch.setenv("AUTOGRADER_PIN", "0")
     assert affinity.lane_cpus(2) is None
@@ -307,10 +313,11 @@ def test_lane_cpus_one_each_only_where_every_lane_has_its_own(monkeypatch):
     assert affinity.lane_cpus(1) is None            # one CPU: nothing to choose
 
 
-def test_a_pinned_lane_forks_its_workers_onto_its_own_cpu(sandbox):
+def test_a_pinned_lane_forks_its_workers_onto_its_own_cpus_and_spins_only_where_they_are_two(sandbox):
     import threading
 
     from autograder.notebook import Cell
+    from autograder.probes import Request
     from autograder.sandbox import affinity
 
     cpus = affinity.lane_cpus(1)
@@ -318,15 +325,22 @@ def test_a_pinned_lane_forks_its_workers_onto_its_own_cpu(sandbox):
 
     def lane() -> None:
         affinity.pin_lane(cpus[0] if cpus else None)
-        with sandbox.open([Cell(0, None, "x = 1", "x = 1", None)], label="pin") as worker:
+        seen["spin"] = affinity.spin_seconds()
+        with sandbox.open([Cell(0, None, "def f(x):\n    return x + 1", "def f(x):\n    return x + 1", None)],
+                          label="pin") as worker:
             seen["worker"] = os.sched_getaffinity(worker.pid)
+            seen["answers"] = [worker(Request("f", (i,))).value().to_python() for i in range(50)]
         seen["thread"] = os.sched_getaffinity(0)
 
     thread = threading.Thread(target=lane)
     thread.start()
     thread.join(60)
-    if cpus:        # this machine has CPUs to spare: the lane's thread and its worker share one
-        assert seen["thread"] == seen["worker"] == {cpus[0]}
+    assert seen["answers"] == list(range(1, 51))     # a spinning pair answers as a sleeping one does
+    if cpus:        # this machine has CPUs to spare: the lane's thread on one, its worker on its own
+        assert seen["thread"] == {cpus[0].grader} and seen["worker"] == {cpus[0].worker}
+        assert seen["spin"] == (affinity.SPIN_SECONDS if cpus[0].split else 0.0)
     else:
         assert seen["worker"] == os.sched_getaffinity(0)     # nothing pinned anywhere
-    assert cpus is None or os.sched_getaffinity(0) != {cpus[0]}     # the test's own thread is not pinned
+        assert seen["spin"] == 0.0
+    assert affinity.spin_seconds() == 0.0             # the test's own thread is no lane
+    assert cpus is None or os.sched_getaffinity(0) != {cpus[0].grader}     # the test's own thread is not pinned

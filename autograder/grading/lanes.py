@@ -22,7 +22,7 @@ from autograder.grading.grader import GradingContext, check_catalog, grader_fing
 from autograder.grading.outputs import render_feedback
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Submission
-from autograder.sandbox.affinity import pin_lane
+from autograder.sandbox.affinity import LaneCpus, pin_lane
 
 if TYPE_CHECKING:   # batch.py starts the lanes: the plan is only named here
     from multiprocessing.connection import Connection
@@ -322,7 +322,7 @@ class ForkedLanes(Lanes):
     Start only where :func:`fork_problem` says None.
     """
 
-    def __init__(self, count: int, sandbox: Any, cpus: list[int] | None = None):
+    def __init__(self, count: int, sandbox: Any, cpus: list[LaneCpus] | None = None):
         import queue
 
         self.count = 0
@@ -345,7 +345,7 @@ class ForkedLanes(Lanes):
             thread.start()
             self._threads.append(thread)
 
-    def _fork_one(self, sandbox: Any, cpu: int | None = None) -> None:
+    def _fork_one(self, sandbox: Any, cpus: LaneCpus | None = None) -> None:
         from multiprocessing import Pipe
 
         launch = sandbox.clone_template()
@@ -367,7 +367,7 @@ class ForkedLanes(Lanes):
                 ours.close()
                 for sock in self._socks:
                     sock.close()
-                pin_lane(cpu)       # this lane and the workers it forks on a CPU of their own
+                pin_lane(cpus)      # this lane and the workers it forks on CPUs of their own
                 code = _forked_lane(theirs, launch, sandbox)
             except BaseException:  # noqa: BLE001 - said on stderr; the parent sees the channel close
                 import traceback
@@ -474,7 +474,7 @@ def _forked_lane(chan: Connection, launch: Any, parent_sandbox: Any) -> int:
 
 
 def start_lanes(count: int, sandbox: Any, config: dict[str, Any],
-                spawn_count: int, cpus: list[int] | None = None) -> tuple[Lanes | None, str | None]:
+                spawn_count: int, cpus: list[LaneCpus] | None = None) -> tuple[Lanes | None, str | None]:
     """``count`` lanes in other processes, forked from this one where :func:`fork_problem` allows, else
     ``spawn_count`` of them spawned (seconds each to start: only for batches worth it; None for none),
     and why they were not forked (None when they were, or none were wanted); forked lane i runs on

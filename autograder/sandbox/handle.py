@@ -17,7 +17,7 @@ from autograder.messages import Msg, say
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
 from autograder.stopwatch import Stopwatch
-from autograder.sandbox.affinity import follow, release
+from autograder.sandbox.affinity import follow, release, spin_seconds
 from autograder.sandbox.protocol import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
 from autograder.sandbox.processes import SETUP_SECONDS, _Process, _SpawnFailed
 from autograder.sandbox.replies import (_SMALL_HEADER, WORKER_STATUSES, _cell_outcome, _cell_said, CellOutcome,
@@ -60,6 +60,9 @@ class WorkerHandle:
         self._whole_template = False                 # fork only from a template that imported everything
         self.worker_info: dict[str, Any] = {}
         self._max_blob = int(self._limits.output_mb * MiB) + 4 * MiB
+        #: Seconds each side reads the channel awake before sleeping on it: where this thread's lane has a
+        #: CPU for each side (see autograder.sandbox.affinity); the worker is told with every frame.
+        self._spin = spin_seconds()
         #: Seconds per section of this submission's sandbox side: ``fork`` (fork and worker set-up),
         #: ``cells`` (running the notebook's cells), ``encode`` / ``roundtrip`` / ``decode`` of calls
         #: (``roundtrip`` includes ``worker``: the worker's own decoding, the student's code and its
@@ -209,7 +212,7 @@ class WorkerHandle:
         payload = json.dumps([{"index": c.index, "code": c.code} for c in runnable]).encode()
         try:
             proc.chan.settimeout(max(self._limits.call_seconds, 1.0))
-            send_frame(proc.chan, {"t": "cells"}, payload)
+            send_frame(proc.chan, {"t": "cells", "spin": self._spin}, payload)
         except OSError:
             status = self._stop()
             if not runnable:
@@ -219,7 +222,7 @@ class WorkerHandle:
             start = time.monotonic()
             deadline = min(start + self._limits.call_seconds, self._deadline)
             try:
-                header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=_SMALL_HEADER)
+                header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=_SMALL_HEADER, spin=self._spin)
             except TimeoutError:
                 message = (self._budget_message() if self._time_left() <= 0 else
                            say("sandbox.cell_timeout", seconds=f"{self._limits.call_seconds:g}"))
@@ -278,7 +281,7 @@ class WorkerHandle:
             return _said("crashed", say("sandbox.gone"))
         self._seq += 1
         header = {"t": "call", "seq": self._seq, "function": request.function, "probe": request.probe,
-                  "forbidden": list(request.forbidden), "device": request.device}
+                  "forbidden": list(request.forbidden), "device": request.device, "spin": self._spin}
         if request.stand_ins:
             header["stand_ins"] = sorted(request.stand_ins)
             modules = sorted(name for name, ref in request.stand_ins.items() if isinstance(ref, type))
@@ -291,7 +294,8 @@ class WorkerHandle:
             proc.chan.settimeout(max(deadline - start, 0.001))
             send_frame(proc.chan, header, blob)
             while True:
-                got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=_SMALL_HEADER)
+                got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=_SMALL_HEADER,
+                                             spin=self._spin)
                 if got.get("t") != "stand_in" or not request.stand_ins:
                     break
                 self._answer_stand_in(proc, request, got, reply_blob)

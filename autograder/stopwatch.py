@@ -12,13 +12,15 @@ from types import TracebackType
 
 
 class Stopwatch:
-    """Seconds per named section, accumulated over many entries."""
+    """Seconds per named section, accumulated over many entries. A section entered again while it is open
+    (an expected value that computes a truth inside it) counts once: its outer entry's seconds."""
 
-    __slots__ = ("seconds", "enabled")
+    __slots__ = ("seconds", "enabled", "open")
 
     def __init__(self, enabled: bool = True):
         self.seconds: dict[str, float] = {}
         self.enabled = enabled
+        self.open: set[str] = set()        # the sections entered and not left yet
 
     def add(self, section: str, seconds: float) -> None:
         if self.enabled:
@@ -39,14 +41,18 @@ class _Section:
     __slots__ = ("timer", "name", "start")
 
     def __init__(self, timer: Stopwatch, name: str):
-        self.timer, self.name, self.start = timer, name, 0.0
+        self.timer, self.name, self.start = timer, name, -1.0
 
     def __enter__(self) -> None:
-        self.start = time.perf_counter()
+        if self.timer.enabled and self.name not in self.timer.open:     # else OFF, or an inner entry
+            self.timer.open.add(self.name)
+            self.start = time.perf_counter()
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.timer.add(self.name, time.perf_counter() - self.start)
+        if self.start >= 0:
+            self.timer.open.discard(self.name)
+            self.timer.add(self.name, time.perf_counter() - self.start)
 
 
 #: The stopwatch of code nobody times: measures nothing.

@@ -8,7 +8,8 @@ both alike:
   worktree of it, same venv, same notebooks); per notebook the mean of each result's ``timing.seconds``,
   per assignment, and of each ``timing.profile`` section; the whole command's wall and CPU time;
 * the same at ``-j J`` for each ``--jobs`` value: the whole command's throughput against -j 1's, and the
-  peak PSS of the whole process tree;
+  peak PSS of the whole process tree; with ``--one-cpu``, -j 1 also with ``AUTOGRADER_LANE_CPUS=1`` (a lane on
+  one CPU, where it would take two: the curve of lanes against one CPU each);
 * the cold start: one submission graded by a fresh ``autograder grade`` against ``python -c "import
   torch"``, both with a warm page cache (medians of ``--repeats``);
 * whether the verdicts agree: points, statuses and messages of every result, and grades.csv, between the
@@ -17,7 +18,7 @@ both alike:
 "Must-do work" is what no grader can skip: the student's code, the reference solutions, the inputs and
 the comparisons (the sections ``student``, ``reference``, ``inputs``, ``compare``); the rest is overhead.
 
-    .venv/bin/python bench/bench_speed.py --baseline f24b862            # 50 students, bench/speed.md
+    .venv/bin/python bench/bench_speed.py --baseline f24b862 --one-cpu  # 50 students, bench/speed.md
     .venv/bin/python bench/bench_speed.py -n 10 --jobs 2 --repeats 1     # a quick look
 """
 from __future__ import annotations
@@ -46,21 +47,37 @@ from bench_peers import Run, _env, _make_samples, measure  # noqa: E402
 MUST_DO = ("student", "reference", "inputs", "compare")
 
 
+@dataclass(frozen=True)
+class Setting:
+    """How one run grades: ``-j jobs``, with ``env`` added to the environment."""
+
+    jobs: int
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.jobs}" + "".join(f", {k}={v}" for k, v in self.env)
+
+
+#: The -j 1 every ratio is taken against.
+ONE = Setting(1)
+
+
 @dataclass
 class Kit:
     """One grader to time: this checkout, or a worktree of a baseline revision."""
 
     label: str
     root: Path
-    runs: dict[int, list[Run]] = field(default_factory=dict)
-    outs: dict[int, list[Path]] = field(default_factory=dict)
+    runs: dict[Setting, list[Run]] = field(default_factory=dict)
+    outs: dict[Setting, list[Path]] = field(default_factory=dict)
     cold: list[float] = field(default_factory=list)
 
     def command(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "autograder", *args]
 
-    def env(self) -> dict[str, str]:
-        return _env(PYTHONPATH=str(self.root), AUTOGRADER_COURSE=str(self.root / "course.yml"))
+    def env(self, setting: Setting = ONE) -> dict[str, str]:
+        return _env(PYTHONPATH=str(self.root), AUTOGRADER_COURSE=str(self.root / "course.yml"), **dict(setting.env))
 
 
 def generate(folder: Path, n: int, assignments: list[Any]) -> int:
@@ -82,11 +99,11 @@ def worktree(rev: str, into: Path) -> Path:
     return into
 
 
-def grade(kit: Kit, subs: Path, out: Path, jobs: int) -> Run:
-    run = measure(kit.command("grade", str(subs), "-o", str(out), "-j", str(jobs), "--force"), cwd=kit.root,
-                  env=kit.env(), timeout=1800)
+def grade(kit: Kit, subs: Path, out: Path, setting: Setting) -> Run:
+    run = measure(kit.command("grade", str(subs), "-o", str(out), "-j", str(setting.jobs), "--force"), cwd=kit.root,
+                  env=kit.env(setting), timeout=1800)
     if run.rc != 0:
-        raise SystemExit(f"{kit.label}: autograder grade -j {jobs} failed ({run.rc}):\n{run.stderr[-3000:]}")
+        raise SystemExit(f"{kit.label}: autograder grade -j {setting.label} failed ({run.rc}):\n{run.stderr[-3000:]}")
     return run
 
 
@@ -156,13 +173,13 @@ def _ms(x: float | None) -> str:
 
 
 def markdown(kits: list[Kit], meta: dict[str, Any], torch_walls: list[float], agree: str | None,
-             jobs: list[int]) -> str:
+             jobs: list[Setting]) -> str:
     lines = [f"# Grading speed, section by section ({meta['when']})", "",
              f"One run of `{meta['command']}`: {meta['cpus']} CPUs, Python {meta['python']}, torch {meta['torch']}; "
              f"{meta['notebooks']} honest notebooks ({meta['students']} students × {meta['assignments']} "
              f"assignments, every answer the reference's); each -j value {meta['repeats']}× per grader, "
              f"interleaved; load average at the end {meta['load']}.", ""]
-    stats = {k.label: per_notebook(k.outs[1]) for k in kits}
+    stats = {k.label: per_notebook(k.outs[ONE]) for k in kits}
     latest = stats[kits[-1].label][1]
     names = sorted({s for _m, sec, _n in stats.values() for s in sec}, key=lambda s: -latest.get(s, 0))
     head = "| ms per notebook, -j 1 | " + " | ".join(k.label for k in kits) + " |"
@@ -184,13 +201,19 @@ def markdown(kits: list[Kit], meta: dict[str, Any], torch_walls: list[float], ag
               "| grader | -j | wall (median) | CPU user+sys (median) | × -j 1 throughput | peak PSS, whole tree |",
               "|---|---:|---:|---:|---:|---:|"]
     for k in kits:
-        base = statistics.median(r.wall for r in k.runs[1])
+        base = statistics.median(r.wall for r in k.runs[ONE])
         for j in jobs:
             walls = [r.wall for r in k.runs[j]]
             pss = max((r.peak_pss_mib or 0.0) for r in k.runs[j])
-            lines.append(f"| {k.label} | {j} | {statistics.median(walls):.1f} s | "
+            lines.append(f"| {k.label} | {j.label} | {statistics.median(walls):.1f} s | "
                          f"{statistics.median(cpu_seconds(r) for r in k.runs[j]):.1f} s | "
                          f"{base / statistics.median(walls):.2f}× | {pss:.0f} MiB |")
+    single = [j for j in jobs if j.jobs == 1 and j != ONE]
+    for j in single:
+        mine = kits[-1].runs
+        one = statistics.median(r.wall for r in mine[j])
+        lines += ["", f"Against -j {j.label} (a lane on one CPU) instead, this checkout's lanes scale: " + ", ".join(
+            f"-j {m.label} {one / statistics.median(r.wall for r in mine[m]):.2f}×" for m in jobs if m.jobs > 1) + "."]
     torch_s = statistics.median(torch_walls)
     lines += ["", "## Cold start", "",
               f"`python -c \"import torch\"`: {torch_s:.2f} s (median of {len(torch_walls)}).", ""]
@@ -211,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=50, help="students (default 50): N notebooks per assignment")
     parser.add_argument("--jobs", type=int, nargs="*", default=[2], help="-j values besides 1 (default 2)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each -j value per grader (default 2)")
+    parser.add_argument("--one-cpu", action="store_true", help="also -j 1 with AUTOGRADER_LANE_CPUS=1 (a lane on one "
+                        "CPU where it would take two), and the lanes' throughput against it")
     parser.add_argument("--cold-repeats", type=int, default=3, help="cold starts timed per grader (default 3)")
     parser.add_argument("--baseline", metavar="REV", help="a git revision to time beside this checkout")
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the kit to time (default: this checkout)")
@@ -224,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     from autograder.config import load_course
 
     course = load_course(args.checkout)
-    jobs = [1] + [j for j in args.jobs if j != 1]
+    jobs = [ONE] + ([Setting(1, (("AUTOGRADER_LANE_CPUS", "1"),))] if args.one_cpu else []) \
+        + [Setting(j) for j in args.jobs if j != 1]
     with tempfile.TemporaryDirectory(prefix="bench-speed-") as tmp:
         work = Path(tmp)
         kits = [Kit("this checkout" if args.checkout == ROOT else str(args.checkout), args.checkout.resolve())]
@@ -244,19 +270,19 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.repeats):
                 for j in jobs:
                     for k in kits:
-                        out = work / f"out-{len(k.outs.get(j, []))}-{j}-{kits.index(k)}"
+                        out = work / f"out-{len(k.outs.get(j, []))}-{jobs.index(j)}-{kits.index(k)}"
                         run = grade(k, subs, out, j)
                         k.runs.setdefault(j, []).append(run)
                         k.outs.setdefault(j, []).append(out)
-                        print(f"  {k.label} -j {j} run {r + 1}: {run.wall:.1f} s wall, {cpu_seconds(run):.1f} s CPU, "
-                              f"peak PSS {run.peak_pss_mib or 0:.0f} MiB", flush=True)
+                        print(f"  {k.label} -j {j.label} run {r + 1}: {run.wall:.1f} s wall, "
+                              f"{cpu_seconds(run):.1f} s CPU, peak PSS {run.peak_pss_mib or 0:.0f} MiB", flush=True)
             torch_walls = import_torch(args.cold_repeats)
             sample = next(iter(sorted(subs.glob("s000/*.ipynb"))))
             for k in kits:
                 k.cold = cold_start(k, sample, work, args.cold_repeats)
             agree = None
             if len(kits) > 1:
-                (a, a_csv), (b, b_csv) = verdicts(kits[0].outs[1][0]), verdicts(kits[1].outs[1][0])
+                (a, a_csv), (b, b_csv) = verdicts(kits[0].outs[ONE][0]), verdicts(kits[1].outs[ONE][0])
                 differ = sorted(key for key in set(a) | set(b) if a.get(key) != b.get(key))
                 agree = (f"{len(a)} results of the baseline and {len(b)} of this checkout: "
                          + ("**every verdict the same** (points, statuses, messages of every exercise and check)"

@@ -306,6 +306,9 @@ def test_lane_cpus_two_each_where_they_fit_else_one_each_else_none(monkeypatch):
     assert affinity.lane_cpus(3) == [LaneCpus(1, 1), LaneCpus(2, 2), LaneCpus(3, 3)]
     assert affinity.lane_cpus(4) == [LaneCpus(c, c) for c in range(4)] and not affinity.lane_cpus(4)[0].split
     assert affinity.lane_cpus(5) is None            # more lanes than CPUs: the scheduler places them
+    monkeypatch.setenv("AUTOGRADER_LANE_CPUS", "1")     # one each, asked for: the other CPUs left alone
+    assert affinity.lane_cpus(1) == [LaneCpus(3, 3)] and affinity.lane_cpus(2) == [LaneCpus(2, 2), LaneCpus(3, 3)]
+    monkeypatch.delenv("AUTOGRADER_LANE_CPUS")
     monkeypatch.setenv("AUTOGRADER_PIN", "0")
     assert affinity.lane_cpus(2) is None
     monkeypatch.delenv("AUTOGRADER_PIN")

@@ -253,6 +253,14 @@ class Context:
                 self._measure_slack(fn, value, args, kwargs)
             return value
 
+    def expected(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` as it is: an expected value that a check computes its own way (torch's own
+        module in float64, the reference class through a probe), timed as the reference's work like
+        :meth:`truth` (no float64 copies, no slack: ``fn`` decides its precision; a truth inside counts once)."""
+        with self.timer.section("reference"):
+            return fn(*args, **kwargs)
+
+
     def _measure_slack(self, fn: Callable[..., Any], value: Any, args: tuple, kwargs: dict) -> None:
         outputs = _tensors(value)
         if not outputs:

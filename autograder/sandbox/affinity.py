@@ -15,7 +15,9 @@ Two ways out, by how many CPUs the lanes leave:
 * else, where every lane gets one CPU (``jobs`` at most the CPUs), the grader thread and its workers share
   it and sleep: one CPU's wake-up is the cheap one, and the lanes stop taking each other's CPU.
 
-Otherwise (more lanes than CPUs, one CPU, ``AUTOGRADER_PIN=0``) the scheduler places them, and nothing spins.
+``AUTOGRADER_LANE_CPUS=1`` in the environment gives every lane one CPU even where two would fit (a
+grader that should leave the machine's other CPUs alone). Otherwise (more lanes than CPUs, one CPU,
+``AUTOGRADER_PIN=0``) the scheduler places them, and nothing spins.
 Affinity is a hint to the scheduler and never a limit the grader relies on: any failure is ignored.
 """
 from __future__ import annotations
@@ -49,7 +51,8 @@ _FREE: set[int] = set()
 
 def lane_cpus(jobs: int) -> list[LaneCpus] | None:
     """The CPUs lanes 0..jobs-1 take, or None where they should not be pinned (``AUTOGRADER_PIN=0`` in the
-    environment: never): two each where there are ``2 * jobs`` CPUs, else one each."""
+    environment: never): two each where there are ``2 * jobs`` CPUs (unless ``AUTOGRADER_LANE_CPUS=1``: a
+    grader on a shared machine that leaves the other CPUs alone), else one each."""
     if os.environ.get("AUTOGRADER_PIN", "1") == "0":
         return None
     try:
@@ -58,7 +61,7 @@ def lane_cpus(jobs: int) -> list[LaneCpus] | None:
         return None
     if len(allowed) < 2 or not 1 <= jobs <= len(allowed):
         return None
-    if 2 * jobs <= len(allowed):
+    if 2 * jobs <= len(allowed) and os.environ.get("AUTOGRADER_LANE_CPUS", "2") != "1":
         pairs = allowed[-2 * jobs:]
         return [LaneCpus(pairs[2 * k], pairs[2 * k + 1]) for k in range(jobs)]
     return [LaneCpus(cpu, cpu) for cpu in allowed[-jobs:]]      # the last ones: CPU 0 takes most interrupts

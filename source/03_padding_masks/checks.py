@@ -350,7 +350,7 @@ def _msm_torch(ctx: Context) -> None:
     for lead in ((B,), (B, H)):
         for dtype in DTYPES:
             scores = ctx.randn(*lead, Tq, Tk, dtype=dtype, scale=3.0)
-            want = torch_masked_softmax(scores, mask)
+            want = ctx.expected(torch_masked_softmax, scores, mask)
             got = ctx.expect_tensor(ctx.call(scores, mask), (*lead, Tq, Tk), dtype, what="masked_softmax")
             ctx.expect_close(got, want, dtype, what="masked_softmax")
 
@@ -365,7 +365,7 @@ def _msm_negative(ctx: Context) -> None:
     for dtype, kinds in NEGATIVE_CALLS:
         with ctx.case(*negative_case(dtype, kinds)):
             scores, mask, finite = negative_rows(ctx, kinds, Tq, Tk, dtype)
-            want = torch_masked_softmax(scores[finite], mask[finite])
+            want = ctx.expected(torch_masked_softmax, scores[finite], mask[finite])
             got = ctx.expect_tensor(ctx.call(scores, mask), tuple(scores.shape), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask, scores=scores)
             ctx.expect_close(got[finite], want, dtype, what=FINITE_ROWS)
@@ -379,7 +379,7 @@ def _msm_garbage(ctx: Context) -> None:
     for dtype in DTYPES[::-1]:                   # float64 first: its exp overflows later than float32's
         with ctx.case(f"{dtype}：填充键上是很大的垃圾值", f"{dtype}: large garbage at the padded keys"):
             s = scores.to(dtype)
-            want = torch_masked_softmax(s, mask)
+            want = ctx.expected(torch_masked_softmax, s, mask)
             got = ctx.expect_tensor(ctx.call(s, mask), (B, Tq, Tk), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask)
             ctx.expect_close(got, want, dtype, what="masked_softmax")
@@ -448,7 +448,7 @@ def _mat_torch(ctx: Context) -> None:
     for lead in ((B,), (B, H)):
         for dtype in DTYPES:
             Q, K, V = random_qkv(ctx, lead, Tq, Tk, Dk, Dv, dtype)
-            want_out, want_w = torch_masked_attention(Q, K, V, mask)
+            want_out, want_w = ctx.expected(torch_masked_attention, Q, K, V, mask)
             out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
             ctx.expect_close(ctx.expect_tensor(weights, (*lead, Tq, Tk), dtype, what="weights"), want_w, dtype,
                              what="weights")
@@ -489,7 +489,7 @@ def _mat_negative(ctx: Context) -> None:
     for dtype, kinds in NEGATIVE_QKV_CALLS:
         with ctx.case(*negative_case(dtype, kinds)):
             Q, K, V, mask = negative_qkv(ctx, kinds, Tq, Tk, Dv, dtype)
-            want_out, want_w = torch_masked_attention(Q, K, V, mask)
+            want_out, want_w = ctx.expected(torch_masked_attention, Q, K, V, mask)
             out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
             w = ctx.expect_tensor(weights, (len(kinds), Tq, Tk), dtype, what="weights")
             o = ctx.expect_tensor(out, (len(kinds), Tq, Dv), dtype, what="out")
@@ -535,7 +535,7 @@ def _mce_torch(ctx: Context) -> None:
         targets = padded_targets(ctx, B, T, C, lengths, ignore_index)
         for dtype in DTYPES:
             logits = ctx.randn(B, T, C, dtype=dtype, scale=2.0)
-            want = torch_cross_entropy(logits, targets, ignore_index)
+            want = ctx.expected(torch_cross_entropy, logits, targets, ignore_index)
             if ignore_index == -100:
                 value = ctx.call(logits, targets)                  # the default
             else:
@@ -548,7 +548,7 @@ def _mce_torch(ctx: Context) -> None:
 def _mce_plain(ctx: Context) -> None:
     B, T, C = ctx.sizes(3)
     logits, targets = ctx.randn(B, T, C), ctx.randint(0, C, B, T)
-    want = torch_cross_entropy(logits, targets)
+    want = ctx.expected(torch_cross_entropy, logits, targets)
     ctx.expect_close(expect_loss(ctx, ctx.call(logits, targets), torch.float64), want, torch.float64,
                      what="masked_cross_entropy")
 
@@ -563,7 +563,7 @@ def _mce_large(ctx: Context) -> None:
     B, T, C = ctx.sizes(3)
     targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100)
     logits = 1e4 + ctx.randn(B, T, C)
-    want = torch_cross_entropy(logits, targets)
+    want = ctx.expected(torch_cross_entropy, logits, targets)
     got = expect_loss(ctx, ctx.call(logits, targets), torch.float64)
     ctx.expect(bool(torch.isfinite(got)),
                f"logits 在 1e4 附近时损失是 {got.item()}：exp(1e4) 溢出了，先减去每行最大值再做 log-sum-exp",
@@ -611,7 +611,7 @@ def _mce_spread(ctx: Context) -> None:
             with ctx.case(f"{dtype}：{zh}", f"{dtype}: {en}"):
                 logits, targets = spread_logits(ctx, case, B, T, C)
                 logits = logits.to(dtype)
-                want = torch_cross_entropy(logits, targets)
+                want = ctx.expected(torch_cross_entropy, logits, targets)
                 got = expect_loss(ctx, ctx.call(logits, targets), dtype)
                 ctx.expect_close(got, want, dtype, what="masked_cross_entropy")
 

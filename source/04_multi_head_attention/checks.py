@@ -357,7 +357,7 @@ def _merge_round_trip(ctx: Context) -> None:
 def _mha_fact(ctx: Context) -> None:
     state = mha_state(ctx, 16)
     x = ctx.randn(2, 5, 16)
-    want_out, want_w = torch_mha(x, x, x, 4, state)
+    want_out, want_w = ctx.expected(torch_mha, x, x, x, 4, state)
     out, weights = expect_mha(ctx, ctx.call(x, x, x, 4, *functional_args(state)), 2, 5, 5, 16, 4, torch.float64)
     ctx.expect_close(weights, want_w, torch.float64, what="weights")
     ctx.expect_close(out, want_out, torch.float64, what="out")
@@ -384,7 +384,7 @@ def _mha_torch(ctx: Context) -> None:
     for dtype in DTYPES:
         state = mha_state(ctx, E, dtype)
         q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
-        want_out, want_w = torch_mha(q, k, v, H, state, mask)
+        want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state, mask)
         out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
                                   B, Tq, Tk, E, H, dtype)
         ctx.expect_close(weights, want_w, dtype, what="weights")
@@ -398,7 +398,7 @@ def _mha_no_mask(ctx: Context) -> None:
     E = H * d
     state = mha_state(ctx, E)
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
-    want_out, want_w = torch_mha(q, k, v, H, state)
+    want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state)
     out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state)), B, Tq, Tk, E, H, torch.float64)
     ctx.expect_close(weights, want_w, torch.float64, what="weights")
     ctx.expect_close(out, want_out, torch.float64, what="out")
@@ -413,7 +413,7 @@ def _mha_dead(ctx: Context) -> None:
     state = mha_state(ctx, E)
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
     alive = live(mask)
-    want_out, want_w = torch_mha(q[alive], k[alive], v[alive], H, state, mask[alive])
+    want_out, want_w = ctx.expected(torch_mha, q[alive], k[alive], v[alive], H, state, mask[alive])
     out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
                               B, Tq, Tk, E, H, torch.float64)
     expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
@@ -446,7 +446,7 @@ def _mha_large_scores(ctx: Context) -> None:
             with ctx.case(**score_case(kind, dtype)):
                 (q, k, v), H, state, mask = designed_case(ctx, kind, dtype)
                 (B, Tq, E), Tk = q.shape, k.shape[1]
-                want_out, want_w = torch_mha(q, k, v, H, state, mask)
+                want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state, mask)
                 out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
                                           B, Tq, Tk, E, H, dtype)
                 expect_finite(ctx, out, weights)
@@ -561,7 +561,7 @@ def _module_shape(ctx: Context) -> None:
 def _module_torch(ctx: Context) -> None:
     for dtype in DTYPES:
         args, (B, Tq, Tk, H) = module_case(ctx, dtype)
-        want = torch_probe(*args)
+        want = ctx.expected(torch_probe, *args)
         got = expect_module(ctx, call_module(ctx, args), args[2], B, Tq, Tk, H, dtype)
         ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
         ctx.expect_close(got["out"], want["out"], dtype, what="out")
@@ -572,7 +572,7 @@ def _module_torch(ctx: Context) -> None:
 def _module_grads(ctx: Context) -> None:
     for dtype in DTYPES:
         args, (B, Tq, Tk, H) = module_case(ctx, dtype)
-        want = torch_probe(*args)
+        want = ctx.expected(torch_probe, *args)
         got = expect_module(ctx, call_module(ctx, args), args[2], B, Tq, Tk, H, dtype)
         expect_gradients(ctx, got, want, dtype)
 
@@ -581,7 +581,7 @@ def _module_grads(ctx: Context) -> None:
        en="with bias=False, outputs and gradients agree with torch")
 def _module_no_bias(ctx: Context) -> None:
     args, (B, Tq, Tk, H) = module_case(ctx, torch.float64, bias=False)
-    want = torch_probe(*args)
+    want = ctx.expected(torch_probe, *args)
     got = expect_module(ctx, call_module(ctx, args, bias=False), args[2], B, Tq, Tk, H, torch.float64)
     ctx.expect_close(got["weights"], want["weights"], torch.float64, what="weights")
     ctx.expect_close(got["out"], want["out"], torch.float64, what="out")

@@ -203,7 +203,7 @@ def reference_probe(ctx: Context, args: tuple[Any, ...], bias: bool) -> dict[str
 def _module_against_reference(ctx: Context, dtype: torch.dtype, *, bias: bool | None = True, empty_row: bool = False,
                               sizes: tuple[int, ...] | None = None) -> None:
     args, (B, Tq, Tk, Hn) = module_case(ctx, dtype, bias=bias, empty_row=empty_row, sizes=sizes)
-    want = reference_probe(ctx, args, bias)
+    want = ctx.expected(reference_probe, ctx, args, bias)
     got = expect_module(ctx, call_module(ctx, args, bias=bias), args[2], B, Tq, Tk, Hn, dtype)
     ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
     ctx.expect_close(got["out"], want["out"], dtype, what="out")
@@ -250,7 +250,7 @@ def _module_extreme(ctx: Context) -> None:
             (q, k, v), Hn, state, mask = designed_case(ctx, kind, dtype, empty_row=True)
             (B, Tq, E), Tk = q.shape, k.shape[1]
             args = (E, Hn, state, q, k, v, mask, ctx.randn(B, Tq, E, dtype=dtype))
-            want = reference_probe(ctx, args, True)
+            want = ctx.expected(reference_probe, ctx, args, True)
             got = expect_module(ctx, call_module(ctx, args), state, B, Tq, Tk, Hn, dtype)
             expect_dead_rows(ctx, got["out"], got["weights"], mask, state["out_proj.bias"])
             expect_finite(ctx, got["out"], got["weights"])

@@ -323,7 +323,7 @@ def _block_torch(ctx: Context) -> None:
     for ((padding, causal_mask), (zh, en)), dtype in zip(MASK_CASES.items(), (torch.float64, torch.float32, torch.float64)):
         with ctx.case(zh=f"{zh}（{str(dtype)[6:]}）", en=f"{en} ({str(dtype)[6:]})"):
             args = block_case(ctx, dtype, padding=padding, causal_mask=causal_mask)
-            want = torch_block_probe(*args)
+            want = ctx.expected(torch_block_probe, *args)
             got = call_block(ctx, args)
             expect_close_normwise(ctx, got["out"], want["out"], dtype, what="TransformerBlock(...)(x)")
 
@@ -332,7 +332,7 @@ def _block_torch(ctx: Context) -> None:
        en="the gradients of every parameter and of x agree with nn.TransformerEncoderLayer", weight=2)
 def _block_grads(ctx: Context) -> None:
     args = block_case(ctx, torch.float64)
-    want = torch_block_probe(*args)
+    want = ctx.expected(torch_block_probe, *args)
     expect_probe_gradients(ctx, call_block(ctx, args), want, torch.float64)
 
 
@@ -405,7 +405,7 @@ def _lm_torch(ctx: Context) -> None:
     for padding in (False, True):
         with ctx.case(zh="带填充掩码" if padding else "不带填充掩码", en="with padding" if padding else "no padding"):
             args = lm_case(ctx, padding=padding)
-            want = torch_lm_probe(*args)
+            want = ctx.expected(torch_lm_probe, *args)
             got = call_lm(ctx, args)
             expect_close_normwise(ctx, got["out"], want["out"], torch.float32, what="logits")
 
@@ -414,7 +414,7 @@ def _lm_torch(ctx: Context) -> None:
        en="every parameter's gradient agrees with the model built from torch's modules")
 def _lm_grads(ctx: Context) -> None:
     args = lm_case(ctx)
-    expect_probe_gradients(ctx, call_lm(ctx, args), torch_lm_probe(*args), torch.float32)
+    expect_probe_gradients(ctx, call_lm(ctx, args), ctx.expected(torch_lm_probe, *args), torch.float32)
 
 
 # -- 5.6 lm_loss -------------------------------------------------------------------------------
@@ -570,7 +570,7 @@ def check_step(ctx: Context, x_all: torch.Tensor, H: int, state: dict[str, torch
     want_k, want_v = projected_cache(x_all.double(), H, {n: t.double() for n, t in state.items()})
     ctx.expect_close(k, want_k, dtype, what=Msg("返回的 k（缓存在前，新位置在后）", "the returned k (the cache first, then the new positions)"))
     ctx.expect_close(v, want_v, dtype, what=Msg("返回的 v", "the returned v"))
-    ctx.expect_close(out, torch_causal_mha(x_all, H, state)[:, S:], dtype,
+    ctx.expect_close(out, ctx.expected(torch_causal_mha, x_all, H, state)[:, S:], dtype,
                      what=Msg("out（整段因果自注意力的最后几行）", "out (the last rows of causal self-attention over the whole sequence)"))
 
 
@@ -614,7 +614,7 @@ def _cache_step(ctx: Context) -> None:
 def _cache_loop(ctx: Context) -> None:
     x_all, H, state = cache_case(ctx, torch.float64, 0, 5)
     B, total, E = x_all.shape
-    want = torch_causal_mha(x_all, H, state)
+    want = ctx.expected(torch_causal_mha, x_all, H, state)
     value = ctx.call(x_all[:, :2], None, H, *attention_args(state))
     out, k, v = expect_step(ctx, value, B, H, 2, 2, E, torch.float64)
     # each call's out right after it: a failure is then the call that went wrong (and what self-check names)

@@ -145,7 +145,7 @@ def block_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
 
 def _block_against_reference(ctx: Context, dtype: torch.dtype, **options: Any) -> None:
     args = block_case(ctx, dtype, **options)
-    want = block_reference(ctx, args)
+    want = ctx.expected(block_reference, ctx, args)
     got = call_block(ctx, args)
     expect_close_normwise(ctx, got["out"], want["out"], dtype, what="TransformerBlock(...)(x)")
     expect_probe_gradients(ctx, got, want, dtype)
@@ -192,7 +192,7 @@ def lm_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
 
 def _lm_against_reference(ctx: Context, **options: Any) -> None:
     args = lm_case(ctx, **options)
-    want = lm_reference(ctx, args)
+    want = ctx.expected(lm_reference, ctx, args)
     got = call_lm(ctx, args)
     expect_close_normwise(ctx, got["out"], want["out"], torch.float32, what="logits")
     expect_probe_gradients(ctx, got, want, torch.float32)

@@ -88,7 +88,17 @@ def children_in_scope(node: ast.AST) -> Iterable[ast.AST]:
 
 
 def scope_of(node: ast.AST) -> Scope:
-    """The names a scope node binds (``global`` declarations excluded: those are the module's)."""
+    """The names a scope node binds (``global`` declarations excluded: those are the module's). Worked out
+    once per node (a definition is walked for the notebook and again for each exercise that reaches it);
+    the Scope is never changed afterwards."""
+    found = node.__dict__.get("_scope")
+    if found is not None:
+        return found
+    found = node._scope = _scope_of(node)       # type: ignore[attr-defined]
+    return found
+
+
+def _scope_of(node: ast.AST) -> Scope:
     scope = Scope(is_class=isinstance(node, ast.ClassDef),
                   is_comprehension=isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)))
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):

@@ -325,6 +325,33 @@ def test_gradebook_keeps_other_batches_and_retires_what_changed(tmp_path, sandbo
     assert len(list((out / "results").glob("*.json"))) == 2
 
 
+def test_grades_csv_is_rebuilt_at_most_twice_a_second_and_whole_at_the_end(tmp_path, monkeypatch):
+    """Rebuilding grades.csv is O(rows): after every result, a batch of n results paid O(n^2)."""
+    from autograder.grading import outputs as O
+
+    clock = [1000.0]
+    monkeypatch.setattr(O.time, "monotonic", lambda: clock[0])
+    out = O.Outputs(tmp_path / "out", COURSE, "en")
+    rebuilt = []
+    real = out._write_csv
+    monkeypatch.setattr(out, "_write_csv", lambda: (rebuilt.append(clock[0]), real()))
+    from autograder.grading.submissions import Submission
+
+    made = G.failure(Submission(tmp_path / "x.ipynb", "x.ipynb", "0" * 64, "ann", None), G.GradingContext(
+        COURSE, None, "cpu", "fp", {}, None), "unknown assignment", {"zh": "未知", "en": "unknown"})
+    for i in range(12):             # 12 results in 0.6 s: the first, and one after half a second
+        result = dict(made, key=f"s{i:02d}__x", student=f"s{i:02d}")
+        out.record(result)
+        clock[0] += 0.05
+    assert rebuilt == [1000.0, pytest.approx(1000.55)]
+    out.write_csv()                 # what the batch does when it ends (or stops)
+    assert len(rows_of(out.out)) == 12
+
+
+def rows_of(out: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader((out / "grades.csv").read_text(encoding="utf-8-sig").splitlines()))
+
+
 def test_unchanged_demo_cells_are_skipped_edited_ones_run(tmp_path, sandbox):
     subs = tmp_path / "subs"
     plain = MS.student_notebook(QKV)

@@ -17,6 +17,9 @@ from autograder.grading.grader import GradingContext
 from autograder.grading.submission import finalize, grader_fault
 from autograder.grading.submissions import Discovery, Submission
 
+#: grades.csv is rebuilt at most this often while a batch runs (and always when it ends or stops).
+CSV_SECONDS = 0.5
+
 
 # -- the batch --------------------------------------------------------------------------
 class Outputs:
@@ -113,8 +116,9 @@ class Outputs:
         self.feedback(result, rendered)
         with self.lock:
             self.rows[result["key"]] = _row(result)
-            # Rebuilding is O(rows): past a few thousand rows, at most once a second (and at the end).
-            if self._csv_seconds < 0.02 or time.monotonic() - self._csv_written > 1.0:
+            # Rebuilding is O(rows) (5 ms for 200): at most every half second, and every 20 times as long as it
+            # takes past thousands of rows (and at the end, or when the batch stops: results/ holds every row).
+            if time.monotonic() - self._csv_written > max(CSV_SECONDS, 20 * self._csv_seconds):
                 self._write_csv()
 
     def write_csv(self) -> None:

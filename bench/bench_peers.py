@@ -199,8 +199,10 @@ def _tree_pss(pid: int) -> float | None:
     return total / 2**20
 
 
-def measure(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 900) -> Run:
-    """Run ``cmd`` to its end: wall time, exit code, output, and peak memory of its process tree."""
+def measure(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 900,
+            sample_seconds: float = SAMPLE_SECONDS) -> Run:
+    """Run ``cmd`` to its end: wall time, exit code, output, and peak memory of its process tree (sampled every
+    ``sample_seconds``: reading a process's smaps costs a millisecond of a CPU the command may be using)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -217,7 +219,7 @@ def measure(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 
             pss = _tree_pss(proc.pid)
             if pss is not None:
                 peak = max(peak or 0.0, pss)
-            time.sleep(SAMPLE_SECONDS)
+            time.sleep(sample_seconds)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
         out.seek(0)

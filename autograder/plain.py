@@ -82,11 +82,10 @@ class Encoder:
             if nbytes > self.max_bytes:
                 raise PlainDataError(
                     f"output too large: a tensor of shape {tuple(t.shape)} ({nbytes / 2**20:.0f} MiB)")
-            where = t.device
-            if where.type == "cpu" and where.index is None:
+            if t.is_cpu:
                 device = "cpu"
             else:
-                device = str(where)
+                device = str(t.device)
                 t = t.cpu()
             if dtype == "torch.bfloat16":
                 t = t.float()
@@ -130,14 +129,20 @@ def encode(value: Any, max_bytes: float = float("inf")) -> bytes:
 
 def pack(enc: Encoder, spec: dict[str, Any]) -> bytes:
     """:func:`encode`'s bytes of ``spec``, made by ``enc`` (whose arrays it names)."""
-    table, parts, offset = [], [], 0
+    table: list[list[Any]] = []
+    parts: list[bytes | memoryview] = [b"", b""]
+    offset = 0
     for key, arr in enc.arrays.items():
-        data = np.ascontiguousarray(arr).tobytes()
-        table.append([key, arr.dtype.str, list(arr.shape), offset, len(data)])
+        # The array's own buffer where it is one contiguous block (every array the Encoder stores is): joined
+        # below, copied once.
+        data = arr.data if arr.flags.c_contiguous else np.ascontiguousarray(arr).data
+        nbytes = arr.nbytes
+        table.append([key, arr.dtype.str, list(arr.shape), offset, nbytes])
         parts.append(data)
-        offset += len(data)
+        offset += nbytes
     head = _HEAD.encode({"spec": spec, "arrays": table}).encode()
-    return len(head).to_bytes(8, "little") + head + b"".join(parts)
+    parts[0], parts[1] = len(head).to_bytes(8, "little"), head
+    return b"".join(parts)
 
 
 @dataclass(frozen=True)

@@ -196,21 +196,29 @@ class Value:
 
     def to_python(self) -> Any:
         """Rebuild the value as Python objects (tensors on the CPU, arrays, scalars, tuples)."""
-        t = self.kind
-        if t == "tensor":
-            return self.tensor()
-        if t == "ndarray":
-            return self.ndarray()
-        if t in ("float", "int", "bool", "str"):
-            return self.spec["v"]
-        if t == "none":
-            return None
-        if t in ("tuple", "list"):
-            seq = [v.to_python() for v in self.items()]
-            return tuple(seq) if t == "tuple" else seq
-        if t == "dict":
-            return {k: Value(v, self.arrays).to_python() for k, v in self.spec["items"].items()}
-        raise PlainDataError(f"cannot rebuild {self.describe()}")
+        return _python(self.spec, self.arrays)
+
+
+def _python(spec: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+    """:meth:`Value.to_python` of one node, read off its spec (no Value per node: a call's arguments are
+    rebuilt in every worker call)."""
+    t = spec["t"]
+    if t == "tensor":
+        x = torch.from_numpy(arrays[spec["k"]].copy())
+        want = _TORCH_DTYPES[spec["dtype"]]
+        return x.to(want) if x.dtype != want else x
+    if t == "ndarray":
+        return arrays[spec["k"]].copy()
+    if t in ("float", "int", "bool", "str"):
+        return spec["v"]
+    if t == "none":
+        return None
+    if t in ("tuple", "list"):
+        seq = [_python(s, arrays) for s in spec["items"]]
+        return tuple(seq) if t == "tuple" else seq
+    if t == "dict":
+        return {k: _python(v, arrays) for k, v in spec["items"].items()}
+    raise PlainDataError(f"cannot rebuild {Value(spec, arrays).describe()}")
 
 
 def _check_spec(spec: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> None:

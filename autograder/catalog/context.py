@@ -175,7 +175,7 @@ class Context:
         if high - low + 1 < n:
             raise ValueError("not enough distinct sizes")
         perm = torch.randperm(high - low + 1, generator=self.generator)[:n]
-        return [int(p) + low for p in perm]
+        return [p + low for p in perm.tolist()]
 
     # calling the student --------------------------------------------------
     def call(self, *args: Any, probe: str = "call", **kwargs: Any) -> plain.Value:

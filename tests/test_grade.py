@@ -325,6 +325,36 @@ def test_gradebook_keeps_other_batches_and_retires_what_changed(tmp_path, sandbo
     assert len(list((out / "results").glob("*.json"))) == 2
 
 
+def test_the_source_scan_made_while_the_cells_run_is_the_scan_and_is_made_again_where_a_cell_did_not_compile(
+        tmp_path, sandbox, monkeypatch):
+    from autograder.grading import submission as S
+
+    made: list[list[int]] = []
+    real = S.scan_notebook
+
+    def counted(sources, unparsed=()):
+        made.append(list(unparsed))
+        return real(sources, unparsed)
+
+    monkeypatch.setattr(S, "scan_notebook", counted)
+    subs = tmp_path / "subs"
+    cheat = "import torch\ndef softmax(x, dim=-1):\n    return torch.softmax(x, dim)\n"
+    write_nb(subs / "ada" / "02_qkv_attention.ipynb", MS.submission(QKV, solved="all", code={"2.2": cheat}))
+    result = grade(subs, tmp_path / "out", sandbox, jobs=1).results[0]
+    assert made == [[]]                 # once, while the worker ran the cells: the scan the result used
+    assert by_exercise(result)["2.2"]["status"] == "forbidden"     # and it found what it finds
+    profile = result["timing"]["profile"]
+    assert profile["scan"] > 0 and profile["cells"] >= 0
+
+    made.clear()                        # a cell Python refuses to compile: the scan is made again without it
+    broken = MS.submission(QKV, solved="all", code={"2.2": cheat})
+    broken.cells.append(nbformat.v4.new_code_cell("def (:\n"))
+    write_nb(subs / "ada" / "02_qkv_attention.ipynb", broken)
+    result = grade(subs, tmp_path / "out", sandbox, jobs=1, force=True).results[0]
+    assert len(made) == 2 and made[0] == [] and made[1] != []
+    assert by_exercise(result)["2.2"]["status"] == "forbidden"
+
+
 def test_grades_csv_is_rebuilt_at_most_twice_a_second_and_whole_at_the_end(tmp_path, monkeypatch):
     """Rebuilding grades.csv is O(rows): after every result, a batch of n results paid O(n^2)."""
     from autograder.grading import outputs as O
@@ -373,10 +403,10 @@ def test_a_grader_fault_is_a_row_and_is_retried(tmp_path, sandbox):
     class Faulty:
         """The real sandbox, except that bo's worker cannot be started."""
 
-        def open(self, cells, *, label):
+        def open(self, cells, *, label, **options):
             if label.startswith("bo__"):
                 raise RuntimeError("the template died")
-            return sandbox.open(cells, label=label)
+            return sandbox.open(cells, label=label, **options)
 
     subs = tmp_path / "subs"
     write_nb(subs / "ann" / "02_qkv_attention.ipynb", MS.student_notebook(QKV))

@@ -67,12 +67,17 @@ def _cell_json(cell: Any) -> dict[str, Any]:
 _COMPILE_ERRORS = frozenset({"SyntaxError", "RecursionError", "MemoryError"})
 
 
-def _scan(cells: list[Any], outcomes: list[Any]) -> Any:
-    """The static scan of the code the worker ran; cells the worker's compiler rejected are marked as such."""
+def _scan(cells: list[Any], outcomes: list[Any], early: Any = None) -> Any:
+    """The static scan of the code the worker ran; cells the worker's compiler rejected are marked as such.
+    ``early``: the scan made while the worker ran the cells, as if every cell compiled (None: not made):
+    the scan itself where that is so."""
     ran = [c for c in cells if not c.skipped]
     failed = {o.index for o in outcomes if getattr(o, "status", None) == "error"
               and getattr(o, "error_type", "") in _COMPILE_ERRORS}
-    return scan_notebook([c.code for c in ran], [i for i, c in enumerate(ran) if c.index in failed])
+    unparsed = [i for i, c in enumerate(ran) if c.index in failed]
+    if early is not None and not unparsed:
+        return early
+    return scan_notebook([c.code for c in ran], unparsed)
 
 
 def _forbidden_in_source(ex_json: dict[str, Any], findings: list[str]) -> None:
@@ -153,10 +158,15 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
     t0 = time.perf_counter()
     if ctx.sandbox is None:     # only a submission with a problem is handed over without one
         raise AutograderError(f"{sub.key}: no sandbox to grade in")
-    worker = ctx.sandbox.open(cells, label=sub.key)
+    # The trusted side's own look at the code (the worker's guards run where a cell could turn them off), made
+    # while the worker runs the cells, as if every cell compiled: made again below where one did not.
+    early: list[Any] = []
+    worker = ctx.sandbox.open(cells, label=sub.key,
+                              meanwhile=lambda: early.append(scan_notebook([c.code for c in cells if not c.skipped])))
     try:
-        # The trusted side's own look at the code (the worker's guards run where a cell could turn them off).
-        scanned = _scan(cells, getattr(worker, "cells", []))
+        scan_start = time.perf_counter()
+        scanned = _scan(cells, getattr(worker, "cells", []), early[0] if early else None)
+        timer.since("scan", scan_start)
         timing["open_seconds"] = round(time.perf_counter() - t0, 4)
         exercises = []
         lost: set[str] = set()          # exercises that lost points so far: those built on them get stand-ins

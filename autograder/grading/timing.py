@@ -11,6 +11,7 @@ PROFILE_SECTIONS = {
     "fork": "fork a worker from the warm template (its cage excluded)",
     "cage": "the worker's cage: namespaces, tmpfs root, uid, seccomp, Landlock (see autograder.sandbox.cage)",
     "cells": "run the notebook's code cells in the worker",
+    "scan": "the trusted side's static scan of the code, made while the worker runs the cells",
     "inputs": "generate seeded inputs (ctx.randn, randint)",
     "encode": "encode call arguments as plain data",
     "ipc": "round trips to the worker less its own work: sockets, scheduling, waking up",
@@ -31,7 +32,7 @@ def flat_profile(grader: dict[str, float], sandbox: dict[str, float], total: flo
     """One flat breakdown whose sections add up to ``total`` (``other`` is what no section covers)."""
     cage = min(sandbox.get("cage", 0.0), sandbox.get("fork", 0.0))
     out = {"read": grader.get("read", 0.0), "fork": sandbox.get("fork", 0.0) - cage, "cage": cage,
-           "cells": sandbox.get("cells", 0.0),
+           "cells": sandbox.get("cells", 0.0), "scan": sandbox.get("meanwhile", 0.0) + grader.get("scan", 0.0),
            "inputs": grader.get("inputs", 0.0), "encode": sandbox.get("encode", 0.0),
            "student": grader.get("student", 0.0), "decode": sandbox.get("decode", 0.0),
            "reference": grader.get("reference", 0.0), "compare": grader.get("compare", 0.0),

@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autograder import plain
@@ -37,8 +38,12 @@ class _ImportMissed(Exception):
 class WorkerHandle:
     """The sandboxed run of one submission: cell outcomes, then calls (a checks ``Runner``)."""
 
-    def __init__(self, sandbox: Sandbox, cells: list[Cell], label: str, limits: Limits):
+    def __init__(self, sandbox: Sandbox, cells: list[Cell], label: str, limits: Limits,
+                 meanwhile: Callable[[], None] | None = None):
         self.label = label
+        #: Trusted work to do once while the worker runs the cells (see Sandbox.open); its seconds are the
+        #: timer's ``meanwhile``, not part of ``cells``.
+        self._meanwhile = meanwhile
         self.cells: list[CellOutcome] = []
         self.restarts = 0      # re-forks after a call killed the worker
         self.spawns = 0        # forks in all, cells' re-runs included
@@ -144,6 +149,7 @@ class WorkerHandle:
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=problem)), "crashed")
                 return False
             start = time.perf_counter()
+            before = self.timer.seconds.get("meanwhile", 0.0)
             try:
                 failed = self._run_cells(proc)
             except _ImportMissed:
@@ -154,13 +160,28 @@ class WorkerHandle:
                 self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
             finally:
-                self.timer.since("cells", start)
+                meanwhile = self.timer.seconds.get("meanwhile", 0.0) - before
+                self.timer.add("cells", time.perf_counter() - start - meanwhile)
             if failed is None:
                 return True
             self._bad[failed.index] = failed
             self._stop(wait=False)
         self._give_up(_said("crashed", say("sandbox.keeps_stopping")), "crashed")
         return False
+
+    def _while_cells_run(self) -> None:
+        """The trusted work given to Sandbox.open, once, while the worker runs the cells just sent. Whatever it
+        raises is left to its caller, who does the work again where it finds none done."""
+        work, self._meanwhile = self._meanwhile, None
+        if work is None:
+            return
+        start = time.perf_counter()
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - see the docstring: the caller's own path raises it again
+            pass
+        finally:
+            self.timer.since("meanwhile", start)
 
     def _give_up(self, reply: Reply, cell_status: str) -> None:
         """No worker any more: every call answers ``reply``; cells never run get ``cell_status``."""
@@ -213,6 +234,7 @@ class WorkerHandle:
         try:
             proc.chan.settimeout(max(self._limits.call_seconds, 1.0))
             send_frame(proc.chan, {"t": "cells", "spin": self._spin}, payload)
+            self._while_cells_run()
         except OSError:
             status = self._stop()
             if not runnable:

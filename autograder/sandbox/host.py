@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -458,16 +458,20 @@ class Sandbox:
         """Wait until every closed or killed worker is gone and its uid and folder are free."""
         self._retired.join()
 
-    def open(self, cells: list[Cell], *, label: str, limits: Limits | None = None) -> WorkerHandle:
+    def open(self, cells: list[Cell], *, label: str, limits: Limits | None = None,
+             meanwhile: Callable[[], None] | None = None) -> WorkerHandle:
         """Fork a fresh worker for one submission and run its cells; the returned WorkerHandle answers calls.
 
-        ``limits`` replaces the sandbox's limits for this submission only (tests, overrides).
+        ``limits`` replaces the sandbox's limits for this submission only (tests, overrides). ``meanwhile``:
+        trusted work done once here while the worker runs the cells (the grader's static scan of the code),
+        in the time this thread would wait; what it raises is dropped (its caller does it again where it
+        finds it not done).
         Raises SandboxError only when the sandbox itself is broken; a submission that
         cannot run gets cell outcomes and replies that say why.
         """
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        worker = WorkerHandle(self, cells, label, limits or self.limits)
+        worker = WorkerHandle(self, cells, label, limits or self.limits, meanwhile)
         with self._workers_lock:
             self._workers.add(worker)
         try:

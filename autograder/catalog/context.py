@@ -260,7 +260,6 @@ class Context:
         with self.timer.section("reference"):
             return fn(*args, **kwargs)
 
-
     def _measure_slack(self, fn: Callable[..., Any], value: Any, args: tuple, kwargs: dict) -> None:
         outputs = _tensors(value)
         if not outputs:

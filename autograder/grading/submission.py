@@ -161,8 +161,7 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
     # The trusted side's own look at the code (the worker's guards run where a cell could turn them off), made
     # while the worker runs the cells, as if every cell compiled: made again below where one did not.
     early: list[Any] = []
-    worker = ctx.sandbox.open(cells, label=sub.key,
-                              meanwhile=lambda: early.append(scan_notebook([c.code for c in cells if not c.skipped])))
+    worker = ctx.sandbox.open(cells, label=sub.key, meanwhile=lambda: early.append(_scan(cells, [])))
     try:
         scan_start = time.perf_counter()
         scanned = _scan(cells, getattr(worker, "cells", []), early[0] if early else None)

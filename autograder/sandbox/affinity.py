@@ -41,6 +41,7 @@ class LaneCpus(NamedTuple):
     def split(self) -> bool:
         return self.grader != self.worker
 
+
 #: ``cpus``: the LaneCpus of this thread's lane, where :func:`pin_lane` set them (per thread, as
 #: ``sched_setaffinity(0)`` sets the calling thread's; a thread-local, so a later thread that gets an ended
 #: one's identifier inherits nothing).

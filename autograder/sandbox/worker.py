@@ -664,7 +664,7 @@ class _Wait:
         self.spin = min(float(spin), 0.01) if type(spin) is float and spin > 0 else 0.0
 
 
-def _asker(chan: socket.socket, encode: Any, decode: Any, wait: _Wait | None = None) -> Any:
+def _asker(chan: socket.socket, encode: Any, decode: Any, wait: _Wait) -> Any:
     """``ask(name, phase, payload)`` for :func:`autograder.probes.stand_in`: one ``stand_in`` frame to the
     grader in the middle of a call, and its answer (the grader alone decides what it answers, and for which
     call; a worker that asks for anything else has its call fail)."""
@@ -672,7 +672,7 @@ def _asker(chan: socket.socket, encode: Any, decode: Any, wait: _Wait | None = N
 
     def ask(name: str, phase: str, payload: Any) -> Any:
         send(chan, {"t": "stand_in", "name": name, "phase": phase}, encode(payload))
-        header, blob = recv(chan, None, max_blob=1 << 40, spin=wait.spin if wait is not None else 0.0)
+        header, blob = recv(chan, None, max_blob=1 << 40, spin=wait.spin)
         if header.get("t") != "stand_in_reply":
             raise RuntimeError(f"the grader did not answer the call of {name}")
         if header.get("status") != "ok":

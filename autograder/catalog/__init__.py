@@ -50,7 +50,7 @@ from autograder.catalog.declarations import (ALTERNATIVES, CHECKS, MISTAKES, NEA
 from autograder.catalog.outcomes import (BRIEF_LIMIT, brief, CheckFailed, CheckResult, ExerciseResult, hidden_message,
                                          number_free, safe_name, Status)  # noqa: F401
 from autograder.catalog.compare import as_float64, compare, mismatch, values_match  # noqa: F401
-from autograder.catalog.context import PUBLIC_SEED, Context, Diagnoser, Runner, stable_seed  # noqa: F401
+from autograder.catalog.context import PUBLIC_SEED, Context, Diagnoser, Pending, Runner, stable_seed  # noqa: F401
 from autograder.catalog.scoring import WITHHELD, run_exercise  # noqa: F401
 from autograder.catalog.runners import copied, in_process_runner, LiveDiagnoser  # noqa: F401
 from autograder.catalog.loading import COURSE_PACKAGE, hidden_available, load_catalog  # noqa: F401

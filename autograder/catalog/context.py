@@ -135,6 +135,26 @@ def input_scale(request: Request | None) -> float:
     return best
 
 
+class Pending:
+    """A call :meth:`Context.start` began: :meth:`value` is what :meth:`Context.call` would have returned."""
+
+    def __init__(self, ctx: Context, request: Request, finish: Callable[[], Reply], sent: bool):
+        self._ctx, self._request, self._finish, self.sent = ctx, request, finish, sent
+        self._reply: Reply | None = None
+        ctx._pending.append(self)
+
+    def reply(self) -> Reply:
+        """The runner's reply, waited for once (timed as the call, its seconds the student's)."""
+        if self._reply is None:
+            self._ctx._pending.remove(self)
+            self._reply = self._ctx._finish(self._finish)
+        return self._reply
+
+    def value(self) -> plain.Value:
+        """The student's return value as plain data; raises CheckFailed as :meth:`Context.call` does."""
+        return self._ctx._accept(self._request, self.reply())
+
+
 @dataclass
 class Context:
     """What a check sees: seeded inputs, the student's function, expectations."""
@@ -159,6 +179,7 @@ class Context:
     def __post_init__(self) -> None:
         self.generator = torch.Generator().manual_seed(self.seed)
         self._slack: dict[int, tuple[Any, torch.Tensor]] = {}     # id(expected tensor) -> (it, its slack)
+        self._pending: list[Pending] = []       # calls started whose replies are not taken yet (see start)
 
     # inputs ---------------------------------------------------------------
     def randn(self, *shape: int, dtype: torch.dtype = torch.float64, scale: float = 1.0) -> torch.Tensor:
@@ -180,7 +201,28 @@ class Context:
     # calling the student --------------------------------------------------
     def call(self, *args: Any, probe: str = "call", **kwargs: Any) -> plain.Value:
         """Run the student's function on these arguments; return what came back as plain data."""
-        request, reply = self._send(args, kwargs, probe)
+        return self.start(*args, probe=probe, **kwargs).value()
+
+    def start(self, *args: Any, probe: str = "call", **kwargs: Any) -> Pending:
+        """:meth:`call`, begun now and finished by :meth:`Pending.value`: a sandbox sends the request at once
+        (its bytes made here: what the check does to the arguments afterwards does not reach the student's
+        code), so the check computes its expected value while the worker runs the call. A runner in this
+        process makes the call at ``value()``, after whatever the check did meanwhile, as the order reads:
+        ``pending = ctx.start(x)``, ``want = ctx.reference(x)``, ``got = pending.value()`` calls the
+        reference first everywhere. Start the next call after this one's ``value()``."""
+        request = self._request(args, kwargs, probe)
+        return Pending(self, request, *self._launch(request))
+
+    def settle(self) -> None:
+        """Finish the calls started and not taken (a check that stopped between start and value): one sent
+        is waited for, so the runner is free for the next check; one deferred is dropped, never made."""
+        for pending in list(self._pending):
+            if pending.sent:
+                pending.reply()
+            else:
+                self._pending.remove(pending)
+
+    def _accept(self, request: Request, reply: Reply) -> plain.Value:
         for name in reply.forbidden:
             if name not in self.forbidden_seen:
                 self.forbidden_seen.append(name)
@@ -217,15 +259,31 @@ class Context:
         return reply
 
     def _send(self, args: tuple, kwargs: dict, probe: str) -> tuple[Request, Reply]:
-        """One call through the runner. Its site (this check, n-th call) names it across machines."""
+        """One call through the runner, made now."""
+        request = self._request(args, kwargs, probe)
+        return request, Pending(self, request, *self._launch(request)).reply()
+
+    def _request(self, args: tuple, kwargs: dict, probe: str) -> Request:
+        """The next request. Its site (this check, n-th call) names it across machines."""
         self.calls += 1
-        request = Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
-                          device=self.device, site=f"{self.check}#{self.calls}")
+        return Request(self.function, args, kwargs, probe=probe, forbidden=self.forbidden,
+                       device=self.device, site=f"{self.check}#{self.calls}")
+
+    def _launch(self, request: Request) -> tuple[Callable[[], Reply], bool]:
+        """What waits for ``request``'s reply, and whether it was sent: the runner's ``start`` where it has one
+        (a sandbox: sent now), else the runner called then."""
+        begin = getattr(self.runner, "start", None)
+        if begin is None:
+            return (lambda: self.runner(request)), False
         with self.timer.section("call"):
-            reply = self.runner(request)
+            return begin(request), True
+
+    def _finish(self, finish: Callable[[], Reply]) -> Reply:
+        with self.timer.section("call"):
+            reply = finish()
         self.seconds += reply.seconds
         self.timer.add("student", reply.seconds)
-        return request, reply
+        return reply
 
     def reference(self, *args: Any, **kwargs: Any) -> Any:
         """Hidden checks: the reference solution on CPU float64 copies of the arguments (see :meth:`truth`)."""

@@ -52,7 +52,10 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
         hidden = c.audience is Audience.HIDDEN
         status, message, found, detail = Status.PASSED, None, None, None
         try:
-            c.run(ctx)
+            try:
+                c.run(ctx)
+            finally:
+                ctx.settle()      # a call the check started and left: its reply read before the next check
         except CheckFailed as failed:
             status, message = failed.status, with_case(failed.message, failed.case)
             if hidden:

@@ -19,6 +19,7 @@ PROFILE_SECTIONS = {
     "student": "the student's functions, timed inside the worker",
     "decode": "decode and validate the worker's replies",
     "reference": "reference solutions on float64 copies",
+    "overlap": "the worker's work done while the trusted side computed expected values (Context.start): minus",
     "compare": "expectations: shapes, dtypes, float64 comparisons",
     "diagnose": "run known mistakes on the failing inputs",
     "checks_other": "the rest of the checks' own code and scoring",
@@ -38,10 +39,15 @@ def flat_profile(grader: dict[str, float], sandbox: dict[str, float], total: flo
            "reference": grader.get("reference", 0.0), "compare": grader.get("compare", 0.0),
            "diagnose": grader.get("diagnose", 0.0), "results": grader.get("results", 0.0),
            "close": grader.get("close", 0.0)}
-    # The worker's figure comes from the worker (plain data, profile only); without it, all is "ipc".
-    busy = min(max(sandbox.get("worker", 0.0), out["student"]), sandbox.get("roundtrip", 0.0))
+    # The worker's figure comes from the worker (plain data, profile only); without it, all is "ipc". The
+    # round trip counts only this side's waiting: the worker's work done while this side computed an expected
+    # value (``hidden``) is in the worker's figures and taken off again as ``overlap``, so the sum holds.
+    hidden = sandbox.get("hidden", 0.0)
+    trip = sandbox.get("roundtrip", 0.0) + hidden
+    busy = min(max(sandbox.get("worker", 0.0), out["student"]), trip)
     out["worker"] = max(busy - out["student"], 0.0)
-    out["ipc"] = max(sandbox.get("roundtrip", 0.0) - busy, 0.0)
+    out["ipc"] = max(trip - busy, 0.0)
+    out["overlap"] = -hidden
     # A worker re-forked inside a call counts as fork/cells inside that call: not the checks' own time.
     within_checks = grader.get("call", 0.0) + sum(grader.get(k, 0.0) for k in ("inputs", "reference", "compare",
                                                                               "diagnose"))

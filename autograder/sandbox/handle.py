@@ -35,6 +35,31 @@ class _ImportMissed(Exception):
     """A worker forked from the incomplete template needed a module it did not hold (see _check_misses)."""
 
 
+class _Done:
+    """A call that ended before it was sent: its Reply, at once."""
+
+    def __init__(self, reply: Reply):
+        self.reply = reply
+
+    def __call__(self) -> Reply:
+        return self.reply
+
+
+class _Call:
+    """One request sent to the worker (see WorkerHandle.start): calling it waits for the reply, once."""
+
+    def __init__(self, handle: WorkerHandle, request: Request, proc: _Process):
+        self.handle, self.request, self.proc = handle, request, proc
+        self.start = time.monotonic()
+        self.deadline = self.launched = self.start
+        self.reply: Reply | None = None
+
+    def __call__(self) -> Reply:
+        if self.reply is None:
+            self.reply = self.handle._finish(self)
+        return self.reply
+
+
 class WorkerHandle:
     """The sandboxed run of one submission: cell outcomes, then calls (a checks ``Runner``)."""
 
@@ -59,6 +84,7 @@ class WorkerHandle:
         self._broken: Reply | None = None            # set when no worker can be started any more
         self._last_failure: Msg = say("sandbox.stopped_unknown")
         self._seq = 0
+        self._inflight: _Call | None = None           # the request sent whose reply is not read yet (start)
         self._closed = False
         self._ran: dict[int, CellOutcome] = {}       # outcomes of the latest run of the cells
         self._complete = False                       # the cells ran to the end at least once
@@ -84,6 +110,7 @@ class WorkerHandle:
     def close(self) -> None:
         if self._closed:
             return
+        self._settle()
         self._closed = True
         self._stop(wait=False)
         self._sandbox.forget(self)
@@ -275,6 +302,27 @@ class WorkerHandle:
     # calls --------------------------------------------------------------------------
     def __call__(self, request: Request) -> Reply:
         """Run one request in the worker; every failure is a Reply, never an exception."""
+        return self.start(request)()
+
+    def start(self, request: Request) -> Callable[[], Reply]:
+        """Send one request now; the callable returned waits for its reply (the first time; later calls
+        give the same Reply), so the trusted side can compute its expected value while the worker runs the
+        student's code. The request's bytes are made here: nothing done to its arguments afterwards reaches
+        the worker. One request is in flight at a time: starting another, or closing, waits for this one."""
+        self._settle()
+        early = self._launch_call(request)
+        if isinstance(early, Reply):
+            return _Done(early)
+        self._inflight = early
+        return early
+
+    def _settle(self) -> None:
+        """Wait for the request in flight, if any (its Reply stays with whoever started it)."""
+        if self._inflight is not None:
+            self._inflight()
+
+    def _launch_call(self, request: Request) -> Reply | _Call:
+        """Everything of a call up to its frame sent; a Reply where it goes no further."""
         if self._closed:
             return _said("crashed", say("sandbox.closed"))
         known = self._poisoned.get(request.function)
@@ -309,21 +357,42 @@ class WorkerHandle:
             modules = sorted(name for name, ref in request.stand_ins.items() if isinstance(ref, type))
             if modules:
                 header["stand_in_modules"] = modules
-        start = time.monotonic()
+        call = _Call(self, request, proc)
+        call.deadline = min(call.start + self._limits.call_seconds, self._deadline)
         sent = time.perf_counter()
-        deadline = min(start + self._limits.call_seconds, self._deadline)
         try:
-            proc.chan.settimeout(max(deadline - start, 0.001))
+            proc.chan.settimeout(max(call.deadline - call.start, 0.001))
             send_frame(proc.chan, header, blob)
+        except (TimeoutError, FrameError, EOFError, OSError) as exc:
+            return self._call_failed(exc, request.function, time.monotonic() - call.start)
+        finally:
+            self.timer.since("roundtrip", sent)
+        call.launched = time.monotonic()
+        return call
+
+    def _finish(self, call: _Call) -> Reply:
+        """The reply to the call in flight: the stand-ins it asks for answered, the reply read and checked."""
+        self._inflight = None
+        proc, request = call.proc, call.request
+        # The time this side spent elsewhere after sending (computing the expected value) is not the call's:
+        # a reply that came meanwhile is read, whatever the clock says now.
+        away = time.monotonic() - call.launched
+        deadline = call.deadline + away
+        waited = time.perf_counter()
+        try:
             while True:
                 got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=_SMALL_HEADER,
                                              spin=self._spin)
                 if got.get("t") != "stand_in" or not request.stand_ins:
                     break
                 self._answer_stand_in(proc, request, got, reply_blob)
-            self.timer.since("roundtrip", sent)
+            self.timer.since("roundtrip", waited)
         except (TimeoutError, FrameError, EOFError, OSError) as exc:   # FrameTooLarge is a FrameError
-            return self._call_failed(exc, request.function, time.monotonic() - start)
+            return self._call_failed(exc, request.function, time.monotonic() - call.start)
+        busy = _finite(got.get("busy"))
+        if busy is not None and busy > 0 and away > 0:
+            # The worker's work done while this side was away: the profile's ``overlap`` (never a score).
+            self.timer.add("hidden", min(away, busy))
         try:
             self._check_misses(proc, got)
         except _ImportMissed:
@@ -333,7 +402,7 @@ class WorkerHandle:
                 broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
             return self(request)
-        elapsed = time.monotonic() - start
+        elapsed = time.monotonic() - call.start
         received = time.perf_counter()
         try:
             return self._validate(got, reply_blob, request, elapsed)

@@ -24,7 +24,8 @@ import torch
 import torch.nn as nn
 
 from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, compare, exercise, mismatch
+from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Pending, brief, check, compare, exercise,
+                                mismatch)
 from autograder.catalog.compare import label
 from autograder.catalog.modules import torch_module
 from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
@@ -357,8 +358,9 @@ def _merge_round_trip(ctx: Context) -> None:
 def _mha_fact(ctx: Context) -> None:
     state = mha_state(ctx, 16)
     x = ctx.randn(2, 5, 16)
+    pending = ctx.start(x, x, x, 4, *functional_args(state))
     want_out, want_w = ctx.expected(torch_mha, x, x, x, 4, state)
-    out, weights = expect_mha(ctx, ctx.call(x, x, x, 4, *functional_args(state)), 2, 5, 5, 16, 4, torch.float64)
+    out, weights = expect_mha(ctx, pending.value(), 2, 5, 5, 16, 4, torch.float64)
     ctx.expect_close(weights, want_w, torch.float64, what="weights")
     ctx.expect_close(out, want_out, torch.float64, what="out")
 
@@ -384,9 +386,9 @@ def _mha_torch(ctx: Context) -> None:
     for dtype in DTYPES:
         state = mha_state(ctx, E, dtype)
         q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
+        pending = ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)
         want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state, mask)
-        out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
-                                  B, Tq, Tk, E, H, dtype)
+        out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, dtype)
         ctx.expect_close(weights, want_w, dtype, what="weights")
         ctx.expect_close(out, want_out, dtype, what="out")
 
@@ -398,8 +400,9 @@ def _mha_no_mask(ctx: Context) -> None:
     E = H * d
     state = mha_state(ctx, E)
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
+    pending = ctx.start(q, k, v, H, *functional_args(state))
     want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state)
-    out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state)), B, Tq, Tk, E, H, torch.float64)
+    out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, torch.float64)
     ctx.expect_close(weights, want_w, torch.float64, what="weights")
     ctx.expect_close(out, want_out, torch.float64, what="out")
 
@@ -413,9 +416,9 @@ def _mha_dead(ctx: Context) -> None:
     state = mha_state(ctx, E)
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
     alive = live(mask)
+    pending = ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)
     want_out, want_w = ctx.expected(torch_mha, q[alive], k[alive], v[alive], H, state, mask[alive])
-    out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
-                              B, Tq, Tk, E, H, torch.float64)
+    out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, torch.float64)
     expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
     ctx.expect_close(weights[alive], want_w, torch.float64,
                      what=Msg("weights（至少有一个真实键的那几批）", "weights (rows with a real key)"))
@@ -446,9 +449,9 @@ def _mha_large_scores(ctx: Context) -> None:
             with ctx.case(**score_case(kind, dtype)):
                 (q, k, v), H, state, mask = designed_case(ctx, kind, dtype)
                 (B, Tq, E), Tk = q.shape, k.shape[1]
+                pending = ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)
                 want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state, mask)
-                out, weights = expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask),
-                                          B, Tq, Tk, E, H, dtype)
+                out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, dtype)
                 expect_finite(ctx, out, weights)
                 ctx.expect_close(weights, want_w, dtype, what="weights")
                 expect_close_normwise(ctx, out, want_out, dtype, what="out")
@@ -544,8 +547,14 @@ def module_result(result: dict[str, Any]) -> dict[str, Any]:
     return {"out": out, "weights": weights, "grads": result["grads"], "grad_query": result["input_grads"][0]}
 
 
+def start_module(ctx: Context, args: tuple[Any, ...], bias: bool | None = True) -> Pending:
+    """The "module" probe on :func:`module_case`'s ``args``, begun (see Context.start): its value is
+    :func:`call_module`'s; compute the expected value before taking it."""
+    return ctx.start(*module_request(args, bias), probe="module")
+
+
 def call_module(ctx: Context, args: tuple[Any, ...], bias: bool | None = True) -> plain.Value:
-    return ctx.call(*module_request(args, bias), probe="module")
+    return start_module(ctx, args, bias).value()
 
 
 @check("4.4", "torch-names-shapes", P, Kind.SHAPE, zh="按 torch 命名的参数都能加载；out、weights、梯度的形状与 dtype",
@@ -561,8 +570,9 @@ def _module_shape(ctx: Context) -> None:
 def _module_torch(ctx: Context) -> None:
     for dtype in DTYPES:
         args, (B, Tq, Tk, H) = module_case(ctx, dtype)
+        pending = start_module(ctx, args)
         want = ctx.expected(torch_probe, *args)
-        got = expect_module(ctx, call_module(ctx, args), args[2], B, Tq, Tk, H, dtype)
+        got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, dtype)
         ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
         ctx.expect_close(got["out"], want["out"], dtype, what="out")
 
@@ -572,8 +582,9 @@ def _module_torch(ctx: Context) -> None:
 def _module_grads(ctx: Context) -> None:
     for dtype in DTYPES:
         args, (B, Tq, Tk, H) = module_case(ctx, dtype)
+        pending = start_module(ctx, args)
         want = ctx.expected(torch_probe, *args)
-        got = expect_module(ctx, call_module(ctx, args), args[2], B, Tq, Tk, H, dtype)
+        got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, dtype)
         expect_gradients(ctx, got, want, dtype)
 
 
@@ -581,8 +592,9 @@ def _module_grads(ctx: Context) -> None:
        en="with bias=False, outputs and gradients agree with torch")
 def _module_no_bias(ctx: Context) -> None:
     args, (B, Tq, Tk, H) = module_case(ctx, torch.float64, bias=False)
+    pending = start_module(ctx, args, bias=False)
     want = ctx.expected(torch_probe, *args)
-    got = expect_module(ctx, call_module(ctx, args, bias=False), args[2], B, Tq, Tk, H, torch.float64)
+    got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, torch.float64)
     ctx.expect_close(got["weights"], want["weights"], torch.float64, what="weights")
     ctx.expect_close(got["out"], want["out"], torch.float64, what="out")
     expect_gradients(ctx, got, want, torch.float64)

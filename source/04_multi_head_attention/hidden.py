@@ -14,7 +14,7 @@ from autograder.catalog.integrity import expect_input_gradients, expect_inputs_u
 from autograder.probes import probe_module
 from .checks import (EXTREME, NEGATIVE, SPREAD, attention_inputs, call_module, designed_case, expect_close_normwise,
                      expect_dead_rows, expect_finite, expect_gradients, expect_int, expect_mha, expect_module,
-                     functional_args, mha_state, module_case, module_request, module_result, score_case)
+                     functional_args, mha_state, module_case, module_request, module_result, score_case, start_module)
 from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
 H = Audience.HIDDEN
@@ -89,8 +89,9 @@ def _mha_case(ctx: Context, B: int, Tq: int, Tk: int, Hn: int, d: int, dtype: to
         k = v = q
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=empty_row), Tk) if with_mask else None
     args = (q, k, v, Hn, *functional_args(state))
+    pending = ctx.start(*args, key_padding_mask=mask)
     want_out, want_w = ctx.reference(*args, key_padding_mask=mask)
-    out, weights = expect_mha(ctx, ctx.call(*args, key_padding_mask=mask), B, Tq, Tk, E, Hn, dtype)
+    out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, Hn, dtype)
     if mask is not None and empty_row:
         # First: its messages name the rows (fully padded) where a hidden message shows no values.
         expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
@@ -128,8 +129,9 @@ def _designed_mha_case(ctx: Context, kind: str, dtype: torch.dtype) -> None:
     (q, k, v), Hn, state, mask = designed_case(ctx, kind, dtype, empty_row=True)
     (B, Tq, E), Tk = q.shape, k.shape[1]
     args = (q, k, v, Hn, *functional_args(state))
+    pending = ctx.start(*args, key_padding_mask=mask)
     want_out, want_w = ctx.reference(*args, key_padding_mask=mask)
-    out, weights = expect_mha(ctx, ctx.call(*args, key_padding_mask=mask), B, Tq, Tk, E, Hn, dtype)
+    out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, Hn, dtype)
     expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
     expect_finite(ctx, out, weights)
     ctx.expect_close(weights, want_w, dtype, what="weights")
@@ -203,8 +205,9 @@ def reference_probe(ctx: Context, args: tuple[Any, ...], bias: bool) -> dict[str
 def _module_against_reference(ctx: Context, dtype: torch.dtype, *, bias: bool | None = True, empty_row: bool = False,
                               sizes: tuple[int, ...] | None = None) -> None:
     args, (B, Tq, Tk, Hn) = module_case(ctx, dtype, bias=bias, empty_row=empty_row, sizes=sizes)
+    pending = start_module(ctx, args, bias=bias)
     want = ctx.expected(reference_probe, ctx, args, bias)
-    got = expect_module(ctx, call_module(ctx, args, bias=bias), args[2], B, Tq, Tk, Hn, dtype)
+    got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, Hn, dtype)
     ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
     ctx.expect_close(got["out"], want["out"], dtype, what="out")
     expect_gradients(ctx, got, want, dtype)
@@ -250,8 +253,9 @@ def _module_extreme(ctx: Context) -> None:
             (q, k, v), Hn, state, mask = designed_case(ctx, kind, dtype, empty_row=True)
             (B, Tq, E), Tk = q.shape, k.shape[1]
             args = (E, Hn, state, q, k, v, mask, ctx.randn(B, Tq, E, dtype=dtype))
+            pending = start_module(ctx, args)
             want = ctx.expected(reference_probe, ctx, args, True)
-            got = expect_module(ctx, call_module(ctx, args), state, B, Tq, Tk, Hn, dtype)
+            got = expect_module(ctx, pending.value(), state, B, Tq, Tk, Hn, dtype)
             expect_dead_rows(ctx, got["out"], got["weights"], mask, state["out_proj.bias"])
             expect_finite(ctx, got["out"], got["weights"])
             ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")

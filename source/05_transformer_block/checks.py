@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, check, exercise
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Pending, check, exercise
 from autograder.catalog.modules import torch_module
 from ..multi_head_attention.checks import BYTES_DTYPE, MHA_FORBIDDEN, expect_close_normwise, expect_int, field, mha_state
 from ..padding_masks.checks import DTYPES, LOSS_FORBIDDEN, expect_exact, key_lengths, mask_from_lengths
@@ -118,16 +118,22 @@ def _ln_torch(ctx: Context) -> None:
         x = ctx.randn(B, T, D, dtype=dtype, scale=2.0)
         weight, bias = norm_parameters(ctx, D, dtype)
         with ctx.case(zh=f"不带 weight、bias（{str(dtype)[6:]}）", en=f"no weight, no bias ({str(dtype)[6:]})"):
-            got = ctx.expect_tensor(ctx.call(x), (B, T, D), dtype, what="layer_norm(x)")
+            pending = ctx.start(x)
+            want = ctx.truth(torch_layer_norm, x)
+            got = ctx.expect_tensor(pending.value(), (B, T, D), dtype, what="layer_norm(x)")
             # normwise: float32's rounding of the mean at 1e4 moves every output by the same absolute amount
-            expect_close_normwise(ctx, got, ctx.truth(torch_layer_norm, x), dtype, what="layer_norm(x)")
+            expect_close_normwise(ctx, got, want, dtype, what="layer_norm(x)")
         with ctx.case(zh=f"带 weight、bias（{str(dtype)[6:]}）", en=f"with weight and bias ({str(dtype)[6:]})"):
-            got = ctx.expect_tensor(ctx.call(x, weight, bias), (B, T, D), dtype, what="layer_norm(x, weight, bias)")
-            ctx.expect_close(got, ctx.truth(torch_layer_norm, x, weight, bias), dtype, what="layer_norm(x, weight, bias)")
+            pending = ctx.start(x, weight, bias)
+            want = ctx.truth(torch_layer_norm, x, weight, bias)
+            got = ctx.expect_tensor(pending.value(), (B, T, D), dtype, what="layer_norm(x, weight, bias)")
+            ctx.expect_close(got, want, dtype, what="layer_norm(x, weight, bias)")
     x = ctx.randn(T, D, scale=0.01)
     with ctx.case(zh="eps=0.1，方差比 eps 小", en="eps=0.1, a variance below eps"):
-        got = ctx.expect_tensor(ctx.call(x, eps=0.1), (T, D), torch.float64, what="layer_norm(x, eps=0.1)")
-        ctx.expect_close(got, ctx.truth(torch_layer_norm, x, eps=0.1), torch.float64, what="layer_norm(x, eps=0.1)")
+        pending = ctx.start(x, eps=0.1)
+        want = ctx.truth(torch_layer_norm, x, eps=0.1)
+        got = ctx.expect_tensor(pending.value(), (T, D), torch.float64, what="layer_norm(x, eps=0.1)")
+        ctx.expect_close(got, want, torch.float64, what="layer_norm(x, eps=0.1)")
 
 
 @check("5.2", "large-offset", P, Kind.NUMERIC, zh="输入在 1e4 附近、彼此只差几个单位（float32 也一样）：没有 NaN，与 F.layer_norm 一致",
@@ -137,7 +143,9 @@ def _ln_offset(ctx: Context) -> None:
     for dtype in (torch.float32, torch.float64):
         with ctx.case(zh=f"1e4 附近（{str(dtype)[6:]}）", en=f"near 1e4 ({str(dtype)[6:]})"):
             x = (1e4 + ctx.randn(T, D, scale=3.0)).to(dtype)
-            got = ctx.expect_tensor(ctx.call(x), (T, D), dtype, what="layer_norm(x)")
+            pending = ctx.start(x)
+            want = ctx.truth(torch_layer_norm, x)
+            got = ctx.expect_tensor(pending.value(), (T, D), dtype, what="layer_norm(x)")
             ctx.expect(bool(torch.isfinite(got).all()),
                        "输入在 1e4 附近时输出里有 NaN 或 inf：方差用 E[x²] - E[x]² 算，float32 里会减出 0 甚至负数；"
                        "先减均值，再平方求平均",
@@ -145,7 +153,7 @@ def _ln_offset(ctx: Context) -> None:
                        "0 or negative in float32; subtract the mean first, then average the squares",
                        diagnose=True, safe=True)
             # normwise: float32's rounding of the mean at 1e4 moves every output by the same absolute amount
-            expect_close_normwise(ctx, got, ctx.truth(torch_layer_norm, x), dtype, what="layer_norm(x)")
+            expect_close_normwise(ctx, got, want, dtype, what="layer_norm(x)")
 
 
 # -- 5.3 feed_forward ---------------------------------------------------------------------
@@ -182,8 +190,10 @@ def _ffn_torch(ctx: Context) -> None:
     for dtype in DTYPES:
         x = ctx.randn(B, T, D, dtype=dtype)
         weights = ffn_weights(ctx, D, Fw, dtype)
-        got = ctx.expect_tensor(ctx.call(x, *weights), (B, T, D), dtype, what="feed_forward")
-        ctx.expect_close(got, ctx.truth(torch_ffn, x, *weights), dtype, what="feed_forward")
+        pending = ctx.start(x, *weights)
+        want = ctx.truth(torch_ffn, x, *weights)
+        got = ctx.expect_tensor(pending.value(), (B, T, D), dtype, what="feed_forward")
+        ctx.expect_close(got, want, dtype, what="feed_forward")
 
 
 # -- 5.4 TransformerBlock ---------------------------------------------------------------
@@ -297,9 +307,15 @@ def expect_probe_gradients(ctx: Context, got: dict[str, Any], want: dict[str, An
 TORCH_LAYER = ("nn.TransformerEncoderLayer", "nn.TransformerEncoderLayer")
 
 
-def call_block(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
+def start_block(ctx: Context, args: tuple[Any, ...]) -> Pending:
+    """The "module" probe on :func:`block_case`'s ``args``, begun (see Context.start): hand it to
+    :func:`call_block` once the expected value is computed."""
+    return ctx.start(*block_request(args), probe="module")
+
+
+def call_block(ctx: Context, args: tuple[Any, ...], pending: Pending | None = None) -> dict[str, Any]:
     D, H, Fw, state, x, mask, am, grad_out = args
-    value = ctx.call(*block_request(args), probe="module")
+    value = (pending or start_block(ctx, args)).value()
     return expect_probe(ctx, value, state, tuple(x.shape), x.dtype, TORCH_LAYER, input_grad=tuple(x.shape))
 
 
@@ -323,8 +339,9 @@ def _block_torch(ctx: Context) -> None:
     for ((padding, causal_mask), (zh, en)), dtype in zip(MASK_CASES.items(), (torch.float64, torch.float32, torch.float64)):
         with ctx.case(zh=f"{zh}（{str(dtype)[6:]}）", en=f"{en} ({str(dtype)[6:]})"):
             args = block_case(ctx, dtype, padding=padding, causal_mask=causal_mask)
+            pending = start_block(ctx, args)
             want = ctx.expected(torch_block_probe, *args)
-            got = call_block(ctx, args)
+            got = call_block(ctx, args, pending)
             expect_close_normwise(ctx, got["out"], want["out"], dtype, what="TransformerBlock(...)(x)")
 
 
@@ -332,8 +349,9 @@ def _block_torch(ctx: Context) -> None:
        en="the gradients of every parameter and of x agree with nn.TransformerEncoderLayer", weight=2)
 def _block_grads(ctx: Context) -> None:
     args = block_case(ctx, torch.float64)
+    pending = start_block(ctx, args)
     want = ctx.expected(torch_block_probe, *args)
-    expect_probe_gradients(ctx, call_block(ctx, args), want, torch.float64)
+    expect_probe_gradients(ctx, call_block(ctx, args, pending), want, torch.float64)
 
 
 # -- 5.5 TinyLM ---------------------------------------------------------------------------
@@ -386,9 +404,15 @@ def torch_lm_probe(V: int, D: int, H: int, Fw: int, L: int, state: dict[str, tor
 TORCH_LM = Msg("按说明用 torch 的模块搭出来的模型", "the model built from torch's modules as stated")
 
 
-def call_lm(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
+def start_lm(ctx: Context, args: tuple[Any, ...]) -> Pending:
+    """The "module" probe on :func:`lm_case`'s ``args``, begun (see Context.start): hand it to :func:`call_lm`
+    once the expected value is computed."""
+    return ctx.start(*lm_request(args), probe="module")
+
+
+def call_lm(ctx: Context, args: tuple[Any, ...], pending: Pending | None = None) -> dict[str, Any]:
     V, D, H, Fw, L, state, tokens, mask, grad_out = args
-    value = ctx.call(*lm_request(args), probe="module")
+    value = (pending or start_lm(ctx, args)).value()
     return expect_probe(ctx, value, state, (*tokens.shape, V), torch.float32, ("本题说明", "the statement"), input_grad=None)
 
 
@@ -405,8 +429,9 @@ def _lm_torch(ctx: Context) -> None:
     for padding in (False, True):
         with ctx.case(zh="带填充掩码" if padding else "不带填充掩码", en="with padding" if padding else "no padding"):
             args = lm_case(ctx, padding=padding)
+            pending = start_lm(ctx, args)
             want = ctx.expected(torch_lm_probe, *args)
-            got = call_lm(ctx, args)
+            got = call_lm(ctx, args, pending)
             expect_close_normwise(ctx, got["out"], want["out"], torch.float32, what="logits")
 
 
@@ -414,7 +439,9 @@ def _lm_torch(ctx: Context) -> None:
        en="every parameter's gradient agrees with the model built from torch's modules")
 def _lm_grads(ctx: Context) -> None:
     args = lm_case(ctx)
-    expect_probe_gradients(ctx, call_lm(ctx, args), ctx.expected(torch_lm_probe, *args), torch.float32)
+    pending = start_lm(ctx, args)
+    want = ctx.expected(torch_lm_probe, *args)
+    expect_probe_gradients(ctx, call_lm(ctx, args, pending), want, torch.float32)
 
 
 # -- 5.6 lm_loss -------------------------------------------------------------------------------
@@ -451,8 +478,10 @@ def _loss_torch(ctx: Context) -> None:
             with ctx.case(zh=f"{'带' if padding else '不带'}填充掩码（{str(dtype)[6:]}）",
                           en=f"{'with' if padding else 'without'} padding ({str(dtype)[6:]})"):
                 logits, tokens, mask = loss_case(ctx, dtype, padding=padding)
-                got = ctx.expect_tensor(ctx.call(logits, tokens, mask), (), dtype, what="lm_loss")
-                ctx.expect_close(got, ctx.truth(torch_lm_loss, logits, tokens, mask), dtype, what="lm_loss")
+                pending = ctx.start(logits, tokens, mask)
+                want = ctx.truth(torch_lm_loss, logits, tokens, mask)
+                got = ctx.expect_tensor(pending.value(), (), dtype, what="lm_loss")
+                ctx.expect_close(got, want, dtype, what="lm_loss")
 
 
 # -- 5.7 sample_next_token ------------------------------------------------------------------
@@ -565,12 +594,13 @@ def check_step(ctx: Context, x_all: torch.Tensor, H: int, state: dict[str, torch
     B, total, E = x_all.shape
     dtype = x_all.dtype
     cache = None if S == 0 else tuple(t.to(dtype) for t in projected_cache(x_all[:, :S].double(), H, state))
-    value = ctx.call(x_all[:, S:], cache, H, *attention_args(state))
-    out, k, v = expect_step(ctx, value, B, H, total - S, total, E, dtype)
+    pending = ctx.start(x_all[:, S:], cache, H, *attention_args(state))
     want_k, want_v = projected_cache(x_all.double(), H, {n: t.double() for n, t in state.items()})
+    want_out = ctx.expected(torch_causal_mha, x_all, H, state)[:, S:]
+    out, k, v = expect_step(ctx, pending.value(), B, H, total - S, total, E, dtype)
     ctx.expect_close(k, want_k, dtype, what=Msg("返回的 k（缓存在前，新位置在后）", "the returned k (the cache first, then the new positions)"))
     ctx.expect_close(v, want_v, dtype, what=Msg("返回的 v", "the returned v"))
-    ctx.expect_close(out, ctx.expected(torch_causal_mha, x_all, H, state)[:, S:], dtype,
+    ctx.expect_close(out, want_out, dtype,
                      what=Msg("out（整段因果自注意力的最后几行）", "out (the last rows of causal self-attention over the whole sequence)"))
 
 

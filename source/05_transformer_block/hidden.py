@@ -15,7 +15,7 @@ from autograder.catalog.integrity import expect_input_gradients, expect_inputs_u
 from autograder.probes import probe_module
 from .checks import (attention_args, expect_close_normwise, block_case, block_request, cache_case, call_block, call_lm, check_step,
                      expect_probe_gradients, expect_step, expect_tokens, ffn_weights, lm_case, loss_case,
-                     norm_parameters)
+                     norm_parameters, start_block, start_lm)
 from ..multi_head_attention.checks import expect_int
 from ..padding_masks.checks import DTYPES, expect_exact
 
@@ -67,10 +67,14 @@ def _ln_reference(ctx: Context) -> None:
             x = ctx.randn(*batch, 4, D, dtype=dtype, scale=3.0)
             weight, bias = norm_parameters(ctx, D, dtype)
             with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
-                got = ctx.expect_tensor(ctx.call(x, weight, bias), tuple(x.shape), dtype, what="layer_norm")
-                ctx.expect_close(got, ctx.reference(x, weight, bias), dtype, what="layer_norm")
-                got = ctx.expect_tensor(ctx.call(x, weight), tuple(x.shape), dtype, what="layer_norm(x, weight)")
-                ctx.expect_close(got, ctx.reference(x, weight), dtype, what="layer_norm(x, weight)")
+                pending = ctx.start(x, weight, bias)
+                want = ctx.reference(x, weight, bias)
+                got = ctx.expect_tensor(pending.value(), tuple(x.shape), dtype, what="layer_norm")
+                ctx.expect_close(got, want, dtype, what="layer_norm")
+                pending = ctx.start(x, weight)
+                want = ctx.reference(x, weight)
+                got = ctx.expect_tensor(pending.value(), tuple(x.shape), dtype, what="layer_norm(x, weight)")
+                ctx.expect_close(got, want, dtype, what="layer_norm(x, weight)")
 
 
 @check("5.2", "edge-cases", H, Kind.EDGE, zh="D = 1、每行都相同（方差 0）、1e4 附近的大偏移",
@@ -90,10 +94,12 @@ def _ln_edges(ctx: Context) -> None:
               (-1e4 + ctx.randn(T, wide, scale=3.0)).float(), wide_weight.float(), wide_bias.float()))
     for (zh, en), x, w, b in cases:
         with ctx.case(zh=zh, en=en):
-            got = ctx.expect_tensor(ctx.call(x, w, b), tuple(x.shape), x.dtype, what="layer_norm")
+            pending = ctx.start(x, w, b)
+            want = ctx.reference(x, w, b)
+            got = ctx.expect_tensor(pending.value(), tuple(x.shape), x.dtype, what="layer_norm")
             ctx.expect(bool(torch.isfinite(got).all()), "输出里有 NaN 或 inf", "NaN or inf in the output", diagnose=True,
                        safe=True)
-            expect_close_normwise(ctx, got, ctx.reference(x, w, b), x.dtype, what="layer_norm")
+            expect_close_normwise(ctx, got, want, x.dtype, what="layer_norm")
 
 
 @check("5.2", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的层规范化", en="no library layer normalization",
@@ -114,8 +120,10 @@ def _ffn_reference(ctx: Context) -> None:
             x = ctx.randn(*batch, T, D, dtype=dtype)
             weights = ffn_weights(ctx, D, Fw, dtype)
             with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
-                got = ctx.expect_tensor(ctx.call(x, *weights), tuple(x.shape), dtype, what="feed_forward")
-                ctx.expect_close(got, ctx.reference(x, *weights), dtype, what="feed_forward")
+                pending = ctx.start(x, *weights)
+                want = ctx.reference(x, *weights)
+                got = ctx.expect_tensor(pending.value(), tuple(x.shape), dtype, what="feed_forward")
+                ctx.expect_close(got, want, dtype, what="feed_forward")
 
 
 @check("5.3", "edge-cases", H, Kind.EDGE, zh="F = 1、一个位置、全部被 ReLU 截成 0（输出恰好是 b2）",
@@ -126,14 +134,18 @@ def _ffn_edges(ctx: Context) -> None:
         with ctx.case(zh=zh, en=en):
             x = ctx.randn(t, D)
             weights = ffn_weights(ctx, D, f, torch.float64)
-            got = ctx.expect_tensor(ctx.call(x, *weights), (t, D), torch.float64, what="feed_forward")
-            ctx.expect_close(got, ctx.reference(x, *weights), torch.float64, what="feed_forward")
+            pending = ctx.start(x, *weights)
+            want = ctx.reference(x, *weights)
+            got = ctx.expect_tensor(pending.value(), (t, D), torch.float64, what="feed_forward")
+            ctx.expect_close(got, want, torch.float64, what="feed_forward")
     with ctx.case(zh="第一层的输出全为负", en="every first-layer output negative"):
         x = ctx.randn(T, D)
         W1, _b1, W2, b2 = ffn_weights(ctx, D, 2 * D, torch.float64)
         b1 = -(x @ W1.T).abs().amax(dim=0) - 1.0                     # below every pre-activation
-        got = ctx.expect_tensor(ctx.call(x, W1, b1, W2, b2), (T, D), torch.float64, what="feed_forward")
-        ctx.expect_close(got, ctx.reference(x, W1, b1, W2, b2), torch.float64, what="feed_forward")
+        pending = ctx.start(x, W1, b1, W2, b2)
+        want = ctx.reference(x, W1, b1, W2, b2)
+        got = ctx.expect_tensor(pending.value(), (T, D), torch.float64, what="feed_forward")
+        ctx.expect_close(got, want, torch.float64, what="feed_forward")
 
 
 # -- 5.4 TransformerBlock -----------------------------------------------------------------
@@ -145,8 +157,9 @@ def block_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
 
 def _block_against_reference(ctx: Context, dtype: torch.dtype, **options: Any) -> None:
     args = block_case(ctx, dtype, **options)
+    pending = start_block(ctx, args)
     want = ctx.expected(block_reference, ctx, args)
-    got = call_block(ctx, args)
+    got = call_block(ctx, args, pending)
     expect_close_normwise(ctx, got["out"], want["out"], dtype, what="TransformerBlock(...)(x)")
     expect_probe_gradients(ctx, got, want, dtype)
 
@@ -192,8 +205,9 @@ def lm_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
 
 def _lm_against_reference(ctx: Context, **options: Any) -> None:
     args = lm_case(ctx, **options)
+    pending = start_lm(ctx, args)
     want = ctx.expected(lm_reference, ctx, args)
-    got = call_lm(ctx, args)
+    got = call_lm(ctx, args, pending)
     expect_close_normwise(ctx, got["out"], want["out"], torch.float32, what="logits")
     expect_probe_gradients(ctx, got, want, torch.float32)
 
@@ -233,8 +247,10 @@ def _lm_forbidden(ctx: Context) -> None:
 def _loss_reference(ctx: Context) -> None:
     for dtype in DTYPES:
         logits, tokens, mask = loss_case(ctx, dtype)
-        got = ctx.expect_tensor(ctx.call(logits, tokens, mask), (), dtype, what="lm_loss")
-        ctx.expect_close(got, ctx.reference(logits, tokens, mask), dtype, what="lm_loss")
+        pending = ctx.start(logits, tokens, mask)
+        want = ctx.reference(logits, tokens, mask)
+        got = ctx.expect_tensor(pending.value(), (), dtype, what="lm_loss")
+        ctx.expect_close(got, want, dtype, what="lm_loss")
 
 
 @check("5.6", "edge-cases", H, Kind.EDGE, zh="T = 2（每个样本一个目标）、只剩一个目标要算、logits 很大",
@@ -245,20 +261,26 @@ def _loss_edges(ctx: Context) -> None:
     T = int(ctx.randint(3, 8, 1))
     with ctx.case(zh="T = 2", en="T = 2"):
         logits, tokens = ctx.randn(B, 2, V), ctx.randint(0, V, B, 2)
-        got = ctx.expect_tensor(ctx.call(logits, tokens, None), (), torch.float64, what="lm_loss")
-        ctx.expect_close(got, ctx.reference(logits, tokens, None), torch.float64, what="lm_loss")
+        pending = ctx.start(logits, tokens, None)
+        want = ctx.reference(logits, tokens, None)
+        got = ctx.expect_tensor(pending.value(), (), torch.float64, what="lm_loss")
+        ctx.expect_close(got, want, torch.float64, what="lm_loss")
     with ctx.case(zh="只剩一个目标要算", en="a single target left to count"):
         logits, tokens = ctx.randn(B, T, V), ctx.randint(0, V, B, T)
         mask = torch.ones(B, T, dtype=torch.bool)
         mask[0, :2] = False                                   # sample 0: two real tokens, one target
-        got = ctx.expect_tensor(ctx.call(logits, tokens, mask), (), torch.float64, what="lm_loss")
-        ctx.expect_close(got, ctx.reference(logits, tokens, mask), torch.float64, what="lm_loss")
+        pending = ctx.start(logits, tokens, mask)
+        want = ctx.reference(logits, tokens, mask)
+        got = ctx.expect_tensor(pending.value(), (), torch.float64, what="lm_loss")
+        ctx.expect_close(got, want, torch.float64, what="lm_loss")
     with ctx.case(zh="logits 在几千的量级", en="logits in the thousands"):
         logits, tokens = ctx.randn(B, T, V, scale=1000.0), ctx.randint(0, V, B, T)
-        got = ctx.expect_tensor(ctx.call(logits, tokens, None), (), torch.float64, what="lm_loss")
+        pending = ctx.start(logits, tokens, None)
+        want = ctx.reference(logits, tokens, None)
+        got = ctx.expect_tensor(pending.value(), (), torch.float64, what="lm_loss")
         ctx.expect(bool(torch.isfinite(got)), "logits 很大时损失是 inf 或 NaN", "inf or NaN loss for large logits",
                    diagnose=True, safe=True)
-        ctx.expect_close(got, ctx.reference(logits, tokens, None), torch.float64, what="lm_loss")
+        ctx.expect_close(got, want, torch.float64, what="lm_loss")
 
 
 @check("5.6", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的交叉熵", en="no library cross entropy",
@@ -320,9 +342,9 @@ def _cache_reference(ctx: Context) -> None:
                       en=f"a cache of S positions, T_new new ones ({dtype_name(dtype)})"):
             cache = ctx.reference(x_all[:, :S], None, Hn, *attention_args(state))[1]
             cache = tuple(t.to(dtype) for t in cache)
+            pending = ctx.start(x_all[:, S:], cache, Hn, *attention_args(state))
             want_out, (want_k, want_v) = ctx.reference(x_all[:, S:], cache, Hn, *attention_args(state))
-            out, k, v = expect_step(ctx, ctx.call(x_all[:, S:], cache, Hn, *attention_args(state)), B, Hn, T_new,
-                                    total, E, dtype)
+            out, k, v = expect_step(ctx, pending.value(), B, Hn, T_new, total, E, dtype)
             ctx.expect_close(k, want_k, dtype, what=Msg("返回的 k", "the returned k"))
             ctx.expect_close(v, want_v, dtype, what=Msg("返回的 v", "the returned v"))
             ctx.expect_close(out, want_out, dtype, what="out")

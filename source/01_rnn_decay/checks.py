@@ -254,14 +254,16 @@ def _rnn_forward_numeric(ctx: Context) -> None:
     for length in ctx.sizes(3, 2, 12):
         seq = random_sequence(ctx, length)
         W_hh, W_xh = random_weight(ctx, -1.2, 1.2), random_weight(ctx, -1.5, 1.5)
+        pending = ctx.start(seq, W_hh=W_hh, W_xh=W_xh)
         want = ctx.expected(scalar_rnn, seq, W_hh, W_xh)
-        got = expect_float(ctx, ctx.call(seq, W_hh=W_hh, W_xh=W_xh), what=f"rnn_forward(seq, W_hh={W_hh}, W_xh={W_xh})")
+        got = expect_float(ctx, pending.value(), what=f"rnn_forward(seq, W_hh={W_hh}, W_xh={W_xh})")
         ctx.expect_close(got, want, torch.float64,
                          what=Msg(f"rnn_forward(seq, W_hh={W_hh}, W_xh={W_xh})（seq 长 {length}）",
                                   f"rnn_forward(seq of {length}, W_hh={W_hh}, W_xh={W_xh})"))
     seq = random_sequence(ctx, 7)
+    pending = ctx.start(seq, 0.3, -0.8)
     want = ctx.expected(scalar_rnn, seq, 0.3, -0.8)
-    got = expect_float(ctx, ctx.call(seq, 0.3, -0.8), what="rnn_forward(seq, 0.3, -0.8)")
+    got = expect_float(ctx, pending.value(), what="rnn_forward(seq, 0.3, -0.8)")
     ctx.expect_close(got, want, torch.float64,
                      what=Msg("rnn_forward(seq, 0.3, -0.8)（按位置传参）", "rnn_forward(seq, 0.3, -0.8) (positional)"))
 
@@ -336,8 +338,9 @@ def _table_property(ctx: Context) -> None:
 def _table_numeric(ctx: Context) -> None:
     lengths = ctx.sizes(4, 1, 25)
     W_hh, W_xh, alpha = random_weight(ctx, 0.5, 1.1), random_weight(ctx, 0.2, 1.5), random_weight(ctx, 0.1, 0.9)
+    pending = ctx.start(lengths, W_hh=W_hh, W_xh=W_xh, alpha=alpha)
     want = ctx.expected(_decay_reference, lengths, W_hh, W_xh, alpha)
-    got = expect_ndarray(ctx, ctx.call(lengths, W_hh=W_hh, W_xh=W_xh, alpha=alpha), (4, 2),
+    got = expect_ndarray(ctx, pending.value(), (4, 2),
                          what=f"decay_table({lengths}, W_hh={W_hh}, W_xh={W_xh}, alpha={alpha})")
     ctx.expect_close(got, want, got.dtype, what=f"decay_table({lengths}, W_hh={W_hh}, W_xh={W_xh}, alpha={alpha})")
 
@@ -380,8 +383,9 @@ def _layer_numeric(ctx: Context) -> None:
     B, T, D, H = ctx.sizes(4)
     for dtype in (torch.float32, torch.float64):
         a = _rnn_inputs(ctx, B, T, D, H, dtype)
+        pending = ctx.start(a["x"], a["W_xh"], a["W_hh"], b=a["b"], h0=a["h0"])
         want_out, want_h = ctx.expected(torch_rnn, a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"])
-        out, h = ctx.expect_tuple(ctx.call(a["x"], a["W_xh"], a["W_hh"], b=a["b"], h0=a["h0"]), 2)
+        out, h = ctx.expect_tuple(pending.value(), 2)
         ctx.expect_close(ctx.expect_tensor(out, (B, T, H), dtype, what="outputs"), want_out, dtype, what="outputs")
         ctx.expect_close(ctx.expect_tensor(h, (B, H), dtype, what="h_T"), want_h, dtype, what="h_T")
 
@@ -391,8 +395,9 @@ def _layer_numeric(ctx: Context) -> None:
 def _layer_defaults(ctx: Context) -> None:
     B, T, D, H = ctx.sizes(4)
     a = _rnn_inputs(ctx, B, T, D, H, torch.float64)
+    pending = ctx.start(a["x"], a["W_xh"], a["W_hh"])
     want_out, want_h = ctx.expected(torch_rnn, a["x"], a["W_xh"], a["W_hh"])
-    out, h = ctx.expect_tuple(ctx.call(a["x"], a["W_xh"], a["W_hh"]), 2)
+    out, h = ctx.expect_tuple(pending.value(), 2)
     ctx.expect_close(ctx.expect_tensor(out, (B, T, H), torch.float64, what="outputs"), want_out, torch.float64,
                      what="outputs")
     ctx.expect_close(ctx.expect_tensor(h, (B, H), torch.float64, what="h_T"), want_h, torch.float64, what="h_T")

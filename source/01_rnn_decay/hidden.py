@@ -43,8 +43,9 @@ def _tanh_reference(ctx: Context) -> None:
     for shape, dtype in cases:
         # ctx.randn wants at least one size: draw flat, then shape (also the 0-d case).
         z = ctx.randn(math.prod(shape), dtype=dtype, scale=3.0).reshape(shape)
+        pending = ctx.start(z)
         want = ctx.reference(z)
-        got = expect_kept_dtype(ctx, ctx.call(z), shape, dtype, what=tensor_input(dtype, shape))
+        got = expect_kept_dtype(ctx, pending.value(), shape, dtype, what=tensor_input(dtype, shape))
         ctx.expect_close(got, want, dtype, what=tensor_input(dtype, shape))
     for shape, dtype in (((c, a), np.float64), ((b,), np.float32)):
         arr = ctx.randn(*shape, scale=3.0).numpy().astype(dtype)
@@ -68,8 +69,9 @@ def _tanh_edge(ctx: Context) -> None:
         with ctx.case(zh=f"绝对值很大的 z（Tensor {dtype}）", en=f"z of large magnitude (Tensor {dtype})"):
             z = ctx.randn(n, dtype=torch.float64, scale=5.0) + torch.where(torch.arange(n) % 2 == 0, 1e4, -1e4)
             z = z.to(dtype)
+            pending = ctx.start(z)
             want = ctx.reference(z)
-            got = expect_kept_dtype(ctx, ctx.call(z), (n,), dtype, what="tanh_derivative(z ~ ±1e4)")
+            got = expect_kept_dtype(ctx, pending.value(), (n,), dtype, what="tanh_derivative(z ~ ±1e4)")
             ctx.expect_close(got, want, dtype, what="tanh_derivative(z ~ ±1e4)")
     for np_dtype in (np.float64, np.float32):
         name = np.dtype(np_dtype).name
@@ -94,14 +96,16 @@ def _rnn_forward_reference(ctx: Context) -> None:
     for length in ctx.sizes(4, 2, 40):
         seq = random_sequence(ctx, length, scale=2.0)
         W_hh, W_xh = random_weight(ctx, -1.5, 1.5), random_weight(ctx, -2.0, 2.0)
+        pending = ctx.start(seq, W_hh=W_hh, W_xh=W_xh)
         want = ctx.reference(seq, W_hh, W_xh)
-        got = expect_float(ctx, ctx.call(seq, W_hh=W_hh, W_xh=W_xh), what="rnn_forward(seq, W_hh, W_xh)")
+        got = expect_float(ctx, pending.value(), what="rnn_forward(seq, W_hh, W_xh)")
         ctx.expect_close(got, want, torch.float64,
                          what=Msg(f"rnn_forward(seq, W_hh, W_xh)（seq 长 {length}，W_hh 与 W_xh 随机）",
                                   f"rnn_forward(a sequence of {length}, random W_hh and W_xh)"))
     seq = random_sequence(ctx, 9)
+    pending = ctx.start(seq)
     want = ctx.reference(seq)
-    got = expect_float(ctx, ctx.call(seq), what="rnn_forward(seq)")
+    got = expect_float(ctx, pending.value(), what="rnn_forward(seq)")
     ctx.expect_close(got, want, torch.float64,
                      what=Msg("rnn_forward(seq)（seq 长 9，权重取默认值）", "rnn_forward(seq of 9) (default weights)"))
 
@@ -112,16 +116,18 @@ def _rnn_forward_reference(ctx: Context) -> None:
 def _rnn_forward_edge(ctx: Context) -> None:
     with ctx.case(zh="长度为 1 的序列", en="a sequence of length 1"):
         x = random_sequence(ctx, 1)
+        pending = ctx.start(x)
         want = ctx.reference(x)
-        got = expect_float(ctx, ctx.call(x), what="rnn_forward([x])")
+        got = expect_float(ctx, pending.value(), what="rnn_forward([x])")
         ctx.expect_close(got, want, torch.float64, what=Msg("rnn_forward([x])（长度为 1 的序列）", "rnn_forward(a sequence of 1)"))
     with ctx.case(zh="空序列", en="an empty sequence"):
         got = expect_number(ctx, ctx.call([]), what="rnn_forward([])")
         ctx.expect_close(got, 0.0, torch.float64, what=Msg("rnn_forward([])（应为 h_0 = 0）", "rnn_forward([]) (h_0 = 0)"))
     with ctx.case(zh="绝对值很大的输入", en="inputs of large magnitude"):
         seq = [1e4 if v > 0 else -1e4 for v in random_sequence(ctx, 6)]
+        pending = ctx.start(seq, 0.7, 0.3)
         want = ctx.reference(seq, 0.7, 0.3)
-        got = expect_float(ctx, ctx.call(seq, 0.7, 0.3), what="rnn_forward(seq ~ ±1e4)")
+        got = expect_float(ctx, pending.value(), what="rnn_forward(seq ~ ±1e4)")
         ctx.expect_close(got, want, torch.float64,
                          what=Msg("rnn_forward(seq ~ ±1e4, W_hh, W_xh)（换了一组 W_hh 与 W_xh）",
                                   "rnn_forward(seq ~ ±1e4, other W_hh and W_xh)"))
@@ -134,8 +140,9 @@ def _residual_reference(ctx: Context) -> None:
     for length in ctx.sizes(4, 2, 40):
         seq = random_sequence(ctx, length, scale=3.0)
         alpha = random_weight(ctx, 0.0, 1.0)
+        pending = ctx.start(seq, alpha)
         want = ctx.reference(seq, alpha)
-        got = expect_float(ctx, ctx.call(seq, alpha), what="attention_residual(seq, alpha)")
+        got = expect_float(ctx, pending.value(), what="attention_residual(seq, alpha)")
         ctx.expect_close(got, want, torch.float64,
                          what=Msg(f"attention_residual(seq, alpha)（seq 长 {length}，alpha 随机）",
                                   f"attention_residual(a sequence of {length}, random alpha)"))
@@ -154,13 +161,15 @@ def _residual_edge(ctx: Context) -> None:
                          what=Msg("attention_residual([], alpha)（换一个 alpha）", "attention_residual([], another alpha)"))
     with ctx.case(zh="长度为 1 的序列", en="a sequence of length 1"):
         x = random_sequence(ctx, 1)
+        pending = ctx.start(x)
         want = ctx.reference(x)
-        ctx.expect_close(expect_float(ctx, ctx.call(x), what="attention_residual([x])"), want, torch.float64,
+        ctx.expect_close(expect_float(ctx, pending.value(), what="attention_residual([x])"), want, torch.float64,
                          what=Msg("attention_residual([x])（长度为 1 的序列）", "attention_residual(a sequence of 1)"))
     with ctx.case(zh="绝对值很大的输入", en="inputs of large magnitude"):
         seq = [v * 1e4 for v in random_sequence(ctx, 5)]
+        pending = ctx.start(seq, alpha=0.25)
         want = ctx.reference(seq, alpha=0.25)
-        ctx.expect_close(expect_float(ctx, ctx.call(seq, alpha=0.25), what="attention_residual(seq ~ 1e4)"), want,
+        ctx.expect_close(expect_float(ctx, pending.value(), what="attention_residual(seq ~ 1e4)"), want,
                          torch.float64, what=Msg("attention_residual(seq ~ 1e4, alpha)（换一个 alpha）",
                                                  "attention_residual(seq ~ 1e4, another alpha)"))
 
@@ -172,14 +181,16 @@ def _residual_edge(ctx: Context) -> None:
 def _table_reference(ctx: Context) -> None:
     lengths = ctx.sizes(6, 1, 60)
     W_hh, W_xh, alpha = random_weight(ctx, 0.3, 1.2), random_weight(ctx, -1.5, 1.5), random_weight(ctx, 0.0, 1.0)
+    pending = ctx.start(lengths, W_hh, W_xh, alpha)
     want = ctx.reference(lengths, W_hh, W_xh, alpha)
-    got = expect_ndarray(ctx, ctx.call(lengths, W_hh, W_xh, alpha), (6, 2), what="decay_table(lengths, ...)")
+    got = expect_ndarray(ctx, pending.value(), (6, 2), what="decay_table(lengths, ...)")
     ctx.expect_close(got, want, got.dtype,
                      what=Msg("decay_table(lengths, W_hh, W_xh, alpha)（6 个随机长度，参数随机）",
                               "decay_table(6 random lengths, random W_hh, W_xh, alpha)"))
     arr = np.array(ctx.sizes(3, 1, 20), dtype=np.int64)
+    pending = ctx.start(arr)
     want = ctx.reference(arr)
-    got = expect_ndarray(ctx, ctx.call(arr), (3, 2), what="decay_table(np.array(lengths))")
+    got = expect_ndarray(ctx, pending.value(), (3, 2), what="decay_table(np.array(lengths))")
     ctx.expect_close(got, want, got.dtype,
                      what=Msg("decay_table(np.array(lengths))（3 个长度）", "decay_table(an np.array of 3 lengths)"))
 
@@ -192,8 +203,9 @@ def _table_edge(ctx: Context) -> None:
                             ([200], "a single long sequence", "只有一个长度，且序列很长"),
                             ([1, 300], "length 1 and a long sequence", "长度 1 和一个很长的序列")):
         with ctx.case(zh=zh, en=en):
+            pending = ctx.start(lengths)
             want = ctx.reference(lengths)
-            got = expect_ndarray(ctx, ctx.call(lengths), (len(lengths), 2), what="decay_table(lengths)")
+            got = expect_ndarray(ctx, pending.value(), (len(lengths), 2), what="decay_table(lengths)")
             ctx.expect_close(got, want, got.dtype, what="decay_table(lengths)")
     with ctx.case(zh="lengths 为空", en="no lengths at all"):
         expect_ndarray(ctx, ctx.call([]), (0, 2), what="decay_table([])")
@@ -267,8 +279,9 @@ def _weights_reference(ctx: Context) -> None:
     for dtype in (torch.float32, torch.float64, torch.float64):
         N, D = ctx.sizes(2, 2, 12)
         query, keys = ctx.randn(D, dtype=dtype, scale=1.5), ctx.randn(N, D, dtype=dtype, scale=1.5)
+        pending = ctx.start(query, keys)
         want = ctx.reference(query, keys)
-        got = ctx.expect_tensor(ctx.call(query, keys), (N,), dtype,
+        got = ctx.expect_tensor(pending.value(), (N,), dtype,
                                 what=Msg(f"attention_weights(query, keys)（N={N}，D={D}）",
                                          f"attention_weights (N={N}, D={D})"))
         ctx.expect_close(got, want, dtype, what=Msg(f"attention_weights(query, keys)（N={N}，D={D}，{dtype}）",
@@ -301,8 +314,9 @@ def _weights_large(ctx: Context) -> None:
             with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):
                 n = ctx.sizes(1, 3, 12)[0]
                 query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
+                pending = ctx.start(query, keys)
                 want = ctx.reference(query, keys)
-                got = ctx.expect_tensor(ctx.call(query, keys), (n,), dtype, what="attention_weights(query, keys)")
+                got = ctx.expect_tensor(pending.value(), (n,), dtype, what="attention_weights(query, keys)")
                 ctx.expect(bool(torch.isfinite(got).all()),
                            "分数很大时权重里出现了 inf 或 NaN：exp 之前先减去分数的最大值",
                            "the weights hold inf or NaN when the scores are large: subtract the largest score "

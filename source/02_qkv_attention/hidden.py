@@ -33,8 +33,9 @@ def _project_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, T: i
                   scale: float = 1.0) -> None:
     x = ctx.randn(*batch, T, D, dtype=dtype, scale=scale)
     W_q, W_k, W_v = ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dv, dtype=dtype)
+    pending = ctx.start(x, W_q, W_k, W_v)
     want = ctx.reference(x, W_q, W_k, W_v)
-    got = ctx.expect_tuple(ctx.call(x, W_q, W_k, W_v), 3)
+    got = ctx.expect_tuple(pending.value(), 3)
     batch_zh, batch_en = batch_names(batch)
     for name, g, w in zip("QKV", got, want):
         _expect_like(ctx, g, w, dtype, Msg(f"{name}（{batch_zh}，T={T}、D={D}、Dk={Dk}、Dv={Dv}，{dtype}）",
@@ -68,8 +69,9 @@ def _softmax_reference(ctx: Context) -> None:
     for shape, dim, dtype in (((a,), 0, torch.float64), ((a, b), -1, torch.float32), ((a, b, c), 1, torch.float64),
                               ((d, a, b, c), -3, torch.float32), ((b, c, d), 2, torch.float64)):
         x = ctx.randn(*shape, dtype=dtype, scale=4.0)
+        pending = ctx.start(x, dim=dim)
         want = ctx.reference(x, dim=dim)
-        _expect_like(ctx, ctx.call(x, dim=dim), want, dtype, f"softmax(x {shape}, dim={dim}, {dtype})")
+        _expect_like(ctx, pending.value(), want, dtype, f"softmax(x {shape}, dim={dim}, {dtype})")
 
 
 @check("2.2", "edge-extremes", H, Kind.EDGE,
@@ -83,16 +85,18 @@ def _softmax_edge(ctx: Context) -> None:
             # Rows from -1e4 to 1e4: exp overflows on some, underflows to 0/0 on others, and a shift by
             # the whole tensor's max (not each slice's) underflows every row far below the top one.
             x = (ctx.randn(a, b, scale=3.0) + torch.linspace(-1e4, 1e4, a).unsqueeze(-1)).to(dtype)
+            pending = ctx.start(x)
             want = ctx.reference(x)
-            _expect_like(ctx, ctx.call(x), want, dtype, f"softmax(x {tuple(x.shape)}, {dtype})")
+            _expect_like(ctx, pending.value(), want, dtype, f"softmax(x {tuple(x.shape)}, {dtype})")
     # One slice spreads over thousands of both signs, along several dims.
     for dtype, dim in ((torch.float64, -1), (torch.float32, 1), (torch.float64, 0), (torch.float32, -1)):
         with ctx.case(zh=f"同一切片里的值有正有负、相差几千（dim={dim}，{dtype}）",
                       en=f"slices spread over thousands of either sign (dim={dim}, {dtype})"):
             rows = spread_slices(ctx, a * c, b, dtype)                       # (slices, values along dim)
             x = rows.reshape(a, c, b).movedim(-1, dim).contiguous()            # the b values of a slice along dim
+            pending = ctx.start(x, dim=dim)
             want = ctx.reference(x, dim=dim)
-            _expect_like(ctx, ctx.call(x, dim=dim), want, dtype, f"softmax(x {tuple(x.shape)}, dim={dim}, {dtype})")
+            _expect_like(ctx, pending.value(), want, dtype, f"softmax(x {tuple(x.shape)}, dim={dim}, {dtype})")
     with ctx.case(zh="沿 dim 只有一个元素", en="a dim of size 1"):
         x = ctx.randn(a, 1, c)
         _expect_like(ctx, ctx.call(x, dim=1), ctx.reference(x, dim=1), torch.float64,

@@ -350,8 +350,9 @@ def _msm_torch(ctx: Context) -> None:
     for lead in ((B,), (B, H)):
         for dtype in DTYPES:
             scores = ctx.randn(*lead, Tq, Tk, dtype=dtype, scale=3.0)
+            pending = ctx.start(scores, mask)
             want = ctx.expected(torch_masked_softmax, scores, mask)
-            got = ctx.expect_tensor(ctx.call(scores, mask), (*lead, Tq, Tk), dtype, what="masked_softmax")
+            got = ctx.expect_tensor(pending.value(), (*lead, Tq, Tk), dtype, what="masked_softmax")
             ctx.expect_close(got, want, dtype, what="masked_softmax")
 
 
@@ -365,8 +366,9 @@ def _msm_negative(ctx: Context) -> None:
     for dtype, kinds in NEGATIVE_CALLS:
         with ctx.case(*negative_case(dtype, kinds)):
             scores, mask, finite = negative_rows(ctx, kinds, Tq, Tk, dtype)
+            pending = ctx.start(scores, mask)
             want = ctx.expected(torch_masked_softmax, scores[finite], mask[finite])
-            got = ctx.expect_tensor(ctx.call(scores, mask), tuple(scores.shape), dtype, what="masked_softmax")
+            got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask, scores=scores)
             ctx.expect_close(got[finite], want, dtype, what=FINITE_ROWS)
 
@@ -379,8 +381,9 @@ def _msm_garbage(ctx: Context) -> None:
     for dtype in DTYPES[::-1]:                   # float64 first: its exp overflows later than float32's
         with ctx.case(f"{dtype}：填充键上是很大的垃圾值", f"{dtype}: large garbage at the padded keys"):
             s = scores.to(dtype)
+            pending = ctx.start(s, mask)
             want = ctx.expected(torch_masked_softmax, s, mask)
-            got = ctx.expect_tensor(ctx.call(s, mask), (B, Tq, Tk), dtype, what="masked_softmax")
+            got = ctx.expect_tensor(pending.value(), (B, Tq, Tk), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask)
             ctx.expect_close(got, want, dtype, what="masked_softmax")
 
@@ -448,8 +451,9 @@ def _mat_torch(ctx: Context) -> None:
     for lead in ((B,), (B, H)):
         for dtype in DTYPES:
             Q, K, V = random_qkv(ctx, lead, Tq, Tk, Dk, Dv, dtype)
+            pending = ctx.start(Q, K, V, mask)
             want_out, want_w = ctx.expected(torch_masked_attention, Q, K, V, mask)
-            out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+            out, weights = ctx.expect_tuple(pending.value(), 2)
             ctx.expect_close(ctx.expect_tensor(weights, (*lead, Tq, Tk), dtype, what="weights"), want_w, dtype,
                              what="weights")
             ctx.expect_close(ctx.expect_tensor(out, (*lead, Tq, Dv), dtype, what="out"), want_out, dtype,
@@ -489,8 +493,9 @@ def _mat_negative(ctx: Context) -> None:
     for dtype, kinds in NEGATIVE_QKV_CALLS:
         with ctx.case(*negative_case(dtype, kinds)):
             Q, K, V, mask = negative_qkv(ctx, kinds, Tq, Tk, Dv, dtype)
+            pending = ctx.start(Q, K, V, mask)
             want_out, want_w = ctx.expected(torch_masked_attention, Q, K, V, mask)
-            out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+            out, weights = ctx.expect_tuple(pending.value(), 2)
             w = ctx.expect_tensor(weights, (len(kinds), Tq, Tk), dtype, what="weights")
             o = ctx.expect_tensor(out, (len(kinds), Tq, Dv), dtype, what="out")
             expect_masked_weights(ctx, w, mask)
@@ -548,8 +553,9 @@ def _mce_torch(ctx: Context) -> None:
 def _mce_plain(ctx: Context) -> None:
     B, T, C = ctx.sizes(3)
     logits, targets = ctx.randn(B, T, C), ctx.randint(0, C, B, T)
+    pending = ctx.start(logits, targets)
     want = ctx.expected(torch_cross_entropy, logits, targets)
-    ctx.expect_close(expect_loss(ctx, ctx.call(logits, targets), torch.float64), want, torch.float64,
+    ctx.expect_close(expect_loss(ctx, pending.value(), torch.float64), want, torch.float64,
                      what="masked_cross_entropy")
 
 
@@ -563,8 +569,9 @@ def _mce_large(ctx: Context) -> None:
     B, T, C = ctx.sizes(3)
     targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100)
     logits = 1e4 + ctx.randn(B, T, C)
+    pending = ctx.start(logits, targets)
     want = ctx.expected(torch_cross_entropy, logits, targets)
-    got = expect_loss(ctx, ctx.call(logits, targets), torch.float64)
+    got = expect_loss(ctx, pending.value(), torch.float64)
     ctx.expect(bool(torch.isfinite(got)),
                f"logits 在 1e4 附近时损失是 {got.item()}：exp(1e4) 溢出了，先减去每行最大值再做 log-sum-exp",
                f"with logits near 1e4 the loss is {got.item()}: exp(1e4) overflows; subtract each row's max "
@@ -611,8 +618,9 @@ def _mce_spread(ctx: Context) -> None:
             with ctx.case(f"{dtype}：{zh}", f"{dtype}: {en}"):
                 logits, targets = spread_logits(ctx, case, B, T, C)
                 logits = logits.to(dtype)
+                pending = ctx.start(logits, targets)
                 want = ctx.expected(torch_cross_entropy, logits, targets)
-                got = expect_loss(ctx, ctx.call(logits, targets), dtype)
+                got = expect_loss(ctx, pending.value(), dtype)
                 ctx.expect_close(got, want, dtype, what="masked_cross_entropy")
 
 

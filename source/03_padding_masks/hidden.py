@@ -45,11 +45,13 @@ def _pad_reference(ctx: Context) -> None:
     for _ in range(3):
         B, T = ctx.sizes(2, low=2, high=12)
         lengths = ctx.randint(0, T + 1, B)
+        pending = ctx.start(lengths)
         want = ctx.reference(lengths)
-        expect_exact(ctx, expect_bool(ctx, ctx.call(lengths), tuple(want.shape), what="padding_mask(lengths)"), want,
+        expect_exact(ctx, expect_bool(ctx, pending.value(), tuple(want.shape), what="padding_mask(lengths)"), want,
                      "padding_mask(lengths)")
+        pending = ctx.start(lengths, T + 4)
         want = ctx.reference(lengths, T + 4)
-        expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, T + 4), (B, T + 4), what=f"padding_mask(lengths, {T + 4})"),
+        expect_exact(ctx, expect_bool(ctx, pending.value(), (B, T + 4), what=f"padding_mask(lengths, {T + 4})"),
                      want, f"padding_mask(lengths, {T + 4})")
 
 
@@ -88,8 +90,9 @@ def _msm_reference(ctx: Context) -> None:
         mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
         for dtype in DTYPES:
             scores = ctx.randn(B, *extra, Tq, Tk, dtype=dtype, scale=4.0)
+            pending = ctx.start(scores, mask)
             want = ctx.reference(scores, mask)
-            got = ctx.expect_tensor(ctx.call(scores, mask), (B, *extra, Tq, Tk), dtype, what="masked_softmax")
+            got = ctx.expect_tensor(pending.value(), (B, *extra, Tq, Tk), dtype, what="masked_softmax")
             # The properties first: their messages name the positions (padded keys, fully padded rows)
             # where a hidden message cannot show values.
             expect_masked_weights(ctx, got, mask, diagnose_dead=False)
@@ -102,8 +105,9 @@ def _msm_square(ctx: Context) -> None:
     B, T = ctx.sizes(2, low=3)
     mask = mask_from_lengths(key_lengths(ctx, B, T), T)
     scores = ctx.randn(B, T, T)
+    pending = ctx.start(scores, mask)
     want = ctx.reference(scores, mask)
-    got = ctx.expect_tensor(ctx.call(scores, mask), (B, T, T), torch.float64, what="masked_softmax")
+    got = ctx.expect_tensor(pending.value(), (B, T, T), torch.float64, what="masked_softmax")
     ctx.expect_close(got, want, torch.float64, what="masked_softmax (Tq == Tk)")
 
 
@@ -113,14 +117,16 @@ def _msm_edges(ctx: Context) -> None:
     with ctx.case("Tq = 1，含整行填充的行", "Tq = 1, with a fully padded row"):
         scores = ctx.randn(B, 1, Tk)
         mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+        pending = ctx.start(scores, mask)
         want = ctx.reference(scores, mask)
-        got = ctx.expect_tensor(ctx.call(scores, mask), (B, 1, Tk), torch.float64, what="masked_softmax")
+        got = ctx.expect_tensor(pending.value(), (B, 1, Tk), torch.float64, what="masked_softmax")
         expect_masked_weights(ctx, got, mask, diagnose_dead=False)
         ctx.expect_close(got, want, torch.float64, what="masked_softmax (Tq = 1)")
     with ctx.case("Tk = 1：唯一的键权重为 1", "Tk = 1: the only key gets weight 1"):
         scores, mask = ctx.randn(B, 2, 1), torch.zeros(B, 1, dtype=torch.bool)
+        pending = ctx.start(scores, mask)
         want = ctx.reference(scores, mask)
-        got = ctx.expect_tensor(ctx.call(scores, mask), (B, 2, 1), torch.float64, what="masked_softmax")
+        got = ctx.expect_tensor(pending.value(), (B, 2, 1), torch.float64, what="masked_softmax")
         ctx.expect_close(got, want, torch.float64, what="masked_softmax (Tk = 1)")
 
 
@@ -131,8 +137,9 @@ def _msm_large(ctx: Context) -> None:
 
     def run(scores: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype) -> None:
         scores = scores.to(dtype)
+        pending = ctx.start(scores, mask)
         want = ctx.reference(scores, mask)
-        got = ctx.expect_tensor(ctx.call(scores, mask), tuple(scores.shape), dtype, what="masked_softmax")
+        got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax")
         ctx.expect(bool(torch.isfinite(got).all()),
                    "出现了 inf/NaN：先减去每行（有效键上）的最大值", "inf/NaN in the weights: subtract each row's max "
                    "(over the real keys) first", diagnose=True, safe=True)
@@ -165,8 +172,9 @@ def _msm_negative(ctx: Context) -> None:
     for dtype, kinds in NEGATIVE_CALLS:
         with ctx.case(*negative_case(dtype, kinds, hidden=True)):
             scores, mask, finite = negative_rows(ctx, kinds, Tq, Tk, dtype, lead=(Hn,))
+            pending = ctx.start(scores, mask)
             want = ctx.reference(scores, mask)
-            got = ctx.expect_tensor(ctx.call(scores, mask), tuple(scores.shape), dtype, what="masked_softmax")
+            got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask, scores=scores)
             ctx.expect_close(got[finite], want[finite], dtype, what=FINITE_ROWS)
 
@@ -189,8 +197,9 @@ def _mat_reference(ctx: Context) -> None:
         for dtype in DTYPES:
             Q, K, V = (ctx.randn(B, *extra, Tq, Dk, dtype=dtype), ctx.randn(B, *extra, Tk, Dk, dtype=dtype),
                        ctx.randn(B, *extra, Tk, Dv, dtype=dtype))
+            pending = ctx.start(Q, K, V, mask)
             want_out, want_w = ctx.reference(Q, K, V, mask)
-            out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+            out, weights = ctx.expect_tuple(pending.value(), 2)
             w = ctx.expect_tensor(weights, (B, *extra, Tq, Tk), dtype, what="weights")
             o = ctx.expect_tensor(out, (B, *extra, Tq, Dv), dtype, what="out")
             expect_close_live_rows_first(ctx, w, want_w, mask, dtype, "weights")
@@ -209,8 +218,9 @@ def _mat_edges(ctx: Context) -> None:
     ]
     for Q, K, V, mask, (zh, en) in cases:
         with ctx.case(zh, en):
+            pending = ctx.start(Q, K, V, mask)
             want_out, want_w = ctx.reference(Q, K, V, mask)
-            out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+            out, weights = ctx.expect_tuple(pending.value(), 2)
             Tq, Tk_ = Q.shape[-2], K.shape[-2]
             w = ctx.expect_tensor(weights, (B, Tq, Tk_), torch.float64, what="weights")
             o = ctx.expect_tensor(out, (B, Tq, V.shape[-1]), torch.float64, what="out")
@@ -227,8 +237,9 @@ def _mat_large(ctx: Context) -> None:
         # whether or not its fully padded rows were patched, so that this check cannot tell those two apart.
         Q, K, V = ctx.randn(B, Tq, D, scale=30.0), ctx.randn(B, Tk, D, scale=30.0), ctx.randn(B, Tk, D)
         mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+        pending = ctx.start(Q, K, V, mask)
         want_out, want_w = ctx.reference(Q, K, V, mask)
-        out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+        out, weights = ctx.expect_tuple(pending.value(), 2)
         ctx.expect_close(ctx.expect_tensor(weights, (B, Tq, Tk), torch.float64, what="weights"), want_w,
                          torch.float64, what=Msg("weights（分数上千）", "weights (scores in the thousands)"))
         ctx.expect_close(ctx.expect_tensor(out, (B, Tq, D), torch.float64, what="out"), want_out,
@@ -252,8 +263,9 @@ def _mce_reference(ctx: Context) -> None:
         targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), ignore_index)
         for dtype in DTYPES:
             logits = ctx.randn(B, T, C, dtype=dtype, scale=3.0)
+            pending = ctx.start(logits, targets, ignore_index)
             want = ctx.reference(logits, targets, ignore_index)
-            got = expect_loss(ctx, ctx.call(logits, targets, ignore_index), dtype)
+            got = expect_loss(ctx, pending.value(), dtype)
             ctx.expect_close(got, want, dtype, what=f"masked_cross_entropy(logits, targets, ignore_index={ignore_index})")
 
 
@@ -265,13 +277,15 @@ def _mce_edges(ctx: Context) -> None:
         targets = torch.full((B, T), -100, dtype=torch.int64)
         targets[1, 2] = int(ctx.randint(0, C, 1))
         logits = ctx.randn(B, T, C)
+        pending = ctx.start(logits, targets)
         want = ctx.reference(logits, targets)
-        ctx.expect_close(expect_loss(ctx, ctx.call(logits, targets), torch.float64), want, torch.float64,
+        ctx.expect_close(expect_loss(ctx, pending.value(), torch.float64), want, torch.float64,
                          what=Msg("masked_cross_entropy（只有一个目标计入）", "masked_cross_entropy (one counted target)"))
     with ctx.case("T = 1", "T = 1"):
         logits, targets = ctx.randn(B, 1, C), ctx.randint(0, C, B, 1)
+        pending = ctx.start(logits, targets)
         want = ctx.reference(logits, targets)
-        ctx.expect_close(expect_loss(ctx, ctx.call(logits, targets), torch.float64), want, torch.float64,
+        ctx.expect_close(expect_loss(ctx, pending.value(), torch.float64), want, torch.float64,
                          what="masked_cross_entropy (T = 1)")
 
 
@@ -283,8 +297,9 @@ def _mce_large(ctx: Context) -> None:
     for dtype in DTYPES:
         with ctx.case(f"{dtype}：logits 在 1e4 附近", f"{dtype}: logits near 1e4"):
             logits = (1e4 + ctx.randn(B, T, C)).to(dtype)
+            pending = ctx.start(logits, targets)
             want = ctx.reference(logits, targets)
-            got = expect_loss(ctx, ctx.call(logits, targets), dtype)
+            got = expect_loss(ctx, pending.value(), dtype)
             ctx.expect(bool(torch.isfinite(got)),
                        f"logits 在 1e4 附近时损失是 {got.item()}：先减去每行最大值再做 log-sum-exp",
                        f"with logits near 1e4 the loss is {got.item()}: subtract each row's max first",
@@ -300,8 +315,9 @@ def _mce_large(ctx: Context) -> None:
     for dtype in DTYPES[::-1]:
         with ctx.case(f"{dtype}：各位置的 logits 相差上千", f"{dtype}: positions thousands apart"):
             logits = (ctx.randn(B, T, C, scale=400.0) + offsets).to(dtype)
+            pending = ctx.start(logits, counted)
             want = ctx.reference(logits, counted)
-            got = expect_loss(ctx, ctx.call(logits, counted), dtype)
+            got = expect_loss(ctx, pending.value(), dtype)
             # Not diagnosed: several shifts give an infinite loss here, and values_match takes any loss as close
             # to an infinite one (compare's first test: inf <= atol + rtol * inf); large-spread names each shift
             # on a case of its own.

@@ -37,8 +37,9 @@ def _split_reference(ctx: Context) -> None:
     B, T, Hn, d = ctx.sizes(4, low=2, high=9)
     for dtype in DTYPES:
         x = ctx.randn(B, T, Hn * d, dtype=dtype)
+        pending = ctx.start(x, Hn)
         want = ctx.reference(x, Hn)
-        got = ctx.expect_tensor(ctx.call(x, Hn), (B, Hn, T, d), dtype, what="split_heads")
+        got = ctx.expect_tensor(pending.value(), (B, Hn, T, d), dtype, what="split_heads")
         expect_exact(ctx, got.double(), want, f"split_heads(x {tuple(x.shape)}, {Hn})")
 
 
@@ -52,8 +53,9 @@ def _split_edges(ctx: Context) -> None:
     for (B, T, Hn, d), (zh, en) in zip(_split_cases(ctx)[1:], EDGE_NAMES):
         with ctx.case(zh=zh, en=en):
             x = ctx.randn(B, T, Hn * d)
+            pending = ctx.start(x, Hn)
             want = ctx.reference(x, Hn)
-            got = ctx.expect_tensor(ctx.call(x, Hn), (B, Hn, T, d), torch.float64, what=f"split_heads(H={Hn}, T={T})")
+            got = ctx.expect_tensor(pending.value(), (B, Hn, T, d), torch.float64, what=f"split_heads(H={Hn}, T={T})")
             expect_exact(ctx, got, want, f"split_heads(x {tuple(x.shape)}, {Hn})")
 
 
@@ -63,8 +65,9 @@ def _merge_reference(ctx: Context) -> None:
     B, Hn, T, d = ctx.sizes(4, low=2, high=9)
     for dtype in DTYPES:
         x = ctx.randn(B, Hn, T, d, dtype=dtype)
+        pending = ctx.start(x)
         want = ctx.reference(x)
-        got = ctx.expect_tensor(ctx.call(x), (B, T, Hn * d), dtype, what="merge_heads")
+        got = ctx.expect_tensor(pending.value(), (B, T, Hn * d), dtype, what="merge_heads")
         expect_exact(ctx, got.double(), want, f"merge_heads(x {tuple(x.shape)})")
 
 
@@ -74,8 +77,9 @@ def _merge_edges(ctx: Context) -> None:
     for (B, T, Hn, d), (zh, en) in zip(_split_cases(ctx)[1:], EDGE_NAMES):
         with ctx.case(zh=zh, en=en):
             x = ctx.randn(B, Hn, T, d)
+            pending = ctx.start(x)
             want = ctx.reference(x)
-            expect_exact(ctx, ctx.expect_tensor(ctx.call(x), (B, T, Hn * d), torch.float64, what="merge_heads"), want,
+            expect_exact(ctx, ctx.expect_tensor(pending.value(), (B, T, Hn * d), torch.float64, what="merge_heads"), want,
                          f"merge_heads(x {tuple(x.shape)})")
 
 

@@ -644,8 +644,9 @@ def _cache_step(ctx: Context) -> None:
 def _cache_loop(ctx: Context) -> None:
     x_all, H, state = cache_case(ctx, torch.float64, 0, 5)
     B, total, E = x_all.shape
+    pending = ctx.start(x_all[:, :2], None, H, *attention_args(state))
     want = ctx.expected(torch_causal_mha, x_all, H, state)
-    value = ctx.call(x_all[:, :2], None, H, *attention_args(state))
+    value = pending.value()
     out, k, v = expect_step(ctx, value, B, H, 2, 2, E, torch.float64)
     # each call's out right after it: a failure is then the call that went wrong (and what self-check names)
     ctx.expect_close(out, want[:, :2], torch.float64, what=Msg("提示那一步的 out", "out of the prompt's call"))

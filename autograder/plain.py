@@ -18,7 +18,6 @@ Spec nodes::
 from __future__ import annotations
 
 import hashlib
-
 import json
 import math
 import re
@@ -27,6 +26,9 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from autograder.compact_json import compact_encoder
+from autograder.text import line
 
 ALLOWED_KINDS = "biuf"  # numpy dtype kinds accepted across the boundary
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:[0-9]{1,3})?$")
@@ -39,8 +41,13 @@ _TORCH_DTYPES = {
 
 
 _TENSOR, _PARAMETER = torch.Tensor, torch.nn.Parameter
-_HEAD = json.JSONEncoder(allow_nan=True, separators=(",", ":"))     # encode()'s head, made once
+_HEAD = compact_encoder(allow_nan=True)     # encode()'s head
 _DTYPE_NAMES = {dtype: name for name, dtype in _TORCH_DTYPES.items()}
+#: The array dtypes an honest encoder writes (``arr.dtype.str``), each made once: decode looks them up
+#: rather than parsing the text again (any other text is parsed and checked as before).
+_DTYPES = {np.dtype(code).str: np.dtype(code) for code in
+           ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+            "float16", "float32", "float64")}
 
 
 class PlainDataError(ValueError):
@@ -74,7 +81,7 @@ class Encoder:
         cls = type(value)
         if cls is _TENSOR or cls is _PARAMETER:
             # Exact type only: subclasses and __torch_function__ objects are described, not sent.
-            t = value.detach()
+            t = value.detach() if value.requires_grad else value
             dtype = _DTYPE_NAMES.get(t.dtype)
             if dtype is None:
                 return {"t": "other", "type": f"tensor of {t.dtype}"}
@@ -140,7 +147,7 @@ def pack(enc: Encoder, spec: dict[str, Any]) -> bytes:
         table.append([key, arr.dtype.str, list(arr.shape), offset, nbytes])
         parts.append(data)
         offset += nbytes
-    head = _HEAD.encode({"spec": spec, "arrays": table}).encode()
+    head = _HEAD({"spec": spec, "arrays": table}).encode()
     parts[0], parts[1] = len(head).to_bytes(8, "little"), head
     return b"".join(parts)
 
@@ -265,17 +272,23 @@ def decode(blob: bytes) -> Value:
     if n > len(blob) - 8:
         raise PlainDataError("truncated data")
     body = memoryview(blob)[8 + n:]
+    size = len(body)
     arrays = {}
     try:
         head = json.loads(blob[8:8 + n])
         spec, table = head["spec"], head["arrays"]
         for key, dtype_str, shape, offset, nbytes in table:
-            dtype = np.dtype(dtype_str)
-            if dtype.kind not in ALLOWED_KINDS or dtype.hasobject:
-                raise PlainDataError("array of a forbidden dtype")
-            count = math.prod(shape)
-            if any(type(d) is not int or d < 0 for d in shape) or count * dtype.itemsize != nbytes \
-                    or type(offset) is not int or offset < 0 or offset + nbytes > len(body):
+            dtype = _DTYPES.get(dtype_str) if type(dtype_str) is str else None
+            if dtype is None:
+                dtype = np.dtype(dtype_str)
+                if dtype.kind not in ALLOWED_KINDS or dtype.hasobject:
+                    raise PlainDataError("array of a forbidden dtype")
+            count = 1
+            for d in shape:
+                if type(d) is not int or d < 0:
+                    raise PlainDataError("malformed array")
+                count *= d
+            if count * dtype.itemsize != nbytes or type(offset) is not int or offset < 0 or offset + nbytes > size:
                 raise PlainDataError("malformed array")
             arrays[key] = np.frombuffer(body, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
     except PlainDataError:
@@ -296,7 +309,8 @@ def decode_trusted(blob: bytes) -> Value:
     n = int.from_bytes(blob[:8], "little")
     body = memoryview(blob)[8 + n:]
     head = json.loads(blob[8:8 + n])
-    arrays = {key: np.frombuffer(body, dtype=np.dtype(dtype), count=math.prod(shape), offset=offset).reshape(shape)
+    arrays = {key: np.frombuffer(body, dtype=_DTYPES.get(dtype) or np.dtype(dtype), count=math.prod(shape),
+                                 offset=offset).reshape(shape)
               for key, dtype, shape, offset, _nbytes in head["arrays"]}
     return Value(head["spec"], arrays)
 
@@ -306,14 +320,16 @@ def decode_trusted(blob: bytes) -> Value:
 TYPE_CHARS, STR_CHARS, KEY_CHARS = 80, 200, 64
 
 
+_CLEANED_FIELDS = (("type", TYPE_CHARS), ("device", 32), ("dtype", 32))
+
+
 def _clean_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """The spec with every text the sender chose through the text gate, each bounded."""
-    from autograder.text import line
-
     out = dict(spec)
-    for field_name, limit in (("type", TYPE_CHARS), ("device", 32), ("dtype", 32)):
-        if field_name in out:
-            out[field_name] = line(out[field_name], limit)
+    for field_name, limit in _CLEANED_FIELDS:
+        value = out.get(field_name, out)
+        if value is not out:
+            out[field_name] = line(value, limit)
     t = out["t"]
     if t == "str":
         out["v"] = line(out.get("v"), STR_CHARS)

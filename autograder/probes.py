@@ -114,7 +114,8 @@ class Reply:
 
 def to_device(value: Any, device: str) -> Any:
     if type(value) is torch.Tensor:
-        return value.to(device)
+        # ``.to("cpu")`` of a CPU tensor is the tensor itself: the call (a dispatch each) is left out.
+        return value if device == "cpu" and value.is_cpu else value.to(device)
     if isinstance(value, tuple):
         return tuple(to_device(v, device) for v in value)
     if isinstance(value, list):

@@ -35,6 +35,8 @@ def _to_double(x: Any) -> torch.Tensor:
     if isinstance(x, np.ndarray):
         return torch.from_numpy(np.asarray(x, dtype=np.float64).copy())
     if isinstance(x, torch.Tensor):
+        if x.dtype is torch.float64 and x.is_cpu and not x.requires_grad:
+            return x            # already what the chain below gives (compare writes to neither side)
         return x.detach().cpu().double()
     return torch.tensor(float(x), dtype=torch.float64)
 
@@ -58,9 +60,15 @@ def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool =
     extra = slack.to(torch.float64) if slack is not None and tuple(slack.shape) == tuple(e.shape) else 0.0
     # The common case in one pass: every expected value finite, every difference finite and within
     # tolerance. A NaN anywhere makes this False (NaN compares False), an infinite expected value skips it
-    # (inf <= atol + rtol * inf would hold for anything), and the full rules below decide.
-    if bool(torch.isfinite(e).all()) and bool(((g - e).abs() <= atol + rtol * e.abs() + extra).all()):
-        return None
+    # (inf <= atol + rtol * inf would hold for anything), and the full rules below decide. The bound is
+    # atol + rtol * |e| + extra, each operation on the tensor's side (a float on the left of a tensor goes
+    # through Python-level reflected operators) and in place on tensors of its own.
+    if bool(torch.isfinite(e).all()):
+        bound = e.abs().mul_(rtol).add_(atol)
+        if isinstance(extra, torch.Tensor):
+            bound.add_(extra)
+        if bool((g - e).abs_().le_(bound).all()):
+            return None
     bad_nan = torch.isnan(g) & ~torch.isnan(e)
     if hidden and bad_nan.any():
         if bool((e[bad_nan] == 0).all()):

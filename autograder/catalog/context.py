@@ -185,7 +185,10 @@ class Context:
     def randn(self, *shape: int, dtype: torch.dtype = torch.float64, scale: float = 1.0) -> torch.Tensor:
         """Seeded normal noise on the CPU (moved to the device under test by the runner)."""
         with self.timer.section("inputs"):
-            return torch.randn(*shape, generator=self.generator, dtype=torch.float64).mul_(scale).to(dtype)
+            x = torch.randn(*shape, generator=self.generator, dtype=torch.float64)
+            if scale != 1.0:            # times 1.0 is the same bits: the operation is left out, not changed
+                x.mul_(scale)
+            return x if dtype is torch.float64 else x.to(dtype)
 
     def randint(self, low: int, high: int, *shape: int) -> torch.Tensor:
         with self.timer.section("inputs"):

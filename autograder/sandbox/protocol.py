@@ -16,6 +16,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from autograder.compact_json import compact_encoder
+
 MAGIC = b"AGW1"
 FRAME = struct.Struct("<4sIQ")  # magic, header length, blob length
 MAX_HEADER = 1 << 20
@@ -41,13 +43,13 @@ class FrameTooLarge(FrameError):
 
 
 #: The frames' header encoder, made once (json.dumps with options makes one per call).
-_HEADER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_HEADER = compact_encoder(allow_nan=False)
 #: A frame whose blob is at most this large goes out in one write (see send_frame).
 MERGED_FRAME_BYTES = 1 << 20
 
 
 def send_frame(sock: socket.socket, header: dict[str, Any], blob: bytes = b"") -> None:
-    head = _HEADER.encode(header).encode()
+    head = _HEADER(header).encode()
     prefix = FRAME.pack(MAGIC, len(head), len(blob)) + head
     if len(blob) <= MERGED_FRAME_BYTES:
         # One write: the reader wakes once per frame instead of once for the head and again for the blob

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -99,3 +100,21 @@ def test_the_service_benchmark_runs_and_checks_one_result_per_upload(tmp_path: P
     assert module.main(["-n", "4", "--clients", "2", "--lone", "1", "--no-postgres", "-o", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     assert "| SQLite |" in text and "(expected 7)" in text and "7 / 7" in text
+
+
+def test_the_roundtrip_benchmark_times_every_line_against_its_back_to_back_call(capsys) -> None:
+    """bench/bench_roundtrip.py end to end with a few calls a line: both lane layouts, every argument kind
+    and gap, each line's ratio to the same call back to back (1.00 for the back-to-back line itself)."""
+    spec = importlib.util.spec_from_file_location("bench_roundtrip", ROOT / "bench" / "bench_roundtrip.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["-n", "3"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| two CPUs") or
+            line.startswith("| one CPU")]
+    layouts = 2 if len(os.sched_getaffinity(0)) >= 2 else 1        # two CPUs for a lane only where there are
+    assert len(rows) == layouts * 3 * len(module.GAPS_MS)
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert float(cells[3]) > 0 and float(cells[4]) > 0
+        if cells[2] == "0 ms":
+            assert cells[4] == "1.00"

@@ -43,10 +43,12 @@ def _to_double(x: Any) -> torch.Tensor:
 
 def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool = False,
             slack: torch.Tensor | None = None) -> tuple[str, str] | None:
-    """None when close (NaN never equals anything); else (zh, en) with shapes and the largest difference.
+    """None when close (a NaN of ``got`` never equals a number); else (zh, en) with shapes and the largest
+    difference.
 
     Close: ``|got - expected| <= atol + rtol * |expected| + slack`` everywhere, where an infinite expected
-    value is met only by the same infinity. ``slack`` (expected's shape, or None) is what rounding the
+    value is met only by the same infinity and an expected NaN (an element the reference leaves undefined)
+    by any value. ``slack`` (expected's shape, or None) is what rounding the
     inputs alone can move each element by (see Context.reference): any numerically sound method is that
     far off and right. ``hidden``: the same verdict, told without values or positions (shapes only, and
     whether every element or some differ, NaN included).

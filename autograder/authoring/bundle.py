@@ -40,6 +40,7 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/lateness.py",         # (course.yml's late policies: config reads them)
     "autograder/errors.py",
     "autograder/plain.py",
+    "autograder/compact_json.py",
     "autograder/text.py",
     "autograder/points.py",
     "autograder/messages.py",

@@ -702,3 +702,28 @@ def test_a_spare_is_kept_only_where_the_lanes_leave_a_core_for_it():
     cpus = len(os.sched_getaffinity(0))
     assert not core_to_spare(cpus) and not core_to_spare(cpus + 1)
     assert core_to_spare(cpus - 1) == (cpus > 1)
+
+
+def test_the_templates_warm_up_runs_every_probe_and_changes_nothing_a_worker_sees(sandbox):
+    """The template runs a worker's usual path once before it says ready (worker._warm_up): every call of
+    it succeeds, it starts no thread and imports nothing, and a worker's unseeded random numbers are
+    still those of a fresh process (the default generator is put back as it was)."""
+    import subprocess
+    import sys
+
+    from autograder.sandbox.protocol import TEMPLATE_ENV
+
+    script = ("import importlib, os, sys, torch\n"
+              "from autograder.sandbox import worker as W\n"
+              "for name in W.TEMPLATE_MODULES: importlib.import_module(name)\n"
+              "before, rng = set(sys.modules), torch.random.get_rng_state()\n"
+              "statuses = W._warm_up()\n"
+              "print(statuses, len(statuses), sorted(set(sys.modules) - before),\n"
+              "      torch.equal(rng, torch.random.get_rng_state()), len(os.listdir('/proc/self/task')))\n")
+    out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **TEMPLATE_ENV}, capture_output=True,
+                         text=True, timeout=300, check=True).stdout.strip()
+    assert out == f"{['ok'] * 16} 16 [] True 1", out
+    with sandbox.open(cells("import torch\ndef draw():\n    return str(torch.initial_seed()), torch.randn(4)"),
+                      label="rng") as worker:
+        seed, drawn = py(call(worker, "draw"))
+    assert torch.equal(drawn, torch.randn(4, generator=torch.Generator().manual_seed(int(seed))))

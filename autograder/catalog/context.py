@@ -212,18 +212,23 @@ class Context:
         code), so the check computes its expected value while the worker runs the call. A runner in this
         process makes the call at ``value()``, after whatever the check did meanwhile, as the order reads:
         ``pending = ctx.start(x)``, ``want = ctx.reference(x)``, ``got = pending.value()`` calls the
-        reference first everywhere. Start the next call after this one's ``value()``."""
+        reference first everywhere. Several calls may be started before their values are taken (a sandbox
+        sends them together and the worker runs them in order): take the values in the order the calls were
+        started, so that every runner makes them in that order."""
         request = self._request(args, kwargs, probe)
         return Pending(self, request, *self._launch(request))
 
     def settle(self) -> None:
         """Finish the calls started and not taken (a check that stopped between start and value): one sent
-        is waited for, so the runner is free for the next check; one deferred is dropped, never made."""
+        is dropped by the runner where it can (a sandbox: see WorkerHandle._drop), else waited for, so the
+        runner is free for the next check; one deferred is dropped, never made."""
         for pending in list(self._pending):
-            if pending.sent:
-                pending.reply()
-            else:
-                self._pending.remove(pending)
+            self._pending.remove(pending)
+            drop = getattr(pending._finish, "drop", None) if pending.sent else None
+            if drop is not None:
+                drop()
+            elif pending.sent:
+                pending._finish()
 
     def _accept(self, request: Request, reply: Reply) -> plain.Value:
         for name in reply.forbidden:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -45,19 +45,34 @@ class _Done:
         return self.reply
 
 
-class _Call:
-    """One request sent to the worker (see WorkerHandle.start): calling it waits for the reply, once."""
+#: Requests in flight at once (see WorkerHandle.start), and their bytes: well below a socket's buffer
+#: (212,992 bytes by default), so that sending one never waits for the worker to read, and a worker whose
+#: replies wait to be read never holds up this side's send (the one way the two could wait on each other).
+PIPELINE_CALLS = 16
+PIPELINE_BYTES = 64 << 10
 
-    def __init__(self, handle: WorkerHandle, request: Request, proc: _Process):
-        self.handle, self.request, self.proc = handle, request, proc
+
+class _Call:
+    """One request sent to the worker (see WorkerHandle.start): calling it waits for the reply, once;
+    :meth:`drop` says its reply is not wanted."""
+
+    def __init__(self, handle: WorkerHandle, request: Request, proc: _Process, seq: int, size: int):
+        self.handle, self.request, self.proc, self.seq, self.size = handle, request, proc, seq, size
         self.start = time.monotonic()
         self.deadline = self.launched = self.start
+        self.queued = False          # sent while an earlier request was in flight
         self.reply: Reply | None = None
 
     def __call__(self) -> Reply:
         if self.reply is None:
-            self.reply = self.handle._finish(self)
+            self.handle._wait_for(self)
+        assert self.reply is not None
         return self.reply
+
+    def drop(self) -> None:
+        """Its caller stopped before taking the reply: see WorkerHandle._drop."""
+        if self.reply is None:
+            self.handle._wait_for(self, wanted=False)
 
 
 class WorkerHandle:
@@ -84,7 +99,8 @@ class WorkerHandle:
         self._broken: Reply | None = None            # set when no worker can be started any more
         self._last_failure: Msg = say("sandbox.stopped_unknown")
         self._seq = 0
-        self._inflight: _Call | None = None           # the request sent whose reply is not read yet (start)
+        self._inflight: deque[_Call] = deque()        # requests sent whose replies are not read yet, in order
+        self._quiet = False                           # the worker was stopped for a dropped call: not a restart
         self._closed = False
         self._ran: dict[int, CellOutcome] = {}       # outcomes of the latest run of the cells
         self._complete = False                       # the cells ran to the end at least once
@@ -110,7 +126,8 @@ class WorkerHandle:
     def close(self) -> None:
         if self._closed:
             return
-        self._settle()
+        while self._inflight:       # replies nobody took: read (the worker's own), not sent again
+            self._inflight[0].drop()
         self._closed = True
         self._stop(wait=False)
         self._sandbox.forget(self)
@@ -308,20 +325,63 @@ class WorkerHandle:
         """Send one request now; the callable returned waits for its reply (the first time; later calls
         give the same Reply), so the trusted side can compute its expected value while the worker runs the
         student's code. The request's bytes are made here: nothing done to its arguments afterwards reaches
-        the worker. One request is in flight at a time: starting another, or closing, waits for this one."""
-        self._settle()
-        early = self._launch_call(request)
+        the worker.
+
+        Several requests may be in flight: the worker reads them in order and runs each as if it had been
+        sent after the reply before it (its time limit counted from there; after a failure, sent again to the
+        worker started next, through the same checks as any call). Replies are read in order too. The
+        callable's ``drop()`` says a reply is not wanted (see :meth:`_drop`). A request waits for those in
+        flight when one of them asks for stand-ins (the worker then reads the grader's answers on the same
+        channel) or past PIPELINE_CALLS / PIPELINE_BYTES."""
+        blob = None
+        if self._inflight:
+            blob = encode_request(request)       # its size decides whether it can join those in flight
+            if not self._can_queue(len(blob)):
+                self._settle()
+        early = self._launch_call(request, blob)
         if isinstance(early, Reply):
             return _Done(early)
-        self._inflight = early
+        early.queued = bool(self._inflight)
+        self._inflight.append(early)
         return early
 
-    def _settle(self) -> None:
-        """Wait for the request in flight, if any (its Reply stays with whoever started it)."""
-        if self._inflight is not None:
-            self._inflight()
+    def _can_queue(self, size: int) -> bool:
+        return len(self._inflight) < PIPELINE_CALLS \
+            and sum(c.size for c in self._inflight) + size <= PIPELINE_BYTES \
+            and not any(c.request.stand_ins or c.proc is not self._proc for c in self._inflight)
 
-    def _launch_call(self, request: Request) -> Reply | _Call:
+    def _settle(self) -> None:
+        """Wait for the requests in flight, if any (their Replies stay with whoever started them)."""
+        while self._inflight:
+            self._inflight[0]()
+
+    def _wait_for(self, call: _Call, wanted: bool = True) -> None:
+        """Read replies in order up to ``call``'s: those before it are kept for whoever started them."""
+        while self._inflight:
+            head = self._inflight.popleft()
+            if head is call:
+                head.reply = self._finish(head) if wanted else self._drop(head)
+                return
+            head.reply = self._finish(head)
+        if call.reply is None:      # not in flight any more (closed meanwhile)
+            call.reply = _said("crashed", say("sandbox.closed"))
+
+    def _drop(self, call: _Call) -> Reply:
+        """A reply nobody takes (a check stopped with calls in flight): the call is to leave no trace a call
+        never made would not leave. One sent to a worker that has stopped since is not sent again; one the
+        live worker has is read (the channel stays in step), and if it fails, the worker is stopped without
+        a word: no poisoned function, no crash counted, no restart (the next call starts a worker anew)."""
+        dropped = _said("crashed", say("sandbox.closed"))
+        if call.proc is not self._proc or self._closed:
+            return dropped
+        saved = self._crashes.copy(), dict(self._poisoned), self._last_failure
+        reply = self._finish(call)
+        if self._proc is not call.proc:         # it failed: as if it had never been made
+            self._crashes, self._poisoned, self._last_failure = saved[0], saved[1], saved[2]
+            self._quiet = True
+        return reply
+
+    def _launch_call(self, request: Request, blob: bytes | None = None) -> Reply | _Call:
         """Everything of a call up to its frame sent; a Reply where it goes no further."""
         if self._closed:
             return _said("crashed", say("sandbox.closed"))
@@ -334,15 +394,17 @@ class WorkerHandle:
         if request.device != self._sandbox.device and not request.device.startswith(self._sandbox.device):
             return Reply("error", error_type="SandboxError",
                          error=f"this sandbox runs on {self._sandbox.device}, the request asks for {request.device}")
-        start = time.perf_counter()
-        blob = encode_request(request)  # a grader bug (not plain data) raises here, loudly
-        self.timer.since("encode", start)
+        if blob is None:
+            start = time.perf_counter()
+            blob = encode_request(request)  # a grader bug (not plain data) raises here, loudly
+            self.timer.since("encode", start)
         if self._proc is None:
             if self._broken is not None:
                 return Reply(self._broken.status, error=self._broken.error, message=self._broken.message)
-            if self.restarts >= self._sandbox.max_restarts:
+            if not self._quiet and self.restarts >= self._sandbox.max_restarts:
                 return _said("crashed", say("sandbox.restarts", detail=self._last_failure, count=self.restarts + 1))
-            self.restarts += 1
+            self.restarts += 0 if self._quiet else 1
+            self._quiet = False
             if not self.launch():
                 broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
@@ -357,7 +419,7 @@ class WorkerHandle:
             modules = sorted(name for name, ref in request.stand_ins.items() if isinstance(ref, type))
             if modules:
                 header["stand_in_modules"] = modules
-        call = _Call(self, request, proc)
+        call = _Call(self, request, proc, self._seq, len(blob))
         call.deadline = min(call.start + self._limits.call_seconds, self._deadline)
         sent = time.perf_counter()
         try:
@@ -371,8 +433,15 @@ class WorkerHandle:
         return call
 
     def _finish(self, call: _Call) -> Reply:
-        """The reply to the call in flight: the stand-ins it asks for answered, the reply read and checked."""
-        self._inflight = None
+        """The reply to the first call in flight: the stand-ins it asks for answered, the reply read and
+        checked. One sent to a worker that has stopped since (an earlier call failed) never ran: it is sent
+        again now, as it would have been after that failure."""
+        if call.proc is not self._proc:
+            again = self._launch_call(call.request)
+            return again if isinstance(again, Reply) else self._finish(again)
+        if call.queued and self._time_left() <= 0:     # the budget ran out before its turn came
+            self._stop(wait=False)
+            return _said("timeout", self._budget_message())
         proc, request = call.proc, call.request
         # The time this side spent elsewhere after sending (computing the expected value) is not the call's:
         # a reply that came meanwhile is read, whatever the clock says now.
@@ -401,11 +470,12 @@ class WorkerHandle:
             if not self.launch():
                 broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
-            return self(request)
+            again = self._launch_call(request)
+            return again if isinstance(again, Reply) else self._finish(again)
         elapsed = time.monotonic() - call.start
         received = time.perf_counter()
         try:
-            return self._validate(got, reply_blob, request, elapsed)
+            return self._validate(got, reply_blob, request, elapsed, call.seq)
         except Exception as exc:  # noqa: BLE001 - whatever the worker sent is its outcome, never the grader's fault
             # The type only: the message could quote the worker's bytes.
             log.warning("sandbox: a worker's reply could not be read (%s)", type(exc).__name__)
@@ -479,10 +549,10 @@ class WorkerHandle:
             self._poisoned[poison[0]] = _said(status, poison[1])
         return _said(status, message, seconds=seconds, **extra)
 
-    def _validate(self, header: dict[str, Any], blob: bytes, request: Request, elapsed: float) -> Reply:
+    def _validate(self, header: dict[str, Any], blob: bytes, request: Request, elapsed: float, seq: int) -> Reply:
         """Believe nothing but plain data: the header's fields are checked one by one."""
         status = header.get("status")
-        if header.get("t") != "reply" or header.get("seq") != self._seq or type(status) is not str \
+        if header.get("t") != "reply" or header.get("seq") != seq or type(status) is not str \
                 or status not in WORKER_STATUSES:
             return self._failed("crashed", say("sandbox.unexpected"), elapsed)
         forbidden = header.get("forbidden")

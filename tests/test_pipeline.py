@@ -1,0 +1,125 @@
+"""Several calls in flight to one worker (WorkerHandle.start): each runs as if it had been sent after the
+reply before it, whatever happens to the calls around it, and a dropped reply leaves no trace."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from autograder.config import Limits
+from autograder.notebook import Cell
+from autograder.probes import Reply, Request
+from autograder.sandbox import Sandbox
+from autograder.sandbox.handle import PIPELINE_BYTES
+
+LIMITS = Limits(call_seconds=1.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
+                file_mb=1, processes=0)
+
+STATEFUL = ("import os, time, torch\n"
+            "count = [0]\n"
+            "def tick():\n    count[0] += 1\n    return count[0]\n"
+            "def hard():\n    os._exit(0)\n"
+            "def nap(s):\n    time.sleep(s)\n    return s\n"
+            "def spin():\n    while True:\n        pass\n"
+            "def echo(t):\n    return t\n"
+            "def big(n):\n    return torch.ones(n)\n")
+
+
+def cells(source: str) -> list[Cell]:
+    return [Cell(0, None, source, source, None)]
+
+
+def start(worker, function: str, *args):
+    return worker.start(Request(function, args, {}))
+
+
+def py(reply: Reply):
+    assert reply.status == "ok", reply
+    return reply.value().to_python()
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(LIMITS) as sb:
+        yield sb
+
+
+def test_calls_in_flight_run_in_order_and_each_reply_reaches_its_caller(sandbox):
+    with sandbox.open(cells(STATEFUL), label="order") as worker:
+        pending = [start(worker, "tick") for _ in range(5)]
+        assert len(worker._inflight) == 5             # sent together, none waited for
+        assert py(pending[2]()) == 3                  # the two before it are read first and kept
+        assert [py(p()) for p in pending] == [1, 2, 3, 4, 5]
+        assert py(start(worker, "tick")()) == 6
+
+
+def test_a_crash_in_the_middle_sends_the_calls_behind_it_to_the_next_worker_as_one_after_another_would(sandbox):
+    with sandbox.open(cells(STATEFUL), label="crash") as worker:
+        first, crash, again, more = (start(worker, f) for f in ("tick", "hard", "tick", "tick"))
+        assert py(first()) == 1
+        assert crash().status == "crashed" and "exited with status 0" in crash().error
+        # Sent to the worker that died, they never ran there: the next worker (its cells run again) runs them.
+        assert [py(again()), py(more())] == [1, 2]
+        assert worker.restarts == 1
+
+
+def test_each_call_in_flight_gets_its_whole_time_limit_from_the_reply_before_it(sandbox):
+    with sandbox.open(cells(STATEFUL), label="slow") as worker:
+        begin = time.monotonic()
+        naps = [start(worker, "nap", 0.6) for _ in range(3)]        # 1.8 s in all against a 1 s limit each
+        assert [py(n()) for n in naps] == [0.6, 0.6, 0.6]
+        assert time.monotonic() - begin >= 1.8
+        spin, spin_again, after = start(worker, "spin"), start(worker, "spin"), start(worker, "tick")
+        assert spin().status == "timeout"
+        # The function that timed out is not run again, in flight or not; the next call runs in a fresh worker.
+        quick = time.monotonic()
+        assert spin_again().status == "timeout" and "not run again" in spin_again().error
+        assert time.monotonic() - quick < 0.9
+        assert py(after()) == 1 and worker.restarts == 1
+
+
+def test_a_dropped_reply_is_read_and_a_dropped_failure_leaves_no_trace(sandbox):
+    with sandbox.open(cells(STATEFUL), label="drop") as worker:
+        kept, dropped = start(worker, "tick"), start(worker, "tick")
+        assert py(kept()) == 1
+        dropped.drop()
+        assert not worker._inflight and py(start(worker, "tick")()) == 3   # it ran: the channel stays in step
+        for _ in range(3):       # far past max_restarts, and twice a crash of the same function
+            start(worker, "tick")
+            start(worker, "hard").drop()
+        assert worker.restarts == 0
+        crash = start(worker, "hard")()
+        # Counted as the first crash of hard (not poisoned as a second one) and restarted once.
+        assert crash.status == "crashed" and "twice" not in crash.error
+        assert py(start(worker, "tick")()) == 1 and worker.restarts == 1
+
+
+def test_a_call_behind_a_failure_that_nobody_wants_is_not_sent_again(sandbox):
+    with sandbox.open(cells(STATEFUL), label="stale") as worker:
+        spawns = worker.spawns
+        crash, behind = start(worker, "hard"), start(worker, "tick")
+        assert crash().status == "crashed"
+        behind.drop()
+        assert worker.pid is None and worker.spawns == spawns      # no worker forked for it
+        assert py(start(worker, "tick")()) == 1
+
+
+def test_large_requests_and_large_replies_in_flight_never_wait_on_each_other(sandbox):
+    with sandbox.open(cells(STATEFUL), label="sizes") as worker:
+        xs = [torch.full((PIPELINE_BYTES // 8 // 3,), float(i), dtype=torch.float64) for i in range(8)]
+        echoes = [start(worker, "echo", x) for x in xs]
+        assert len(worker._inflight) <= 3          # the bytes in flight stay under PIPELINE_BYTES
+        assert all(torch.equal(py(e()), x) for e, x in zip(echoes, xs))
+        # Replies of 4 MiB each, far past a socket's buffer, while more requests are sent behind them.
+        bigs = [start(worker, "big", 1 << 20) for _ in range(12)]
+        assert all(py(b()).shape == (1 << 20,) for b in bigs)
+
+
+def test_closing_with_calls_in_flight_reads_them_and_stops(sandbox):
+    worker = sandbox.open(cells(STATEFUL), label="close")
+    with worker:
+        pending = [start(worker, "tick") for _ in range(3)]
+        start(worker, "hard")
+    assert not worker._inflight
+    assert py(pending[0]()) == 1        # read before the worker stopped

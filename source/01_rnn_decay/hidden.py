@@ -40,23 +40,26 @@ def expect_number(ctx: Context, value: plain.Value, what: str | Msg) -> float:
 def _tanh_reference(ctx: Context) -> None:
     a, b, c = ctx.sizes(3)
     cases = (((a,), torch.float32), ((b, c), torch.float64), ((a, b, c), torch.float32), ((), torch.float64))
-    for shape, dtype in cases:
-        # ctx.randn wants at least one size: draw flat, then shape (also the 0-d case).
-        z = ctx.randn(math.prod(shape), dtype=dtype, scale=3.0).reshape(shape)
-        pending = ctx.start(z)
+    # Every call in flight before the first is compared (see Context.start), in the order the inputs are drawn.
+    # ctx.randn wants at least one size: draw flat, then shape (also the 0-d case).
+    tensors = [(shape, dtype, ctx.start(z), z) for shape, dtype in cases
+               for z in [ctx.randn(math.prod(shape), dtype=dtype, scale=3.0).reshape(shape)]]
+    arrays = [(shape, dtype, ctx.start(arr), arr) for shape, dtype in (((c, a), np.float64), ((b,), np.float32))
+              for arr in [ctx.randn(*shape, scale=3.0).numpy().astype(dtype)]]
+    floats = [(x, ctx.start(x)) for x in ctx.randn(3, scale=3.0).tolist()]
+    for shape, dtype, pending, z in tensors:
         want = ctx.reference(z)
         got = expect_kept_dtype(ctx, pending.value(), shape, dtype, what=tensor_input(dtype, shape))
         ctx.expect_close(got, want, dtype, what=tensor_input(dtype, shape))
-    for shape, dtype in (((c, a), np.float64), ((b,), np.float32)):
-        arr = ctx.randn(*shape, scale=3.0).numpy().astype(dtype)
+    for shape, dtype, pending, arr in arrays:
         want = ctx.reference(arr)
         what = Msg(f"tanh_derivative(z)（z 是形状 {shape} 的 ndarray）", f"tanh_derivative(z) (z an ndarray of shape {shape})")
-        got = expect_ndarray(ctx, ctx.call(arr), shape, np.dtype(dtype).name, what=what)
+        got = expect_ndarray(ctx, pending.value(), shape, np.dtype(dtype).name, what=what)
         ctx.expect_close(got, want, np.dtype(dtype).name, what=what)
-    for x in ctx.randn(3, scale=3.0).tolist():
+    for x, pending in floats:
         want = ctx.reference(x)
         what = Msg("tanh_derivative(z)（z 是 Python float）", "tanh_derivative(z) (z a Python float)")
-        got = expect_float(ctx, ctx.call(x), what=what)
+        got = expect_float(ctx, pending.value(), what=what)
         ctx.expect_close(got, want, torch.float64, what=what)
 
 
@@ -276,10 +279,12 @@ def _layer_empty(ctx: Context) -> None:
 @check("1.6", "reference-random", H, Kind.NUMERIC, zh="随机 query 与 keys 与参考答案一致",
        en="agrees with the reference on random queries and keys", weight=2, same_as="matches-torch")
 def _weights_reference(ctx: Context) -> None:
+    started = []        # every call in flight before the first is compared (see Context.start)
     for dtype in (torch.float32, torch.float64, torch.float64):
         N, D = ctx.sizes(2, 2, 12)
         query, keys = ctx.randn(D, dtype=dtype, scale=1.5), ctx.randn(N, D, dtype=dtype, scale=1.5)
-        pending = ctx.start(query, keys)
+        started.append((dtype, N, D, query, keys, ctx.start(query, keys)))
+    for dtype, N, D, query, keys, pending in started:
         want = ctx.reference(query, keys)
         got = ctx.expect_tensor(pending.value(), (N,), dtype,
                                 what=Msg(f"attention_weights(query, keys)（N={N}，D={D}）",
@@ -309,19 +314,21 @@ def _weights_edge(ctx: Context) -> None:
 def _weights_large(ctx: Context) -> None:
     # The cases of checks.SPREAD_CASES, in their order (the first that fails tells which shift a softmax
     # used), on integer inputs whose scores float32 computes exactly.
+    started = []        # every call in flight before the first is compared (see Context.start)
     for dtype in (torch.float64, torch.float32):
         for case, zh, en in SPREAD_CASES:
-            with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):
-                n = ctx.sizes(1, 3, 12)[0]
-                query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
-                pending = ctx.start(query, keys)
-                want = ctx.reference(query, keys)
-                got = ctx.expect_tensor(pending.value(), (n,), dtype, what="attention_weights(query, keys)")
-                ctx.expect(bool(torch.isfinite(got).all()),
-                           "分数很大时权重里出现了 inf 或 NaN：exp 之前先减去分数的最大值",
-                           "the weights hold inf or NaN when the scores are large: subtract the largest score "
-                           "before exp", diagnose=True, safe=True)
-                ctx.expect_close(got, want, dtype, what="attention_weights(query, keys)")
+            n = ctx.sizes(1, 3, 12)[0]
+            query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
+            started.append((dtype, zh, en, n, query, keys, ctx.start(query, keys)))
+    for dtype, zh, en, n, query, keys, pending in started:
+        with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):
+            want = ctx.reference(query, keys)
+            got = ctx.expect_tensor(pending.value(), (n,), dtype, what="attention_weights(query, keys)")
+            ctx.expect(bool(torch.isfinite(got).all()),
+                       "分数很大时权重里出现了 inf 或 NaN：exp 之前先减去分数的最大值",
+                       "the weights hold inf or NaN when the scores are large: subtract the largest score "
+                       "before exp", diagnose=True, safe=True)
+            ctx.expect_close(got, want, dtype, what="attention_weights(query, keys)")
 
 
 # -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------

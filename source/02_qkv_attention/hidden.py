@@ -66,10 +66,12 @@ def _project_edge(ctx: Context) -> None:
        en="random shapes, dims, dtypes: agrees with the reference", weight=2, same_as="matches-torch")
 def _softmax_reference(ctx: Context) -> None:
     a, b, c, d = ctx.sizes(4)
+    started = []        # every call in flight before the first is compared (see Context.start)
     for shape, dim, dtype in (((a,), 0, torch.float64), ((a, b), -1, torch.float32), ((a, b, c), 1, torch.float64),
                               ((d, a, b, c), -3, torch.float32), ((b, c, d), 2, torch.float64)):
         x = ctx.randn(*shape, dtype=dtype, scale=4.0)
-        pending = ctx.start(x, dim=dim)
+        started.append((shape, dim, dtype, x, ctx.start(x, dim=dim)))
+    for shape, dim, dtype, x, pending in started:
         want = ctx.reference(x, dim=dim)
         _expect_like(ctx, pending.value(), want, dtype, f"softmax(x {shape}, dim={dim}, {dtype})")
 
@@ -80,21 +82,24 @@ def _softmax_reference(ctx: Context) -> None:
        statement=STABLE_2_2, same_as="matches-torch")
 def _softmax_edge(ctx: Context) -> None:
     a, b, c = ctx.sizes(3, 3, 9)
-    for dtype in (torch.float32, torch.float64):
+    # Every call of the first two kinds in flight before the first is compared (see Context.start).
+    # Rows from -1e4 to 1e4: exp overflows on some, underflows to 0/0 on others, and a shift by
+    # the whole tensor's max (not each slice's) underflows every row far below the top one.
+    rows_apart = [(dtype, x, ctx.start(x)) for dtype in (torch.float32, torch.float64)
+                  for x in [(ctx.randn(a, b, scale=3.0) + torch.linspace(-1e4, 1e4, a).unsqueeze(-1)).to(dtype)]]
+    # One slice spreads over thousands of both signs, along several dims.
+    spread = []
+    for dtype, dim in ((torch.float64, -1), (torch.float32, 1), (torch.float64, 0), (torch.float32, -1)):
+        rows = spread_slices(ctx, a * c, b, dtype)                       # (slices, values along dim)
+        x = rows.reshape(a, c, b).movedim(-1, dim).contiguous()            # the b values of a slice along dim
+        spread.append((dtype, dim, x, ctx.start(x, dim=dim)))
+    for dtype, x, pending in rows_apart:
         with ctx.case(zh=f"相邻的行相差几千、最大上万（{dtype}）", en=f"rows thousands apart, up to ten thousand ({dtype})"):
-            # Rows from -1e4 to 1e4: exp overflows on some, underflows to 0/0 on others, and a shift by
-            # the whole tensor's max (not each slice's) underflows every row far below the top one.
-            x = (ctx.randn(a, b, scale=3.0) + torch.linspace(-1e4, 1e4, a).unsqueeze(-1)).to(dtype)
-            pending = ctx.start(x)
             want = ctx.reference(x)
             _expect_like(ctx, pending.value(), want, dtype, f"softmax(x {tuple(x.shape)}, {dtype})")
-    # One slice spreads over thousands of both signs, along several dims.
-    for dtype, dim in ((torch.float64, -1), (torch.float32, 1), (torch.float64, 0), (torch.float32, -1)):
+    for dtype, dim, x, pending in spread:
         with ctx.case(zh=f"同一切片里的值有正有负、相差几千（dim={dim}，{dtype}）",
                       en=f"slices spread over thousands of either sign (dim={dim}, {dtype})"):
-            rows = spread_slices(ctx, a * c, b, dtype)                       # (slices, values along dim)
-            x = rows.reshape(a, c, b).movedim(-1, dim).contiguous()            # the b values of a slice along dim
-            pending = ctx.start(x, dim=dim)
             want = ctx.reference(x, dim=dim)
             _expect_like(ctx, pending.value(), want, dtype, f"softmax(x {tuple(x.shape)}, dim={dim}, {dtype})")
     with ctx.case(zh="沿 dim 只有一个元素", en="a dim of size 1"):

@@ -383,10 +383,12 @@ def _mha_torch(ctx: Context) -> None:
     B, Tq, Tk, H, d = head_sizes(ctx)
     E = H * d
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    started = []            # both calls in flight before either is compared (see Context.start)
     for dtype in DTYPES:
         state = mha_state(ctx, E, dtype)
         q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
-        pending = ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)
+        started.append((dtype, state, (q, k, v), ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)))
+    for dtype, state, (q, k, v), pending in started:
         want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state, mask)
         out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, dtype)
         ctx.expect_close(weights, want_w, dtype, what="weights")
@@ -557,20 +559,27 @@ def call_module(ctx: Context, args: tuple[Any, ...], bias: bool | None = True) -
     return start_module(ctx, args, bias).value()
 
 
+def start_modules(ctx: Context) -> list[tuple[torch.dtype, tuple[Any, ...], tuple[int, int, int, int], Pending]]:
+    """:func:`module_case` and :func:`start_module` for each of DTYPES, all begun before any is compared
+    (the worker runs the next while the check computes what the first should be)."""
+    started = []
+    for dtype in DTYPES:
+        args, sizes = module_case(ctx, dtype)
+        started.append((dtype, args, sizes, start_module(ctx, args)))
+    return started
+
+
 @check("4.4", "torch-names-shapes", P, Kind.SHAPE, zh="按 torch 命名的参数都能加载；out、weights、梯度的形状与 dtype",
        en="torch-named parameters load; shapes and dtype of out, weights and gradients")
 def _module_shape(ctx: Context) -> None:
-    for dtype in DTYPES:
-        args, (B, Tq, Tk, H) = module_case(ctx, dtype)
-        expect_module(ctx, call_module(ctx, args), args[2], B, Tq, Tk, H, dtype)
+    for dtype, args, (B, Tq, Tk, H), pending in start_modules(ctx):
+        expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, dtype)
 
 
 @check("4.4", "matches-torch", P, Kind.NUMERIC, zh="加载同样的权重后，输出与 nn.MultiheadAttention 一致",
        en="loaded with the same weights, the outputs agree with nn.MultiheadAttention", weight=2)
 def _module_torch(ctx: Context) -> None:
-    for dtype in DTYPES:
-        args, (B, Tq, Tk, H) = module_case(ctx, dtype)
-        pending = start_module(ctx, args)
+    for dtype, args, (B, Tq, Tk, H), pending in start_modules(ctx):
         want = ctx.expected(torch_probe, *args)
         got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, dtype)
         ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
@@ -580,9 +589,7 @@ def _module_torch(ctx: Context) -> None:
 @check("4.4", "gradients-match-torch", P, Kind.GRADIENT, zh="参数与 query 的梯度与 nn.MultiheadAttention 一致",
        en="gradients of the parameters and of the query agree with nn.MultiheadAttention", weight=2)
 def _module_grads(ctx: Context) -> None:
-    for dtype in DTYPES:
-        args, (B, Tq, Tk, H) = module_case(ctx, dtype)
-        pending = start_module(ctx, args)
+    for dtype, args, (B, Tq, Tk, H), pending in start_modules(ctx):
         want = ctx.expected(torch_probe, *args)
         got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, dtype)
         expect_gradients(ctx, got, want, dtype)

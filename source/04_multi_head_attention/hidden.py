@@ -84,8 +84,11 @@ def _merge_edges(ctx: Context) -> None:
 
 
 # -- 4.3 multi_head_attention ---------------------------------------------------------
-def _mha_case(ctx: Context, B: int, Tq: int, Tk: int, Hn: int, d: int, dtype: torch.dtype,
-              *, empty_row: bool, with_mask: bool = True, scale: float = 1.0, self_attention: bool = False) -> None:
+def _mha_start(ctx: Context, B: int, Tq: int, Tk: int, Hn: int, d: int, dtype: torch.dtype,
+               *, empty_row: bool, with_mask: bool = True, scale: float = 1.0, self_attention: bool = False) -> tuple:
+    """One case's inputs, drawn, and its call, begun: :func:`_mha_finish` compares it. A check begins all
+    its cases before it compares the first (the worker runs the next while this side computes the first's
+    expected value; the inputs are drawn in the same order either way)."""
     E = Hn * d
     state = mha_state(ctx, E, dtype)
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype, scale=scale)
@@ -93,7 +96,13 @@ def _mha_case(ctx: Context, B: int, Tq: int, Tk: int, Hn: int, d: int, dtype: to
         k = v = q
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=empty_row), Tk) if with_mask else None
     args = (q, k, v, Hn, *functional_args(state))
-    pending = ctx.start(*args, key_padding_mask=mask)
+    return args, state, mask, empty_row, ctx.start(*args, key_padding_mask=mask)
+
+
+def _mha_finish(ctx: Context, started: tuple) -> None:
+    args, state, mask, empty_row, pending = started
+    (q, k, _v, Hn), dtype = args[:4], args[0].dtype
+    (B, Tq, E), Tk = q.shape, k.shape[1]
     want_out, want_w = ctx.reference(*args, key_padding_mask=mask)
     out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, Hn, dtype)
     if mask is not None and empty_row:
@@ -107,33 +116,44 @@ def _mha_case(ctx: Context, B: int, Tq: int, Tk: int, Hn: int, d: int, dtype: to
        en="agrees with the reference on random inputs (fully padded rows included)", weight=3,
        same_as="matches-torch", statement="前向的权重全为 0，于是第 6 步得到零向量，输出恰好等于 out_proj_bias")
 def _mha_reference(ctx: Context) -> None:
+    started = []
     for dtype in DTYPES:
         B, Tq, Tk, Hn, d = ctx.sizes(5, low=3, high=7)
+        started.append((dtype, _mha_start(ctx, B, Tq, Tk, Hn, d, dtype, empty_row=True)))
+    for dtype, case in started:
         with ctx.case(zh=f"{str(dtype)[6:]}，含全填充的那一批", en=f"{str(dtype)[6:]}, a fully padded batch row included"):
-            _mha_case(ctx, B, Tq, Tk, Hn, d, dtype, empty_row=True)
+            _mha_finish(ctx, case)
 
 
 @check("4.3", "edge-cases", H, Kind.EDGE, zh="自注意力（带掩码）、一个头、T = 1", en="self-attention (with a mask), one head, T = 1",
        same_as="matches-torch")
 def _mha_edges(ctx: Context) -> None:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
+    f64 = torch.float64
     # first: a mask broadcast along the queries (B, 1, Tk, 1) only runs, and is named, when Tq = Tk
-    with ctx.case(zh="自注意力，带填充掩码", en="self-attention with a padding mask"):
-        _mha_case(ctx, B, Tk, Tk, Hn, d, torch.float64, empty_row=False, self_attention=True)
-    with ctx.case(zh="一个头", en="one head"):
-        _mha_case(ctx, B, Tq, Tk, 1, d, torch.float64, empty_row=False)
-    with ctx.case(zh="一个查询、一个键，不带掩码", en="one query, one key, no mask"):
-        _mha_case(ctx, B, 1, 1, Hn, d, torch.float64, empty_row=False, with_mask=False)
-    with ctx.case(zh="一个查询", en="one query"):
-        _mha_case(ctx, B, 1, Tk, Hn, d, torch.float64, empty_row=False)
+    cases = [(("自注意力，带填充掩码", "self-attention with a padding mask"),
+              _mha_start(ctx, B, Tk, Tk, Hn, d, f64, empty_row=False, self_attention=True)),
+             (("一个头", "one head"), _mha_start(ctx, B, Tq, Tk, 1, d, f64, empty_row=False)),
+             (("一个查询、一个键，不带掩码", "one query, one key, no mask"),
+              _mha_start(ctx, B, 1, 1, Hn, d, f64, empty_row=False, with_mask=False)),
+             (("一个查询", "one query"), _mha_start(ctx, B, 1, Tk, Hn, d, f64, empty_row=False))]
+    for (zh, en), case in cases:
+        with ctx.case(zh=zh, en=en):
+            _mha_finish(ctx, case)
 
 
-def _designed_mha_case(ctx: Context, kind: str, dtype: torch.dtype) -> None:
-    """Designed scores (checks.designed_case), a fully padded batch row included, against the reference."""
+def _designed_mha_start(ctx: Context, kind: str, dtype: torch.dtype) -> tuple:
+    """Designed scores (checks.designed_case), a fully padded batch row included: the call begun
+    (:func:`_designed_mha_finish` compares it with the reference)."""
     (q, k, v), Hn, state, mask = designed_case(ctx, kind, dtype, empty_row=True)
-    (B, Tq, E), Tk = q.shape, k.shape[1]
     args = (q, k, v, Hn, *functional_args(state))
-    pending = ctx.start(*args, key_padding_mask=mask)
+    return args, state, mask, dtype, ctx.start(*args, key_padding_mask=mask)
+
+
+def _designed_mha_finish(ctx: Context, started: tuple) -> None:
+    args, state, mask, dtype, pending = started
+    q, k, Hn = args[0], args[1], args[3]
+    (B, Tq, E), Tk = q.shape, k.shape[1]
     want_out, want_w = ctx.reference(*args, key_padding_mask=mask)
     out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, Hn, dtype)
     expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
@@ -153,23 +173,26 @@ NEGATIVE_STATEMENT = "填充键的权重恰好为 0，不论真实的分数有�
           "included): no inf/NaN, agrees with the reference", statement=LARGE_STATEMENT)
 def _mha_large(ctx: Context) -> None:
     # First the designed rows, on which a softmax shifted by the mean and one shifted by the minimum differ
-    for dtype in (torch.float64, torch.float32):
-        with ctx.case(**score_case(SPREAD, dtype, DEAD_ROW)):
-            _designed_mha_case(ctx, SPREAD, dtype)
+    designed = [(dtype, _designed_mha_start(ctx, SPREAD, dtype)) for dtype in (torch.float64, torch.float32)]
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=3, high=7)
     # inputs of 100 through weights of 1/sqrt(E): scores q.k/sqrt(d) of order 1e4, far past exp's range
+    masked = _mha_start(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=True, scale=100.0)
+    unmasked = _mha_start(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=False, with_mask=False, scale=100.0)
+    E = Hn * d
+    state = mha_state(ctx, E, torch.float32)
+    q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float32, scale=100.0)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+    single = ctx.start(q, k, v, Hn, *functional_args(state), key_padding_mask=mask)
+    for dtype, case in designed:
+        with ctx.case(**score_case(SPREAD, dtype, DEAD_ROW)):
+            _designed_mha_finish(ctx, case)
     with ctx.case(zh="随机输入，分数在 1e4 量级（float64，带掩码）", en="random inputs, scores of order 1e4 (float64, masked)"):
-        _mha_case(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=True, scale=100.0)
+        _mha_finish(ctx, masked)
     with ctx.case(zh="随机输入，分数在 1e4 量级（float64，不带掩码）", en="random inputs, scores of order 1e4 (float64, no mask)"):
-        _mha_case(ctx, B, Tq, Tk, Hn, d, torch.float64, empty_row=False, with_mask=False, scale=100.0)
+        _mha_finish(ctx, unmasked)
     # float32: random scores of 1e4 carry rounding of 1e-3, so only finiteness and the rows' sums are checked
     with ctx.case(zh="随机输入，分数在 1e4 量级（float32）", en="random inputs, scores of order 1e4 (float32)"):
-        E = Hn * d
-        state = mha_state(ctx, E, torch.float32)
-        q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float32, scale=100.0)
-        mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
-        out, weights = expect_mha(ctx, ctx.call(q, k, v, Hn, *functional_args(state), key_padding_mask=mask),
-                                  B, Tq, Tk, E, Hn, torch.float32)
+        out, weights = expect_mha(ctx, single.value(), B, Tq, Tk, E, Hn, torch.float32)
         expect_finite(ctx, out, weights)
         want_sums = live(mask).to(torch.float64)[:, None, None].expand(B, Hn, Tq)     # 1 per live row, 0 if all padded
         ctx.expect_close(weights.double().sum(-1), want_sums, torch.float32,
@@ -181,9 +204,11 @@ def _mha_large(ctx: Context) -> None:
        en="real scores that are themselves very negative (near -2e4, near -1e9; fully padded rows included): "
           "padded keys still get exactly 0, agrees with the reference", statement=NEGATIVE_STATEMENT)
 def _mha_negative(ctx: Context) -> None:
-    for kind, dtype in ((NEGATIVE, torch.float32), (NEGATIVE, torch.float64), (EXTREME, torch.float64)):
+    started = [(kind, dtype, _designed_mha_start(ctx, kind, dtype))
+               for kind, dtype in ((NEGATIVE, torch.float32), (NEGATIVE, torch.float64), (EXTREME, torch.float64))]
+    for kind, dtype, case in started:
         with ctx.case(**score_case(kind, dtype, DEAD_ROW)):
-            _designed_mha_case(ctx, kind, dtype)
+            _designed_mha_finish(ctx, case)
 
 
 FORBIDDEN_STATEMENT = "禁止调用（评分器运行本题时一旦检测到，本题记 0 分）"
@@ -206,10 +231,16 @@ def reference_probe(ctx: Context, args: tuple[Any, ...], bias: bool) -> dict[str
     return module_result(probe_module(ctx.reference_fn, *as_float64(module_request(args, bias))))
 
 
-def _module_against_reference(ctx: Context, dtype: torch.dtype, *, bias: bool | None = True, empty_row: bool = False,
-                              sizes: tuple[int, ...] | None = None) -> None:
-    args, (B, Tq, Tk, Hn) = module_case(ctx, dtype, bias=bias, empty_row=empty_row, sizes=sizes)
-    pending = start_module(ctx, args, bias=bias)
+def _module_start(ctx: Context, dtype: torch.dtype, *, bias: bool | None = True, empty_row: bool = False,
+                  sizes: tuple[int, ...] | None = None) -> tuple:
+    """One case's inputs, drawn, and its probe call, begun (:func:`_module_finish` compares it with the
+    reference): a check begins all its cases first."""
+    args, shape = module_case(ctx, dtype, bias=bias, empty_row=empty_row, sizes=sizes)
+    return dtype, bias, args, shape, start_module(ctx, args, bias=bias)
+
+
+def _module_finish(ctx: Context, started: tuple) -> None:
+    dtype, bias, args, (B, Tq, Tk, Hn), pending = started
     want = ctx.expected(reference_probe, ctx, args, bias)
     got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, Hn, dtype)
     ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
@@ -221,12 +252,13 @@ def _module_against_reference(ctx: Context, dtype: torch.dtype, *, bias: bool | 
        en="outputs and gradients agree with the reference on random inputs (fully padded rows included)", weight=3,
        same_as="gradients-match-torch", statement="要求的是有限的梯度")
 def _module_reference(ctx: Context) -> None:
-    for dtype in DTYPES:
-        with ctx.case(zh=f"{str(dtype)[6:]}，含全填充的那一批", en=f"{str(dtype)[6:]}, a fully padded batch row included"):
-            _module_against_reference(ctx, dtype, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
-    with ctx.case(zh="bias=False，含全填充的那一批", en="bias=False, a fully padded batch row included"):
-        _module_against_reference(ctx, torch.float64, bias=False, empty_row=True,
-                                  sizes=tuple(ctx.sizes(5, low=3, high=7)))
+    cases = [((f"{str(dtype)[6:]}，含全填充的那一批", f"{str(dtype)[6:]}, a fully padded batch row included"),
+              _module_start(ctx, dtype, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))) for dtype in DTYPES]
+    cases.append((("bias=False，含全填充的那一批", "bias=False, a fully padded batch row included"),
+                  _module_start(ctx, torch.float64, bias=False, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))))
+    for (zh, en), case in cases:
+        with ctx.case(zh=zh, en=en):
+            _module_finish(ctx, case)
 
 
 @check("4.4", "edge-cases", H, Kind.EDGE, zh="一个头、T = 1；不传 bias 时默认带偏置（与 nn.MultiheadAttention 相同）",
@@ -234,12 +266,13 @@ def _module_reference(ctx: Context) -> None:
        same_as="matches-torch", statement="__init__(embed_dim, num_heads, bias=True)")
 def _module_edges(ctx: Context) -> None:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
-    with ctx.case(zh="一个头", en="one head"):
-        _module_against_reference(ctx, torch.float64, sizes=(B, Tq, Tk, 1, d))
-    with ctx.case(zh="一个查询、一个键", en="one query, one key"):
-        _module_against_reference(ctx, torch.float64, sizes=(B, 1, 1, Hn, d))
-    with ctx.case(zh="不传 bias（默认带偏置）", en="no bias argument (biases by default)"):
-        _module_against_reference(ctx, torch.float64, bias=None, sizes=(B, Tq, Tk, Hn, d))
+    cases = [(("一个头", "one head"), _module_start(ctx, torch.float64, sizes=(B, Tq, Tk, 1, d))),
+             (("一个查询、一个键", "one query, one key"), _module_start(ctx, torch.float64, sizes=(B, 1, 1, Hn, d))),
+             (("不传 bias（默认带偏置）", "no bias argument (biases by default)"),
+              _module_start(ctx, torch.float64, bias=None, sizes=(B, Tq, Tk, Hn, d)))]
+    for (zh, en), case in cases:
+        with ctx.case(zh=zh, en=en):
+            _module_finish(ctx, case)
 
 
 @check("4.4", "edge-extreme-scores", H, Kind.EDGE,
@@ -251,13 +284,17 @@ def _module_extreme(ctx: Context) -> None:
     # Outputs compared, gradients only finite: through scores this large they carry rounding of order
     # eps * |score| * |query| (the key bias's gradient, exactly 0, comes out near 1e-6 in float64 from any
     # sound softmax), which the ordinary inputs of reference-random compare instead.
+    started = []
     for kind, dtype in ((SPREAD, torch.float64), (SPREAD, torch.float32), (NEGATIVE, torch.float64),
                         (NEGATIVE, torch.float32)):
+        (q, k, v), Hn, state, mask = designed_case(ctx, kind, dtype, empty_row=True)
+        (B, Tq, E), Tk = q.shape, k.shape[1]
+        args = (E, Hn, state, q, k, v, mask, ctx.randn(B, Tq, E, dtype=dtype))
+        started.append((kind, dtype, args, start_module(ctx, args)))
+    for kind, dtype, args, pending in started:
+        _e, Hn, state, q, k, _v, mask, _g = args
+        (B, Tq, E), Tk = q.shape, k.shape[1]
         with ctx.case(**score_case(kind, dtype, DEAD_ROW)):
-            (q, k, v), Hn, state, mask = designed_case(ctx, kind, dtype, empty_row=True)
-            (B, Tq, E), Tk = q.shape, k.shape[1]
-            args = (E, Hn, state, q, k, v, mask, ctx.randn(B, Tq, E, dtype=dtype))
-            pending = start_module(ctx, args)
             want = ctx.expected(reference_probe, ctx, args, True)
             got = expect_module(ctx, pending.value(), state, B, Tq, Tk, Hn, dtype)
             expect_dead_rows(ctx, got["out"], got["weights"], mask, state["out_proj.bias"])

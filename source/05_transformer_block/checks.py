@@ -322,8 +322,9 @@ def call_block(ctx: Context, args: tuple[Any, ...], pending: Pending | None = No
 @check("5.4", "torch-names-shapes", P, Kind.SHAPE, zh="nn.TransformerEncoderLayer 的参数名都能加载；输出与梯度的形状和 dtype",
        en="nn.TransformerEncoderLayer's parameter names load; shapes and dtype of the output and the gradients")
 def _block_shape(ctx: Context) -> None:
-    for dtype in DTYPES:
-        call_block(ctx, block_case(ctx, dtype))
+    started = [(args, start_block(ctx, args)) for args in [block_case(ctx, dtype) for dtype in DTYPES]]
+    for args, pending in started:       # both in flight before either is read (see Context.start)
+        call_block(ctx, args, pending)
 
 
 #: ctx.case's names of the three mask settings.
@@ -336,10 +337,12 @@ MASK_CASES = {(True, False): ("只带填充掩码", "a padding mask only"), (Fal
           "mask settings)", weight=2)
 def _block_torch(ctx: Context) -> None:
     # one dtype per mask setting (the self-check data stores what each known mistake returns on every call)
-    for ((padding, causal_mask), (zh, en)), dtype in zip(MASK_CASES.items(), (torch.float64, torch.float32, torch.float64)):
+    started = []        # every case in flight before the first is compared (see Context.start)
+    for ((padding, causal_mask), names), dtype in zip(MASK_CASES.items(), (torch.float64, torch.float32, torch.float64)):
+        args = block_case(ctx, dtype, padding=padding, causal_mask=causal_mask)
+        started.append((names, dtype, args, start_block(ctx, args)))
+    for (zh, en), dtype, args, pending in started:
         with ctx.case(zh=f"{zh}（{str(dtype)[6:]}）", en=f"{en} ({str(dtype)[6:]})"):
-            args = block_case(ctx, dtype, padding=padding, causal_mask=causal_mask)
-            pending = start_block(ctx, args)
             want = ctx.expected(torch_block_probe, *args)
             got = call_block(ctx, args, pending)
             expect_close_normwise(ctx, got["out"], want["out"], dtype, what="TransformerBlock(...)(x)")
@@ -426,10 +429,10 @@ def _lm_shape(ctx: Context) -> None:
        en="logits agree with the model built from torch's modules in the five steps (with and without padding)",
        weight=2)
 def _lm_torch(ctx: Context) -> None:
-    for padding in (False, True):
+    started = [(padding, args, start_lm(ctx, args)) for padding, args in
+               [(padding, lm_case(ctx, padding=padding)) for padding in (False, True)]]
+    for padding, args, pending in started:
         with ctx.case(zh="带填充掩码" if padding else "不带填充掩码", en="with padding" if padding else "no padding"):
-            args = lm_case(ctx, padding=padding)
-            pending = start_lm(ctx, args)
             want = ctx.expected(torch_lm_probe, *args)
             got = call_lm(ctx, args, pending)
             expect_close_normwise(ctx, got["out"], want["out"], torch.float32, what="logits")

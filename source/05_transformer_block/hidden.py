@@ -61,20 +61,22 @@ def _pe_edges(ctx: Context) -> None:
        en="agrees with the reference on random inputs (other batch dims, with and without weight and bias)",
        weight=2, same_as="matches-torch")
 def _ln_reference(ctx: Context) -> None:
+    started = []        # every call in flight before the first is compared (see Context.start)
     for batch in ((), (3,), (2, 3)):
         for dtype in DTYPES:
             D = int(ctx.randint(2, 20, 1))
             x = ctx.randn(*batch, 4, D, dtype=dtype, scale=3.0)
             weight, bias = norm_parameters(ctx, D, dtype)
-            with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
-                pending = ctx.start(x, weight, bias)
-                want = ctx.reference(x, weight, bias)
-                got = ctx.expect_tensor(pending.value(), tuple(x.shape), dtype, what="layer_norm")
-                ctx.expect_close(got, want, dtype, what="layer_norm")
-                pending = ctx.start(x, weight)
-                want = ctx.reference(x, weight)
-                got = ctx.expect_tensor(pending.value(), tuple(x.shape), dtype, what="layer_norm(x, weight)")
-                ctx.expect_close(got, want, dtype, what="layer_norm(x, weight)")
+            started.append((batch, dtype, x, weight, bias, ctx.start(x, weight, bias), ctx.start(x, weight)))
+    for batch, dtype, x, weight, bias, pending, pending_no_bias in started:
+        with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
+            want = ctx.reference(x, weight, bias)
+            got = ctx.expect_tensor(pending.value(), tuple(x.shape), dtype, what="layer_norm")
+            ctx.expect_close(got, want, dtype, what="layer_norm")
+            pending = pending_no_bias
+            want = ctx.reference(x, weight)
+            got = ctx.expect_tensor(pending.value(), tuple(x.shape), dtype, what="layer_norm(x, weight)")
+            ctx.expect_close(got, want, dtype, what="layer_norm(x, weight)")
 
 
 @check("5.2", "edge-cases", H, Kind.EDGE, zh="D = 1、每行都相同（方差 0）、1e4 附近的大偏移",
@@ -155,9 +157,15 @@ def block_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
     return {"out": result["out"], "grads": result["grads"], "grad_x": result["input_grads"][0]}
 
 
-def _block_against_reference(ctx: Context, dtype: torch.dtype, **options: Any) -> None:
+def _block_start(ctx: Context, dtype: torch.dtype, **options: Any) -> tuple:
+    """One case's inputs, drawn, and its probe call, begun (:func:`_block_finish` compares it with the
+    reference): a check begins all its cases before it compares the first (see Context.start)."""
     args = block_case(ctx, dtype, **options)
-    pending = start_block(ctx, args)
+    return dtype, args, start_block(ctx, args)
+
+
+def _block_finish(ctx: Context, started: tuple) -> None:
+    dtype, args, pending = started
     want = ctx.expected(block_reference, ctx, args)
     got = call_block(ctx, args, pending)
     expect_close_normwise(ctx, got["out"], want["out"], dtype, what="TransformerBlock(...)(x)")
@@ -168,21 +176,21 @@ def _block_against_reference(ctx: Context, dtype: torch.dtype, **options: Any) -
        en="outputs and gradients agree with the reference on random inputs (both masks)", weight=3,
        same_as="gradients-match-torch")
 def _block_reference(ctx: Context) -> None:
-    for dtype in DTYPES:
-        with ctx.case(zh=dtype_name(dtype), en=dtype_name(dtype)):
-            _block_against_reference(ctx, dtype)
+    for case in [_block_start(ctx, dtype) for dtype in DTYPES]:
+        with ctx.case(zh=dtype_name(case[0]), en=dtype_name(case[0])):
+            _block_finish(ctx, case)
 
 
 @check("5.4", "edge-cases", H, Kind.EDGE, zh="一个头、一个位置、不带任何掩码", en="one head, one position, no mask at all",
        same_as="matches-torch")
 def _block_edges(ctx: Context) -> None:
     B, T, Hn, d = ctx.sizes(4, low=2, high=6)
-    with ctx.case(zh="一个头", en="one head"):
-        _block_against_reference(ctx, torch.float64, sizes=(B, T, 1, d))
-    with ctx.case(zh="一个位置", en="one position"):
-        _block_against_reference(ctx, torch.float64, sizes=(B, 1, Hn, d))
-    with ctx.case(zh="不带掩码", en="no mask"):
-        _block_against_reference(ctx, torch.float64, padding=False, causal_mask=False)
+    cases = [(("一个头", "one head"), _block_start(ctx, torch.float64, sizes=(B, T, 1, d))),
+             (("一个位置", "one position"), _block_start(ctx, torch.float64, sizes=(B, 1, Hn, d))),
+             (("不带掩码", "no mask"), _block_start(ctx, torch.float64, padding=False, causal_mask=False))]
+    for (zh, en), case in cases:
+        with ctx.case(zh=zh, en=en):
+            _block_finish(ctx, case)
 
 
 @check("5.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
@@ -203,9 +211,14 @@ def lm_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
     return {"out": logits.detach(), "grads": {n: p.grad for n, p in model.named_parameters()}}
 
 
-def _lm_against_reference(ctx: Context, **options: Any) -> None:
+def _lm_start(ctx: Context, **options: Any) -> tuple:
+    """One case's model and tokens, drawn, and its probe call, begun (:func:`_lm_finish` compares it)."""
     args = lm_case(ctx, **options)
-    pending = start_lm(ctx, args)
+    return args, start_lm(ctx, args)
+
+
+def _lm_finish(ctx: Context, started: tuple) -> None:
+    args, pending = started
     want = ctx.expected(lm_reference, ctx, args)
     got = call_lm(ctx, args, pending)
     expect_close_normwise(ctx, got["out"], want["out"], torch.float32, what="logits")
@@ -216,23 +229,26 @@ def _lm_against_reference(ctx: Context, **options: Any) -> None:
        en="logits and gradients agree with the reference on random models and tokens", weight=2,
        same_as="gradients-match-torch")
 def _lm_reference(ctx: Context) -> None:
+    started = []
     for layers in (1, 2):
         B, T, V = ctx.sizes(3, low=2, high=9)
         Hn, d = ctx.sizes(2, low=2, high=4)
+        started.append((layers, _lm_start(ctx, sizes=(B, T, V, Hn, d, layers))))
+    for layers, case in started:
         with ctx.case(zh=f"{layers} 个块", en=f"{layers} blocks"):
-            _lm_against_reference(ctx, sizes=(B, T, V, Hn, d, layers))
+            _lm_finish(ctx, case)
 
 
 @check("5.5", "edge-cases", H, Kind.EDGE, zh="一个词元、词表只有 2 个、不带填充掩码", en="one token, a vocabulary of 2, no padding mask",
        same_as="matches-torch")
 def _lm_edges(ctx: Context) -> None:
     B, T, V = ctx.sizes(3, low=2, high=7)
-    with ctx.case(zh="一个词元", en="one token"):
-        _lm_against_reference(ctx, sizes=(B, 1, V, 2, 3, 1))
-    with ctx.case(zh="词表只有 2 个", en="a vocabulary of 2"):
-        _lm_against_reference(ctx, sizes=(B, T, 2, 2, 3, 2))
-    with ctx.case(zh="不带填充掩码", en="no padding mask"):
-        _lm_against_reference(ctx, padding=False)
+    cases = [(("一个词元", "one token"), _lm_start(ctx, sizes=(B, 1, V, 2, 3, 1))),
+             (("词表只有 2 个", "a vocabulary of 2"), _lm_start(ctx, sizes=(B, T, 2, 2, 3, 2))),
+             (("不带填充掩码", "no padding mask"), _lm_start(ctx, padding=False))]
+    for (zh, en), case in cases:
+        with ctx.case(zh=zh, en=en):
+            _lm_finish(ctx, case)
 
 
 @check("5.5", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",

@@ -42,14 +42,16 @@ def expect_close_live_rows_first(ctx: Context, got: torch.Tensor, want: torch.Te
 @check("3.1", "reference-random", H, Kind.NUMERIC, zh="随机长度与参考答案一致", en="agrees with the reference on random lengths",
        weight=2, same_as="matches-closed-form")
 def _pad_reference(ctx: Context) -> None:
+    started = []        # every call in flight before the first is compared (see Context.start)
     for _ in range(3):
         B, T = ctx.sizes(2, low=2, high=12)
         lengths = ctx.randint(0, T + 1, B)
-        pending = ctx.start(lengths)
+        started.append((B, T, lengths, ctx.start(lengths), ctx.start(lengths, T + 4)))
+    for B, T, lengths, pending, longer in started:
         want = ctx.reference(lengths)
         expect_exact(ctx, expect_bool(ctx, pending.value(), tuple(want.shape), what="padding_mask(lengths)"), want,
                      "padding_mask(lengths)")
-        pending = ctx.start(lengths, T + 4)
+        pending = longer
         want = ctx.reference(lengths, T + 4)
         expect_exact(ctx, expect_bool(ctx, pending.value(), (B, T + 4), what=f"padding_mask(lengths, {T + 4})"),
                      want, f"padding_mask(lengths, {T + 4})")
@@ -85,18 +87,20 @@ def _pad_edges(ctx: Context) -> None:
        en="agrees with the reference on random inputs (fully padded rows, several batch dims)", weight=3,
        same_as="matches-torch")
 def _msm_reference(ctx: Context) -> None:
+    started = []        # every call in flight before the first is compared (see Context.start)
     for extra in ((), (2,), (3, 2)):
         B, Tq, Tk = ctx.sizes(3, low=3)
         mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
         for dtype in DTYPES:
             scores = ctx.randn(B, *extra, Tq, Tk, dtype=dtype, scale=4.0)
-            pending = ctx.start(scores, mask)
-            want = ctx.reference(scores, mask)
-            got = ctx.expect_tensor(pending.value(), (B, *extra, Tq, Tk), dtype, what="masked_softmax")
-            # The properties first: their messages name the positions (padded keys, fully padded rows)
-            # where a hidden message cannot show values.
-            expect_masked_weights(ctx, got, mask, diagnose_dead=False)
-            ctx.expect_close(got, want, dtype, what="masked_softmax")
+            started.append(((B, *extra, Tq, Tk), dtype, scores, mask, ctx.start(scores, mask)))
+    for shape, dtype, scores, mask, pending in started:
+        want = ctx.reference(scores, mask)
+        got = ctx.expect_tensor(pending.value(), shape, dtype, what="masked_softmax")
+        # The properties first: their messages name the positions (padded keys, fully padded rows)
+        # where a hidden message cannot show values.
+        expect_masked_weights(ctx, got, mask, diagnose_dead=False)
+        ctx.expect_close(got, want, dtype, what="masked_softmax")
 
 
 @check("3.2", "self-attention", H, Kind.NUMERIC, zh="Tq == Tk 时掩码作用在键上而不是查询上",
@@ -191,19 +195,21 @@ def _msm_forbidden(ctx: Context) -> None:
        en="agrees with the reference on random inputs (fully padded rows, several batch dims)", weight=3,
        same_as="matches-torch")
 def _mat_reference(ctx: Context) -> None:
+    started = []        # every call in flight before the first is compared (see Context.start)
     for extra in ((), (2,), (3, 2)):
         B, Tq, Tk, Dk, Dv = ctx.sizes(5, low=3)
         mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
         for dtype in DTYPES:
             Q, K, V = (ctx.randn(B, *extra, Tq, Dk, dtype=dtype), ctx.randn(B, *extra, Tk, Dk, dtype=dtype),
                        ctx.randn(B, *extra, Tk, Dv, dtype=dtype))
-            pending = ctx.start(Q, K, V, mask)
-            want_out, want_w = ctx.reference(Q, K, V, mask)
-            out, weights = ctx.expect_tuple(pending.value(), 2)
-            w = ctx.expect_tensor(weights, (B, *extra, Tq, Tk), dtype, what="weights")
-            o = ctx.expect_tensor(out, (B, *extra, Tq, Dv), dtype, what="out")
-            expect_close_live_rows_first(ctx, w, want_w, mask, dtype, "weights")
-            expect_close_live_rows_first(ctx, o, want_out, mask, dtype, "out")
+            started.append((dtype, (Q, K, V), mask, ctx.start(Q, K, V, mask)))
+    for dtype, (Q, K, V), mask, pending in started:
+        want_out, want_w = ctx.reference(Q, K, V, mask)
+        out, weights = ctx.expect_tuple(pending.value(), 2)
+        w = ctx.expect_tensor(weights, (*Q.shape[:-1], K.shape[-2]), dtype, what="weights")
+        o = ctx.expect_tensor(out, (*Q.shape[:-1], V.shape[-1]), dtype, what="out")
+        expect_close_live_rows_first(ctx, w, want_w, mask, dtype, "weights")
+        expect_close_live_rows_first(ctx, o, want_out, mask, dtype, "out")
 
 
 @check("3.3", "edge-cases", H, Kind.EDGE, zh="一个查询、一个键", en="one query, one key", same_as="matches-torch")
@@ -258,15 +264,17 @@ def _mat_forbidden(ctx: Context) -> None:
 @check("3.4", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案一致", en="agrees with the reference on random inputs",
        weight=3, same_as="matches-torch")
 def _mce_reference(ctx: Context) -> None:
+    started = []        # every call in flight before the first is compared (see Context.start)
     for ignore_index in (-100, -1, 0):
         B, T, C = ctx.sizes(3, low=3, high=11)
         targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), ignore_index)
         for dtype in DTYPES:
             logits = ctx.randn(B, T, C, dtype=dtype, scale=3.0)
-            pending = ctx.start(logits, targets, ignore_index)
-            want = ctx.reference(logits, targets, ignore_index)
-            got = expect_loss(ctx, pending.value(), dtype)
-            ctx.expect_close(got, want, dtype, what=f"masked_cross_entropy(logits, targets, ignore_index={ignore_index})")
+            started.append((ignore_index, dtype, logits, targets, ctx.start(logits, targets, ignore_index)))
+    for ignore_index, dtype, logits, targets, pending in started:
+        want = ctx.reference(logits, targets, ignore_index)
+        got = expect_loss(ctx, pending.value(), dtype)
+        ctx.expect_close(got, want, dtype, what=f"masked_cross_entropy(logits, targets, ignore_index={ignore_index})")
 
 
 @check("3.4", "edge-cases", H, Kind.EDGE, zh="只有一个目标计入、T = 1", en="a single counted target, T = 1",

@@ -2,6 +2,7 @@
 reply before it, whatever happens to the calls around it, and a dropped reply leaves no trace."""
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
@@ -11,7 +12,7 @@ from autograder.config import Limits
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
 from autograder.sandbox import Sandbox
-from autograder.sandbox.handle import PIPELINE_BYTES
+from autograder.sandbox.handle import CHANNEL_SEND_BUFFER
 
 LIMITS = Limits(call_seconds=1.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
                 file_mb=1, processes=0)
@@ -105,14 +106,28 @@ def test_a_call_behind_a_failure_that_nobody_wants_is_not_sent_again(sandbox):
         assert py(start(worker, "tick")()) == 1
 
 
-def test_large_requests_and_large_replies_in_flight_never_wait_on_each_other(sandbox):
-    with sandbox.open(cells(STATEFUL), label="sizes") as worker:
-        xs = [torch.full((PIPELINE_BYTES // 8 // 3,), float(i), dtype=torch.float64) for i in range(8)]
-        echoes = [start(worker, "echo", x) for x in xs]
-        assert len(worker._inflight) <= 3          # the bytes in flight stay under PIPELINE_BYTES
-        assert all(torch.equal(py(e()), x) for e, x in zip(echoes, xs))
+@pytest.mark.parametrize("send_buffer", [64 << 10, CHANNEL_SEND_BUFFER])
+def test_large_requests_and_large_replies_in_flight_never_wait_on_each_other(send_buffer, monkeypatch):
+    """A request joins those in flight only where the channel's send buffer has room for it: sending never
+    waits for the worker, so a worker whose replies wait to be read cannot hold this side up."""
+    from autograder.sandbox import host
+
+    monkeypatch.setattr(host, "CHANNEL_SEND_BUFFER", send_buffer)
+    with Sandbox(LIMITS) as sandbox, sandbox.open(cells(STATEFUL), label="sizes") as worker:
+        granted = worker._proc.chan.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        assert granted >= send_buffer or granted >= 200_000       # the kernel grants at least its default
+        xs = [torch.full((granted // 8 // 12,), float(i), dtype=torch.float64) for i in range(8)]
+        nap = start(worker, "nap", 0.5)        # the worker reads nothing meanwhile
+        echoes, behind = [], 0
+        for x in xs:
+            echoes.append(start(worker, "echo", x))
+            behind += nap.reply is None             # sent while the nap's reply was not read yet
+        # What waits to be read stays within a quarter of the send buffer; the next waited for the nap.
+        assert 0 < behind < len(xs) and behind * echoes[0].size <= granted // 4
+        assert py(nap()) == 0.5 and all(torch.equal(py(e()), x) for e, x in zip(echoes, xs))
         # Replies of 4 MiB each, far past a socket's buffer, while more requests are sent behind them.
         bigs = [start(worker, "big", 1 << 20) for _ in range(12)]
+        assert len(worker._inflight) == 12
         assert all(py(b()).shape == (1 << 20,) for b in bigs)
 
 

@@ -4,8 +4,12 @@
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import socket
+import struct
+import termios
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -45,11 +49,26 @@ class _Done:
         return self.reply
 
 
-#: Requests in flight at once (see WorkerHandle.start), and their bytes: well below a socket's buffer
-#: (212,992 bytes by default), so that sending one never waits for the worker to read, and a worker whose
-#: replies wait to be read never holds up this side's send (the one way the two could wait on each other).
+#: Requests in flight at once (see WorkerHandle.start).
 PIPELINE_CALLS = 16
-PIPELINE_BYTES = 64 << 10
+#: The send buffer the grader asks for on its end of a worker's channel (the kernel grants up to its
+#: net.core.wmem_max: 208 KiB on many machines, more on others).
+CHANNEL_SEND_BUFFER = 4 << 20
+#: What the kernel counts for one frame beyond its bytes (its buffers' bookkeeping), at most: a request
+#: joins those in flight only where the channel's send buffer has room for it and this much more (see
+#: _can_queue), so that
+#: sending never waits for the worker to read, and a worker whose replies wait to be read never holds up
+#: this side's send (the one way the two sides could wait on each other).
+FRAME_OVERHEAD = 4096
+
+
+def _unread(chan: socket.socket) -> int | None:
+    """Bytes this end of ``chan`` sent that the other end has not read yet, as the kernel counts them
+    against the send buffer (SIOCOUTQ); None where it does not say."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(chan.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+    except OSError:
+        return None
 
 
 class _Call:
@@ -332,7 +351,8 @@ class WorkerHandle:
         worker started next, through the same checks as any call). Replies are read in order too. The
         callable's ``drop()`` says a reply is not wanted (see :meth:`_drop`). A request waits for those in
         flight when one of them asks for stand-ins (the worker then reads the grader's answers on the same
-        channel) or past PIPELINE_CALLS / PIPELINE_BYTES."""
+        channel), past PIPELINE_CALLS, or where the channel's send buffer has no room for it (see
+        FRAME_OVERHEAD)."""
         blob = None
         if self._inflight:
             blob = encode_request(request)       # its size decides whether it can join those in flight
@@ -346,9 +366,18 @@ class WorkerHandle:
         return early
 
     def _can_queue(self, size: int) -> bool:
-        return len(self._inflight) < PIPELINE_CALLS \
-            and sum(c.size for c in self._inflight) + size <= PIPELINE_BYTES \
-            and not any(c.request.stand_ins or c.proc is not self._proc for c in self._inflight)
+        proc = self._proc
+        if proc is None or len(self._inflight) >= PIPELINE_CALLS \
+                or any(c.request.stand_ins or c.proc is not proc for c in self._inflight):
+            return False
+        unread = _unread(proc.chan)
+        try:
+            room = proc.chan.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        except OSError:
+            return False
+        # A quarter: on a socket with a timeout Python waits for it to poll writable before each send, and a
+        # Unix socket polls writable only while a quarter of its send buffer or less holds unread bytes.
+        return unread is not None and unread + size + 2 * FRAME_OVERHEAD <= room // 4
 
     def _settle(self) -> None:
         """Wait for the requests in flight, if any (their Replies stay with whoever started them)."""

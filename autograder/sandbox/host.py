@@ -53,7 +53,7 @@ from autograder.notebook import Cell
 from autograder.sandbox.cage import Isolation
 from autograder.sandbox.launch import _FOLDER_PREFIX, ClonedTemplate, launch_template, TemplateLaunch, write_owner
 from autograder.sandbox.protocol import MiB, WorkerConfig
-from autograder.sandbox.handle import WorkerHandle
+from autograder.sandbox.handle import CHANNEL_SEND_BUFFER, WorkerHandle
 from autograder.sandbox.processes import SandboxError, _Process, _SLOTS, _SpawnFailed, _remove_stale_folders, cage_modes
 
 
@@ -358,6 +358,11 @@ class Sandbox:
             if slot is not None:
                 os.chown(workdir, slot.uid, slot.gid)
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                # Room for the requests in flight (WorkerHandle.start): as much as the kernel allows, up to this.
+                ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHANNEL_SEND_BUFFER)
+            except OSError:
+                pass
             status_r, status_w = os.pipe2(os.O_CLOEXEC)
             config = WorkerConfig(
                 label=label[:200], workdir=str(workdir), uid=slot.uid if slot else None,

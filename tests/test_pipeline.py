@@ -138,3 +138,17 @@ def test_closing_with_calls_in_flight_reads_them_and_stops(sandbox):
         start(worker, "hard")
     assert not worker._inflight
     assert py(pending[0]()) == 1        # read before the worker stopped
+
+
+def test_calls_in_flight_past_the_submissions_budget_time_out_as_one_after_another_would():
+    budget = Limits(call_seconds=1.0, submission_seconds=2.5, cpu_seconds=30, memory_mb=512, output_mb=16,
+                    file_mb=1, processes=0)
+    with Sandbox(budget) as sandbox, sandbox.open(cells(STATEFUL), label="budget") as worker:
+        begin = time.monotonic()
+        naps = [start(worker, "nap", 0.7) for _ in range(6)]
+        replies = [n() for n in naps]
+        statuses = [r.status for r in replies]
+        # Three fit; the fourth runs into the budget (not its own second), the rest are not run at all.
+        assert statuses[:3] == ["ok"] * 3 and set(statuses[3:]) == {"timeout"}, replies
+        assert all(r.error == replies[-1].error and "2.5 s" in r.error for r in replies[3:]), replies
+        assert time.monotonic() - begin < 3.2

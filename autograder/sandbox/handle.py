@@ -388,10 +388,15 @@ class WorkerHandle:
         """Read replies in order up to ``call``'s: those before it are kept for whoever started them."""
         while self._inflight:
             head = self._inflight.popleft()
-            if head is call:
-                head.reply = self._finish(head) if wanted else self._drop(head)
+            last = head is call
+            head.reply = self._finish(head) if wanted or not last else self._drop(head)
+            if self._inflight and self._inflight[0].queued:
+                # Its turn from now: its time limit counts from this reply, as if it had been sent now.
+                now = time.monotonic()
+                turn = self._inflight[0]
+                turn.launched, turn.deadline = now, min(now + self._limits.call_seconds, self._deadline)
+            if last:
                 return
-            head.reply = self._finish(head)
         if call.reply is None:      # not in flight any more (closed meanwhile)
             call.reply = _said("crashed", say("sandbox.closed"))
 

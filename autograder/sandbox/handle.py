@@ -355,7 +355,9 @@ class WorkerHandle:
         FRAME_OVERHEAD)."""
         blob = None
         if self._inflight:
+            encoding = time.perf_counter()
             blob = encode_request(request)       # its size decides whether it can join those in flight
+            self.timer.since("encode", encoding)
             if not self._can_queue(len(blob)):
                 self._settle()
         early = self._launch_call(request, blob)
@@ -401,8 +403,8 @@ class WorkerHandle:
             call.reply = _said("crashed", say("sandbox.closed"))
 
     def _drop(self, call: _Call) -> Reply:
-        """A reply nobody takes (a check stopped with calls in flight): the call is to leave no trace a call
-        never made would not leave. One sent to a worker that has stopped since is not sent again; one the
+        """A reply nobody takes (a check stopped with calls in flight): as far as this side can, the call
+        leaves no trace in what later calls get. One sent to a worker that has stopped since is not sent again; one the
         live worker has is read (the channel stays in step), and if it fails, the worker is stopped without
         a word: no poisoned function, no crash counted, no restart (the next call starts a worker anew)."""
         dropped = _said("crashed", say("sandbox.closed"))

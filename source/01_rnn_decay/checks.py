@@ -497,17 +497,20 @@ def exact_inputs(ctx: Context, scores: torch.Tensor, dtype: torch.dtype) -> tupl
        en="large scores (thousands, both signs, thousands apart): no inf/NaN, agrees with F.softmax "
           "(float32 and float64)")
 def _weights_large(ctx: Context) -> None:
+    started = []        # every call in flight before the first is compared (see Context.start)
     for dtype in (torch.float64, torch.float32):
         for case, zh, en in SPREAD_CASES:
-            with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):
-                n = ctx.sizes(1, 3, 8)[0]
-                query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
-                scores = keys.double() @ query.double()
-                want = F.softmax(scores, dim=0)
-                shown = [int(s) for s in scores.tolist()]
-                got = ctx.expect_tensor(ctx.call(query, keys), (n,), dtype, what="attention_weights(query, keys)")
-                ctx.expect(bool(torch.isfinite(got).all()),
-                           f"权重里出现了 inf 或 NaN（分数是 {shown}）：exp 之前先减去分数的最大值",
-                           f"the weights hold inf or NaN (the scores are {shown}): subtract the largest score "
-                           f"before exp", diagnose=True)
-                ctx.expect_close(got, want, dtype, what="attention_weights(query, keys)")
+            n = ctx.sizes(1, 3, 8)[0]
+            query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
+            started.append((dtype, zh, en, n, query, keys, ctx.start(query, keys)))
+    for dtype, zh, en, n, query, keys, pending in started:
+        with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):
+            scores = keys.double() @ query.double()
+            want = F.softmax(scores, dim=0)
+            shown = [int(s) for s in scores.tolist()]
+            got = ctx.expect_tensor(pending.value(), (n,), dtype, what="attention_weights(query, keys)")
+            ctx.expect(bool(torch.isfinite(got).all()),
+                       f"权重里出现了 inf 或 NaN（分数是 {shown}）：exp 之前先减去分数的最大值",
+                       f"the weights hold inf or NaN (the scores are {shown}): subtract the largest score "
+                       f"before exp", diagnose=True)
+            ctx.expect_close(got, want, dtype, what="attention_weights(query, keys)")

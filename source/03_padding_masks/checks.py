@@ -613,15 +613,17 @@ def spread_logits(ctx: Context, case: str, B: int, T: int, C: int) -> tuple[torc
 def _mce_spread(ctx: Context) -> None:
     B, T = ctx.sizes(2, low=2, high=5)
     C = ctx.sizes(1, low=6, high=9)[0]
+    started = []        # every call in flight before the first is compared (see Context.start)
     for dtype in DTYPES[::-1]:
-        for case, (zh, en) in SPREAD_CASES.items():
-            with ctx.case(f"{dtype}：{zh}", f"{dtype}: {en}"):
-                logits, targets = spread_logits(ctx, case, B, T, C)
-                logits = logits.to(dtype)
-                pending = ctx.start(logits, targets)
-                want = ctx.expected(torch_cross_entropy, logits, targets)
-                got = expect_loss(ctx, pending.value(), dtype)
-                ctx.expect_close(got, want, dtype, what="masked_cross_entropy")
+        for case, names in SPREAD_CASES.items():
+            logits, targets = spread_logits(ctx, case, B, T, C)
+            logits = logits.to(dtype)
+            started.append((dtype, names, logits, targets, ctx.start(logits, targets)))
+    for dtype, (zh, en), logits, targets, pending in started:
+        with ctx.case(f"{dtype}：{zh}", f"{dtype}: {en}"):
+            want = ctx.expected(torch_cross_entropy, logits, targets)
+            got = expect_loss(ctx, pending.value(), dtype)
+            ctx.expect_close(got, want, dtype, what="masked_cross_entropy")
 
 
 # -- 3.5 causal_mask ------------------------------------------------------------------

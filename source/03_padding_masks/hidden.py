@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer
+from autograder.catalog import Audience, Context, Kind, Msg, Pending, check, near_answer
 from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
 from .checks import (DTYPES, FINITE_ROWS, NEAR_1E4, NEGATIVE_CALLS, expect_bool, expect_causal, expect_exact,
                      expect_loss, expect_masked_weights, key_lengths, live, mask_from_lengths, negative_case,
@@ -139,9 +139,13 @@ def _msm_edges(ctx: Context) -> None:
 def _msm_large(ctx: Context) -> None:
     B, Tq, Tk = ctx.sizes(3, low=3)
 
-    def run(scores: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype) -> None:
+    started = []        # every call in flight before the first is compared (see Context.start)
+
+    def begin(names: tuple[str, str], scores: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype) -> None:
         scores = scores.to(dtype)
-        pending = ctx.start(scores, mask)
+        started.append((names, scores, mask, dtype, ctx.start(scores, mask)))
+
+    def run(scores: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype, pending: Pending) -> None:
         want = ctx.reference(scores, mask)
         got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax")
         ctx.expect(bool(torch.isfinite(got).all()),
@@ -154,18 +158,19 @@ def _msm_large(ctx: Context) -> None:
     # such a row NaN (exp(1e4) * 0) as a plain softmax after -inf does, so one would be named as the other.
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
     for dtype in DTYPES:
-        with ctx.case(f"{dtype}：分数在 1e4 附近", f"{dtype}: scores near 1e4"):
-            run(1e4 + ctx.randn(B, Tq, Tk), mask, dtype)
+        begin((f"{dtype}：分数在 1e4 附近", f"{dtype}: scores near 1e4"), 1e4 + ctx.randn(B, Tq, Tk), mask, dtype)
     # Float64 first: a shift by the mean and one by the min then overflow at different places.
     for dtype in DTYPES[::-1]:
-        with ctx.case(f"{dtype}：同一行的分数相差上千（正负都有）", f"{dtype}: scores thousands apart within a row, "
-                      f"of both signs"):
-            run(ctx.randn(B, Tq, Tk, scale=1500.0), mask, dtype)
+        begin((f"{dtype}：同一行的分数相差上千（正负都有）", f"{dtype}: scores thousands apart within a row, of both signs"),
+              ctx.randn(B, Tq, Tk, scale=1500.0), mask, dtype)
     # Each query's row near its own level, the levels thousands apart: only a shift by each row's own max works.
     offsets = (torch.arange(B * Tq, dtype=torch.float64).reshape(B, Tq, 1) % 3 - 1) * 3000.0
     for dtype in DTYPES[::-1]:
-        with ctx.case(f"{dtype}：各行的分数相差上千", f"{dtype}: rows thousands apart"):
-            run(offsets + ctx.randn(B, Tq, Tk), mask, dtype)
+        begin((f"{dtype}：各行的分数相差上千", f"{dtype}: rows thousands apart"), offsets + ctx.randn(B, Tq, Tk), mask,
+              dtype)
+    for (zh, en), scores, mask, dtype, pending in started:
+        with ctx.case(zh, en):
+            run(scores, mask, dtype, pending)
 
 
 @check("3.2", "very-negative-random", H, Kind.EDGE, zh="有效键的分数非常负、有多个批量维时，填充键的权重仍恰好为 0",

@@ -116,16 +116,18 @@ def _ln_forbidden(ctx: Context) -> None:
 @check("5.3", "reference-random", H, Kind.NUMERIC, zh="随机输入（不同的批量维）与参考答案一致",
        en="agrees with the reference on random inputs (other batch dims)", weight=2, same_as="matches-torch")
 def _ffn_reference(ctx: Context) -> None:
+    started = []        # every call in flight before the first is compared (see Context.start)
     for batch in ((), (2,), (2, 3)):
         for dtype in DTYPES:
             T, D, Fw = ctx.sizes(3)
             x = ctx.randn(*batch, T, D, dtype=dtype)
             weights = ffn_weights(ctx, D, Fw, dtype)
-            with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
-                pending = ctx.start(x, *weights)
-                want = ctx.reference(x, *weights)
-                got = ctx.expect_tensor(pending.value(), tuple(x.shape), dtype, what="feed_forward")
-                ctx.expect_close(got, want, dtype, what="feed_forward")
+            started.append((batch, dtype, x, weights, ctx.start(x, *weights)))
+    for batch, dtype, x, weights, pending in started:
+        with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
+            want = ctx.reference(x, *weights)
+            got = ctx.expect_tensor(pending.value(), tuple(x.shape), dtype, what="feed_forward")
+            ctx.expect_close(got, want, dtype, what="feed_forward")
 
 
 @check("5.3", "edge-cases", H, Kind.EDGE, zh="F = 1、一个位置、全部被 ReLU 截成 0（输出恰好是 b2）",

@@ -277,8 +277,10 @@ def strided_heads(x: torch.Tensor, H: int) -> torch.Tensor:
        en="(B, T, E) -> (B, H, T, E/H), same dtype")
 def _split_shape(ctx: Context) -> None:
     B, T, H, d = ctx.sizes(4)
-    for dtype in DTYPES:
-        ctx.expect_tensor(ctx.call(ctx.randn(B, T, H * d, dtype=dtype), H), (B, H, T, d), dtype, what="split_heads")
+    # both in flight before either is read (see Context.start)
+    started = [(dtype, ctx.start(ctx.randn(B, T, H * d, dtype=dtype), H)) for dtype in DTYPES]
+    for dtype, pending in started:
+        ctx.expect_tensor(pending.value(), (B, H, T, d), dtype, what="split_heads")
 
 
 @check("4.1", "matches-closed-form", P, Kind.NUMERIC,
@@ -325,8 +327,10 @@ def _split_error(ctx: Context) -> None:
        en="(B, H, T, d) -> (B, T, H*d), same dtype")
 def _merge_shape(ctx: Context) -> None:
     B, H, T, d = ctx.sizes(4)
-    for dtype in DTYPES:
-        ctx.expect_tensor(ctx.call(ctx.randn(B, H, T, d, dtype=dtype)), (B, T, H * d), dtype, what="merge_heads")
+    # both in flight before either is read (see Context.start)
+    started = [(dtype, ctx.start(ctx.randn(B, H, T, d, dtype=dtype))) for dtype in DTYPES]
+    for dtype, pending in started:
+        ctx.expect_tensor(pending.value(), (B, T, H * d), dtype, what="merge_heads")
 
 
 @check("4.2", "matches-closed-form", P, Kind.NUMERIC, zh="逐个元素完全正确：out[b, t, h*d + i] = x[b, h, t, i]",
@@ -674,7 +678,7 @@ def _memory_fact(ctx: Context) -> None:
 def _memory_torch(ctx: Context) -> None:
     # 4 first: 2 * b*h*t^2 * 2 (scores counted too) is b*h*t^2 * 4 (bytes_per_element ignored), and a
     # failure is diagnosed on the call that failed
-    for nbytes in (4, 2, 8):
-        b, h, t = ctx.sizes(3, low=2, high=40)
-        expect_int(ctx, ctx.call(b, h, t, nbytes), meta_bytes(b, h, t, nbytes),
-                   f"attention_memory({b}, {h}, {t}, {nbytes})")
+    started = [(b, h, t, nbytes, ctx.start(b, h, t, nbytes))
+               for nbytes in (4, 2, 8) for b, h, t in [ctx.sizes(3, low=2, high=40)]]
+    for b, h, t, nbytes, pending in started:
+        expect_int(ctx, pending.value(), meta_bytes(b, h, t, nbytes), f"attention_memory({b}, {h}, {t}, {nbytes})")

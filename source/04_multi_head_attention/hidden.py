@@ -35,9 +35,9 @@ def _split_cases(ctx: Context) -> list[tuple[int, int, int, int]]:
        weight=2, same_as="matches-closed-form")
 def _split_reference(ctx: Context) -> None:
     B, T, Hn, d = ctx.sizes(4, low=2, high=9)
-    for dtype in DTYPES:
-        x = ctx.randn(B, T, Hn * d, dtype=dtype)
-        pending = ctx.start(x, Hn)
+    # both in flight before either is compared (see Context.start)
+    started = [(dtype, x, ctx.start(x, Hn)) for dtype in DTYPES for x in [ctx.randn(B, T, Hn * d, dtype=dtype)]]
+    for dtype, x, pending in started:
         want = ctx.reference(x, Hn)
         got = ctx.expect_tensor(pending.value(), (B, Hn, T, d), dtype, what="split_heads")
         expect_exact(ctx, got.double(), want, f"split_heads(x {tuple(x.shape)}, {Hn})")
@@ -50,10 +50,10 @@ EDGE_NAMES = (("一个头", "one head"), ("每个头宽 d = 1", "heads of width 
 @check("4.1", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1",
        same_as="matches-closed-form")
 def _split_edges(ctx: Context) -> None:
-    for (B, T, Hn, d), (zh, en) in zip(_split_cases(ctx)[1:], EDGE_NAMES):
+    started = [(sizes, names, x, ctx.start(x, sizes[2])) for sizes, names in zip(_split_cases(ctx)[1:], EDGE_NAMES)
+               for x in [ctx.randn(sizes[0], sizes[1], sizes[2] * sizes[3])]]
+    for (B, T, Hn, d), (zh, en), x, pending in started:
         with ctx.case(zh=zh, en=en):
-            x = ctx.randn(B, T, Hn * d)
-            pending = ctx.start(x, Hn)
             want = ctx.reference(x, Hn)
             got = ctx.expect_tensor(pending.value(), (B, Hn, T, d), torch.float64, what=f"split_heads(H={Hn}, T={T})")
             expect_exact(ctx, got, want, f"split_heads(x {tuple(x.shape)}, {Hn})")
@@ -63,9 +63,9 @@ def _split_edges(ctx: Context) -> None:
        weight=2, same_as="matches-closed-form")
 def _merge_reference(ctx: Context) -> None:
     B, Hn, T, d = ctx.sizes(4, low=2, high=9)
-    for dtype in DTYPES:
-        x = ctx.randn(B, Hn, T, d, dtype=dtype)
-        pending = ctx.start(x)
+    # both in flight before either is compared (see Context.start)
+    started = [(dtype, x, ctx.start(x)) for dtype in DTYPES for x in [ctx.randn(B, Hn, T, d, dtype=dtype)]]
+    for dtype, x, pending in started:
         want = ctx.reference(x)
         got = ctx.expect_tensor(pending.value(), (B, T, Hn * d), dtype, what="merge_heads")
         expect_exact(ctx, got.double(), want, f"merge_heads(x {tuple(x.shape)})")
@@ -74,10 +74,10 @@ def _merge_reference(ctx: Context) -> None:
 @check("4.2", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1",
        same_as="matches-closed-form")
 def _merge_edges(ctx: Context) -> None:
-    for (B, T, Hn, d), (zh, en) in zip(_split_cases(ctx)[1:], EDGE_NAMES):
+    started = [(sizes, names, x, ctx.start(x)) for sizes, names in zip(_split_cases(ctx)[1:], EDGE_NAMES)
+               for x in [ctx.randn(sizes[0], sizes[2], sizes[1], sizes[3])]]
+    for (B, T, Hn, d), (zh, en), x, pending in started:
         with ctx.case(zh=zh, en=en):
-            x = ctx.randn(B, Hn, T, d)
-            pending = ctx.start(x)
             want = ctx.reference(x)
             expect_exact(ctx, ctx.expect_tensor(pending.value(), (B, T, Hn * d), torch.float64, what="merge_heads"), want,
                          f"merge_heads(x {tuple(x.shape)})")

@@ -152,3 +152,17 @@ def test_calls_in_flight_past_the_submissions_budget_time_out_as_one_after_anoth
         assert statuses[:3] == ["ok"] * 3 and set(statuses[3:]) == {"timeout"}, replies
         assert all(r.error == replies[-1].error and "2.5 s" in r.error for r in replies[3:]), replies
         assert time.monotonic() - begin < 3.2
+
+
+def test_a_call_sent_behind_one_that_already_stopped_the_worker_runs_in_the_next_worker():
+    """The worker died of the first call before the second was sent (a busy machine): the send fails, and
+    the failure is the first call's, not the second's (no crash counted for it, it is not lost)."""
+    with Sandbox(LIMITS) as sandbox, sandbox.open(cells(STATEFUL), label="gone") as worker:
+        crash = start(worker, "hard")
+        deadline = time.monotonic() + 20
+        while not worker._proc.exited() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker._proc.exited()
+        behind = start(worker, "tick")           # sent to a worker already gone
+        assert crash().status == "crashed" and py(behind()) == 1
+        assert worker.restarts == 1 and dict(worker._crashes) == {"hard": 1}

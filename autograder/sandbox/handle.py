@@ -360,7 +360,7 @@ class WorkerHandle:
             self.timer.since("encode", encoding)
             if not self._can_queue(len(blob)):
                 self._settle()
-        early = self._launch_call(request, blob)
+        early = self._launch_call(request, blob, queued=bool(self._inflight))
         if isinstance(early, Reply):
             return _Done(early)
         early.queued = bool(self._inflight)
@@ -417,8 +417,9 @@ class WorkerHandle:
             self._quiet = True
         return reply
 
-    def _launch_call(self, request: Request, blob: bytes | None = None) -> Reply | _Call:
-        """Everything of a call up to its frame sent; a Reply where it goes no further."""
+    def _launch_call(self, request: Request, blob: bytes | None = None, queued: bool = False) -> Reply | _Call:
+        """Everything of a call up to its frame sent; a Reply where it goes no further. ``queued``: sent
+        behind calls in flight, so that a worker found gone is the doing of one of them (see below)."""
         if self._closed:
             return _said("crashed", say("sandbox.closed"))
         known = self._poisoned.get(request.function)
@@ -462,6 +463,13 @@ class WorkerHandle:
             proc.chan.settimeout(max(call.deadline - call.start, 0.001))
             send_frame(proc.chan, header, blob)
         except (TimeoutError, FrameError, EOFError, OSError) as exc:
+            if queued and not isinstance(exc, (TimeoutError, FrameError)):
+                # The worker is gone while calls sent before this one are in flight: one of them stopped it,
+                # or it was killed after them. This call never ran; its turn comes after theirs (sent again
+                # to the next worker once they found the worker gone, see _finish, or failing as a call
+                # sent to a dead worker does).
+                call.launched = time.monotonic()
+                return call
             return self._call_failed(exc, request.function, time.monotonic() - call.start)
         finally:
             self.timer.since("roundtrip", sent)

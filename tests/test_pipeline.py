@@ -11,7 +11,7 @@ import torch
 from autograder.config import Limits
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
-from autograder.sandbox import Sandbox
+from autograder.sandbox import Sandbox, encode_request
 from autograder.sandbox.handle import CHANNEL_SEND_BUFFER
 
 LIMITS = Limits(call_seconds=1.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
@@ -123,7 +123,8 @@ def test_large_requests_and_large_replies_in_flight_never_wait_on_each_other(sen
             echoes.append(start(worker, "echo", x))
             behind += nap.reply is None             # sent while the nap's reply was not read yet
         # What waits to be read stays within a quarter of the send buffer; the next waited for the nap.
-        assert 0 < behind < len(xs) and behind * echoes[0].size <= granted // 4
+        size = len(encode_request(Request("echo", (xs[0],), {})))
+        assert 0 < behind < len(xs) and behind * size <= granted // 4
         assert py(nap()) == 0.5 and all(torch.equal(py(e()), x) for e, x in zip(echoes, xs))
         # Replies of 4 MiB each, far past a socket's buffer, while more requests are sent behind them.
         bigs = [start(worker, "big", 1 << 20) for _ in range(12)]

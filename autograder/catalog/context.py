@@ -223,12 +223,13 @@ class Context:
         is dropped by the runner where it can (a sandbox: see WorkerHandle._drop), else waited for, so the
         runner is free for the next check; one deferred is dropped, never made."""
         for pending in list(self._pending):
-            self._pending.remove(pending)
             drop = getattr(pending._finish, "drop", None) if pending.sent else None
-            if drop is not None:
-                drop()
-            elif pending.sent:
-                pending._finish()
+            if pending.sent and drop is None:
+                pending.reply()
+            else:
+                self._pending.remove(pending)
+                if drop is not None:
+                    drop()
 
     def _accept(self, request: Request, reply: Reply) -> plain.Value:
         for name in reply.forbidden:

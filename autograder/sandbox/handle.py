@@ -56,9 +56,8 @@ PIPELINE_CALLS = 16
 CHANNEL_SEND_BUFFER = 4 << 20
 #: What the kernel counts for one frame beyond its bytes (its buffers' bookkeeping), at most: a request
 #: joins those in flight only where the channel's send buffer has room for it and this much more (see
-#: _can_queue), so that
-#: sending never waits for the worker to read, and a worker whose replies wait to be read never holds up
-#: this side's send (the one way the two sides could wait on each other).
+#: _can_queue), so that sending never waits for the worker to read, and a worker whose replies wait to be
+#: read never holds up this side's send (the one way the two sides could wait on each other).
 FRAME_OVERHEAD = 4096
 
 
@@ -75,8 +74,8 @@ class _Call:
     """One request sent to the worker (see WorkerHandle.start): calling it waits for the reply, once;
     :meth:`drop` says its reply is not wanted."""
 
-    def __init__(self, handle: WorkerHandle, request: Request, proc: _Process, seq: int, size: int):
-        self.handle, self.request, self.proc, self.seq, self.size = handle, request, proc, seq, size
+    def __init__(self, handle: WorkerHandle, request: Request, proc: _Process, seq: int):
+        self.handle, self.request, self.proc, self.seq = handle, request, proc, seq
         self.start = time.monotonic()
         self.deadline = self.launched = self.start
         self.queued = False          # sent while an earlier request was in flight
@@ -360,10 +359,11 @@ class WorkerHandle:
             self.timer.since("encode", encoding)
             if not self._can_queue(len(blob)):
                 self._settle()
-        early = self._launch_call(request, blob, queued=bool(self._inflight))
+        queued = bool(self._inflight)
+        early = self._launch_call(request, blob, queued=queued)
         if isinstance(early, Reply):
             return _Done(early)
-        early.queued = bool(self._inflight)
+        early.queued = queued
         self._inflight.append(early)
         return early
 
@@ -404,9 +404,10 @@ class WorkerHandle:
 
     def _drop(self, call: _Call) -> Reply:
         """A reply nobody takes (a check stopped with calls in flight): as far as this side can, the call
-        leaves no trace in what later calls get. One sent to a worker that has stopped since is not sent again; one the
-        live worker has is read (the channel stays in step), and if it fails, the worker is stopped without
-        a word: no poisoned function, no crash counted, no restart (the next call starts a worker anew)."""
+        leaves no trace in what later calls get. One sent to a worker that has stopped since is not sent
+        again; one the live worker has is read (the channel stays in step), and if it fails, the worker is
+        stopped without a word: no poisoned function, no crash counted, no restart (the next call starts a
+        worker anew)."""
         dropped = _said("crashed", say("sandbox.closed"))
         if call.proc is not self._proc or self._closed:
             return dropped
@@ -456,7 +457,7 @@ class WorkerHandle:
             modules = sorted(name for name, ref in request.stand_ins.items() if isinstance(ref, type))
             if modules:
                 header["stand_in_modules"] = modules
-        call = _Call(self, request, proc, self._seq, len(blob))
+        call = _Call(self, request, proc, self._seq)
         call.deadline = min(call.start + self._limits.call_seconds, self._deadline)
         sent = time.perf_counter()
         try:
@@ -481,8 +482,7 @@ class WorkerHandle:
         checked. One sent to a worker that has stopped since (an earlier call failed) never ran: it is sent
         again now, as it would have been after that failure."""
         if call.proc is not self._proc:
-            again = self._launch_call(call.request)
-            return again if isinstance(again, Reply) else self._finish(again)
+            return self._again(call.request)
         if call.queued and self._time_left() <= 0:     # the budget ran out before its turn came
             self._stop(wait=False)
             return _said("timeout", self._budget_message())
@@ -514,8 +514,7 @@ class WorkerHandle:
             if not self.launch():
                 broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
-            again = self._launch_call(request)
-            return again if isinstance(again, Reply) else self._finish(again)
+            return self._again(request)
         elapsed = time.monotonic() - call.start
         received = time.perf_counter()
         try:
@@ -526,6 +525,12 @@ class WorkerHandle:
             return self._failed("crashed", say("sandbox.unreadable"), elapsed)
         finally:
             self.timer.since("decode", received)
+
+    def _again(self, request: Request) -> Reply:
+        """``request`` sent anew to the live worker (started if need be) and its reply read, at once: a call
+        whose first sending went to a worker that stopped before it ran (or missed an import)."""
+        call = self._launch_call(request)
+        return call if isinstance(call, Reply) else self._finish(call)
 
     def _answer_stand_in(self, proc: _Process, request: Request, header: dict[str, Any], blob: bytes) -> None:
         """Answer a worker's call of an earlier exercise's function with that exercise's reference (see

@@ -149,10 +149,9 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
     first = next((a for a in (*args, *kwargs.values()) if type(a) is torch.Tensor), None)
     floating = next((t for t in (*args, *kwargs.values(), *state.values())
                      if type(t) is torch.Tensor and t.is_floating_point()), None)
-    if first is not None:
-        module = module.to(device=first.device)
-    if floating is not None:
-        module = module.to(dtype=floating.dtype)
+    if first is not None or floating is not None:     # one pass over the module's tensors, not one each
+        module = module.to(device=None if first is None else first.device,
+                           dtype=None if floating is None else floating.dtype)
     named = dict(module.named_parameters())
     missing = [k for k in state if k not in named]
     unexpected = [k for k in module.state_dict() if k not in state]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,11 @@ class Kind(str, enum.Enum):
 OUTPUT_KINDS = frozenset({Kind.NUMERIC, Kind.FACT, Kind.GRADIENT})
 
 
+#: A check: a function of the context, or a generator function that yields once, after it started its calls
+#: and before it takes their values (the next check begins there: see scoring.run_exercise).
+CheckFn = Callable[["Context"], "Generator[None, None, None] | None"]
+
+
 @dataclass(frozen=True)
 class Check:
     exercise: str
@@ -42,7 +47,7 @@ class Check:
     audience: Audience
     kind: Kind
     title: Msg
-    run: Callable[[Context], None]
+    run: CheckFn
     weight: float = 1.0
     #: Passes without any correct output (a forbidden-call scan, "raises ValueError"): earns its
     #: points only together with a passing check of OUTPUT_KINDS in the same exercise.
@@ -105,7 +110,7 @@ NEAR_ANSWERS: dict[str, tuple[str, ...]] = {}
 
 def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en: str,
           weight: float = 1.0, needs_output: bool | None = None, *, statement: str | None = None,
-          same_as: str | None = None) -> Callable[[Callable[[Context], None]], Callable[[Context], None]]:
+          same_as: str | None = None) -> Callable[[CheckFn], CheckFn]:
     """Decorator: declare a check of ``exercise``.
 
     ``needs_output`` (default: True for ``Kind.FORBIDDEN``, else False) declares a check that
@@ -115,7 +120,7 @@ def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en:
     if needs_output is None:
         needs_output = kind is Kind.FORBIDDEN
 
-    def register(fn: Callable[[Context], None]) -> Callable[[Context], None]:
+    def register(fn: CheckFn) -> CheckFn:
         existing = CHECKS.setdefault(exercise, [])
         if any(c.name == name for c in existing):
             raise ValueError(f"check {exercise}/{name} declared twice")

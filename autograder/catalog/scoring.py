@@ -3,8 +3,12 @@ hidden stays hidden, and no points without output.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
+from inspect import isgeneratorfunction
+from types import GeneratorType
 from typing import Any
+
+import torch
 
 from autograder import plain
 from autograder.messages import Msg
@@ -40,51 +44,55 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
     check_shares = share_points(max_points, [c.weight for c in checks])
     results: list[CheckResult] = []
     stop_status: Status | None = None
+    # A check written as a generator yields once, after it started its calls and before it waits for
+    # them: the next check begins then (its inputs drawn, its calls sent behind the first's), and the
+    # first finishes after that. The worker runs the next check's calls while this side computes the
+    # first's expected values. The order is the checks' own, whatever the timing: begin k, begin k+1,
+    # finish k, begin k+2, finish k+1... A plain check runs whole, after the one ahead of it finished.
+    ahead: _Begun | None = None
+
+    def stopped(c: Check, share: float) -> CheckResult:
+        # Not attempted / missing: every later check would say the same.
+        assert stop_status is not None
+        return CheckResult(exercise_id, c.name, c.audience.value, c.kind.value, c.title, stop_status, 0.0, share,
+                           message=results[-1].message)
+
+    def conclude(begun: _Begun) -> None:
+        nonlocal stop_status
+        result = _result(begun, exercise_id, diagnoser, timer)
+        results.append(result)
+        if result.status in (Status.NOT_ATTEMPTED, Status.MISSING):
+            stop_status = result.status
+
     for c, share in zip(checks, check_shares):
         if stop_status is not None:
-            # Not attempted / missing: every later check would say the same.
-            results.append(CheckResult(exercise_id, c.name, c.audience.value, c.kind.value, c.title,
-                                       stop_status, 0.0, share, message=results[-1].message))
+            results.append(stopped(c, share))
             continue
         ctx = Context(exercise_id, function, c.name, runner, tolerances,
                       stable_seed(*seed_parts, exercise_id, c.name), spec.forbidden, device, reference,
                       timer=timer, audience=c.audience)
-        hidden = c.audience is Audience.HIDDEN
-        status, message, found, detail = Status.PASSED, None, None, None
-        try:
-            try:
-                c.run(ctx)
-            finally:
-                ctx.settle()      # a call the check started and left: its reply read before the next check
-        except CheckFailed as failed:
-            status, message = failed.status, with_case(failed.message, failed.case)
-            if hidden:
-                detail, message = message, with_case(hidden_message(c, failed), failed.case, hidden=True)
-            if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
-                    and ctx.last_value is not None:
-                with timer.section("diagnose"):
-                    found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)
-        except plain.PlainDataError as exc:
-            # The text describes the student's value (describe()): hidden checks keep it as detail.
-            status, message = Status.FAILED, Msg(f"返回值不对：{exc}", f"wrong return value: {exc}")
-            if hidden:
-                detail, message = message, Msg(f"返回值的类型或结构不对：{c.title.zh}",
-                                               f"wrong kind of return value: {c.title.en}")
-        except Exception as exc:  # noqa: BLE001 - a fault in the check itself must not lose the exercise
-            status = Status.CHECK_ERROR
-            message = Msg(f"检查程序本身出错（{type(exc).__name__}: {exc}），请告诉助教",
-                          f"the check itself failed ({type(exc).__name__}: {exc}); tell the teaching staff")
-            if hidden:
-                kind = type(exc).__name__
-                detail, message = message, Msg(f"检查程序本身出错（{kind}），请告诉助教",
-                                               f"the check itself failed ({kind}); tell the teaching staff")
-        results.append(CheckResult(
-            exercise_id, c.name, c.audience.value, c.kind.value, c.title, status,
-            share if status is Status.PASSED else 0.0, share, message=message,
-            mistake=found.name if found else None, mistake_message=found.message if found else None,
-            forbidden=list(ctx.forbidden_seen), seconds=ctx.seconds, detail=detail))
-        if status in (Status.NOT_ATTEMPTED, Status.MISSING):
-            stop_status = status
+        if ahead is not None and not isgeneratorfunction(c.run):
+            # A plain check waits for its calls at once, and for those in flight before them: the one
+            # ahead finishes first, its expected values computed while the worker still runs its calls.
+            conclude(ahead)
+            ahead = None
+            if stop_status is not None:
+                results.append(stopped(c, share))
+                continue
+        begun = _begin(c, share, ctx)
+        if ahead is not None:
+            conclude(ahead)
+            ahead = None
+            if stop_status is not None:     # this check began before the stop was known: undone
+                begun.discard()
+                results.append(stopped(c, share))
+                continue
+        if begun.steps is None:
+            conclude(begun)
+        else:
+            ahead = begun
+    if ahead is not None:
+        conclude(ahead)
     _withhold_without_output(checks, results)
     forbidden = sorted({f for r in results for f in r.forbidden})
     points = total_points(r.points for r in results)
@@ -101,6 +109,105 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
         overall = next((r.status for r in results if r.status in (Status.TIMEOUT, Status.CRASHED)),
                        Status.FAILED)
     return ExerciseResult(exercise_id, function, points, max_points, overall, results)
+
+
+class _Begun:
+    """One check begun: run whole (``steps`` None, ``error`` what it raised, if anything), or up to the
+    yield of a check written as a generator (``steps``: the rest of it)."""
+
+    __slots__ = ("check", "share", "ctx", "steps", "error")
+
+    def __init__(self, check: Check, share: float, ctx: Context):
+        self.check, self.share, self.ctx = check, share, ctx
+        self.steps: Generator[Any, None, None] | None = None
+        self.error: Exception | None = None
+
+    def finish(self) -> None:
+        """The rest of a generator check, after its yield (nothing for one that ran whole)."""
+        steps, self.steps = self.steps, None
+        if steps is None:
+            return
+        try:
+            try:
+                next(steps)
+            except StopIteration:
+                return
+            steps.close()
+            raise RuntimeError(f"check {self.check.exercise}/{self.check.name} yields more than once")
+        except Exception as exc:  # noqa: BLE001 - judged by _result as a plain check's exception is
+            self.error = exc
+        finally:
+            self.ctx.settle()
+
+    def discard(self) -> None:
+        """Undo a check begun before an earlier one stopped the exercise: its calls in flight dropped."""
+        steps, self.steps = self.steps, None
+        try:
+            if steps is not None:
+                steps.close()
+        finally:
+            self.ctx.settle()
+
+
+def _begin(c: Check, share: float, ctx: Context) -> _Begun:
+    begun = _Begun(c, share, ctx)
+    try:
+        try:
+            steps = c.run(ctx)
+            if isinstance(steps, GeneratorType):
+                grad = torch.is_grad_enabled()
+                try:
+                    next(steps)
+                except StopIteration:
+                    pass
+                else:
+                    if torch.is_grad_enabled() != grad:     # the next check would begin in its mode
+                        steps.close()
+                        raise RuntimeError(f"check {c.exercise}/{c.name} yields inside a change of grad mode")
+                    begun.steps = steps
+                    return begun
+        finally:
+            if begun.steps is None:
+                ctx.settle()      # a call the check started and left: its reply read before the next check
+    except Exception as exc:  # noqa: BLE001 - judged by _result
+        begun.error = exc
+    return begun
+
+
+def _result(begun: _Begun, exercise_id: str, diagnoser: Diagnoser | None, timer: Stopwatch) -> CheckResult:
+    """The check's result: it finishes first where it yielded."""
+    begun.finish()
+    c, ctx, share, error = begun.check, begun.ctx, begun.share, begun.error
+    hidden = c.audience is Audience.HIDDEN
+    status, message, found, detail = Status.PASSED, None, None, None
+    if isinstance(error, CheckFailed):
+        failed = error
+        status, message = failed.status, with_case(failed.message, failed.case)
+        if hidden:
+            detail, message = message, with_case(hidden_message(c, failed), failed.case, hidden=True)
+        if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
+                and ctx.last_value is not None:
+            with timer.section("diagnose"):
+                found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)
+    elif isinstance(error, plain.PlainDataError):
+        # The text describes the student's value (describe()): hidden checks keep it as detail.
+        status, message = Status.FAILED, Msg(f"返回值不对：{error}", f"wrong return value: {error}")
+        if hidden:
+            detail, message = message, Msg(f"返回值的类型或结构不对：{c.title.zh}",
+                                           f"wrong kind of return value: {c.title.en}")
+    elif error is not None:       # a fault in the check itself must not lose the exercise
+        status = Status.CHECK_ERROR
+        message = Msg(f"检查程序本身出错（{type(error).__name__}: {error}），请告诉助教",
+                      f"the check itself failed ({type(error).__name__}: {error}); tell the teaching staff")
+        if hidden:
+            kind = type(error).__name__
+            detail, message = message, Msg(f"检查程序本身出错（{kind}），请告诉助教",
+                                           f"the check itself failed ({kind}); tell the teaching staff")
+    return CheckResult(
+        ctx.exercise, c.name, c.audience.value, c.kind.value, c.title, status,
+        share if status is Status.PASSED else 0.0, share, message=message,
+        mistake=found.name if found else None, mistake_message=found.message if found else None,
+        forbidden=list(ctx.forbidden_seen), seconds=ctx.seconds, detail=detail)
 
 
 WITHHELD = Msg("这一项要和正确的输出一起才得分：本练习还没有一项比较输出数值的检查通过",

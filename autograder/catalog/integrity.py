@@ -17,7 +17,7 @@ Messages name an argument by its parameter name and say what went wrong, never a
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -75,7 +75,16 @@ def expect_inputs_unchanged(ctx: Context, *args: Any, **kwargs: Any) -> None:
 
     ``diagnose``: a known mistake that edits its input (2.2's in-place max subtraction) is named.
     """
-    parts = _dict_items(ctx.call(*args, probe="inputs", **kwargs), {"out", "args", "kwargs"})
+    for _ in inputs_unchanged(ctx, *args, **kwargs):
+        pass
+
+
+def inputs_unchanged(ctx: Context, *args: Any, **kwargs: Any) -> Iterator[None]:
+    """:func:`expect_inputs_unchanged` as a check's steps, ``yield from`` it: the call begun, one yield (the
+    next check begins there: see scoring.run_exercise), then the comparison."""
+    pending = ctx.start(*args, probe="inputs", **kwargs)
+    yield
+    parts = _dict_items(pending.value(), {"out", "args", "kwargs"})
     if parts["args"].kind != "list" or parts["kwargs"].kind != "dict":
         raise CheckFailed(UNREADABLE, hidden=UNREADABLE)
     got_args = parts["args"].items()
@@ -112,6 +121,14 @@ def expect_input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int
     ``grad_out`` of each floating output's shape (``outputs`` names them when there are
     several; None: a single output) is backpropagated through every output at once.
     """
+    for _ in input_gradients(ctx, names, wrt, *args, outputs=outputs, **kwargs):
+        pass
+
+
+def input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int | str], *args: Any,
+                    outputs: Sequence[str] | None = None, **kwargs: Any) -> Iterator[None]:
+    """:func:`expect_input_gradients` as a check's steps, ``yield from`` it: the call begun, one yield (the
+    next check begins there: see scoring.run_exercise), then the expected gradients and the comparison."""
     ref_args, ref_kwargs = as_float64(args), as_float64(kwargs)
     want_plain = ctx.reference(*args, **kwargs)
     want_outs = tuple(want_plain) if outputs is not None else (want_plain,)
@@ -120,6 +137,7 @@ def expect_input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int
     sent_grad_out = grad_out if outputs is not None else grad_out[0]
     # The call starts before the reference's backward pass (a sandbox's worker runs it meanwhile).
     pending = ctx.start(tuple(wrt), sent_grad_out, *args, probe="grad", **kwargs)
+    yield
     want = ctx.expected(probe_grad, ctx.reference_function(), tuple(wrt), as_float64(sent_grad_out), *ref_args,
                         **ref_kwargs)
     parts = _dict_items(pending.value(), {"out", "grads"})

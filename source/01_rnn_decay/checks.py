@@ -9,6 +9,8 @@ student gets the very objects the check holds and could modify them in place.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -165,9 +167,11 @@ NDARRAY_INPUT = Msg("tanh_derivative(z)（z 是 ndarray）", "tanh_derivative(z)
 # -- 1.1 tanh_derivative ---------------------------------------------------------
 @check("1.1", "chapter-table", P, Kind.FACT, zh="本章的表：z = [0, 0.5, 1, 2, 3] 处的 tanh'",
        en="the chapter's table: tanh' at z = [0, 0.5, 1, 2, 3]")
-def _tanh_table(ctx: Context) -> None:
+def _tanh_table(ctx: Context) -> Iterator[None]:
     z = torch.tensor(TANH_Z)
-    got = ctx.expect_tensor(ctx.call(z), (5,), torch.float32, what="tanh_derivative(z)")
+    pending = ctx.start(z)
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tensor(pending.value(), (5,), torch.float32, what="tanh_derivative(z)")
     expect_printed(ctx, got, TANH_DERIVATIVE, 4, "tanh_derivative(z)")
 
 
@@ -191,12 +195,14 @@ def _tanh_kind(ctx: Context) -> None:
 
 @check("1.1", "even-and-bounded", P, Kind.PROPERTY, zh="tanh' 是偶函数，取值在 (0, 1]，在 0 处等于 1",
        en="tanh' is even, lies in (0, 1] and equals 1 at 0")
-def _tanh_property(ctx: Context) -> None:
+def _tanh_property(ctx: Context) -> Iterator[None]:
     n = ctx.sizes(1, 4, 9)[0]
     z = ctx.randn(n, scale=2.0).abs()
     z[0] = 0.0
     both = torch.cat([z, -z])                                # (2n,)
-    got = ctx.expect_tensor(ctx.call(both), (2 * n,), torch.float64, what="tanh_derivative(z)")
+    pending = ctx.start(both)
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tensor(pending.value(), (2 * n,), torch.float64, what="tanh_derivative(z)")
     ctx.expect(bool(torch.isfinite(got).all()), "结果中有 NaN 或 inf", "the result holds NaN or inf", diagnose=True)
     ctx.expect_close(got[n:], got[:n], torch.float64,
                      what=Msg("tanh_derivative(-z) 与 tanh_derivative(z)", "tanh_derivative(-z) against tanh_derivative(z)"))
@@ -335,10 +341,11 @@ def _table_property(ctx: Context) -> None:
 
 @check("1.4", "matches-torch-rnn", P, Kind.NUMERIC, zh="随机长度与参数：与 nn.RNN(1, 1) 和 alpha 一致",
        en="random lengths and parameters: agrees with nn.RNN(1, 1) and alpha", weight=2)
-def _table_numeric(ctx: Context) -> None:
+def _table_numeric(ctx: Context) -> Iterator[None]:
     lengths = ctx.sizes(4, 1, 25)
     W_hh, W_xh, alpha = random_weight(ctx, 0.5, 1.1), random_weight(ctx, 0.2, 1.5), random_weight(ctx, 0.1, 0.9)
     pending = ctx.start(lengths, W_hh=W_hh, W_xh=W_xh, alpha=alpha)
+    yield      # the next check begins here, while the worker runs these calls
     want = ctx.expected(_decay_reference, lengths, W_hh, W_xh, alpha)
     got = expect_ndarray(ctx, pending.value(), (4, 2),
                          what=f"decay_table({lengths}, W_hh={W_hh}, W_xh={W_xh}, alpha={alpha})")
@@ -366,10 +373,12 @@ def _layer_shapes(ctx: Context) -> None:
 # A constant output passes this too: its points need a correct output (checks.OUTPUT_KINDS).
 @check("1.5", "last-output-is-h_T", P, Kind.PROPERTY, zh="outputs[:, -1] 就是 h_T",
        en="outputs[:, -1] is h_T", needs_output=True)
-def _layer_last(ctx: Context) -> None:
+def _layer_last(ctx: Context) -> Iterator[None]:
     B, T, D, H = ctx.sizes(4)
     a = _rnn_inputs(ctx, B, T, D, H, torch.float64)
-    out, h = ctx.expect_tuple(ctx.call(a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"]), 2)
+    pending = ctx.start(a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"])
+    yield      # the next check begins here, while the worker runs this call
+    out, h = ctx.expect_tuple(pending.value(), 2)
     out_t = ctx.expect_tensor(out, (B, T, H), torch.float64, what="outputs")
     h_t = ctx.expect_tensor(h, (B, H), torch.float64, what="h_T")
     ctx.expect_close(h_t, out_t[:, -1], torch.float64, what=Msg("h_T 与 outputs[:, -1]", "h_T against outputs[:, -1]"))
@@ -392,10 +401,11 @@ def _layer_numeric(ctx: Context) -> None:
 
 @check("1.5", "defaults", P, Kind.NUMERIC, zh="b=None、h0=None 时：无偏置，从全零状态开始",
        en="with b=None and h0=None: no bias, start from zeros")
-def _layer_defaults(ctx: Context) -> None:
+def _layer_defaults(ctx: Context) -> Iterator[None]:
     B, T, D, H = ctx.sizes(4)
     a = _rnn_inputs(ctx, B, T, D, H, torch.float64)
     pending = ctx.start(a["x"], a["W_xh"], a["W_hh"])
+    yield      # the next check begins here, while the worker runs these calls
     want_out, want_h = ctx.expected(torch_rnn, a["x"], a["W_xh"], a["W_hh"])
     out, h = ctx.expect_tuple(pending.value(), 2)
     ctx.expect_close(ctx.expect_tensor(out, (B, T, H), torch.float64, what="outputs"), want_out, torch.float64,
@@ -415,16 +425,20 @@ def _weights_shape(ctx: Context) -> None:
 @check("1.6", "chapter-weights", P, Kind.FACT,
        zh="本章的例子：查询 [0, 1] 对 我/爱/猫 的权重为 [0.168, 0.457, 0.374]",
        en="the chapter's example: query [0, 1] over 我 (I) / 爱 (love) / 猫 (cat) gives [0.168, 0.457, 0.374]")
-def _weights_fact(ctx: Context) -> None:
-    got = ctx.expect_tensor(ctx.call(torch.tensor(FACT_QUERY), torch.tensor(FACT_KEYS)), (3,), torch.float32,
+def _weights_fact(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(torch.tensor(FACT_QUERY), torch.tensor(FACT_KEYS))
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tensor(pending.value(), (3,), torch.float32,
                             what="attention_weights([0, 1], keys)")
     expect_printed(ctx, got, FACT_WEIGHTS, 3, "attention_weights([0, 1], keys)")
 
 
 @check("1.6", "a-distribution", P, Kind.PROPERTY, zh="权重非负且加和为 1", en="the weights are non-negative and sum to 1")
-def _weights_property(ctx: Context) -> None:
+def _weights_property(ctx: Context) -> Iterator[None]:
     N, D = ctx.sizes(2, 3, 9)
-    w = ctx.expect_tensor(ctx.call(ctx.randn(D), ctx.randn(N, D)), (N,), torch.float64, what="weights")
+    pending = ctx.start(ctx.randn(D), ctx.randn(N, D))
+    yield      # the next check begins here, while the worker runs this call
+    w = ctx.expect_tensor(pending.value(), (N,), torch.float64, what="weights")
     ctx.expect(bool(torch.isfinite(w).all()), "权重中有 NaN 或 inf", "the weights hold NaN or inf", diagnose=True)
     ctx.expect(bool((w >= 0).all()), f"权重不应为负，实际最小 {w.min().item():.4g}",
                f"weights should not be negative, got min {w.min().item():.4g}", diagnose=True)
@@ -496,13 +510,14 @@ def exact_inputs(ctx: Context, scores: torch.Tensor, dtype: torch.dtype) -> tupl
        zh="分数很大（上千，正负都有，彼此相差上千）：没有 inf/NaN，与 F.softmax 一致（float32 与 float64）",
        en="large scores (thousands, both signs, thousands apart): no inf/NaN, agrees with F.softmax "
           "(float32 and float64)")
-def _weights_large(ctx: Context) -> None:
+def _weights_large(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for dtype in (torch.float64, torch.float32):
         for case, zh, en in SPREAD_CASES:
             n = ctx.sizes(1, 3, 8)[0]
             query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
             started.append((dtype, zh, en, n, query, keys, ctx.start(query, keys)))
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, zh, en, n, query, keys, pending in started:
         with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):
             scores = keys.double() @ query.double()

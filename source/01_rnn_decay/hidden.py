@@ -8,13 +8,14 @@ message must not show its inputs (see ``checks.hidden_message``).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 
 from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, near_answer
-from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
 from autograder.catalog.compare import label
 from .checks import (SPREAD_CASES, exact_inputs, expect_float, expect_kept_dtype, expect_ndarray, random_sequence,
                      random_weight, spread_scores, tensor_input)
@@ -37,7 +38,7 @@ def expect_number(ctx: Context, value: plain.Value, what: str | Msg) -> float:
 @check("1.1", "reference-random", H, Kind.NUMERIC, zh="随机输入（Tensor、ndarray、float）与参考答案一致",
        en="agrees with the reference on random inputs (Tensor, ndarray, float)", weight=2,
        statement="数组进、同形状且同 dtype 的数组出", same_as="matches-torch")
-def _tanh_reference(ctx: Context) -> None:
+def _tanh_reference(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3)
     cases = (((a,), torch.float32), ((b, c), torch.float64), ((a, b, c), torch.float32), ((), torch.float64))
     # Every call in flight before the first is compared (see Context.start), in the order the inputs are drawn.
@@ -47,6 +48,7 @@ def _tanh_reference(ctx: Context) -> None:
     arrays = [(shape, dtype, ctx.start(arr), arr) for shape, dtype in (((c, a), np.float64), ((b,), np.float32))
               for arr in [ctx.randn(*shape, scale=3.0).numpy().astype(dtype)]]
     floats = [(x, ctx.start(x)) for x in ctx.randn(3, scale=3.0).tolist()]
+    yield      # the next check begins here, while the worker runs these calls
     for shape, dtype, pending, z in tensors:
         want = ctx.reference(z)
         got = expect_kept_dtype(ctx, pending.value(), shape, dtype, what=tensor_input(dtype, shape))
@@ -95,12 +97,13 @@ def _tanh_edge(ctx: Context) -> None:
 # -- 1.2 rnn_forward -------------------------------------------------------------
 @check("1.2", "reference-random", H, Kind.NUMERIC, zh="随机序列与权重与参考答案一致",
        en="agrees with the reference on random sequences and weights", weight=2, same_as="matches-torch-rnn")
-def _rnn_forward_reference(ctx: Context) -> None:
+def _rnn_forward_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for length in ctx.sizes(4, 2, 40):
         seq = random_sequence(ctx, length, scale=2.0)
         W_hh, W_xh = random_weight(ctx, -1.5, 1.5), random_weight(ctx, -2.0, 2.0)
         started.append((length, seq, W_hh, W_xh, ctx.start(seq, W_hh=W_hh, W_xh=W_xh)))
+    yield      # the next check begins here, while the worker runs these calls
     for length, seq, W_hh, W_xh, pending in started:
         want = ctx.reference(seq, W_hh, W_xh)
         got = expect_float(ctx, pending.value(), what="rnn_forward(seq, W_hh, W_xh)")
@@ -183,10 +186,11 @@ def _residual_edge(ctx: Context) -> None:
 @check("1.4", "reference-random", H, Kind.NUMERIC, zh="随机长度（Python 列表或 NumPy 数组）与参数：与参考答案一致",
        en="agrees with the reference on random lengths (list or ndarray) and parameters", weight=2,
        statement="lengths 是一串长度，Python 列表或 NumPy 整数数组都可能", same_as="matches-torch-rnn")
-def _table_reference(ctx: Context) -> None:
+def _table_reference(ctx: Context) -> Iterator[None]:
     lengths = ctx.sizes(6, 1, 60)
     W_hh, W_xh, alpha = random_weight(ctx, 0.3, 1.2), random_weight(ctx, -1.5, 1.5), random_weight(ctx, 0.0, 1.0)
     pending = ctx.start(lengths, W_hh, W_xh, alpha)
+    yield      # the next check begins here, while the worker runs these calls
     want = ctx.reference(lengths, W_hh, W_xh, alpha)
     got = expect_ndarray(ctx, pending.value(), (6, 2), what="decay_table(lengths, ...)")
     ctx.expect_close(got, want, got.dtype,
@@ -280,12 +284,13 @@ def _layer_empty(ctx: Context) -> None:
 # -- 1.6 attention_weights -------------------------------------------------------
 @check("1.6", "reference-random", H, Kind.NUMERIC, zh="随机 query 与 keys 与参考答案一致",
        en="agrees with the reference on random queries and keys", weight=2, same_as="matches-torch")
-def _weights_reference(ctx: Context) -> None:
+def _weights_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for dtype in (torch.float32, torch.float64, torch.float64):
         N, D = ctx.sizes(2, 2, 12)
         query, keys = ctx.randn(D, dtype=dtype, scale=1.5), ctx.randn(N, D, dtype=dtype, scale=1.5)
         started.append((dtype, N, D, query, keys, ctx.start(query, keys)))
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, N, D, query, keys, pending in started:
         want = ctx.reference(query, keys)
         got = ctx.expect_tensor(pending.value(), (N,), dtype,
@@ -313,7 +318,7 @@ def _weights_edge(ctx: Context) -> None:
        zh="分数在 1e3～1e4 量级、正负都有、彼此相差上千：没有 inf/NaN，与参考答案一致（float32 与 float64）",
        en="scores of order 1e3 to 1e4, of both signs, thousands apart: no inf/NaN, agrees with the reference "
           "(float32 and float64)", statement="分数的绝对值可能上千，正负都有，彼此也可能相差上千", same_as="large-scores")
-def _weights_large(ctx: Context) -> None:
+def _weights_large(ctx: Context) -> Iterator[None]:
     # The cases of checks.SPREAD_CASES, in their order (the first that fails tells which shift a softmax
     # used), on integer inputs whose scores float32 computes exactly.
     started = []        # every call in flight before the first is compared (see Context.start)
@@ -322,6 +327,7 @@ def _weights_large(ctx: Context) -> None:
             n = ctx.sizes(1, 3, 12)[0]
             query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
             started.append((dtype, zh, en, n, query, keys, ctx.start(query, keys)))
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, zh, en, n, query, keys, pending in started:
         with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):
             want = ctx.reference(query, keys)
@@ -352,23 +358,23 @@ def _tanh_inputs(ctx: Context) -> None:
 
 @check("1.5", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_STATED)
-def _layer_inputs(ctx: Context) -> None:
+def _layer_inputs(ctx: Context) -> Iterator[None]:
     B, T, D, Hd = ctx.sizes(4, low=2, high=6)
-    expect_inputs_unchanged(ctx, ctx.randn(B, T, D), ctx.randn(D, Hd, scale=0.5), ctx.randn(Hd, Hd, scale=0.5),
+    yield from inputs_unchanged(ctx, ctx.randn(B, T, D), ctx.randn(D, Hd, scale=0.5), ctx.randn(Hd, Hd, scale=0.5),
                             b=ctx.randn(Hd, scale=0.5), h0=ctx.randn(B, Hd))
 
 
 @check("1.6", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_STATED)
-def _weights_inputs(ctx: Context) -> None:
+def _weights_inputs(ctx: Context) -> Iterator[None]:
     N, D = ctx.sizes(2)
-    expect_inputs_unchanged(ctx, ctx.randn(D, scale=1.5), ctx.randn(N, D, scale=1.5))
+    yield from inputs_unchanged(ctx, ctx.randn(D, scale=1.5), ctx.randn(N, D, scale=1.5))
 
 
 @check("1.6", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRAD_STATED)
-def _weights_gradients(ctx: Context) -> None:
+def _weights_gradients(ctx: Context) -> Iterator[None]:
     N, D = ctx.sizes(2)
-    expect_input_gradients(ctx, ("query", "keys"), (0, 1), ctx.randn(D, scale=1.5), ctx.randn(N, D, scale=1.5))
+    yield from input_gradients(ctx, ("query", "keys"), (0, 1), ctx.randn(D, scale=1.5), ctx.randn(N, D, scale=1.5))
 
 
 # -- near-answers: what `autograder build` refuses in the student bundle (autograder.catalog.NEAR_ANSWERS) --

@@ -11,6 +11,8 @@ student gets the very tensors the check holds and could modify them in place.
 from __future__ import annotations
 
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 
@@ -116,10 +118,12 @@ def _project_shapes(ctx: Context) -> None:
 
 @check("2.1", "seeded-example", P, Kind.FACT, zh="本章的例子（torch.manual_seed(0)，x (5, 8)）：Q = x @ W_q 等",
        en="the chapter's example (torch.manual_seed(0), x (5, 8)): Q = x @ W_q and so on")
-def _project_fact(ctx: Context) -> None:
+def _project_fact(ctx: Context) -> Iterator[None]:
     x, W_q, W_k, W_v = seeded_example()
     want = [x.double() @ W.double() for W in (W_q, W_k, W_v)]
-    got = ctx.expect_tuple(ctx.call(x, W_q, W_k, W_v), 3)
+    pending = ctx.start(x, W_q, W_k, W_v)
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tuple(pending.value(), 3)
     for name, g, w in zip("QKV", got, want):
         ctx.expect_close(ctx.expect_tensor(g, (5, 8), torch.float32, what=name), w, torch.float32, what=name)
 
@@ -148,8 +152,10 @@ def _softmax_shape(ctx: Context) -> None:
 
 @check("2.2", "chapter-weights", P, Kind.FACT, zh="本章的例子：softmax([0, 1, 0.8]) = [0.168, 0.457, 0.374]",
        en="the chapter's example: softmax([0, 1, 0.8]) = [0.168, 0.457, 0.374]")
-def _softmax_fact(ctx: Context) -> None:
-    got = ctx.expect_tensor(ctx.call(torch.tensor(FACT_SCORES)), (3,), torch.float32, what="softmax([0, 1, 0.8])")
+def _softmax_fact(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(torch.tensor(FACT_SCORES))
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tensor(pending.value(), (3,), torch.float32, what="softmax([0, 1, 0.8])")
     problem = _printed(got, FACT_WEIGHTS, 3)
     if problem is not None:
         raise CheckFailed(Msg(f"softmax([0, 1, 0.8])（本章的数值，保留 3 位小数）：{problem[0]}",
@@ -259,10 +265,12 @@ def _scores_shapes(ctx: Context) -> None:
 
 @check("2.3", "seeded-example", P, Kind.FACT, zh="本章的例子：分数形状 (5, 5)，softmax 后与 torch 的注意力权重一致",
        en="the chapter's example: scores of shape (5, 5) whose softmax is torch's attention weights")
-def _scores_fact(ctx: Context) -> None:
+def _scores_fact(ctx: Context) -> Iterator[None]:
     x, W_q, W_k, _ = seeded_example()
     Q, K = x @ W_q, x @ W_k
-    got = ctx.expect_tensor(ctx.call(Q, K), (5, 5), torch.float32, what="attention_scores(Q, K)")
+    pending = ctx.start(Q, K)
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tensor(pending.value(), (5, 5), torch.float32, what="attention_scores(Q, K)")
     _expect_scores(ctx, got, Q, K, torch.float32, "attention_scores(Q, K)")
 
 
@@ -303,9 +311,11 @@ def _sdpa_shapes(ctx: Context) -> None:
 @check("2.4", "seeded-example", P, Kind.FACT,
        zh="本章的例子（torch.manual_seed(0)）：weights 形状 (5, 5)、每行加和为 1，out 形状 (5, 8)",
        en="the chapter's example (torch.manual_seed(0)): weights of shape (5, 5) whose rows sum to 1, out of shape (5, 8)")
-def _sdpa_fact(ctx: Context) -> None:
+def _sdpa_fact(ctx: Context) -> Iterator[None]:
     x, W_q, W_k, W_v = seeded_example()
-    out, weights = ctx.expect_tuple(ctx.call(x @ W_q, x @ W_k, x @ W_v), 2)
+    pending = ctx.start(x @ W_q, x @ W_k, x @ W_v)
+    yield      # the next check begins here, while the worker runs this call
+    out, weights = ctx.expect_tuple(pending.value(), 2)
     w = ctx.expect_tensor(weights, (5, 5), torch.float32, what="weights")
     ctx.expect_tensor(out, (5, 8), torch.float32, what="out")
     ctx.expect_close(w.sum(-1), torch.ones(5), torch.float32, what="weights.sum(-1)")

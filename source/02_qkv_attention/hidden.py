@@ -7,10 +7,12 @@ too, whichever stable method computed it.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer
-from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
 from .checks import BATCHES, batch_names, call_batched, sizes_apart, spread_slices
 
 H = Audience.HIDDEN
@@ -64,13 +66,14 @@ def _project_edge(ctx: Context) -> None:
 # -- 2.2 softmax -----------------------------------------------------------------
 @check("2.2", "reference-random", H, Kind.NUMERIC, zh="随机形状、dim、dtype：与参考答案一致",
        en="random shapes, dims, dtypes: agrees with the reference", weight=2, same_as="matches-torch")
-def _softmax_reference(ctx: Context) -> None:
+def _softmax_reference(ctx: Context) -> Iterator[None]:
     a, b, c, d = ctx.sizes(4)
     started = []        # every call in flight before the first is compared (see Context.start)
     for shape, dim, dtype in (((a,), 0, torch.float64), ((a, b), -1, torch.float32), ((a, b, c), 1, torch.float64),
                               ((d, a, b, c), -3, torch.float32), ((b, c, d), 2, torch.float64)):
         x = ctx.randn(*shape, dtype=dtype, scale=4.0)
         started.append((shape, dim, dtype, x, ctx.start(x, dim=dim)))
+    yield      # the next check begins here, while the worker runs these calls
     for shape, dim, dtype, x, pending in started:
         want = ctx.reference(x, dim=dim)
         _expect_like(ctx, pending.value(), want, dtype, f"softmax(x {shape}, dim={dim}, {dtype})")
@@ -80,7 +83,7 @@ def _softmax_reference(ctx: Context) -> None:
        zh="±1e4 附近的输入、同一切片里相差几千且有正有负的值、沿 dim 只有一个元素、整行相同的值",
        en="inputs near ±1e4, slices spread over thousands of either sign, a dim of size 1, rows of equal values",
        statement=STABLE_2_2, same_as="matches-torch")
-def _softmax_edge(ctx: Context) -> None:
+def _softmax_edge(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3, 3, 9)
     # Every call of the first two kinds in flight before the first is compared (see Context.start).
     # Rows from -1e4 to 1e4: exp overflows on some, underflows to 0/0 on others, and a shift by
@@ -93,6 +96,7 @@ def _softmax_edge(ctx: Context) -> None:
         rows = spread_slices(ctx, a * c, b, dtype)                       # (slices, values along dim)
         x = rows.reshape(a, c, b).movedim(-1, dim).contiguous()            # the b values of a slice along dim
         spread.append((dtype, dim, x, ctx.start(x, dim=dim)))
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, x, pending in rows_apart:
         with ctx.case(zh=f"相邻的行相差几千、最大上万（{dtype}）", en=f"rows thousands apart, up to ten thousand ({dtype})"):
             want = ctx.reference(x)
@@ -220,15 +224,15 @@ GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gr
 
 @check("2.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_UNCHANGED)
-def _project_inputs(ctx: Context) -> None:
+def _project_inputs(ctx: Context) -> Iterator[None]:
     T, D, Dk, Dv = ctx.sizes(4, low=2, high=6)
-    expect_inputs_unchanged(ctx, ctx.randn(2, T, D), ctx.randn(D, Dk), ctx.randn(D, Dk), ctx.randn(D, Dv))
+    yield from inputs_unchanged(ctx, ctx.randn(2, T, D), ctx.randn(D, Dk), ctx.randn(D, Dk), ctx.randn(D, Dv))
 
 
 @check("2.1", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENTS_FLOW)
-def _project_gradients(ctx: Context) -> None:
+def _project_gradients(ctx: Context) -> Iterator[None]:
     T, D, Dk, Dv = ctx.sizes(4, low=2, high=6)
-    expect_input_gradients(ctx, ("x", "W_q", "W_k", "W_v"), (0, 1, 2, 3), ctx.randn(2, T, D), ctx.randn(D, Dk),
+    yield from input_gradients(ctx, ("x", "W_q", "W_k", "W_v"), (0, 1, 2, 3), ctx.randn(2, T, D), ctx.randn(D, Dk),
                      ctx.randn(D, Dk), ctx.randn(D, Dv), outputs=("Q", "K", "V"))
 
 
@@ -241,36 +245,36 @@ def _softmax_inputs(ctx: Context) -> None:
 
 
 @check("2.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENTS_FLOW)
-def _softmax_gradients(ctx: Context) -> None:
+def _softmax_gradients(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3, low=2, high=6)
-    expect_input_gradients(ctx, ("x",), (0,), ctx.randn(a, b, c, scale=2.0), dim=1)
+    yield from input_gradients(ctx, ("x",), (0,), ctx.randn(a, b, c, scale=2.0), dim=1)
 
 
 @check("2.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_UNCHANGED)
-def _scores_inputs(ctx: Context) -> None:
+def _scores_inputs(ctx: Context) -> Iterator[None]:
     Tq, Tk, Dk = ctx.sizes(3, low=2, high=6)
-    expect_inputs_unchanged(ctx, ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk))
+    yield from inputs_unchanged(ctx, ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk))
 
 
 @check("2.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENTS_FLOW)
-def _scores_gradients(ctx: Context) -> None:
+def _scores_gradients(ctx: Context) -> Iterator[None]:
     Tq, Tk, Dk = ctx.sizes(3, low=2, high=6)
-    expect_input_gradients(ctx, ("Q", "K"), (0, 1), ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk))
+    yield from input_gradients(ctx, ("Q", "K"), (0, 1), ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk))
 
 
 @check("2.4", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_UNCHANGED)
-def _sdpa_inputs(ctx: Context) -> None:
+def _sdpa_inputs(ctx: Context) -> Iterator[None]:
     Tq, Tk, Dk, Dv = ctx.sizes(4, low=2, high=6)
-    expect_inputs_unchanged(ctx, ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk), ctx.randn(2, Tk, Dv))
+    yield from inputs_unchanged(ctx, ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk), ctx.randn(2, Tk, Dv))
 
 
 @check("2.4", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（out 与 weights 两个输出）",
        en=GRAD_EN + " (through both outputs, out and weights)", statement=GRADIENTS_FLOW)
-def _sdpa_gradients(ctx: Context) -> None:
+def _sdpa_gradients(ctx: Context) -> Iterator[None]:
     Tq, Tk, Dk, Dv = ctx.sizes(4, low=2, high=6)
-    expect_input_gradients(ctx, ("Q", "K", "V"), (0, 1, 2), ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk),
+    yield from input_gradients(ctx, ("Q", "K", "V"), (0, 1, 2), ctx.randn(2, Tq, Dk), ctx.randn(2, Tk, Dk),
                      ctx.randn(2, Tk, Dv), outputs=("out", "weights"))
 
 

@@ -12,6 +12,8 @@ student gets the very tensors the check holds and could modify them in place.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -428,11 +430,13 @@ def _mat_shape(ctx: Context) -> None:
 
 @check("3.3", "masked-weights", P, Kind.PROPERTY, zh="填充键权重为 0、每行加和为 1、全填充行为 0 且 out 为 0",
        en="padded keys 0, rows sum to 1, fully padded rows zero with out zero", weight=2)
-def _mat_props(ctx: Context) -> None:
+def _mat_props(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, D = ctx.sizes(4, low=3)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
     Q, K, V = ctx.randn(B, Tq, D), ctx.randn(B, Tk, D), ctx.randn(B, Tk, D)
-    out, weights = ctx.expect_tuple(ctx.call(Q, K, V, mask), 2)
+    pending = ctx.start(Q, K, V, mask)
+    yield      # the next check begins here, while the worker runs this call
+    out, weights = ctx.expect_tuple(pending.value(), 2)
     w = ctx.expect_tensor(weights, (B, Tq, Tk), torch.float64, what="weights")
     o = ctx.expect_tensor(out, (B, Tq, D), torch.float64, what="out")
     expect_masked_weights(ctx, w, mask, diagnose_dead=False)      # ordinary scores: see expect_masked_weights
@@ -550,10 +554,11 @@ def _mce_torch(ctx: Context) -> None:
 
 
 @check("3.4", "no-padding", P, Kind.NUMERIC, zh="没有填充时等于普通交叉熵", en="without padding it is the plain cross entropy")
-def _mce_plain(ctx: Context) -> None:
+def _mce_plain(ctx: Context) -> Iterator[None]:
     B, T, C = ctx.sizes(3)
     logits, targets = ctx.randn(B, T, C), ctx.randint(0, C, B, T)
     pending = ctx.start(logits, targets)
+    yield      # the next check begins here, while the worker runs these calls
     want = ctx.expected(torch_cross_entropy, logits, targets)
     ctx.expect_close(expect_loss(ctx, pending.value(), torch.float64), want, torch.float64,
                      what="masked_cross_entropy")
@@ -565,11 +570,12 @@ NEAR_1E4 = Msg("masked_cross_entropy（logits 在 1e4 附近）", "masked_cross_
 
 @check("3.4", "large-logits", P, Kind.PROPERTY, zh="logits 在 1e4 附近时结果有限且正确（log-sum-exp 要减最大值）",
        en="logits near 1e4 give a finite, correct loss (subtract the max inside log-sum-exp)")
-def _mce_large(ctx: Context) -> None:
+def _mce_large(ctx: Context) -> Iterator[None]:
     B, T, C = ctx.sizes(3)
     targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100)
     logits = 1e4 + ctx.randn(B, T, C)
     pending = ctx.start(logits, targets)
+    yield      # the next check begins here, while the worker runs these calls
     want = ctx.expected(torch_cross_entropy, logits, targets)
     got = expect_loss(ctx, pending.value(), torch.float64)
     ctx.expect(bool(torch.isfinite(got)),
@@ -610,7 +616,7 @@ def spread_logits(ctx: Context, case: str, B: int, T: int, C: int) -> tuple[torc
 
 @check("3.4", "large-spread", P, Kind.NUMERIC, zh="logits 相差上千（同一位置之内或各位置之间）时结果有限且正确",
        en="logits thousands apart (within a position or between positions) give a finite, correct loss", weight=2)
-def _mce_spread(ctx: Context) -> None:
+def _mce_spread(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=2, high=5)
     C = ctx.sizes(1, low=6, high=9)[0]
     started = []        # every call in flight before the first is compared (see Context.start)
@@ -619,6 +625,7 @@ def _mce_spread(ctx: Context) -> None:
             logits, targets = spread_logits(ctx, case, B, T, C)
             logits = logits.to(dtype)
             started.append((dtype, names, logits, targets, ctx.start(logits, targets)))
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, (zh, en), logits, targets, pending in started:
         with ctx.case(f"{dtype}：{zh}", f"{dtype}: {en}"):
             want = ctx.expected(torch_cross_entropy, logits, targets)

@@ -7,10 +7,12 @@ that tests the same property on other inputs.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, Pending, check, near_answer
-from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
 from .checks import (DTYPES, FINITE_ROWS, NEAR_1E4, NEGATIVE_CALLS, expect_bool, expect_causal, expect_exact,
                      expect_loss, expect_masked_weights, key_lengths, live, mask_from_lengths, negative_case,
                      negative_rows, padded_targets)
@@ -41,12 +43,13 @@ def expect_close_live_rows_first(ctx: Context, got: torch.Tensor, want: torch.Te
 # -- 3.1 padding_mask ---------------------------------------------------------------
 @check("3.1", "reference-random", H, Kind.NUMERIC, zh="随机长度与参考答案一致", en="agrees with the reference on random lengths",
        weight=2, same_as="matches-closed-form")
-def _pad_reference(ctx: Context) -> None:
+def _pad_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for _ in range(3):
         B, T = ctx.sizes(2, low=2, high=12)
         lengths = ctx.randint(0, T + 1, B)
         started.append((B, T, lengths, ctx.start(lengths), ctx.start(lengths, T + 4)))
+    yield      # the next check begins here, while the worker runs these calls
     for B, T, lengths, pending, longer in started:
         want = ctx.reference(lengths)
         expect_exact(ctx, expect_bool(ctx, pending.value(), tuple(want.shape), what="padding_mask(lengths)"), want,
@@ -85,7 +88,7 @@ def _pad_edges(ctx: Context) -> None:
 @check("3.2", "reference-random", H, Kind.NUMERIC, zh="随机输入（含全填充行、多个批量维）与参考答案一致",
        en="agrees with the reference on random inputs (fully padded rows, several batch dims)", weight=3,
        same_as="matches-torch")
-def _msm_reference(ctx: Context) -> None:
+def _msm_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for extra in ((), (2,), (3, 2)):
         B, Tq, Tk = ctx.sizes(3, low=3)
@@ -93,6 +96,7 @@ def _msm_reference(ctx: Context) -> None:
         for dtype in DTYPES:
             scores = ctx.randn(B, *extra, Tq, Tk, dtype=dtype, scale=4.0)
             started.append(((B, *extra, Tq, Tk), dtype, scores, mask, ctx.start(scores, mask)))
+    yield      # the next check begins here, while the worker runs these calls
     for shape, dtype, scores, mask, pending in started:
         want = ctx.reference(scores, mask)
         got = ctx.expect_tensor(pending.value(), shape, dtype, what="masked_softmax")
@@ -104,11 +108,12 @@ def _msm_reference(ctx: Context) -> None:
 
 @check("3.2", "self-attention", H, Kind.NUMERIC, zh="Tq == Tk 时掩码作用在键上而不是查询上",
        en="with Tq == Tk the mask still applies to keys, not queries", statement="填充键的权重恰好为 0")
-def _msm_square(ctx: Context) -> None:
+def _msm_square(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=3)
     mask = mask_from_lengths(key_lengths(ctx, B, T), T)
     scores = ctx.randn(B, T, T)
     pending = ctx.start(scores, mask)
+    yield      # the next check begins here, while the worker runs these calls
     want = ctx.reference(scores, mask)
     got = ctx.expect_tensor(pending.value(), (B, T, T), torch.float64, what="masked_softmax")
     ctx.expect_close(got, want, torch.float64, what="masked_softmax (Tq == Tk)")
@@ -135,7 +140,7 @@ def _msm_edges(ctx: Context) -> None:
 
 @check("3.2", "large-scores", H, Kind.EDGE, zh="分数在 1e4 附近、同一行相差上千、各行相差上千",
        en="scores near 1e4, thousands apart within a row, rows thousands apart", statement=STABLE_3_2)
-def _msm_large(ctx: Context) -> None:
+def _msm_large(ctx: Context) -> Iterator[None]:
     B, Tq, Tk = ctx.sizes(3, low=3)
 
     started = []        # every call in flight before the first is compared (see Context.start)
@@ -144,6 +149,7 @@ def _msm_large(ctx: Context) -> None:
         scores = scores.to(dtype)
         started.append((names, scores, mask, dtype, ctx.start(scores, mask)))
 
+    yield      # the next check begins here, while the worker runs these calls
     def run(scores: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype, pending: Pending) -> None:
         want = ctx.reference(scores, mask)
         got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax")
@@ -198,7 +204,7 @@ def _msm_forbidden(ctx: Context) -> None:
 @check("3.3", "reference-random", H, Kind.NUMERIC, zh="随机输入（含全填充行、多个批量维）与参考答案一致",
        en="agrees with the reference on random inputs (fully padded rows, several batch dims)", weight=3,
        same_as="matches-torch")
-def _mat_reference(ctx: Context) -> None:
+def _mat_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for extra in ((), (2,), (3, 2)):
         B, Tq, Tk, Dk, Dv = ctx.sizes(5, low=3)
@@ -207,6 +213,7 @@ def _mat_reference(ctx: Context) -> None:
             Q, K, V = (ctx.randn(B, *extra, Tq, Dk, dtype=dtype), ctx.randn(B, *extra, Tk, Dk, dtype=dtype),
                        ctx.randn(B, *extra, Tk, Dv, dtype=dtype))
             started.append((dtype, (Q, K, V), mask, ctx.start(Q, K, V, mask)))
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, (Q, K, V), mask, pending in started:
         want_out, want_w = ctx.reference(Q, K, V, mask)
         out, weights = ctx.expect_tuple(pending.value(), 2)
@@ -267,7 +274,7 @@ def _mat_forbidden(ctx: Context) -> None:
 # -- 3.4 masked_cross_entropy ---------------------------------------------------------
 @check("3.4", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案一致", en="agrees with the reference on random inputs",
        weight=3, same_as="matches-torch")
-def _mce_reference(ctx: Context) -> None:
+def _mce_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for ignore_index in (-100, -1, 0):
         B, T, C = ctx.sizes(3, low=3, high=11)
@@ -275,6 +282,7 @@ def _mce_reference(ctx: Context) -> None:
         for dtype in DTYPES:
             logits = ctx.randn(B, T, C, dtype=dtype, scale=3.0)
             started.append((ignore_index, dtype, logits, targets, ctx.start(logits, targets, ignore_index)))
+    yield      # the next check begins here, while the worker runs these calls
     for ignore_index, dtype, logits, targets, pending in started:
         want = ctx.reference(logits, targets, ignore_index)
         got = expect_loss(ctx, pending.value(), dtype)
@@ -377,33 +385,33 @@ def _pad_inputs(ctx: Context) -> None:
 
 @check("3.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_RULE)
-def _msm_inputs(ctx: Context) -> None:
+def _msm_inputs(ctx: Context) -> Iterator[None]:
     B, Tq, Tk = ctx.sizes(3, low=3, high=7)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
-    expect_inputs_unchanged(ctx, ctx.randn(B, 2, Tq, Tk, scale=4.0), mask)
+    yield from inputs_unchanged(ctx, ctx.randn(B, 2, Tq, Tk, scale=4.0), mask)
 
 
 @check("3.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
-def _msm_gradients(ctx: Context) -> None:
+def _msm_gradients(ctx: Context) -> Iterator[None]:
     B, Tq, Tk = ctx.sizes(3, low=3, high=7)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
-    expect_input_gradients(ctx, ("scores",), (0,), ctx.randn(B, Tq, Tk, scale=2.0), mask)
+    yield from input_gradients(ctx, ("scores",), (0,), ctx.randn(B, Tq, Tk, scale=2.0), mask)
 
 
 @check("3.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_RULE)
-def _mattn_inputs(ctx: Context) -> None:
+def _mattn_inputs(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, Dk, Dv = ctx.sizes(5, low=2, high=7)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
-    expect_inputs_unchanged(ctx, ctx.randn(B, Tq, Dk), ctx.randn(B, Tk, Dk), ctx.randn(B, Tk, Dv), mask)
+    yield from inputs_unchanged(ctx, ctx.randn(B, Tq, Dk), ctx.randn(B, Tk, Dk), ctx.randn(B, Tk, Dv), mask)
 
 
 @check("3.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（out 与 weights 两个输出）",
        en=GRAD_EN + " (through both outputs, out and weights)", statement=GRADIENT_RULE)
-def _mattn_gradients(ctx: Context) -> None:
+def _mattn_gradients(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, Dk, Dv = ctx.sizes(5, low=2, high=7)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
-    expect_input_gradients(ctx, ("Q", "K", "V"), (0, 1, 2), ctx.randn(B, Tq, Dk), ctx.randn(B, Tk, Dk),
+    yield from input_gradients(ctx, ("Q", "K", "V"), (0, 1, 2), ctx.randn(B, Tq, Dk), ctx.randn(B, Tk, Dk),
                            ctx.randn(B, Tk, Dv), mask, outputs=("out", "weights"))
 
 
@@ -415,13 +423,13 @@ def _ce_inputs(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
 
 @check("3.4", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_RULE)
-def _ce_inputs_unchanged(ctx: Context) -> None:
-    expect_inputs_unchanged(ctx, *_ce_inputs(ctx))
+def _ce_inputs_unchanged(ctx: Context) -> Iterator[None]:
+    yield from inputs_unchanged(ctx, *_ce_inputs(ctx))
 
 
 @check("3.4", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
-def _ce_gradients(ctx: Context) -> None:
-    expect_input_gradients(ctx, ("logits",), (0,), *_ce_inputs(ctx))
+def _ce_gradients(ctx: Context) -> Iterator[None]:
+    yield from input_gradients(ctx, ("logits",), (0,), *_ce_inputs(ctx))
 
 
 # -- near-answers: what `autograder build` refuses in the student bundle (autograder.catalog.NEAR_ANSWERS) --

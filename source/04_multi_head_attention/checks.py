@@ -18,6 +18,7 @@ every loaded parameter and of the query (:func:`module_request`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -275,10 +276,11 @@ def strided_heads(x: torch.Tensor, H: int) -> torch.Tensor:
 
 @check("4.1", "shape-dtype", P, Kind.SHAPE, zh="(B, T, E) → (B, H, T, E/H)，dtype 不变",
        en="(B, T, E) -> (B, H, T, E/H), same dtype")
-def _split_shape(ctx: Context) -> None:
+def _split_shape(ctx: Context) -> Iterator[None]:
     B, T, H, d = ctx.sizes(4)
     # both in flight before either is read (see Context.start)
     started = [(dtype, ctx.start(ctx.randn(B, T, H * d, dtype=dtype), H)) for dtype in DTYPES]
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, pending in started:
         ctx.expect_tensor(pending.value(), (B, H, T, d), dtype, what="split_heads")
 
@@ -286,20 +288,24 @@ def _split_shape(ctx: Context) -> None:
 @check("4.1", "matches-closed-form", P, Kind.NUMERIC,
        zh="逐个元素完全正确：out[b, h, t, i] = x[b, t, h*d + i]（nn.MultiheadAttention 的分头方式）",
        en="every element exact: out[b, h, t, i] = x[b, t, h*d + i] (nn.MultiheadAttention's head layout)", weight=2)
-def _split_values(ctx: Context) -> None:
+def _split_values(ctx: Context) -> Iterator[None]:
     B, T, H, d = ctx.sizes(4)
     x = ctx.randn(B, T, H * d)
     want = heads_of(x, H)
-    got = ctx.expect_tensor(ctx.call(x, H), (B, H, T, d), torch.float64, what="split_heads")
+    pending = ctx.start(x, H)
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tensor(pending.value(), (B, H, T, d), torch.float64, what="split_heads")
     expect_exact(ctx, got, want, "split_heads")
 
 
 @check("4.1", "round-trip", P, Kind.PROPERTY, zh="合并回去得到原来的 x", en="merging the heads back gives x exactly")
-def _split_round_trip(ctx: Context) -> None:
+def _split_round_trip(ctx: Context) -> Iterator[None]:
     B, T, H, d = ctx.sizes(4)
     x = ctx.randn(B, T, H * d)
     want = x.clone()
-    got = ctx.expect_tensor(ctx.call(x, H), (B, H, T, d), torch.float64, what="split_heads")
+    pending = ctx.start(x, H)
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tensor(pending.value(), (B, H, T, d), torch.float64, what="split_heads")
     # expect_exact names the value with one string in both languages: the case says what it is
     with ctx.case(zh="把 split_heads(x) 的各头按特征维拼回 (B, T, E)", en="split_heads(x), its heads put back side by side"):
         expect_exact(ctx, tokens_of(got), want, "split_heads(x)")
@@ -325,10 +331,11 @@ def _split_error(ctx: Context) -> None:
 # -- 4.2 merge_heads ------------------------------------------------------------------
 @check("4.2", "shape-dtype", P, Kind.SHAPE, zh="(B, H, T, d) → (B, T, H*d)，dtype 不变",
        en="(B, H, T, d) -> (B, T, H*d), same dtype")
-def _merge_shape(ctx: Context) -> None:
+def _merge_shape(ctx: Context) -> Iterator[None]:
     B, H, T, d = ctx.sizes(4)
     # both in flight before either is read (see Context.start)
     started = [(dtype, ctx.start(ctx.randn(B, H, T, d, dtype=dtype))) for dtype in DTYPES]
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, pending in started:
         ctx.expect_tensor(pending.value(), (B, T, H * d), dtype, what="merge_heads")
 
@@ -359,10 +366,11 @@ def _merge_round_trip(ctx: Context) -> None:
 @check("4.3", "fact-16-4", P, Kind.FACT,
        zh="E=16、H=4、x (2, 5, 16)：out (2, 5, 16)、weights (2, 4, 5, 5)，与 nn.MultiheadAttention 一致",
        en="E=16, H=4, x (2, 5, 16): out (2, 5, 16), weights (2, 4, 5, 5), as nn.MultiheadAttention")
-def _mha_fact(ctx: Context) -> None:
+def _mha_fact(ctx: Context) -> Iterator[None]:
     state = mha_state(ctx, 16)
     x = ctx.randn(2, 5, 16)
     pending = ctx.start(x, x, x, 4, *functional_args(state))
+    yield      # the next check begins here, while the worker runs these calls
     want_out, want_w = ctx.expected(torch_mha, x, x, x, 4, state)
     out, weights = expect_mha(ctx, pending.value(), 2, 5, 5, 16, 4, torch.float64)
     ctx.expect_close(weights, want_w, torch.float64, what="weights")
@@ -383,7 +391,7 @@ def _mha_shape(ctx: Context) -> None:
 
 @check("4.3", "matches-torch", P, Kind.NUMERIC, zh="带填充掩码时与 nn.MultiheadAttention 一致",
        en="agrees with nn.MultiheadAttention under a key padding mask", weight=3)
-def _mha_torch(ctx: Context) -> None:
+def _mha_torch(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, H, d = head_sizes(ctx)
     E = H * d
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
@@ -392,6 +400,7 @@ def _mha_torch(ctx: Context) -> None:
         state = mha_state(ctx, E, dtype)
         q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
         started.append((dtype, state, (q, k, v), ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)))
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, state, (q, k, v), pending in started:
         want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state, mask)
         out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, dtype)
@@ -401,12 +410,13 @@ def _mha_torch(ctx: Context) -> None:
 
 @check("4.3", "no-mask", P, Kind.NUMERIC, zh="不传掩码（默认 None）时与 nn.MultiheadAttention 一致",
        en="without a mask (the default None) agrees with nn.MultiheadAttention")
-def _mha_no_mask(ctx: Context) -> None:
+def _mha_no_mask(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, H, d = head_sizes(ctx)
     E = H * d
     state = mha_state(ctx, E)
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
     pending = ctx.start(q, k, v, H, *functional_args(state))
+    yield      # the next check begins here, while the worker runs these calls
     want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state)
     out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, torch.float64)
     ctx.expect_close(weights, want_w, torch.float64, what="weights")
@@ -415,7 +425,7 @@ def _mha_no_mask(ctx: Context) -> None:
 
 @check("4.3", "fully-padded-row", P, Kind.PROPERTY, zh="键全为填充的那一批：权重全 0、out 等于 out_proj_bias，其余与 torch 一致",
        en="a batch row whose keys are all padded: zero weights, out = out_proj_bias; the others as torch", weight=2)
-def _mha_dead(ctx: Context) -> None:
+def _mha_dead(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, H, d = ctx.sizes(5, low=3, high=7)
     E = H * d
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
@@ -423,6 +433,7 @@ def _mha_dead(ctx: Context) -> None:
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
     alive = live(mask)
     pending = ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)
+    yield      # the next check begins here, while the worker runs these calls
     want_out, want_w = ctx.expected(torch_mha, q[alive], k[alive], v[alive], H, state, mask[alive])
     out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, torch.float64)
     expect_dead_rows(ctx, out, weights, mask, state["out_proj.bias"])
@@ -575,15 +586,19 @@ def start_modules(ctx: Context) -> list[tuple[torch.dtype, tuple[Any, ...], tupl
 
 @check("4.4", "torch-names-shapes", P, Kind.SHAPE, zh="按 torch 命名的参数都能加载；out、weights、梯度的形状与 dtype",
        en="torch-named parameters load; shapes and dtype of out, weights and gradients")
-def _module_shape(ctx: Context) -> None:
-    for dtype, args, (B, Tq, Tk, H), pending in start_modules(ctx):
+def _module_shape(ctx: Context) -> Iterator[None]:
+    started = start_modules(ctx)
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, args, (B, Tq, Tk, H), pending in started:
         expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, dtype)
 
 
 @check("4.4", "matches-torch", P, Kind.NUMERIC, zh="加载同样的权重后，输出与 nn.MultiheadAttention 一致",
        en="loaded with the same weights, the outputs agree with nn.MultiheadAttention", weight=2)
-def _module_torch(ctx: Context) -> None:
-    for dtype, args, (B, Tq, Tk, H), pending in start_modules(ctx):
+def _module_torch(ctx: Context) -> Iterator[None]:
+    started = start_modules(ctx)
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, args, (B, Tq, Tk, H), pending in started:
         want = ctx.expected(torch_probe, *args)
         got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, dtype)
         ctx.expect_close(got["weights"], want["weights"], dtype, what="weights")
@@ -592,8 +607,10 @@ def _module_torch(ctx: Context) -> None:
 
 @check("4.4", "gradients-match-torch", P, Kind.GRADIENT, zh="参数与 query 的梯度与 nn.MultiheadAttention 一致",
        en="gradients of the parameters and of the query agree with nn.MultiheadAttention", weight=2)
-def _module_grads(ctx: Context) -> None:
-    for dtype, args, (B, Tq, Tk, H), pending in start_modules(ctx):
+def _module_grads(ctx: Context) -> Iterator[None]:
+    started = start_modules(ctx)
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, args, (B, Tq, Tk, H), pending in started:
         want = ctx.expected(torch_probe, *args)
         got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, dtype)
         expect_gradients(ctx, got, want, dtype)
@@ -601,9 +618,10 @@ def _module_grads(ctx: Context) -> None:
 
 @check("4.4", "no-bias", P, Kind.NUMERIC, zh="bias=False 时输出和梯度与 torch 一致",
        en="with bias=False, outputs and gradients agree with torch")
-def _module_no_bias(ctx: Context) -> None:
+def _module_no_bias(ctx: Context) -> Iterator[None]:
     args, (B, Tq, Tk, H) = module_case(ctx, torch.float64, bias=False)
     pending = start_module(ctx, args, bias=False)
+    yield      # the next check begins here, while the worker runs these calls
     want = ctx.expected(torch_probe, *args)
     got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, H, torch.float64)
     ctx.expect_close(got["weights"], want["weights"], torch.float64, what="weights")
@@ -659,9 +677,11 @@ def expect_int(ctx: Context, value: plain.Value, want: int, what: str | Msg) -> 
 
 
 @check("4.5", "python-int", P, Kind.SHAPE, zh="返回 Python int", en="returns a Python int")
-def _memory_type(ctx: Context) -> None:
+def _memory_type(ctx: Context) -> Iterator[None]:
     b, h, t = ctx.sizes(3)
-    value = ctx.call(b, h, t)
+    pending = ctx.start(b, h, t)
+    yield      # the next check begins here, while the worker runs this call
+    value = pending.value()
     ctx.expect(value.kind == "int" and value.spec.get("type") == "int",
                f"应当返回 Python int，实际是 {value.describe()}", f"should return a Python int, got {value.describe()}",
                diagnose=True)
@@ -675,10 +695,11 @@ def _memory_fact(ctx: Context) -> None:
 
 @check("4.5", "matches-torch", P, Kind.NUMERIC, zh="与 torch 在 `meta` 设备上分配的 (B, H, T, T) 张量字节数一致",
        en="equals the bytes of a (B, H, T, T) tensor torch allocates on the meta device", weight=2)
-def _memory_torch(ctx: Context) -> None:
+def _memory_torch(ctx: Context) -> Iterator[None]:
     # 4 first: 2 * b*h*t^2 * 2 (scores counted too) is b*h*t^2 * 4 (bytes_per_element ignored), and a
     # failure is diagnosed on the call that failed
     started = [(b, h, t, nbytes, ctx.start(b, h, t, nbytes))
                for nbytes in (4, 2, 8) for b, h, t in [ctx.sizes(3, low=2, high=40)]]
+    yield      # the next check begins here, while the worker runs these calls
     for b, h, t, nbytes, pending in started:
         expect_int(ctx, pending.value(), meta_bytes(b, h, t, nbytes), f"attention_memory({b}, {h}, {t}, {nbytes})")

@@ -5,12 +5,13 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, as_float64, check, near_answer
-from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog.integrity import input_gradients, inputs_unchanged
 from autograder.probes import probe_module
 from .checks import (EXTREME, NEGATIVE, SPREAD, attention_inputs, call_module, designed_case, expect_close_normwise,
                      expect_dead_rows, expect_finite, expect_gradients, expect_int, expect_mha, expect_module,
@@ -33,10 +34,11 @@ def _split_cases(ctx: Context) -> list[tuple[int, int, int, int]]:
 
 @check("4.1", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案完全一致", en="agrees exactly with the reference",
        weight=2, same_as="matches-closed-form")
-def _split_reference(ctx: Context) -> None:
+def _split_reference(ctx: Context) -> Iterator[None]:
     B, T, Hn, d = ctx.sizes(4, low=2, high=9)
     # both in flight before either is compared (see Context.start)
     started = [(dtype, x, ctx.start(x, Hn)) for dtype in DTYPES for x in [ctx.randn(B, T, Hn * d, dtype=dtype)]]
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, x, pending in started:
         want = ctx.reference(x, Hn)
         got = ctx.expect_tensor(pending.value(), (B, Hn, T, d), dtype, what="split_heads")
@@ -49,9 +51,10 @@ EDGE_NAMES = (("一个头", "one head"), ("每个头宽 d = 1", "heads of width 
 
 @check("4.1", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1",
        same_as="matches-closed-form")
-def _split_edges(ctx: Context) -> None:
+def _split_edges(ctx: Context) -> Iterator[None]:
     started = [(sizes, names, x, ctx.start(x, sizes[2])) for sizes, names in zip(_split_cases(ctx)[1:], EDGE_NAMES)
                for x in [ctx.randn(sizes[0], sizes[1], sizes[2] * sizes[3])]]
+    yield      # the next check begins here, while the worker runs these calls
     for (B, T, Hn, d), (zh, en), x, pending in started:
         with ctx.case(zh=zh, en=en):
             want = ctx.reference(x, Hn)
@@ -61,10 +64,11 @@ def _split_edges(ctx: Context) -> None:
 
 @check("4.2", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案完全一致", en="agrees exactly with the reference",
        weight=2, same_as="matches-closed-form")
-def _merge_reference(ctx: Context) -> None:
+def _merge_reference(ctx: Context) -> Iterator[None]:
     B, Hn, T, d = ctx.sizes(4, low=2, high=9)
     # both in flight before either is compared (see Context.start)
     started = [(dtype, x, ctx.start(x)) for dtype in DTYPES for x in [ctx.randn(B, Hn, T, d, dtype=dtype)]]
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, x, pending in started:
         want = ctx.reference(x)
         got = ctx.expect_tensor(pending.value(), (B, T, Hn * d), dtype, what="merge_heads")
@@ -73,9 +77,10 @@ def _merge_reference(ctx: Context) -> None:
 
 @check("4.2", "edge-cases", H, Kind.EDGE, zh="一个头、d = 1、T = 1", en="one head, d = 1, T = 1",
        same_as="matches-closed-form")
-def _merge_edges(ctx: Context) -> None:
+def _merge_edges(ctx: Context) -> Iterator[None]:
     started = [(sizes, names, x, ctx.start(x)) for sizes, names in zip(_split_cases(ctx)[1:], EDGE_NAMES)
                for x in [ctx.randn(sizes[0], sizes[2], sizes[1], sizes[3])]]
+    yield      # the next check begins here, while the worker runs these calls
     for (B, T, Hn, d), (zh, en), x, pending in started:
         with ctx.case(zh=zh, en=en):
             want = ctx.reference(x)
@@ -115,11 +120,12 @@ def _mha_finish(ctx: Context, started: tuple) -> None:
 @check("4.3", "reference-random", H, Kind.NUMERIC, zh="随机输入（含全填充行）与参考答案一致",
        en="agrees with the reference on random inputs (fully padded rows included)", weight=3,
        same_as="matches-torch", statement="前向的权重全为 0，于是第 6 步得到零向量，输出恰好等于 out_proj_bias")
-def _mha_reference(ctx: Context) -> None:
+def _mha_reference(ctx: Context) -> Iterator[None]:
     started = []
     for dtype in DTYPES:
         B, Tq, Tk, Hn, d = ctx.sizes(5, low=3, high=7)
         started.append((dtype, _mha_start(ctx, B, Tq, Tk, Hn, d, dtype, empty_row=True)))
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, case in started:
         with ctx.case(zh=f"{str(dtype)[6:]}，含全填充的那一批", en=f"{str(dtype)[6:]}, a fully padded batch row included"):
             _mha_finish(ctx, case)
@@ -127,7 +133,7 @@ def _mha_reference(ctx: Context) -> None:
 
 @check("4.3", "edge-cases", H, Kind.EDGE, zh="自注意力（带掩码）、一个头、T = 1", en="self-attention (with a mask), one head, T = 1",
        same_as="matches-torch")
-def _mha_edges(ctx: Context) -> None:
+def _mha_edges(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
     f64 = torch.float64
     # first: a mask broadcast along the queries (B, 1, Tk, 1) only runs, and is named, when Tq = Tk
@@ -137,6 +143,7 @@ def _mha_edges(ctx: Context) -> None:
              (("一个查询、一个键，不带掩码", "one query, one key, no mask"),
               _mha_start(ctx, B, 1, 1, Hn, d, f64, empty_row=False, with_mask=False)),
              (("一个查询", "one query"), _mha_start(ctx, B, 1, Tk, Hn, d, f64, empty_row=False))]
+    yield      # the next check begins here, while the worker runs these calls
     for (zh, en), case in cases:
         with ctx.case(zh=zh, en=en):
             _mha_finish(ctx, case)
@@ -171,7 +178,7 @@ NEGATIVE_STATEMENT = "填充键的权重恰好为 0，不论真实的分数有�
        zh="分数相差几千（正负都有）、分数在 1e4 量级（带填充掩码、含全填充行）：没有 inf/NaN，与参考答案一致",
        en="scores thousands apart (both signs), scores of order 1e4 (with a padding mask, fully padded rows "
           "included): no inf/NaN, agrees with the reference", statement=LARGE_STATEMENT)
-def _mha_large(ctx: Context) -> None:
+def _mha_large(ctx: Context) -> Iterator[None]:
     # First the designed rows, on which a softmax shifted by the mean and one shifted by the minimum differ
     designed = [(dtype, _designed_mha_start(ctx, SPREAD, dtype)) for dtype in (torch.float64, torch.float32)]
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=3, high=7)
@@ -183,6 +190,7 @@ def _mha_large(ctx: Context) -> None:
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float32, scale=100.0)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
     single = ctx.start(q, k, v, Hn, *functional_args(state), key_padding_mask=mask)
+    yield      # the next check begins here, while the worker runs these calls
     for dtype, case in designed:
         with ctx.case(**score_case(SPREAD, dtype, DEAD_ROW)):
             _designed_mha_finish(ctx, case)
@@ -203,9 +211,10 @@ def _mha_large(ctx: Context) -> None:
        zh="真实的分数本身非常负（-2e4 附近、-1e9 附近，含全填充行）：填充键的权重仍恰好为 0，与参考答案一致",
        en="real scores that are themselves very negative (near -2e4, near -1e9; fully padded rows included): "
           "padded keys still get exactly 0, agrees with the reference", statement=NEGATIVE_STATEMENT)
-def _mha_negative(ctx: Context) -> None:
+def _mha_negative(ctx: Context) -> Iterator[None]:
     started = [(kind, dtype, _designed_mha_start(ctx, kind, dtype))
                for kind, dtype in ((NEGATIVE, torch.float32), (NEGATIVE, torch.float64), (EXTREME, torch.float64))]
+    yield      # the next check begins here, while the worker runs these calls
     for kind, dtype, case in started:
         with ctx.case(**score_case(kind, dtype, DEAD_ROW)):
             _designed_mha_finish(ctx, case)
@@ -251,11 +260,12 @@ def _module_finish(ctx: Context, started: tuple) -> None:
 @check("4.4", "reference-random", H, Kind.NUMERIC, zh="随机输入（含全填充行）下输出和梯度与参考答案一致",
        en="outputs and gradients agree with the reference on random inputs (fully padded rows included)", weight=3,
        same_as="gradients-match-torch", statement="要求的是有限的梯度")
-def _module_reference(ctx: Context) -> None:
+def _module_reference(ctx: Context) -> Iterator[None]:
     cases = [((f"{str(dtype)[6:]}，含全填充的那一批", f"{str(dtype)[6:]}, a fully padded batch row included"),
               _module_start(ctx, dtype, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))) for dtype in DTYPES]
     cases.append((("bias=False，含全填充的那一批", "bias=False, a fully padded batch row included"),
                   _module_start(ctx, torch.float64, bias=False, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))))
+    yield      # the next check begins here, while the worker runs these calls
     for (zh, en), case in cases:
         with ctx.case(zh=zh, en=en):
             _module_finish(ctx, case)
@@ -264,12 +274,13 @@ def _module_reference(ctx: Context) -> None:
 @check("4.4", "edge-cases", H, Kind.EDGE, zh="一个头、T = 1；不传 bias 时默认带偏置（与 nn.MultiheadAttention 相同）",
        en="one head, T = 1; without a bias argument the module has biases (as nn.MultiheadAttention)",
        same_as="matches-torch", statement="__init__(embed_dim, num_heads, bias=True)")
-def _module_edges(ctx: Context) -> None:
+def _module_edges(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
     cases = [(("一个头", "one head"), _module_start(ctx, torch.float64, sizes=(B, Tq, Tk, 1, d))),
              (("一个查询、一个键", "one query, one key"), _module_start(ctx, torch.float64, sizes=(B, 1, 1, Hn, d))),
              (("不传 bias（默认带偏置）", "no bias argument (biases by default)"),
               _module_start(ctx, torch.float64, bias=None, sizes=(B, Tq, Tk, Hn, d)))]
+    yield      # the next check begins here, while the worker runs these calls
     for (zh, en), case in cases:
         with ctx.case(zh=zh, en=en):
             _module_finish(ctx, case)
@@ -280,7 +291,7 @@ def _module_edges(ctx: Context) -> None:
        en="scores thousands apart (both signs) or real scores that are themselves very negative (fully padded "
           "rows included): the outputs agree with the reference, the gradients are finite",
        statement="数值稳定和填充键的要求与 4.3 相同")
-def _module_extreme(ctx: Context) -> None:
+def _module_extreme(ctx: Context) -> Iterator[None]:
     # Outputs compared, gradients only finite: through scores this large they carry rounding of order
     # eps * |score| * |query| (the key bias's gradient, exactly 0, comes out near 1e-6 in float64 from any
     # sound softmax), which the ordinary inputs of reference-random compare instead.
@@ -291,6 +302,7 @@ def _module_extreme(ctx: Context) -> None:
         (B, Tq, E), Tk = q.shape, k.shape[1]
         args = (E, Hn, state, q, k, v, mask, ctx.randn(B, Tq, E, dtype=dtype))
         started.append((kind, dtype, args, start_module(ctx, args)))
+    yield      # the next check begins here, while the worker runs these calls
     for kind, dtype, args, pending in started:
         _e, Hn, state, q, k, _v, mask, _g = args
         (B, Tq, E), Tk = q.shape, k.shape[1]
@@ -364,28 +376,28 @@ GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gr
 
 @check("4.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=UNCHANGED_RULE)
-def _split_inputs(ctx: Context) -> None:
+def _split_inputs(ctx: Context) -> Iterator[None]:
     B, T, Hn, d = ctx.sizes(4, low=2, high=6)
-    expect_inputs_unchanged(ctx, ctx.randn(B, T, Hn * d), Hn)
+    yield from inputs_unchanged(ctx, ctx.randn(B, T, Hn * d), Hn)
 
 
 @check("4.1", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
-def _split_gradients(ctx: Context) -> None:
+def _split_gradients(ctx: Context) -> Iterator[None]:
     B, T, Hn, d = ctx.sizes(4, low=2, high=6)
-    expect_input_gradients(ctx, ("x",), (0,), ctx.randn(B, T, Hn * d), Hn)
+    yield from input_gradients(ctx, ("x",), (0,), ctx.randn(B, T, Hn * d), Hn)
 
 
 @check("4.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=UNCHANGED_RULE)
-def _merge_inputs(ctx: Context) -> None:
+def _merge_inputs(ctx: Context) -> Iterator[None]:
     B, Hn, T, d = ctx.sizes(4, low=2, high=6)
-    expect_inputs_unchanged(ctx, ctx.randn(B, Hn, T, d))
+    yield from inputs_unchanged(ctx, ctx.randn(B, Hn, T, d))
 
 
 @check("4.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
-def _merge_gradients(ctx: Context) -> None:
+def _merge_gradients(ctx: Context) -> Iterator[None]:
     B, Hn, T, d = ctx.sizes(4, low=2, high=6)
-    expect_input_gradients(ctx, ("x",), (0,), ctx.randn(B, Hn, T, d))
+    yield from input_gradients(ctx, ("x",), (0,), ctx.randn(B, Hn, T, d))
 
 
 def _mha_args(ctx: Context) -> tuple[tuple[Any, ...], torch.Tensor]:
@@ -398,16 +410,16 @@ def _mha_args(ctx: Context) -> tuple[tuple[Any, ...], torch.Tensor]:
 
 @check("4.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=UNCHANGED_RULE)
-def _mha_inputs(ctx: Context) -> None:
+def _mha_inputs(ctx: Context) -> Iterator[None]:
     args, mask = _mha_args(ctx)
-    expect_inputs_unchanged(ctx, *args, key_padding_mask=mask)
+    yield from inputs_unchanged(ctx, *args, key_padding_mask=mask)
 
 
 @check("4.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（out 与 weights 两个输出）",
        en=GRAD_EN + " (through both outputs, out and weights)", statement=GRADIENT_RULE)
-def _mha_gradients(ctx: Context) -> None:
+def _mha_gradients(ctx: Context) -> Iterator[None]:
     args, mask = _mha_args(ctx)
-    expect_input_gradients(ctx, ("query", "key", "value", "in_proj_weight", "in_proj_bias", "out_proj_weight",
+    yield from input_gradients(ctx, ("query", "key", "value", "in_proj_weight", "in_proj_bias", "out_proj_weight",
                            "out_proj_bias"), (0, 1, 2, 4, 5, 6, 7), *args, key_padding_mask=mask,
                      outputs=("out", "weights"))
 

@@ -16,6 +16,7 @@ token (torch's module gives NaN on a fully padded one, and the statement leaves 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -73,8 +74,10 @@ def _pe_shape(ctx: Context) -> None:
 
 @check("5.1", "fact-position-zero", P, Kind.FACT, zh="位置 0：偶数列恰好是 0（正弦），奇数列恰好是 1（余弦）",
        en="position 0: even columns exactly 0 (sin 0), odd columns exactly 1 (cos 0)")
-def _pe_zero(ctx: Context) -> None:
-    got = ctx.expect_tensor(ctx.call(torch.zeros(1, dtype=torch.float64), 8), (1, 8), torch.float64,
+def _pe_zero(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(torch.zeros(1, dtype=torch.float64), 8)
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tensor(pending.value(), (1, 8), torch.float64,
                             what="positional_encoding(tensor([0.]), 8)")
     expect_exact(ctx, got, torch.tensor([[0.0, 1.0] * 4], dtype=torch.float64), "positional_encoding(tensor([0.]), 8)")
 
@@ -321,8 +324,9 @@ def call_block(ctx: Context, args: tuple[Any, ...], pending: Pending | None = No
 
 @check("5.4", "torch-names-shapes", P, Kind.SHAPE, zh="nn.TransformerEncoderLayer 的参数名都能加载；输出与梯度的形状和 dtype",
        en="nn.TransformerEncoderLayer's parameter names load; shapes and dtype of the output and the gradients")
-def _block_shape(ctx: Context) -> None:
+def _block_shape(ctx: Context) -> Iterator[None]:
     started = [(args, start_block(ctx, args)) for args in [block_case(ctx, dtype) for dtype in DTYPES]]
+    yield      # the next check begins here, while the worker runs these calls
     for args, pending in started:       # both in flight before either is read (see Context.start)
         call_block(ctx, args, pending)
 
@@ -335,12 +339,13 @@ MASK_CASES = {(True, False): ("只带填充掩码", "a padding mask only"), (Fal
 @check("5.4", "matches-torch", P, Kind.NUMERIC, zh="装上同样的权重后，输出与 nn.TransformerEncoderLayer(norm_first=True) 一致（三种掩码）",
        en="loaded with the same weights, the output agrees with nn.TransformerEncoderLayer(norm_first=True) (three "
           "mask settings)", weight=2)
-def _block_torch(ctx: Context) -> None:
+def _block_torch(ctx: Context) -> Iterator[None]:
     # one dtype per mask setting (the self-check data stores what each known mistake returns on every call)
     started = []        # every case in flight before the first is compared (see Context.start)
     for ((padding, causal_mask), names), dtype in zip(MASK_CASES.items(), (torch.float64, torch.float32, torch.float64)):
         args = block_case(ctx, dtype, padding=padding, causal_mask=causal_mask)
         started.append((names, dtype, args, start_block(ctx, args)))
+    yield      # the next check begins here, while the worker runs these calls
     for (zh, en), dtype, args, pending in started:
         with ctx.case(zh=f"{zh}（{str(dtype)[6:]}）", en=f"{en} ({str(dtype)[6:]})"):
             want = ctx.expected(torch_block_probe, *args)
@@ -350,9 +355,10 @@ def _block_torch(ctx: Context) -> None:
 
 @check("5.4", "gradients-match-torch", P, Kind.GRADIENT, zh="每个参数和 x 的梯度与 nn.TransformerEncoderLayer 一致",
        en="the gradients of every parameter and of x agree with nn.TransformerEncoderLayer", weight=2)
-def _block_grads(ctx: Context) -> None:
+def _block_grads(ctx: Context) -> Iterator[None]:
     args = block_case(ctx, torch.float64)
     pending = start_block(ctx, args)
+    yield      # the next check begins here, while the worker runs these calls
     want = ctx.expected(torch_block_probe, *args)
     expect_probe_gradients(ctx, call_block(ctx, args, pending), want, torch.float64)
 
@@ -421,16 +427,20 @@ def call_lm(ctx: Context, args: tuple[Any, ...], pending: Pending | None = None)
 
 @check("5.5", "names-shapes", P, Kind.SHAPE, zh="参数名都能加载（没有多余的）；logits (B, T, V) 与梯度的形状和 dtype",
        en="the parameter names load (none extra); shapes and dtype of logits (B, T, V) and of the gradients")
-def _lm_shape(ctx: Context) -> None:
-    call_lm(ctx, lm_case(ctx))
+def _lm_shape(ctx: Context) -> Iterator[None]:
+    args = lm_case(ctx)
+    pending = start_lm(ctx, args)
+    yield      # the next check begins here, while the worker runs this call
+    call_lm(ctx, args, pending)
 
 
 @check("5.5", "matches-torch", P, Kind.NUMERIC, zh="logits 与用 torch 的模块按五步搭出来的模型一致（带填充掩码和不带）",
        en="logits agree with the model built from torch's modules in the five steps (with and without padding)",
        weight=2)
-def _lm_torch(ctx: Context) -> None:
+def _lm_torch(ctx: Context) -> Iterator[None]:
     started = [(padding, args, start_lm(ctx, args)) for padding, args in
                [(padding, lm_case(ctx, padding=padding)) for padding in (False, True)]]
+    yield      # the next check begins here, while the worker runs these calls
     for padding, args, pending in started:
         with ctx.case(zh="带填充掩码" if padding else "不带填充掩码", en="with padding" if padding else "no padding"):
             want = ctx.expected(torch_lm_probe, *args)
@@ -440,9 +450,10 @@ def _lm_torch(ctx: Context) -> None:
 
 @check("5.5", "gradients-match-torch", P, Kind.GRADIENT, zh="每个参数的梯度与 torch 搭出来的模型一致",
        en="every parameter's gradient agrees with the model built from torch's modules")
-def _lm_grads(ctx: Context) -> None:
+def _lm_grads(ctx: Context) -> Iterator[None]:
     args = lm_case(ctx)
     pending = start_lm(ctx, args)
+    yield      # the next check begins here, while the worker runs these calls
     want = ctx.expected(torch_lm_probe, *args)
     expect_probe_gradients(ctx, call_lm(ctx, args, pending), want, torch.float32)
 
@@ -644,10 +655,11 @@ def _cache_step(ctx: Context) -> None:
 @check("5.8", "step-by-step", P, Kind.PROPERTY, zh="先送提示、再逐个位置送（每次传回上一次返回的缓存）：与一次算完一致",
        en="a prompt, then one position at a time (each call given the cache the last one returned): the same as "
           "all at once")
-def _cache_loop(ctx: Context) -> None:
+def _cache_loop(ctx: Context) -> Iterator[None]:
     x_all, H, state = cache_case(ctx, torch.float64, 0, 5)
     B, total, E = x_all.shape
     pending = ctx.start(x_all[:, :2], None, H, *attention_args(state))
+    yield      # the next check begins here, while the worker runs these calls
     want = ctx.expected(torch_causal_mha, x_all, H, state)
     value = pending.value()
     out, k, v = expect_step(ctx, value, B, H, 2, 2, E, torch.float64)
@@ -668,8 +680,10 @@ def meta_cache_bytes(batch: int, layers: int, heads: int, seq_len: int, head_dim
 
 
 @check("5.9", "python-int", P, Kind.SHAPE, zh="返回 Python int", en="returns a Python int")
-def _kv_type(ctx: Context) -> None:
-    value = ctx.call(*ctx.sizes(5))
+def _kv_type(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(*ctx.sizes(5))
+    yield      # the next check begins here, while the worker runs this call
+    value = pending.value()
     ctx.expect(value.kind == "int" and value.spec.get("type") == "int",
                f"应当返回 Python int，实际是 {value.describe()}", f"should return a Python int, got {value.describe()}",
                diagnose=True)

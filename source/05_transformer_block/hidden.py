@@ -6,12 +6,13 @@ the probe leaves a model whose forward takes only integer tokens in its own dtyp
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, as_float64, check
-from autograder.catalog.integrity import expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog.integrity import input_gradients, inputs_unchanged
 from autograder.probes import probe_module
 from .checks import (attention_args, expect_close_normwise, block_case, block_request, cache_case, call_block, call_lm, check_step,
                      expect_probe_gradients, expect_step, expect_tokens, ffn_weights, lm_case, loss_case,
@@ -60,7 +61,7 @@ def _pe_edges(ctx: Context) -> None:
 @check("5.2", "reference-random", H, Kind.NUMERIC, zh="随机输入（不同的批量维、带和不带 weight、bias）与参考答案一致",
        en="agrees with the reference on random inputs (other batch dims, with and without weight and bias)",
        weight=2, same_as="matches-torch")
-def _ln_reference(ctx: Context) -> None:
+def _ln_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for batch in ((), (3,), (2, 3)):
         for dtype in DTYPES:
@@ -68,6 +69,7 @@ def _ln_reference(ctx: Context) -> None:
             x = ctx.randn(*batch, 4, D, dtype=dtype, scale=3.0)
             weight, bias = norm_parameters(ctx, D, dtype)
             started.append((batch, dtype, x, weight, bias, ctx.start(x, weight, bias), ctx.start(x, weight)))
+    yield      # the next check begins here, while the worker runs these calls
     for batch, dtype, x, weight, bias, pending, pending_no_bias in started:
         with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
             want = ctx.reference(x, weight, bias)
@@ -114,7 +116,7 @@ def _ln_forbidden(ctx: Context) -> None:
 # -- 5.3 feed_forward ---------------------------------------------------------------------
 @check("5.3", "reference-random", H, Kind.NUMERIC, zh="随机输入（不同的批量维）与参考答案一致",
        en="agrees with the reference on random inputs (other batch dims)", weight=2, same_as="matches-torch")
-def _ffn_reference(ctx: Context) -> None:
+def _ffn_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for batch in ((), (2,), (2, 3)):
         for dtype in DTYPES:
@@ -122,6 +124,7 @@ def _ffn_reference(ctx: Context) -> None:
             x = ctx.randn(*batch, T, D, dtype=dtype)
             weights = ffn_weights(ctx, D, Fw, dtype)
             started.append((batch, dtype, x, weights, ctx.start(x, *weights)))
+    yield      # the next check begins here, while the worker runs these calls
     for batch, dtype, x, weights, pending in started:
         with ctx.case(zh=f"批量维 {batch}（{dtype_name(dtype)}）", en=f"batch dims {batch} ({dtype_name(dtype)})"):
             want = ctx.reference(x, *weights)
@@ -184,11 +187,12 @@ def _block_reference(ctx: Context) -> None:
 
 @check("5.4", "edge-cases", H, Kind.EDGE, zh="一个头、一个位置、不带任何掩码", en="one head, one position, no mask at all",
        same_as="matches-torch")
-def _block_edges(ctx: Context) -> None:
+def _block_edges(ctx: Context) -> Iterator[None]:
     B, T, Hn, d = ctx.sizes(4, low=2, high=6)
     cases = [(("一个头", "one head"), _block_start(ctx, torch.float64, sizes=(B, T, 1, d))),
              (("一个位置", "one position"), _block_start(ctx, torch.float64, sizes=(B, 1, Hn, d))),
              (("不带掩码", "no mask"), _block_start(ctx, torch.float64, padding=False, causal_mask=False))]
+    yield      # the next check begins here, while the worker runs these calls
     for (zh, en), case in cases:
         with ctx.case(zh=zh, en=en):
             _block_finish(ctx, case)
@@ -229,12 +233,13 @@ def _lm_finish(ctx: Context, started: tuple) -> None:
 @check("5.5", "reference-random", H, Kind.NUMERIC, zh="随机的模型和词元下 logits 与梯度与参考答案一致",
        en="logits and gradients agree with the reference on random models and tokens", weight=2,
        same_as="gradients-match-torch")
-def _lm_reference(ctx: Context) -> None:
+def _lm_reference(ctx: Context) -> Iterator[None]:
     started = []
     for layers in (1, 2):
         B, T, V = ctx.sizes(3, low=2, high=9)
         Hn, d = ctx.sizes(2, low=2, high=4)
         started.append((layers, _lm_start(ctx, sizes=(B, T, V, Hn, d, layers))))
+    yield      # the next check begins here, while the worker runs these calls
     for layers, case in started:
         with ctx.case(zh=f"{layers} 个块", en=f"{layers} blocks"):
             _lm_finish(ctx, case)
@@ -242,11 +247,12 @@ def _lm_reference(ctx: Context) -> None:
 
 @check("5.5", "edge-cases", H, Kind.EDGE, zh="一个词元、词表只有 2 个、不带填充掩码", en="one token, a vocabulary of 2, no padding mask",
        same_as="matches-torch")
-def _lm_edges(ctx: Context) -> None:
+def _lm_edges(ctx: Context) -> Iterator[None]:
     B, T, V = ctx.sizes(3, low=2, high=7)
     cases = [(("一个词元", "one token"), _lm_start(ctx, sizes=(B, 1, V, 2, 3, 1))),
              (("词表只有 2 个", "a vocabulary of 2"), _lm_start(ctx, sizes=(B, T, 2, 2, 3, 2))),
              (("不带填充掩码", "no padding mask"), _lm_start(ctx, padding=False))]
+    yield      # the next check begins here, while the worker runs these calls
     for (zh, en), case in cases:
         with ctx.case(zh=zh, en=en):
             _lm_finish(ctx, case)
@@ -308,9 +314,9 @@ def _loss_forbidden(ctx: Context) -> None:
 
 @check("5.6", "gradients", H, Kind.GRADIENT, zh="梯度能传回 logits，且与参考答案一致",
        en="gradients reach logits and agree with the reference's", statement=GRADIENT_RULE)
-def _loss_gradients(ctx: Context) -> None:
+def _loss_gradients(ctx: Context) -> Iterator[None]:
     logits, tokens, mask = loss_case(ctx, torch.float64)
-    expect_input_gradients(ctx, ("logits",), (0,), logits, tokens, mask)
+    yield from input_gradients(ctx, ("logits",), (0,), logits, tokens, mask)
 
 
 # -- 5.7 sample_next_token ------------------------------------------------------------------
@@ -384,10 +390,10 @@ def _cache_edges(ctx: Context) -> None:
 
 @check("5.8", "inputs-unchanged", H, Kind.PROPERTY, zh="不修改传入的张量（缓存也不改）", en="leaves the tensors it is given unchanged (the cache too)",
        needs_output=True, statement=UNCHANGED_RULE)
-def _cache_inputs(ctx: Context) -> None:
+def _cache_inputs(ctx: Context) -> Iterator[None]:
     x_all, Hn, state = cache_case(ctx, torch.float64, 3, 1)
     cache = tuple(ctx.reference(x_all[:, :3], None, Hn, *attention_args(state))[1])
-    expect_inputs_unchanged(ctx, x_all[:, 3:], cache, Hn, *attention_args(state))
+    yield from inputs_unchanged(ctx, x_all[:, 3:], cache, Hn, *attention_args(state))
 
 
 @check("5.8", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
@@ -422,43 +428,43 @@ GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gr
 
 
 @check("5.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True, statement=UNCHANGED_RULE)
-def _ln_inputs(ctx: Context) -> None:
+def _ln_inputs(ctx: Context) -> Iterator[None]:
     T, D = ctx.sizes(2)
-    expect_inputs_unchanged(ctx, ctx.randn(T, D), *norm_parameters(ctx, D, torch.float64))
+    yield from inputs_unchanged(ctx, ctx.randn(T, D), *norm_parameters(ctx, D, torch.float64))
 
 
 @check("5.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
-def _ln_gradients(ctx: Context) -> None:
+def _ln_gradients(ctx: Context) -> Iterator[None]:
     T, D = ctx.sizes(2)
-    expect_input_gradients(ctx, ("x", "weight", "bias"), (0, 1, 2), ctx.randn(T, D), *norm_parameters(ctx, D, torch.float64))
+    yield from input_gradients(ctx, ("x", "weight", "bias"), (0, 1, 2), ctx.randn(T, D), *norm_parameters(ctx, D, torch.float64))
 
 
 @check("5.3", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True, statement=UNCHANGED_RULE)
-def _ffn_inputs(ctx: Context) -> None:
+def _ffn_inputs(ctx: Context) -> Iterator[None]:
     T, D, Fw = ctx.sizes(3)
-    expect_inputs_unchanged(ctx, ctx.randn(T, D), *ffn_weights(ctx, D, Fw, torch.float64))
+    yield from inputs_unchanged(ctx, ctx.randn(T, D), *ffn_weights(ctx, D, Fw, torch.float64))
 
 
 @check("5.3", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENT_RULE)
-def _ffn_gradients(ctx: Context) -> None:
+def _ffn_gradients(ctx: Context) -> Iterator[None]:
     T, D, Fw = ctx.sizes(3)
-    expect_input_gradients(ctx, ("x", "W1", "b1", "W2", "b2"), (0, 1, 2, 3, 4), ctx.randn(T, D),
+    yield from input_gradients(ctx, ("x", "W1", "b1", "W2", "b2"), (0, 1, 2, 3, 4), ctx.randn(T, D),
                            *ffn_weights(ctx, D, Fw, torch.float64))
 
 
 @check("5.6", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True, statement=UNCHANGED_RULE)
-def _loss_inputs(ctx: Context) -> None:
-    expect_inputs_unchanged(ctx, *loss_case(ctx, torch.float64))
+def _loss_inputs(ctx: Context) -> Iterator[None]:
+    yield from inputs_unchanged(ctx, *loss_case(ctx, torch.float64))
 
 
 @check("5.7", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True, statement=UNCHANGED_RULE)
-def _sample_inputs(ctx: Context) -> None:
+def _sample_inputs(ctx: Context) -> Iterator[None]:
     B, V = ctx.sizes(2, low=3, high=9)
-    expect_inputs_unchanged(ctx, ctx.randn(B, V, scale=2.0), 0.7, seed=int(ctx.randint(0, 1000, 1)))
+    yield from inputs_unchanged(ctx, ctx.randn(B, V, scale=2.0), 0.7, seed=int(ctx.randint(0, 1000, 1)))
 
 
 @check("5.8", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH + "（经过 out）", en=GRAD_EN + " (through out)", statement=GRADIENT_RULE)
-def _cache_gradients(ctx: Context) -> None:
+def _cache_gradients(ctx: Context) -> Iterator[None]:
     x_all, Hn, state = cache_case(ctx, torch.float64, 0, 4)
-    expect_input_gradients(ctx, ("x", "in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias"),
+    yield from input_gradients(ctx, ("x", "in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias"),
                            (0, 3, 4, 5, 6), x_all, None, Hn, *attention_args(state), outputs=("out", "cache"))

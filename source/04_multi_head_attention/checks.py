@@ -379,14 +379,18 @@ def _mha_fact(ctx: Context) -> Iterator[None]:
 
 @check("4.3", "shape-dtype", P, Kind.SHAPE, zh="交叉注意力（Tq ≠ Tk）下的形状和 dtype",
        en="shapes and dtype in cross-attention (Tq != Tk)")
-def _mha_shape(ctx: Context) -> None:
+def _mha_shape(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, H, d = head_sizes(ctx)
     E = H * d
+    started = []
     for dtype in DTYPES:
         state = mha_state(ctx, E, dtype)
         q, k, v = attention_inputs(ctx, B, Tq, Tk, E, dtype)
         mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
-        expect_mha(ctx, ctx.call(q, k, v, H, *functional_args(state), key_padding_mask=mask), B, Tq, Tk, E, H, dtype)
+        started.append((dtype, ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, dtype)
 
 
 @check("4.3", "matches-torch", P, Kind.NUMERIC, zh="带填充掩码时与 nn.MultiheadAttention 一致",
@@ -631,10 +635,12 @@ def _module_no_bias(ctx: Context) -> Iterator[None]:
 
 @check("4.4", "fully-padded-row", P, Kind.PROPERTY, zh="键全为填充的那一批：权重全 0、out 等于 out_proj.bias、梯度有限",
        en="a batch row whose keys are all padded: zero weights, out = out_proj.bias, finite gradients")
-def _module_dead(ctx: Context) -> None:
+def _module_dead(ctx: Context) -> Iterator[None]:
     args, (B, Tq, Tk, H) = module_case(ctx, torch.float64, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
     state, mask = args[2], args[6]
-    got = expect_module(ctx, call_module(ctx, args), state, B, Tq, Tk, H, torch.float64)
+    pending = start_module(ctx, args)
+    yield      # the next check begins here, while the worker runs this call
+    got = expect_module(ctx, pending.value(), state, B, Tq, Tk, H, torch.float64)
     expect_dead_rows(ctx, got["out"], got["weights"], mask, state["out_proj.bias"])
     for name, g in [*got["grads"].items(), ("query", got["grad_query"])]:
         ctx.expect(g is None or bool(torch.isfinite(g).all()),

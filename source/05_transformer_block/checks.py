@@ -65,11 +65,12 @@ def sinusoid_table(positions: torch.Tensor, D: int) -> torch.Tensor:
 
 @check("5.1", "shape-dtype", P, Kind.SHAPE, zh="返回 (T, D)，dtype 与 positions 相同",
        en="returns (T, D) in the dtype of positions")
-def _pe_shape(ctx: Context) -> None:
+def _pe_shape(ctx: Context) -> Iterator[None]:
     T, D = ctx.sizes(2, low=3, high=12)
-    for dtype in DTYPES:
-        positions = torch.arange(T, dtype=dtype)
-        ctx.expect_tensor(ctx.call(positions, D), (T, D), dtype, what=f"positional_encoding(arange({T}), {D})")
+    started = [(dtype, ctx.start(torch.arange(T, dtype=dtype), D)) for dtype in DTYPES]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        ctx.expect_tensor(pending.value(), (T, D), dtype, what=f"positional_encoding(arange({T}), {D})")
 
 
 @check("5.1", "fact-position-zero", P, Kind.FACT, zh="位置 0：偶数列恰好是 0（正弦），奇数列恰好是 1（余弦）",
@@ -106,11 +107,12 @@ def norm_parameters(ctx: Context, D: int, dtype: torch.dtype) -> tuple[torch.Ten
 
 @check("5.2", "shape-dtype", P, Kind.SHAPE, zh="形状和 dtype 与输入相同（含批量维）",
        en="the input's shape and dtype (batch dims included)")
-def _ln_shape(ctx: Context) -> None:
+def _ln_shape(ctx: Context) -> Iterator[None]:
     B, T, D = ctx.sizes(3)
-    for dtype in DTYPES:
-        x = ctx.randn(B, T, D, dtype=dtype)
-        ctx.expect_tensor(ctx.call(x), (B, T, D), dtype, what="layer_norm(x)")
+    started = [(dtype, ctx.start(ctx.randn(B, T, D, dtype=dtype))) for dtype in DTYPES]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        ctx.expect_tensor(pending.value(), (B, T, D), dtype, what="layer_norm(x)")
 
 
 @check("5.2", "matches-torch", P, Kind.NUMERIC, zh="与 F.layer_norm 一致（带和不带 weight、bias，eps 另给时也一样）",

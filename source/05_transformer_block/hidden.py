@@ -179,8 +179,10 @@ def _block_finish(ctx: Context, started: tuple) -> None:
 @check("5.4", "reference-random", H, Kind.NUMERIC, zh="随机输入（两种掩码都带）下输出和梯度与参考答案一致",
        en="outputs and gradients agree with the reference on random inputs (both masks)", weight=3,
        same_as="gradients-match-torch")
-def _block_reference(ctx: Context) -> None:
-    for case in [_block_start(ctx, dtype) for dtype in DTYPES]:
+def _block_reference(ctx: Context) -> Iterator[None]:
+    started = [_block_start(ctx, dtype) for dtype in DTYPES]
+    yield      # the next check begins here, while the worker runs these calls
+    for case in started:
         with ctx.case(zh=dtype_name(case[0]), en=dtype_name(case[0])):
             _block_finish(ctx, case)
 
@@ -200,8 +202,10 @@ def _block_edges(ctx: Context) -> Iterator[None]:
 
 @check("5.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
        statement=FORBIDDEN_STATEMENT)
-def _block_forbidden(ctx: Context) -> None:
-    ctx.call(*block_request(block_case(ctx, torch.float64)), probe="module")
+def _block_forbidden(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(*block_request(block_case(ctx, torch.float64)), probe="module")
+    yield      # the next check begins here, while the worker runs this call
+    pending.value()
 
 
 # -- 5.5 TinyLM -----------------------------------------------------------------------------
@@ -260,8 +264,11 @@ def _lm_edges(ctx: Context) -> Iterator[None]:
 
 @check("5.5", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
        statement=FORBIDDEN_STATEMENT)
-def _lm_forbidden(ctx: Context) -> None:
-    call_lm(ctx, lm_case(ctx))
+def _lm_forbidden(ctx: Context) -> Iterator[None]:
+    args = lm_case(ctx)
+    pending = start_lm(ctx, args)
+    yield      # the next check begins here, while the worker runs this call
+    call_lm(ctx, args, pending)
 
 
 # -- 5.6 lm_loss -------------------------------------------------------------------------------

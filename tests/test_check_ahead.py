@@ -12,6 +12,8 @@ import dataclasses
 import time
 from types import SimpleNamespace
 
+
+import pytest
 import torch
 
 from autograder import catalog as C
@@ -191,3 +193,64 @@ def test_in_a_sandbox_the_worker_runs_the_next_checks_call_while_this_side_finis
         result = grade(worker)
     assert [r.status for r in result.checks] == [C.Status.PASSED, C.Status.PASSED]
     assert seen["second began"] < seen["first done"] - 0.2, "the second check's call waited for the first check"
+
+
+FAILING_SOURCE = ("import os, time, torch\n"
+                  "def double(t):\n"
+                  "    if float(t.flatten()[0]) == 13.0:\n"
+                  "        os._exit(1)\n"
+                  "    if float(t.flatten()[0]) == 17.0:\n"
+                  "        while True:\n"
+                  "            pass\n"
+                  "    if float(t.flatten()[0]) == 19.0:\n"
+                  "        raise NotImplementedError\n"
+                  "    return t * 2\n")
+
+
+def failing_checks(first_value: float):
+    def first(ctx: C.Context):
+        pending = ctx.start(torch.tensor([first_value, 1.0], dtype=torch.float64))
+        yield
+        ctx.expect_close(ctx.expect_tensor(pending.value(), (2,)), torch.tensor([first_value * 2, 2.0]), torch.float64)
+
+    def second(ctx: C.Context):
+        x = ctx.randn(3)
+        pending = ctx.start(x)
+        yield
+        ctx.expect_close(ctx.expect_tensor(pending.value(), (3,)), x * 2, torch.float64)
+
+    def third(ctx: C.Context) -> None:
+        x = ctx.randn(4)
+        ctx.expect_close(ctx.expect_tensor(ctx.call(x), (4,)), x * 2, torch.float64)
+
+    return first, second, third
+
+
+# (first case's input, its status, the later checks' status, the status of a call of the function afterwards):
+# a crash once leaves the function callable; a timeout poisons it (its later calls time out at once, by design).
+FAILURES = [(13.0, C.Status.CRASHED, C.Status.PASSED, "ok"), (17.0, C.Status.TIMEOUT, C.Status.TIMEOUT, "timeout"),
+            (19.0, C.Status.NOT_ATTEMPTED, C.Status.NOT_ATTEMPTED, "ok")]
+
+
+@pytest.mark.parametrize("first_value, status, later, after_status", FAILURES)
+def test_in_a_sandbox_a_crash_a_timeout_or_a_stop_ahead_gives_what_one_after_another_gives(monkeypatch, first_value,
+                                                                                          status, later, after_status):
+    """The second check's call was sent behind the first's: after a crash it runs in the next worker, after a
+    timeout or a stop it is not made; either way the results are those of the checks run whole, one after
+    another, and the function's next call gets what it gets after them."""
+    src = [Cell(0, None, FAILING_SOURCE, FAILING_SOURCE, None)]
+    outcomes = []
+    with Sandbox(LIMITS) as sandbox:
+        for runs in (failing_checks(first_value), [whole(r) if r.__name__ != "third" else r
+                                                   for r in failing_checks(first_value)]):
+            declare(monkeypatch, *runs)
+            with sandbox.open(src, label="ahead-failing") as worker:
+                result = grade(worker)
+                after = worker(Request("double", (torch.ones(2),), {}))
+            assert after.status == after_status
+            if after_status == "ok":
+                assert torch.equal(after.value().tensor(), torch.full((2,), 2.0))
+            outcomes.append([(r.status, r.points, r.message) for r in result.checks])
+    ahead, serial = outcomes
+    assert ahead == serial
+    assert [s for s, _, _ in ahead] == [status, later, later]

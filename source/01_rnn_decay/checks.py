@@ -179,8 +179,10 @@ def _tanh_table(ctx: Context) -> Iterator[None]:
        zh="返回与输入同类：float、ndarray、Tensor（形状与 dtype 不变：float32 进 float32 出，float64 进 float64 出）",
        en="returns the kind it was given: float, ndarray, Tensor (same shape and dtype: float32 in, float32 out; "
           "float64 in, float64 out)")
-def _tanh_kind(ctx: Context) -> None:
-    expect_float(ctx, ctx.call(0.7), what="tanh_derivative(0.7)")
+def _tanh_kind(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(0.7)
+    yield      # the next check begins here, while the worker runs this call
+    expect_float(ctx, pending.value(), what="tanh_derivative(0.7)")
     n, m = ctx.sizes(2)
     for np_dtype in (np.float64, np.float32):
         arr = ctx.randn(n, m).numpy().astype(np_dtype)
@@ -241,8 +243,10 @@ def _tanh_numeric(ctx: Context) -> None:
 
 # -- 1.2 rnn_forward -------------------------------------------------------------
 @check("1.2", "returns-float", P, Kind.SHAPE, zh="返回 Python float", en="returns a Python float")
-def _rnn_forward_type(ctx: Context) -> None:
-    expect_float(ctx, ctx.call(random_sequence(ctx, ctx.sizes(1)[0])), what="rnn_forward(seq)")
+def _rnn_forward_type(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(random_sequence(ctx, ctx.sizes(1)[0]))
+    yield      # the next check begins here, while the worker runs this call
+    expect_float(ctx, pending.value(), what="rnn_forward(seq)")
 
 
 @check("1.2", "chapter-decay", P, Kind.FACT, zh="本章的衰减：h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021（L = 5/10/20/50）",
@@ -276,8 +280,10 @@ def _rnn_forward_numeric(ctx: Context) -> None:
 
 # -- 1.3 attention_residual ------------------------------------------------------
 @check("1.3", "returns-float", P, Kind.SHAPE, zh="返回 Python float", en="returns a Python float")
-def _residual_type(ctx: Context) -> None:
-    expect_float(ctx, ctx.call(random_sequence(ctx, ctx.sizes(1)[0])), what="attention_residual(seq)")
+def _residual_type(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(random_sequence(ctx, ctx.sizes(1)[0]))
+    yield      # the next check begins here, while the worker runs this call
+    expect_float(ctx, pending.value(), what="attention_residual(seq)")
 
 
 @check("1.3", "chapter-constant", P, Kind.FACT, zh="本章的结论：任何长度下都保留 0.6",
@@ -313,15 +319,19 @@ def _decay_reference(lengths: list[int], W_hh: float, W_xh: float, alpha: float)
 
 @check("1.4", "shape", P, Kind.SHAPE, zh="返回形状为 (len(lengths), 2) 的 NumPy 浮点数组",
        en="returns a floating NumPy array of shape (len(lengths), 2)")
-def _table_shape(ctx: Context) -> None:
+def _table_shape(ctx: Context) -> Iterator[None]:
     lengths = ctx.sizes(3, 1, 12)
-    expect_ndarray(ctx, ctx.call(lengths), (3, 2), what="decay_table(lengths)")
+    pending = ctx.start(lengths)
+    yield      # the next check begins here, while the worker runs this call
+    expect_ndarray(ctx, pending.value(), (3, 2), what="decay_table(lengths)")
 
 
 @check("1.4", "chapter-table", P, Kind.FACT, zh="本章的表：L = 5/10/20/50 时 RNN 与注意力的残留",
        en="the chapter's table: RNN and attention residuals at L = 5/10/20/50")
-def _table_fact(ctx: Context) -> None:
-    got = expect_ndarray(ctx, ctx.call(list(DECAY_LENGTHS)), (4, 2), what="decay_table([5, 10, 20, 50])")
+def _table_fact(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(list(DECAY_LENGTHS))
+    yield      # the next check begins here, while the worker runs this call
+    got = expect_ndarray(ctx, pending.value(), (4, 2), what="decay_table([5, 10, 20, 50])")
     want = [[rnn, ATTENTION_RESIDUAL] for rnn in RNN_RESIDUAL]
     expect_printed(ctx, got, want, 4, "decay_table([5, 10, 20, 50])")
 

@@ -221,18 +221,24 @@ def _table_edge(ctx: Context) -> None:
 
 
 # -- 1.5 rnn_layer ---------------------------------------------------------------
-def _layer_case(ctx: Context, B: int, T: int, D: int, Hd: int, dtype: torch.dtype, *, with_bias: bool,
-                with_h0: bool, scale: float = 1.0, keywords: bool = True) -> None:
+def _layer_start(ctx: Context, B: int, T: int, D: int, Hd: int, dtype: torch.dtype, *, with_bias: bool,
+                 with_h0: bool, scale: float = 1.0, keywords: bool = True) -> tuple:
+    """One case's inputs, drawn, and its call, begun (:func:`_layer_finish` compares it with the reference)."""
     x = ctx.randn(B, T, D, dtype=dtype, scale=scale)
     W_xh, W_hh = ctx.randn(D, Hd, dtype=dtype, scale=0.5), ctx.randn(Hd, Hd, dtype=dtype, scale=0.5)
     b = ctx.randn(Hd, dtype=dtype, scale=0.5) if with_bias else None
     h0 = ctx.randn(B, Hd, dtype=dtype) if with_h0 else None
-    want_out, want_h = ctx.reference(x, W_xh, W_hh, b, h0)
     if keywords:
-        reply = ctx.call(x, W_xh, W_hh, **({"b": b} if with_bias else {}), **({"h0": h0} if with_h0 else {}))
+        pending = ctx.start(x, W_xh, W_hh, **({"b": b} if with_bias else {}), **({"h0": h0} if with_h0 else {}))
     else:
-        reply = ctx.call(x, W_xh, W_hh, b, h0)
-    out, h = ctx.expect_tuple(reply, 2)
+        pending = ctx.start(x, W_xh, W_hh, b, h0)
+    return (x, W_xh, W_hh, b, h0), (B, T, D, Hd, dtype, with_bias, with_h0), pending
+
+
+def _layer_finish(ctx: Context, started: tuple) -> None:
+    (x, W_xh, W_hh, b, h0), (B, T, D, Hd, dtype, with_bias, with_h0), pending = started
+    want_out, want_h = ctx.reference(x, W_xh, W_hh, b, h0)
+    out, h = ctx.expect_tuple(pending.value(), 2)
     case_en = (f"(B={B}, T={T}, D={D}, H={Hd}, {dtype}, b={'given' if with_bias else 'None'}, "
                f"h0={'given' if with_h0 else 'None'})")
     case_zh = (f"（B={B}，T={T}，D={D}，H={Hd}，{dtype}，b {'给定' if with_bias else '为 None'}，"
@@ -246,24 +252,31 @@ def _layer_case(ctx: Context, B: int, T: int, D: int, Hd: int, dtype: torch.dtyp
 @check("1.5", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、dtype、有无 b 与 h0：与参考答案一致",
        en="random sizes, dtypes, with and without b and h0: agrees with the reference", weight=3,
        same_as="matches-torch-rnn")
-def _layer_reference(ctx: Context) -> None:
+def _layer_reference(ctx: Context) -> Iterator[None]:
     cases = ((torch.float32, True, True, True), (torch.float64, False, True, True),
              (torch.float64, True, False, False), (torch.float32, False, False, True))
+    started = []
     for dtype, with_bias, with_h0, keywords in cases:
         B, T, D, Hd = ctx.sizes(4)
-        _layer_case(ctx, B, T, D, Hd, dtype, with_bias=with_bias, with_h0=with_h0, keywords=keywords)
+        started.append(_layer_start(ctx, B, T, D, Hd, dtype, with_bias=with_bias, with_h0=with_h0, keywords=keywords))
+    yield      # the next check begins here, while the worker runs these calls
+    for case in started:
+        _layer_finish(ctx, case)
 
 
 @check("1.5", "edge-tiny-and-large", H, Kind.EDGE, zh="T = 1、B = 1、H = 1，以及 1e4 量级的输入（饱和，无 NaN）",
        en="T = 1, B = 1, H = 1, and inputs of order 1e4 (saturated, no NaN)", same_as="matches-torch-rnn")
-def _layer_edge(ctx: Context) -> None:
+def _layer_edge(ctx: Context) -> Iterator[None]:
     B, D, Hd = ctx.sizes(3)
-    with ctx.case(zh="T = 1", en="T = 1"):
-        _layer_case(ctx, B, 1, D, Hd, torch.float64, with_bias=True, with_h0=True)
-    with ctx.case(zh="B = 1、H = 1（float32）", en="B = 1 and H = 1 (float32)"):
-        _layer_case(ctx, 1, 4, D, 1, torch.float32, with_bias=True, with_h0=True)
-    with ctx.case(zh="1e4 量级的输入", en="inputs of order 1e4"):
-        _layer_case(ctx, B, 3, D, Hd, torch.float64, with_bias=True, with_h0=True, scale=1e4)
+    started = [(("T = 1", "T = 1"), _layer_start(ctx, B, 1, D, Hd, torch.float64, with_bias=True, with_h0=True)),
+               (("B = 1、H = 1（float32）", "B = 1 and H = 1 (float32)"),
+                _layer_start(ctx, 1, 4, D, 1, torch.float32, with_bias=True, with_h0=True)),
+               (("1e4 量级的输入", "inputs of order 1e4"),
+                _layer_start(ctx, B, 3, D, Hd, torch.float64, with_bias=True, with_h0=True, scale=1e4))]
+    yield      # the next check begins here, while the worker runs these calls
+    for (zh, en), case in started:
+        with ctx.case(zh=zh, en=en):
+            _layer_finish(ctx, case)
 
 
 @check("1.5", "edge-empty-sequence", H, Kind.EDGE,
@@ -271,14 +284,18 @@ def _layer_edge(ctx: Context) -> None:
        en="T = 0: outputs is an empty (B, 0, H) tensor and h_T the initial state (h0, or zeros (B, H) for "
           "h0=None), in the input's dtype",
        statement="这时返回形状 (B, 0, H) 的空输出和初始隐状态")
-def _layer_empty(ctx: Context) -> None:
+def _layer_empty(ctx: Context) -> Iterator[None]:
     B, D, Hd = ctx.sizes(3)
-    with ctx.case(zh="T = 0，h0=None（float64）", en="T = 0 with h0=None (float64)"):
-        _layer_case(ctx, B, 0, D, Hd, torch.float64, with_bias=True, with_h0=False)
-    with ctx.case(zh="T = 0，给了 h0（float32）", en="T = 0 with h0 given (float32)"):
-        _layer_case(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=True)
-    with ctx.case(zh="T = 0，h0=None，位置参数（float32）", en="T = 0 with h0=None, positional arguments (float32)"):
-        _layer_case(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=False, keywords=False)
+    started = [(("T = 0，h0=None（float64）", "T = 0 with h0=None (float64)"),
+                _layer_start(ctx, B, 0, D, Hd, torch.float64, with_bias=True, with_h0=False)),
+               (("T = 0，给了 h0（float32）", "T = 0 with h0 given (float32)"),
+                _layer_start(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=True)),
+               (("T = 0，h0=None，位置参数（float32）", "T = 0 with h0=None, positional arguments (float32)"),
+                _layer_start(ctx, B, 0, D, Hd, torch.float32, with_bias=False, with_h0=False, keywords=False))]
+    yield      # the next check begins here, while the worker runs these calls
+    for (zh, en), case in started:
+        with ctx.case(zh=zh, en=en):
+            _layer_finish(ctx, case)
 
 
 # -- 1.6 attention_weights -------------------------------------------------------

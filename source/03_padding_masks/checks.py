@@ -189,10 +189,12 @@ def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tenso
 # -- 3.1 padding_mask ---------------------------------------------------------------
 @check("3.1", "shape-dtype", P, Kind.SHAPE, zh="形状 (B, max_len)、dtype bool、与 lengths 同设备",
        en="shape (B, max_len), dtype bool, on the device of lengths")
-def _pad_shape(ctx: Context) -> None:
+def _pad_shape(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
-    expect_bool(ctx, ctx.call(lengths), (B, T), what="padding_mask(lengths)")
+    pending = ctx.start(lengths)
+    yield      # the next check begins here, while the worker runs this call
+    expect_bool(ctx, pending.value(), (B, T), what="padding_mask(lengths)")
     expect_bool(ctx, ctx.call(lengths, T + 3), (B, T + 3), what=f"padding_mask(lengths, max_len={T + 3})")
 
 
@@ -212,10 +214,12 @@ def _pad_values(ctx: Context) -> None:
 
 @check("3.1", "counts-real-tokens", P, Kind.PROPERTY, zh="每行 False 的个数等于长度",
        en="each row has exactly lengths[b] False entries, all at the front")
-def _pad_counts(ctx: Context) -> None:
+def _pad_counts(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
-    mask = expect_bool(ctx, ctx.call(lengths), (B, T), what="padding_mask(lengths)")
+    pending = ctx.start(lengths)
+    yield      # the next check begins here, while the worker runs this call
+    mask = expect_bool(ctx, pending.value(), (B, T), what="padding_mask(lengths)")
     real = (~mask).sum(dim=-1)
     ctx.expect(torch.equal(real, lengths),
                f"每行未填充（False）的个数应等于 lengths={lengths.tolist()}，实际是 {real.tolist()}",

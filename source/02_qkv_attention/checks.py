@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Status, check, compare, exercise
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Pending, Status, check, compare, exercise
 
 P = Audience.PUBLIC
 
@@ -86,8 +86,13 @@ def sizes_apart(ctx: Context, n: int, low: int = 2, high: int = 9) -> list[int]:
 
 def call_batched(ctx: Context, *args: torch.Tensor) -> plain.Value:
     """Call with batched inputs; a call that raises only because of the batch dims gets a pointed message."""
+    return batched_value(ctx, args, ctx.start(*args))
+
+
+def batched_value(ctx: Context, args: tuple[torch.Tensor, ...], pending: Pending) -> plain.Value:
+    """:func:`call_batched`'s value for the call ``ctx.start(*args)`` began."""
     try:
-        return ctx.call(*args)
+        return pending.value()
     except CheckFailed as failed:
         if failed.status is not Status.ERROR:
             raise
@@ -105,12 +110,16 @@ def call_batched(ctx: Context, *args: torch.Tensor) -> plain.Value:
 # -- 2.1 project_qkv -------------------------------------------------------------
 @check("2.1", "shapes", P, Kind.SHAPE, zh="Q、K 形状 (..., T, Dk)，V 形状 (..., T, Dv)，dtype 不变",
        en="Q, K have shape (..., T, Dk), V (..., T, Dv), in the input's dtype")
-def _project_shapes(ctx: Context) -> None:
+def _project_shapes(ctx: Context) -> Iterator[None]:
     B, T, D, Dk, Dv = ctx.sizes(5)
+    started = []
     for dtype, batch in ((torch.float32, (B,)), (torch.float64, ())):
         x = ctx.randn(*batch, T, D, dtype=dtype)
         W_q, W_k, W_v = ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dv, dtype=dtype)
-        Q, K, V = ctx.expect_tuple(ctx.call(x, W_q, W_k, W_v), 3)
+        started.append((dtype, batch, ctx.start(x, W_q, W_k, W_v)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, batch, pending in started:
+        Q, K, V = ctx.expect_tuple(pending.value(), 3)
         ctx.expect_tensor(Q, (*batch, T, Dk), dtype, what="Q")
         ctx.expect_tensor(K, (*batch, T, Dk), dtype, what="K")
         ctx.expect_tensor(V, (*batch, T, Dv), dtype, what="V")
@@ -130,13 +139,17 @@ def _project_fact(ctx: Context) -> Iterator[None]:
 
 @check("2.1", "matches-matmul", P, Kind.NUMERIC, zh="与 x @ W 一致（带批量维，float32 与 float64）",
        en="agrees with x @ W (batch dims, float32 and float64)", weight=2)
-def _project_numeric(ctx: Context) -> None:
+def _project_numeric(ctx: Context) -> Iterator[None]:
+    started = []
     for dtype, batch in ((torch.float32, ()), (torch.float64, (2,)), (torch.float32, (2, 3))):
         T, D, Dk, Dv = ctx.sizes(4)
         x = ctx.randn(*batch, T, D, dtype=dtype)
         W_q, W_k, W_v = ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dv, dtype=dtype)
+        started.append((dtype, batch, (T, Dk, Dv), (x, W_q, W_k, W_v), ctx.start(x, W_q, W_k, W_v)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, batch, (T, Dk, Dv), (x, W_q, W_k, W_v), pending in started:
         want = [x.double() @ W.double() for W in (W_q, W_k, W_v)]
-        got = ctx.expect_tuple(ctx.call(x, W_q, W_k, W_v), 3)
+        got = ctx.expect_tuple(pending.value(), 3)
         for name, g, w, width in zip("QKV", got, want, (Dk, Dk, Dv)):
             ctx.expect_close(ctx.expect_tensor(g, (*batch, T, width), dtype, what=name), w, dtype, what=name)
 
@@ -223,15 +236,20 @@ def _softmax_stable(ctx: Context) -> None:
 
 @check("2.2", "matches-torch", P, Kind.NUMERIC, zh="与 F.softmax 一致（各个 dim，float32 与 float64）",
        en="agrees with F.softmax (every dim, float32 and float64)", weight=2)
-def _softmax_numeric(ctx: Context) -> None:
+def _softmax_numeric(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3)
+    started = []
     for dtype, dim in ((torch.float32, -1), (torch.float64, 0), (torch.float64, 1), (torch.float32, -2)):
         x = ctx.randn(a, b, c, dtype=dtype, scale=2.0)
-        want = F.softmax(x.double(), dim=dim)
-        got = ctx.expect_tensor(ctx.call(x, dim=dim), (a, b, c), dtype, what=f"softmax(x, dim={dim})")
-        ctx.expect_close(got, want, dtype, what=f"softmax(x, dim={dim})")
+        started.append((dtype, dim, x, ctx.start(x, dim=dim)))
     x = ctx.randn(c, b)
-    got = ctx.expect_tensor(ctx.call(x), (c, b), torch.float64, what="softmax(x)")
+    default = ctx.start(x)
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, dim, x_dim, pending in started:
+        want = F.softmax(x_dim.double(), dim=dim)
+        got = ctx.expect_tensor(pending.value(), (a, b, c), dtype, what=f"softmax(x, dim={dim})")
+        ctx.expect_close(got, want, dtype, what=f"softmax(x, dim={dim})")
+    got = ctx.expect_tensor(default.value(), (c, b), torch.float64, what="softmax(x)")
     ctx.expect_close(got, F.softmax(x, dim=-1), torch.float64,
                      what=Msg("softmax(x)（默认 dim=-1）", "softmax(x) (default dim=-1)"))
 
@@ -258,11 +276,13 @@ def _expect_scores(ctx: Context, got: torch.Tensor, Q: torch.Tensor, K: torch.Te
 
 @check("2.3", "shapes", P, Kind.SHAPE, zh="输出形状 (..., Tq, Tk)，dtype 不变",
        en="output shape (..., Tq, Tk) in the input's dtype")
-def _scores_shapes(ctx: Context) -> None:
+def _scores_shapes(ctx: Context) -> Iterator[None]:
     Tq, Tk, Dk = sizes_apart(ctx, 3)
-    for dtype in (torch.float32, torch.float64):
-        got = ctx.call(ctx.randn(Tq, Dk, dtype=dtype), ctx.randn(Tk, Dk, dtype=dtype))
-        ctx.expect_tensor(got, (Tq, Tk), dtype, what="attention_scores(Q, K)")
+    started = [(dtype, ctx.start(ctx.randn(Tq, Dk, dtype=dtype), ctx.randn(Tk, Dk, dtype=dtype)))
+               for dtype in (torch.float32, torch.float64)]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        ctx.expect_tensor(pending.value(), (Tq, Tk), dtype, what="attention_scores(Q, K)")
 
 
 @check("2.3", "seeded-example", P, Kind.FACT, zh="本章的例子：分数形状 (5, 5)，softmax 后与 torch 的注意力权重一致",
@@ -279,11 +299,15 @@ def _scores_fact(ctx: Context) -> Iterator[None]:
 @check("2.3", "matches-closed-form", P, Kind.NUMERIC,
        zh="softmax 后与 torch 的 F.scaled_dot_product_attention 的注意力权重一致（缩放 1/√Dk）",
        en="after a softmax, torch's F.scaled_dot_product_attention weights (scaled by 1/sqrt(Dk))", weight=2)
-def _scores_numeric(ctx: Context) -> None:
+def _scores_numeric(ctx: Context) -> Iterator[None]:
     Tq, Tk, Dk = sizes_apart(ctx, 3)
+    started = []
     for dtype in (torch.float32, torch.float64):
         Q, K = ctx.randn(Tq, Dk, dtype=dtype), ctx.randn(Tk, Dk, dtype=dtype)
-        got = ctx.expect_tensor(ctx.call(Q, K), (Tq, Tk), dtype, what="attention_scores(Q, K)")
+        started.append((dtype, Q, K, ctx.start(Q, K)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, Q, K, pending in started:
+        got = ctx.expect_tensor(pending.value(), (Tq, Tk), dtype, what="attention_scores(Q, K)")
         _expect_scores(ctx, got, Q, K, dtype, "attention_scores(Q, K)")
 
 
@@ -300,12 +324,16 @@ def _scores_batched(ctx: Context) -> None:
 
 # -- 2.4 scaled_dot_product_attention --------------------------------------------
 @check("2.4", "shapes", P, Kind.SHAPE, zh="输出形状与 dtype", en="output shapes and dtype")
-def _sdpa_shapes(ctx: Context) -> None:
+def _sdpa_shapes(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, Dk, Dv = sizes_apart(ctx, 5)
+    started = []
     for dtype in (torch.float32, torch.float64):
         Q = ctx.randn(B, Tq, Dk, dtype=dtype)
         K, V = ctx.randn(B, Tk, Dk, dtype=dtype), ctx.randn(B, Tk, Dv, dtype=dtype)
-        out, weights = ctx.expect_tuple(call_batched(ctx, Q, K, V), 2)
+        started.append((dtype, (Q, K, V), ctx.start(Q, K, V)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, args, pending in started:
+        out, weights = ctx.expect_tuple(batched_value(ctx, args, pending), 2)
         ctx.expect_tensor(out, (B, Tq, Dv), dtype, what="out")
         ctx.expect_tensor(weights, (B, Tq, Tk), dtype, what="weights")
 

@@ -13,7 +13,7 @@ import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer
 from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
-from .checks import BATCHES, batch_names, call_batched, sizes_apart, spread_slices
+from .checks import BATCHES, batch_names, batched_value, sizes_apart, spread_slices
 
 H = Audience.HIDDEN
 
@@ -31,12 +31,17 @@ def _expect_like(ctx: Context, value, want: torch.Tensor, dtype: torch.dtype, wh
 
 
 # -- 2.1 project_qkv -------------------------------------------------------------
-def _project_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, T: int, D: int, Dk: int, Dv: int,
-                  scale: float = 1.0) -> None:
+def _project_start(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, T: int, D: int, Dk: int, Dv: int,
+                   scale: float = 1.0) -> tuple:
+    """One case's inputs, drawn, and its call, begun (:func:`_project_finish` compares it with the reference)."""
     x = ctx.randn(*batch, T, D, dtype=dtype, scale=scale)
     W_q, W_k, W_v = ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dk, dtype=dtype), ctx.randn(D, Dv, dtype=dtype)
-    pending = ctx.start(x, W_q, W_k, W_v)
-    want = ctx.reference(x, W_q, W_k, W_v)
+    return (batch, dtype, T, D, Dk, Dv), (x, W_q, W_k, W_v), ctx.start(x, W_q, W_k, W_v)
+
+
+def _project_finish(ctx: Context, started: tuple) -> None:
+    (batch, dtype, T, D, Dk, Dv), args, pending = started
+    want = ctx.reference(*args)
     got = ctx.expect_tuple(pending.value(), 3)
     batch_zh, batch_en = batch_names(batch)
     for name, g, w in zip("QKV", got, want):
@@ -46,21 +51,28 @@ def _project_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, T: i
 
 @check("2.1", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
        en="random sizes, batch dims, dtypes: agrees with the reference", weight=2, same_as="matches-matmul")
-def _project_reference(ctx: Context) -> None:
+def _project_reference(ctx: Context) -> Iterator[None]:
+    started = []
     for batch, dtype in zip(BATCHES, (torch.float64, torch.float32, torch.float64)):
         T, D, Dk, Dv = ctx.sizes(4)
-        _project_case(ctx, batch, dtype, T, D, Dk, Dv)
+        started.append(_project_start(ctx, batch, dtype, T, D, Dk, Dv))
+    yield      # the next check begins here, while the worker runs these calls
+    for case in started:
+        _project_finish(ctx, case)
 
 
 @check("2.1", "edge-T1-large", H, Kind.EDGE, zh="T = 1、Dk = 1，以及 1e4 量级的输入",
        en="T = 1, Dk = 1, and inputs of order 1e4", same_as="matches-matmul")
-def _project_edge(ctx: Context) -> None:
+def _project_edge(ctx: Context) -> Iterator[None]:
     D, Dv = ctx.sizes(2, 2, 9)
-    with ctx.case(zh="一个词元（T = 1）、Dk = 1", en="one token (T = 1), Dk = 1"):
-        _project_case(ctx, (2,), torch.float32, 1, D, 1, Dv)
+    started = [(("一个词元（T = 1）、Dk = 1", "one token (T = 1), Dk = 1"), _project_start(ctx, (2,), torch.float32, 1, D, 1, Dv))]
     T, D, Dk, Dv = ctx.sizes(4)
-    with ctx.case(zh="上万的输入", en="inputs in the tens of thousands"):
-        _project_case(ctx, (), torch.float64, T, D, Dk, Dv, scale=1e4)
+    started.append((("上万的输入", "inputs in the tens of thousands"),
+                    _project_start(ctx, (), torch.float64, T, D, Dk, Dv, scale=1e4)))
+    yield      # the next check begins here, while the worker runs these calls
+    for (zh, en), case in started:
+        with ctx.case(zh=zh, en=en):
+            _project_finish(ctx, case)
 
 
 # -- 2.2 softmax -----------------------------------------------------------------
@@ -129,12 +141,18 @@ def _softmax_forbidden(ctx: Context) -> None:
 
 
 # -- 2.3 attention_scores --------------------------------------------------------
-def _scores_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int, Tk: int, Dk: int,
-                 scale: float = 1.0) -> None:
+def _scores_start(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int, Tk: int, Dk: int,
+                  scale: float = 1.0) -> tuple:
+    """One case's inputs, drawn, and its call, begun (:func:`_scores_finish` compares it with the reference)."""
     Q, K = ctx.randn(*batch, Tq, Dk, dtype=dtype, scale=scale), ctx.randn(*batch, Tk, Dk, dtype=dtype, scale=scale)
+    return (batch, dtype, Tq, Tk, Dk), (Q, K), ctx.start(Q, K)
+
+
+def _scores_finish(ctx: Context, started: tuple) -> None:
+    (batch, dtype, Tq, Tk, Dk), (Q, K), pending = started
     want = ctx.reference(Q, K)
     batch_zh, batch_en = batch_names(batch)
-    _expect_like(ctx, call_batched(ctx, Q, K), want, dtype,
+    _expect_like(ctx, batched_value(ctx, (Q, K), pending), want, dtype,
                  Msg(f"attention_scores(Q, K)（{batch_zh}，Tq={Tq}、Tk={Tk}、Dk={Dk}，{dtype}）",
                      f"attention_scores(Q, K) ({batch_en}, Tq={Tq}, Tk={Tk}, Dk={Dk}, {dtype})"))
 
@@ -142,35 +160,47 @@ def _scores_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: i
 @check("2.3", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
        en="random sizes, batch dims, dtypes: agrees with the reference", weight=2, statement=SCORES_2_3,
        same_as="batch-dims")
-def _scores_reference(ctx: Context) -> None:
+def _scores_reference(ctx: Context) -> Iterator[None]:
+    started = []
     for batch, dtype in zip(BATCHES, (torch.float32, torch.float64, torch.float64)):
         Tq, Tk, Dk = sizes_apart(ctx, 3)
-        _scores_case(ctx, batch, dtype, Tq, Tk, Dk)
+        started.append(_scores_start(ctx, batch, dtype, Tq, Tk, Dk))
+    yield      # the next check begins here, while the worker runs these calls
+    for case in started:
+        _scores_finish(ctx, case)
 
 
 @check("2.3", "edge-T1-large", H, Kind.EDGE, zh="Tq = 1、Dk = 1，以及 1e4 量级的输入",
        en="Tq = 1, Dk = 1, and inputs of order 1e4", statement=SCORES_2_3)
-def _scores_edge(ctx: Context) -> None:
+def _scores_edge(ctx: Context) -> Iterator[None]:
     Tq, Tk = sizes_apart(ctx, 2, 2, 9)
-    with ctx.case(zh="Dk = 1", en="Dk = 1"):
-        _scores_case(ctx, (), torch.float64, Tq, Tk, 1)
+    started = [(("Dk = 1", "Dk = 1"), _scores_start(ctx, (), torch.float64, Tq, Tk, 1))]
     Tq, Tk, Dk = sizes_apart(ctx, 3)
-    with ctx.case(zh="上万的输入", en="inputs in the tens of thousands"):
-        _scores_case(ctx, (2,), torch.float64, Tq, Tk, Dk, scale=1e4)
+    started.append((("上万的输入", "inputs in the tens of thousands"),
+                    _scores_start(ctx, (2,), torch.float64, Tq, Tk, Dk, scale=1e4)))
     Tk, Dk = sizes_apart(ctx, 2, 3, 9)
-    with ctx.case(zh="一个查询（Tq = 1）", en="one query (Tq = 1)"):
-        # Two batch dims: Q.shape[1] = 2 is then neither Tq = 1, Tk nor Dk.
-        _scores_case(ctx, (3, 2), torch.float32, 1, Tk, Dk)
+    # Two batch dims: Q.shape[1] = 2 is then neither Tq = 1, Tk nor Dk.
+    started.append((("一个查询（Tq = 1）", "one query (Tq = 1)"), _scores_start(ctx, (3, 2), torch.float32, 1, Tk, Dk)))
+    yield      # the next check begins here, while the worker runs these calls
+    for (zh, en), case in started:
+        with ctx.case(zh=zh, en=en):
+            _scores_finish(ctx, case)
 
 
 # -- 2.4 scaled_dot_product_attention ----------------------------------------------
-def _sdpa_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int, Tk: int, Dk: int, Dv: int,
-               scale: float = 1.0) -> None:
+def _sdpa_start(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int, Tk: int, Dk: int, Dv: int,
+                scale: float = 1.0) -> tuple:
+    """One case's inputs, drawn, and its call, begun (:func:`_sdpa_finish` compares it with the reference)."""
     Q = ctx.randn(*batch, Tq, Dk, dtype=dtype, scale=scale)
     K = ctx.randn(*batch, Tk, Dk, dtype=dtype, scale=scale)
     V = ctx.randn(*batch, Tk, Dv, dtype=dtype)
+    return (batch, dtype, Tq, Tk, Dk, Dv), (Q, K, V), ctx.start(Q, K, V)
+
+
+def _sdpa_finish(ctx: Context, started: tuple) -> None:
+    (batch, dtype, Tq, Tk, Dk, Dv), (Q, K, V), pending = started
     want_out, want_w = ctx.reference(Q, K, V)
-    out, weights = ctx.expect_tuple(call_batched(ctx, Q, K, V), 2)
+    out, weights = ctx.expect_tuple(batched_value(ctx, (Q, K, V), pending), 2)
     batch_zh, batch_en = batch_names(batch)
     zh = f"{batch_zh}，Tq={Tq}、Tk={Tk}、Dk={Dk}、Dv={Dv}，{dtype}"
     en = f"{batch_en}, Tq={Tq}, Tk={Tk}, Dk={Dk}, Dv={Dv}, {dtype}"
@@ -180,29 +210,36 @@ def _sdpa_case(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int
 
 @check("2.4", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案一致", en="agrees with the reference on random inputs",
        weight=3, same_as="matches-torch")
-def _sdpa_reference(ctx: Context) -> None:
+def _sdpa_reference(ctx: Context) -> Iterator[None]:
+    started = []
     for batch in BATCHES:
         Tq, Tk, Dk, Dv = sizes_apart(ctx, 4)
         for dtype in (torch.float32, torch.float64):
-            _sdpa_case(ctx, batch, dtype, Tq, Tk, Dk, Dv)
+            started.append(_sdpa_start(ctx, batch, dtype, Tq, Tk, Dk, Dv))
+    yield      # the next check begins here, while the worker runs these calls
+    for case in started:
+        _sdpa_finish(ctx, case)
 
 
 @check("2.4", "edge-one-query-one-key-large", H, Kind.EDGE,
        zh="Tq = 1、Tk = 1（权重为 1），以及 1e4 量级的分数（无 NaN）",
        en="Tq = 1, Tk = 1 (weight 1), and scores of order 1e4 (no NaN)", statement=STABLE_2_4,
        same_as="matches-torch")
-def _sdpa_edge(ctx: Context) -> None:
+def _sdpa_edge(ctx: Context) -> Iterator[None]:
     Tk, Dk, Dv = sizes_apart(ctx, 3)
-    with ctx.case(zh="一个查询（Tq = 1）", en="one query (Tq = 1)"):
-        _sdpa_case(ctx, (2,), torch.float32, 1, Tk, Dk, Dv)
+    started = [(("一个查询（Tq = 1）", "one query (Tq = 1)"), _sdpa_start(ctx, (2,), torch.float32, 1, Tk, Dk, Dv))]
     Tq, Dk, Dv = sizes_apart(ctx, 3)
-    with ctx.case(zh="一个键（Tk = 1，权重为 1）", en="one key (Tk = 1, weight 1)"):
-        # A batch dim: a softmax over the whole tensor is then not one over the queries (dim -2).
-        _sdpa_case(ctx, (2,), torch.float64, Tq, 1, Dk, Dv)
+    # A batch dim: a softmax over the whole tensor is then not one over the queries (dim -2).
+    started.append((("一个键（Tk = 1，权重为 1）", "one key (Tk = 1, weight 1)"),
+                    _sdpa_start(ctx, (2,), torch.float64, Tq, 1, Dk, Dv)))
     Tq, Tk, Dk, Dv = sizes_apart(ctx, 4)
-    with ctx.case(zh="上万的分数", en="scores in the tens of thousands"):
-        # Q and K of order 100: each row of scores spreads over tens of thousands, of both signs.
-        _sdpa_case(ctx, (2,), torch.float64, Tq, Tk, Dk, Dv, scale=100.0)
+    # Q and K of order 100: each row of scores spreads over tens of thousands, of both signs.
+    started.append((("上万的分数", "scores in the tens of thousands"),
+                    _sdpa_start(ctx, (2,), torch.float64, Tq, Tk, Dk, Dv, scale=100.0)))
+    yield      # the next check begins here, while the worker runs these calls
+    for (zh, en), case in started:
+        with ctx.case(zh=zh, en=en):
+            _sdpa_finish(ctx, case)
 
 
 @check("2.4", "no-forbidden-calls", H, Kind.FORBIDDEN,

@@ -464,18 +464,22 @@ def score_case(kind: str, dtype: torch.dtype, extra: tuple[str, str] = ("", ""))
        zh="分数相差几千（正负都有）或真实分数本身非常负时，与 nn.MultiheadAttention 一致",
        en="agrees with nn.MultiheadAttention when scores are thousands apart (both signs) or the real scores are "
           "themselves very negative")
-def _mha_large_scores(ctx: Context) -> None:
+def _mha_large_scores(ctx: Context) -> Iterator[None]:
+    started = []
     for kind in (SPREAD, NEGATIVE):
         for dtype in DTYPES:
-            with ctx.case(**score_case(kind, dtype)):
-                (q, k, v), H, state, mask = designed_case(ctx, kind, dtype)
-                (B, Tq, E), Tk = q.shape, k.shape[1]
-                pending = ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)
-                want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state, mask)
-                out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, dtype)
-                expect_finite(ctx, out, weights)
-                ctx.expect_close(weights, want_w, dtype, what="weights")
-                expect_close_normwise(ctx, out, want_out, dtype, what="out")
+            (q, k, v), H, state, mask = designed_case(ctx, kind, dtype)
+            started.append((kind, dtype, (q, k, v), H, state, mask,
+                            ctx.start(q, k, v, H, *functional_args(state), key_padding_mask=mask)))
+    yield      # the next check begins here, while the worker runs these calls
+    for kind, dtype, (q, k, v), H, state, mask, pending in started:
+        with ctx.case(**score_case(kind, dtype)):
+            (B, Tq, E), Tk = q.shape, k.shape[1]
+            want_out, want_w = ctx.expected(torch_mha, q, k, v, H, state, mask)
+            out, weights = expect_mha(ctx, pending.value(), B, Tq, Tk, E, H, dtype)
+            expect_finite(ctx, out, weights)
+            ctx.expect_close(weights, want_w, dtype, what="weights")
+            expect_close_normwise(ctx, out, want_out, dtype, what="out")
 
 
 # -- 4.4 MultiHeadAttention -----------------------------------------------------------

@@ -85,14 +85,15 @@ def _pe_zero(ctx: Context) -> Iterator[None]:
 
 @check("5.1", "matches-formula", P, Kind.NUMERIC, zh="与公式逐个元素一致（D 为偶数和奇数）",
        en="agrees with the formula element by element (even and odd D)", weight=2)
-def _pe_formula(ctx: Context) -> None:
+def _pe_formula(ctx: Context) -> Iterator[None]:
     T = int(ctx.randint(5, 40, 1))
-    for D in (16, 7):
-        for dtype in DTYPES:
-            with ctx.case(zh=f"D = {D}（{str(dtype)[6:]}）", en=f"D = {D} ({str(dtype)[6:]})"):
-                positions = torch.arange(T, dtype=dtype)
-                got = ctx.expect_tensor(ctx.call(positions, D), (T, D), dtype, what=f"positional_encoding(arange(T), {D})")
-                ctx.expect_close(got, sinusoid_table(positions, D), dtype, what=f"positional_encoding(arange(T), {D})")
+    started = [(D, dtype, positions, ctx.start(positions, D))
+               for D in (16, 7) for dtype in DTYPES for positions in [torch.arange(T, dtype=dtype)]]
+    yield      # the next check begins here, while the worker runs these calls
+    for D, dtype, positions, pending in started:
+        with ctx.case(zh=f"D = {D}（{str(dtype)[6:]}）", en=f"D = {D} ({str(dtype)[6:]})"):
+            got = ctx.expect_tensor(pending.value(), (T, D), dtype, what=f"positional_encoding(arange(T), {D})")
+            ctx.expect_close(got, sinusoid_table(positions, D), dtype, what=f"positional_encoding(arange(T), {D})")
 
 
 # -- 5.2 layer_norm ----------------------------------------------------------------------
@@ -117,27 +118,29 @@ def _ln_shape(ctx: Context) -> Iterator[None]:
 
 @check("5.2", "matches-torch", P, Kind.NUMERIC, zh="与 F.layer_norm 一致（带和不带 weight、bias，eps 另给时也一样）",
        en="agrees with F.layer_norm (with and without weight and bias, and with another eps)", weight=2)
-def _ln_torch(ctx: Context) -> None:
+def _ln_torch(ctx: Context) -> Iterator[None]:
     B, T, D = ctx.sizes(3)
+    started = []
     for dtype in DTYPES:
         x = ctx.randn(B, T, D, dtype=dtype, scale=2.0)
         weight, bias = norm_parameters(ctx, D, dtype)
+        started.append((dtype, x, weight, bias, ctx.start(x), ctx.start(x, weight, bias)))
+    x_eps = ctx.randn(T, D, scale=0.01)
+    eps_pending = ctx.start(x_eps, eps=0.1)
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, x, weight, bias, pending, affine in started:
         with ctx.case(zh=f"不带 weight、bias（{str(dtype)[6:]}）", en=f"no weight, no bias ({str(dtype)[6:]})"):
-            pending = ctx.start(x)
             want = ctx.truth(torch_layer_norm, x)
             got = ctx.expect_tensor(pending.value(), (B, T, D), dtype, what="layer_norm(x)")
             # normwise: float32's rounding of the mean at 1e4 moves every output by the same absolute amount
             expect_close_normwise(ctx, got, want, dtype, what="layer_norm(x)")
         with ctx.case(zh=f"带 weight、bias（{str(dtype)[6:]}）", en=f"with weight and bias ({str(dtype)[6:]})"):
-            pending = ctx.start(x, weight, bias)
             want = ctx.truth(torch_layer_norm, x, weight, bias)
-            got = ctx.expect_tensor(pending.value(), (B, T, D), dtype, what="layer_norm(x, weight, bias)")
+            got = ctx.expect_tensor(affine.value(), (B, T, D), dtype, what="layer_norm(x, weight, bias)")
             ctx.expect_close(got, want, dtype, what="layer_norm(x, weight, bias)")
-    x = ctx.randn(T, D, scale=0.01)
     with ctx.case(zh="eps=0.1，方差比 eps 小", en="eps=0.1, a variance below eps"):
-        pending = ctx.start(x, eps=0.1)
-        want = ctx.truth(torch_layer_norm, x, eps=0.1)
-        got = ctx.expect_tensor(pending.value(), (T, D), torch.float64, what="layer_norm(x, eps=0.1)")
+        want = ctx.truth(torch_layer_norm, x_eps, eps=0.1)
+        got = ctx.expect_tensor(eps_pending.value(), (T, D), torch.float64, what="layer_norm(x, eps=0.1)")
         ctx.expect_close(got, want, torch.float64, what="layer_norm(x, eps=0.1)")
 
 
@@ -480,10 +483,11 @@ def loss_case(ctx: Context, dtype: torch.dtype, *, padding: bool = True) -> tupl
 
 
 @check("5.6", "scalar", P, Kind.SHAPE, zh="返回 0 维张量，dtype 与 logits 相同", en="returns a 0-d tensor in the dtype of logits")
-def _loss_shape(ctx: Context) -> None:
-    for dtype in DTYPES:
-        logits, tokens, mask = loss_case(ctx, dtype)
-        ctx.expect_tensor(ctx.call(logits, tokens, mask), (), dtype, what="lm_loss")
+def _loss_shape(ctx: Context) -> Iterator[None]:
+    started = [(dtype, ctx.start(*loss_case(ctx, dtype))) for dtype in DTYPES]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        ctx.expect_tensor(pending.value(), (), dtype, what="lm_loss")
 
 
 @check("5.6", "matches-torch", P, Kind.NUMERIC, zh="与错开一位、填充目标换成 -100 之后的 F.cross_entropy 一致",
@@ -624,13 +628,16 @@ def check_step(ctx: Context, x_all: torch.Tensor, H: int, state: dict[str, torch
 
 @check("5.8", "shapes", P, Kind.SHAPE, zh="out (B, T_new, E)；返回的 k、v 各 (B, H, S + T_new, d)",
        en="out (B, T_new, E); the returned k and v each (B, H, S + T_new, d)")
-def _cache_shape(ctx: Context) -> None:
-    for dtype in (torch.float32,):
-        x_all, H, state = cache_case(ctx, dtype, 3, 2)
-        B, total, E = x_all.shape
-        expect_step(ctx, ctx.call(x_all, None, H, *attention_args(state)), B, H, total, total, E, dtype)
-        cache = tuple(t.to(dtype) for t in projected_cache(x_all[:, :3].double(), H, state))
-        expect_step(ctx, ctx.call(x_all[:, 3:], cache, H, *attention_args(state)), B, H, 2, total, E, dtype)
+def _cache_shape(ctx: Context) -> Iterator[None]:
+    dtype = torch.float32
+    x_all, H, state = cache_case(ctx, dtype, 3, 2)
+    B, total, E = x_all.shape
+    whole = ctx.start(x_all, None, H, *attention_args(state))
+    cache = tuple(t.to(dtype) for t in projected_cache(x_all[:, :3].double(), H, state))
+    step = ctx.start(x_all[:, 3:], cache, H, *attention_args(state))
+    yield      # the next check begins here, while the worker runs these calls
+    expect_step(ctx, whole.value(), B, H, total, total, E, dtype)
+    expect_step(ctx, step.value(), B, H, 2, total, E, dtype)
 
 
 @check("5.8", "prefill-matches-torch", P, Kind.NUMERIC, zh="没有缓存时：等于带因果掩码的 nn.MultiheadAttention，k、v 是投影拆头后的键和值",

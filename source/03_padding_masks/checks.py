@@ -331,52 +331,55 @@ def _msm_shape(ctx: Context) -> Iterator[None]:
 
 @check("3.2", "padded-keys-zero", P, Kind.PROPERTY, zh="填充键的权重恰好为 0，其余每行加和为 1",
        en="padded keys get exactly 0, every row sums to 1", weight=2)
-def _msm_zero(ctx: Context) -> None:
+def _msm_zero(ctx: Context) -> Iterator[None]:
     B, H, Tq, Tk = ctx.sizes(4)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
-    for dtype in DTYPES:
-        scores = ctx.randn(B, H, Tq, Tk, dtype=dtype)
-        weights = ctx.expect_tensor(ctx.call(scores, mask), (B, H, Tq, Tk), dtype, what="masked_softmax")
+    started = [(dtype, ctx.start(ctx.randn(B, H, Tq, Tk, dtype=dtype), mask)) for dtype in DTYPES]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        weights = ctx.expect_tensor(pending.value(), (B, H, Tq, Tk), dtype, what="masked_softmax")
         expect_masked_weights(ctx, weights, mask)
 
 
 @check("3.2", "fully-padded-rows", P, Kind.PROPERTY, zh="键全为填充的行全为 0，没有 NaN",
        en="a row whose keys are all padded is all zeros, never NaN", weight=2)
-def _msm_dead(ctx: Context) -> None:
+def _msm_dead(ctx: Context) -> Iterator[None]:
     B, Tq, Tk = ctx.sizes(3, low=3)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
-    for dtype in DTYPES:
-        scores = ctx.randn(B, Tq, Tk, dtype=dtype)
-        weights = ctx.expect_tensor(ctx.call(scores, mask), (B, Tq, Tk), dtype, what="masked_softmax")
+    started = [(dtype, ctx.start(ctx.randn(B, Tq, Tk, dtype=dtype), mask)) for dtype in DTYPES]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        weights = ctx.expect_tensor(pending.value(), (B, Tq, Tk), dtype, what="masked_softmax")
         # ordinary real scores: every finite fill gives the fully padded row the same uniform weights
         expect_masked_weights(ctx, weights, mask, diagnose_dead=False)
 
 
 @check("3.2", "matches-torch", P, Kind.NUMERIC, zh="与 torch 的 F.scaled_dot_product_attention 的带掩码权重一致",
        en="agrees with the masked weights of torch's F.scaled_dot_product_attention", weight=2)
-def _msm_torch(ctx: Context) -> None:
+def _msm_torch(ctx: Context) -> Iterator[None]:
     B, H, Tq, Tk = ctx.sizes(4)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
-    for lead in ((B,), (B, H)):
-        for dtype in DTYPES:
-            scores = ctx.randn(*lead, Tq, Tk, dtype=dtype, scale=3.0)
-            pending = ctx.start(scores, mask)
-            want = ctx.expected(torch_masked_softmax, scores, mask)
-            got = ctx.expect_tensor(pending.value(), (*lead, Tq, Tk), dtype, what="masked_softmax")
-            ctx.expect_close(got, want, dtype, what="masked_softmax")
+    started = [(lead, dtype, scores, ctx.start(scores, mask)) for lead in ((B,), (B, H)) for dtype in DTYPES
+               for scores in [ctx.randn(*lead, Tq, Tk, dtype=dtype, scale=3.0)]]
+    yield      # the next check begins here, while the worker runs these calls
+    for lead, dtype, scores, pending in started:
+        want = ctx.expected(torch_masked_softmax, scores, mask)
+        got = ctx.expect_tensor(pending.value(), (*lead, Tq, Tk), dtype, what="masked_softmax")
+        ctx.expect_close(got, want, dtype, what="masked_softmax")
 
 
 @check("3.2", "very-negative-scores", P, Kind.NUMERIC, zh="有效键的分数本身很负（-1e4、-1e9、-inf）时填充键的权重仍恰好为 0",
        en="padded keys still get exactly 0 when the real scores are very negative themselves (-1e4, -1e9, -inf)",
        weight=2)
-def _msm_negative(ctx: Context) -> None:
+def _msm_negative(ctx: Context) -> Iterator[None]:
     # At most 32 weights a call: self-check's fingerprints keep a mistake's whole output, so the one place
     # where two fills differ (a fully padded row, patched or not) is never sampled away.
     Tq, Tk = 2, ctx.sizes(1, low=3, high=4)[0]
-    for dtype, kinds in NEGATIVE_CALLS:
+    started = [(dtype, kinds, case, ctx.start(case[0], case[1])) for dtype, kinds in NEGATIVE_CALLS
+               for case in [negative_rows(ctx, kinds, Tq, Tk, dtype)]]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, kinds, (scores, mask, finite), pending in started:
         with ctx.case(*negative_case(dtype, kinds)):
-            scores, mask, finite = negative_rows(ctx, kinds, Tq, Tk, dtype)
-            pending = ctx.start(scores, mask)
             want = ctx.expected(torch_masked_softmax, scores[finite], mask[finite])
             got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask, scores=scores)
@@ -461,19 +464,19 @@ def _mat_props(ctx: Context) -> Iterator[None]:
 
 @check("3.3", "matches-torch", P, Kind.NUMERIC, zh="与带 attn_mask 的 F.scaled_dot_product_attention 一致",
        en="agrees with F.scaled_dot_product_attention with attn_mask", weight=3)
-def _mat_torch(ctx: Context) -> None:
+def _mat_torch(ctx: Context) -> Iterator[None]:
     B, H, Tq, Tk, Dk, Dv = ctx.sizes(6)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
-    for lead in ((B,), (B, H)):
-        for dtype in DTYPES:
-            Q, K, V = random_qkv(ctx, lead, Tq, Tk, Dk, Dv, dtype)
-            pending = ctx.start(Q, K, V, mask)
-            want_out, want_w = ctx.expected(torch_masked_attention, Q, K, V, mask)
-            out, weights = ctx.expect_tuple(pending.value(), 2)
-            ctx.expect_close(ctx.expect_tensor(weights, (*lead, Tq, Tk), dtype, what="weights"), want_w, dtype,
-                             what="weights")
-            ctx.expect_close(ctx.expect_tensor(out, (*lead, Tq, Dv), dtype, what="out"), want_out, dtype,
-                             what="out")
+    started = [(lead, dtype, qkv, ctx.start(*qkv, mask)) for lead in ((B,), (B, H)) for dtype in DTYPES
+               for qkv in [random_qkv(ctx, lead, Tq, Tk, Dk, Dv, dtype)]]
+    yield      # the next check begins here, while the worker runs these calls
+    for lead, dtype, (Q, K, V), pending in started:
+        want_out, want_w = ctx.expected(torch_masked_attention, Q, K, V, mask)
+        out, weights = ctx.expect_tuple(pending.value(), 2)
+        ctx.expect_close(ctx.expect_tensor(weights, (*lead, Tq, Tk), dtype, what="weights"), want_w, dtype,
+                         what="weights")
+        ctx.expect_close(ctx.expect_tensor(out, (*lead, Tq, Dv), dtype, what="out"), want_out, dtype,
+                         what="out")
 
 
 #: As NEGATIVE_CALLS for 3.3 (no -inf: finite Q and K cannot score -inf).
@@ -551,20 +554,24 @@ def _mce_shape(ctx: Context) -> Iterator[None]:
 
 @check("3.4", "matches-torch", P, Kind.NUMERIC, zh="与 F.cross_entropy(..., ignore_index) 一致",
        en="agrees with F.cross_entropy(..., ignore_index)", weight=3)
-def _mce_torch(ctx: Context) -> None:
+def _mce_torch(ctx: Context) -> Iterator[None]:
     B, T, C = ctx.sizes(3, low=3)
     lengths = key_lengths(ctx, B, T)
+    started = []
     for ignore_index in (-100, 0):
         targets = padded_targets(ctx, B, T, C, lengths, ignore_index)
         for dtype in DTYPES:
             logits = ctx.randn(B, T, C, dtype=dtype, scale=2.0)
-            want = ctx.expected(torch_cross_entropy, logits, targets, ignore_index)
             if ignore_index == -100:
-                value = ctx.call(logits, targets)                  # the default
+                pending = ctx.start(logits, targets)                  # the default
             else:
-                value = ctx.call(logits, targets, ignore_index=ignore_index)
-            ctx.expect_close(expect_loss(ctx, value, dtype), want, dtype,
-                             what=f"masked_cross_entropy(logits, targets, ignore_index={ignore_index})")
+                pending = ctx.start(logits, targets, ignore_index=ignore_index)
+            started.append((ignore_index, targets, dtype, logits, pending))
+    yield      # the next check begins here, while the worker runs these calls
+    for ignore_index, targets, dtype, logits, pending in started:
+        want = ctx.expected(torch_cross_entropy, logits, targets, ignore_index)
+        ctx.expect_close(expect_loss(ctx, pending.value(), dtype), want, dtype,
+                         what=f"masked_cross_entropy(logits, targets, ignore_index={ignore_index})")
 
 
 @check("3.4", "no-padding", P, Kind.NUMERIC, zh="没有填充时等于普通交叉熵", en="without padding it is the plain cross entropy")

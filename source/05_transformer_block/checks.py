@@ -492,16 +492,16 @@ def _loss_shape(ctx: Context) -> Iterator[None]:
 
 @check("5.6", "matches-torch", P, Kind.NUMERIC, zh="与错开一位、填充目标换成 -100 之后的 F.cross_entropy 一致",
        en="agrees with F.cross_entropy on targets shifted by one, padded ones set to -100", weight=2)
-def _loss_torch(ctx: Context) -> None:
-    for padding in (True, False):
-        for dtype in DTYPES:
-            with ctx.case(zh=f"{'带' if padding else '不带'}填充掩码（{str(dtype)[6:]}）",
-                          en=f"{'with' if padding else 'without'} padding ({str(dtype)[6:]})"):
-                logits, tokens, mask = loss_case(ctx, dtype, padding=padding)
-                pending = ctx.start(logits, tokens, mask)
-                want = ctx.truth(torch_lm_loss, logits, tokens, mask)
-                got = ctx.expect_tensor(pending.value(), (), dtype, what="lm_loss")
-                ctx.expect_close(got, want, dtype, what="lm_loss")
+def _loss_torch(ctx: Context) -> Iterator[None]:
+    started = [(padding, dtype, args, ctx.start(*args)) for padding in (True, False) for dtype in DTYPES
+               for args in [loss_case(ctx, dtype, padding=padding)]]
+    yield      # the next check begins here, while the worker runs these calls
+    for padding, dtype, (logits, tokens, mask), pending in started:
+        with ctx.case(zh=f"{'带' if padding else '不带'}填充掩码（{str(dtype)[6:]}）",
+                      en=f"{'with' if padding else 'without'} padding ({str(dtype)[6:]})"):
+            want = ctx.truth(torch_lm_loss, logits, tokens, mask)
+            got = ctx.expect_tensor(pending.value(), (), dtype, what="lm_loss")
+            ctx.expect_close(got, want, dtype, what="lm_loss")
 
 
 # -- 5.7 sample_next_token ------------------------------------------------------------------
@@ -611,12 +611,17 @@ def cache_case(ctx: Context, dtype: torch.dtype, S: int, T_new: int,
     return ctx.randn(B, S + T_new, E, dtype=dtype), H, mha_state(ctx, E, dtype)
 
 
-def check_step(ctx: Context, x_all: torch.Tensor, H: int, state: dict[str, torch.Tensor], S: int) -> None:
-    """The new positions x_all[:, S:] after a cache of the first S: out, k and v against torch."""
+def step_start(ctx: Context, x_all: torch.Tensor, H: int, state: dict[str, torch.Tensor], S: int) -> tuple:
+    """The call on the new positions x_all[:, S:] after a cache of the first S, begun (:func:`step_finish`
+    compares its out, k and v with torch's)."""
+    cache = None if S == 0 else tuple(t.to(x_all.dtype) for t in projected_cache(x_all[:, :S].double(), H, state))
+    return x_all, H, state, S, ctx.start(x_all[:, S:], cache, H, *attention_args(state))
+
+
+def step_finish(ctx: Context, started: tuple) -> None:
+    x_all, H, state, S, pending = started
     B, total, E = x_all.shape
     dtype = x_all.dtype
-    cache = None if S == 0 else tuple(t.to(dtype) for t in projected_cache(x_all[:, :S].double(), H, state))
-    pending = ctx.start(x_all[:, S:], cache, H, *attention_args(state))
     want_k, want_v = projected_cache(x_all.double(), H, {n: t.double() for n, t in state.items()})
     want_out = ctx.expected(torch_causal_mha, x_all, H, state)[:, S:]
     out, k, v = expect_step(ctx, pending.value(), B, H, total - S, total, E, dtype)
@@ -643,24 +648,32 @@ def _cache_shape(ctx: Context) -> Iterator[None]:
 @check("5.8", "prefill-matches-torch", P, Kind.NUMERIC, zh="没有缓存时：等于带因果掩码的 nn.MultiheadAttention，k、v 是投影拆头后的键和值",
        en="without a cache: equals nn.MultiheadAttention with a causal mask; k and v are the projected keys and "
           "values split into heads")
-def _cache_prefill(ctx: Context) -> None:
+def _cache_prefill(ctx: Context) -> Iterator[None]:
+    started = []
     for dtype in DTYPES:
+        x_all, H, state = cache_case(ctx, dtype, 0, int(ctx.randint(3, 8, 1)))
+        started.append((dtype, step_start(ctx, x_all, H, state, 0)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, step in started:
         with ctx.case(zh=f"整段一次送入（{str(dtype)[6:]}）", en=f"the whole sequence at once ({str(dtype)[6:]})"):
-            x_all, H, state = cache_case(ctx, dtype, 0, int(ctx.randint(3, 8, 1)))
-            check_step(ctx, x_all, H, state, 0)
+            step_finish(ctx, step)
 
 
 @check("5.8", "step-matches-torch", P, Kind.NUMERIC,
        zh="有缓存时（新来 1 个或几个位置）：out 等于整段因果自注意力的最后几行，k、v 是缓存接上新位置",
        en="with a cache (one or a few new positions): out equals the last rows of causal self-attention over the "
           "whole sequence, k and v are the cache followed by the new positions", weight=2)
-def _cache_step(ctx: Context) -> None:
+def _cache_step(ctx: Context) -> Iterator[None]:
+    started = []
     for T_new, dtype in ((1, torch.float64), (3, torch.float32)):
+        S = int(ctx.randint(2, 7, 1))
+        x_all, H, state = cache_case(ctx, dtype, S, T_new)
+        started.append((T_new, dtype, step_start(ctx, x_all, H, state, S)))
+    yield      # the next check begins here, while the worker runs these calls
+    for T_new, dtype, step in started:
         with ctx.case(zh=f"缓存之后新来 {T_new} 个位置（{str(dtype)[6:]}）",
                       en=f"{T_new} new positions after a cache ({str(dtype)[6:]})"):
-            S = int(ctx.randint(2, 7, 1))
-            x_all, H, state = cache_case(ctx, dtype, S, T_new)
-            check_step(ctx, x_all, H, state, S)
+            step_finish(ctx, step)
 
 
 @check("5.8", "step-by-step", P, Kind.PROPERTY, zh="先送提示、再逐个位置送（每次传回上一次返回的缓存）：与一次算完一致",

@@ -14,9 +14,9 @@ import torch
 from autograder.catalog import Audience, Context, Kind, Msg, as_float64, check
 from autograder.catalog.integrity import input_gradients, inputs_unchanged
 from autograder.probes import probe_module
-from .checks import (attention_args, expect_close_normwise, block_case, block_request, cache_case, call_block, call_lm, check_step,
+from .checks import (attention_args, expect_close_normwise, block_case, block_request, cache_case, call_block, call_lm,
                      expect_probe_gradients, expect_step, expect_tokens, ffn_weights, lm_case, loss_case,
-                     norm_parameters, start_block, start_lm)
+                     norm_parameters, start_block, start_lm, step_finish, step_start)
 from ..multi_head_attention.checks import expect_int
 from ..padding_masks.checks import DTYPES, expect_exact
 
@@ -47,13 +47,16 @@ def _pe_reference(ctx: Context) -> None:
 
 @check("5.1", "edge-cases", H, Kind.EDGE, zh="D = 1、D = 2、一个位置、D 为奇数", en="D = 1, D = 2, one position, odd D",
        same_as="matches-formula")
-def _pe_edges(ctx: Context) -> None:
+def _pe_edges(ctx: Context) -> Iterator[None]:
     odd = 2 * int(ctx.randint(2, 10, 1)) + 1
-    for (T, D), (zh, en) in (((6, 1), ("D = 1", "D = 1")), ((6, 2), ("D = 2", "D = 2")),
-                             ((1, 8), ("一个位置", "one position")), ((9, odd), ("D 为奇数", "odd D"))):
+    started = [(T, D, names, positions, ctx.start(positions, D))
+               for (T, D), names in (((6, 1), ("D = 1", "D = 1")), ((6, 2), ("D = 2", "D = 2")),
+                                     ((1, 8), ("一个位置", "one position")), ((9, odd), ("D 为奇数", "odd D")))
+               for positions in [torch.arange(T, dtype=torch.float64)]]
+    yield      # the next check begins here, while the worker runs these calls
+    for T, D, (zh, en), positions, pending in started:
         with ctx.case(zh=zh, en=en):
-            positions = torch.arange(T, dtype=torch.float64)
-            got = ctx.expect_tensor(ctx.call(positions, D), (T, D), torch.float64, what="positional_encoding")
+            got = ctx.expect_tensor(pending.value(), (T, D), torch.float64, what="positional_encoding")
             ctx.expect_close(got, ctx.reference(positions, D), torch.float64, what="positional_encoding")
 
 
@@ -82,7 +85,7 @@ def _ln_reference(ctx: Context) -> Iterator[None]:
 
 @check("5.2", "edge-cases", H, Kind.EDGE, zh="D = 1、每行都相同（方差 0）、1e4 附近的大偏移",
        en="D = 1, constant rows (variance 0), large offsets near 1e4", statement="输入在 $10^4$ 附近、彼此只差几个单位时")
-def _ln_edges(ctx: Context) -> None:
+def _ln_edges(ctx: Context) -> Iterator[None]:
     T, D = ctx.sizes(2, low=3, high=12)
     weight, bias = norm_parameters(ctx, D, torch.float64)
     wide = max(D, 8)
@@ -95,9 +98,10 @@ def _ln_edges(ctx: Context) -> None:
              (("1e4 附近（float32）", "near 1e4 (float32)"), (1e4 + ctx.randn(T, wide, scale=3.0)).float(), None, None),
              (("-1e4 附近，带 weight、bias（float32）", "near -1e4 with weight and bias (float32)"),
               (-1e4 + ctx.randn(T, wide, scale=3.0)).float(), wide_weight.float(), wide_bias.float()))
-    for (zh, en), x, w, b in cases:
+    started = [(names, x, w, b, ctx.start(x, w, b)) for names, x, w, b in cases]
+    yield      # the next check begins here, while the worker runs these calls
+    for (zh, en), x, w, b, pending in started:
         with ctx.case(zh=zh, en=en):
-            pending = ctx.start(x, w, b)
             want = ctx.reference(x, w, b)
             got = ctx.expect_tensor(pending.value(), tuple(x.shape), x.dtype, what="layer_norm")
             ctx.expect(bool(torch.isfinite(got).all()), "输出里有 NaN 或 inf", "NaN or inf in the output", diagnose=True,
@@ -382,17 +386,18 @@ def _cache_reference(ctx: Context) -> None:
 
 @check("5.8", "edge-cases", H, Kind.EDGE, zh="一个头、只有一个位置、长缓存之后新来一个位置",
        en="one head, a single position, one new position after a long cache", same_as="step-matches-torch")
-def _cache_edges(ctx: Context) -> None:
+def _cache_edges(ctx: Context) -> Iterator[None]:
     B, Hn, d = ctx.sizes(3, low=2, high=5)
-    with ctx.case(zh="一个头", en="one head"):
-        x_all, _, state = cache_case(ctx, torch.float64, 3, 2, sizes=(B, 1, d))
-        check_step(ctx, x_all, 1, state, 3)
-    with ctx.case(zh="没有缓存、只有一个位置", en="no cache, a single position"):
-        x_all, Hn, state = cache_case(ctx, torch.float64, 0, 1, sizes=(B, Hn, d))
-        check_step(ctx, x_all, Hn, state, 0)
-    with ctx.case(zh="长缓存之后新来一个位置", en="one new position after a long cache"):
-        x_all, Hn, state = cache_case(ctx, torch.float64, 40, 1, sizes=(B, Hn, d))
-        check_step(ctx, x_all, Hn, state, 40)
+    x_all, _, state = cache_case(ctx, torch.float64, 3, 2, sizes=(B, 1, d))
+    started = [(("一个头", "one head"), step_start(ctx, x_all, 1, state, 3))]
+    x_all, Hn, state = cache_case(ctx, torch.float64, 0, 1, sizes=(B, Hn, d))
+    started.append((("没有缓存、只有一个位置", "no cache, a single position"), step_start(ctx, x_all, Hn, state, 0)))
+    x_all, Hn, state = cache_case(ctx, torch.float64, 40, 1, sizes=(B, Hn, d))
+    started.append((("长缓存之后新来一个位置", "one new position after a long cache"), step_start(ctx, x_all, Hn, state, 40)))
+    yield      # the next check begins here, while the worker runs these calls
+    for (zh, en), step in started:
+        with ctx.case(zh=zh, en=en):
+            step_finish(ctx, step)
 
 
 @check("5.8", "inputs-unchanged", H, Kind.PROPERTY, zh="不修改传入的张量（缓存也不改）", en="leaves the tensors it is given unchanged (the cache too)",

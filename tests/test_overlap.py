@@ -191,3 +191,16 @@ def test_starting_another_call_or_closing_reads_the_one_in_flight_first(sandbox)
         assert first() is first()                                        # read once
         third = worker.start(Request("slow", (torch.ones(1),), {}))
     assert torch.equal(third().value().tensor(), torch.full((1,), 2.0))   # closed after reading it
+
+
+def test_in_process_a_check_that_edits_its_inputs_after_start_does_not_reach_the_student():
+    """As a sandbox's bytes are made at start, this process copies the arguments at start: the call made at
+    value() sees them as they were then."""
+    seen: list[list[float]] = []
+    ctx = context(C.in_process_runner({"record": lambda t: seen.append(t.tolist()) or t * 2}), "record")
+    x = torch.ones(3)
+    pending = ctx.start(x)
+    x.mul_(100)                          # the check's own work on its tensor, before the value is taken
+    got = pending.value().tensor()
+    assert seen == [[1.0, 1.0, 1.0]] and torch.equal(got, torch.full((3,), 2.0))
+    assert ctx.last_request is not None and torch.equal(ctx.last_request.args[0], torch.ones(3))

@@ -93,6 +93,32 @@ def _rounded(value: Any, generator: torch.Generator) -> Any:
     return value
 
 
+def copied(request: Request) -> Request:
+    """The request with fresh copies of its tensors and arrays, as a sandbox would see them.
+
+    A function that edits its arguments in place then cannot change the check's
+    inputs, nor the fingerprint the diagnoser computes afterwards.
+    """
+    return Request(request.function, _copy(request.args), _copy(request.kwargs), probe=request.probe,
+                   forbidden=request.forbidden, device=request.device, site=request.site,
+                   stand_ins=dict(request.stand_ins))
+
+
+def _copy(value: Any) -> Any:
+    if type(value) is torch.Tensor:
+        copy = value.detach().clone()
+        return copy.requires_grad_(True) if value.requires_grad else copy
+    if type(value) is np.ndarray:
+        return value.copy()
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    return value
+
+
 def magnitude(value: Any) -> float:
     """The largest finite magnitude among the floating tensors, arrays and floats in ``value`` (0 if none)."""
     best = 0.0
@@ -210,12 +236,17 @@ class Context:
         """:meth:`call`, begun now and finished by :meth:`Pending.value`: a sandbox sends the request at once
         (its bytes made here: what the check does to the arguments afterwards does not reach the student's
         code), so the check computes its expected value while the worker runs the call. A runner in this
-        process makes the call at ``value()``, after whatever the check did meanwhile, as the order reads:
+        process makes the call at ``value()`` on copies of the arguments taken now (as a sandbox's bytes),
+        after whatever the check did meanwhile, as the order reads:
         ``pending = ctx.start(x)``, ``want = ctx.reference(x)``, ``got = pending.value()`` calls the
         reference first everywhere. Several calls may be started before their values are taken (a sandbox
         sends them together and the worker runs them in order): take the values in the order the calls were
         started, so that every runner makes them in that order."""
         request = self._request(args, kwargs, probe)
+        if getattr(self.runner, "start", None) is None:
+            # The arguments as they are now, as a sandbox's bytes are made now: what the check does to its own
+            # tensors before value() reaches neither the student's code nor the diagnoser's inputs.
+            request = copied(request)
         return Pending(self, request, *self._launch(request))
 
     def settle(self) -> None:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import torch
 
 from autograder import plain
 from autograder.probes import Reply, Request
 from autograder.catalog.compare import same_kinds, values_match
-from autograder.catalog.context import Runner
+from autograder.catalog.context import Runner, copied
 from autograder.catalog.declarations import MISTAKES, Mistake
 
 
@@ -26,32 +24,6 @@ def in_process_runner(namespace: dict[str, Any]) -> Runner:
         return execute(namespace, copied(request))
 
     return run
-
-
-def copied(request: Request) -> Request:
-    """The request with fresh copies of its tensors and arrays, as a sandbox would see them.
-
-    A function that edits its arguments in place then cannot change the check's
-    inputs, nor the fingerprint the diagnoser computes afterwards.
-    """
-    return Request(request.function, _copy(request.args), _copy(request.kwargs), probe=request.probe,
-                   forbidden=request.forbidden, device=request.device, site=request.site,
-                   stand_ins=dict(request.stand_ins))
-
-
-def _copy(value: Any) -> Any:
-    if type(value) is torch.Tensor:
-        copy = value.detach().clone()
-        return copy.requires_grad_(True) if value.requires_grad else copy
-    if type(value) is np.ndarray:
-        return value.copy()
-    if isinstance(value, tuple):
-        return tuple(_copy(v) for v in value)
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
 
 
 class LiveDiagnoser:

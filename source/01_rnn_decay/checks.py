@@ -251,29 +251,34 @@ def _rnn_forward_type(ctx: Context) -> Iterator[None]:
 
 @check("1.2", "chapter-decay", P, Kind.FACT, zh="本章的衰减：h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021（L = 5/10/20/50）",
        en="the chapter's decay: h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021 at L = 5/10/20/50")
-def _rnn_forward_fact(ctx: Context) -> None:
-    for length, want in zip(DECAY_LENGTHS, RNN_RESIDUAL):
+def _rnn_forward_fact(ctx: Context) -> Iterator[None]:
+    started = [ctx.start(one_hot_sequence(length)) for length in DECAY_LENGTHS]
+    yield      # the next check begins here, while the worker runs these calls
+    for length, want, pending in zip(DECAY_LENGTHS, RNN_RESIDUAL, started):
         what = Msg(f"rnn_forward([1, 0, ...])（L = {length}）", f"rnn_forward([1, 0, ...]) (L={length})")
-        got = expect_float(ctx, ctx.call(one_hot_sequence(length)), what=what)
+        got = expect_float(ctx, pending.value(), what=what)
         expect_printed(ctx, got, want, 4, what)
 
 
 @check("1.2", "matches-torch-rnn", P, Kind.NUMERIC, zh="与 nn.RNN(1, 1) 一致（随机序列与权重）",
        en="agrees with nn.RNN(1, 1) (random sequences and weights)", weight=2)
-def _rnn_forward_numeric(ctx: Context) -> None:
+def _rnn_forward_numeric(ctx: Context) -> Iterator[None]:
+    started = []
     for length in ctx.sizes(3, 2, 12):
         seq = random_sequence(ctx, length)
         W_hh, W_xh = random_weight(ctx, -1.2, 1.2), random_weight(ctx, -1.5, 1.5)
-        pending = ctx.start(seq, W_hh=W_hh, W_xh=W_xh)
+        started.append((length, seq, W_hh, W_xh, ctx.start(seq, W_hh=W_hh, W_xh=W_xh)))
+    positional_seq = random_sequence(ctx, 7)
+    positional = ctx.start(positional_seq, 0.3, -0.8)
+    yield      # the next check begins here, while the worker runs these calls
+    for length, seq, W_hh, W_xh, pending in started:
         want = ctx.expected(scalar_rnn, seq, W_hh, W_xh)
         got = expect_float(ctx, pending.value(), what=f"rnn_forward(seq, W_hh={W_hh}, W_xh={W_xh})")
         ctx.expect_close(got, want, torch.float64,
                          what=Msg(f"rnn_forward(seq, W_hh={W_hh}, W_xh={W_xh})（seq 长 {length}）",
                                   f"rnn_forward(seq of {length}, W_hh={W_hh}, W_xh={W_xh})"))
-    seq = random_sequence(ctx, 7)
-    pending = ctx.start(seq, 0.3, -0.8)
-    want = ctx.expected(scalar_rnn, seq, 0.3, -0.8)
-    got = expect_float(ctx, pending.value(), what="rnn_forward(seq, 0.3, -0.8)")
+    want = ctx.expected(scalar_rnn, positional_seq, 0.3, -0.8)
+    got = expect_float(ctx, positional.value(), what="rnn_forward(seq, 0.3, -0.8)")
     ctx.expect_close(got, want, torch.float64,
                      what=Msg("rnn_forward(seq, 0.3, -0.8)（按位置传参）", "rnn_forward(seq, 0.3, -0.8) (positional)"))
 
@@ -288,26 +293,33 @@ def _residual_type(ctx: Context) -> Iterator[None]:
 
 @check("1.3", "chapter-constant", P, Kind.FACT, zh="本章的结论：任何长度下都保留 0.6",
        en="the chapter's point: 0.6 is kept at every length")
-def _residual_fact(ctx: Context) -> None:
-    for length in DECAY_LENGTHS:
+def _residual_fact(ctx: Context) -> Iterator[None]:
+    started = [ctx.start(one_hot_sequence(length)) for length in DECAY_LENGTHS]
+    yield      # the next check begins here, while the worker runs these calls
+    for length, pending in zip(DECAY_LENGTHS, started):
         what = Msg(f"attention_residual([1, 0, ...])（L = {length}）", f"attention_residual([1, 0, ...]) (L={length})")
-        got = expect_float(ctx, ctx.call(one_hot_sequence(length)), what=what)
+        got = expect_float(ctx, pending.value(), what=what)
         expect_printed(ctx, got, ATTENTION_RESIDUAL, 4, what)
 
 
 @check("1.3", "matches-closed-form", P, Kind.NUMERIC, zh="随机序列与 alpha：alpha * seq[0]",
        en="random sequences and alpha: alpha * seq[0]", weight=2)
-def _residual_numeric(ctx: Context) -> None:
+def _residual_numeric(ctx: Context) -> Iterator[None]:
+    started = []
     for length in ctx.sizes(3, 2, 12):
         seq = random_sequence(ctx, length)
         alpha = random_weight(ctx, 0.05, 0.95)
-        got = expect_float(ctx, ctx.call(seq, alpha=alpha), what=f"attention_residual(seq, alpha={alpha})")
+        started.append((length, seq, alpha, ctx.start(seq, alpha=alpha)))
+    default_seq = random_sequence(ctx, 6)
+    default = ctx.start(default_seq)
+    yield      # the next check begins here, while the worker runs these calls
+    for length, seq, alpha, pending in started:
+        got = expect_float(ctx, pending.value(), what=f"attention_residual(seq, alpha={alpha})")
         ctx.expect_close(got, alpha * seq[0], torch.float64,
                          what=Msg(f"attention_residual(seq, alpha={alpha})（seq 长 {length}）",
                                   f"attention_residual(seq of {length}, alpha={alpha})"))
-    seq = random_sequence(ctx, 6)
-    got = expect_float(ctx, ctx.call(seq), what="attention_residual(seq)")
-    ctx.expect_close(got, 0.6 * seq[0], torch.float64,
+    got = expect_float(ctx, default.value(), what="attention_residual(seq)")
+    ctx.expect_close(got, 0.6 * default_seq[0], torch.float64,
                      what=Msg("attention_residual(seq)（alpha 取默认值）", "attention_residual(seq) (default alpha)"))
 
 
@@ -425,11 +437,13 @@ def _layer_defaults(ctx: Context) -> Iterator[None]:
 
 # -- 1.6 attention_weights -------------------------------------------------------
 @check("1.6", "shape", P, Kind.SHAPE, zh="返回形状 (N,)，dtype 不变", en="returns shape (N,) in the input's dtype")
-def _weights_shape(ctx: Context) -> None:
+def _weights_shape(ctx: Context) -> Iterator[None]:
     N, D = ctx.sizes(2)
-    for dtype in (torch.float32, torch.float64):
-        ctx.expect_tensor(ctx.call(ctx.randn(D, dtype=dtype), ctx.randn(N, D, dtype=dtype)), (N,), dtype,
-                          what="attention_weights(query, keys)")
+    started = [(dtype, ctx.start(ctx.randn(D, dtype=dtype), ctx.randn(N, D, dtype=dtype)))
+               for dtype in (torch.float32, torch.float64)]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        ctx.expect_tensor(pending.value(), (N,), dtype, what="attention_weights(query, keys)")
 
 
 @check("1.6", "chapter-weights", P, Kind.FACT,
@@ -457,12 +471,14 @@ def _weights_property(ctx: Context) -> Iterator[None]:
 
 @check("1.6", "matches-torch", P, Kind.NUMERIC, zh="与 F.softmax(keys @ query, dim=0) 一致",
        en="agrees with F.softmax(keys @ query, dim=0)", weight=2)
-def _weights_numeric(ctx: Context) -> None:
+def _weights_numeric(ctx: Context) -> Iterator[None]:
     N, D = ctx.sizes(2)
-    for dtype in (torch.float32, torch.float64):
-        query, keys = ctx.randn(D, dtype=dtype), ctx.randn(N, D, dtype=dtype)
+    started = [(dtype, query, keys, ctx.start(query, keys)) for dtype in (torch.float32, torch.float64)
+               for query, keys in [(ctx.randn(D, dtype=dtype), ctx.randn(N, D, dtype=dtype))]]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, query, keys, pending in started:
         want = F.softmax(keys.double() @ query.double(), dim=0)
-        got = ctx.expect_tensor(ctx.call(query, keys), (N,), dtype, what="attention_weights(query, keys)")
+        got = ctx.expect_tensor(pending.value(), (N,), dtype, what="attention_weights(query, keys)")
         ctx.expect_close(got, want, dtype, what="attention_weights(query, keys)")
 
 

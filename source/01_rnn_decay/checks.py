@@ -532,17 +532,24 @@ def exact_inputs(ctx: Context, scores: torch.Tensor, dtype: torch.dtype) -> tupl
     return query[perm].to(dtype), keys[:, perm].to(dtype)
 
 
+def start_spread_cases(ctx: Context, high: int) -> list[tuple]:
+    """Each of SPREAD_CASES in float64, then float32, on n <= ``high`` keys: its inputs drawn and its call begun,
+    every call in flight before the first is compared (see Context.start)."""
+    started = []
+    for dtype in (torch.float64, torch.float32):
+        for case, zh, en in SPREAD_CASES:
+            n = ctx.sizes(1, 3, high)[0]
+            query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
+            started.append((dtype, zh, en, n, query, keys, ctx.start(query, keys)))
+    return started
+
+
 @check("1.6", "large-scores", P, Kind.EDGE,
        zh="分数很大（上千，正负都有，彼此相差上千）：没有 inf/NaN，与 F.softmax 一致（float32 与 float64）",
        en="large scores (thousands, both signs, thousands apart): no inf/NaN, agrees with F.softmax "
           "(float32 and float64)")
 def _weights_large(ctx: Context) -> Iterator[None]:
-    started = []        # every call in flight before the first is compared (see Context.start)
-    for dtype in (torch.float64, torch.float32):
-        for case, zh, en in SPREAD_CASES:
-            n = ctx.sizes(1, 3, 8)[0]
-            query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
-            started.append((dtype, zh, en, n, query, keys, ctx.start(query, keys)))
+    started = start_spread_cases(ctx, 8)
     yield      # the next check begins here, while the worker runs these calls
     for dtype, zh, en, n, query, keys, pending in started:
         with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):

@@ -17,8 +17,8 @@ from autograder import plain
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, near_answer
 from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
 from autograder.catalog.compare import label
-from .checks import (SPREAD_CASES, exact_inputs, expect_float, expect_kept_dtype, expect_ndarray, random_sequence,
-                     random_weight, spread_scores, tensor_input)
+from .checks import (expect_float, expect_kept_dtype, expect_ndarray, random_sequence,
+                     random_weight, start_spread_cases, tensor_input)
 
 H = Audience.HIDDEN
 
@@ -341,12 +341,7 @@ def _weights_edge(ctx: Context) -> None:
 def _weights_large(ctx: Context) -> Iterator[None]:
     # The cases of checks.SPREAD_CASES, in their order (the first that fails tells which shift a softmax
     # used), on integer inputs whose scores float32 computes exactly.
-    started = []        # every call in flight before the first is compared (see Context.start)
-    for dtype in (torch.float64, torch.float32):
-        for case, zh, en in SPREAD_CASES:
-            n = ctx.sizes(1, 3, 12)[0]
-            query, keys = exact_inputs(ctx, spread_scores(ctx, case, n, dtype), dtype)
-            started.append((dtype, zh, en, n, query, keys, ctx.start(query, keys)))
+    started = start_spread_cases(ctx, 12)
     yield      # the next check begins here, while the worker runs these calls
     for dtype, zh, en, n, query, keys, pending in started:
         with ctx.case(zh=f"{zh}（{dtype}）", en=f"{en} ({dtype})"):

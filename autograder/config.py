@@ -80,6 +80,13 @@ class Limits(_Strict):
     notebook_mb: Annotated[float, Field(gt=0, description="largest notebook file the grader reads, MiB")] = 64
     cell_kb: Annotated[float, Field(gt=0, description="largest code cell the grader parses and runs, KiB "
                                                      "(a larger one is recorded as not run)")] = 256
+    notebook_cells: Annotated[int, Field(gt=0, description="most cells a notebook may have (a larger one is "
+                                                          "refused unread)")] = 2_000
+    notebook_depth: Annotated[int, Field(ge=8, description="deepest nesting of a notebook's JSON (Jupyter writes "
+                                                          "5 to 8 levels)")] = 32
+    notebook_values: Annotated[int, Field(ge=10_000, description="most JSON values (keys included) a notebook may "
+                                                                "hold: a file of millions of tiny values is refused "
+                                                                "after a bounded look, never parsed")] = 200_000
 
 
 def grade_id(exercise_id: str) -> str:

@@ -68,6 +68,16 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "service.queue_full": ("评分队列已满：你的作业没有收下，请稍后再交（不会丢失已收下的作业）",
                            "the grading queue is full: this upload was not taken; submit again shortly (nothing "
                            "already taken is lost)"),
+    "service.queued_enough": ("你已有 {waiting} 份提交在排队：等它们评完再交", "you already have {waiting} submissions "
+                              "waiting to be graded: submit again once they are"),
+    "service.notebook_refused": ("笔记本没有收下：{why}", "the notebook was not accepted: {why}"),
+    "service.body_too_large": ("请求太大：最多 {limit}", "the request is too large: at most {limit}"),
+    "service.body_too_slow": ("请求发送太慢（{seconds} 秒没有收到数据）：请检查网络后再试", "the request came too slowly "
+                              "(nothing for {seconds} s): check the network and try again"),
+    "service.internal": ("评分服务内部出错了：请稍后再试；如果一直这样，请告诉助教", "the grading service failed on this "
+                         "request: try again later, and tell the course staff if it keeps failing"),
+    "service.token_characters": ("令牌里有不该有的字符（空格、换行、中文或全角字符）：请重新复制令牌",
+                                 "the token has invalid characters (spaces, line ends or non-ASCII): copy it again"),
     "service.attempts_used": ("这次作业已经提交了 {used} 次，最多 {most} 次", "{used} submissions of this "
                               "assignment already, at most {most}"),
     "service.attempts_today": ("今天这次作业已经提交了 {used} 次，每天最多 {most} 次；明天再交",
@@ -203,6 +213,16 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "notebook.not_utf8": ("不是 UTF-8 文本，不是笔记本", "not UTF-8 text, not a notebook"),
     "notebook.invalid_json": ("JSON 格式有误（第 {line} 行第 {column} 列）：文件可能被截断或手工改坏了",
                               "invalid JSON (line {line}, column {column}): the file may be cut short or edited by hand"),
+    "notebook.invalid_json_at": ("JSON 格式有误（{detail}）：文件可能被截断或手工改坏了",
+                                 "invalid JSON ({detail}): the file may be cut short or edited by hand"),
+    "notebook.too_many_cells": ("笔记本有超过 {limit} 个单元格（{setting}），评分程序不读", "the notebook has more than "
+                                "{limit} cells ({setting}): the grader does not read it"),
+    "notebook.too_deep": ("笔记本的 JSON 嵌套超过 {limit} 层（{setting}），不像是 Jupyter 保存的笔记本",
+                          "the notebook's JSON is nested more than {limit} levels deep ({setting}): not a notebook "
+                          "Jupyter saved"),
+    "notebook.too_many_values": ("笔记本的 JSON 有超过 {limit} 个值（{setting}）：输出太多了？清除所有单元格的输出后"
+                                 "保存再交", "the notebook's JSON holds more than {limit} values ({setting}): "
+                                 "too much output? Clear the outputs (Edit → Clear Outputs), save and submit again"),
     "notebook.not_a_notebook": ("是 JSON，但不是笔记本（没有 nbformat 字段）", "JSON, but not a notebook (no nbformat field)"),
     "notebook.nbformat": ("不支持的笔记本格式 nbformat {version}（应为 4）", "unsupported nbformat {version} (4 is expected)"),
     "notebook.broken": ("笔记本的结构损坏了，读不出单元格", "the notebook's structure is broken: no cells can be read"),

@@ -10,6 +10,7 @@ top-level ``check(...)`` calls are replaced by ``pass``.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
 import sys
@@ -38,35 +39,183 @@ class Cell:
     said: Msg | None = None  # that reason in both languages, where the kit's words give it
 
 
-def read_notebook(path: str | Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> dict[str, Any]:
+def read_notebook(path: str | Path, max_bytes: int = MAX_NOTEBOOK_BYTES,
+                  bounds: Bounds | None = None) -> dict[str, Any]:
     """Parse a notebook leniently; NotebookError names the file and what is wrong.
 
     nbformat 3 is converted to 4. Missing metadata or cell ids are tolerated
-    (students strip them); what cannot be read as cells at all is an error.
+    (students strip them); what cannot be read as cells at all is an error. The file is held to
+    ``bounds`` (course.yml's limits, :meth:`Bounds.of`) before it is parsed: see :func:`load_notebook`.
     """
     file = Path(path)
+    bounds = bounds or Bounds(max_bytes=max_bytes)
     try:
         size = file.stat().st_size
     except OSError as exc:
         raise NotebookError(f"{file}: cannot read ({exc.strerror})",
                             said=say("notebook.cannot_read", detail=str(exc.strerror))) from None
-    if size == 0:
-        raise NotebookError(f"{file}: empty file, not a notebook", said=say("notebook.empty"))
-    if size > max_bytes:
-        raise NotebookError(f"{file}: {size / 2**20:.0f} MiB is more than the {max_bytes / 2**20:.0f} MiB "
-                            "a notebook may have (limits.notebook_mb)",
-                            said=say("notebook.too_large", size=f"{size / 2**20:.0f}",
-                                     limit=f"{max_bytes / 2**20:.0f}"))
+    if size > bounds.max_bytes:
+        raise _too_large(str(file), size, bounds.max_bytes)
     try:
-        raw = file.read_bytes().decode("utf-8-sig")
+        data = file.read_bytes()
+    except OSError as exc:
+        raise NotebookError(f"{file}: cannot read ({exc.strerror})",
+                            said=say("notebook.cannot_read", detail=str(exc.strerror))) from None
+    return parse_notebook(load_notebook(data, bounds, str(file)), str(file))
+
+
+# -- the one gate for a notebook's bytes -----------------------------------------------------------
+@dataclass(frozen=True)
+class Bounds:
+    """What a submitted notebook's JSON may hold (course.yml's ``limits``): every honest notebook meets
+    them with room (the course's own hold about 3,000 values, 100 cells, 5 levels), while a file of
+    millions of tiny values (``[],[],...``), which costs a parser seconds and a gigabyte within the
+    size limit, is refused after a bounded look at its first values."""
+
+    max_bytes: int = MAX_NOTEBOOK_BYTES
+    cells: int = 2_000
+    depth: int = 32
+    values: int = 200_000
+
+    @classmethod
+    def of(cls, limits: Any) -> Bounds:
+        return cls(int(limits.notebook_mb * 2**20), int(limits.notebook_cells), int(limits.notebook_depth),
+                   int(limits.notebook_values))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the bounded look at a notebook's bytes saw: enough for the service to accept or refuse it."""
+
+    nbformat: Any               # the top level's nbformat value (None when absent or not a number)
+    cells: int                  # cells (nbformat 4's, or every worksheet's in nbformat 3)
+    has_cells: bool             # a list of cells (or of worksheets) at the top level
+    declared: str | None        # metadata.autograder.assignment: the assignment the release wrote in
+    values: int                 # JSON values, keys included
+    depth: int                  # deepest nesting
+
+
+#: Where a container or value sits, as the keys leading to it ("[]" for an array's item), for the few
+#: places the scan looks at: the cells, the version, the assignment the release wrote into the metadata.
+_CELL_PATHS = {("cells", "[]"), ("worksheets", "[]", "cells", "[]")}
+_DECLARED = ("metadata", "autograder", "assignment")
+
+
+def scan_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Shape:
+    """A bounded look at a notebook's bytes, never a full parse: it stops at the first value past
+    ``bounds`` (NotebookError naming the bound, in both languages) and costs at most ``bounds.values``
+    steps of a streaming parser (ijson's C backend: about 0.1 s for 200,000). Not UTF-8, not JSON: a
+    NotebookError too. What it returns is the notebook's shape; whether its cells are cells is
+    :func:`parse_notebook`'s to say."""
+    import ijson
+
+    if len(data) > bounds.max_bytes:
+        raise _too_large(name, len(data), bounds.max_bytes)
+    if not data.strip():
+        raise NotebookError(f"{name}: empty file, not a notebook", said=say("notebook.empty"))
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        data.decode("utf-8")
     except UnicodeDecodeError:
-        raise NotebookError(f"{file}: not UTF-8 text, not a notebook", said=say("notebook.not_utf8")) from None
+        raise NotebookError(f"{name}: not UTF-8 text, not a notebook", said=say("notebook.not_utf8")) from None
+    stack: list[list[Any]] = []           # [is_map, the pending key] per open container
+    values = depth = cells = 0
+    version: Any = None
+    declared: str | None = None
+    has_cells = False
+    source = _Counted(data)
     try:
-        data = json.loads(raw)
+        for event, value in ijson.basic_parse(source, buf_size=64 * 1024, use_float=True):
+            if event == "map_key":
+                stack[-1][1] = value
+                values += 1
+            elif event in ("end_map", "end_array"):
+                stack.pop()
+                continue
+            else:
+                values += 1
+                where = tuple(k if is_map else "[]" for is_map, k in stack) if len(stack) <= 4 else ()
+                if event in ("start_map", "start_array"):
+                    if where in _CELL_PATHS:
+                        cells += 1
+                        if cells > bounds.cells:
+                            raise _past(name, "notebook.too_many_cells", "notebook_cells", bounds.cells,
+                                        "cells")
+                    elif where in (("cells",), ("worksheets",)) and event == "start_array":
+                        has_cells = True
+                    stack.append([event == "start_map", None])
+                    if len(stack) > depth:
+                        depth = len(stack)
+                        if depth > bounds.depth:
+                            raise _past(name, "notebook.too_deep", "notebook_depth", bounds.depth,
+                                        "levels of nesting")
+                elif where == ("nbformat",) and event == "number":
+                    version = int(value) if float(value).is_integer() else value
+                elif where == _DECLARED and event == "string":
+                    declared = value[:200]
+            if values > bounds.values:
+                raise _past(name, "notebook.too_many_values", "notebook_values", bounds.values, "JSON values")
+    except NotebookError:
+        raise
+    except (ijson.JSONError, ValueError, OverflowError) as exc:     # (a number too long for an int: ValueError)
+        # Where exactly, as Python's parser says it, on the bytes the look had read (the error lies in them):
+        # a prefix already found within the bounds, so this costs no more than the look did.
+        seen = data[:source.consumed]
+        try:
+            json.loads(seen.decode("utf-8", "ignore"))
+        except json.JSONDecodeError as precise:
+            if len(seen) == len(data) or precise.pos < len(seen) - 1:     # (not merely where the prefix was cut)
+                raise NotebookError(f"{name}: invalid JSON at line {precise.lineno} column {precise.colno} "
+                                    f"({precise.msg})", said=say("notebook.invalid_json", line=precise.lineno,
+                                                                 column=precise.colno)) from None
+        except (ValueError, RecursionError):
+            pass
+        why = " ".join(str(exc).split())[:120] or type(exc).__name__     # (yajl's messages span lines)
+        raise NotebookError(f"{name}: invalid JSON ({why})", said=say("notebook.invalid_json_at", detail=why)) from None
+    return Shape(version, cells, has_cells, declared, values, depth)
+
+
+class _Counted(io.BytesIO):
+    """The bytes the streaming parser has read so far (it reads them in chunks)."""
+
+    consumed = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = super().read(size)
+        self.consumed += len(chunk)
+        return chunk
+
+    def readinto(self, buffer: Any) -> int:
+        n = super().readinto(buffer)
+        self.consumed += n
+        return n
+
+
+def load_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Any:
+    """A submitted notebook's JSON, parsed only after :func:`scan_notebook` found it within ``bounds``
+    (so the parse itself is bounded: at most ``bounds.values`` values, ``bounds.depth`` deep). The one
+    place the grader parses a student's notebook bytes; NotebookError names the file and the reason."""
+    scan_notebook(data, bounds, name)
+    try:
+        return json.loads(data.decode("utf-8-sig"))
     except json.JSONDecodeError as exc:
-        raise NotebookError(f"{file}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})",
+        raise NotebookError(f"{name}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})",
                             said=say("notebook.invalid_json", line=exc.lineno, column=exc.colno)) from None
-    return parse_notebook(data, str(file))
+    except (ValueError, RecursionError) as exc:
+        raise NotebookError(f"{name}: invalid JSON ({str(exc)[:200]})",
+                            said=say("notebook.invalid_json_at", detail=str(exc)[:120])) from None
+
+
+def _too_large(name: str, size: int, limit: int) -> NotebookError:
+    return NotebookError(f"{name}: {size / 2**20:.0f} MiB is more than the {limit / 2**20:.0f} MiB "
+                         "a notebook may have (limits.notebook_mb)",
+                         said=say("notebook.too_large", size=f"{size / 2**20:.0f}", limit=f"{limit / 2**20:.0f}"))
+
+
+def _past(name: str, key: str, setting: str, limit: int, what: str) -> NotebookError:
+    return NotebookError(f"{name}: more than {limit:,} {what} (limits.{setting}): not a notebook the grader reads",
+                         said=say(key, limit=f"{limit:,}", setting=f"limits.{setting}"))
 
 
 def skip_unused_schema_formats() -> None:

@@ -54,9 +54,10 @@ STUDENT_PACKAGE: tuple[str, ...] = (
 )
 #: Distributions the student bundle installs; their version ranges come from pyproject.toml.
 #: matplotlib: the notebooks plot; jupyterlab and ipykernel: where they run; rich and
-#: nbformat: ``autograder check NOTEBOOK``'s table and reader (IPython comes with ipykernel).
+#: nbformat: ``autograder check NOTEBOOK``'s table and reader (IPython comes with ipykernel); ijson: the reader's
+#: bounded look at a notebook before it is parsed.
 STUDENT_DEPENDENCIES: tuple[str, ...] = ("torch", "numpy", "nbformat", "pydantic", "pyyaml", "rich",
-                                         "matplotlib", "jupyterlab", "ipykernel", "httpx")
+                                         "matplotlib", "jupyterlab", "ipykernel", "httpx", "ijson")
 #: The bundle's console script: the student side of ``autograder`` (only ``check``), which needs
 #: nothing outside :data:`STUDENT_PACKAGE` (the kit's autograder/cli.py imports grading modules).
 STUDENT_SCRIPT = "autograder.selfcheck.command:main"

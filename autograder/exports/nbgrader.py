@@ -310,9 +310,13 @@ def _submitted_notebook(result: dict[str, Any], course: Course) -> Any:
     base = Path(str(origin)).resolve()
     path = (base / str(source)).resolve()
     try:
-        if not path.is_relative_to(base) or path.stat().st_size > course.limits.notebook_mb * 1024 * 1024:
+        if not path.is_relative_to(base):
             return None
-        return nbformat.reads(path.read_text(encoding="utf-8", errors="replace"), as_version=4)
+        from autograder.notebook import Bounds, load_notebook
+
+        # (through the one gate for a notebook's bytes: bounded before it is parsed)
+        data = load_notebook(path.read_bytes(), Bounds.of(course.limits), str(source))
+        return nbformat.convert(nbformat.from_dict(data), 4)
     except Exception:  # noqa: BLE001 - gone or changed since grading: the release notebook stands in
         return None
 

@@ -21,7 +21,6 @@ limit) says nothing, and that is evidence too.
 from __future__ import annotations
 
 import ast
-import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -113,9 +112,12 @@ def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
 
 
 def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> NotebookEvidence:
+    from autograder.errors import NotebookError
+    from autograder.notebook import Bounds, load_notebook
+
     try:
-        nb = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        nb = load_notebook(data, Bounds.of(course.limits))
+    except NotebookError:
         return NotebookEvidence(False)
     if not isinstance(nb, dict):
         return NotebookEvidence(False)

@@ -102,14 +102,14 @@ def explain(course: Course, result: dict[str, Any],
     from autograder.grading.grader import check_catalog
     from autograder.grading.submission import hidden_seed_parts
     from autograder.grading.submissions import Submission
-    from autograder.notebook import read_notebook
+    from autograder.notebook import Bounds, read_notebook
     from autograder.sandbox import Sandbox
 
     assignment, ex = course.exercise(exercise_id)
     references = check_catalog(course, {assignment.id})
     with tempfile.TemporaryDirectory(prefix="autograder-explain-") as tmp:
         path = graded_file(result, Path(tmp))
-        nb = read_notebook(path, max_bytes=int(course.limits.notebook_mb * 2**20))
+        nb = read_notebook(path, bounds=Bounds.of(course.limits))
         cells = submission_cells(nb, demo_cells(course).get(assignment.id, {}), int(course.limits.cell_kb * 1024))
         sub = Submission(path, str(result["source"]), str(result["sha256"]), str(result["student"]), assignment.id)
         # As the batch graded it: the earlier exercises that lost points there are answered by their references.

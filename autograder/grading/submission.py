@@ -122,7 +122,7 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
     """The result dict of one submission; None only when the batch is being stopped."""
     from autograder import catalog as C
     from autograder.grading import earlier as E
-    from autograder.notebook import read_notebook
+    from autograder.notebook import Bounds, read_notebook
 
     if sub.problem:
         return failure(sub, ctx, sub.problem, sub.said or _said("submission.problem", detail=sub.problem))
@@ -133,7 +133,7 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
     timer = Stopwatch()    # the grader's sections; the worker handle keeps its own (see grading/timing.py)
     limits = ctx.course.limits
     try:
-        nb = read_notebook(sub.path, max_bytes=int(limits.notebook_mb * 2**20))
+        nb = read_notebook(sub.path, bounds=Bounds.of(limits))
     except NotebookError as exc:
         text = exc.message.replace(str(sub.path), sub.source)
         detail = text.split(": ", 1)[1] if text.startswith(sub.source + ": ") else text

@@ -208,6 +208,9 @@ class ServicePolicy(_Strict):
     attempts_per_day: int | None = Field(default=None, ge=1, description=(
         "submissions per assignment and day (the course's timezone), at most"))
     counts: str = Field(default="last", description="which attempt counts in the export: last or best")
+    queued_per_student: int | None = Field(default=3, ge=1, description=(
+        "a student's submissions waiting for a worker, at most (another upload is refused with 429 until one is "
+        "graded); workers take every student's first waiting submission before anyone's second"))
     instructors: list[str] = Field(default_factory=list, description=(
         "JupyterHub users who are instructors or TAs in the service (they see everything); every other Hub "
         "user with access to the service is a student, their Hub name their student id"))

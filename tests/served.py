@@ -18,11 +18,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(app: Any, port: int | None = None) -> Iterator[str]:
-    """``app`` on uvicorn (a thread of this process) for the block: its URL."""
+def serving(app: Any, port: int | None = None, **options: Any) -> Iterator[str]:
+    """``app`` on uvicorn (a thread of this process) for the block, configured as ``autograder serve``
+    configures it (``options``: server_config's bounds): its URL."""
+    from autograder.service.server import server_config
+
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           access_log=False))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

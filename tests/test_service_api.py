@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 
 from support import make_samples
 from served import free_port, serving
+from autograder import messages as M
 from autograder.config import load_course
 from autograder.errors import AutograderError
 from autograder.service import db, tokens
@@ -98,7 +99,7 @@ def test_bad_uploads_are_named_in_both_languages_and_nothing_is_stored(service):
              (submit(client, who["ada"], data=b"x" * int(COURSE.limits.notebook_mb * 2**20 + 1)), 413, "MiB"),
              (submit(client, who["ada"], data=b"\x89PNG not json"), 415, "notebook"),
              (submit(client, who["ada"], data=b'{"cells": "no"}'), 415, "notebook"),
-             (submit(client, who["ada"], data=b"[" * 100_000), 415, "notebook"),
+             (submit(client, who["ada"], data=b"[" * 100_000), 422, "limits.notebook_depth"),
              (client.post("/api/submissions", headers=auth(who["ada"]), data={"assignment": QKV.id}), 422,
               "notebook"),
              (client.post("/api/submissions", headers={**auth(who["ada"]), "Content-Type": "multipart/form-data; "
@@ -226,24 +227,29 @@ def _policy_course(**service):
     return COURSE.model_copy(update={"service": COURSE.service.model_copy(update=service)})
 
 
-def test_attempts_are_enforced_before_anything_is_stored(tmp_path):
-    from autograder.service.app import ApiError, _check_attempts
+def test_attempts_are_enforced_in_the_transaction_that_stores(tmp_path):
+    from autograder.service.app import _admission
+    from autograder.service import queue as Q
 
     engine = db.engine_for(str(tmp_path / "service.db"))
     db.upgrade(engine)
-    from autograder.service import queue as Q
-
     course = _policy_course(attempts=2)
+
+    def store(who, course=course):
+        return Q.store(engine, student=who, assignment=QKV.id, filename="a.ipynb", data=b"{}",
+                       admission=_admission(course, 100))
+
     for _ in range(2):
-        _check_attempts(engine, course, "ada", QKV.id)
-        Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
-    with pytest.raises(ApiError) as info:
-        _check_attempts(engine, course, "ada", QKV.id)
-    assert info.value.status == 403 and "2 次" in info.value.msg.zh and "at most 2" in info.value.msg.en
-    _check_attempts(engine, course, "ben", QKV.id)                  # another student's count is their own
-    with pytest.raises(ApiError) as info:
-        _check_attempts(engine, _policy_course(attempts_per_day=2), "ada", QKV.id)
+        store("ada")
+    with pytest.raises(Q.Refused) as info:
+        store("ada")
+    said = M.say(info.value.key, **info.value.params)
+    assert info.value.status == 403 and "2 次" in said.zh and "at most 2" in said.en
+    store("ben")                                                    # another student's count is their own
+    with pytest.raises(Q.Refused) as info:
+        store("ada", _policy_course(attempts_per_day=2, queued_per_student=None))
     assert info.value.status == 429 and 0 < info.value.retry_after <= 86_400
+    assert stored(engine) == 3
 
 
 def test_what_a_student_sees_is_course_policy_and_after_the_due_date_everything():

@@ -131,3 +131,49 @@ def test_html_and_script_in_a_students_name_file_and_notebook_are_shown_as_text(
                         assert "window.__pwned" in page.locator("body").inner_text(), path    # shown, as text
         finally:
             chromium.close()
+
+
+PREFIX = "/services/grader"
+
+
+def test_under_a_prefix_the_student_page_follows_its_upload_to_the_verdict(browser_kit, tmp_path):  # noqa: F811
+    """Mounted under a prefix, as inside JupyterHub (/services/NAME): the page's script polls the API under the
+    prefix (the meta tag the template writes is the one it reads), so the verdict shows without a reload."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from served import serving
+    from test_service_pages import COURSE
+    from autograder.service import db
+    from autograder.service.app import create_app
+
+    database = tmp_path / "service.db"
+    engine = db.engine_for(str(database))
+    db.upgrade(engine)
+    ada = tokens.issue(engine, "ada")
+    solved = tmp_path / QKV.notebook
+    solved.write_text(nbformat.writes(make_samples.submission(QKV, solved="all")), encoding="utf-8")
+    app = Starlette(routes=[Mount(PREFIX, app=create_app(engine, COURSE))])
+    try:
+        with serving(app) as root, browser_kit.sync_playwright() as pw:
+            url = root + PREFIX
+            chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
+            try:
+                page = chromium.new_context(locale="zh-CN").new_page()
+                page.set_default_timeout(TIMEOUT_MS)
+                polled: list[str] = []
+                page.on("request", lambda r: polled.append(r.url) if "/api/submissions/" in r.url else None)
+                _sign_in(page, url, ada)
+                assert page.url == f"{url}/me"
+                section = page.locator(f"#assignment-{QKV.id}")
+                section.locator("input[type=file]").set_input_files(str(solved))
+                section.locator("form.upload button").click()
+                page.wait_for_selector("[data-submission][data-state=queued]")
+                _grade(database)
+                page.wait_for_selector("[data-submission][data-state=done]")
+                assert "已评分" in page.locator("[data-submission]").first.inner_text()
+                assert polled and all(u.startswith(f"{url}/api/submissions/") for u in polled), polled
+            finally:
+                chromium.close()
+    finally:
+        engine.dispose()

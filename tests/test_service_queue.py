@@ -93,7 +93,7 @@ def test_the_schema_is_alembics_and_upgrading_twice_changes_nothing(engine):
         assert compare_metadata(MigrationContext.configure(conn), db.Base.metadata) == []
     db.upgrade(engine)
     with engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0003"]
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0004"]
         if engine.dialect.name == "sqlite":
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
@@ -451,3 +451,143 @@ def test_a_hostile_notebook_reaches_neither_the_database_nor_tokens_nor_other_su
     assert "ATTACKS-RAN" in (last["message"] or ""), last     # the attacks ran to their end, every one refused
     assert "BREACH" not in text, text[:3000]
     assert row.points == QKV.points                      # the honest cells before them keep their points
+
+
+# -- issue 47: fair share, attempts counted where they are stored, private files ------------------------------
+def _store(engine, who, **admission):
+    return Q.store(engine, student=who, assignment=QKV.id, filename="a.ipynb", data=b"{}",
+                   admission=Q.Admission(**admission) if admission else None)
+
+
+def test_workers_take_every_students_first_upload_before_anyones_second(engine):
+    """One student's flood waits behind the others' work: rounds, then arrival."""
+    flood = [_store(engine, "flood")[1] for _ in range(3)]
+    ada = _store(engine, "ada")[1]
+    ben = _store(engine, "ben")[1]
+    assert Q.position(engine, flood[0]) == 0 and Q.position(engine, ada) == 1 and Q.position(engine, ben) == 2
+    assert Q.position(engine, flood[1]) == 3 and Q.position(engine, flood[2]) == 4
+    order = []
+    while (got := Q.claim(engine, "w", 60)) is not None:
+        order.append(got.job)
+        if got.job == ada:          # ada's second upload, while her first is graded: behind the others' first
+            again = _store(engine, "ada")[1]
+            assert Q.claim(engine, "w2", 60).job == ben        # (not flood's second: flood's first is done)
+            Q.complete(engine, ben, "w2", {"points": 1, "max_points": 1, "status": "graded"})
+            order.append(ben)
+        Q.complete(engine, got.job, "w", {"points": 1, "max_points": 1, "status": "graded"})
+    assert order == [flood[0], ada, ben, flood[1], again, flood[2]]
+    # A regrade of the class goes behind every student's own uploads.
+    with engine.connect() as conn:
+        subs = list(conn.execute(select(db.Submission.id).order_by(db.Submission.id)).scalars())
+    regraded = Q.requeue(engine, subs, behind=3)
+    late = _store(engine, "cai")[1]
+    assert Q.claim(engine, "w", 60).job == late and Q.claim(engine, "w", 60).job == regraded[0]
+
+
+def test_a_student_has_one_job_graded_at_a_time_so_a_flood_holds_one_worker_at_most(engine):
+    slow = [_store(engine, "flood")[1] for _ in range(3)]
+    assert Q.claim(engine, "w1", 60).job == slow[0]
+    assert Q.claim(engine, "w2", 60) is None                 # flood's next waits for its first, the worker idles
+    ada = _store(engine, "ada")[1]
+    assert Q.claim(engine, "w2", 60).job == ada
+    Q.complete(engine, slow[0], "w1", {"points": 0, "max_points": 1, "status": "graded"})
+    assert Q.claim(engine, "w1", 60).job == slow[1]
+    # A worker that died: its parent queues its job again at once, and the student's next can go.
+    assert Q.release(engine, "w1") == 1 and Q.position(engine, slow[1]) == 0
+    assert Q.claim(engine, "w3", 60).job == slow[1]
+
+
+def test_each_student_may_have_a_few_jobs_waiting_and_503_only_when_the_queue_is_full_of_others(engine):
+    limits = {"waiting_per_student": 2, "waiting": 4}
+    _store(engine, "flood", **limits)
+    _store(engine, "flood", **limits)
+    with pytest.raises(Q.Refused) as refused:
+        _store(engine, "flood", **limits)
+    assert refused.value.status == 429 and refused.value.key == "service.queued_enough"
+    assert refused.value.retry_after and refused.value.params == {"waiting": 2}
+    _store(engine, "ada", **limits)
+    _store(engine, "ben", **limits)                       # four waiting: the queue is full
+    with pytest.raises(Q.Refused) as refused:
+        _store(engine, "cai", **limits)
+    assert refused.value.status == 503 and refused.value.key == "service.queue_full"
+    Q.claim(engine, "w", 60)                              # one taken: room for one more student again
+    _store(engine, "cai", **limits)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(db.Submission)).scalar_one() == 5
+
+
+def test_uploads_sent_at_once_never_pass_the_attempt_limit(database):
+    """Eight uploads at once with attempts: 2 (one engine, one connection pool each, as the web process's
+    threads and several web processes have): exactly two are stored."""
+    setup = db.engine_for(database)
+    db.upgrade(setup)
+    start = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def upload(i: int) -> None:
+        mine = db.engine_for(database)
+        start.wait()
+        try:
+            _store(mine, "ada", attempts=2)
+            outcomes.append("stored")
+        except Q.Refused as refused:
+            outcomes.append(refused.key)
+        finally:
+            mine.dispose()
+
+    threads = [threading.Thread(target=upload, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["service.attempts_used"] * 6 + ["stored"] * 2
+    with setup.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(db.Submission)).scalar_one() == 2
+    setup.dispose()
+
+
+def test_the_database_files_are_private_from_creation_and_after_an_upgrade(tmp_path):
+    folder = db.private_folder(tmp_path / "service-data")
+    assert folder.stat().st_mode & 0o777 == 0o700
+    path = folder / "service.db"
+    engine = db.engine_for(str(path))
+    db.upgrade(engine)
+    Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
+    assert modes == {"service.db": 0o600, "service.db-wal": 0o600, "service.db-shm": 0o600}, modes
+    engine.dispose()
+    # A database an older kit left readable by everyone is made private when the service opens it.
+    for p in folder.iterdir():
+        os.chmod(p, 0o644)
+    os.chmod(folder, 0o755)
+    from types import SimpleNamespace
+
+    from autograder.service.command import database_url
+
+    assert database_url(SimpleNamespace(database=None), SimpleNamespace(root=tmp_path)) == str(path)
+    again = db.engine_for(str(path))
+    db.upgrade(again)
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()} == modes
+    again.dispose()
+
+
+def test_an_older_databases_jobs_learn_their_student(tmp_path):
+    """A database at the schema before fair share (0003): its jobs get their submission's student."""
+    from alembic import command
+    from alembic.config import Config
+
+    engine = db.engine_for(str(tmp_path / "old.db"))
+    config = Config()
+    config.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
+    with db.writing(engine).begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0003")
+        connection.exec_driver_sql("INSERT INTO submissions (id, student, assignment, filename, sha256, data, "
+                                   "received_at) VALUES (1, 'ada', 'x', 'a.ipynb', '', x'00', '2026-01-01')")
+        connection.exec_driver_sql("INSERT INTO jobs (id, submission_id, state, claims, created_at) "
+                                   "VALUES (1, 1, 'queued', 0, '2026-01-01')")
+    db.upgrade(engine)
+    with engine.connect() as conn:
+        assert conn.execute(select(db.Job.student, db.Job.round)).one() == ("ada", 0)
+    engine.dispose()

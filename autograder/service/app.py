@@ -3,10 +3,13 @@
 The web process only validates, stores and answers: it never grades (grading runs in
 ``autograder worker`` processes; a web server has threads, and forking after them is unsafe).
 Every request is bounded and validated before anything is stored: an upload over
-``limits.notebook_mb``, a file that is not a notebook, an unknown assignment, a missing or wrong
-token, a malformed form each get a 4xx whose body says why in both languages
-(``{"error": {"zh", "en"}, "code"}``), and nothing is stored for them. A 202 means the notebook's
-bytes are in the database with their job: it will be graded whatever crashes afterwards.
+``limits.notebook_mb``, a file that is not a notebook (or one past ``limits.notebook_cells``,
+``notebook_depth`` or ``notebook_values``: a bounded streaming look, in a thread, never a full parse
+here), an unknown assignment, a missing or wrong token, a malformed form each get a 4xx whose body
+says why in both languages (``{"error": {"zh", "en"}, "code"}``), and nothing is stored for them.
+A 202 means the notebook's bytes are in the database with their job: it will be graded whatever
+crashes afterwards. Every request passes the guard first (:mod:`autograder.service.guard`): no body
+is read past a few KiB before its caller is known, and none past its route's limit after.
 
 Authorization is one dependency (:func:`_caller`) on every route: a student's token reads only
 their own submissions (another's reads as not found), an instructor's reads everything. The
@@ -16,15 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import math
 import threading
 import time
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
@@ -37,8 +39,17 @@ from autograder.service.tokens import Caller, caller
 #: Requests one token may make in a minute (reads), and uploads among them; past either, 429.
 REQUESTS_PER_MINUTE = 240
 UPLOADS_PER_MINUTE = 12
-#: Jobs waiting at most: past it an upload is refused with 503 and Retry-After (never taken and lost).
+#: Requests without a valid token or session (a wrong token, the sign-in form) one address may make in a
+#: minute; past it, 429 (a stranger guessing tokens, or filling the log, is slowed to this).
+STRANGER_REQUESTS_PER_MINUTE = 120
+#: Jobs waiting at most: past it an upload is refused with 503 and Retry-After (never taken and lost). Each
+#: student may have course.yml's service.queued_per_student waiting, so this is reached only by that many
+#: different students' work.
 MAX_QUEUED = 10_000
+#: The routes that take a notebook (the API's and the student page's): the only bodies past a few KiB.
+UPLOAD_ROUTES = frozenset({("POST", "/api/submissions"), ("POST", "/me/upload")})
+#: A submission's id is a database integer: past this, not found (never a 500 from the query).
+MAX_ID = 2**63 - 1
 #: The longest a read may wait for its submission's verdict (``?wait=``), and how often the one query
 #: that serves every waiting read looks at the jobs.
 LONG_POLL_MAX = 30.0
@@ -133,26 +144,42 @@ async def _caller(request: Request) -> Caller:
     if not header and request.cookies.get(sessions.COOKIE):
         signed = await run_in_threadpool(sessions.find, request.app.state.engine, request.cookies[sessions.COOKIE])
         if signed is None:
-            raise ApiError(401, "service.signed_out")
+            raise stranger(request, 401, "service.signed_out")
         if request.method not in ("GET", "HEAD") and not sessions.same(request.headers.get("x-csrf-token"),
                                                                        signed.csrf):
-            raise ApiError(403, "service.bad_csrf")
+            raise stranger(request, 403, "service.bad_csrf")
         return _limited(request, signed.caller)
     if scheme.lower() not in ("bearer", "token") or not token.strip():
-        raise ApiError(401, "service.no_token")
-    who = await run_in_threadpool(caller, request.app.state.engine, token.strip())
+        raise stranger(request, 401, "service.no_token")
+    token = token.strip()
+    if not token.isascii() or not token.isprintable():
+        raise stranger(request, 401, "service.token_characters")
+    who = await run_in_threadpool(caller, request.app.state.engine, token)
     hub = request.app.state.hub
     if who is None and hub is not None:         # a JupyterHub token (a single-user server's, a Hub user's)
-        who = await run_in_threadpool(hub.api_caller, token.strip())
+        who = await run_in_threadpool(hub.api_caller, token)
     if who is None:
-        raise ApiError(401, "service.bad_token")
+        raise stranger(request, 401, "service.bad_token")
     return _limited(request, who)
 
 
+def stranger(request: Request, status: int, key: str) -> ApiError:
+    """The refusal of a request whose caller is not known, counted against its address: past
+    STRANGER_REQUESTS_PER_MINUTE in a minute, 429 instead."""
+    address = request.client.host if request.client else "?"
+    wait = request.app.state.strangers.wait(address)
+    if wait:
+        return ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
+    return ApiError(status, key)
+
+
 def _limited(request: Request, who: Caller) -> Caller:
+    from autograder.service.guard import authenticated
+
     wait = request.app.state.requests.wait(who.who)
     if wait:
         raise ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
+    authenticated(request)          # the caller is known: the guard lets the body be read to the route's limit
     return who
 
 
@@ -161,30 +188,27 @@ Who = Annotated[Caller, Depends(_caller)]
 
 def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUESTS_PER_MINUTE,
                uploads_per_minute: int = UPLOADS_PER_MINUTE, max_queued: int = MAX_QUEUED,
-               hub: Any = None) -> FastAPI:
+               stranger_requests_per_minute: int = STRANGER_REQUESTS_PER_MINUTE, hub: Any = None,
+               body_idle_seconds: float | None = None) -> FastAPI:
     """The API for ``course`` on ``engine``'s database; with ``hub`` (an :class:`autograder.service.hub.Hub`),
     JupyterHub's tokens are callers too and the pages sign in through the Hub's OAuth."""
     from autograder import __version__
+    from autograder.service.guard import BODY_IDLE_SECONDS, Guard, refusal_body
 
     app = FastAPI(title="autograder service", version=__version__,
                   description="Submit notebooks of the course and read their graded verdicts.")
     limit = int(course.limits.notebook_mb * 2**20)
     assignments = {a.id: a for a in course.assignments}
+    app.add_middleware(Guard, uploads=UPLOAD_ROUTES, upload_bytes=limit,
+                       idle_seconds=body_idle_seconds or BODY_IDLE_SECONDS)
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
         if exc.retry_after is not None:
             headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
-        if not _is_api(request):        # a page's form: the same message as a page, in both languages
-            from html import escape
-
-            back = escape(str(request.scope.get("root_path") or "").rstrip("/") + "/", quote=True)
-            return HTMLResponse(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{exc.status}</title></head>"
-                                f"<body><p id='error'>{escape(exc.msg.zh)}</p><p>{escape(exc.msg.en)}</p>"
-                                f"<p><a href='{back}'>←</a></p></body></html>", status_code=exc.status,
-                                headers=headers or None)
-        return JSONResponse(_body(exc.msg, exc.key), status_code=exc.status, headers=headers or None)
+        body, kind = refusal_body(request.scope, exc.status, exc.msg, exc.key)
+        return Response(body, status_code=exc.status, media_type=kind.decode(), headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -195,46 +219,78 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
     app.state.engine = engine
     app.state.hub = hub
     app.state.requests = RateLimit(requests_per_minute)
+    app.state.strangers = RateLimit(stranger_requests_per_minute)
     uploads = RateLimit(uploads_per_minute)
-    async def accept(who: Caller, assignment: str, notebook: UploadFile) -> dict[str, Any]:
-        """An upload checked and stored (the API's and the student page's): its receipt, or an ApiError."""
+
+    async def accept(request: Request, who: Caller, csrf: str | None = None) -> dict[str, Any]:
+        """An upload checked and stored (the API's and the student page's): its receipt, or an ApiError.
+        The caller is known (the guard now lets the body be read up to the notebook's limit); the cheap
+        refusals come before the body is read, the bounded look at the notebook in a thread, and the
+        course's limits are counted in the transaction that stores it. ``csrf``: a page's session's token,
+        which its form must carry."""
+        from autograder.service.sessions import same
+
         if who.instructor:
             raise ApiError(403, "service.students_submit")
         wait = uploads.wait(who.who)
         if wait:
             raise ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
-        await run_in_threadpool(_admit, who, assignment)
-        data = await notebook.read(limit + 1)
+        form = await _form(request)
+        try:
+            if csrf is not None and not same(str(form.get("csrf") or ""), csrf):
+                raise ApiError(403, "service.bad_csrf")
+            assignment = form.get("assignment")
+            notebook = form.get("notebook")
+            if not isinstance(assignment, str) or not assignment or len(assignment) > 100:
+                raise ApiError(422, "service.malformed", fields="assignment")
+            if assignment not in assignments:
+                raise ApiError(404, "service.unknown_assignment", assignment=assignment[:100],
+                               known=", ".join(assignments))
+            if notebook is None or isinstance(notebook, str):
+                raise ApiError(422, "service.malformed", fields="notebook")
+            data = await notebook.read(limit + 1)
+        finally:
+            await form.close()          # (its file's spool, on disk past 1 MiB)
         if len(data) > limit:
             raise ApiError(413, "service.too_large", limit=f"{course.limits.notebook_mb:g}")
-        # Parsing, storing (on SQLite it may wait for the writer's lock) and the queue's count in a thread:
-        # the event loop goes on answering the other requests meanwhile.
+        # The bounded look, storing (on SQLite it may wait for the writer's lock) and the queue's count in a
+        # thread: the event loop goes on answering the other requests meanwhile.
         return await run_in_threadpool(_store, who, assignment, data)
 
-    @app.post("/api/submissions", status_code=202, summary="Submit a notebook for grading")
-    async def submit(request: Request, who: Who, assignment: Annotated[str, Form(max_length=100)],
-                     notebook: Annotated[UploadFile, File()]) -> dict[str, Any]:
-        return await accept(who, assignment, notebook)
-
-    def _admit(who: Caller, assignment: str) -> None:
-        if Q.queued(engine) >= max_queued:
-            raise ApiError(503, "service.queue_full", retry_after=30)
-        _check_attempts(engine, course, who.who, assignment)
-        if assignment not in assignments:
-            raise ApiError(404, "service.unknown_assignment", assignment=assignment[:100],
-                           known=", ".join(assignments))
+    @app.post("/api/submissions", status_code=202, summary="Submit a notebook for grading",
+              openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+                  "type": "object", "required": ["assignment", "notebook"], "properties": {
+                      "assignment": {"type": "string", "maxLength": 100, "description": "the assignment's id"},
+                      "notebook": {"type": "string", "format": "binary", "description": "the .ipynb file"}}}}}}})
+    async def submit(request: Request, who: Who) -> dict[str, Any]:
+        # (the form is read by accept, after the caller is known: never a FastAPI Form parameter, which
+        # FastAPI reads before any dependency runs)
+        return await accept(request, who)
 
     def _store(who: Caller, assignment: str, data: bytes) -> dict[str, Any]:
-        if not _is_notebook(data):
+        from autograder.errors import NotebookError
+        from autograder.notebook import Bounds, scan_notebook
+
+        try:
+            shape = scan_notebook(data, Bounds.of(course.limits), "notebook")
+        except NotebookError as exc:
+            if exc.said is None or exc.said == say("notebook.not_utf8") or "invalid JSON" in exc.message:
+                raise ApiError(415, "service.not_a_notebook") from None
+            raise ApiError(422, "service.notebook_refused", why=exc.said) from None
+        if shape.nbformat not in (3, 4) or not shape.has_cells:
             raise ApiError(415, "service.not_a_notebook")
-        submission, job = Q.store(engine, student=who.who, assignment=assignment, filename=f"{assignment}.ipynb",
-                                  data=data)
+        try:
+            submission, job = Q.store(engine, student=who.who, assignment=assignment,
+                                      filename=f"{assignment}.ipynb", data=data,
+                                      admission=_admission(course, max_queued))
+        except Q.Refused as refused:
+            raise ApiError(refused.status, refused.key, retry_after=refused.retry_after, **refused.params) from None
         return {"submission": submission, "job": job, "position": Q.position(engine, job)}
 
     finished = Finished(engine)
 
     @app.get("/api/submissions/{submission_id}", summary="A submission's state and, once graded, its verdict")
-    async def one(submission_id: int, who: Who,
+    async def one(submission_id: Annotated[int, Path(ge=1, le=MAX_ID)], who: Who,
                   wait: Annotated[float, Query(ge=0, le=LONG_POLL_MAX, description=(
                       "seconds to wait for the verdict before answering (a long poll): the answer comes as soon "
                       "as the submission is graded, else after this long with its state"))] = 0.0
@@ -263,7 +319,7 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
                 "job": job.id if job else None}
 
     @app.get("/api/submissions", summary="Submissions: a student's own, or every one for an instructor")
-    def many(who: Who, assignment: str | None = None) -> dict[str, Any]:
+    def many(who: Who, assignment: Annotated[str | None, Query(max_length=100)] = None) -> dict[str, Any]:
         query = select(Submission.id, Submission.student, Submission.assignment).order_by(Submission.id)
         if not who.instructor:
             query = query.where(Submission.student == who.who)
@@ -282,6 +338,35 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
     return app
 
 
+async def _form(request: Request) -> Any:
+    """An upload's multipart form, read only now (the guard bounds the bytes): one file and a few small fields;
+    a form that cannot be read is a 422 naming it."""
+    from starlette.exceptions import HTTPException
+    from starlette.formparsers import MultiPartException
+
+    try:
+        return await request.form(max_files=1, max_fields=4, max_part_size=8 * 1024)
+    except HTTPException as exc:            # (starlette's word for a multipart body it could not parse)
+        raise ApiError(422, "service.malformed", fields=f"body ({str(exc.detail)[:100]})") from None
+    except (MultiPartException, AssertionError, ValueError) as exc:
+        raise ApiError(422, "service.malformed", fields=f"body ({str(exc)[:100]})") from None
+
+
+def _admission(course: Any, max_queued: int) -> Q.Admission:
+    """course.yml's service limits on a new upload, as the queue counts them in the storing transaction."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    policy = course.service
+    start = end = None
+    if policy.attempts_per_day is not None:
+        zone = ZoneInfo(course.timezone) if course.timezone else dt.timezone.utc
+        midnight = dt.datetime.now(zone).replace(hour=0, minute=0, second=0, microsecond=0)
+        start, end = midnight.astimezone(dt.timezone.utc), (midnight + dt.timedelta(days=1)).astimezone(dt.timezone.utc)
+    return Q.Admission(attempts=policy.attempts, attempts_per_day=policy.attempts_per_day, day_start=start,
+                       day_ends=end, waiting_per_student=policy.queued_per_student, waiting=max_queued)
+
+
 def own_due(engine: Engine, course: Any, student: str, assignment: str) -> Any:
     """A student's due date for an assignment: the course's, moved by their extension (the course's
     extensions file, or one granted from the dashboard); None without one."""
@@ -292,50 +377,6 @@ def own_due(engine: Engine, course: Any, student: str, assignment: str) -> Any:
         return None
     deadline = Deadlines.load(course, more=granted_extensions(engine)).deadline(student, assignment)
     return deadline.due if deadline is not None else None
-
-
-def _is_api(request: Request) -> bool:
-    """A request to the JSON API (answered in JSON), not to a page."""
-    root = str(request.scope.get("root_path") or "").rstrip("/")
-    path = request.url.path
-    return (path[len(root):] if root and path.startswith(root) else path).startswith("/api/")
-
-
-def _is_notebook(data: bytes) -> bool:
-    """A JSON object with a list of cells and nbformat 4 (or 3): what the grader can read."""
-    try:
-        nb = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return False
-    return isinstance(nb, dict) and nb.get("nbformat") in (3, 4) and isinstance(nb.get("cells", nb.get("worksheets")),
-                                                                               list)
-
-
-def _check_attempts(engine: Engine, course: Any, student: str, assignment: str) -> None:
-    """course.yml's service.attempts and attempts_per_day, enforced before anything is stored."""
-    import datetime as dt
-    from zoneinfo import ZoneInfo
-
-    from sqlalchemy import func
-
-    policy = course.service
-    if policy.attempts is None and policy.attempts_per_day is None:
-        return
-    mine = select(func.count()).select_from(Submission).where(Submission.student == student,
-                                                              Submission.assignment == assignment)
-    with engine.connect() as conn:
-        total = conn.execute(mine).scalar_one()
-        if policy.attempts is not None and total >= policy.attempts:
-            raise ApiError(403, "service.attempts_used", used=total, most=policy.attempts)
-        if policy.attempts_per_day is not None:
-            zone = ZoneInfo(course.timezone) if course.timezone else dt.timezone.utc
-            midnight = dt.datetime.now(zone).replace(hour=0, minute=0, second=0, microsecond=0)
-            today = conn.execute(mine.where(Submission.received_at >= midnight.astimezone(dt.timezone.utc))
-                                 ).scalar_one()
-            if today >= policy.attempts_per_day:
-                raise ApiError(429, "service.attempts_today", retry_after=(midnight + dt.timedelta(days=1) -
-                                                                           dt.datetime.now(zone)).total_seconds(),
-                               used=today, most=policy.attempts_per_day)
 
 
 #: What a student never sees of a result, whatever the policy: the grader's own bookkeeping.

@@ -14,8 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def database_url(args: argparse.Namespace, course: Any) -> str:
     if args.database:
         return str(args.database)
-    folder = course.root / "service-data"
-    folder.mkdir(exist_ok=True)
-    return str(folder / "service.db")
+    from autograder.service.db import private_folder
+
+    return str(private_folder(course.root / "service-data") / "service.db")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             query = query.where(Submission.assignment == args.assignment)
         with engine.connect() as conn:
             ids = list(conn.execute(query).scalars())
-        jobs = Q.requeue(engine, ids)
+        jobs = Q.requeue(engine, ids, behind=course.service.queued_per_student or 0)    # behind new uploads
         print(f"queued {len(jobs)} submissions to grade again; the workers replace each result as they go")
         return 0
     if args.action == "export":
@@ -109,34 +112,103 @@ def _serve(args: argparse.Namespace, course: Any, url: str, engine: Any) -> int:
     import uvicorn
 
     from autograder.service.app import create_app
+    from autograder.service.server import MAX_CONNECTIONS, bind, raise_open_files, server_config
 
-    # The workers first, while this process has no thread: they are processes of their own.
-    workers = [subprocess.Popen([sys.executable, "-m", "autograder", "--course", str(course.root), "worker",
-                                 "--database", url]) for _ in range(max(0, args.workers))]
+    host, port = args.host, args.port or 8765
+    from autograder.service.hub import hub_from_env
+
+    hub = hub_from_env(course)          # None unless started as a JupyterHub service
+    if hub is not None and args.port is None and hub.port is not None:
+        host, port = hub.host or host, hub.port
+    listening = bind(host, port)        # a port in use: one clear error now, before any worker starts
+    # The workers first, while this process has no thread: they are processes of their own. Each stops after its
+    # job in hand when this process ends, however it ends (--parent: they watch it).
+    workers = Workers(course, url, engine, max(0, args.workers))
+    # SIGTERM and SIGINT end this process through the finally below, whatever the web server does with the signal
+    # (uvicorn handles it, shuts down, then raises it again: without a handler of ours SIGTERM would end the
+    # process there, and SIGINT print a traceback).
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, _exit_on_signal)
     try:
-        from autograder.service.hub import hub_from_env
-
-        hub = hub_from_env(course)          # None unless started as a JupyterHub service
+        workers.watch()
         app: Any = create_app(engine, course, hub=hub)
-        host, port = args.host, args.port or 8765
         if hub is not None:
             # The Hub's proxy passes its whole path (/services/NAME/...): the app is mounted under that prefix.
             from starlette.applications import Starlette
             from starlette.routing import Mount
 
             app = Starlette(routes=[Mount(hub.prefix.rstrip("/"), app=app)])
-            if args.port is None and hub.port is not None:
-                host, port = hub.host or host, hub.port
-        print(f"serving {course.name} on http://{host}:{port}{hub.prefix if hub else '/'} ({len(workers)} workers; "
+        opened = raise_open_files()
+        config = server_config(app, host, port, max_connections=max(64, min(MAX_CONNECTIONS, opened - 256)))
+        print(f"serving {course.name} on http://{host}:{port}{hub.prefix if hub else '/'} ({workers.count} workers; "
               f"database {url})", flush=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Server(config).run(sockets=[listening])
     finally:
-        for w in workers:
+        workers.stop()
+    return 0
+
+
+def _exit_on_signal(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+class Workers:
+    """``autograder serve``'s grading processes: started before the server has any thread, watched by a thread of
+    its own (a worker that exits while the service runs, killed or crashed, is named on stderr, its job is queued
+    again at once instead of waiting for its lease, and a new worker takes its place; one that keeps dying at
+    start is started again less and less often), and drained when the service stops."""
+
+    def __init__(self, course: Any, url: str, engine: Any, count: int):
+        self.course, self.url, self.engine, self.count = course, url, engine, count
+        self.procs = [self._start() for _ in range(count)]
+        self._started = [time.monotonic()] * count
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "autograder", "--course", str(self.course.root), "worker",
+                                 "--database", self.url, "--parent", str(os.getpid())])
+
+    def watch(self) -> None:
+        if self.count:
+            self._thread = threading.Thread(target=self._watch, name="worker-watch", daemon=True)
+            self._thread.start()
+
+    def _watch(self) -> None:
+        from autograder.service import queue as Q
+
+        pause = [1.0] * self.count
+        while not self._stopping.wait(1.0):
+            for i, proc in enumerate(self.procs):
+                code = proc.poll()
+                if code is None or self._stopping.is_set():
+                    continue
+                lived = time.monotonic() - self._started[i]
+                pause[i] = 1.0 if lived > 60 else min(60.0, pause[i] * 2)
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+                try:
+                    freed = Q.release(self.engine, f"{socket.gethostname()}:{proc.pid}")
+                except Exception:  # noqa: BLE001 - the database is away: the job's lease hands it on later
+                    freed = 0
+                print(f"serve: worker {proc.pid} stopped ({how}) after {lived:.0f} s; "
+                      f"{freed} job(s) queued again; a new worker starts"
+                      + (f" in {pause[i]:.0f} s" if pause[i] > 1 else ""), file=sys.stderr, flush=True)
+                if self._stopping.wait(pause[i] - 1.0 if pause[i] > 1 else 0):
+                    return
+                self.procs[i], self._started[i] = self._start(), time.monotonic()
+
+    def stop(self) -> None:
+        """Each worker finishes the job in hand, then stops (a drain); one still grading after the submission's
+        whole budget is killed (its lease then hands the job to the next worker)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for w in self.procs:
             if w.poll() is None:
-                w.send_signal(signal.SIGTERM)      # each finishes the job in hand
-        for w in workers:
+                w.send_signal(signal.SIGTERM)
+        for w in self.procs:
             try:
-                w.wait(timeout=float(course.limits.submission_seconds) + 30)
+                w.wait(timeout=float(self.course.limits.submission_seconds) + 30)
             except subprocess.TimeoutExpired:
                 w.kill()
-    return 0
+                w.wait()

@@ -10,6 +10,7 @@ PostgreSQL URL (``postgresql+psycopg://...``). The schema is Alembic's to create
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,12 @@ class Job(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), index=True)
+    #: The submission's student (the fair share counts and orders by it, without a join).
+    student: Mapped[str] = mapped_column(String(200), index=True, default="", server_default="")
+    #: Workers take the lowest round first: a job's round is how many of its student's jobs were queued or
+    #: running when it was queued (a regrade's, that plus the per-student bound). One student's flood of
+    #: uploads waits behind every other student's first one.
+    round: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     #: The worker holding the job and until when; a lease that ran out makes the job claimable again.
     owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
@@ -90,13 +97,39 @@ class Token(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+def private_folder(folder: Path) -> Path:
+    """``folder``, made if missing, readable by its owner only (0700): the service's data folder."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
+
+
+def private_sqlite(path: Path) -> None:
+    """A SQLite database file and its WAL and shared-memory files readable by their owner only (0600), from
+    their creation: every notebook and every hidden check's message is in them. SQLite gives the -wal and
+    -shm files the database file's own mode, so the file is made 0600 before SQLite first opens it."""
+    if not path.exists() and path.parent.is_dir():
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
+    for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if each.stat().st_mode & 0o077:
+                os.chmod(each, 0o600)
+        except OSError:
+            pass
+
+
 def engine_for(url: str) -> Engine:
-    """An engine for ``url``: a path or ``sqlite:///FILE`` gives SQLite in WAL mode."""
+    """An engine for ``url``: a path or ``sqlite:///FILE`` gives SQLite in WAL mode, its files 0600."""
     if "://" not in url:
         url = f"sqlite:///{Path(url).resolve()}"
     # pool_pre_ping: a connection the server dropped (PostgreSQL restarted) is replaced, not used and failed.
     engine = create_engine(url, future=True, pool_pre_ping=True)
     if engine.dialect.name == "sqlite":
+        if engine.url.database and engine.url.database != ":memory:":
+            private_sqlite(Path(engine.url.database))
         @event.listens_for(engine, "connect")
         def _sqlite(dbapi: Any, _record: Any) -> None:
             # pysqlite's own transaction handling off: the queue issues BEGIN IMMEDIATE itself.
@@ -135,6 +168,8 @@ def upgrade(engine: Engine) -> None:
         with writing(engine).begin() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+        if engine.dialect.name == "sqlite" and engine.url.database and engine.url.database != ":memory:":
+            private_sqlite(Path(engine.url.database))       # (a database an older kit made 0644)
     except OperationalError as exc:
         where = engine.url.render_as_string(hide_password=True)
         why = str(getattr(exc, "orig", exc)).strip().splitlines()[0][:300]

@@ -28,20 +28,10 @@ from markupsafe import Markup
 from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile as StarletteUpload
 
 from autograder.service import sessions
 from autograder.service.db import ExtensionGrant, Job, Result, Submission, granted_extensions, writing
 from autograder.service.tokens import Caller
-
-#: Every page's security headers: no script, style or frame but the service's own.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
 
 UI: dict[str, dict[str, str]] = {
     "zh": {
@@ -177,7 +167,7 @@ def _local_next(request: Request, text: str | None) -> str:
 
 
 def install_pages(app: FastAPI, engine: Engine, course: Any,
-                  accept: Callable[[Caller, str, Any], Any]) -> None:
+                  accept: Callable[..., Any]) -> None:
     """Add the pages to ``app``; ``accept`` is the API's upload path (the same checks, the same storing)."""
     from autograder.service.app import ApiError, own_due, policy_view
     from autograder.service.export import export
@@ -185,13 +175,6 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
     from autograder.reports.feedback import _CSS, feedback_parts
 
     assignments = {a.id: a for a in course.assignments}
-
-    @app.middleware("http")
-    async def _headers(request: Request, call_next: Any) -> Response:
-        response = await call_next(request)
-        for key, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(key, value)
-        return response
 
     def render(request: Request, name: str, signed: sessions.Signed | None, *, csrf: str | None = None,
                status: int = 200, **context: Any) -> HTMLResponse:
@@ -207,7 +190,13 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         return response
 
     async def signed_in(request: Request) -> sessions.Signed | None:
-        return await run_in_threadpool(sessions.find, engine, request.cookies.get(sessions.COOKIE))
+        """The page's session, or None; once known, the guard lets the body be read to the route's limit."""
+        from autograder.service.guard import authenticated
+
+        signed = await run_in_threadpool(sessions.find, engine, request.cookies.get(sessions.COOKIE))
+        if signed is not None:
+            authenticated(request)
+        return signed
 
     def to_login(request: Request) -> RedirectResponse:
         from urllib.parse import quote
@@ -390,11 +379,7 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         signed = await signed_in(request)
         if signed is None:
             return to_login(request)
-        form = await form_checked(request, signed)
-        notebook = form.get("notebook")
-        if not isinstance(notebook, StarletteUpload):      # (a form's file; FastAPI's UploadFile is a subclass)
-            raise ApiError(422, "service.malformed", fields="notebook")
-        receipt = await accept(signed.caller, str(form.get("assignment") or "")[:100], notebook)
+        receipt = await accept(request, signed.caller, signed.csrf)     # (the form is read there, bounded)
         return RedirectResponse(f"{_base(request)}/me#submission-{receipt['submission']}", status_code=303)
 
     # -- the instructor's dashboard ---------------------------------------------------------------
@@ -470,17 +455,17 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         def ids() -> list[int]:
             query = select(Submission.id)
             if form.get("submission"):
-                try:
-                    query = query.where(Submission.id == int(str(form["submission"])))
-                except ValueError:
-                    raise ApiError(422, "service.malformed", fields="submission") from None
+                text = str(form["submission"]).strip()
+                if not text.isdigit() or len(text) > 18:         # (a database integer: never a 500 from the query)
+                    raise ApiError(422, "service.malformed", fields="submission")
+                query = query.where(Submission.id == int(text))
             elif str(form.get("assignment") or "") in assignments:
                 query = query.where(Submission.assignment == str(form["assignment"]))
             else:
                 raise ApiError(422, "service.malformed", fields="submission, assignment")
             with engine.connect() as conn:
                 found = list(conn.execute(query).scalars())
-            Q.requeue(engine, found)
+            Q.requeue(engine, found, behind=course.service.queued_per_student or 0)   # behind new uploads
             return found
 
         done = await run_in_threadpool(ids)

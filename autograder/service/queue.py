@@ -9,6 +9,14 @@ without waiting for the other workers' rows. The holder renews its lease (:func:
 records the result (:func:`complete`); a worker whose lease was taken over records nothing, and
 since grading is deterministic (the same file gives the same score) a submission graded twice
 still has exactly one result row.
+
+Fair share: a job's *round* is how many jobs of its student were queued or running when it was
+queued, and workers take the lowest round first (then the oldest). A student's second upload waits
+behind every other student's first, so one student's flood delays only that student; each student
+may have at most ``service.queued_per_student`` jobs waiting (:class:`Admission`), checked with the
+course's attempt limits in the very transaction that stores the upload (on PostgreSQL under a
+per-student advisory lock, on SQLite under its one writer lock): uploads sent at once never pass a
+limit between the count and the insert.
 """
 from __future__ import annotations
 
@@ -17,7 +25,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import DateTime, bindparam, select, update
+from sqlalchemy import DateTime, bindparam, func, select, update
 from sqlalchemy import text as sql
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
@@ -48,38 +56,116 @@ class Claimed:
     received_at: dt.datetime
 
 
+@dataclass(frozen=True)
+class Admission:
+    """What an upload must fit to be stored, checked inside the transaction that stores it (None: no limit)."""
+
+    attempts: int | None = None             # submissions of this student and assignment, at most
+    attempts_per_day: int | None = None     # ... since ``day_start``
+    day_start: dt.datetime | None = None
+    day_ends: dt.datetime | None = None     # when the next day's attempts begin (for Retry-After)
+    waiting_per_student: int | None = None  # this student's jobs waiting for a worker, at most
+    waiting: int | None = None              # jobs waiting in all, at most
+
+
+class Refused(Exception):
+    """An upload the admission refused: ``key`` is its message (messages.CATALOGUE), ``status`` its HTTP
+    status; nothing was stored."""
+
+    def __init__(self, status: int, key: str, retry_after: float | None = None, **params: Any):
+        super().__init__(key)
+        self.status, self.key, self.retry_after, self.params = status, key, retry_after, params
+
+
 def store(engine: Engine, *, student: str, assignment: str, filename: str, data: bytes,
-          received_at: dt.datetime | None = None) -> tuple[int, int]:
-    """Store a submission and queue its job, in one transaction: (submission id, job id)."""
+          received_at: dt.datetime | None = None, admission: Admission | None = None) -> tuple[int, int]:
+    """Store a submission and queue its job, in one transaction: (submission id, job id). With
+    ``admission``, its limits are counted in the same transaction (:class:`Refused` when one is reached)."""
     with Session(writing(engine)) as session, session.begin():
+        _lock_student(session, student)
+        if admission is not None:
+            _admit(session, student, assignment, admission)
         sub = Submission(student=student, assignment=assignment, filename=filename, data=data,
                          sha256=hashlib.sha256(data).hexdigest(), received_at=received_at or utcnow())
         session.add(sub)
         session.flush()
-        job = Job(submission_id=sub.id)
+        job = Job(submission_id=sub.id, student=student, round=_ahead_of_student(session, student))
         session.add(job)
         session.flush()
         return sub.id, job.id
 
 
-def requeue(engine: Engine, submission_ids: list[int]) -> list[int]:
-    """A new job for each of these submissions (a check changed: regrade); the new job ids."""
+def _lock_student(session: Session, student: str) -> None:
+    """Serialize this student's admissions: PostgreSQL's transaction-scoped advisory lock on the student
+    (SQLite's BEGIN IMMEDIATE already lets one writer in at a time)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(sql("SELECT pg_advisory_xact_lock(hashtext(:who))"), {"who": student})
+
+
+def _ahead_of_student(session: Session, student: str) -> int:
+    """How many of ``student``'s jobs are queued or running."""
+    return int(session.execute(select(func.count()).select_from(Job).where(
+        Job.student == student, Job.state.in_(("queued", "running")))).scalar_one())
+
+
+def _admit(session: Session, student: str, assignment: str, admission: Admission) -> None:
+    if admission.waiting is not None:
+        waiting = session.execute(select(func.count()).select_from(Job).where(Job.state == "queued")).scalar_one()
+        if waiting >= admission.waiting:
+            raise Refused(503, "service.queue_full", retry_after=30)
+    if admission.waiting_per_student is not None:
+        mine = session.execute(select(func.count()).select_from(Job).where(
+            Job.student == student, Job.state == "queued")).scalar_one()
+        if mine >= admission.waiting_per_student:
+            raise Refused(429, "service.queued_enough", retry_after=10, waiting=mine)
+    if admission.attempts is None and admission.attempts_per_day is None:
+        return
+    tried = select(func.count()).select_from(Submission).where(Submission.student == student,
+                                                                Submission.assignment == assignment)
+    if admission.attempts is not None:
+        total = session.execute(tried).scalar_one()
+        if total >= admission.attempts:
+            raise Refused(403, "service.attempts_used", used=total, most=admission.attempts)
+    if admission.attempts_per_day is not None and admission.day_start is not None:
+        today = session.execute(tried.where(Submission.received_at >= admission.day_start)).scalar_one()
+        if today >= admission.attempts_per_day:
+            wait = (admission.day_ends - utcnow()).total_seconds() if admission.day_ends else 3600.0
+            raise Refused(429, "service.attempts_today", retry_after=max(1.0, wait), used=today,
+                          most=admission.attempts_per_day)
+
+
+def requeue(engine: Engine, submission_ids: list[int], behind: int = 0) -> list[int]:
+    """A new job for each of these submissions (a check changed: regrade); the new job ids. Each goes
+    ``behind`` rounds after its student's uploads (a regrade of a whole class never holds up a new upload)."""
     with Session(writing(engine)) as session, session.begin():
-        jobs = [Job(submission_id=s) for s in submission_ids]
+        students = dict(session.execute(select(Submission.id, Submission.student)
+                                        .where(Submission.id.in_(submission_ids))).all()) if submission_ids else {}
+        rounds: dict[str, int] = {}
+        jobs = []
+        for s in submission_ids:
+            who = students.get(s, "")
+            if who not in rounds:
+                rounds[who] = _ahead_of_student(session, who) + behind
+            jobs.append(Job(submission_id=s, student=who, round=rounds[who]))
+            rounds[who] += 1
         session.add_all(jobs)
         session.flush()
         return [j.id for j in jobs]
 
 
 def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | None = None) -> Claimed | None:
-    """The oldest job nobody holds (queued, or a lease that ran out), now held by ``owner``; None if none."""
+    """The next job nobody holds (queued, or a lease that ran out: the lowest round, then the oldest; never a
+    second one of a student whose job is being graded), now held by ``owner``; None if none."""
     now = now or utcnow()
     until = now + dt.timedelta(seconds=lease_seconds)
-    claimable = "(state = 'queued' OR (state = 'running' AND lease_until < :now))"
+    # One job of a student at a time: a student whose job is being graded waits for it (a flood of slow
+    # notebooks holds one worker at most); a job whose lease ran out is claimable again.
+    claimable = ("(state = 'queued' OR (state = 'running' AND lease_until < :now)) AND student NOT IN "
+                 "(SELECT student FROM jobs WHERE state = 'running' AND lease_until >= :now)")
     with writing(engine).begin() as conn:
         if conn.dialect.name == "postgresql":
-            row = conn.execute(sql(f"SELECT id FROM jobs WHERE {claimable} ORDER BY id LIMIT 1 "
-                                    "FOR UPDATE SKIP LOCKED").bindparams(_NOW), {"now": now}).first()
+            row = conn.execute(sql(f"SELECT id FROM jobs WHERE {claimable} ORDER BY round, id "
+                                    "LIMIT 1 FOR UPDATE SKIP LOCKED").bindparams(_NOW), {"now": now}).first()
             if row is None:
                 return None
             got = conn.execute(sql("UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, "
@@ -88,7 +174,7 @@ def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | N
         else:
             got = conn.execute(sql(f"UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, "
                                     f"claims = claims + 1 WHERE id = (SELECT id FROM jobs WHERE {claimable} "
-                                    "ORDER BY id LIMIT 1) RETURNING id, submission_id").bindparams(_NOW, _UNTIL),
+                                    "ORDER BY round, id LIMIT 1) RETURNING id, submission_id").bindparams(_NOW, _UNTIL),
                                {"owner": owner, "until": until, "now": now}).first()
         if got is None:
             return None
@@ -96,6 +182,15 @@ def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | N
                                   Submission.received_at).where(Submission.id == got[1])).one()
     return Claimed(int(got[0]), int(got[1]), sub.student, sub.assignment, sub.filename, bytes(sub.data),
                    _aware(sub.received_at))
+
+
+def release(engine: Engine, owner: str) -> int:
+    """Every job ``owner`` holds, queued again at once (its worker died and its parent saw it: no need to wait
+    for the lease to run out); how many."""
+    with writing(engine).begin() as conn:
+        done = conn.execute(update(Job).where(Job.owner == owner, Job.state == "running")
+                            .values(state="queued", owner=None, lease_until=None))
+    return int(done.rowcount or 0)
 
 
 def renew(engine: Engine, job: int, owner: str, lease_seconds: float) -> bool:
@@ -136,15 +231,17 @@ def fail(engine: Engine, job: int, owner: str, error: str) -> bool:
 
 
 def position(engine: Engine, job: int) -> int | None:
-    """How many claimable jobs are ahead of ``job`` (0: next or running); None when it is finished."""
+    """How many queued jobs a worker takes before ``job`` (0: next or running); None when it is finished.
+    (Jobs of a later round queued afterwards never pass it; another student's first upload may.)"""
     with engine.connect() as conn:
         state = conn.execute(select(Job.state).where(Job.id == job)).scalar_one_or_none()
         if state is None or state in ("done", "failed"):
             return None
         if state == "running":
             return 0
-        ahead = conn.execute(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND id < :id"),
-                             {"id": job}).scalar_one()
+        mine = conn.execute(select(Job.round).where(Job.id == job)).scalar_one()
+        ahead = conn.execute(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND (round < :round OR "
+                                 "(round = :round AND id < :id))"), {"id": job, "round": mine}).scalar_one()
     return int(ahead)
 
 

@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease", type=float, default=None, metavar="SECONDS",
                         help="how long a claimed job stays this worker's without a heartbeat (default: twice "
                              "limits.submission_seconds plus a minute; the worker renews it every third of it)")
+    parser.add_argument("--parent", type=int, default=None, metavar="PID",
+                        help="stop (after the job in hand) when this process ends: autograder serve starts its "
+                             "workers with it, so none outlives the service")
 
 
 def lease_seconds(course: Any) -> float:
@@ -94,6 +97,20 @@ class _Stop:
         self.event.set()
 
 
+def follow_parent() -> None:
+    """Have the kernel send this process SIGTERM when its parent dies (Linux's PR_SET_PDEATHSIG; the handler
+    of :class:`_Stop` then stops it after the job in hand). The loop also looks at the parent between jobs
+    (a parent that died before this was asked, another system). No thread: the sandbox starts after this."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)          # PR_SET_PDEATHSIG
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
 class _Heartbeat:
     """Renews the lease of the job in hand every third of the lease, from a thread of its own (it only
     talks to the database: the worker never forks after it started)."""
@@ -120,8 +137,10 @@ class _Heartbeat:
 
 
 def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float = 0.2,
-          owner: str | None = None, stop: threading.Event | None = None, lease: float | None = None) -> int:
-    """Claim and grade jobs until told to stop (or, with ``once``, until the queue is empty): how many."""
+          owner: str | None = None, stop: threading.Event | None = None, lease: float | None = None,
+          parent: int | None = None) -> int:
+    """Claim and grade jobs until told to stop (or, with ``once``, until the queue is empty; with ``parent``,
+    until that process has ended): how many."""
     from autograder.grading.command import prepare_grader_process, trusted_torch
 
     prepare_grader_process()       # before numpy and torch load
@@ -145,7 +164,7 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
                              C.LiveDiagnoser(course.tolerances), demo_cells(course), "service")
         beat = _Heartbeat(engine, owner, lease)
         try:
-            graded = _loop(engine, ctx, owner, lease, beat, stop, once, poll, Path(tmp))
+            graded = _loop(engine, ctx, owner, lease, beat, stop, once, poll, Path(tmp), parent)
         finally:
             beat.close()
     engine.dispose()
@@ -153,11 +172,11 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
 
 
 def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, stop: threading.Event, once: bool,
-          poll: float, tmp: Path) -> int:
+          poll: float, tmp: Path, parent: int | None = None) -> int:
     from autograder.service.db import granted_extensions
 
     graded = 0
-    while not stop.is_set():
+    while not stop.is_set() and (parent is None or os.getppid() == parent):
         claimed = Q.claim(engine, owner, lease)
         if claimed is None:
             if once:
@@ -182,8 +201,10 @@ def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, sto
 
 def run(args: argparse.Namespace) -> int:
     stop = _Stop()
+    if args.parent is not None:
+        follow_parent()
     start = time.perf_counter()
     graded = serve(args.database, once=args.once, device=args.device, poll=args.poll, stop=stop.event,
-                   lease=args.lease)
+                   lease=args.lease, parent=args.parent)
     print(f"worker: graded {graded} submission(s) in {time.perf_counter() - start:.1f} s")
     return 0

@@ -1,0 +1,217 @@
+"""Every request's bounds, in one place: the outermost layer of the service's app (an ASGI middleware).
+
+The rules it makes impossible to break route by route:
+
+- *Nothing unbounded before the caller is known.* A request's body may be at most :data:`SMALL_BODY`
+  bytes (a form, a JSON body, the login) until the route's authorization check has said who is
+  calling (:func:`authenticated`); only then, and only on an upload route, up to the route's own
+  limit (``limits.notebook_mb`` and the multipart framing). A declared Content-Length past what may be
+  read is refused with 413 before a byte is read; a body that passes it while being read is refused
+  the moment it does, with nothing read (and so nothing spooled) beyond it. A route that read its
+  body before authenticating (FastAPI's ``Form`` parameters do) gets at most :data:`SMALL_BODY`: an
+  honest upload then fails its tests, never silently fills a disk.
+- *Slow bodies.* A body that sends nothing for :data:`BODY_IDLE_SECONDS`, or is not complete after
+  :data:`BODY_SECONDS`, is refused with 408 and its connection closed (a header that never ends is
+  the server protocol's to cut: :mod:`autograder.service.server`).
+- *Every response is clean.* The security headers on every response, errors included; an exception
+  no route caught is a bilingual 500 with those headers and one line in the log (the traceback once
+  per kind of failure), never a traceback per request.
+"""
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from autograder.messages import Msg, say
+
+log = logging.getLogger("autograder.service")
+
+#: Every response's security headers: no script, style or frame but the service's own.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+_HEADERS = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
+
+#: The most any request's body may hold before its caller is known, and on every route but an upload:
+#: a form, a JSON body, the login form.
+SMALL_BODY = 16 * 1024
+#: What an upload's multipart framing adds around the notebook (boundaries, the assignment field, headers).
+UPLOAD_FRAMING = 64 * 1024
+#: A body that sends nothing for this long, or is not whole after BODY_SECONDS, is refused with 408.
+BODY_IDLE_SECONDS = 20.0
+BODY_SECONDS = 300.0
+
+_SCOPE_KEY = "autograder.body"
+
+
+@dataclass
+class Allowance:
+    """How much of this request's body may be read: ``small`` until its caller is known, then ``most``."""
+
+    small: int
+    most: int
+    known: bool = False
+
+    @property
+    def now(self) -> int:
+        return self.most if self.known else min(self.small, self.most)
+
+
+def authenticated(scope: Any) -> None:
+    """The request's caller is known: its body may now be read up to its route's limit. Called by the one
+    authorization check of the API and by the pages' sign-in check (a ``Request`` or its scope)."""
+    allowance = getattr(scope, "scope", scope).get(_SCOPE_KEY)
+    if isinstance(allowance, Allowance):
+        allowance.known = True
+
+
+def relative_path(scope: Any) -> str:
+    """The request's path below the prefix the service is mounted under (JupyterHub's /services/NAME)."""
+    root = str(scope.get("root_path") or "").rstrip("/")
+    path = str(scope.get("path") or "")
+    return path[len(root):] if root and path.startswith(root) else path
+
+
+def is_api(scope: Any) -> bool:
+    """A request to the JSON API (answered in JSON), not to a page."""
+    return relative_path(getattr(scope, "scope", scope)).startswith("/api/")
+
+
+def refusal_body(scope: Any, status: int, msg: Msg, key: str) -> tuple[bytes, bytes]:
+    """(body, content type) of a refusal: the API's bilingual JSON error, or a small page in both languages
+    with a link back to the service's first page. The one place an error is worded for a client."""
+    if is_api(scope):
+        return (json.dumps({"error": {"zh": msg.zh, "en": msg.en}, "code": key}, ensure_ascii=False).encode(),
+                b"application/json")
+    back = html.escape(str(scope.get("root_path") or "").rstrip("/") + "/", quote=True)
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{status}</title></head>"
+            f"<body><p id='error' lang='zh'>{html.escape(msg.zh)}</p><p lang='en'>{html.escape(msg.en)}</p>"
+            f"<p><a href='{back}'>←</a></p></body></html>")
+    return page.encode(), b"text/html; charset=utf-8"
+
+
+class _Refused(Exception):
+    """Raised into the app from ``receive`` once the guard has answered the request itself."""
+
+
+class Guard:
+    """The service app's outermost layer (see the module's text). ``uploads``: the (method, path) of the
+    routes that take a notebook, below the service's prefix; ``upload_bytes``: the largest notebook."""
+
+    def __init__(self, app: Any, *, uploads: frozenset[tuple[str, str]], upload_bytes: int,
+                 idle_seconds: float = BODY_IDLE_SECONDS, body_seconds: float = BODY_SECONDS):
+        self.app, self.uploads = app, uploads
+        self.upload_most = upload_bytes + UPLOAD_FRAMING
+        self.idle_seconds, self.body_seconds = idle_seconds, body_seconds
+        self._logged: set[str] = set()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        upload = (scope["method"], relative_path(scope)) in self.uploads
+        allowance = Allowance(SMALL_BODY, self.upload_most if upload else SMALL_BODY)
+        scope[_SCOPE_KEY] = allowance
+        answered = False            # the guard has answered (a refusal): the app's own answer is dropped
+        started = False             # a response has begun
+
+        async def guarded_send(message: Any) -> None:
+            nonlocal started
+            if answered:
+                return
+            if message["type"] == "http.response.start":
+                started = True
+                have = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [h for h in _HEADERS if h[0] not in have]
+                if expects_body and not finished and b"connection" not in have:
+                    # Answered before its body was read (a refusal): the rest is never read, so the connection
+                    # closes after this response instead of waiting on it.
+                    extra.append((b"connection", b"close"))
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        async def refuse(status: int, key: str, **params: Any) -> None:
+            nonlocal answered, started
+            if not started and not answered:
+                body, kind = refusal_body(scope, status, say(key, **params), key)
+                await send({"type": "http.response.start", "status": status,
+                            "headers": [(b"content-type", kind), (b"content-length", str(len(body)).encode()),
+                                        (b"connection", b"close"), *_HEADERS]})
+                await send({"type": "http.response.body", "body": body})
+                started = True
+            answered = True
+
+        declared = _content_length(scope)
+        if declared == -1:
+            await refuse(400, "service.malformed", fields="Content-Length")
+            return
+        if declared is not None and declared > allowance.most:
+            await refuse(413, "service.body_too_large", limit=_size(allowance.most))
+            return
+
+        read = 0
+        expects_body = (declared or 0) > 0 or any(k == b"transfer-encoding" for k, _ in scope.get("headers") or ())
+        finished = not expects_body
+        deadline = time.monotonic() + self.body_seconds
+
+        async def guarded_receive() -> Any:
+            nonlocal read, finished
+            if finished or answered:
+                if answered:
+                    raise _Refused()
+                return await receive()
+            left = deadline - time.monotonic()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, min(self.idle_seconds, left)))
+            except asyncio.TimeoutError:
+                await refuse(408, "service.body_too_slow", seconds=int(self.idle_seconds))
+                raise _Refused() from None
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > allowance.now:
+                    await refuse(413, "service.body_too_large", limit=_size(allowance.now))
+                    raise _Refused()
+                finished = not message.get("more_body", False)
+            else:
+                finished = True
+            return message
+
+        try:
+            await self.app(scope, guarded_receive, guarded_send)
+        except Exception as exc:  # noqa: BLE001 - the one place a request's unexpected failure is caught
+            if answered:
+                return
+            self._log(scope, exc)
+            if not started:
+                await refuse(500, "service.internal")
+
+    def _log(self, scope: Any, exc: Exception) -> None:
+        kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        where = f"{scope.get('method')} {relative_path(scope)[:200]}"
+        if kind in self._logged:
+            log.error("500 on %s: %s (its traceback was logged once before)", where, kind)
+            return
+        self._logged.add(kind)
+        log.error("500 on %s: %s", where, kind, exc_info=exc)
+
+
+def _content_length(scope: Any) -> int | None:
+    """The declared body size; None when none is declared, -1 when it is not a number."""
+    for key, value in scope.get("headers") or ():
+        if key == b"content-length":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() and len(text) < 19 else -1
+    return None
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n // 1024} KiB"

@@ -115,10 +115,6 @@ def scan_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Shape:
         raise NotebookError(f"{name}: empty file, not a notebook", said=say("notebook.empty"))
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise NotebookError(f"{name}: not UTF-8 text, not a notebook", said=say("notebook.not_utf8")) from None
     stack: list[list[Any]] = []           # [is_map, the pending key] per open container
     values = depth = cells = 0
     version: Any = None
@@ -162,6 +158,11 @@ def scan_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Shape:
         # Where exactly, as Python's parser says it, on the bytes the look had read (the error lies in them):
         # a prefix already found within the bounds, so this costs no more than the look did.
         seen = data[:source.consumed]
+        try:
+            seen.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            if bad.start < len(seen) - 4 or len(seen) == len(data):      # (not a character cut by the prefix)
+                raise NotebookError(f"{name}: not UTF-8 text, not a notebook", said=say("notebook.not_utf8")) from None
         try:
             json.loads(seen.decode("utf-8", "ignore"))
         except json.JSONDecodeError as precise:

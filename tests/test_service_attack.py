@@ -410,6 +410,39 @@ def test_serve_refuses_a_port_in_use_before_it_says_it_serves(tmp_path):
 
 
 @pytest.mark.slow
+def test_workers_of_a_killed_service_finish_their_job_and_stop(tmp_path):
+    """kill -9 `autograder serve` (threads and all) while its worker grades: the worker is told once that its
+    parent is gone, however many of the parent's threads end, finishes the job in hand (recorded, not left to
+    its lease) and stops."""
+    from autograder.service import queue as Q
+
+    server, family = _serve_with_workers(tmp_path, free_port())
+    engine = db.engine_for(str(tmp_path / "s.db"))
+    try:
+        import nbformat
+
+        slow = make_samples.submission(QKV, solved="all")
+        slow.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(4)"))
+        _, job = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=json.dumps(slow).encode())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                if conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one() == "running":
+                    break
+            time.sleep(0.1)
+        server.kill()
+        server.wait(timeout=60)
+        assert not _gone(family)
+        with engine.connect() as conn:
+            assert conn.execute(select(db.Job.state, db.Job.claims).where(db.Job.id == job)).one() == ("done", 1)
+        assert "worker: graded 1 submission(s)" in (tmp_path / "serve.log").read_text(errors="replace")
+    finally:
+        engine.dispose()
+        for p in _alive(family | {server.pid}):
+            os.kill(p, signal.SIGKILL)
+
+
+@pytest.mark.slow
 def test_a_worker_killed_while_the_service_runs_is_replaced_and_its_job_queued_again_at_once(tmp_path):
     """kill -9 a worker mid-grade: the server names it, queues its job again without waiting for its lease
     (300 s by default), and a new worker grades it."""

@@ -184,12 +184,14 @@ def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | N
                    _aware(sub.received_at))
 
 
-def release(engine: Engine, owner: str) -> int:
-    """Every job ``owner`` holds, queued again at once (its worker died and its parent saw it: no need to wait
-    for the lease to run out); how many."""
+def release(engine: Engine, owner: str, job: int | None = None) -> int:
+    """Every job ``owner`` holds (or just ``job``), queued again at once: its worker died and its parent saw
+    it, or it stopped before finishing (a drain): no need to wait for the lease to run out. How many."""
+    held = update(Job).where(Job.owner == owner, Job.state == "running")
+    if job is not None:
+        held = held.where(Job.id == job)
     with writing(engine).begin() as conn:
-        done = conn.execute(update(Job).where(Job.owner == owner, Job.state == "running")
-                            .values(state="queued", owner=None, lease_until=None))
+        done = conn.execute(held.values(state="queued", owner=None, lease_until=None))
     return int(done.rowcount or 0)
 
 

@@ -97,16 +97,19 @@ class _Stop:
         self.event.set()
 
 
-def follow_parent() -> None:
-    """Have the kernel send this process SIGTERM when its parent dies (Linux's PR_SET_PDEATHSIG; the handler
-    of :class:`_Stop` then stops it after the job in hand). The loop also looks at the parent between jobs
+def follow_parent(stop: threading.Event) -> None:
+    """Have the kernel signal this process when its parent dies (Linux's PR_SET_PDEATHSIG), which sets ``stop``:
+    the worker stops after the job in hand. Its own signal (SIGUSR1), not SIGTERM: the kernel sends it each
+    time the thread that started this process ends, and a parent with threads (a web server) can end in
+    several steps, which as SIGTERMs would read as "stop now". The loop also looks at the parent between jobs
     (a parent that died before this was asked, another system). No thread: the sandbox starts after this."""
     import ctypes
     import ctypes.util
 
+    signal.signal(signal.SIGUSR1, lambda _signum, _frame: stop.set())
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)          # PR_SET_PDEATHSIG
+        libc.prctl(1, signal.SIGUSR1, 0, 0, 0)          # PR_SET_PDEATHSIG
     except (OSError, AttributeError, TypeError):
         pass
 
@@ -175,9 +178,15 @@ def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, sto
           poll: float, tmp: Path, parent: int | None = None) -> int:
     from autograder.service.db import granted_extensions
 
+    from sqlalchemy.exc import DBAPIError
+
     graded = 0
     while not stop.is_set() and (parent is None or os.getppid() == parent):
-        claimed = Q.claim(engine, owner, lease)
+        try:
+            claimed = Q.claim(engine, owner, lease)
+        except DBAPIError:          # the database is away (PostgreSQL restarting): look again in a moment
+            stop.wait(1.0)
+            continue
         if claimed is None:
             if once:
                 break
@@ -187,22 +196,37 @@ def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, sto
         try:
             # The extensions granted from the dashboard as they are now (the course's extensions file wins).
             result = grade_claimed(claimed, ctx, tmp, granted_extensions(engine))
-        except InterruptedError:
-            break                   # the lease hands the job to another worker
+        except InterruptedError:    # told to stop mid-grade: the job goes back to the queue for the next worker
+            _again(stop, Q.release, engine, owner, claimed.job, seconds=10.0)
+            break
         except Exception as exc:  # noqa: BLE001 - the grader's own fault: the job is kept, named
-            Q.fail(engine, claimed.job, owner, f"{type(exc).__name__}: {exc}")
+            _again(stop, Q.fail, engine, claimed.job, owner, f"{type(exc).__name__}: {exc}")
             continue
         finally:
             beat.job = None
-        if Q.complete(engine, claimed.job, owner, result):
+        if _again(stop, Q.complete, engine, claimed.job, owner, result):
             graded += 1
     return graded
+
+
+def _again(stop: threading.Event, write: Any, *args: Any, seconds: float = 120.0) -> Any:
+    """``write(*args)``, tried again while the database is away (a restart) for up to ``seconds``: a graded result
+    is not thrown away for a moment's outage (past it, the job's lease hands it to another worker)."""
+    from sqlalchemy.exc import DBAPIError
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return write(*args)
+        except DBAPIError:
+            if time.monotonic() > deadline or stop.wait(1.0):
+                return False
 
 
 def run(args: argparse.Namespace) -> int:
     stop = _Stop()
     if args.parent is not None:
-        follow_parent()
+        follow_parent(stop.event)
     start = time.perf_counter()
     graded = serve(args.database, once=args.once, device=args.device, poll=args.poll, stop=stop.event,
                    lease=args.lease, parent=args.parent)

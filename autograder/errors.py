@@ -34,9 +34,12 @@ class NotebookError(AutograderError):
     """A notebook cannot be read (bad JSON, wrong nbformat, ...). ``said``: the reason without the file
     name, in both languages (a messages.Msg), for the student's feedback."""
 
-    def __init__(self, message: str, hint: str | None = None, said: object = None):
+    def __init__(self, message: str, hint: str | None = None, said: object = None, kind: str = "unreadable"):
         super().__init__(message, hint)
         self.said = said
+        #: Why, for a caller that answers differently: "too_large" (limits.notebook_mb), "bound" (a notebook
+        #: bound: cells, depth, values), "not_json" (empty, not UTF-8, not JSON), else "unreadable".
+        self.kind = kind
 
 
 class UnknownExercise(AutograderError):

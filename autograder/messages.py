@@ -74,6 +74,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "service.body_too_large": ("请求太大：最多 {limit}", "the request is too large: at most {limit}"),
     "service.body_too_slow": ("请求发送太慢（{seconds} 秒没有收到数据）：请检查网络后再试", "the request came too slowly "
                               "(nothing for {seconds} s): check the network and try again"),
+    "service.database_away": ("评分服务的数据库暂时连不上：请几秒后再试（已收下的作业不会丢失）", "the grading service's "
+                              "database is not answering: try again in a few seconds (nothing already taken is lost)"),
     "service.internal": ("评分服务内部出错了：请稍后再试；如果一直这样，请告诉助教", "the grading service failed on this "
                          "request: try again later, and tell the course staff if it keeps failing"),
     "service.token_characters": ("令牌里有不该有的字符（空格、换行、中文或全角字符）：请重新复制令牌",

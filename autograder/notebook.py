@@ -10,7 +10,6 @@ top-level ``check(...)`` calls are replaced by ``pass``.
 from __future__ import annotations
 
 import ast
-import io
 import json
 import re
 import sys
@@ -93,104 +92,149 @@ class Shape:
     declared: str | None        # metadata.autograder.assignment: the assignment the release wrote in
     values: int                 # JSON values, keys included
     depth: int                  # deepest nesting
+    grade_ids: frozenset[str] = frozenset()     # the cells' nbgrader grade_ids (nbformat 4)
 
 
 #: Where a container or value sits, as the keys leading to it ("[]" for an array's item), for the few
-#: places the scan looks at: the cells, the version, the assignment the release wrote into the metadata.
+#: places the scan looks at: the cells, the version, the assignment the release wrote into the metadata,
+#: the cells' nbgrader ids.
 _CELL_PATHS = {("cells", "[]"), ("worksheets", "[]", "cells", "[]")}
 _DECLARED = ("metadata", "autograder", "assignment")
+_GRADE_ID = ("cells", "[]", "metadata", "nbgrader", "grade_id")
+#: The bytes handed to the parser at a time (a refusal names the place of a JSON error within what it had).
+_PIECE = 64 * 1024
 
 
-def scan_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Shape:
-    """A bounded look at a notebook's bytes, never a full parse: it stops at the first value past
-    ``bounds`` (NotebookError naming the bound, in both languages) and costs at most ``bounds.values``
-    steps of a streaming parser (ijson's C backend: about 0.1 s for 200,000). Not UTF-8, not JSON: a
-    NotebookError too. What it returns is the notebook's shape; whether its cells are cells is
-    :func:`parse_notebook`'s to say."""
-    import ijson
+class NotebookScanner:
+    """The bounded look at a notebook's JSON, fed in pieces as they come (an upload as it arrives: a bomb is
+    refused after its first few hundred KiB, the rest never read) or all at once (:func:`scan_notebook`).
 
-    if len(data) > bounds.max_bytes:
-        raise _too_large(name, len(data), bounds.max_bytes)
-    if not data.strip():
-        raise NotebookError(f"{name}: empty file, not a notebook", said=say("notebook.empty"))
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    stack: list[list[Any]] = []           # [is_map, the pending key] per open container
-    values = depth = cells = 0
-    version: Any = None
-    declared: str | None = None
-    has_cells = False
-    source = _Counted(data)
-    try:
-        for event, value in ijson.basic_parse(source, buf_size=64 * 1024, use_float=True):
+    ijson's C parser pushes each JSON event to the scanner, which stops it at the first value past
+    ``bounds`` (NotebookError naming the bound, in both languages): the work is at most ``bounds.values``
+    events (200,000: about 20 ms), whatever follows. Not UTF-8, not JSON, empty: a NotebookError too. What
+    :meth:`close` returns is the notebook's shape; whether its cells are cells is :func:`parse_notebook`'s
+    to say."""
+
+    def __init__(self, bounds: Bounds, name: str = "notebook"):
+        import ijson
+
+        self.bounds, self.name = bounds, name
+        self.size = self._parsed = 0
+        self._seen = bytearray()            # what was fed, for a JSON error's exact place (within the bounds)
+        self._stack: list[list[Any]] = []   # [is_map, the pending key] per open container
+        self.values = self.depth = self.cells = 0
+        self.version: Any = None
+        self.declared: str | None = None
+        self.has_cells = False
+        self.grade_ids: set[str] = set()
+        sink = self._sink()
+        next(sink)
+        self._parser = ijson.basic_parse_coro(sink, use_float=True)
+        self._errors: tuple[type[BaseException], ...] = (ijson.JSONError, ValueError, OverflowError)
+
+    def feed(self, piece: bytes, last: bool = False) -> None:
+        """The next bytes of the notebook (``last``: and nothing follows); NotebookError as soon as they pass a
+        bound or break the JSON."""
+        if not piece:
+            return
+        if not self.size and piece.startswith(b"\xef\xbb\xbf"):
+            piece = piece[3:]
+            self.size = 3
+        self.size += len(piece)
+        if self.size > self.bounds.max_bytes:
+            raise _too_large(self.name, self.size, self.bounds.max_bytes)
+        before = len(self._seen)
+        self._seen += piece
+        try:
+            for start in range(0, len(piece), _PIECE):
+                self._parsed = before + min(len(piece), start + _PIECE)
+                self._parser.send(piece[start:start + _PIECE])
+        except NotebookError:
+            raise
+        except self._errors as exc:         # (a number too long for an int: ValueError)
+            raise self._invalid(exc, complete=last and self._parsed == len(self._seen)) from None
+
+    def close(self) -> Shape:
+        """The end of the notebook: its shape, or NotebookError (empty, cut short)."""
+        if not bytes(self._seen).strip():
+            raise NotebookError(f"{self.name}: empty file, not a notebook", said=say("notebook.empty"), kind="not_json")
+        try:
+            self._parser.close()
+        except NotebookError:
+            raise
+        except self._errors as exc:
+            self._parsed = len(self._seen)
+            raise self._invalid(exc, complete=True) from None
+        return Shape(self.version, self.cells, self.has_cells, self.declared, self.values, self.depth,
+                     frozenset(self.grade_ids))
+
+    def _sink(self) -> Any:
+        bounds, name, stack = self.bounds, self.name, self._stack
+        while True:
+            event, value = yield
             if event == "map_key":
                 stack[-1][1] = value
-                values += 1
+                self.values += 1
             elif event in ("end_map", "end_array"):
                 stack.pop()
                 continue
             else:
-                values += 1
-                where = tuple(k if is_map else "[]" for is_map, k in stack) if len(stack) <= 4 else ()
+                self.values += 1
+                where = tuple(k if is_map else "[]" for is_map, k in stack) if len(stack) <= 5 else ()
                 if event in ("start_map", "start_array"):
                     if where in _CELL_PATHS:
-                        cells += 1
-                        if cells > bounds.cells:
-                            raise _past(name, "notebook.too_many_cells", "notebook_cells", bounds.cells,
-                                        "cells")
+                        self.cells += 1
+                        if self.cells > bounds.cells:
+                            raise _past(name, "notebook.too_many_cells", "notebook_cells", bounds.cells, "cells")
                     elif where in (("cells",), ("worksheets",)) and event == "start_array":
-                        has_cells = True
+                        self.has_cells = True
                     stack.append([event == "start_map", None])
-                    if len(stack) > depth:
-                        depth = len(stack)
-                        if depth > bounds.depth:
+                    if len(stack) > self.depth:
+                        self.depth = len(stack)
+                        if self.depth > bounds.depth:
                             raise _past(name, "notebook.too_deep", "notebook_depth", bounds.depth,
                                         "levels of nesting")
+                elif event == "string" and where == _GRADE_ID:
+                    self.grade_ids.add(value[:100])
                 elif where == ("nbformat",) and event == "number":
-                    version = int(value) if float(value).is_integer() else value
+                    self.version = int(value) if float(value).is_integer() else value
                 elif where == _DECLARED and event == "string":
-                    declared = value[:200]
-            if values > bounds.values:
+                    self.declared = value[:200]
+            if self.values > bounds.values:
                 raise _past(name, "notebook.too_many_values", "notebook_values", bounds.values, "JSON values")
-    except NotebookError:
-        raise
-    except (ijson.JSONError, ValueError, OverflowError) as exc:     # (a number too long for an int: ValueError)
-        # Where exactly, as Python's parser says it, on the bytes the look had read (the error lies in them):
-        # a prefix already found within the bounds, so this costs no more than the look did.
-        seen = data[:source.consumed]
+
+    def _invalid(self, exc: BaseException, complete: bool) -> NotebookError:
+        """The NotebookError of bytes that are not JSON: where exactly, as Python's parser says it, on the bytes
+        the look had (the error lies in them; a prefix already found within the bounds, so this costs no more
+        than the look did)."""
+        name, seen = self.name, bytes(self._seen[:self._parsed])     # (up to the piece the parser stopped in)
         try:
             seen.decode("utf-8")
         except UnicodeDecodeError as bad:
-            if bad.start < len(seen) - 4 or len(seen) == len(data):      # (not a character cut by the prefix)
-                raise NotebookError(f"{name}: not UTF-8 text, not a notebook", said=say("notebook.not_utf8")) from None
+            if complete or bad.start < len(seen) - 4:          # (not a character cut at the end of a piece)
+                return NotebookError(f"{name}: not UTF-8 text, not a notebook", said=say("notebook.not_utf8"),
+                                    kind="not_json")
         try:
             json.loads(seen.decode("utf-8", "ignore"))
         except json.JSONDecodeError as precise:
-            if len(seen) == len(data) or precise.pos < len(seen) - 1:     # (not merely where the prefix was cut)
-                raise NotebookError(f"{name}: invalid JSON at line {precise.lineno} column {precise.colno} "
-                                    f"({precise.msg})", said=say("notebook.invalid_json", line=precise.lineno,
-                                                                 column=precise.colno)) from None
+            if complete or precise.pos < len(seen) - 1:        # (not merely where the bytes so far end)
+                return NotebookError(f"{name}: invalid JSON at line {precise.lineno} column {precise.colno} "
+                                     f"({precise.msg})", said=say("notebook.invalid_json", line=precise.lineno,
+                                                                  column=precise.colno), kind="not_json")
         except (ValueError, RecursionError):
             pass
         why = " ".join(str(exc).split())[:120] or type(exc).__name__     # (yajl's messages span lines)
-        raise NotebookError(f"{name}: invalid JSON ({why})", said=say("notebook.invalid_json_at", detail=why)) from None
-    return Shape(version, cells, has_cells, declared, values, depth)
+        return NotebookError(f"{name}: invalid JSON ({why})", said=say("notebook.invalid_json_at", detail=why),
+                             kind="not_json")
 
 
-class _Counted(io.BytesIO):
-    """The bytes the streaming parser has read so far (it reads them in chunks)."""
-
-    consumed = 0
-
-    def read(self, size: int | None = -1) -> bytes:
-        chunk = super().read(size)
-        self.consumed += len(chunk)
-        return chunk
-
-    def readinto(self, buffer: Any) -> int:
-        n = super().readinto(buffer)
-        self.consumed += n
-        return n
+def scan_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Shape:
+    """:class:`NotebookScanner` over a whole notebook's bytes: its shape, or NotebookError."""
+    if len(data) > bounds.max_bytes:
+        raise _too_large(name, len(data), bounds.max_bytes)
+    scanner = NotebookScanner(bounds, name)
+    scanner.feed(data, last=True)
+    return scanner.close()
 
 
 def load_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Any:
@@ -211,12 +255,13 @@ def load_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Any:
 def _too_large(name: str, size: int, limit: int) -> NotebookError:
     return NotebookError(f"{name}: {size / 2**20:.0f} MiB is more than the {limit / 2**20:.0f} MiB "
                          "a notebook may have (limits.notebook_mb)",
-                         said=say("notebook.too_large", size=f"{size / 2**20:.0f}", limit=f"{limit / 2**20:.0f}"))
+                         said=say("notebook.too_large", size=f"{size / 2**20:.0f}", limit=f"{limit / 2**20:.0f}"),
+                         kind="too_large")
 
 
 def _past(name: str, key: str, setting: str, limit: int, what: str) -> NotebookError:
     return NotebookError(f"{name}: more than {limit:,} {what} (limits.{setting}): not a notebook the grader reads",
-                         said=say(key, limit=f"{limit:,}", setting=f"limits.{setting}"))
+                         said=say(key, limit=f"{limit:,}", setting=f"limits.{setting}"), kind="bound")
 
 
 def skip_unused_schema_formats() -> None:

@@ -96,7 +96,8 @@ def test_every_route_authorizes_its_caller(service):
 def test_bad_uploads_are_named_in_both_languages_and_nothing_is_stored(service):
     client, engine, who = service
     cases = [(submit(client, who["ada"], assignment="99_nothing"), 404, "99_nothing"),
-             (submit(client, who["ada"], data=b"x" * int(COURSE.limits.notebook_mb * 2**20 + 1)), 413, "MiB"),
+             (submit(client, who["ada"], data=b'{"nbformat": 4, "cells": [], "x": "' + b"x" * int(
+                 COURSE.limits.notebook_mb * 2**20) + b'"}'), 413, "MiB"),
              (submit(client, who["ada"], data=b"\x89PNG not json"), 415, "notebook"),
              (submit(client, who["ada"], data=b'{"cells": "no"}'), 415, "notebook"),
              (submit(client, who["ada"], data=b"[" * 100_000), 422, "limits.notebook_depth"),

@@ -94,20 +94,52 @@ def test_a_notebook_of_millions_of_tiny_values_is_refused_naming_the_bound(servi
     assert ok.status_code == 202 and stored(engine) == 1
 
 
+def test_a_bomb_upload_is_refused_before_most_of_it_is_read(service):
+    """The notebook is looked at as it arrives: a 48 MiB bomb is refused once its first values pass the bound,
+    and the client is stopped from sending the rest (only the sockets' buffers beyond it are ever taken)."""
+    client, engine, who, url = service
+    values = b",".join([b"[]"] * (48 * MiB // 3))
+    head = (b'--zz\r\nContent-Disposition: form-data; name="assignment"\r\n\r\n' + QKV.id.encode() +
+            b'\r\n--zz\r\nContent-Disposition: form-data; name="notebook"; filename="a.ipynb"\r\n'
+            b'Content-Type: application/json\r\n\r\n{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", '
+            b'"source": "", "metadata": {}, "outputs": [')
+
+    class Bomb(Body):
+        def __iter__(self):
+            yield head
+            for start in range(0, len(values), self.chunk):
+                self.sent += self.chunk
+                yield values[start:start + self.chunk]
+
+    body = Bomb(0)
+    got = httpx.post(url + "/api/submissions", headers={**auth(who["ada"]),
+                                                        "Content-Type": "multipart/form-data; boundary=zz"},
+                     content=body, timeout=60)
+    assert got.status_code == 422 and "limits.notebook_values" in got.json()["error"]["en"]
+    assert body.sent < 12 * MiB, body.sent
+    assert stored(engine) == 0
+
+
 def test_the_look_at_a_notebook_stops_at_its_bound_whatever_follows(monkeypatch):
     """The streaming look consumes at most ``values`` of the parser's events: its cost is the bound's, not the
     file's (a 64 MiB file of 20 million values costs what 200,000 do)."""
     import ijson
 
     consumed = []
-    real = ijson.basic_parse
+    real = ijson.basic_parse_coro
 
-    def counting(*args, **kwargs):
-        for n, event in enumerate(real(*args, **kwargs), start=1):
-            consumed.append(n)
-            yield event
+    def counting(target, **kwargs):
+        def forward():
+            while True:
+                event = yield
+                consumed.append(len(consumed) + 1)
+                target.send(event)
 
-    monkeypatch.setattr(ijson, "basic_parse", counting)
+        relay = forward()
+        next(relay)
+        return real(relay, **kwargs)
+
+    monkeypatch.setattr(ijson, "basic_parse_coro", counting)
     bounds = Bounds(max_bytes=64 * MiB, values=50_000)
     with pytest.raises(NotebookError) as refused:
         scan_notebook(bomb(40), bounds, "bomb.ipynb")
@@ -174,7 +206,7 @@ def test_an_upload_past_the_limit_is_refused_as_it_passes_it(service):
     assert declared.status_code == 413 and "MiB" in declared.json()["error"]["en"]
     # A well-formed form whose file part goes on and on: read (and spooled) only up to the limit.
     body = Body(limit * 2, first=b'--zz\r\nContent-Disposition: form-data; name="notebook"; filename="a.ipynb"\r\n'
-                b"Content-Type: application/json\r\n\r\n")
+                b'Content-Type: application/json\r\n\r\n{"nbformat": 4, "cells": [], "metadata": {"x": "')
     chunked = httpx.post(url + "/api/submissions", headers={**auth(who["ada"]),
                                                             "Content-Type": "multipart/form-data; boundary=zz"},
                          content=body, timeout=60)
@@ -309,6 +341,25 @@ def test_an_unexpected_failure_is_a_bilingual_500_with_headers_and_one_traceback
     engine.dispose()
 
 
+def test_a_database_that_does_not_answer_is_a_503_with_retry_after(tmp_path, caplog):
+    from sqlalchemy.exc import OperationalError
+
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    app = create_app(engine, COURSE)
+
+    @app.get("/api/away")
+    async def away() -> None:
+        raise OperationalError("SELECT 1", {}, ConnectionError("the server closed the connection"))
+
+    with caplog.at_level(logging.WARNING, logger="autograder.service"), serving(app) as url:
+        got = httpx.get(url + "/api/away", timeout=30)
+    assert got.status_code == 503 and got.headers["Retry-After"] == "5"
+    assert "数据库暂时连不上" in got.json()["error"]["zh"] and got.headers["X-Frame-Options"] == "DENY"
+    assert not any(r.exc_info for r in caplog.records)
+    engine.dispose()
+
+
 def test_a_token_with_odd_characters_is_named(service):
     client, _, who, _ = service
     odd = client.get("/api/submissions", headers={"Authorization": f"Bearer {who['ada']}\u00e9".encode()})
@@ -440,6 +491,44 @@ def test_workers_of_a_killed_service_finish_their_job_and_stop(tmp_path):
         engine.dispose()
         for p in _alive(family | {server.pid}):
             os.kill(p, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_storm_of_parent_death_signals_stops_the_worker_after_its_job(tmp_path):
+    """The kernel sends the parent-death signal once per thread of a dying parent: however many arrive, the
+    worker finishes its job and stops (its handler takes no lock: one that did deadlocked the worker)."""
+    from autograder.service import queue as Q
+
+    engine = db.engine_for(str(tmp_path / "s.db"))
+    db.upgrade(engine)
+    import nbformat
+
+    slow = make_samples.submission(QKV, solved="all")
+    slow.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(3)"))
+    _, job = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=json.dumps(slow).encode())
+    Q.store(engine, student="ben", assignment=QKV.id, filename="b.ipynb", data=honest())
+    env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
+    worker = subprocess.Popen([sys.executable, "-m", "autograder", "worker", "--database", str(tmp_path / "s.db"),
+                               "--parent", str(os.getpid())], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                if conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one() == "running":
+                    break
+            time.sleep(0.05)
+        for _ in range(300):
+            os.kill(worker.pid, signal.SIGUSR1)
+        out, _ = worker.communicate(timeout=120)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0 and "worker: graded 1 submission(s)" in out, out[-2000:]
+    with engine.connect() as conn:
+        states = dict(conn.execute(select(db.Job.id, db.Job.state)).all())
+    assert states[job] == "done" and sorted(states.values()) == ["done", "queued"]   # ben's waits for the next
+    engine.dispose()
 
 
 @pytest.mark.slow

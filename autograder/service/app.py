@@ -235,27 +235,35 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
         wait = uploads.wait(who.who)
         if wait:
             raise ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
-        form = await _form(request)
+        from autograder.notebook import Bounds
+        from autograder.service.upload import FormRefused, read_upload
+
         try:
-            if csrf is not None and not same(str(form.get("csrf") or ""), csrf):
-                raise ApiError(403, "service.bad_csrf")
-            assignment = form.get("assignment")
-            notebook = form.get("notebook")
-            if not isinstance(assignment, str) or not assignment or len(assignment) > 100:
-                raise ApiError(422, "service.malformed", fields="assignment")
-            if assignment not in assignments:
-                raise ApiError(404, "service.unknown_assignment", assignment=assignment[:100],
-                               known=", ".join(assignments))
-            if notebook is None or isinstance(notebook, str):
-                raise ApiError(422, "service.malformed", fields="notebook")
-            data = await notebook.read(limit + 1)
-        finally:
-            await form.close()          # (its file's spool, on disk past 1 MiB)
-        if len(data) > limit:
-            raise ApiError(413, "service.too_large", limit=f"{course.limits.notebook_mb:g}")
-        # The bounded look, storing (on SQLite it may wait for the writer's lock) and the queue's count in a
-        # thread: the event loop goes on answering the other requests meanwhile.
-        return await run_in_threadpool(_store, who, assignment, data)
+            upload = await read_upload(request, Bounds.of(course.limits))
+        except FormRefused as refused:
+            if refused.notebook is None:
+                raise ApiError(422, "service.malformed", fields=refused.what) from None
+            kind = refused.notebook.kind
+            if kind == "too_large":
+                raise ApiError(413, "service.too_large", limit=f"{course.limits.notebook_mb:g}") from None
+            if kind == "bound":
+                raise ApiError(422, "service.notebook_refused", why=refused.notebook.said) from None
+            raise ApiError(415, "service.not_a_notebook") from None
+        if csrf is not None and not same(upload.fields.get("csrf"), csrf):
+            raise ApiError(403, "service.bad_csrf")
+        assignment = upload.fields.get("assignment", "")
+        if not assignment or len(assignment) > 100:
+            raise ApiError(422, "service.malformed", fields="assignment")
+        if assignment not in assignments:
+            raise ApiError(404, "service.unknown_assignment", assignment=assignment[:100],
+                           known=", ".join(assignments))
+        shape = upload.shape
+        assert shape is not None
+        if shape.nbformat not in (3, 4) or not shape.has_cells:
+            raise ApiError(415, "service.not_a_notebook")
+        # Storing (on SQLite it may wait for the writer's lock) and the queue's count in a thread: the event loop
+        # goes on answering the other requests meanwhile.
+        return await run_in_threadpool(_store, who, assignment, upload.data)
 
     @app.post("/api/submissions", status_code=202, summary="Submit a notebook for grading",
               openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
@@ -268,17 +276,6 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
         return await accept(request, who)
 
     def _store(who: Caller, assignment: str, data: bytes) -> dict[str, Any]:
-        from autograder.errors import NotebookError
-        from autograder.notebook import Bounds, scan_notebook
-
-        try:
-            shape = scan_notebook(data, Bounds.of(course.limits), "notebook")
-        except NotebookError as exc:
-            if exc.said is None or exc.said == say("notebook.not_utf8") or "invalid JSON" in exc.message:
-                raise ApiError(415, "service.not_a_notebook") from None
-            raise ApiError(422, "service.notebook_refused", why=exc.said) from None
-        if shape.nbformat not in (3, 4) or not shape.has_cells:
-            raise ApiError(415, "service.not_a_notebook")
         try:
             submission, job = Q.store(engine, student=who.who, assignment=assignment,
                                       filename=f"{assignment}.ipynb", data=data,
@@ -336,20 +333,6 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
     if hub is not None:
         hub.install(app)
     return app
-
-
-async def _form(request: Request) -> Any:
-    """An upload's multipart form, read only now (the guard bounds the bytes): one file and a few small fields;
-    a form that cannot be read is a 422 naming it."""
-    from starlette.exceptions import HTTPException
-    from starlette.formparsers import MultiPartException
-
-    try:
-        return await request.form(max_files=1, max_fields=4, max_part_size=8 * 1024)
-    except HTTPException as exc:            # (starlette's word for a multipart body it could not parse)
-        raise ApiError(422, "service.malformed", fields=f"body ({str(exc.detail)[:100]})") from None
-    except (MultiPartException, AssertionError, ValueError) as exc:
-        raise ApiError(422, "service.malformed", fields=f"body ({str(exc)[:100]})") from None
 
 
 def _admission(course: Any, max_queued: int) -> Q.Admission:

@@ -139,13 +139,14 @@ class Guard:
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
-        async def refuse(status: int, key: str, **params: Any) -> None:
+        async def refuse(status: int, key: str, retry_after: int | None = None, **params: Any) -> None:
             nonlocal answered, started
             if not started and not answered:
                 body, kind = refusal_body(scope, status, say(key, **params), key)
+                extra = [(b"retry-after", str(retry_after).encode())] if retry_after is not None else []
                 await send({"type": "http.response.start", "status": status,
                             "headers": [(b"content-type", kind), (b"content-length", str(len(body)).encode()),
-                                        (b"connection", b"close"), *_HEADERS]})
+                                        (b"connection", b"close"), *extra, *_HEADERS]})
                 await send({"type": "http.response.body", "body": body})
                 started = True
             answered = True
@@ -190,6 +191,12 @@ class Guard:
         except Exception as exc:  # noqa: BLE001 - the one place a request's unexpected failure is caught
             if answered:
                 return
+            if _database_away(exc):         # (a restart, a failover): try again shortly, nothing to log at length
+                log.warning("503 on %s %s: the database is not answering", scope.get("method"),
+                            relative_path(scope)[:200])
+                if not started:
+                    await refuse(503, "service.database_away", retry_after=5)
+                return
             self._log(scope, exc)
             if not started:
                 await refuse(500, "service.internal")
@@ -202,6 +209,13 @@ class Guard:
             return
         self._logged.add(kind)
         log.error("500 on %s: %s", where, kind, exc_info=exc)
+
+
+def _database_away(exc: BaseException) -> bool:
+    """The database could not be reached or dropped the connection (not a bug of a route)."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    return isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated)
 
 
 def _content_length(scope: Any) -> int | None:

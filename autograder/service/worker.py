@@ -83,30 +83,58 @@ def _grade_in(home: Path, claimed: Q.Claimed, ctx: Any, extensions: list[Any]) -
     return Deadlines.load(ctx.course, more=extensions).settle(result, received)
 
 
-class _Stop:
-    """SIGTERM/SIGINT once: finish the job in hand, then stop. Twice: stop now."""
+class StopFlag:
+    """A stop flag that a signal handler may set: a plain attribute, no lock. (``threading.Event.set`` takes a
+    lock: a handler that ran again while an earlier run of it held that lock, as the parent-death signal does
+    once per thread of a dying parent, deadlocked the worker for good.) ``wait`` looks at it every 50 ms."""
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._set:
+            left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+            if left <= 0:
+                break
+            time.sleep(left)
+        return self._set
+
+
+class _Stop:
+    """SIGTERM/SIGINT once: finish the job in hand, then stop. Twice: stop now. SIGUSR1 (the parent died,
+    :func:`follow_parent`), however often: finish the job in hand, then stop."""
+
+    def __init__(self) -> None:
+        self.event = StopFlag()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._signalled)
+        signal.signal(signal.SIGUSR1, self._orphaned)
 
     def _signalled(self, signum: int, _frame: Any) -> None:
         if self.event.is_set():
             os._exit(128 + signum)
         self.event.set()
 
+    def _orphaned(self, _signum: int, _frame: Any) -> None:
+        self.event.set()
 
-def follow_parent(stop: threading.Event) -> None:
-    """Have the kernel signal this process when its parent dies (Linux's PR_SET_PDEATHSIG), which sets ``stop``:
-    the worker stops after the job in hand. Its own signal (SIGUSR1), not SIGTERM: the kernel sends it each
-    time the thread that started this process ends, and a parent with threads (a web server) can end in
-    several steps, which as SIGTERMs would read as "stop now". The loop also looks at the parent between jobs
-    (a parent that died before this was asked, another system). No thread: the sandbox starts after this."""
+
+def follow_parent() -> None:
+    """Have the kernel send this process SIGUSR1 when its parent dies (Linux's PR_SET_PDEATHSIG; :class:`_Stop`
+    then stops it after the job in hand). Its own signal, not SIGTERM: the kernel sends it each time the thread
+    that started this process ends, and a parent with threads (a web server) can end in several steps, which as
+    SIGTERMs would read as "stop now". The loop also looks at the parent between jobs (a parent that died before
+    this was asked, another system). No thread: the sandbox starts after this."""
     import ctypes
     import ctypes.util
 
-    signal.signal(signal.SIGUSR1, lambda _signum, _frame: stop.set())
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         libc.prctl(1, signal.SIGUSR1, 0, 0, 0)          # PR_SET_PDEATHSIG
@@ -140,7 +168,7 @@ class _Heartbeat:
 
 
 def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float = 0.2,
-          owner: str | None = None, stop: threading.Event | None = None, lease: float | None = None,
+          owner: str | None = None, stop: threading.Event | StopFlag | None = None, lease: float | None = None,
           parent: int | None = None) -> int:
     """Claim and grade jobs until told to stop (or, with ``once``, until the queue is empty; with ``parent``,
     until that process has ended): how many."""
@@ -174,8 +202,8 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
     return graded
 
 
-def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, stop: threading.Event, once: bool,
-          poll: float, tmp: Path, parent: int | None = None) -> int:
+def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, stop: threading.Event | StopFlag,
+          once: bool, poll: float, tmp: Path, parent: int | None = None) -> int:
     from autograder.service.db import granted_extensions
 
     from sqlalchemy.exc import DBAPIError
@@ -209,7 +237,7 @@ def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, sto
     return graded
 
 
-def _again(stop: threading.Event, write: Any, *args: Any, seconds: float = 120.0) -> Any:
+def _again(stop: threading.Event | StopFlag, write: Any, *args: Any, seconds: float = 120.0) -> Any:
     """``write(*args)``, tried again while the database is away (a restart) for up to ``seconds``: a graded result
     is not thrown away for a moment's outage (past it, the job's lease hands it to another worker)."""
     from sqlalchemy.exc import DBAPIError
@@ -226,7 +254,7 @@ def _again(stop: threading.Event, write: Any, *args: Any, seconds: float = 120.0
 def run(args: argparse.Namespace) -> int:
     stop = _Stop()
     if args.parent is not None:
-        follow_parent(stop.event)
+        follow_parent()
     start = time.perf_counter()
     graded = serve(args.database, once=args.once, device=args.device, poll=args.poll, stop=stop.event,
                    lease=args.lease, parent=args.parent)

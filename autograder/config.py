@@ -258,6 +258,10 @@ class Course(_Strict):
         "a submission an LMS marked late without a time (Canvas' _late): late_unknown (the policy applies as "
         "for one started hour or day late) or on_time (no penalty); either way its feedback says so"))
     service: ServicePolicy = Field(default=ServicePolicy(), description="the grading service's rules (serve)")
+    roster: str | None = Field(None, description=(
+        "the class list, a CSV beside course.yml with a student column (the file autograder serve roster reads): "
+        "an extension naming a student not on it is a typo (an error naming the row); without one, an extension "
+        "for a student with no notebook in a batch is only noted"))
     assignments: list[Assignment] = Field(min_length=1)
 
     @field_validator("late_marker")
@@ -287,6 +291,23 @@ class Course(_Strict):
             if due[0] is not None and due[1] is not None and due[1] < due[0]:
                 raise ValueError(f"assignment {a.id}: late_until ({a.late_until}) is before due ({a.due})")
         return self
+
+    def roster_students(self) -> set[str] | None:
+        """The student ids of course.yml's ``roster`` file; None without one. ConfigError names the file."""
+        if not self.roster:
+            return None
+        import csv
+        import io
+
+        path = self.root / self.roster
+        try:
+            rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise ConfigError(f"course.yml: roster: {self.roster} cannot be read ({exc})") from None
+        if rows and "student" not in rows[0]:
+            raise ConfigError(f"course.yml: roster: {self.roster} has no student column (its header: "
+                              f"{', '.join(rows[0])})")
+        return {(r.get("student") or "").strip() for r in rows if (r.get("student") or "").strip()}
 
     def deadline_of(self, assignment_id: str, where: str = "course.yml") -> tuple[Any, Any, LatePolicy]:
         """(due, late_until, policy) of one assignment, as aware datetimes (None where not set)."""

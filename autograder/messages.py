@@ -70,6 +70,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                            "already taken is lost)"),
     "service.queued_enough": ("你已有 {waiting} 份提交在排队：等它们评完再交", "you already have {waiting} submissions "
                               "waiting to be graded: submit again once they are"),
+    "service.wrong_assignment": ("这份笔记本是作业 {said} 的，不是 {wanted}：请在 {said} 下提交，或者选对文件",
+                                 "this notebook is assignment {said}, not {wanted}: submit it under {said}, or choose "
+                                 "the right file"),
     "service.notebook_refused": ("笔记本没有收下：{why}", "the notebook was not accepted: {why}"),
     "service.body_too_large": ("请求太大：最多 {limit}", "the request is too large: at most {limit}"),
     "service.body_too_slow": ("请求发送太慢（{seconds} 秒没有收到数据）：请检查网络后再试", "the request came too slowly "
@@ -89,6 +92,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "service.bad_csrf": ("表单已过期或来自别的网站：请刷新页面后再试", "the form is stale or came from another site: "
                          "reload the page and try again"),
     "service.instructors_only": ("只有教师和助教能看这一页", "only instructors and TAs see this page"),
+    "service.not_on_roster": ("{student} 不在名单上（没有令牌，也没有提交过）；相近的有：{close}", "{student} is not on the "
+                              "roster (no token, no submission); close ones: {close}"),
     "service.bad_extension": ("延期填写有误：{why}", "the extension is not valid: {why}"),
     "service.malformed": ("请求格式不对：{fields}", "the request is malformed: {fields}"),
     "submit.no_settings": ('不知道把作业交到哪里：请设置环境变量 AUTOGRADER_SERVER 和 AUTOGRADER_TOKEN，或在 {config} 里写上 {{"server": ..., "token": ...}}（地址和令牌由课程提供）', 'no grading service to submit to: set AUTOGRADER_SERVER and AUTOGRADER_TOKEN, or write {{"server": ..., "token": ...}} into {config} (the course gives you both)'),
@@ -104,6 +109,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "submit.not_passed": ('未通过', 'not passed'),
     "submit.hidden": ('隐藏检查', 'hidden check'),
     "submit.public": ('公开检查', 'public check'),
+    "submit.token_characters": ('令牌里有不该有的字符（空格、中文或全角字符）：请从课程发的文件里重新复制令牌', 'the token has invalid characters (spaces, non-ASCII): copy it again from the file the course gave you'),
+    "submit.no_notebook_file": ('不知道这个笔记本存在哪个文件里（在命令行里转换执行或当脚本运行时就是这样）：请在终端里运行 autograder submit 笔记本文件名.ipynb', 'cannot tell which file this notebook is (as when it runs under nbconvert or as a script): run autograder submit NOTEBOOK.ipynb in a terminal'),
     "submit.missing": ('找不到文件 {name}', 'no file {name}'),
     "label.note": ("说明", "Note"),
     "label.late": ("迟交", "Late submission"),
@@ -150,7 +157,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "sandbox.stopped_unknown": ("运行学生代码的进程停止了（退出状态未知）", "the worker stopped (exit status unknown)"),
     "sandbox.stopped_status": ("运行学生代码的进程停止了（等待状态 {status}）", "the worker stopped (wait status {status})"),
     "sandbox.killed_signal_hint": ("运行学生代码的进程被信号 {signal} 终止（{hint}）", "killed by {signal} ({hint})"),
-    "sandbox.hint.SIGKILL": ("内存超限？", "memory limit?"),
+    "sandbox.hint.SIGKILL": ("不是沙箱自己的时间或内存上限：可能是机器本身内存不足，或被人终止", "not one of the sandbox's own limits: the machine ran short of memory, or someone stopped it"),
     "sandbox.killed_memory": ("运行学生代码的进程用的内存（文件与内核内存也算在内）超过上限，被内核终止",
                               "the worker was killed by the kernel: its memory (files and kernel memory included) "
                               "went past limits.memory_mb"),
@@ -241,8 +248,6 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                       "assignment (e.g. 02_qkv_attention.ipynb)"),
     "submission.ambiguous_assignment": ("路径中出现了多个作业名（{names}），无法确定是哪一个",
                                         "the path names several assignments ({names}): cannot tell which"),
-    "submission.assignment_disagrees": ("路径说是 {path}，笔记本的元数据说是 {declared}",
-                                        "the path says {path}, the notebook's metadata says {declared}"),
     "submission.wrong_assignment": ("这份笔记本是作业 {said}，这里评分的是 {wanted}",
                                     "this notebook is for {said}; this grades {wanted}"),
     "submission.ambiguous_student": ("路径中有多个文件夹都可能是学生名（{names}）",

@@ -237,6 +237,25 @@ def scan_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Shape:
     return scanner.close()
 
 
+def assignments_of_cells(grade_ids: set[str] | frozenset[str], course: Any) -> set[str]:
+    """The assignments whose exercises' solution cells these nbgrader grade_ids are."""
+    from autograder.config import grade_id
+
+    by_exercise = {grade_id(e.id): a.id for a in course.assignments for e in a.exercises}
+    return {by_exercise[g] for g in grade_ids if g in by_exercise}
+
+
+def notebook_claims(declared: str | None, by_cells: set[str]) -> tuple[str | None, str]:
+    """(assignment, how) from what a notebook says of itself, before any guess from names or definitions: the
+    assignment the release wrote into its metadata, else the one assignment its cells' nbgrader ids belong to;
+    (None, "") when it says neither. The one rule the grader, the service's upload and the self-check follow."""
+    if declared:
+        return declared, "notebook metadata"
+    if len(by_cells) == 1:
+        return next(iter(by_cells)), "nbgrader cell ids"
+    return None, ""
+
+
 def load_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Any:
     """A submitted notebook's JSON, parsed only after :func:`scan_notebook` found it within ``bounds``
     (so the parse itself is bounded: at most ``bounds.values`` values, ``bounds.depth`` deep). The one

@@ -13,7 +13,9 @@ a refused or unanswered request is tried again, as ``submit()`` does):
 * ``faults+attack``: the same schedule, while five hostile students each send a 32 MiB notebook of
   tiny values as often as they are let, one student floods uploads of slow notebooks (each sleeps 8
   s), a stranger sends 100 MiB bodies without a token, and another holds 500 half-sent requests
-  (reopening each one the server cuts).
+  (reopening each one the server cuts). The attackers run in a process of their own at nice 19: in a
+  real attack they are other machines, so their own sending should not take the honest clients' CPU
+  on this one; everything the service does with their requests counts.
 
 It reports, per run: every upload acknowledged with a 202 has exactly one result (and its job is
 done); the honest upload-to-verdict p50 and p95; the peak resident memory of the web process; the
@@ -240,10 +242,49 @@ def honest_upload(url: str, token: str, assignment: str, data: bytes, stop: thre
     return sub, float("inf")
 
 
+class AttackProcess:
+    """The attackers in a process of their own at the lowest CPU priority (nice 19): in a real attack they are
+    other machines, so their own work (building and sending 32 MiB bodies, opening connections) takes this
+    machine's idle time, not the honest clients' or the service's; what the service does with their requests
+    is counted in full."""
+
+    def __init__(self, service: Service, tokens: dict[str, str], slow: bytes, assignment: str, work: Path):
+        self.spec = work / f"attack-{service.port}.json"
+        (work / f"slow-{service.port}.ipynb").write_bytes(slow)
+        self.spec.write_text(json.dumps({"url": service.url, "port": service.port, "tokens": tokens,
+                                         "assignment": assignment, "slow": str(work / f"slow-{service.port}.ipynb"),
+                                         "answers": str(work / f"answers-{service.port}.json")}))
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--attack", str(self.spec)],
+                                     preexec_fn=lambda: os.nice(19))
+        self.answers: dict[str, dict[str, int]] = {}
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=300)
+        answers = Path(json.loads(self.spec.read_text())["answers"])
+        self.answers = json.loads(answers.read_text()) if answers.exists() else {"attackers": {"lost": 1}}
+
+
+def attack(spec_path: Path) -> int:
+    """The attack process (``--attack SPEC``): the attackers until SIGTERM, then their answers to a file."""
+    spec = json.loads(spec_path.read_text())
+    target = type("Target", (), {"url": spec["url"], "port": spec["port"]})()
+    attackers = Attackers(target, spec["tokens"], Path(spec["slow"]).read_bytes(), _bomb(32), spec["assignment"])
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    attackers.start()
+    while not stop.wait(0.5):
+        pass
+    attackers.close()
+    Path(spec["answers"]).write_text(json.dumps({k: dict(v) for k, v in attackers.answers.items()}))
+    return 0
+
+
 class Attackers:
     """The hostile clients of the attack run, each a thread counting its answers."""
 
-    def __init__(self, service: Service, tokens: dict[str, str], slow: bytes, bomb: bytes, assignment: str):
+    def __init__(self, service: Any, tokens: dict[str, str], slow: bytes, bomb: bytes, assignment: str):
         self.service, self.tokens, self.slow, self.bomb, self.assignment = service, tokens, slow, bomb, assignment
         self.answers: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
         self.stop = threading.Event()
@@ -367,8 +408,7 @@ def run_once(database: str, label: str, scenario: str, subs: list[tuple[str, str
 
             slow_nb = nbformat.reads(subs[0][2].decode(), as_version=4)
             slow_nb.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(8)"))
-            attackers = Attackers(service, tokens, nbformat.writes(slow_nb).encode(), _bomb(32), subs[0][1])
-            attackers.start()
+            attackers = AttackProcess(service, tokens, nbformat.writes(slow_nb).encode(), subs[0][1], work)
         latencies: list[float] = []
         acked: list[int] = []
         lock = threading.Lock()
@@ -431,7 +471,7 @@ def run_once(database: str, label: str, scenario: str, subs: list[tuple[str, str
             "p50": _percentile(finite, 0.5), "p95": _percentile(finite, 0.95),
             "max": max(finite) if finite else float("nan"), "wall": wall,
             "web_peak_rss_mib": service.peak_rss, "web_restarts": service.restarts, "faults": log,
-            "attackers": {k: dict(v) for k, v in (attackers.answers.items() if attackers else [])},
+            "attackers": attackers.answers if attackers else {},
             "processes_started": len(service.seen), "orphans": sorted(left)}
 
 
@@ -460,6 +500,9 @@ def _fresh_postgres(base: str, name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--attack"]:
+        return attack(Path(argv[1]))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=200, help="honest notebooks (default 200)")
     parser.add_argument("--clients", type=int, default=20, help="honest clients (default 20)")

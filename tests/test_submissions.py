@@ -114,7 +114,9 @@ def test_ambiguous_and_conflicting_identities_are_reported(tmp_path):
     assert rows["alice/01_rnn_decay.ipynb"] == ("alice", "01_rnn_decay", None)
     assert rows["bob/drafts/01_rnn_decay.ipynb"][2].startswith("ambiguous student")
     assert rows["carol/01_rnn_decay_02_qkv_attention.ipynb"][2].startswith("ambiguous assignment")
-    assert rows["dan/01_rnn_decay.ipynb"][2].startswith("ambiguous assignment: the path says 01_rnn_decay")
+    # What the notebook says of itself wins over the name: another assignment's notebook is named as such.
+    assert rows["dan/01_rnn_decay.ipynb"][2] == ("wrong assignment: the notebook is 02_qkv_attention (notebook "
+                                                 "metadata), not 01_rnn_decay")
     # The same student twice: the notebook named as the assignment's is graded, the copy is named in it.
     assert rows["erin/02_qkv_attention.ipynb"] == ("erin", "02_qkv_attention", None)
     assert "erin/02_qkv_attention-Copy1.ipynb" not in rows

@@ -23,6 +23,7 @@ committed nor compared.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import sys
 import types
@@ -47,10 +48,18 @@ IGNORED: list[str] = CourseDirectory.class_traits()["ignore"].default()
 
 
 # -- deriving the files ------------------------------------------------------------------
-def release_notebook(source: Source, language: str) -> bytes:
+def release_notebook(source: Source, language: str, assignment: str | None = None) -> bytes:
     """The student notebook, through nbgrader's preprocessors and nbconvert's writer; ``language``
-    (course.yml's) picks the stub text."""
+    (course.yml's) picks the stub text. ``assignment``: its id, written into the notebook's metadata
+    (``metadata.autograder.assignment``): what the grader, the service and the self-check read first to know
+    which assignment a notebook is, whatever its file is called or wherever it was uploaded."""
+    import copy
+
     stub = stub_for(language)
+    if assignment is not None:
+        notebook = copy.deepcopy(source.notebook)
+        notebook.metadata["autograder"] = {"assignment": assignment}
+        source = dataclasses.replace(source, notebook=notebook)
     exporter = NotebookExporter(config=Config({"Exporter": {"default_preprocessors": []},
                                                "ExerciseStubs": {"code_stub": {"python": stub}}}))
     for preprocessor in RELEASE_PREPROCESSORS:
@@ -148,7 +157,7 @@ def derive(root: Path, course: Course, outputs: bool = True) -> Derived:
     for a in course.assignments:
         source = read_source(root, a.id, [(e.id, e.function) for e in a.exercises])
         sources.append(source)
-        files[f"release/{a.id}/{a.notebook}"] = release_notebook(source, course.language)
+        files[f"release/{a.id}/{a.notebook}"] = release_notebook(source, course.language, a.id)
         files.update(_extra_files(root, a.id))
         files[f"solutions/{a.module}.py"] = solutions_module(source, a.module)
     solutions = {path: data for path, data in files.items()

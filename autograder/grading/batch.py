@@ -91,7 +91,9 @@ def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | Non
                               + f"{len(names)} students found" + (f", e.g. {', '.join(names[:5])}" if names else ""))
     present = {s.assignment for s in found.submissions if s.assignment and not s.problem}
     references = check_catalog(course, present)
-    deadlines = Deadlines.load(course, students={s.student for s in found.submissions if s.student}, as_of=as_of,
+    # An extension is checked against the roster where course.yml names one (a typo is an error naming its row);
+    # one for a student with no notebook here (not handed in yet, or not in this --student run) is no error.
+    deadlines = Deadlines.load(course, students=course.roster_students(), as_of=as_of,
                                more=gradebook[1] if gradebook else ())
     outputs = Outputs(out, course, language or course.language.value, deadlines)
     return Plan(found, outputs, references, grader_fingerprint(device, course), device,

@@ -159,6 +159,13 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
         if found.out_of_scope:
             console.print(f"[dim]{len(found.out_of_scope)} notebooks of other assignments skipped (--assignment "
                           f"{args.assignment})[/]")
+        if batch.deadlines is not None and args.student is None:
+            here = {s.student for s in found.submissions}
+            waiting = sorted({e.student for e in batch.deadlines.extensions} - here)
+            if waiting:
+                listed = ", ".join(waiting[:8]) + (f" and {len(waiting) - 8} more" if len(waiting) > 8 else "")
+                console.print(f"[dim]{batch.deadlines.source or 'extensions'}: {len(waiting)} student(s) with an "
+                              f"extension have no notebook here ({escape(listed)}): kept for when they hand in[/]")
         t0 = time.perf_counter()
         todo = len(found.submissions) if args.force else \
             sum(1 for s in found.submissions if s.key not in batch.outputs.rows)

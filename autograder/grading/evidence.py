@@ -25,7 +25,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from autograder.config import Course, grade_id
+from autograder.config import Course
+from autograder.notebook import assignments_of_cells, notebook_claims
 from autograder.pyast import parse as parse_python
 from autograder.reports.lms import formats
 from autograder.text import line
@@ -131,22 +132,23 @@ def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> Notebook
     if not isinstance(cells, list):  # nbformat 3
         cells = [c for ws in nb.get("worksheets") or [] if isinstance(ws, dict)
                  for c in ws.get("cells") or []]
-    by_exercise = {grade_id(e.id): a.id for a in course.assignments for e in a.exercises}
     functions = {e.function: a.id for a in course.assignments for e in a.exercises}
     texts: list[str] = []
+    grade_ids: set[str] = set()
     for cell in cells:
         if not isinstance(cell, dict):
             continue
         cmeta = cell.get("metadata")
         nbg = cmeta.get("nbgrader") if isinstance(cmeta, dict) else None
         gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
-        if isinstance(gid, str) and gid in by_exercise:
-            ev.by_grade_id.add(by_exercise[gid])
+        if isinstance(gid, str):
+            grade_ids.add(gid)
         if cell.get("cell_type") == "code":
             src = cell.get("source", cell.get("input", ""))
             text = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else \
                 src if isinstance(src, str) else ""
             texts.append(text)
+    ev.by_grade_id = assignments_of_cells(grade_ids, course)
     if ev.declared is not None or len(ev.by_grade_id) == 1:
         return ev       # what the notebook says already (see _notebook_says): its definitions are not read
     defined: set[str] = set()
@@ -181,10 +183,9 @@ def _defined_by_scan(code: str) -> set[str]:
 
 def _notebook_says(ev: NotebookEvidence) -> tuple[str | None, str]:
     """(assignment, how) from the notebook alone; (None, why) when it says nothing clear."""
-    if ev.declared:
-        return ev.declared, "notebook metadata"
-    if len(ev.by_grade_id) == 1:
-        return next(iter(ev.by_grade_id)), "nbgrader cell ids"
+    said, how = notebook_claims(ev.declared, ev.by_grade_id)
+    if said is not None:
+        return said, how
     if ev.by_function:
         best = max(ev.by_function.values())
         top = sorted(a for a, n in ev.by_function.items() if n == best)

@@ -50,6 +50,12 @@ def find_result(out: Path, student: str, assignment: str) -> dict[str, Any]:
         raise AutograderError(f"{out}: no result of {student} for {assignment}",
                               hint=(f"did you mean {', '.join(close)}? " if close else "")
                               + f"{len(names)} students have one" + (f": {', '.join(names[:8])}" if names else ""))
+    if found.get("origin") == "service":
+        # `autograder serve export` wrote the notebook each result graded beside it, in nbgrader collect's layout.
+        from autograder.grading.submissions import safe_name
+
+        found = dict(found, origin=str(Path(out).resolve() / "submitted"),
+                     source=f"{safe_name(student)}/{assignment}/{assignment}.ipynb")
     return found
 
 

@@ -97,6 +97,26 @@ def _forbidden_in_source(ex_json: dict[str, Any], findings: list[str]) -> None:
         "seconds": 0.0, "withheld": False})
 
 
+#: What a memory limit raises in the student's code (RLIMIT_AS: Python's MemoryError, torch's allocator error).
+_OUT_OF_MEMORY = ("MemoryError", "OutOfMemoryError")
+_ALLOCATOR = "DefaultCPUAllocator: can't allocate memory"
+
+
+def _out_of_memory(status: str, en: str) -> bool:
+    """Whether a failed check's message is a memory limit firing, by what the sandbox reports, never by a word in
+    a message ("kv_cache_memory", a wrong answer's): the worker killed for its memory cgroup (the sandbox's own
+    sentence, in a crash: only the sandbox words those), or the student's code stopped by an allocation the
+    limit refused (the class of what it raised, as the check names it: MemoryError, torch's allocator error)."""
+    if status == "crashed":
+        return say("sandbox.killed_memory").en in en
+    if status == "error":
+        raised = say("check.raised", kind="\0", detail="").en.split("\0")[0]        # "your code raised "
+        if en.startswith(raised):
+            kind = en[len(raised):].split(":", 1)[0]
+            return kind in _OUT_OF_MEMORY or (kind == "RuntimeError" and _ALLOCATOR in en)
+    return False
+
+
 def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[str, str]] | None:
     """A short note for the gradebook (and the student) when an exercise could not run normally."""
     status = ex_json["status"]
@@ -107,7 +127,7 @@ def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[s
     if status == "missing":
         return f"missing: {function} ({ex})", {"zh": f"找不到函数 {function}（{ex}）",
                                                 "en": f"{function} is missing ({ex})"}
-    if status in ("crashed", "error", "timeout", "failed") and "memory" in en.lower():
+    if _out_of_memory(status, en):
         return f"memory: {ex}", {"zh": f"{ex} 超出内存限制：{zh}", "en": f"{ex} ran out of memory: {en}"}
     if status == "timeout":
         return f"timeout: {ex}", {"zh": f"{ex}：{zh}", "en": f"{ex}: {en}"}

@@ -47,7 +47,7 @@ from autograder.config import Course
 from autograder.reports.lms import id_keys
 from autograder.errors import AutograderError, UnknownExercise
 from autograder.grading.archives import _os_reason
-from autograder.grading.evidence import (NotebookEvidence, _norm, _notebook_says, _student_from_dir,
+from autograder.grading.evidence import (NotebookEvidence, _norm, _notebook_says, notebook_claims, _student_from_dir,
                                          _student_from_stem, assignments_named, notebook_evidence)
 from autograder.messages import Msg, say
 from autograder.text import file_stem, line, path_text
@@ -269,10 +269,12 @@ def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: 
     if path_says is not None:
         if wanted is not None and path_says != wanted:
             return path_says, "out of scope", "path"
-        if ev.declared is not None and ev.declared != path_says:
-            return None, (f"ambiguous assignment: the path says {path_says}, the notebook metadata says "
-                          f"{ev.declared}", say("submission.assignment_disagrees", path=path_says,
-                                                declared=ev.declared)), "path"
+        # What the notebook says of itself (its metadata, its cells' ids) wins over a name: a notebook of
+        # another assignment is named as such, never graded as this one (to 0, "function missing").
+        claimed, claimed_how = notebook_claims(ev.declared, ev.by_grade_id)
+        if claimed is not None and claimed != path_says:
+            return path_says, (f"wrong assignment: the notebook is {claimed} ({claimed_how}), not {path_says}",
+                               say("submission.wrong_assignment", said=claimed, wanted=path_says)), claimed_how
         return path_says, None, "path"
     if wanted is not None:
         if said is not None and said != wanted:

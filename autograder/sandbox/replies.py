@@ -63,7 +63,7 @@ def _cell_said(index: int, status: str, msg: Msg, seconds: float = 0.0) -> CellO
 
 
 def exit_message(status: int | None, memory_killed: bool = False) -> Msg:
-    """A wait status in words, both languages: ``killed by SIGKILL (memory limit?)``, ``exited with status 0 ...``.
+    """A wait status in words, both languages: ``killed by SIGXCPU (CPU time limit)``, ``exited with status 0 ...``.
 
     ``memory_killed``: the kernel killed the worker for its memory cgroup (the template read it there).
     """

@@ -216,7 +216,7 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
     namespace, notes = execute_notebook(nb, Path(notebook).parent, on_cell=step, seconds=course.limits.call_seconds,
                                         functions=functions)
     if not chosen:
-        assignment = guess_assignment(course, namespace, Path(notebook).name)
+        assignment = guess_assignment(course, namespace, Path(notebook).name, nb=nb)
         if assignment is None:
             raise UnknownExercise(text("selfcheck.cli_no_exercise", lang, notebook=notebook),
                                   hint=text("selfcheck.cli_no_exercise_hint", lang))

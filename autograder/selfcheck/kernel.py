@@ -328,8 +328,13 @@ def resolve(course: Any, exercise: Any, namespace: dict[str, Any],
     return [], key, [Note("error", say("selfcheck.unknown_exercise", key=repr(key), ids=ids))]
 
 
-def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | None = None) -> Any:
-    """The notebook's assignment: by its file name when known, else by the exercise functions it defines."""
+def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | None = None, nb: Any = None) -> Any:
+    """The notebook's assignment: what it says of itself (the assignment the release wrote into its metadata,
+    else its cells' nbgrader ids), read from ``nb`` or the notebook's file; else by its file name; else by
+    the exercise functions it defines."""
+    claimed = _claimed_assignment(course, notebook, nb)
+    if claimed is not None:
+        return claimed
     if notebook:
         stem = Path(str(notebook)).stem
         for a in course.assignments:
@@ -341,6 +346,34 @@ def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | Non
         if share > best_share:
             best, best_share = a, share
     return best
+
+
+def _claimed_assignment(course: Any, notebook: str | None, nb: Any) -> Any:
+    """The assignment a notebook says it is (autograder.notebook.notebook_claims), or None: from the parsed
+    ``nb``, else from the file at ``notebook`` (a bounded look at it, never a parse)."""
+    from autograder.notebook import Bounds, assignments_of_cells, notebook_claims, scan_notebook
+
+    declared, grade_ids = None, set()
+    if isinstance(nb, dict):
+        meta = nb.get("metadata")
+        ag = meta.get("autograder") if isinstance(meta, dict) else None
+        declared = ag.get("assignment") if isinstance(ag, dict) and isinstance(ag.get("assignment"), str) else None
+        for cell in nb.get("cells") or []:
+            cmeta = cell.get("metadata") if isinstance(cell, dict) else None
+            nbg = cmeta.get("nbgrader") if isinstance(cmeta, dict) else None
+            if isinstance(nbg, dict) and isinstance(nbg.get("grade_id"), str):
+                grade_ids.add(nbg["grade_id"])
+    elif notebook:
+        try:
+            path = Path(str(notebook))
+            if not path.is_file():
+                return None
+            shape = scan_notebook(path.read_bytes(), Bounds.of(course.limits), path.name)
+        except Exception:  # noqa: BLE001 - unreadable or unsaved: the file name and the functions decide
+            return None
+        declared, grade_ids = shape.declared, set(shape.grade_ids)
+    claimed, _how = notebook_claims(declared, assignments_of_cells(grade_ids, course))
+    return next((a for a in course.assignments if a.id == claimed), None)
 
 
 def _notebook_name(namespace: dict[str, Any]) -> str | None:

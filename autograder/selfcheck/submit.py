@@ -78,8 +78,12 @@ def settings(language: str) -> tuple[str, str]:
         if not env_server:
             raise SubmitError(_say(language, "submit.no_server"))
         server, token = env_server, hub_token
+    # A copied line often brings its line end (tokens.csv has CRLF ones) or spaces: they are not the token's.
+    server, token = server.strip(), token.strip()
     if not (server and token):
         raise SubmitError(_say(language, "submit.no_settings", config=str(path)))
+    if not token.isascii() or not token.isprintable() or " " in token:
+        raise SubmitError(_say(language, "submit.token_characters"))
     return server.rstrip("/"), token
 
 
@@ -92,8 +96,12 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
     if not path.is_file():
         raise SubmitError(_say(language, "submit.missing", name=str(path)))
     if assignment is None:
+        from autograder.selfcheck.kernel import _claimed_assignment
+
+        claimed = _claimed_assignment(course, str(path), None)       # what the notebook says it is, first
         stem = path.stem
-        found = [a.id for a in course.assignments if stem == a.id or stem.startswith(a.id) or a.id in stem]
+        found = [claimed.id] if claimed is not None else [
+            a.id for a in course.assignments if stem == a.id or stem.startswith(a.id) or a.id in stem]
         if len(found) != 1:
             raise SubmitError(_say(language, "submit.no_assignment", name=path.name,
                                    known=", ".join(a.id for a in course.assignments)))
@@ -141,6 +149,8 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
                     say(_say(language, "submit.running"))
             say(_say(language, "submit.waiting", submission=receipt["submission"]))
             return None
+    except httpx.LocalProtocolError:        # (a header this client refuses to send: said above, for the token)
+        raise SubmitError(_say(language, "submit.token_characters")) from None
     except httpx.TransportError as exc:
         raise SubmitError(_say(language, "submit.unreachable", server=server, why=type(exc).__name__)) from None
 
@@ -183,8 +193,8 @@ def submit(assignment: str | None = None, *, language: str | None = None, wait: 
     lang = language_of(language, course)
     name = _notebook_name(caller_namespace(2))
     try:
-        if name is None:
-            raise SubmitError(_say(lang, "submit.missing", name="(this notebook)"))
+        if name is None:            # (nbconvert, a script: no notebook file to send)
+            raise SubmitError(_say(lang, "submit.no_notebook_file"))
         path = Path(name)
         if _LAST_RUN and path.is_file() and path.stat().st_mtime < _LAST_RUN[-1]:
             print(_say(lang, "submit.unsaved", name=path.name))

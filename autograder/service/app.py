@@ -34,6 +34,7 @@ from starlette.concurrency import run_in_threadpool
 from autograder.messages import Msg, say
 from autograder.service import queue as Q
 from autograder.service.db import Job, Result, Submission
+from autograder.service.standing import Standing
 from autograder.service.tokens import Caller, caller
 
 #: Requests one token may make in a minute (reads), and uploads among them; past either, 429.
@@ -261,6 +262,13 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
         assert shape is not None
         if shape.nbformat not in (3, 4) or not shape.has_cells:
             raise ApiError(415, "service.not_a_notebook")
+        # A notebook of another assignment (its metadata, its cells' ids say so) is refused here, never graded
+        # into this one (to 0, with a "function missing" that names the wrong cause).
+        from autograder.notebook import assignments_of_cells, notebook_claims
+
+        claimed, _how = notebook_claims(shape.declared, assignments_of_cells(shape.grade_ids, course))
+        if claimed is not None and claimed != assignment and claimed in assignments:
+            raise ApiError(422, "service.wrong_assignment", said=claimed, wanted=assignment)
         # Storing (on SQLite it may wait for the writer's lock) and the queue's count in a thread: the event loop
         # goes on answering the other requests meanwhile.
         return await run_in_threadpool(_store, who, assignment, upload.data)
@@ -308,8 +316,11 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
             job = conn.execute(select(Job.id, Job.state).where(Job.submission_id == submission_id)
                                .order_by(Job.id.desc()).limit(1)).first()
             result = conn.execute(select(Result.result).where(Result.submission_id == submission_id)).scalar()
-        shown = policy_view(result, who, course, sub.assignment, own_due(engine, course, sub.student, sub.assignment)
-                            ) if result is not None else None
+        shown = None
+        if result is not None:
+            standing = Standing(engine, course)     # the late policy as it is now (an extension granted since)
+            shown = policy_view(standing.result(result), who, course, sub.assignment,
+                                standing.due(sub.student, sub.assignment))
         return {"submission": sub.id, "student": sub.student, "assignment": sub.assignment,
                 "received_at": sub.received_at.isoformat(), "state": job.state if job else "unknown",
                 "position": Q.position(engine, job.id) if job else None, "result": shown,
@@ -350,18 +361,6 @@ def _admission(course: Any, max_queued: int) -> Q.Admission:
                        day_ends=end, waiting_per_student=policy.queued_per_student, waiting=max_queued)
 
 
-def own_due(engine: Engine, course: Any, student: str, assignment: str) -> Any:
-    """A student's due date for an assignment: the course's, moved by their extension (the course's
-    extensions file, or one granted from the dashboard); None without one."""
-    from autograder.grading.deadlines import Deadlines
-    from autograder.service.db import granted_extensions
-
-    if assignment not in {a.id for a in course.assignments}:
-        return None
-    deadline = Deadlines.load(course, more=granted_extensions(engine)).deadline(student, assignment)
-    return deadline.due if deadline is not None else None
-
-
 #: What a student never sees of a result, whatever the policy: the grader's own bookkeeping.
 _INTERNAL = ("timing", "traceback", "grader", "isolation", "evidence", "origin", "retry")
 
@@ -384,8 +383,9 @@ def policy_view(result: dict[str, Any], who: Caller, course: Any, assignment: st
     if shown == "everything":
         return {k: v for k, v in result.items() if k not in _INTERNAL}
     if shown == "score":
-        return {"points": result.get("points"), "max_points": result.get("max_points"),
-                "status": result.get("status"), "late": result.get("late"), "exercises": []}
+        return {"points": result.get("points"), "raw_points": result.get("raw_points"),
+                "max_points": result.get("max_points"), "status": result.get("status"), "late": result.get("late"),
+                "exercises": []}
     return view(result, who)
 
 
@@ -403,5 +403,6 @@ def view(result: dict[str, Any], who: Caller) -> dict[str, Any]:
                   for c in ex.get("checks") or []]
         exercises.append({"exercise": ex.get("exercise"), "points": ex.get("points"),
                           "max_points": ex.get("max_points"), "status": ex.get("status"), "checks": checks})
-    return {"points": result.get("points"), "max_points": result.get("max_points"), "status": result.get("status"),
-            "late": result.get("late"), "message": result.get("message"), "exercises": exercises}
+    return {"points": result.get("points"), "raw_points": result.get("raw_points"),
+            "max_points": result.get("max_points"), "status": result.get("status"), "late": result.get("late"),
+            "message": result.get("message"), "exercises": exercises}

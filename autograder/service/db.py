@@ -55,9 +55,8 @@ class Job(Base):
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), index=True)
     #: The submission's student (the fair share counts and orders by it, without a join).
     student: Mapped[str] = mapped_column(String(200), index=True, default="", server_default="")
-    #: Workers take the lowest round first: a job's round is how many of its student's jobs were queued or
-    #: running when it was queued (a regrade's, that plus the per-student bound). One student's flood of
-    #: uploads waits behind every other student's first one.
+    #: Added to the job's rank among its student's waiting jobs (0 for an upload, the per-student bound for a
+    #: regrade): workers take the lowest rank first (autograder.service.queue).
     round: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     #: The worker holding the job and until when; a lease that ran out makes the job claimable again.

@@ -31,17 +31,23 @@ class Counted:
     received_at: dt.datetime
 
 
-def counted(engine: Engine, counts: str = "last") -> list[dict[str, Any]]:
+def counted(engine: Engine, counts: str = "last", standing: Any = None) -> list[dict[str, Any]]:
     """The result that counts per (student, assignment): the latest submission's that has one, or with
-    ``counts="best"`` the highest-scoring (the latest of equal ones)."""
-    return [c.result for c in counted_submissions(engine, counts)]
+    ``counts="best"`` the highest-scoring (the latest of equal ones). With ``standing`` (a
+    :class:`autograder.service.standing.Standing`), each result as the late policy makes it now, and "best"
+    compares those points."""
+    return [c.result for c in counted_submissions(engine, counts, standing)]
 
 
-def counted_submissions(engine: Engine, counts: str = "last") -> list[Counted]:
+def counted_submissions(engine: Engine, counts: str = "last", standing: Any = None) -> list[Counted]:
     """:func:`counted` with each result's submission: its id, bytes and receipt time."""
     with engine.connect() as conn:
         rows = conn.execute(select(Submission.id, Submission.student, Submission.assignment, Result.points)
                             .join(Result, Result.submission_id == Submission.id).order_by(Submission.id)).all()
+        if counts == "best" and standing is not None:        # the points as they are now (an extension since)
+            now = {sid: float(standing.result(r).get("points") or 0.0) for sid, r in conn.execute(
+                select(Result.submission_id, Result.result))}
+            rows = [(sid, student, assignment, now.get(sid, 0.0)) for sid, student, assignment, _ in rows]
         chosen: dict[tuple[str, str], tuple[int, float]] = {}
         for sid, student, assignment, points in rows:
             earlier = chosen.get((student, assignment))
@@ -53,7 +59,7 @@ def counted_submissions(engine: Engine, counts: str = "last") -> list[Counted]:
             one = conn.execute(select(Result.result, Submission.data, Submission.received_at)
                                .join(Submission, Submission.id == Result.submission_id)
                                .where(Result.submission_id == sid)).one()
-            result = dict(one.result)
+            result = dict(one.result) if standing is None else standing.result(one.result)
             result["origin"] = "service"
             result["source"] = f"submission {sid}"
             received = one.received_at if one.received_at.tzinfo else one.received_at.replace(tzinfo=dt.timezone.utc)
@@ -64,7 +70,6 @@ def counted_submissions(engine: Engine, counts: str = "last") -> list[Counted]:
 def export(engine: Engine, course: Any, out: Path, nbgrader: Path | None = None) -> list[dict[str, Any]]:
     """Write OUT from the service's results (and, with ``nbgrader``, record them in that course's
     gradebook); the results written."""
-    from autograder.grading.deadlines import Deadlines
     from autograder.grading.outputs import Outputs
     from autograder.grading.submissions import safe_name
     from autograder.reports.files import atomic_write_bytes, atomic_write_text
@@ -77,25 +82,27 @@ def export(engine: Engine, course: Any, out: Path, nbgrader: Path | None = None)
         raise AutograderError(f"--nbgrader {nbgrader}: not an nbgrader course folder (no nbgrader_config.py "
                               "or gradebook.db in it)", hint="pass the folder nbgrader runs in; nothing was written")
     out = Path(out)
-    from autograder.service.db import granted_extensions
+    from autograder.service.standing import Standing
 
-    outputs = Outputs(out, course, course.language.value, Deadlines.load(course, more=granted_extensions(engine)))
+    standing = Standing(engine, course)
+    outputs = Outputs(out, course, course.language.value, standing.deadlines)
     written, located = [], []
     submitted = (out / "submitted").resolve()
-    for one in counted_submissions(engine, course.service.counts):
+    known = {a.id: a for a in course.assignments}
+    for one in counted_submissions(engine, course.service.counts, standing):
         result = one.result
         student, assignment = safe_name(str(result.get("student") or "unknown")), str(result.get("assignment"))
         result["key"] = f"{student}__{assignment}"
+        if assignment in known:
+            # The notebook beside the results (nbgrader collect's layout): `autograder explain STUDENT EXERCISE
+            # -o OUT` finds there the very file that was graded (a result's source: "submission N").
+            rel = Path(student) / assignment / known[assignment].notebook
+            atomic_write_bytes(submitted / rel, one.data)
+            atomic_write_text(submitted / rel.parent / "timestamp.txt",
+                              one.received_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC") + "\n")
+            located.append(dict(result, origin=str(submitted), source=rel.as_posix()))
         outputs.record(result, submitted=result.get("submitted"))
         written.append(result)
-        known = {a.id: a for a in course.assignments}.get(assignment)
-        if known is None:
-            continue
-        rel = Path(student) / known.id / known.notebook
-        atomic_write_bytes(submitted / rel, one.data)
-        atomic_write_text(submitted / rel.parent / "timestamp.txt",
-                          one.received_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC") + "\n")
-        located.append(dict(result, origin=str(submitted), source=str(rel)))
     outputs.write_csv()
     outputs.report(written)
     write_lms_csv(written, course, out)

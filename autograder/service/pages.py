@@ -51,6 +51,8 @@ UI: dict[str, dict[str, str]] = {
         "granted": "已批准 {student} 在 {assignment} 上延期到 {due}", "position": "前面还有 {n} 份",
         "students": "学生", "count": "{n} 份提交",
         "file_wins": "；但课程的 {file} 里已有这位学生这次作业的延期，以文件为准（请在文件里修改）",
+        "revoke": "撤销", "revoked": "已撤销 {student} 在 {assignment} 上的延期（{n} 条）",
+        "edit_hint": "要修改一条延期，用上面的表单为同一位学生和作业再批准一次：新的取代旧的。",
     },
     "en": {
         "login": "Sign in", "token": "Token (the course gave you one)", "sign_in": "Sign in",
@@ -73,6 +75,9 @@ UI: dict[str, dict[str, str]] = {
         "students": "students", "count": "{n} submissions",
         "file_wins": "; but the course's {file} already has an extension for this student and assignment, and "
                      "the file wins (change it there)",
+        "revoke": "Revoke", "revoked": "revoked {student}'s extension on {assignment} ({n})",
+        "edit_hint": "To change an extension, grant one again for the same student and assignment: the new one "
+                     "replaces the old.",
     },
 }
 
@@ -169,7 +174,8 @@ def _local_next(request: Request, text: str | None) -> str:
 def install_pages(app: FastAPI, engine: Engine, course: Any,
                   accept: Callable[..., Any]) -> None:
     """Add the pages to ``app``; ``accept`` is the API's upload path (the same checks, the same storing)."""
-    from autograder.service.app import ApiError, own_due, policy_view
+    from autograder.service.app import ApiError, policy_view
+    from autograder.service.standing import Standing
     from autograder.service.export import export
     from autograder.reports.class_report import class_report_parts
     from autograder.reports.feedback import _CSS, feedback_parts
@@ -304,28 +310,33 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
             else query.order_by(Submission.id.desc())
         with engine.connect() as conn:
             rows = conn.execute(query.limit(2000)).all()
-            queued = conn.execute(select(Job.id).where(Job.state == "queued").order_by(Job.id)).scalars().all()
+            queued = conn.execute(select(Job.id).where(Job.state == "queued").order_by(Job.round, Job.id)
+                                  ).scalars().all()
         ahead = {job: i for i, job in enumerate(queued)}
         zone = _zone(course)
+        standing = Standing(engine, course)         # the late policy as it is now: an extension granted since
         out = []
-        dues: dict[tuple[str, str], Any] = {}
-        for i, r in enumerate(rows):
+        for r in rows:
             received = r.received_at if r.received_at.tzinfo else r.received_at.replace(tzinfo=dt.timezone.utc)
             shown = None
-            if feedback and r.result is not None:
-                key = (r.student, r.assignment)
-                if key not in dues:
-                    dues[key] = own_due(engine, course, r.student, r.assignment)
-                view = policy_view(dict(r.result), who, course, r.assignment, dues[key])
+            now = standing.result(r.result) if r.result is not None else None
+            if feedback and now is not None:
+                view = policy_view(now, who, course, r.assignment, standing.due(r.student, r.assignment))
                 shown = Markup("\n".join(feedback_parts(view, course, lang)))   # escaped by feedback_parts
-            late = isinstance((r.result or {}).get("late"), dict) and (r.result or {})["late"].get("late") is True
+            late = isinstance((now or {}).get("late"), dict) and (now or {})["late"].get("late") is True
+            points = now.get("points") if now is not None else None
             out.append({"id": r.id, "student": r.student, "assignment": r.assignment,
                         "received_iso": received.isoformat(),
                         "received_text": received.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z"),
                         "state": r.state if r.state in ("queued", "running", "done", "failed") else "unknown",
-                        "position": ahead.get(r.job), "points": fmt(r.points) if r.points is not None else None,
+                        "position": ahead.get(r.job), "points": fmt(points) if points is not None else None,
+                        "score": float(points) if points is not None else None,
                         "max_points": fmt(r.max_points) if r.max_points is not None else None, "late": late,
-                        "feedback": shown, "open": open_latest and i == 0})
+                        "feedback": shown, "open": False})
+        if sort == "score":         # (by the points as they are now, not as they were stored)
+            out.sort(key=lambda row: (row["score"] is None, -(row["score"] or 0.0), -row["id"]))
+        if open_latest and out:
+            out[0]["open"] = True
         return out
 
     # -- a student's page -------------------------------------------------------------------------
@@ -418,7 +429,7 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
     def report_html(lang: str) -> Markup:
         from autograder.service.export import counted
 
-        results = counted(engine, course.service.counts)
+        results = counted(engine, course.service.counts, Standing(engine, course))
         return Markup("\n".join(class_report_parts(results, course, lang, submissions=False, title=False)))
 
     @app.get("/dashboard/report", include_in_schema=False)
@@ -488,6 +499,7 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
             raise ApiError(422, "service.bad_extension", why="student: 1 to 200 printable characters")
         if assignment not in assignments:
             raise ApiError(422, "service.bad_extension", why=f"assignment: one of {', '.join(assignments)}")
+        await run_in_threadpool(on_roster, student)
         try:
             due = parse_time(str(form.get("due") or ""), where="due", default_tz=course.timezone or "UTC")
         except AutograderError as exc:
@@ -510,6 +522,42 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         if any((e.student, e.assignment) == (student, assignment) for e in in_file.extensions):
             said += UI[lang]["file_wins"].format(file=in_file.source)
         return _to_dashboard(request, said)
+
+    def on_roster(student: str) -> None:
+        """An extension is for a student of the class: one with a token (the roster) or a submission; a typo is
+        refused naming the closest ids. (A course on JupyterHub with neither yet takes any id.)"""
+        import difflib
+
+        from autograder.service.db import Token
+
+        with engine.connect() as conn:
+            known = set(conn.execute(select(Token.who).where(Token.role == "student")).scalars())
+            known |= set(conn.execute(select(Submission.student).distinct()).scalars())
+        if not known or student in known:
+            return
+        close = difflib.get_close_matches(student, sorted(known), n=3, cutoff=0.6)
+        raise ApiError(422, "service.not_on_roster", student=student[:100], close=", ".join(close) or "—")
+
+    @app.post("/dashboard/extensions/revoke", include_in_schema=False)
+    @_closes_form
+    async def _revoke(request: Request) -> Response:
+        from sqlalchemy import delete
+
+        signed = await instructor(request)
+        if isinstance(signed, Response):
+            return signed
+        form = await form_checked(request, signed)
+        student, assignment = str(form.get("student") or "")[:200], str(form.get("assignment") or "")[:100]
+
+        def revoke() -> int:
+            with writing(engine).begin() as conn:
+                gone = conn.execute(delete(ExtensionGrant).where(ExtensionGrant.student == student,
+                                                                 ExtensionGrant.assignment == assignment))
+            return int(gone.rowcount or 0)
+
+        n = await run_in_threadpool(revoke)
+        lang = _language(request, course)
+        return _to_dashboard(request, UI[lang]["revoked"].format(student=student, assignment=assignment, n=n))
 
     @app.get("/dashboard/download/{name}", include_in_schema=False)
     async def _download(request: Request, name: str) -> Response:

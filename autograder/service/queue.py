@@ -10,13 +10,18 @@ records the result (:func:`complete`); a worker whose lease was taken over recor
 since grading is deterministic (the same file gives the same score) a submission graded twice
 still has exactly one result row.
 
-Fair share: a job's *round* is how many jobs of its student were queued or running when it was
-queued, and workers take the lowest round first (then the oldest). A student's second upload waits
-behind every other student's first, so one student's flood delays only that student; each student
-may have at most ``service.queued_per_student`` jobs waiting (:class:`Admission`), checked with the
-course's attempt limits in the very transaction that stores the upload (on PostgreSQL under a
-per-student advisory lock, on SQLite under its one writer lock): uploads sent at once never pass a
-limit between the count and the insert.
+Fair share: a waiting job's *rank* is how many jobs of its student wait before it (plus its
+``round``: 0 for an upload, more for a regrade), counted when a worker looks; workers take the lowest
+rank first, and among equals the job that has been *eligible* longest: since it was queued, or since
+its student's previous job was graded, whichever is later. So every student's first waiting job goes
+before anyone's second, a student who was just served waits behind those who were waiting meanwhile
+(a flood of uploads delays only its sender), and a job moves up as its student's earlier ones are
+graded (a duplicate upload a client sent again, not knowing the first was taken, waits for those who
+came before it, not for the whole class). A student has one job graded at a time. Each student may have at most
+``service.queued_per_student`` jobs waiting (:class:`Admission`), checked with the course's attempt
+limits in the very transaction that stores the upload (on PostgreSQL under a per-student advisory
+lock, on SQLite under its one writer lock): uploads sent at once never pass a limit between the count
+and the insert.
 """
 from __future__ import annotations
 
@@ -89,7 +94,7 @@ def store(engine: Engine, *, student: str, assignment: str, filename: str, data:
                          sha256=hashlib.sha256(data).hexdigest(), received_at=received_at or utcnow())
         session.add(sub)
         session.flush()
-        job = Job(submission_id=sub.id, student=student, round=_ahead_of_student(session, student))
+        job = Job(submission_id=sub.id, student=student, round=0)
         session.add(job)
         session.flush()
         return sub.id, job.id
@@ -100,12 +105,6 @@ def _lock_student(session: Session, student: str) -> None:
     (SQLite's BEGIN IMMEDIATE already lets one writer in at a time)."""
     if session.get_bind().dialect.name == "postgresql":
         session.execute(sql("SELECT pg_advisory_xact_lock(hashtext(:who))"), {"who": student})
-
-
-def _ahead_of_student(session: Session, student: str) -> int:
-    """How many of ``student``'s jobs are queued or running."""
-    return int(session.execute(select(func.count()).select_from(Job).where(
-        Job.student == student, Job.state.in_(("queued", "running")))).scalar_one())
 
 
 def _admit(session: Session, student: str, assignment: str, admission: Admission) -> None:
@@ -135,47 +134,55 @@ def _admit(session: Session, student: str, assignment: str, admission: Admission
 
 
 def requeue(engine: Engine, submission_ids: list[int], behind: int = 0) -> list[int]:
-    """A new job for each of these submissions (a check changed: regrade); the new job ids. Each goes
-    ``behind`` rounds after its student's uploads (a regrade of a whole class never holds up a new upload)."""
+    """A new job for each of these submissions (a check changed: regrade); the new job ids. Each ranks ``behind``
+    places after its student's uploads (a regrade of a whole class never holds up a new upload)."""
     with Session(writing(engine)) as session, session.begin():
         students = dict(session.execute(select(Submission.id, Submission.student)
                                         .where(Submission.id.in_(submission_ids))).all()) if submission_ids else {}
-        rounds: dict[str, int] = {}
-        jobs = []
-        for s in submission_ids:
-            who = students.get(s, "")
-            if who not in rounds:
-                rounds[who] = _ahead_of_student(session, who) + behind
-            jobs.append(Job(submission_id=s, student=who, round=rounds[who]))
-            rounds[who] += 1
+        jobs = [Job(submission_id=s, student=students.get(s, ""), round=behind) for s in submission_ids]
         session.add_all(jobs)
         session.flush()
         return [j.id for j in jobs]
 
 
+#: When a job became eligible: queued, or its student's previous job graded, whichever is later.
+_ELIGIBLE = ("(SELECT CASE WHEN max(s.finished_at) IS NULL OR {job}.created_at > max(s.finished_at) THEN "
+             "{job}.created_at ELSE max(s.finished_at) END FROM jobs AS s WHERE s.student = {job}.student)")
+#: The claimable jobs with their rank and eligibility (see the module's text): queued, or running under a lease
+#: that ran out; never one of a student whose job is being graded under a live lease.
+_RANKED = ("SELECT id, round + ROW_NUMBER() OVER (PARTITION BY student ORDER BY id) - 1 AS rank, "
+           f"{_ELIGIBLE.format(job='jobs')} AS eligible FROM jobs "
+           "WHERE (state = 'queued' OR (state = 'running' AND lease_until < :now)) AND student NOT IN "
+           "(SELECT student FROM jobs WHERE state = 'running' AND lease_until >= :now)")
+#: The order workers take them in.
+_ORDER = "ORDER BY rank, eligible, id"
+
+
 def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | None = None) -> Claimed | None:
-    """The next job nobody holds (queued, or a lease that ran out: the lowest round, then the oldest; never a
-    second one of a student whose job is being graded), now held by ``owner``; None if none."""
+    """The next job nobody holds (the lowest rank, then the oldest: see the module's text), now held by ``owner``;
+    None if none."""
     now = now or utcnow()
     until = now + dt.timedelta(seconds=lease_seconds)
-    # One job of a student at a time: a student whose job is being graded waits for it (a flood of slow
-    # notebooks holds one worker at most); a job whose lease ran out is claimable again.
-    claimable = ("(state = 'queued' OR (state = 'running' AND lease_until < :now)) AND student NOT IN "
-                 "(SELECT student FROM jobs WHERE state = 'running' AND lease_until >= :now)")
+    take = ("UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, claims = claims + 1 "
+            "WHERE id = :id RETURNING id, submission_id")
     with writing(engine).begin() as conn:
         if conn.dialect.name == "postgresql":
-            row = conn.execute(sql(f"SELECT id FROM jobs WHERE {claimable} ORDER BY round, id "
-                                    "LIMIT 1 FOR UPDATE SKIP LOCKED").bindparams(_NOW), {"now": now}).first()
-            if row is None:
-                return None
-            got = conn.execute(sql("UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, "
-                                    "claims = claims + 1 WHERE id = :id RETURNING id, submission_id")
-                               .bindparams(_UNTIL), {"owner": owner, "until": until, "id": row[0]}).first()
+            # (FOR UPDATE cannot share a SELECT with a window function: rank first, then lock one of the first few
+            # that no other worker holds, checked claimable again under its lock)
+            ranked = conn.execute(sql(f"SELECT id FROM ({_RANKED}) AS ranked {_ORDER} LIMIT 8")
+                                  .bindparams(_NOW), {"now": now}).scalars().all()
+            got = None
+            for candidate in ranked:
+                locked = conn.execute(sql("SELECT id FROM jobs WHERE id = :id AND (state = 'queued' OR (state = "
+                                          "'running' AND lease_until < :now)) FOR UPDATE SKIP LOCKED")
+                                      .bindparams(_NOW), {"id": candidate, "now": now}).first()
+                if locked is not None:
+                    got = conn.execute(sql(take).bindparams(_UNTIL), {"owner": owner, "until": until,
+                                                                       "id": candidate}).first()
+                    break
         else:
-            got = conn.execute(sql(f"UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, "
-                                    f"claims = claims + 1 WHERE id = (SELECT id FROM jobs WHERE {claimable} "
-                                    "ORDER BY round, id LIMIT 1) RETURNING id, submission_id").bindparams(_NOW, _UNTIL),
-                               {"owner": owner, "until": until, "now": now}).first()
+            got = conn.execute(sql(take.replace(":id", f"(SELECT id FROM ({_RANKED}) {_ORDER} LIMIT 1)"))
+                               .bindparams(_NOW, _UNTIL), {"owner": owner, "until": until, "now": now}).first()
         if got is None:
             return None
         sub = conn.execute(select(Submission.student, Submission.assignment, Submission.filename, Submission.data,
@@ -241,9 +248,14 @@ def position(engine: Engine, job: int) -> int | None:
             return None
         if state == "running":
             return 0
-        mine = conn.execute(select(Job.round).where(Job.id == job)).scalar_one()
-        ahead = conn.execute(sql("SELECT count(*) FROM jobs WHERE state = 'queued' AND (round < :round OR "
-                                 "(round = :round AND id < :id))"), {"id": job, "round": mine}).scalar_one()
+        # Its place as workers would take them now (a student's job being graded counts ahead of their next).
+        ranked = ("SELECT id, round + ROW_NUMBER() OVER (PARTITION BY student ORDER BY id) - 1 + (SELECT count(*) "
+                  "FROM jobs AS r WHERE r.student = q.student AND r.state = 'running') AS rank, "
+                  f"{_ELIGIBLE.format(job='q')} AS eligible FROM jobs AS q WHERE q.state = 'queued'")
+        ahead = conn.execute(sql(f"SELECT place FROM (SELECT id, ROW_NUMBER() OVER ({_ORDER}) - 1 AS place FROM "
+                                 f"({ranked}) AS ranked) AS placed WHERE id = :id"), {"id": job}).scalar_one_or_none()
+        if ahead is None:
+            return 0
     return int(ahead)
 
 

@@ -1,4 +1,4 @@
-"""fair share: each job knows its student and its round (the student's jobs ahead of it when queued)
+"""fair share: each job knows its student and its round (0 for an upload, more for a regrade)
 
 Revision ID: 0004
 Revises: 0003

@@ -1,0 +1,266 @@
+"""Issue 48: a real class on the service: the grade that counts is always the right one.
+
+Each test reproduces what a new instructor, student or TA saw (each failed on the main of 2026-12-05):
+a notebook of another assignment graded into this one; extensions granted on the dashboard that never
+reached the stored scores; the late line's pre-penalty score; a token with a CRLF line end.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import re
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from support import make_samples
+from served import serving
+from autograder.config import load_course
+from autograder.lateness import LatePolicy
+from autograder.service import db, tokens
+from autograder.service import queue as Q
+from autograder.service.app import create_app
+
+COURSE = load_course()
+RNN = COURSE.assignment("01_rnn_decay")
+QKV = COURSE.assignment("02_qkv_attention")
+UTC = dt.timezone.utc
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def stored(engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(db.Submission)).scalar_one()
+
+
+@pytest.fixture
+def service(tmp_path, request):
+    course = getattr(request, "param", COURSE)
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    people = {"s04": tokens.issue(engine, "s04"), "s05": tokens.issue(engine, "s05"),
+              "teacher": tokens.issue(engine, "teacher", role="instructor")}
+    with serving(create_app(engine, course)) as url, httpx.Client(base_url=url, timeout=60) as client:
+        yield client, engine, people, course
+    engine.dispose()
+
+
+# -- 1. a notebook of another assignment ------------------------------------------------------------------------
+def test_the_release_writes_its_assignment_into_each_notebook():
+    for a in COURSE.assignments:
+        nb = json.loads((COURSE.root / "release" / a.id / a.notebook).read_text(encoding="utf-8"))
+        assert nb["metadata"]["autograder"] == {"assignment": a.id}, a.id
+
+
+def test_an_upload_of_another_assignments_notebook_is_refused_naming_it(service):
+    client, engine, who, _ = service
+    qkv = make_samples.submission(QKV, solved="all")            # its cells' nbgrader ids say 02
+    released = json.loads((COURSE.root / "release" / QKV.id / QKV.notebook).read_text(encoding="utf-8"))
+    for notebook in (qkv, released):                             # ... and the release's metadata too
+        got = client.post("/api/submissions", headers=auth(who["s04"]), data={"assignment": RNN.id},
+                          files={"notebook": ("mine.ipynb", json.dumps(notebook).encode(), "application/json")})
+        assert got.status_code == 422, got.text
+        error = got.json()["error"]
+        assert got.json()["code"] == "service.wrong_assignment"
+        assert QKV.id in error["zh"] and QKV.id in error["en"] and RNN.id in error["en"]
+    assert stored(engine) == 0
+    ok = client.post("/api/submissions", headers=auth(who["s04"]), data={"assignment": QKV.id},
+                     files={"notebook": ("mine.ipynb", json.dumps(qkv).encode(), "application/json")})
+    assert ok.status_code == 202 and stored(engine) == 1
+
+
+def test_grade_names_a_notebook_of_another_assignment_in_its_row(tmp_path):
+    """The path says 01, the notebook's cells say 02: the row says so (never 0 with "function missing")."""
+    from autograder.grading.submissions import discover
+
+    qkv = make_samples.submission(QKV, solved="all")
+    older = json.loads(json.dumps(qkv))
+    older["metadata"].pop("autograder")                # a notebook from before the release wrote its assignment
+    for student, notebook in (("s30", qkv), ("s31", older)):
+        folder = tmp_path / "subs" / student
+        folder.mkdir(parents=True)
+        (folder / f"{RNN.id}.ipynb").write_text(json.dumps(notebook))
+    found = {s.student: s for s in discover(tmp_path / "subs", COURSE).submissions}
+    for student, how in (("s30", "notebook metadata"), ("s31", "nbgrader cell ids")):
+        assert found[student].assignment == RNN.id
+        assert found[student].problem == f"wrong assignment: the notebook is {QKV.id} ({how}), not {RNN.id}"
+        assert QKV.id in found[student].said["zh"] and RNN.id in found[student].said["zh"]
+
+
+def test_check_goes_by_what_the_notebook_says_before_its_name_or_functions(tmp_path):
+    """A 02 notebook renamed 01_rnn_decay.ipynb that also defines 01's functions is checked as 02."""
+    from autograder.selfcheck.kernel import guess_assignment
+
+    nb = make_samples.submission(QKV, solved="all")
+    namespace = {e.function: (lambda *a: None) for e in RNN.exercises}
+    assert guess_assignment(COURSE, namespace, f"{RNN.id}.ipynb", nb=nb).id == QKV.id
+    # In a kernel: the notebook's file, read as it is saved.
+    path = tmp_path / f"{RNN.id}.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert guess_assignment(COURSE, namespace, str(path)).id == QKV.id
+    assert guess_assignment(COURSE, namespace, str(tmp_path / "gone.ipynb")).id == RNN.id   # the functions
+
+
+# -- 3 and 7. an extension reaches every view of the stored result, at once ------------------------------------
+LATE_COURSE = COURSE.model_copy(update={"assignments": [
+    a.model_copy(update={"due": "2026-01-10T23:59:00+00:00", "late": LatePolicy(kind="per_day", percent=50)})
+    if a.id == QKV.id else a for a in COURSE.assignments]})
+
+
+def _late_result(engine, student: str) -> int:
+    """A submission received half a day after 02's due date (one started day: 50% off), graded 8/8 and settled
+    as the worker settles it."""
+    from autograder.grading.deadlines import Deadlines, submitted_json
+    from autograder.grading.times import SubmittedAt
+
+    received = dt.datetime(2026, 1, 11, 12, 0, tzinfo=UTC)
+    sub, job = Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb",
+                       data=json.dumps(make_samples.submission(QKV, solved="all")).encode(), received_at=received)
+    result = {"student": student, "assignment": QKV.id, "points": QKV.points, "max_points": QKV.points,
+              "status": "graded", "exercises": []}
+    Deadlines.load(LATE_COURSE).settle(result, submitted_json(SubmittedAt(received, "the service's receipt")))
+    assert Q.claim(engine, "w", 60).job == job and Q.complete(engine, job, "w", result)
+    return sub
+
+
+def _csrf(page: str) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+
+
+@pytest.mark.parametrize("service", [LATE_COURSE], indirect=True)
+def test_an_extension_granted_on_the_dashboard_reaches_every_view_at_once_and_a_revoke_too(service):
+    client, engine, who, _ = service
+    sub = _late_result(engine, "s04")
+    before = client.get(f"/api/submissions/{sub}", headers=auth(who["s04"])).json()["result"]
+    assert before["points"] == QKV.points / 2 and before["late"]["extended"] is False
+    assert before["raw_points"] == QKV.points          # the late line's score before the penalty (item 7)
+    with httpx.Client(base_url=str(client.base_url), timeout=60) as board:
+        page = board.get("/login")
+        board.post("/login", data={"token": who["teacher"], "csrf": _csrf(page.text), "next": "/dashboard"})
+        csrf = _csrf(board.get("/dashboard").text)
+        typo = board.post("/dashboard/extensions", data={"csrf": csrf, "student": "s4", "assignment": QKV.id,
+                                                          "due": "2026-01-20T23:59"})
+        assert typo.status_code == 422 and "s04" in typo.text and "名单" in typo.text
+        granted = board.post("/dashboard/extensions", data={"csrf": csrf, "student": "s04", "assignment": QKV.id,
+                                                             "due": "2026-01-20T23:59"})
+        assert granted.status_code == 303
+        # The API, the student's page, grades.csv and the class report: all at once, nothing regraded.
+        now = client.get(f"/api/submissions/{sub}", headers=auth(who["s04"])).json()["result"]
+        assert now["points"] == QKV.points and now["late"]["extended"] is True and now["late"]["late"] is False
+        grades = list(csv.DictReader(io.StringIO(board.get("/dashboard/download/grades.csv").text.lstrip("\ufeff"))))
+        assert [float(r["total"]) for r in grades if r["student"] == "s04"] == [QKV.points]
+        with httpx.Client(base_url=str(client.base_url), timeout=60) as ada:
+            page = ada.get("/login")
+            ada.post("/login", data={"token": who["s04"], "csrf": _csrf(page.text), "next": "/me"})
+            mine = ada.get("/me").text
+        assert f"{QKV.points:g} / {QKV.points:g}" in mine and f"{QKV.points:g} / {QKV.points:g} · 迟交" not in mine
+        revoked = board.post("/dashboard/extensions/revoke", data={"csrf": csrf, "student": "s04",
+                                                                    "assignment": QKV.id})
+        assert revoked.status_code == 303 and "已撤销" in board.get(revoked.headers["location"]).text
+    again = client.get(f"/api/submissions/{sub}", headers=auth(who["s04"])).json()["result"]
+    assert again["points"] == QKV.points / 2 and again["late"]["extended"] is False
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(db.Job)).scalar_one() == 1     # never regraded
+
+
+@pytest.mark.parametrize("service", [LATE_COURSE], indirect=True)
+def test_the_late_line_shows_the_score_before_the_penalty(service):
+    from autograder.reports.feedback import feedback_parts
+
+    client, engine, who, course = service
+    sub = _late_result(engine, "s05")
+    seen = client.get(f"/api/submissions/{sub}", headers=auth(who["s05"])).json()["result"]
+    text = "\n".join(feedback_parts(seen, course, "zh"))
+    assert f"扣分前 {QKV.points:g}" in text, text
+
+
+# -- 10. a token copied with its line end -----------------------------------------------------------------------
+def test_a_token_copied_with_its_crlf_line_end_works_and_odd_characters_are_said(service, tmp_path, monkeypatch):
+    from autograder.selfcheck import submit as S
+
+    client, engine, who, course = service
+    saved = tmp_path / "mine.ipynb"                              # its name says nothing: the notebook does
+    saved.write_text(json.dumps(make_samples.submission(QKV, solved="all")), encoding="utf-8")
+    monkeypatch.setenv(S.ENV_SERVER, f"{client.base_url}/ ")
+    monkeypatch.setenv(S.ENV_TOKEN, who["s04"] + "\r\n")
+    said: list[str] = []
+    assert S.submit_file(saved, assignment=None, course=course, language="zh", wait=False, say=said.append) is None
+    assert said and "已提交" in said[0] and stored(engine) == 1
+    monkeypatch.setenv(S.ENV_TOKEN, who["s04"] + "\u00a0x")
+    with pytest.raises(S.SubmitError, match="令牌里有不该有的字符"):
+        S.submit_file(saved, assignment=None, course=course, language="zh", wait=False, say=said.append)
+
+
+# -- 5. out of memory only where the sandbox says so --------------------------------------------------------------
+def test_a_wrong_answer_whose_function_name_says_memory_is_no_memory_note():
+    from autograder.grading.submission import _exercise_notes
+    from autograder.messages import say
+
+    def exercise(status: str, en: str) -> dict:
+        return {"exercise": "5.9", "status": status, "checks": [
+            {"passed": False, "message": {"zh": "…", "en": en}}]}
+
+    wrong = exercise("failed", "kv_cache_memory(2, 4, 8) returned 64, expected 128")
+    assert _exercise_notes(wrong, "kv_cache_memory") is None
+    own = exercise("error", say("check.raised", kind="ValueError", detail="attention_memory out of memory").en)
+    assert _exercise_notes(own, "attention_memory") is None         # the word in the student's own message
+    killed = exercise("crashed", say("sandbox.killed_memory").en)
+    assert _exercise_notes(killed, "kv_cache_memory")[0] == "memory: 5.9"
+    refused = exercise("error", say("check.raised", kind="MemoryError", detail="").en)
+    assert _exercise_notes(refused, "kv_cache_memory")[0] == "memory: 5.9"
+
+
+# -- 2. extensions.csv and students who are not in this batch ------------------------------------------------------
+def test_an_extension_for_a_student_not_in_the_batch_is_no_error_and_a_typo_is_caught_against_the_roster(
+        course_root, tmp_path):
+    from autograder.errors import ConfigError
+    from autograder.grading.batch import plan
+
+    subs = tmp_path / "subs"
+    for student in ("s30", "s31"):
+        (subs / student).mkdir(parents=True)
+        (subs / student / QKV.notebook).write_text(json.dumps(make_samples.submission(QKV, solved="all")))
+    (course_root / "extensions.csv").write_text("student,assignment,extra,reason\ns05,02_qkv_attention,2d,\n"
+                                                "s30,02_qkv_attention,1d,\n", encoding="utf-8")
+    course = load_course(course_root)
+    one = plan(subs, course, tmp_path / "out", student="s30")          # regrading one student: s05 is elsewhere
+    assert [s.student for s in one.found.submissions] == ["s30"]
+    assert {e.student for e in one.deadlines.extensions} == {"s05", "s30"}
+    whole = plan(subs, course, tmp_path / "out")                        # s05 has not handed in yet
+    assert len(whole.found.submissions) == 2
+    # With a roster in course.yml, a name on no roster is a typo: the row is named.
+    (course_root / "roster.csv").write_text("student,name\ns30,A\ns31,B\ns50,C\n", encoding="utf-8")
+    text = (course_root / "course.yml").read_text(encoding="utf-8")
+    (course_root / "course.yml").write_text(text + "\nroster: roster.csv\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"extensions.csv, row 1 \(s05, 02_qkv_attention\): student: 's05' is "
+                                          r"not on the roster"):
+        plan(subs, load_course(course_root), tmp_path / "out")
+
+
+# -- 4. explain reads what serve export wrote --------------------------------------------------------------------
+def test_explain_finds_the_graded_notebook_in_a_service_export(tmp_path):
+    import hashlib
+
+    from autograder.grading.explain import find_result, graded_file
+    from autograder.service.export import export
+
+    from autograder.service.worker import serve
+
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    data = json.dumps(make_samples.submission(QKV, solved="all")).encode()
+    Q.store(engine, student="s30", assignment=QKV.id, filename="a.ipynb", data=data)
+    assert serve(str(tmp_path / "service.db"), once=True, owner="w") == 1
+    out = tmp_path / "out"
+    export(engine, COURSE, out)
+    result = find_result(out, "s30", QKV.id)
+    path = graded_file(result, tmp_path)
+    assert path == out.resolve() / "submitted" / "s30" / QKV.id / QKV.notebook and path.read_bytes() == data
+    assert result["sha256"] == hashlib.sha256(data).hexdigest()
+    engine.dispose()

@@ -264,3 +264,57 @@ def test_explain_finds_the_graded_notebook_in_a_service_export(tmp_path):
     assert path == out.resolve() / "submitted" / "s30" / QKV.id / QKV.notebook and path.read_bytes() == data
     assert result["sha256"] == hashlib.sha256(data).hexdigest()
     engine.dispose()
+
+
+# -- 8. a changed course.yml reaches the running service, validated first -----------------------------------------
+def test_a_changed_course_yml_reaches_the_running_service_and_an_invalid_one_is_refused(course_root, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from served import free_port
+
+    env = dict(os.environ, AUTOGRADER_COURSE=str(course_root / "course.yml"))
+    base = [sys.executable, "-m", "autograder", "serve", "--database", str(tmp_path / "s.db")]
+    token = subprocess.run([*base, "token", "--student", "s04"], env=env, capture_output=True, text=True,
+                           timeout=120, check=True).stdout.strip()
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([*base, "--port", str(port), "--workers", "0"], env=env, stdout=out,
+                                  stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def due_shown() -> str:
+        with httpx.Client(base_url=url, timeout=30) as browser:
+            page = browser.get("/login")
+            browser.post("/login", data={"token": token, "csrf": _csrf(page.text), "next": "/me"})
+            return browser.get("/me").text
+
+    def wait_for(predicate, what: str) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if predicate():
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        raise AssertionError(f"{what}: {log.read_text(errors='replace')[-2000:]}")
+
+    try:
+        wait_for(lambda: "没有截止时间" in due_shown(), "the service did not start")
+        text = (course_root / "course.yml").read_text(encoding="utf-8")
+        assert "  - id: 02_qkv_attention\n" in text
+        (course_root / "course.yml").write_text(text.replace("  - id: 02_qkv_attention\n", "  - id: 02_qkv_attention\n"
+                                                             "    due: 2031-03-04T10:00:00+00:00\n"), encoding="utf-8")
+        wait_for(lambda: "2031-03-04" in due_shown(), "the new due date did not reach the page")
+        (course_root / "course.yml").write_text(text.replace("seed:", "seed: [not a number]\nx:"), encoding="utf-8")
+        wait_for(lambda: "is not valid" in log.read_text(errors="replace"), "the invalid file was not named")
+        assert "2031-03-04" in due_shown()                       # the course in use stays
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=120)
+    assert "reloaded" in log.read_text(errors="replace")

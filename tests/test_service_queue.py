@@ -460,7 +460,8 @@ def _store(engine, who, **admission):
 
 
 def test_workers_take_every_students_first_upload_before_anyones_second(engine):
-    """One student's flood waits behind the others' work: rounds, then arrival."""
+    """One student's flood waits behind the others' work: ranks, then how long each job has been eligible."""
+    done = {"points": 1, "max_points": 1, "status": "graded"}
     flood = [_store(engine, "flood")[1] for _ in range(3)]
     ada = _store(engine, "ada")[1]
     ben = _store(engine, "ben")[1]
@@ -469,19 +470,35 @@ def test_workers_take_every_students_first_upload_before_anyones_second(engine):
     order = []
     while (got := Q.claim(engine, "w", 60)) is not None:
         order.append(got.job)
-        if got.job == ada:          # ada's second upload, while her first is graded: behind the others' first
-            again = _store(engine, "ada")[1]
-            assert Q.claim(engine, "w2", 60).job == ben        # (not flood's second: flood's first is done)
-            Q.complete(engine, ben, "w2", {"points": 1, "max_points": 1, "status": "graded"})
-            order.append(ben)
-        Q.complete(engine, got.job, "w", {"points": 1, "max_points": 1, "status": "graded"})
-    assert order == [flood[0], ada, ben, flood[1], again, flood[2]]
+        Q.complete(engine, got.job, "w", done)
+    assert order == [flood[0], ada, ben, flood[1], flood[2]]
     # A regrade of the class goes behind every student's own uploads.
     with engine.connect() as conn:
         subs = list(conn.execute(select(db.Submission.id).order_by(db.Submission.id)).scalars())
     regraded = Q.requeue(engine, subs, behind=3)
     late = _store(engine, "cai")[1]
     assert Q.claim(engine, "w", 60).job == late and Q.claim(engine, "w", 60).job == regraded[0]
+
+
+def test_a_student_pays_back_the_worker_time_their_notebook_took(engine):
+    """A job that held a worker 100 s charges its student as long again: another student's upload, queued after
+    that student's next one, is graded first; a duplicate upload still waits only for those before it."""
+    done = {"points": 1, "max_points": 1, "status": "graded"}
+    slow = _store(engine, "slow")[1]
+    Q.claim(engine, "w", 300, now=dt.datetime.now(UTC) - dt.timedelta(seconds=100))     # taken 100 s ago
+    again = _store(engine, "slow")[1]                   # queued while the first was graded
+    Q.complete(engine, slow, "w", done)                 # done now: charged until 100 s from now
+    ada = _store(engine, "ada")[1]
+    assert [Q.claim(engine, "w", 60).job for _ in range(2)] == [ada, again]
+    # A quick one charges little: a client's second copy (its first was taken, the answer lost) is not sent to
+    # the back of the queue.
+    Q.complete(engine, ada, "w", done)
+    first = _store(engine, "ben")[1]
+    copy = _store(engine, "ben")[1]
+    assert Q.claim(engine, "w2", 60).job == first
+    Q.complete(engine, first, "w2", done)
+    cai = _store(engine, "cai")[1]
+    assert [Q.claim(engine, f"w{i}", 60).job for i in (3, 4)] == [copy, cai]
 
 
 def test_a_student_has_one_job_graded_at_a_time_so_a_flood_holds_one_worker_at_most(engine):

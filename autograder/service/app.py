@@ -198,9 +198,10 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
 
     app = FastAPI(title="autograder service", version=__version__,
                   description="Submit notebooks of the course and read their graded verdicts.")
-    limit = int(course.limits.notebook_mb * 2**20)
-    assignments = {a.id: a for a in course.assignments}
-    app.add_middleware(Guard, uploads=UPLOAD_ROUTES, upload_bytes=limit,
+    from autograder.service.live import Assignments
+
+    assignments = Assignments(course)           # (read from the course each time: serve reloads a changed one)
+    app.add_middleware(Guard, uploads=UPLOAD_ROUTES, upload_bytes=lambda: int(course.limits.notebook_mb * 2**20),
                        idle_seconds=body_idle_seconds or BODY_IDLE_SECONDS)
 
     @app.exception_handler(ApiError)

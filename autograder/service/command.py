@@ -129,9 +129,15 @@ def _serve(args: argparse.Namespace, course: Any, url: str, engine: Any) -> int:
     # process there, and SIGINT print a traceback).
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGINT, _exit_on_signal)
+    from autograder.config import course_file
+    from autograder.service.live import CourseWatch, LiveCourse
+
+    live = LiveCourse(course)           # course.yml read again when it changes (validated first)
+    watch = CourseWatch(live, course.root / course_file().name, workers.restart)
     try:
         workers.watch()
-        app: Any = create_app(engine, course, hub=hub)
+        watch.start()
+        app: Any = create_app(engine, live, hub=hub)
         if hub is not None:
             # The Hub's proxy passes its whole path (/services/NAME/...): the app is mounted under that prefix.
             from starlette.applications import Starlette
@@ -144,6 +150,7 @@ def _serve(args: argparse.Namespace, course: Any, url: str, engine: Any) -> int:
               f"database {url})", flush=True)
         uvicorn.Server(config).run(sockets=[listening])
     finally:
+        watch.stop()
         workers.stop()
     return 0
 
@@ -164,6 +171,7 @@ class Workers:
         self._started = [time.monotonic()] * count
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._restarting: set[int] = set()      # pids told to stop for a new course.yml (not a crash)
 
     def _start(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "-m", "autograder", "--course", str(self.course.root), "worker",
@@ -184,6 +192,10 @@ class Workers:
                 if code is None or self._stopping.is_set():
                     continue
                 lived = time.monotonic() - self._started[i]
+                if proc.pid in self._restarting:    # it finished its job and stopped for the new course.yml
+                    self._restarting.discard(proc.pid)
+                    self.procs[i], self._started[i] = self._start(), time.monotonic()
+                    continue
                 pause[i] = 1.0 if lived > 60 else min(60.0, pause[i] * 2)
                 how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
                 try:
@@ -196,6 +208,13 @@ class Workers:
                 if self._stopping.wait(pause[i] - 1.0 if pause[i] > 1 else 0):
                     return
                 self.procs[i], self._started[i] = self._start(), time.monotonic()
+
+    def restart(self, _course: Any = None) -> None:
+        """Each worker finishes its job in hand and a new one takes its place (course.yml changed)."""
+        for w in self.procs:
+            if w.poll() is None:
+                self._restarting.add(w.pid)
+                w.send_signal(signal.SIGTERM)
 
     def stop(self) -> None:
         """Each worker finishes the job in hand, then stops (a drain); one still grading after the submission's

@@ -24,6 +24,7 @@ import html
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,12 +106,13 @@ class _Refused(Exception):
 
 class Guard:
     """The service app's outermost layer (see the module's text). ``uploads``: the (method, path) of the
-    routes that take a notebook, below the service's prefix; ``upload_bytes``: the largest notebook."""
+    routes that take a notebook, below the service's prefix; ``upload_bytes``: the largest notebook (or a
+    function that says it now: the course may be reloaded)."""
 
-    def __init__(self, app: Any, *, uploads: frozenset[tuple[str, str]], upload_bytes: int,
+    def __init__(self, app: Any, *, uploads: frozenset[tuple[str, str]], upload_bytes: int | Callable[[], int],
                  idle_seconds: float = BODY_IDLE_SECONDS, body_seconds: float = BODY_SECONDS):
         self.app, self.uploads = app, uploads
-        self.upload_most = upload_bytes + UPLOAD_FRAMING
+        self._upload_bytes = upload_bytes
         self.idle_seconds, self.body_seconds = idle_seconds, body_seconds
         self._logged: set[str] = set()
 
@@ -119,7 +121,8 @@ class Guard:
             await self.app(scope, receive, send)
             return
         upload = (scope["method"], relative_path(scope)) in self.uploads
-        allowance = Allowance(SMALL_BODY, self.upload_most if upload else SMALL_BODY)
+        most = self._upload_bytes() if callable(self._upload_bytes) else self._upload_bytes
+        allowance = Allowance(SMALL_BODY, most + UPLOAD_FRAMING if upload else SMALL_BODY)
         scope[_SCOPE_KEY] = allowance
         answered = False            # the guard has answered (a refusal): the app's own answer is dropped
         started = False             # a response has begun

@@ -180,7 +180,9 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
     from autograder.reports.class_report import class_report_parts
     from autograder.reports.feedback import _CSS, feedback_parts
 
-    assignments = {a.id: a for a in course.assignments}
+    from autograder.service.live import Assignments
+
+    assignments = Assignments(course)           # (read from the course each time: serve reloads a changed one)
 
     def render(request: Request, name: str, signed: sessions.Signed | None, *, csrf: str | None = None,
                status: int = 200, **context: Any) -> HTMLResponse:

@@ -13,11 +13,14 @@ still has exactly one result row.
 Fair share: a waiting job's *rank* is how many jobs of its student wait before it (plus its
 ``round``: 0 for an upload, more for a regrade), counted when a worker looks; workers take the lowest
 rank first, and among equals the job that has been *eligible* longest: since it was queued, or since
-its student's previous job was graded, whichever is later. So every student's first waiting job goes
-before anyone's second, a student who was just served waits behind those who were waiting meanwhile
-(a flood of uploads delays only its sender), and a job moves up as its student's earlier ones are
-graded (a duplicate upload a client sent again, not knowing the first was taken, waits for those who
-came before it, not for the whole class). A student has one job graded at a time. Each student may have at most
+its student's worker time was paid back, whichever is later (a graded job charges its student as long
+again as it took: graded at 10:00:08 after 8 s, the student's next is eligible from 10:00:16). So
+every student's first waiting job goes before anyone's second, a student who was just served waits
+behind those who were waiting meanwhile, and the more worker time a student's notebooks take the
+longer they wait (a flood of slow notebooks delays only its sender), while a job moves up as its
+student's earlier ones are graded (a duplicate upload a client sent again, not knowing the first was
+taken, waits for those who came before it, not for the whole class). A student has one job graded at
+a time. Each student may have at most
 ``service.queued_per_student`` jobs waiting (:class:`Admission`), checked with the course's attempt
 limits in the very transaction that stores the upload (on PostgreSQL under a per-student advisory
 lock, on SQLite under its one writer lock): uploads sent at once never pass a limit between the count
@@ -145,9 +148,9 @@ def requeue(engine: Engine, submission_ids: list[int], behind: int = 0) -> list[
         return [j.id for j in jobs]
 
 
-#: When a job became eligible: queued, or its student's previous job graded, whichever is later.
-_ELIGIBLE = ("(SELECT CASE WHEN max(s.finished_at) IS NULL OR {job}.created_at > max(s.finished_at) THEN "
-             "{job}.created_at ELSE max(s.finished_at) END FROM jobs AS s WHERE s.student = {job}.student)")
+#: When a job became eligible: queued, or its student's worker time paid back, whichever is later.
+_ELIGIBLE = ("(SELECT CASE WHEN max(s.charged_until) IS NULL OR {job}.created_at > max(s.charged_until) THEN "
+             "{job}.created_at ELSE max(s.charged_until) END FROM jobs AS s WHERE s.student = {job}.student)")
 #: The claimable jobs with their rank and eligibility (see the module's text): queued, or running under a lease
 #: that ran out; never one of a student whose job is being graded under a live lease.
 _RANKED = ("SELECT id, round + ROW_NUMBER() OVER (PARTITION BY student ORDER BY id) - 1 AS rank, "
@@ -163,8 +166,8 @@ def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | N
     None if none."""
     now = now or utcnow()
     until = now + dt.timedelta(seconds=lease_seconds)
-    take = ("UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, claims = claims + 1 "
-            "WHERE id = :id RETURNING id, submission_id")
+    take = ("UPDATE jobs SET state = 'running', owner = :owner, lease_until = :until, claimed_at = :now, "
+            "claims = claims + 1 WHERE id = :id RETURNING id, submission_id")
     with writing(engine).begin() as conn:
         if conn.dialect.name == "postgresql":
             # (FOR UPDATE cannot share a SELECT with a window function: rank first, then lock one of the first few
@@ -177,8 +180,8 @@ def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | N
                                           "'running' AND lease_until < :now)) FOR UPDATE SKIP LOCKED")
                                       .bindparams(_NOW), {"id": candidate, "now": now}).first()
                 if locked is not None:
-                    got = conn.execute(sql(take).bindparams(_UNTIL), {"owner": owner, "until": until,
-                                                                       "id": candidate}).first()
+                    got = conn.execute(sql(take).bindparams(_UNTIL, _NOW), {"owner": owner, "until": until,
+                                                                             "now": now, "id": candidate}).first()
                     break
         else:
             got = conn.execute(sql(take.replace(":id", f"(SELECT id FROM ({_RANKED}) {_ORDER} LIMIT 1)"))
@@ -215,8 +218,10 @@ def complete(engine: Engine, job: int, owner: str, result: dict[str, Any]) -> bo
     """Record the result of ``owner``'s job: one row per submission; False (nothing written) when the
     job is no longer ``owner``'s."""
     with Session(writing(engine)) as session, session.begin():
+        now = utcnow()
         held = session.execute(update(Job).where(Job.id == job, Job.owner == owner, Job.state == "running")
-                               .values(state="done", finished_at=utcnow(), lease_until=None))
+                               .values(state="done", finished_at=now, lease_until=None,
+                                       charged_until=_charged(session, job, now)))
         if not getattr(held, "rowcount", 0):       # (an UPDATE's result is a CursorResult)
             return False
         submission = session.execute(select(Job.submission_id).where(Job.id == job)).scalar_one()
@@ -233,10 +238,19 @@ def complete(engine: Engine, job: int, owner: str, result: dict[str, Any]) -> bo
 
 def fail(engine: Engine, job: int, owner: str, error: str) -> bool:
     """The grader itself failed on ``owner``'s job (never the student's code: that is a result): kept, named."""
-    with writing(engine).begin() as conn:
-        done = conn.execute(update(Job).where(Job.id == job, Job.owner == owner, Job.state == "running")
-                            .values(state="failed", finished_at=utcnow(), lease_until=None, error=error[:2000]))
-    return bool(done.rowcount)
+    with Session(writing(engine)) as session, session.begin():
+        now = utcnow()
+        done = session.execute(update(Job).where(Job.id == job, Job.owner == owner, Job.state == "running")
+                               .values(state="failed", finished_at=now, lease_until=None, error=error[:2000],
+                                       charged_until=_charged(session, job, now)))
+    return bool(getattr(done, "rowcount", 0))
+
+
+def _charged(session: Session, job: int, now: dt.datetime) -> dt.datetime:
+    """Until when a job's student is charged for it: as long again after it ends as it took (its worker time)."""
+    claimed = session.execute(select(Job.claimed_at).where(Job.id == job)).scalar_one_or_none()
+    took = (now - _aware(claimed)) if claimed is not None else dt.timedelta(0)
+    return now + max(dt.timedelta(0), min(took, dt.timedelta(hours=1)))
 
 
 def position(engine: Engine, job: int) -> int | None:

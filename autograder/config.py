@@ -568,8 +568,34 @@ def run(args: argparse.Namespace) -> int:
     for a in course.assignments:
         ids = ", ".join(f"{e.id} {e.function} ({e.points:g})" for e in a.exercises)
         print(f"  {a.id} [{a.points:g} points]: {ids}")
+        print(f"    {_deadline_text(course, a.id)}")
+    service = course.service
+    print(f"service: before the due date students see {service.before_due}; attempts "
+          f"{service.attempts or 'unlimited'}, a day {service.attempts_per_day or 'unlimited'}; counts "
+          f"{service.counts}; {service.queued_per_student or 'any number of'} waiting per student")
     _check_sources(course)
     return 0
+
+
+def _deadline_text(course: Course, assignment_id: str) -> str:
+    """One assignment's due date, late window and late policy, in words (the course's time zone)."""
+    due, last, policy = course.deadline_of(assignment_id)
+    if due is None:
+        return "no due date"
+    zone = course.timezone or "UTC"
+    text = f"due {due.isoformat()} ({zone})"
+    if last is not None:
+        text += f", late until {last.isoformat()}"
+    if policy.kind == "none":
+        return text + ", no late penalty"
+    if policy.kind == "zero":
+        return text + ", late: 0 points"
+    if policy.kind == "custom":
+        return text + f", late: {policy.function}"
+    unit = "hour" if policy.kind == "per_hour" else "day"
+    amount = f"{policy.percent:g}% of the points" if policy.percent is not None else f"{policy.points:g} points"
+    floor = f", never below {policy.floor:g}" if policy.floor is not None else ""
+    return text + f", late: {amount} off per started {unit}{floor}"
 
 
 def _check_sources(course: Course) -> None:

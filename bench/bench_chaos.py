@@ -7,9 +7,9 @@ For each database (SQLite, and PostgreSQL where its server is installed) it runs
 a refused or unanswered request is tried again, as ``submit()`` does):
 
 * ``calm``: nothing else happens (for reference);
-* ``faults``: on one seeded schedule (every 6 to 10 s), a worker is killed with ``kill -9``, the web
-  process is killed with ``kill -9`` and started again on the same database and port, and, on
-  PostgreSQL, the database server is restarted;
+* ``faults``: on one seeded schedule (at random points of the run's progress, one every 20 to 36
+  honest verdicts), a worker is killed with ``kill -9``, the web process is killed with ``kill -9`` and
+  started again on the same database and port, and, on PostgreSQL, the database server is restarted;
 * ``faults+attack``: the same schedule, while five hostile students each send a 32 MiB notebook of
   tiny values as often as they are let, one student floods uploads of slow notebooks (each sleeps 8
   s), a stranger sends 100 MiB bodies without a token, and another holds 500 half-sent requests
@@ -374,15 +374,18 @@ class Attackers:
             s.close()
 
 
-def faults_schedule(seed: int, postgres: bool, n: int = 200) -> list[tuple[float, str]]:
-    """(seconds after the clients start, fault): one every 6 to 10 s, cycling through the kinds."""
+def faults_schedule(seed: int, postgres: bool, n: int) -> list[tuple[int, str]]:
+    """(honest verdicts so far, fault): at seeded random points of the run's progress, one per 20 to 36 verdicts,
+    cycling through the kinds. By progress, not by the clock: a run slowed by attackers meets the very faults of
+    the run without them, at the same points, not more of them for taking longer."""
     rng = random.Random(seed)
     kinds = ["worker", "web"] + (["database"] if postgres else [])
-    at, out = 0.0, []
-    for i in range(n):
-        at += rng.uniform(6, 10)
-        out.append((at, kinds[i % len(kinds)]))
-    return out
+    at, out = 0, []
+    while True:
+        at += rng.randint(20, 36)
+        if at >= n - 10:
+            return out
+        out.append((at, kinds[len(out) % len(kinds)]))
 
 
 def run_once(database: str, label: str, scenario: str, subs: list[tuple[str, str, bytes]], args: argparse.Namespace,
@@ -429,9 +432,10 @@ def run_once(database: str, label: str, scenario: str, subs: list[tuple[str, str
 
         def inject() -> None:
             began = time.monotonic()
-            for at, kind in faults_schedule(args.seed, restart_db is not None):
-                if finished.wait(max(0.0, began + at - time.monotonic())):
-                    return
+            for at, kind in faults_schedule(args.seed, restart_db is not None, len(subs)):
+                while len(latencies) < at:
+                    if finished.wait(0.05):
+                        return
                 if kind == "worker":
                     said = service.kill_worker(rng)
                 elif kind == "web":
@@ -439,7 +443,7 @@ def run_once(database: str, label: str, scenario: str, subs: list[tuple[str, str
                 else:
                     restart_db()
                     said = "database restarted"
-                log.append(f"{time.monotonic() - began:6.1f} s  {said}")
+                log.append(f"{at} verdicts, {time.monotonic() - began:.1f} s: {said}")
 
         start = time.monotonic()
         threads = [threading.Thread(target=client) for _ in range(args.clients)]
@@ -557,7 +561,8 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = ["# The grading service under faults and attack", "",
              f"`python bench/bench_chaos.py -n {args.n} --clients {args.clients} --workers {args.workers} "
              f"--seed {args.seed}`, one run on {os.cpu_count()} CPUs. Honest clients: {args.clients}, "
-             f"{args.n} notebooks; faults every 6 to 10 s (kill -9 a worker, kill -9 the web process and start "
+             f"{args.n} notebooks; faults at seeded points of the run's progress, one every 20 to 36 verdicts (kill -9 "
+             "a worker, kill -9 the web process and start "
              "it again, restart PostgreSQL); attackers: five students sending a 32 MiB notebook of tiny values, "
              "one flooding slow notebooks, a stranger sending 100 MiB bodies without a token, 500 half-sent "
              "requests held open.", "",

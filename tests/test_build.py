@@ -596,6 +596,8 @@ def test_bundle_pyproject_declares_what_students_need() -> None:
     assert bundle["scripts"] == {"autograder": BUNDLE.STUDENT_SCRIPT}
     readme = BUNDLE.bundle_readme(load_course(ROOT / "course.yml")).decode()
     assert "download.pytorch.org/whl/cpu" in readme and "01_rnn_decay/01_rnn_decay.ipynb" in readme
+    # How to hand in (issue 48): submit(), the token and where it goes.
+    assert "submit()" in readme and "service.json" in readme and "AUTOGRADER_TOKEN" in readme
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import datetime as dt
 import io
 import json
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -318,3 +319,43 @@ def test_a_changed_course_yml_reaches_the_running_service_and_an_invalid_one_is_
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=120)
     assert "reloaded" in log.read_text(errors="replace")
+
+
+# -- 13. smaller things a new user tripped on ---------------------------------------------------------------------
+def test_serve_takes_database_before_or_after_its_action_and_check_help_names_a_real_notebook(tmp_path):
+    import argparse
+
+    from autograder.service.command import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    db_file = str(tmp_path / "s.db")
+    for argv in (["--database", db_file, "token", "--student", "s1"],
+                 ["token", "--student", "s1", "--database", db_file]):
+        args = parser.parse_args(argv)
+        assert (args.action, args.database, args.student) == ("token", db_file, "s1")
+    assert parser.parse_args(["token", "--student", "s1"]).database is None
+    import autograder.selfcheck.command as check_command
+
+    named = re.findall(r"Example: autograder check (\S+\.ipynb)", Path(check_command.__file__).read_text())
+    assert named and all(any(n == a.notebook for a in COURSE.assignments) for n in named), named
+
+
+def test_autograder_course_shows_each_due_date_and_late_policy():
+    from autograder.config import _deadline_text
+
+    assert _deadline_text(LATE_COURSE, QKV.id) == ("due 2026-01-10T23:59:00+00:00 (" + (COURSE.timezone or "UTC")
+                                                  + "), late: 50% of the points off per started day")
+    assert _deadline_text(LATE_COURSE, RNN.id) == "no due date"
+
+
+@pytest.mark.parametrize("service", [LATE_COURSE], indirect=True)
+def test_past_the_due_date_the_student_page_says_what_handing_in_now_costs(service):
+    client, engine, who, _ = service
+    with httpx.Client(base_url=str(client.base_url), timeout=60) as browser:
+        page = browser.get("/login")
+        browser.post("/login", data={"token": who["s05"], "csrf": _csrf(page.text), "next": "/me"})
+        mine = browser.get("/me").text
+    section = mine.split(f'id="assignment-{QKV.id}"', 1)[1].split("</section>", 1)[0]
+    assert "迟交不设截止；现在交会扣 8 分（满分 8）" in section
+    assert "现在交会扣" not in mine.split(f'id="assignment-{RNN.id}"', 1)[1].split("</section>", 1)[0]

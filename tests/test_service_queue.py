@@ -481,7 +481,7 @@ def test_workers_take_every_students_first_upload_before_anyones_second(engine):
 
 
 def test_a_student_pays_back_the_worker_time_their_notebook_took(engine):
-    """A job that held a worker 100 s charges its student as long again: another student's upload, queued after
+    """A job that held a worker 100 s charges its student for longer still: another student's upload, queued after
     that student's next one, is graded first; a duplicate upload still waits only for those before it."""
     done = {"points": 1, "max_points": 1, "status": "graded"}
     slow = _store(engine, "slow")[1]

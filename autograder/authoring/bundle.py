@@ -174,6 +174,29 @@ A cell or call stuck in an endless loop is stopped after course.yml's limits.cal
 
 这里只有公开的自测：没有参考答案，也没有隐藏测试。
 Only the public self-checks are here: no reference solutions, no hidden tests.
+
+## 提交 / Handing in
+
+课程有评分服务时，课程会发给你服务的地址和你自己的令牌（token，请保密）。把它们写进
+`~/.config/autograder/service.json`（或设置环境变量 `AUTOGRADER_SERVER` 和 `AUTOGRADER_TOKEN`）：
+When the course runs a grading service, it gives you the service's address and your own token (keep
+it private). Put them into `~/.config/autograder/service.json` (or set `AUTOGRADER_SERVER` and
+`AUTOGRADER_TOKEN`):
+
+    {{"server": "https://grader.example.edu", "token": "你的令牌 / your token"}}
+
+然后在 notebook 里先保存（Ctrl+S），再运行 / Then, in the notebook, save it (Ctrl+S) and run:
+
+    from autograder import submit
+    submit()
+
+或在终端里 / or from a terminal:
+
+    autograder submit {notebook}
+
+你会看到排队的位置，然后是评分结果（截止前只显示每项检查的标题和是否通过）。
+You see your place in the queue, then the verdict (before the due date, each check's title and
+whether it passed).
 """
 
 

@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     token = sub.add_parser("token", help="issue one token")
     token.add_argument("--instructor", metavar="NAME", help="an instructor's or TA's token (reads everything)")
     token.add_argument("--student", metavar="ID", help="a student's token")
+    for action in (roster, regrade, export, token):     # `serve ACTION --database URL` as well as before ACTION
+        action.add_argument("--database", metavar="URL", default=argparse.SUPPRESS,
+                            help="the service's database (as before the action)")
 
 
 def database_url(args: argparse.Namespace, course: Any) -> str:

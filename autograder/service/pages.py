@@ -52,6 +52,8 @@ UI: dict[str, dict[str, str]] = {
         "students": "学生", "count": "{n} 份提交",
         "file_wins": "；但课程的 {file} 里已有这位学生这次作业的延期，以文件为准（请在文件里修改）",
         "revoke": "撤销", "revoked": "已撤销 {student} 在 {assignment} 上的延期（{n} 条）",
+        "late_until": "迟交截止到 {when}", "late_open": "迟交不设截止",
+        "late_costs": "；现在交会扣 {penalty} 分（满分 {points}）", "late_closed": "迟交时间也已过：现在交不计分",
         "edit_hint": "要修改一条延期，用上面的表单为同一位学生和作业再批准一次：新的取代旧的。",
     },
     "en": {
@@ -76,6 +78,9 @@ UI: dict[str, dict[str, str]] = {
         "file_wins": "; but the course's {file} already has an extension for this student and assignment, and "
                      "the file wins (change it there)",
         "revoke": "Revoke", "revoked": "revoked {student}'s extension on {assignment} ({n})",
+        "late_until": "late submissions taken until {when}", "late_open": "late submissions taken",
+        "late_costs": "; handing in now costs {penalty} of {points} points",
+        "late_closed": "the late window is over too: a submission now scores nothing",
         "edit_hint": "To change an extension, grant one again for the same student and assignment: the new one "
                      "replaces the old.",
     },
@@ -369,8 +374,26 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
             out.append({"id": a.id, "title": _title(a, lang), "submissions": subs,
                         "due_iso": due.isoformat() if due else None,
                         "due_text": due.astimezone(_zone(course)).strftime("%Y-%m-%d %H:%M %Z") if due else None,
+                        "late_now": late_now(deadline, a, T),
                         "attempts": attempts_text(who, a.id, len(subs), T)})
         return out
+
+    def late_now(deadline: Any, assignment: Any, T: dict[str, str]) -> str | None:
+        """Past the due date: what handing in now would cost (the late policy on full marks), until when it is
+        taken at all; None before the due date."""
+        from autograder import lateness as L
+        from autograder.points import fmt
+
+        now = dt.datetime.now(dt.timezone.utc)
+        if deadline is None or now <= deadline.due:
+            return None
+        if deadline.last is not None and now > deadline.last:
+            return T["late_closed"]
+        cost = L.apply(deadline, submitted=now, late_marker=False, raw=assignment.points,
+                       max_points=assignment.points, course_root=course.root)
+        window = (T["late_until"].format(when=deadline.last.astimezone(_zone(course)).strftime("%Y-%m-%d %H:%M %Z"))
+                  if deadline.last is not None else T["late_open"])
+        return window + T["late_costs"].format(penalty=fmt(cost.penalty), points=fmt(assignment.points))
 
     def attempts_text(who: Caller, assignment: str, used: int, T: dict[str, str]) -> str:
         policy = course.service

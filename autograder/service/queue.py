@@ -13,8 +13,9 @@ still has exactly one result row.
 Fair share: a waiting job's *rank* is how many jobs of its student wait before it (plus its
 ``round``: 0 for an upload, more for a regrade), counted when a worker looks; workers take the lowest
 rank first, and among equals the job that has been *eligible* longest: since it was queued, or since
-its student's worker time was paid back, whichever is later (a graded job charges its student as long
-again as it took: graded at 10:00:08 after 8 s, the student's next is eligible from 10:00:16). So
+its student's worker time was paid back, whichever is later (a graded job charges its student
+:data:`CHARGE` times as long as it took: graded at 10:00:08 after 8 s, the student's next is eligible
+from 10:00:40). So
 every student's first waiting job goes before anyone's second, a student who was just served waits
 behind those who were waiting meanwhile, and the more worker time a student's notebooks take the
 longer they wait (a flood of slow notebooks delays only its sender), while a job moves up as its
@@ -246,11 +247,17 @@ def fail(engine: Engine, job: int, owner: str, error: str) -> bool:
     return bool(getattr(done, "rowcount", 0))
 
 
+#: How many times the worker time a job took its student pays back before their next job is eligible (see the
+#: module's text): a student whose notebooks take 8 s each gets a worker at most a fifth of the time while others
+#: wait; an honest quick one (0.3 s) is charged a second or so.
+CHARGE = 4
+
+
 def _charged(session: Session, job: int, now: dt.datetime) -> dt.datetime:
-    """Until when a job's student is charged for it: as long again after it ends as it took (its worker time)."""
+    """Until when a job's student is charged for it: CHARGE times as long after it ends as it took."""
     claimed = session.execute(select(Job.claimed_at).where(Job.id == job)).scalar_one_or_none()
     took = (now - _aware(claimed)) if claimed is not None else dt.timedelta(0)
-    return now + max(dt.timedelta(0), min(took, dt.timedelta(hours=1)))
+    return now + CHARGE * max(dt.timedelta(0), min(took, dt.timedelta(hours=1)))
 
 
 def position(engine: Engine, job: int) -> int | None:

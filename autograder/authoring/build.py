@@ -23,7 +23,6 @@ committed nor compared.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import fnmatch
 import sys
 import types
@@ -50,23 +49,17 @@ IGNORED: list[str] = CourseDirectory.class_traits()["ignore"].default()
 # -- deriving the files ------------------------------------------------------------------
 def release_notebook(source: Source, language: str, assignment: str | None = None) -> bytes:
     """The student notebook, through nbgrader's preprocessors and nbconvert's writer; ``language``
-    (course.yml's) picks the stub text. ``assignment``: its id, written into the notebook's metadata
-    (``metadata.autograder.assignment``): what the grader, the service and the self-check read first to know
-    which assignment a notebook is, whatever its file is called or wherever it was uploaded."""
-    import copy
-
+    (course.yml's) picks the stub text. ``assignment``: its id, which the pipeline's last step writes into the
+    notebook's metadata (:class:`autograder.authoring.notebooks.AssignmentMetadata`)."""
     stub = stub_for(language)
-    if assignment is not None:
-        notebook = copy.deepcopy(source.notebook)
-        notebook.metadata["autograder"] = {"assignment": assignment}
-        source = dataclasses.replace(source, notebook=notebook)
     exporter = NotebookExporter(config=Config({"Exporter": {"default_preprocessors": []},
                                                "ExerciseStubs": {"code_stub": {"python": stub}}}))
     for preprocessor in RELEASE_PREPROCESSORS:
         exporter.register_preprocessor(preprocessor)
     name = PurePosixPath(source.path).stem
     try:
-        output, _ = exporter.from_notebook_node(source.notebook, resources={"unique_key": name})
+        output, _ = exporter.from_notebook_node(source.notebook, resources={"unique_key": name,
+                                                                            "assignment": assignment})
     except Exception as exc:  # nbgrader raises RuntimeError/ValidationError with the cell in its log
         raise BuildError(f"{source.path}: nbgrader could not release it ({type(exc).__name__}: {exc})") from None
     return output.encode("utf-8")

@@ -28,7 +28,8 @@ from nbgrader.preprocessors import (
     LockCells,
     SaveCells,
 )
-from traitlets import Dict
+from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool, Dict
 
 from autograder.config import Course, Exercise, exercise_of, grade_id
 from autograder.errors import AutograderError, BuildError
@@ -86,8 +87,24 @@ class ExerciseStubs(ClearSolutions):
             self.code_stub = template
 
 
+class AssignmentMetadata(Preprocessor):
+    """Writes the notebook's assignment into its metadata (``metadata.autograder.assignment``): what the grader,
+    the service and the self-check read first to know which assignment a notebook is, whatever its file is
+    called or wherever it was uploaded. The assignment is nbgrader's (``resources["nbgrader"]["assignment"]``
+    in ``nbgrader generate_assignment``) or build's (``resources["assignment"]``)."""
+
+    enabled = Bool(True).tag(config=True)        # (nbconvert's preprocessors are off unless told; nbgrader's are on)
+
+    def preprocess(self, nb, resources):
+        assignment = (resources.get("nbgrader") or {}).get("assignment") or resources.get("assignment")
+        if assignment:
+            nb.metadata["autograder"] = {"assignment": str(assignment)}
+        return nb, resources
+
+
 #: nbgrader's GenerateAssignment pipeline, in its order, without the steps that need the
-#: gradebook (SaveCells) or a kernel (InstantiateTests) and with our stub preprocessor.
+#: gradebook (SaveCells) or a kernel (InstantiateTests) and with our stub preprocessor; then the
+#: notebook's assignment written into its metadata.
 RELEASE_PREPROCESSORS = [
     LockCells,
     ExerciseStubs,
@@ -98,6 +115,7 @@ RELEASE_PREPROCESSORS = [
     ClearMarkScheme,
     ComputeChecksums,
     CheckCellMetadata,
+    AssignmentMetadata,
 ]
 #: The same pipeline for ``nbgrader generate_assignment`` (nbgrader_config.py): SaveCells
 #: records the cells in the gradebook and leaves the notebook unchanged.

@@ -109,7 +109,7 @@ def _out_of_memory(status: str, en: str) -> bool:
     limit refused (the class of what it raised, as the check names it: MemoryError, torch's allocator error)."""
     if status == "crashed":
         return say("sandbox.killed_memory").en in en
-    if status == "error":
+    if status in ("error", "failed"):
         raised = say("check.raised", kind="\0", detail="").en.split("\0")[0]        # "your code raised "
         if en.startswith(raised):
             kind = en[len(raised):].split(":", 1)[0]

@@ -47,9 +47,10 @@ from autograder.config import Course
 from autograder.reports.lms import id_keys
 from autograder.errors import AutograderError, UnknownExercise
 from autograder.grading.archives import _os_reason
-from autograder.grading.evidence import (NotebookEvidence, _norm, _notebook_says, notebook_claims, _student_from_dir,
+from autograder.grading.evidence import (NotebookEvidence, _norm, _notebook_says, _student_from_dir,
                                          _student_from_stem, assignments_named, notebook_evidence)
 from autograder.messages import Msg, say
+from autograder.notebook import notebook_claims
 from autograder.text import file_stem, line, path_text
 
 #: Folder names that organize submissions but never name a student.

@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="autograder", description="The course's self-check: run the public checks on a saved notebook.",
-        epilog="Example: autograder check 02_qkv_attention.ipynb --exercise 2.1 --language en")
+        epilog="Example: autograder check NOTEBOOK.ipynb --exercise 2.1 --language en (NOTEBOOK: yours, as saved)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__} (self-check)")
     parser.add_argument("--course", metavar="FILE", help="course.yml to use (default: the installed one)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -42,8 +42,10 @@ def counted(engine: Engine, counts: str = "last", standing: Any = None) -> list[
 def counted_submissions(engine: Engine, counts: str = "last", standing: Any = None) -> list[Counted]:
     """:func:`counted` with each result's submission: its id, bytes and receipt time."""
     with engine.connect() as conn:
-        rows = conn.execute(select(Submission.id, Submission.student, Submission.assignment, Result.points)
-                            .join(Result, Result.submission_id == Submission.id).order_by(Submission.id)).all()
+        rows: list[tuple[int, str, str, float]] = [
+            (r[0], r[1], r[2], r[3]) for r in conn.execute(
+                select(Submission.id, Submission.student, Submission.assignment, Result.points)
+                .join(Result, Result.submission_id == Submission.id).order_by(Submission.id))]
         if counts == "best" and standing is not None:        # the points as they are now (an extension since)
             now = {sid: float(standing.result(r).get("points") or 0.0) for sid, r in conn.execute(
                 select(Result.submission_id, Result.result))}

@@ -64,7 +64,7 @@ class _Form:
         self._scanner: NotebookScanner | None = None
         self._is_notebook = False
 
-    def callbacks(self) -> dict[str, Any]:
+    def callbacks(self) -> Any:       # (python-multipart's MultipartCallbacks)
         return {"on_part_begin": self.part_begin, "on_header_field": self.header_field,
                 "on_header_value": self.header_value, "on_header_end": self.header_end,
                 "on_headers_finished": self.headers_finished, "on_part_data": self.part_data,

@@ -46,6 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from processes import alive, children, descendants  # noqa: E402 - (tests/processes.py, on the path above)
+
 #: How long a waiting client's read waits at the service (a long poll, as submit() asks).
 LONG_POLL = 20.0
 MiB = 2**20
@@ -55,45 +57,6 @@ def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _descendants(pid: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def _children(pid: int) -> set[int]:
-    """The processes whose parent is ``pid`` (a service's workers, not their sandboxes)."""
-    out = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.add(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return out
-
-
-def _alive(pids: set[int]) -> set[int]:
-    out = set()
-    for p in pids:
-        try:
-            if (Path("/proc") / str(p) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                out.add(p)
-        except OSError:
-            continue
-    return out
 
 
 def _rss_mib(pid: int) -> float:
@@ -137,7 +100,7 @@ class Service:
             if proc is None:
                 continue
             self.peak_rss = max(self.peak_rss, _rss_mib(proc.pid))
-            self.seen |= _descendants(proc.pid)
+            self.seen |= descendants(proc.pid)
 
     def wait_ready(self, timeout: float = 180) -> None:
         import httpx
@@ -153,7 +116,7 @@ class Service:
 
     def kill_worker(self, rng: random.Random) -> str:
         proc = self.proc
-        workers = [p for p in _children(proc.pid) if f"--parent {proc.pid}" in _cmdline(p)] if proc else []
+        workers = [p for p in children(proc.pid) if f"--parent {proc.pid}" in _cmdline(p)] if proc else []
         if not workers:
             return "no worker to kill"
         victim = rng.choice(sorted(workers))
@@ -164,7 +127,7 @@ class Service:
         with self._lock:
             proc = self.proc
             assert proc is not None
-            self.seen |= _descendants(proc.pid)
+            self.seen |= descendants(proc.pid)
             proc.kill()
             proc.wait()
             self.restarts += 1
@@ -172,30 +135,25 @@ class Service:
         return f"kill -9 web process {proc.pid}; started again"
 
     def tokens(self, students: list[str], work: Path) -> dict[str, str]:
-        import csv
+        from bench_service import roster_tokens
 
-        roster, out = work / "roster.csv", work / f"tokens-{self.port}.csv"
-        roster.write_text("student\n" + "".join(f"{s}\n" for s in students), encoding="utf-8")
-        subprocess.run([*self.base, "roster", str(roster), "-o", str(out)], env=self.env, capture_output=True,
-                       check=True, timeout=300)
-        with open(out, encoding="utf-8", newline="") as f:
-            return {row["student"]: row["token"] for row in csv.DictReader(f)}
+        return roster_tokens(self.base, self.env, students, work / f"tokens-{self.port}")
 
     def close(self) -> set[int]:
         """SIGTERM, wait; the processes still running a minute later (none, if nothing is orphaned)."""
         self._stop.set()
         proc = self.proc
         if proc is not None:
-            self.seen |= _descendants(proc.pid)
+            self.seen |= descendants(proc.pid)
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=300)
             except subprocess.TimeoutExpired:
                 proc.kill()
         deadline = time.monotonic() + 150        # (a killed web process's workers finish their job, then stop)
-        while _alive(self.seen) and time.monotonic() < deadline:
+        while alive(self.seen) and time.monotonic() < deadline:
             time.sleep(0.5)
-        return _alive(self.seen)
+        return alive(self.seen)
 
 
 def _cmdline(pid: int) -> str:
@@ -492,17 +450,6 @@ def _bomb(megabytes: int) -> bytes:
             b'"metadata": {}, "source": "", "execution_count": 1, "outputs": [' + values + b"]}]}")
 
 
-def _fresh_postgres(base: str, name: str) -> str:
-    from sqlalchemy import create_engine
-
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    admin.dispose()
-    return base.replace("/autograder?", f"/{name}?")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--attack"]:
@@ -547,8 +494,9 @@ def main(argv: list[str] | None = None) -> int:
             if postgres.binaries() is not None:
                 with postgres.server() as url:
                     for i, scenario in enumerate(scenarios):
-                        runs.append(run_once(_fresh_postgres(str(url), f"chaos{i}"), "PostgreSQL", scenario, subs,
-                                             args, work, env, restart_db=url.restart))
+                        fresh = postgres.fresh_database(str(url), f"chaos{i}")
+                        runs.append(run_once(fresh, "PostgreSQL", scenario, subs, args, work, env,
+                                             restart_db=url.restart))
                         print(json.dumps(runs[-1]), flush=True)
     text = report(runs, args)
     args.out.write_text(text, encoding="utf-8")

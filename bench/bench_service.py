@@ -70,20 +70,25 @@ class Service:
             self.peak = max(self.peak, _pss(self.proc.pid))
 
     def tokens(self, students: list[str], work: Path) -> dict[str, str]:
-        """One token per student, through the roster import (one process for all)."""
-        import csv
-
-        roster, out = work / "roster.csv", work / f"tokens-{self.port}.csv"
-        roster.write_text("student\n" + "".join(f"{s}\n" for s in students), encoding="utf-8")
-        subprocess.run([*self.base, "roster", str(roster), "-o", str(out)], env=self.env, capture_output=True,
-                       check=True, timeout=300)
-        with open(out, encoding="utf-8", newline="") as f:
-            return {row["student"]: row["token"] for row in csv.DictReader(f)}
+        return roster_tokens(self.base, self.env, students, work / f"tokens-{self.port}")
 
     def close(self) -> None:
         self._stop.set()
         os.killpg(self.proc.pid, signal.SIGTERM)
         self.proc.wait(timeout=300)
+
+
+def roster_tokens(serve: list[str], env: dict[str, str], students: list[str], folder: Path) -> dict[str, str]:
+    """One token per student, through ``autograder serve ... roster`` (one process for all): student -> token."""
+    import csv
+
+    folder.mkdir(parents=True, exist_ok=True)
+    roster, out = folder / "roster.csv", folder / "tokens.csv"
+    roster.write_text("student\n" + "".join(f"{s}\n" for s in students), encoding="utf-8")
+    subprocess.run([*serve, "roster", str(roster), "-o", str(out)], env=env, capture_output=True, check=True,
+                   timeout=300)
+    with open(out, encoding="utf-8", newline="") as f:
+        return {row["student"]: row["token"] for row in csv.DictReader(f)}
 
 
 def submit_and_wait(url: str, token: str, assignment: str, data: bytes, timeout: float = 600) -> float:

@@ -71,3 +71,16 @@ def server() -> Iterator[Server]:
         subprocess.run(_as_owner([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], owner),
                        capture_output=True, timeout=120, check=False)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def fresh_database(base: str, name: str) -> str:
+    """A new, empty database ``name`` on the server whose ``autograder`` database ``base`` names (dropped first if
+    it is there): its URL."""
+    from sqlalchemy import create_engine
+
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    admin.dispose()
+    return base.replace("/autograder?", f"/{name}?")

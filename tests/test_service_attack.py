@@ -28,6 +28,7 @@ from fastapi import FastAPI, Form
 from sqlalchemy import func, select
 
 from support import make_samples
+from processes import alive, descendants
 from served import free_port, serving
 from autograder.config import load_course
 from autograder.errors import NotebookError
@@ -375,35 +376,6 @@ def test_requests_without_a_valid_token_are_limited_by_address(service):
 
 
 # -- 6. the service's lifecycle: no worker outlives it -----------------------------------------------------------
-def _children(pid: int) -> set[int]:
-    """Every descendant of ``pid`` (from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                parents[int(entry.name)] = int(fields[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def _alive(pids: set[int]) -> set[int]:
-    out = set()
-    for p in pids:
-        try:
-            state = (Path("/proc") / str(p) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            out.add(p)
-    return out
-
-
 def _serve_with_workers(tmp_path: Path, port: int) -> tuple[subprocess.Popen, set[int]]:
     """`autograder serve --workers 1` once its worker has started its sandbox: (the server, its descendants)."""
     env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
@@ -413,10 +385,10 @@ def _serve_with_workers(tmp_path: Path, port: int) -> tuple[subprocess.Popen, se
                                   stdout=log, stderr=log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        family = _children(server.pid)
+        family = descendants(server.pid)
         if len(family) >= 2:             # the worker and its sandbox's template
             time.sleep(1.0)
-            return server, _children(server.pid)
+            return server, descendants(server.pid)
         assert server.poll() is None, (tmp_path / "serve.log").read_text(errors="replace")[-2000:]
         time.sleep(0.2)
     server.kill()
@@ -425,9 +397,9 @@ def _serve_with_workers(tmp_path: Path, port: int) -> tuple[subprocess.Popen, se
 
 def _gone(pids: set[int], seconds: float = 60) -> set[int]:
     deadline = time.monotonic() + seconds
-    while _alive(pids) and time.monotonic() < deadline:
+    while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.2)
-    return _alive(pids)
+    return alive(pids)
 
 
 @pytest.mark.slow
@@ -440,10 +412,10 @@ def test_no_worker_outlives_autograder_serve(tmp_path, how):
         server.send_signal(how)
         server.wait(timeout=120)
         if how != signal.SIGKILL:
-            assert not _alive(family), "the server exited before its workers"
+            assert not alive(family), "the server exited before its workers"
         assert not _gone(family), (tmp_path / "serve.log").read_text(errors="replace")[-2000:]
     finally:
-        for p in _alive(family | {server.pid}):
+        for p in alive(family | {server.pid}):
             os.kill(p, signal.SIGKILL)
 
 
@@ -489,7 +461,7 @@ def test_workers_of_a_killed_service_finish_their_job_and_stop(tmp_path):
         assert "worker: graded 1 submission(s)" in (tmp_path / "serve.log").read_text(errors="replace")
     finally:
         engine.dispose()
-        for p in _alive(family | {server.pid}):
+        for p in alive(family | {server.pid}):
             os.kill(p, signal.SIGKILL)
 
 
@@ -567,7 +539,7 @@ def test_a_worker_killed_while_the_service_runs_is_replaced_and_its_job_queued_a
         log = (tmp_path / "serve.log").read_text(errors="replace")
         assert f"worker {worker} stopped (killed by SIGKILL)" in log and "1 job(s) queued again" in log
     finally:
-        family |= _children(server.pid)             # the new worker and its sandbox too
+        family |= descendants(server.pid)             # the new worker and its sandbox too
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=180)
         engine.dispose()

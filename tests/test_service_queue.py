@@ -46,16 +46,10 @@ def database(request, tmp_path) -> str:
     """A fresh database's URL: a SQLite file, or a new database on the module's PostgreSQL server."""
     if request.param == "sqlite":
         return str(tmp_path / "service.db")
-    from sqlalchemy import create_engine
+    import postgres
 
     base = request.getfixturevalue("postgres_server")
-    name = f"t{abs(hash(request.node.nodeid)) % 10**9}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    admin.dispose()
-    return base.replace("/autograder?", f"/{name}?")
+    return postgres.fresh_database(base, f"t{abs(hash(request.node.nodeid)) % 10**9}")
 
 
 @pytest.fixture

@@ -360,3 +360,17 @@ def test_past_the_due_date_the_student_page_says_what_handing_in_now_costs(servi
     section = mine.split(f'id="assignment-{QKV.id}"', 1)[1].split("</section>", 1)[0]
     assert "迟交不设截止；现在交会扣 8 分（满分 8）" in section
     assert "现在交会扣" not in mine.split(f'id="assignment-{RNN.id}"', 1)[1].split("</section>", 1)[0]
+
+
+# -- 6. a notebook opened where there is no course -------------------------------------------------------------------
+def test_check_and_submit_without_a_course_say_so_in_one_sentence(tmp_path, monkeypatch, capsys):
+    from autograder.selfcheck import kernel
+    from autograder.selfcheck.submit import submit
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AUTOGRADER_COURSE", raising=False)
+    monkeypatch.setattr(kernel, "_show", lambda result: print(result.notes[0].message.zh))
+    kernel.check("2.1")
+    assert submit() is None
+    out = capsys.readouterr()
+    assert out.out.count("这里找不到课程（没有 course.yml）") == 2 and "Traceback" not in out.out + out.err

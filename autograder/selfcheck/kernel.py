@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autograder.errors import ConfigError
 from autograder.messages import Msg, say
 from autograder.selfcheck.render import render_html, render_text
 
@@ -121,6 +122,11 @@ def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1)
     except KeyboardInterrupt:
         # The stop button: a note, not a traceback through the kit's modules.
         result = SelfCheckResult([], language_of(language, None), [Note("error", say("selfcheck.interrupted"))])
+    except ConfigError as exc:
+        # No course here (a student's home on a JupyterHub set up without its course): one sentence saying so.
+        said = say("selfcheck.no_course") if "no course.yml" in exc.message else say(
+            "selfcheck.bad_course", detail=exc.message)
+        result = SelfCheckResult([], language_of(language, None), [Note("error", said)])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - self-check never raises into the notebook
         result = SelfCheckResult([], language_of(language, None), [Note("error", say(
             "selfcheck.failed", kind=type(exc).__name__, detail=exc))])

@@ -187,9 +187,17 @@ def verdict_lines(result: dict[str, Any], language: str) -> list[str]:
 def submit(assignment: str | None = None, *, language: str | None = None, wait: bool = True) -> dict[str, Any] | None:
     """In a notebook: send the saved notebook to the grading service and show its verdict."""
     from autograder.config import load_course
+    from autograder.errors import ConfigError
+    from autograder.messages import say
     from autograder.selfcheck.kernel import _notebook_name, caller_namespace, language_of
 
-    course = load_course()
+    try:
+        course = load_course()
+    except ConfigError as exc:          # (no course here: one sentence, never a traceback into the notebook)
+        lang = language if language in ("zh", "en") else "zh"
+        print((say("selfcheck.no_course") if "no course.yml" in exc.message else
+               say("selfcheck.bad_course", detail=exc.message)).get(lang))
+        return None
     lang = language_of(language, course)
     name = _notebook_name(caller_namespace(2))
     try:

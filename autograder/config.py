@@ -80,6 +80,9 @@ class Limits(_Strict):
     notebook_mb: Annotated[float, Field(gt=0, description="largest notebook file the grader reads, MiB")] = 64
     cell_kb: Annotated[float, Field(gt=0, description="largest code cell the grader parses and runs, KiB "
                                                      "(a larger one is recorded as not run)")] = 256
+    demo_seconds: Annotated[float, Field(gt=0, description="wall time of one of the chapter's demonstration cells "
+                                                          "(a locked cell of no exercise: a training run, a "
+                                                          "timing experiment) in the self-check")] = 120
     notebook_cells: Annotated[int, Field(gt=0, description="most cells a notebook may have (a larger one is "
                                                           "refused unread)")] = 2_000
     notebook_depth: Annotated[int, Field(ge=8, description="deepest nesting of a notebook's JSON (Jupyter writes "

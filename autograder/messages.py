@@ -351,7 +351,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                   "cell {cell} ({first}) was still running after {seconds} s and was stopped inside "
                                   "your function {function}: does {function} loop forever? The cells after it ran as "
                                   "usual"),
-    "selfcheck.demo_cell": ("{first}，本章的演示单元格", "{first}, a demonstration cell of the chapter"),
+    "selfcheck.demo_stopped": ("第 {cell} 个单元格（{first}，本章的演示单元格）运行超过 {seconds} 秒（course.yml 的 limits.demo_seconds），已停止{where}；后面的单元格照常运行",
+                               "cell {cell} ({first}, a demonstration cell of the chapter) was still running after {seconds} s (course.yml limits.demo_seconds) and was stopped{where}; the cells after it ran as usual"),
+    "selfcheck.demo_stopped_in": ("，停止时它正在调用你的 {function}", ", while it was calling your {function}"),
     "selfcheck.interrupted": ("自检被中断了（停止按钮或 Ctrl-C）：只显示中断前完成的检查",
                               "the self-check was interrupted (the stop button or Ctrl-C): only the checks finished "
                               "before it are shown"),

@@ -14,7 +14,7 @@ PACKAGE = Path(M.__file__).parent
 #: Code, file and unit names a Chinese sentence may contain as they are.
 TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", "limits", "cell_kb", "ipynb",
              "nbformat", "CPU", "zip", "_qkv_attention.ipynb", "nbgrader", "autograde", "autograder", "build", "data",
-             "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds",
+             "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds", "demo_seconds",
              "JSON", "UTF", "cell_type", "exercise", "Ctrl", "apt", "install", "fonts-noto-cjk",
              "Python", "torch", "NumPy", "IPython", "Jupyter", "Authorization", "Bearer", "AUTOGRADER_SERVER",
              "AUTOGRADER_TOKEN", "server", "token", "submit"}

@@ -374,3 +374,21 @@ def test_check_and_submit_without_a_course_say_so_in_one_sentence(tmp_path, monk
     assert submit() is None
     out = capsys.readouterr()
     assert out.out.count("这里找不到课程（没有 course.yml）") == 2 and "Traceback" not in out.out + out.err
+
+
+# -- 12. a demonstration cell's time is its own ------------------------------------------------------------------------
+def test_a_demonstration_cell_runs_within_its_own_budget_and_no_loop_is_guessed(tmp_path):
+    import nbformat
+
+    from autograder.selfcheck.command import execute_notebook
+
+    nb = nbformat.v4.new_notebook()
+    demo = nbformat.v4.new_code_cell("import time\ntime.sleep(1.5)\ntrained = True")
+    demo.metadata["nbgrader"] = {"grade_id": "training_experiment", "locked": True}
+    mine = nbformat.v4.new_code_cell("import time\ntime.sleep(1.5)\nmine = True")
+    nb.cells = [demo, mine]
+    namespace, notes = execute_notebook(nb, tmp_path, seconds=1, demo_seconds=5)
+    assert namespace.get("trained") is True and "mine" not in namespace       # the student's cell had 1 s
+    assert len(notes) == 1 and "cell 2" in notes[0].message.en
+    slow = execute_notebook(nb, tmp_path, seconds=1, demo_seconds=1)[1][0].message
+    assert "limits.demo_seconds" in slow.en and "loop" not in slow.en and "死循环" not in slow.zh

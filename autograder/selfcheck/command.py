@@ -79,6 +79,7 @@ class _Step:
         self.label: tuple[str, ...] | None = None
         self.last: tuple[str, ...] | None = None     # the latest cell or call, for a message between steps
         self.since = time.monotonic()
+        self.budget: float | None = None              # its own time limit (a demonstration cell's), else the call's
 
 
 def supervise(notebook: str, exercises: list[str], lang: str, limits: Any, *, tty: bool = False,
@@ -104,12 +105,12 @@ def supervise(notebook: str, exercises: list[str], lang: str, limits: Any, *, tt
             if step.label is not None:
                 # The child stops a cell or a call itself at call_seconds and goes on; this clock, a little
                 # later, is for code that a signal cannot stop (one long C call).
-                deadline = min(deadline, step.since + limits.call_seconds + KILL_GRACE_SECONDS)
+                deadline = min(deadline, step.since + (step.budget or limits.call_seconds) + KILL_GRACE_SECONDS)
             if not receive.poll(max(0.0, deadline - time.monotonic())):
                 _stop(proc)
                 whole = step.label is None or deadline == run_deadline
                 print(_timeout_message(step.label or step.last, lang, limits, whole=whole,
-                                       running=step.label is not None), flush=True)
+                                       running=step.label is not None, budget=step.budget), flush=True)
                 return 1
             try:
                 message = receive.recv()
@@ -122,6 +123,7 @@ def supervise(notebook: str, exercises: list[str], lang: str, limits: Any, *, tt
                 run_deadline = time.monotonic() + limits.submission_seconds
             elif kind == "step":
                 step.label, step.since = message[1], time.monotonic()
+                step.budget = message[2] if len(message) > 2 else None
                 step.last = step.label or step.last
             elif kind == "done":
                 sys.stdout.write(message[2])
@@ -155,11 +157,14 @@ def _step_text(label: tuple[str, ...] | None, lang: str) -> str:
 
 
 def _timeout_message(label: tuple[str, ...] | None, lang: str, limits: Any, *, whole: bool,
-                     running: bool = True) -> str:
+                     running: bool = True, budget: float | None = None) -> str:
     what = _step_text(label, lang)
     if whole:
         key = "selfcheck.whole_timeout_running" if running else "selfcheck.whole_timeout_after"
         return "✗ " + text(key, lang, seconds=f"{limits.submission_seconds:g}", what=what)
+    if budget is not None and label is not None and label[0] == "cell":   # a demonstration cell's own budget
+        return "✗ " + text("selfcheck.demo_stopped", lang, cell=label[1], first=label[2], seconds=f"{budget:g}",
+                           where="")
     return "✗ " + text("selfcheck.call_timeout", lang, seconds=f"{limits.call_seconds:g}", what=what)
 
 
@@ -180,8 +185,8 @@ def _check_in_child(conn: Any, notebook: str, exercise_ids: list[str], lang: str
 
     from autograder.errors import AutograderError
 
-    def step(label: Any) -> None:
-        conn.send(("ready",) if label == "ready" else ("step", label))
+    def step(label: Any, budget: float | None = None) -> None:
+        conn.send(("ready",) if label == "ready" else ("step", label, budget))
 
     try:
         code, text = _check_notebook(notebook, exercise_ids, lang, tty, width, step)
@@ -214,7 +219,7 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
         step("ready")
     functions = {e.function for e in course.exercises}
     namespace, notes = execute_notebook(nb, Path(notebook).parent, on_cell=step, seconds=course.limits.call_seconds,
-                                        functions=functions)
+                                        functions=functions, demo_seconds=course.limits.demo_seconds)
     if not chosen:
         assignment = guess_assignment(course, namespace, Path(notebook).name, nb=nb)
         if assignment is None:
@@ -235,12 +240,14 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
 
 
 def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None, seconds: float | None = None,
-                     functions: set[str] | None = None) -> tuple[dict[str, Any], list[Note]]:
+                     functions: set[str] | None = None,
+                     demo_seconds: float | None = None) -> tuple[dict[str, Any], list[Note]]:
     """Run the notebook's code cells in a fresh namespace, in the notebook's folder.
 
     A cell that raises is reported and skipped, as a student re-running cells would see; a cell still
-    running after ``seconds`` is stopped and named (a demonstration cell as such, and the student's
-    function among ``functions`` it was stopped in), and the cells after it run as usual.
+    running after ``seconds`` (one of the chapter's demonstration cells: ``demo_seconds``, its own budget:
+    a training run takes longer than any call) is stopped and named (a demonstration cell as such, and
+    the student's function among ``functions`` it was stopped in), and the cells after it run as usual.
     Output and warnings of the cells are swallowed: the table is the output. ``on_cell``
     is told each cell (a label) before it runs, and None after.
     """
@@ -266,16 +273,21 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None, seconds: float | N
                 continue
             if not cell.code.strip():
                 continue
+            demo = _is_demo(cell)
+            budget = demo_seconds if demo and demo_seconds else seconds
             if on_cell is not None:
-                on_cell(_cell_label(cell))
+                if demo and budget:
+                    on_cell(_cell_label(cell), budget)
+                else:
+                    on_cell(_cell_label(cell))
             try:
                 code = compile(cell.code, f"<cell {cell.index}>", "exec")
                 with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                        time_limit(seconds):
+                        time_limit(budget):
                     warnings.simplefilter("ignore")
                     exec(code, namespace)  # noqa: S102 - the student's own notebook, on their machine
             except TimeLimitExceeded as exc:
-                notes.append(Note("error", _cell_stopped(cell, exc, functions or set(), seconds or 0)))
+                notes.append(Note("error", _cell_stopped(cell, exc, functions or set(), budget or 0)))
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - report and go on, as a kernel would
                 first = str(exc).splitlines()[0][:200] if str(exc) else ""
                 notes.append(Note("info", say("selfcheck.cell_raised", cell=cell.index + 1,
@@ -298,12 +310,23 @@ def _cell_stopped(cell: Any, exc: BaseException, functions: set[str], seconds: f
     from autograder.selfcheck.timelimit import stopped_in
 
     _kind, number, line = _cell_label(cell)
-    gid = cell.grade_id or ""
-    first: str | Msg = say("selfcheck.demo_cell", first=line) if gid and not gid.startswith("ex") else line
     where = stopped_in(exc, functions)        # the cells were compiled as "<cell N>"
+    if _is_demo(cell):
+        # The chapter's own experiment ran past its budget: it calls the student's functions many times, so the
+        # one it was in says nothing of a loop (said so, not guessed).
+        return say("selfcheck.demo_stopped", cell=number, first=line, seconds=f"{seconds:g}",
+                   where=say("selfcheck.demo_stopped_in", function=where) if where else "")
+    first: str | Msg = line
     if where:
         return say("selfcheck.cell_stopped_in", cell=number, first=first, seconds=f"{seconds:g}", function=where)
     return say("selfcheck.cell_stopped", cell=number, first=first, seconds=f"{seconds:g}")
+
+
+def _is_demo(cell: Any) -> bool:
+    """One of the chapter's demonstration cells: locked by the release, of no exercise (a training run, an
+    experiment), not a cell the student writes."""
+    gid = getattr(cell, "grade_id", None) or ""
+    return bool(gid) and not gid.startswith("ex")
 
 
 # -- the students' ``autograder`` command ------------------------------------------------

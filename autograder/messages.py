@@ -263,6 +263,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "selfcheck.no_course": ("这里找不到课程（没有 course.yml）：请在课程文件夹里打开这个笔记本；在课程的在线平台上请联系助教",
                             "no course here (no course.yml): open this notebook inside the course's folder, or have the course set AUTOGRADER_COURSE; on JupyterHub, ask the staff"),
     "selfcheck.bad_course": ("课程文件有误，自检没法运行：{detail}；请告诉助教", "the course's file is broken, so the self-check cannot run: {detail}; tell the staff"),
+    "selfcheck.earlier_first": ("{exercise} 调用了你的 {function}（练习 {earlier}），而它自己的公开检查还没通过：{exercise} 的问题可能出在那里，请先改好 {earlier}",
+                                "{exercise} calls your {function} (exercise {earlier}), which fails its own public checks: {exercise}'s failure may come from there; fix {earlier} first"),
     "selfcheck.failed": ("自检本身出错了（{kind}: {detail}）。请重新运行上面的单元格后再试；如果仍然出错，请告诉助教。",
                          "self-check itself failed ({kind}: {detail}). Re-run the cells above and try again; if it "
                          "keeps failing, tell the teaching staff."),

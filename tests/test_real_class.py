@@ -376,7 +376,7 @@ def test_check_and_submit_without_a_course_say_so_in_one_sentence(tmp_path, monk
     assert out.out.count("这里找不到课程（没有 course.yml）") == 2 and "Traceback" not in out.out + out.err
 
 
-# -- 12. a demonstration cell's time is its own ------------------------------------------------------------------------
+# -- 12. a demonstration cell's time is its own -------------------------------------------------------------
 def test_a_demonstration_cell_runs_within_its_own_budget_and_no_loop_is_guessed(tmp_path):
     import nbformat
 
@@ -392,3 +392,31 @@ def test_a_demonstration_cell_runs_within_its_own_budget_and_no_loop_is_guessed(
     assert len(notes) == 1 and "cell 2" in notes[0].message.en
     slow = execute_notebook(nb, tmp_path, seconds=1, demo_seconds=1)[1][0].message
     assert "limits.demo_seconds" in slow.en and "loop" not in slow.en and "死循环" not in slow.zh
+
+
+# -- 11. the self-check names the earlier exercise a failure comes from ---------------------------------------------
+def test_check_says_when_a_failure_comes_from_an_earlier_exercise_it_calls():
+    """A correct 2.4 on top of a 2.3 that uses K.T (wrong with batch dimensions): check("2.4") fails, as the
+    student's own 2.3 answers its calls, and says to fix 2.3 first (the grader gives 2.4 full marks with a
+    stand-in)."""
+    import math
+
+    import solutions.qkv_attention as reference
+    from autograder.selfcheck.kernel import self_check
+
+    namespace = {name: getattr(reference, name) for name in dir(reference) if not name.startswith("_")}
+
+    def attention_scores(Q, K):
+        return Q @ K.T / math.sqrt(Q.shape[-1])
+
+    namespace["attention_scores"] = attention_scores
+    exec("def scaled_dot_product_attention(Q, K, V):\n"
+         "    weights = softmax(attention_scores(Q, K), dim=-1)\n"
+         "    return weights @ V, weights\n", namespace)
+    result = self_check(namespace, "2.4", language="en", course=COURSE)
+    assert not result.passed
+    said = [n.message.en for n in result.notes]
+    assert any("2.4 calls your attention_scores (exercise 2.3), which fails its own public checks" in s and
+               "fix 2.3 first" in s for s in said), said
+    namespace["attention_scores"] = reference.attention_scores                # all correct: no such note
+    assert not any("fix" in n.message.en for n in self_check(namespace, "2.4", language="en", course=COURSE).notes)

@@ -253,10 +253,46 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
         except Exception as exc:  # noqa: BLE001 - a check broken by an odd return value
             results.append(_whole_exercise(C, ex, C.Status.ERROR, say(
                 "selfcheck.unfinished", kind=type(exc).__name__, detail=exc)))
+    if notes is not None:
+        _earlier_first(C, namespace, exercises, results, course, runner, diagnoser, notes)
     if notes is not None and not diagnoser.data.get("exercises") \
             and any(r.status is not C.Status.PASSED for r in results):
         notes.append(Note("info", say("selfcheck.no_fingerprints")))
     return results
+
+
+def _earlier_first(C: Any, namespace: dict[str, Any], exercises: list[Any], results: list[Any], course: Any,
+                   runner: Any, diagnoser: Any, notes: list[Note]) -> None:
+    """For an exercise that did not pass and calls an earlier exercise's function of the student's that fails
+    its own public checks (2.4 calling 2.3's attention_scores, 5.4 a pasted split_heads), a note saying so and
+    which one to fix first, as the grader would say it: the failure may be that earlier one's. The earlier
+    exercise's checks are run here if they were not (silently: only its pass or fail is used)."""
+    status = {r.exercise: r.status for r in results}
+    by_id = {e.id: e for e in course.exercises}
+
+    def passed(exercise_id: str) -> bool | None:
+        if exercise_id not in status:
+            dep = by_id.get(exercise_id)
+            if dep is None or not callable(namespace.get(dep.function)) or \
+                    not C.checks_for(dep.id, [C.Audience.PUBLIC]):
+                return None            # not written yet, or nothing to tell by
+            try:
+                status[exercise_id] = C.run_exercise(dep, runner, audiences=[C.Audience.PUBLIC],
+                                                     tolerances=course.tolerances, seed_parts=(C.PUBLIC_SEED,),
+                                                     diagnoser=diagnoser).status
+            except (Exception, SystemExit):  # noqa: BLE001 - it cannot tell: say nothing of it
+                return None
+        return status[exercise_id] is C.Status.PASSED
+
+    for result in list(results):
+        ex = by_id.get(result.exercise)
+        if ex is None or result.status is C.Status.PASSED:
+            continue
+        failing = [d for d in ex.builds_on if passed(d) is False]
+        if failing:
+            first = by_id[failing[0]]
+            notes.append(Note("info", say("selfcheck.earlier_first", exercise=ex.id, earlier=first.id,
+                                          function=first.function)))
 
 
 def time_limited(runner: Any, seconds: float, namespace: dict[str, Any] | None = None,

@@ -119,8 +119,12 @@ class NotebookScanner:
         import ijson
 
         self.bounds, self.name = bounds, name
-        self.size = self._parsed = 0
-        self._seen = bytearray()            # what was fed, for a JSON error's exact place (within the bounds)
+        self._parsed = 0                    # how far into the bytes the parser has been handed
+        self._skip = 0                      # a UTF-8 byte-order mark at the start: 3, not JSON
+        self._blank = True                  # nothing but white space so far
+        #: The bytes fed, as received (the one copy kept: the upload's notebook, and what a JSON error's exact
+        #: place is read from); a notebook fed whole at once is kept by reference, not copied.
+        self._seen: bytes | bytearray = bytearray()
         self._stack: list[list[Any]] = []   # [is_map, the pending key] per open container
         self.values = self.depth = self.cells = 0
         self.version: Any = None
@@ -137,26 +141,44 @@ class NotebookScanner:
         bound or break the JSON."""
         if not piece:
             return
-        if not self.size and piece.startswith(b"\xef\xbb\xbf"):
-            piece = piece[3:]
-            self.size = 3
-        self.size += len(piece)
-        if self.size > self.bounds.max_bytes:
-            raise _too_large(self.name, self.size, self.bounds.max_bytes)
-        before = len(self._seen)
-        self._seen += piece
+        if self.size + len(piece) > self.bounds.max_bytes:
+            raise _too_large(self.name, self.size + len(piece), self.bounds.max_bytes)
+        begin = len(self._seen)
+        if last and not self._seen:
+            self._seen = piece                  # (the whole notebook: kept as it is, not copied)
+        else:
+            self._seen += piece
+        body = piece
+        if not begin and piece.startswith(b"\xef\xbb\xbf"):
+            self._skip = begin = 3
+            body = piece[3:]
+        if self._blank and body and not body.isspace():
+            self._blank = False
+        view = memoryview(self._seen)
         try:
-            for start in range(0, len(piece), _PIECE):
-                self._parsed = before + min(len(piece), start + _PIECE)
-                self._parser.send(piece[start:start + _PIECE])
+            for start in range(begin, len(self._seen), _PIECE):
+                self._parsed = min(len(self._seen), start + _PIECE)
+                self._parser.send(bytes(view[start:self._parsed]))
         except NotebookError:
             raise
         except self._errors as exc:         # (a number too long for an int: ValueError)
             raise self._invalid(exc, complete=last and self._parsed == len(self._seen)) from None
+        finally:
+            view.release()
+
+    @property
+    def size(self) -> int:
+        """Bytes fed so far."""
+        return len(self._seen)
+
+    @property
+    def data(self) -> bytes:
+        """The bytes fed, as received."""
+        return self._seen if isinstance(self._seen, bytes) else bytes(self._seen)
 
     def close(self) -> Shape:
         """The end of the notebook: its shape, or NotebookError (empty, cut short)."""
-        if not bytes(self._seen).strip():
+        if self._blank:
             raise NotebookError(f"{self.name}: empty file, not a notebook", said=say("notebook.empty"), kind="not_json")
         try:
             self._parser.close()
@@ -207,7 +229,7 @@ class NotebookScanner:
         """The NotebookError of bytes that are not JSON: where exactly, as Python's parser says it, on the bytes
         the look had (the error lies in them; a prefix already found within the bounds, so this costs no more
         than the look did)."""
-        name, seen = self.name, bytes(self._seen[:self._parsed])     # (up to the piece the parser stopped in)
+        name, seen = self.name, bytes(self._seen[self._skip:self._parsed])     # (up to the piece it stopped in)
         try:
             seen.decode("utf-8")
         except UnicodeDecodeError as bad:

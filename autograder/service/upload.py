@@ -60,7 +60,6 @@ class _Form:
         self._header_value = b""
         self._disposition = b""
         self._value = bytearray()
-        self._notebook = bytearray()
         self._scanner: NotebookScanner | None = None
         self._is_notebook = False
 
@@ -105,8 +104,7 @@ class _Form:
         piece = data[start:end]
         if self._is_notebook:
             assert self._scanner is not None
-            self._notebook += piece
-            try:
+            try:                    # (the scanner keeps the notebook's bytes: the one copy)
                 self._scanner.feed(piece)
             except NotebookError as exc:
                 raise FormRefused("notebook", exc) from None
@@ -122,7 +120,7 @@ class _Form:
                 self.upload.shape = self._scanner.close()
             except NotebookError as exc:
                 raise FormRefused("notebook", exc) from None
-            self.upload.data = bytes(self._notebook)
+            self.upload.data = self._scanner.data
         elif self._name is not None:
             self.upload.fields[self._name] = self._value.decode("utf-8", "replace")
         self._is_notebook = False

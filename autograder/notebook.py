@@ -267,6 +267,24 @@ def assignments_of_cells(grade_ids: set[str] | frozenset[str], course: Any) -> s
     return {by_exercise[g] for g in grade_ids if g in by_exercise}
 
 
+def all_cells(nb: Any) -> list[dict[str, Any]]:
+    """A parsed notebook's cells, nbformat 3's (in worksheets) too; anything that is not a cell left out."""
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):  # nbformat 3
+        worksheets = nb.get("worksheets") if isinstance(nb, dict) else None
+        cells = [c for ws in worksheets or [] if isinstance(ws, dict) for c in ws.get("cells") or []]
+    return [c for c in cells if isinstance(c, dict)]
+
+
+def said_in(nb: Any) -> tuple[str | None, set[str]]:
+    """What a parsed notebook says of its assignment (:func:`notebook_claims` weighs it): the assignment the
+    release wrote into its metadata (``metadata.autograder.assignment``), and its cells' nbgrader grade_ids."""
+    meta = nb.get("metadata") if isinstance(nb, dict) else None
+    ag = meta.get("autograder") if isinstance(meta, dict) else None
+    declared = ag["assignment"] if isinstance(ag, dict) and isinstance(ag.get("assignment"), str) else None
+    return declared, {gid for gid in map(_grade_id, all_cells(nb)) if gid is not None}
+
+
 def notebook_claims(declared: str | None, by_cells: set[str]) -> tuple[str | None, str]:
     """(assignment, how) from what a notebook says of itself, before any guess from names or definitions: the
     assignment the release wrote into its metadata, else the one assignment its cells' nbgrader ids belong to;

@@ -26,7 +26,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from autograder.config import Course
-from autograder.notebook import assignments_of_cells, notebook_claims
+from autograder.notebook import all_cells, assignments_of_cells, notebook_claims, said_in
 from autograder.pyast import parse as parse_python
 from autograder.reports.lms import formats
 from autograder.text import line
@@ -123,26 +123,11 @@ def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> Notebook
     if not isinstance(nb, dict):
         return NotebookEvidence(False)
     ev = NotebookEvidence(True)
-    meta = nb.get("metadata")
-    if isinstance(meta, dict):
-        ag = meta.get("autograder")
-        if isinstance(ag, dict) and isinstance(ag.get("assignment"), str):
-            ev.declared = line(ag["assignment"], 80)
-    cells = nb.get("cells")
-    if not isinstance(cells, list):  # nbformat 3
-        cells = [c for ws in nb.get("worksheets") or [] if isinstance(ws, dict)
-                 for c in ws.get("cells") or []]
+    declared, grade_ids = said_in(nb)
+    ev.declared = line(declared, 80) if declared is not None else None
     functions = {e.function: a.id for a in course.assignments for e in a.exercises}
     texts: list[str] = []
-    grade_ids: set[str] = set()
-    for cell in cells:
-        if not isinstance(cell, dict):
-            continue
-        cmeta = cell.get("metadata")
-        nbg = cmeta.get("nbgrader") if isinstance(cmeta, dict) else None
-        gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
-        if isinstance(gid, str):
-            grade_ids.add(gid)
+    for cell in all_cells(nb):
         if cell.get("cell_type") == "code":
             src = cell.get("source", cell.get("input", ""))
             text = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else \

@@ -393,18 +393,12 @@ def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | Non
 def _claimed_assignment(course: Any, notebook: str | None, nb: Any) -> Any:
     """The assignment a notebook says it is (autograder.notebook.notebook_claims), or None: from the parsed
     ``nb``, else from the file at ``notebook`` (a bounded look at it, never a parse)."""
-    from autograder.notebook import Bounds, assignments_of_cells, notebook_claims, scan_notebook
+    from autograder.notebook import Bounds, assignments_of_cells, notebook_claims, said_in, scan_notebook
 
-    declared, grade_ids = None, set()
+    declared: str | None = None
+    grade_ids: set[str] = set()
     if isinstance(nb, dict):
-        meta = nb.get("metadata")
-        ag = meta.get("autograder") if isinstance(meta, dict) else None
-        declared = ag.get("assignment") if isinstance(ag, dict) and isinstance(ag.get("assignment"), str) else None
-        for cell in nb.get("cells") or []:
-            cmeta = cell.get("metadata") if isinstance(cell, dict) else None
-            nbg = cmeta.get("nbgrader") if isinstance(cmeta, dict) else None
-            if isinstance(nbg, dict) and isinstance(nbg.get("grade_id"), str):
-                grade_ids.add(nbg["grade_id"])
+        declared, grade_ids = said_in(nb)
     elif notebook:
         try:
             path = Path(str(notebook))

@@ -29,6 +29,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
 
+from autograder.service import queue as Q
 from autograder.service import sessions
 from autograder.service.db import ExtensionGrant, Job, Result, Submission, granted_extensions, writing
 from autograder.service.tokens import Caller
@@ -295,7 +296,7 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
     # -- reading the database ---------------------------------------------------------------------
     def listing(who: Caller, lang: str, *, student: str | None = None, assignment: str | None = None,
                 status: str | None = None, sort: str = "time", feedback: bool = True,
-                open_latest: bool = False) -> list[dict[str, Any]]:
+                open_latest: bool = False, standing: Standing | None = None) -> list[dict[str, Any]]:
         from autograder.points import fmt
 
         latest = (select(Job.submission_id, func.max(Job.id).label("job")).group_by(Job.submission_id)
@@ -317,11 +318,9 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
             else query.order_by(Submission.id.desc())
         with engine.connect() as conn:
             rows = conn.execute(query.limit(2000)).all()
-            queued = conn.execute(select(Job.id).where(Job.state == "queued").order_by(Job.round, Job.id)
-                                  ).scalars().all()
-        ahead = {job: i for i, job in enumerate(queued)}
+        ahead = Q.positions(engine)                 # (the order workers take them in, as the API says it)
         zone = _zone(course)
-        standing = Standing(engine, course)         # the late policy as it is now: an extension granted since
+        standing = standing or Standing(engine, course)     # the late policy as it is now: an extension since
         out = []
         for r in rows:
             received = r.received_at if r.received_at.tzinfo else r.received_at.replace(tzinfo=dt.timezone.utc)
@@ -355,14 +354,14 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         if signed.caller.instructor:
             return RedirectResponse(f"{_base(request)}/dashboard", status_code=303)
         lang = _language(request, course)
-        mine = await run_in_threadpool(listing, signed.caller, lang)
-        shown = await run_in_threadpool(student_assignments, signed.caller, mine, lang)
+        standing = await run_in_threadpool(Standing, engine, course)    # (one read of the deadlines for both)
+        mine = await run_in_threadpool(lambda: listing(signed.caller, lang, standing=standing))
+        shown = await run_in_threadpool(student_assignments, signed.caller, mine, lang, standing)
         return render(request, "me", signed, assignments=shown, title=UI[lang]["mine"])
 
-    def student_assignments(who: Caller, mine: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
-        from autograder.grading.deadlines import Deadlines
-
-        deadlines = Deadlines.load(course, more=granted_extensions(engine))
+    def student_assignments(who: Caller, mine: list[dict[str, Any]], lang: str,
+                            standing: Standing) -> list[dict[str, Any]]:
+        deadlines = standing.deadlines
         T = UI[lang]
         out = []
         for a in course.assignments:
@@ -481,7 +480,6 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
     @app.post("/dashboard/requeue", include_in_schema=False)
     @_closes_form
     async def _requeue(request: Request) -> Response:
-        from autograder.service import queue as Q
 
         signed = await instructor(request)
         if isinstance(signed, Response):

@@ -260,27 +260,22 @@ def _charged(session: Session, job: int, now: dt.datetime) -> dt.datetime:
     return now + CHARGE * max(dt.timedelta(0), min(took, dt.timedelta(hours=1)))
 
 
+def positions(engine: Engine) -> dict[int, int]:
+    """Every queued job's place in the order workers take them now (0: next): its rank, counting a student's job
+    being graded ahead of their next, then how long it has been eligible. The one query behind every place a
+    page or the API shows."""
+    ranked = ("SELECT id, round + ROW_NUMBER() OVER (PARTITION BY student ORDER BY id) - 1 + (SELECT count(*) "
+              "FROM jobs AS r WHERE r.student = q.student AND r.state = 'running') AS rank, "
+              f"{_ELIGIBLE.format(job='q')} AS eligible FROM jobs AS q WHERE q.state = 'queued'")
+    with engine.connect() as conn:
+        rows = conn.execute(sql(f"SELECT id, ROW_NUMBER() OVER ({_ORDER}) - 1 AS place FROM ({ranked}) AS ranked"))
+        return {int(job): int(place) for job, place in rows}
+
+
 def position(engine: Engine, job: int) -> int | None:
-    """How many queued jobs a worker takes before ``job`` (0: next or running); None when it is finished.
-    (Jobs of a later round queued afterwards never pass it; another student's first upload may.)"""
+    """How many queued jobs a worker takes before ``job`` (0: next or running); None when it is finished."""
     with engine.connect() as conn:
         state = conn.execute(select(Job.state).where(Job.id == job)).scalar_one_or_none()
-        if state is None or state in ("done", "failed"):
-            return None
-        if state == "running":
-            return 0
-        # Its place as workers would take them now (a student's job being graded counts ahead of their next).
-        ranked = ("SELECT id, round + ROW_NUMBER() OVER (PARTITION BY student ORDER BY id) - 1 + (SELECT count(*) "
-                  "FROM jobs AS r WHERE r.student = q.student AND r.state = 'running') AS rank, "
-                  f"{_ELIGIBLE.format(job='q')} AS eligible FROM jobs AS q WHERE q.state = 'queued'")
-        ahead = conn.execute(sql(f"SELECT place FROM (SELECT id, ROW_NUMBER() OVER ({_ORDER}) - 1 AS place FROM "
-                                 f"({ranked}) AS ranked) AS placed WHERE id = :id"), {"id": job}).scalar_one_or_none()
-        if ahead is None:
-            return 0
-    return int(ahead)
-
-
-def queued(engine: Engine) -> int:
-    """How many jobs wait for a worker."""
-    with engine.connect() as conn:
-        return int(conn.execute(sql("SELECT count(*) FROM jobs WHERE state = 'queued'")).scalar_one())
+    if state is None or state in ("done", "failed"):
+        return None
+    return 0 if state == "running" else positions(engine).get(job, 0)

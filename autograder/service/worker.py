@@ -225,21 +225,22 @@ def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, sto
             # The extensions granted from the dashboard as they are now (the course's extensions file wins).
             result = grade_claimed(claimed, ctx, tmp, granted_extensions(engine))
         except InterruptedError:    # told to stop mid-grade: the job goes back to the queue for the next worker
-            _again(stop, Q.release, engine, owner, claimed.job, seconds=10.0)
+            _again(Q.release, engine, owner, claimed.job, seconds=10.0)
             break
         except Exception as exc:  # noqa: BLE001 - the grader's own fault: the job is kept, named
-            _again(stop, Q.fail, engine, claimed.job, owner, f"{type(exc).__name__}: {exc}")
+            _again(Q.fail, engine, claimed.job, owner, f"{type(exc).__name__}: {exc}")
             continue
         finally:
             beat.job = None
-        if _again(stop, Q.complete, engine, claimed.job, owner, result):
+        if _again(Q.complete, engine, claimed.job, owner, result):
             graded += 1
     return graded
 
 
-def _again(stop: threading.Event | StopFlag, write: Any, *args: Any, seconds: float = 120.0) -> Any:
+def _again(write: Any, *args: Any, seconds: float = 120.0) -> Any:
     """``write(*args)``, tried again while the database is away (a restart) for up to ``seconds``: a graded result
-    is not thrown away for a moment's outage (past it, the job's lease hands it to another worker)."""
+    is not thrown away for a moment's outage, during a drain too (past it, the job's lease hands it to another
+    worker)."""
     from sqlalchemy.exc import DBAPIError
 
     deadline = time.monotonic() + seconds
@@ -247,8 +248,9 @@ def _again(stop: threading.Event | StopFlag, write: Any, *args: Any, seconds: fl
         try:
             return write(*args)
         except DBAPIError:
-            if time.monotonic() > deadline or stop.wait(1.0):
+            if time.monotonic() > deadline:
                 return False
+            time.sleep(1.0)
 
 
 def run(args: argparse.Namespace) -> int:

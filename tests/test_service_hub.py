@@ -37,6 +37,7 @@ import httpx
 import pytest
 from fastapi import Request
 
+from conftest import copy_course
 from support import make_samples
 from served import free_port, serving
 from autograder.config import load_course
@@ -372,7 +373,8 @@ def test_a_notebook_that_calls_submit_is_graded_as_any_other():
 # == a real JupyterHub ==============================================================================
 USERS = ("ada", "ben", "teacher")
 HUB_START_S = 120
-CODE = "from autograder import submit; submit()"
+#: The cell ada adds: her course's self-check (found through the README's AUTOGRADER_COURSE), then submit().
+CODE = 'from autograder import check, submit; check("2.1"); submit()'
 PAGE_TIMEOUT_MS = 90_000
 
 
@@ -416,8 +418,25 @@ class RealHub:
         raise AssertionError(f"{user}'s server did not start in 90 s:\n{self.log_tail()}")
 
 
-def _hub_config(folder: Path, ports: dict[str, int], admin: str, password: str) -> Path:
-    """jupyterhub_config.py: the Hub, its proxy, the service as the README tells an instructor to set it up."""
+#: What the README's jupyterhub_config.py names for a site, and what this test's site has instead.
+README_PLACES = ("/srv/course", "http://127.0.0.1:10101", "postgresql+psycopg://grader@/autograder", "/srv/grader",
+                 "https://hub.example.edu/services/autograder")
+
+
+def readme_hub_lines() -> str:
+    """The README's jupyterhub_config.py lines, as an instructor copies them."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    opening = text.index("In `jupyterhub_config.py`:\n\n```python\n") + len("In `jupyterhub_config.py`:\n\n```python\n")
+    block = text[opening:text.index("```", opening)]
+    missing = [place for place in README_PLACES if place not in block]
+    assert not missing, f"the README's jupyterhub_config.py no longer names {missing}: update README_PLACES"
+    return block
+
+
+def _hub_config(folder: Path, ports: dict[str, int], admin: str, password: str, course: Path) -> Path:
+    """jupyterhub_config.py: this machine's Hub and proxy, then the README's lines for the service exactly as
+    printed (only the site's places put in: the course folder, the service's port and address, its database and
+    home), then what the test itself needs (its admin service, JupyterLab's settings)."""
     bin_dir = Path(sys.executable).parent
     service_url = f"http://127.0.0.1:{ports['proxy']}{PREFIX.rstrip('/')}"
     settings = folder / "lab-settings"
@@ -431,14 +450,9 @@ def _hub_config(folder: Path, ports: dict[str, int], admin: str, password: str) 
         "pid": str(folder / "proxy.pid"), "password": password, "admin": admin, "users": set(USERS),
         "homes": str(folder / "homes") + "/{username}", "singleuser": [str(bin_dir / "jupyterhub-singleuser")],
         "args": ["--allow-root"] if os.geteuid() == 0 else [],
-        "service": [sys.executable, "-m", "autograder", "--course", str(ROOT / "course.yml"), "serve",
-                    "--database", str(folder / "service.db"), "--workers", "1"],
-        "service_port": ports["service"], "service_env": {"HOME": str(folder / "service-home")},
-        "user_env": {"AUTOGRADER_SERVER": service_url, "AUTOGRADER_COURSE": str(ROOT / "course.yml"),
-                     "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTER_PREFER_ENV_PATH": "1"},
-        "access": ACCESS,
+        "user_env": {"JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTER_PREFER_ENV_PATH": "1"},
     }
-    text = """
+    site = """
 c = get_config()  # noqa
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {proxy}
@@ -459,22 +473,20 @@ c.Spawner.args = {args!r}
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 90
 c.Spawner.http_timeout = 90
-# What an instructor's jupyterhub_config.py says (README): the service, who may use it, its address for submit().
-c.JupyterHub.services = [
-    {{"name": "autograder", "url": "http://127.0.0.1:{service_port}", "command": {service!r},
-      "environment": {service_env!r}, "oauth_no_confirm": True}},
-    {{"name": "test-admin", "api_token": {admin!r}}},
-]
-c.JupyterHub.load_roles = [
-    {{"name": "user", "scopes": ["self", {access!r}]}},
-    {{"name": "test-admin", "scopes": ["admin:users", "admin:servers", "tokens"], "services": ["test-admin"]}},
-]
-c.JupyterHub.load_groups = {{"instructors": {{"users": ["teacher"]}}}}
-c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", {access!r}]
-c.Spawner.environment = {user_env!r}
+""".format(**values)
+    readme = readme_hub_lines()
+    for place, here in zip(README_PLACES, (str(course), f"http://127.0.0.1:{ports['service']}",
+                                          str(folder / "service.db"), str(folder / "service-home"), service_url)):
+        readme = readme.replace(place, here)
+    test = """
+# The test's own: an admin service to make tokens and start servers, JupyterLab without its news pop-up.
+c.JupyterHub.services.append({{"name": "test-admin", "api_token": {admin!r}}})
+c.JupyterHub.load_roles.append({{"name": "test-admin", "scopes": ["admin:users", "admin:servers", "tokens"],
+                                "services": ["test-admin"]}})
+c.Spawner.environment.update({user_env!r})
 """.format(**values)
     path = folder / "jupyterhub_config.py"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(site + "\n# -- the README's lines --\n" + readme + test, encoding="utf-8")
     return path
 
 
@@ -544,7 +556,12 @@ def real_hub(tmp_path_factory) -> Iterator[RealHub]:
     folder = tmp_path_factory.mktemp("hub")
     ports = {name: free_port() for name in ("proxy", "proxy_api", "hub", "service")}
     admin, password = secrets.token_hex(16), secrets.token_hex(8)
-    config = _hub_config(folder, ports, admin, password)
+    # The course as an instructor has it: its folder, built (release/, dist/student-course/ for the servers).
+    course = copy_course(folder / "course")
+    built = subprocess.run([str(Path(sys.executable).parent / "autograder"), "build", "--root", str(course)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    config = _hub_config(folder, ports, admin, password, course)
     for user in USERS:
         (folder / "homes" / user).mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "AUTOGRADER_", "JPY_"))}
@@ -670,12 +687,16 @@ def test_a_student_signs_in_to_the_hub_and_submits_from_her_notebook(real_hub, c
         assert "jp-mod-selected" in (cells.last.get_attribute("class") or "")
         page.keyboard.press("Control+s")                      # submit() sends the saved file
         page.wait_for_function("!document.querySelector('.jp-mod-dirty')")
-        page.keyboard.press("Shift+Enter")                    # run the selected cell: ours
+        # Run every cell, as a student does before she hands in: her functions defined, then ours checks and submits.
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
         output = cell.locator(".jp-OutputArea-output", has_text="评分完成")
         output.wait_for(timeout=150_000)
         _wait_idle(page)
         text = cell.locator(".jp-OutputArea").inner_text()
         assert "已提交" in text and "Traceback" not in text and "JUPYTERHUB" not in text, text
+        # The README's recipe gives the notebook its course: the self-check ran (no "no course.yml" sentence).
+        assert "全部通过" in text and "course.yml" not in text and "ConfigError" not in text, text
         # The whole notebook, the submit() cell in it, graded: full marks (the grader's scan lets the
         # notebook import autograder.submit as it lets it import autograder.check).
         full = f"评分完成：{QKV.points:g} / {QKV.points:g} 分"

@@ -12,6 +12,9 @@
 * ``dist/student-bundle.zip``: release notebooks + the public part of the package
   + a student course.yml without the grading seed (what it holds, and what it refuses to
   hold: :mod:`autograder.authoring.bundle`).
+* ``dist/student-course/``: the bundle's course data as a folder (course.yml without the seed,
+  public checks, fingerprints), for single-user servers that run the instructor's kit (JupyterHub:
+  ``AUTOGRADER_COURSE`` points at it).
 
 release/ and solutions/ are committed: built in memory first, deterministically
 (no timestamps, sorted entries, no computed float), so ``--check`` compares them
@@ -37,8 +40,8 @@ from autograder.config import (Course, course_root, load_course)
 from autograder.errors import BuildError, StaleError
 from autograder.authoring.notebooks import (BEGIN, END, NBGRADER_PREPROCESSORS, RELEASE_PREPROCESSORS,  # noqa: F401
                                             STUBS, Source, course_stub, read_source, stub_for, strip_markers)
-from autograder.authoring.bundle import (BUNDLE, FINGERPRINTS, bundle_files, bundle_inputs_missing, student_course,
-                                         zip_bytes)
+from autograder.authoring.bundle import (BUNDLE, FINGERPRINTS, STUDENT_COURSE_DIR, bundle_files, bundle_inputs_missing,
+                                         student_course, student_course_files, zip_bytes)
 
 
 #: What nbgrader leaves out when it copies an assignment folder (checkpoints, caches).
@@ -222,7 +225,8 @@ def build(root: Path | None = None) -> list[str]:
         # course.yml's points into the source notebooks' nbgrader test cells first: release/ derives from them.
         synced = _test_cells(root, course, write=True)
         derived = derive(root, course)
-        bundle = zip_bytes(bundle_files(course, derived), root=root)
+        bundle = zip_bytes(bundle_files(course, derived), root=root)    # (refuses secrets: before the folder too)
+        student = student_course_files(course, derived)
     except BaseException:
         for key, data in before.items():
             if notebooks[key].read_bytes() != data:
@@ -232,9 +236,38 @@ def build(root: Path | None = None) -> list[str]:
     for rel, data in derived.outputs.items():
         _write(root / rel, data)
     _write(root / BUNDLE, bundle)
+    _write_folder(root / STUDENT_COURSE_DIR, student)
     return ([f"updated the test cells of {rel} from course.yml" for rel in synced]
             + [f"wrote {rel}" for rel in written] + [f"removed {rel}" for rel in removed]
-            + [f"wrote {rel}" for rel in derived.outputs] + [f"wrote {BUNDLE}"])
+            + [f"wrote {rel}" for rel in derived.outputs] + [f"wrote {BUNDLE}", f"wrote {STUDENT_COURSE_DIR}/"])
+
+
+def _write_folder(folder: Path, files: dict[str, bytes]) -> None:
+    """Replace ``folder`` by one holding exactly ``files``, readable by every user (students' servers read
+    it): built beside it, then renamed over it, so a student's check() never sees half a course."""
+    import os
+    import shutil
+    import tempfile
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        for rel, data in files.items():
+            path = fresh / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            path.chmod(0o644)
+        for path in [fresh, *(p for p in fresh.rglob("*") if p.is_dir())]:
+            path.chmod(0o755)
+        old = folder.with_name(f".{folder.name}-old")
+        shutil.rmtree(old, ignore_errors=True)
+        if folder.exists():
+            os.rename(folder, old)
+        os.rename(fresh, folder)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
 
 
 def check_current(root: Path | None = None) -> None:

@@ -38,6 +38,8 @@ ALTERNATIVES_FILE = "alternatives.py"
 COURSE_FILES = frozenset({PUBLIC_FILE, HIDDEN_FILE, MISTAKES_FILE, ALTERNATIVES_FILE})
 #: Where an installed student bundle carries its course (course.yml and each assignment's public checks).
 PACKAGED_COURSE = PACKAGE / "data" / COURSE_NAME
+#: The LMSs the kit writes grade files for (autograder.reports.lms.FORMAT_MODULES), as course.yml's lms names them.
+LMS_NAMES = ("canvas", "moodle")
 
 EXERCISE_ID = re.compile(r"^[1-9]\d*\.[1-9]\d*$")
 ASSIGNMENT_ID = re.compile(r"^\d\d_[a-z][a-z0-9_]*$")
@@ -262,10 +264,23 @@ class Course(_Strict):
         "for one started hour or day late) or on_time (no penalty); either way its feedback says so"))
     service: ServicePolicy = Field(default=ServicePolicy(), description="the grading service's rules (serve)")
     roster: str | None = Field(None, description=(
-        "the class list, a CSV beside course.yml with a student column (the file autograder serve roster reads): "
-        "an extension naming a student not on it is a typo (an error naming the row); without one, an extension "
-        "for a student with no notebook in a batch is only noted"))
+        "the class list, a CSV beside course.yml (the file autograder serve roster reads): the kit's own columns "
+        "(student, name, email, section, canvas_id, moodle_id_number) or Canvas' or Moodle's export as downloaded; "
+        "an extension naming a student not on it is a typo (an error naming the row), and the LMS files match "
+        "students by its ids; without one, an extension for a student with no notebook in a batch is only noted"))
+    lms: list[str] | None = Field(None, description=(
+        "the LMSs the grades go to (canvas, moodle): lms-skipped.csv lists the graded rows their files cannot "
+        "match (no id of theirs); default: every LMS the roster or the downloads give ids of"))
     assignments: list[Assignment] = Field(min_length=1)
+
+    @field_validator("lms")
+    @classmethod
+    def _lms(cls, value: list[str] | None) -> list[str] | None:
+        unknown = [v for v in value or () if v not in LMS_NAMES]
+        if unknown:
+            raise ValueError(f"lms lists {', '.join(map(repr, unknown))}: the kit writes files for "
+                             f"{', '.join(LMS_NAMES)}")
+        return value
 
     @field_validator("late_marker")
     @classmethod
@@ -297,20 +312,17 @@ class Course(_Strict):
 
     def roster_students(self) -> set[str] | None:
         """The student ids of course.yml's ``roster`` file; None without one. ConfigError names the file."""
+        roster = self.roster_members()
+        return None if roster is None else roster.students
+
+    def roster_members(self) -> Any:
+        """course.yml's ``roster`` file read (:class:`autograder.roster.Roster`: names, emails, LMS ids), or None
+        without one. ConfigError names the file and row."""
         if not self.roster:
             return None
-        import csv
-        import io
+        from autograder.roster import read_roster
 
-        path = self.root / self.roster
-        try:
-            rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise ConfigError(f"course.yml: roster: {self.roster} cannot be read ({exc})") from None
-        if rows and "student" not in rows[0]:
-            raise ConfigError(f"course.yml: roster: {self.roster} has no student column (its header: "
-                              f"{', '.join(rows[0])})")
-        return {(r.get("student") or "").strip() for r in rows if (r.get("student") or "").strip()}
+        return read_roster(self.root / self.roster, where=f"course.yml: roster: {self.roster}")
 
     def deadline_of(self, assignment_id: str, where: str = "course.yml") -> tuple[Any, Any, LatePolicy]:
         """(due, late_until, policy) of one assignment, as aware datetimes (None where not set)."""

@@ -253,7 +253,8 @@ def test_an_lms_is_one_module_that_declares_its_format(tmp_path, monkeypatch):
         result = {"key": "zoe__x", "student": "zoe", "assignment": QKV.id, "status": "graded", "points": 3.0,
                   "source": sub.source, "graded_at": "2026-12-01T00:00:00+00:00", "evidence": {"madeup_id": "777"}}
         written = L.write_lms_csv([result], COURSE, tmp_path / "out")
-        assert [p.name for p in written] == ["canvas.csv", "moodle.csv", "madeup.csv", "lms-skipped.csv"]
+        assert [p.name for p in written] == ["canvas.csv", "moodle.csv", "moodle-grades.csv", "madeup.csv",
+                                             "lms-skipped.csv"]
         assert _csv(tmp_path / "out" / "madeup.csv")[1] == ["777", "zoe", "3"]
     finally:
         L.formats.cache_clear()

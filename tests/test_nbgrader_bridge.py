@@ -217,7 +217,7 @@ def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
         _result(None, "02_qkv_attention", 5, key="unknown"),                     # nobody to credit: listed
     ]
     paths = LMS.write_lms_csv(results, COURSE, tmp_path)
-    assert [p.name for p in paths] == ["canvas.csv", "moodle.csv", "lms-skipped.csv"]
+    assert [p.name for p in paths] == ["canvas.csv", "moodle.csv", "moodle-grades.csv", "lms-skipped.csv"]
 
     canvas = _rows((tmp_path / "canvas.csv").read_text(encoding="utf-8"))
     # The gradebook's names of the assignments (course.yml lms_title, else title), not their ids.

@@ -420,3 +420,81 @@ def test_check_says_when_a_failure_comes_from_an_earlier_exercise_it_calls():
                "fix 2.3 first" in s for s in said), said
     namespace["attention_scores"] = reference.attention_scores                # all correct: no such note
     assert not any("fix" in n.message.en for n in self_check(namespace, "2.4", language="en", course=COURSE).notes)
+
+
+# -- 9. the roster carries names and LMS ids; the LMS files use them -------------------------------------------------
+CANVAS_EXPORT = (  # Canvas: Grades → Export (its second row is the assignments' points, not a student)
+    "Student,ID,SIS User ID,SIS Login ID,Section,Homework 1 (101),Current Points,Final Points\n"
+    "    Points Possible,,,,,11,(read only),(read only)\n"
+    '"Lovelace, Ada",1001,U-30,s30,Sect A,11,11,11\n'
+    '"Ng, Ben",1002,U-31,s31,Sect B,,0,0\n')
+MOODLE_EXPORT = (  # Moodle: Grades → Export → Plain text file (with the username field), BOM and all
+    "\ufeffFirst name,Last name,ID number,Institution,Department,Email address,Username,Assignment: 01\n"
+    "Ada,Lovelace,20260030,Uni,CS,ada@uni.example,s30,-\n"
+    "Ben,Ng,,Uni,CS,,s31,-\n")
+
+
+def test_a_roster_is_read_from_the_kits_columns_and_from_canvas_and_moodle_exports(tmp_path):
+    from autograder.errors import ConfigError
+    from autograder.roster import parse_roster, read_roster
+
+    canvas = parse_roster(CANVAS_EXPORT, "export.csv")
+    assert [(m.student, m.name, m.canvas_id, m.section) for m in canvas.members] == [
+        ("s30", "Lovelace, Ada", "1001", "Sect A"), ("s31", "Ng, Ben", "1002", "Sect B")]
+    (tmp_path / "moodle.csv").write_text(MOODLE_EXPORT, encoding="utf-8")
+    moodle = read_roster(tmp_path / "moodle.csv")
+    assert [(m.student, m.name, m.email, m.moodle_id_number, m.canvas_id) for m in moodle.members] == [
+        ("s30", "Ada Lovelace", "ada@uni.example", "20260030", ""), ("s31", "Ben Ng", "", "", "")]
+    own = parse_roster("student,name,email,canvas_id\ns30,Ada,ada@uni.example,1001\n\ns31,,,\n")
+    assert own.member("s30").canvas_id == "1001" and own.member("s31").name == "" and own.students == {"s30", "s31"}
+    for text, said in (("name,email\nAda,a@b\n", r"r\.csv: no student column \(its header: name, email\)"),
+                       ("student,canvas_id\ns30,12a\n", r"r\.csv, row 1: canvas_id: a Canvas user id is digits"),
+                       ("student\ns30\ns30\n", r"r\.csv, row 2: student 's30' is already row 1")):
+        with pytest.raises(ConfigError, match=said):
+            parse_roster(text, "r.csv")
+
+
+def test_serve_roster_takes_canvas_export_as_downloaded_with_names(tmp_path):
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    (tmp_path / "export.csv").write_text(CANVAS_EXPORT, encoding="utf-8")
+    rows = tokens.import_roster(engine, tmp_path / "export.csv")
+    assert [(student, name) for student, name, _ in rows] == [("s30", "Lovelace, Ada"), ("s31", "Ng, Ben")]
+    assert tokens.caller(engine, rows[0][2]) == tokens.Caller("student", "s30")
+    engine.dispose()
+
+
+def test_the_services_lms_files_match_students_by_the_rosters_ids_and_list_those_without(course_root, tmp_path):
+    from autograder.service.export import export
+    from autograder.service.worker import serve
+
+    (course_root / "roster.csv").write_text("student,name,email,canvas_id\ns30,Ada Lovelace,ada@uni.example,1001\n"
+                                            "s31,Ben Ng,,\n", encoding="utf-8")
+    text = (course_root / "course.yml").read_text(encoding="utf-8")
+    (course_root / "course.yml").write_text(text.replace("\nassignments:", "\nroster: roster.csv\nassignments:", 1),
+                                            encoding="utf-8")
+    course = load_course(course_root / "course.yml")
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    data = json.dumps(make_samples.submission(QKV, solved="all")).encode()
+    for student in ("s30", "s31"):
+        Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb", data=data)
+    assert serve(str(tmp_path / "service.db"), once=True, owner="w") == 2      # (graded with the course served)
+    out = tmp_path / "out"
+    export(engine, course, out)
+    engine.dispose()
+
+    def rows(name: str) -> list[list[str]]:
+        return list(csv.reader(io.StringIO((out / name).read_text(encoding="utf-8-sig"))))
+
+    full = f"{QKV.points:g}"
+    canvas = rows("canvas.csv")
+    assert canvas[2][:5] == ["Ada Lovelace", "1001", "", "", ""] and canvas[2][5] == full
+    assert canvas[3][:5] == ["Ben Ng", "", "", "s31", ""]           # no id: Canvas may match its SIS Login ID only
+    grades = rows("moodle-grades.csv")
+    assert grades[0] == ["Email address", "ID number", "Full name", QKV.gradebook_title]
+    assert grades[1:] == [["ada@uni.example", "", "Ada Lovelace", full], ["", "", "Ben Ng", full]]
+    skipped = rows("lms-skipped.csv")
+    assert [(r[0], r[1]) for r in skipped[1:]] == [("s31", QKV.id), ("s31", QKV.id)]
+    assert sorted(r[2].split(" ")[0] + " " + ("Canvas" if "Canvas" in r[2] else "Moodle") for r in skipped[1:]) == \
+        ["graded, Canvas", "graded, Moodle"]

@@ -38,6 +38,7 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/__init__.py",
     "autograder/config.py",
     "autograder/lateness.py",         # (course.yml's late policies: config reads them)
+    "autograder/roster.py",           # (course.yml's roster: config reads it where asked)
     "autograder/errors.py",
     "autograder/plain.py",
     "autograder/compact_json.py",
@@ -67,6 +68,11 @@ FINGERPRINTS = "dist/fingerprints.json"
 BUNDLED_FINGERPRINTS = "autograder/data/fingerprints.json"
 BUNDLE = "dist/student-bundle.zip"
 BUNDLE_FOLDER = "student-bundle"
+#: The student course as a folder (what the bundle's package carries as autograder/data/): course.yml
+#: without the seed, ``<assignment>/checks.py`` and fingerprints.json. A JupyterHub whose single-user
+#: servers run the instructor's kit points ``AUTOGRADER_COURSE`` at it, so a student's ``check()`` finds
+#: its course without reading the instructor's folder (hidden checks, solutions, the seed).
+STUDENT_COURSE_DIR = "dist/student-course"
 #: The student course, inside the package so a non-editable install finds it too: course.yml and
 #: ``<assignment>/checks.py`` (:func:`autograder.config.course_file` falls back to it).
 STUDENT_DATA = "autograder/data"
@@ -215,6 +221,14 @@ def course_files(course: Course) -> dict[str, bytes]:
         if not path.is_file():
             raise BuildError(f"{path}: missing: every assignment declares its public checks there")
         files[f"{STUDENT_DATA}/{a.id}/{PUBLIC_FILE}"] = path.read_bytes()
+    return files
+
+
+def student_course_files(course: Course, derived: Derived) -> dict[str, bytes]:
+    """The files of :data:`STUDENT_COURSE_DIR`, relative to it: the bundle's course data, no more."""
+    files = {path.removeprefix(f"{STUDENT_DATA}/"): data for path, data in course_files(course).items()}
+    if FINGERPRINTS in derived.outputs:
+        files[PurePosixPath(BUNDLED_FINGERPRINTS).name] = derived.outputs[FINGERPRINTS]
     return files
 
 

@@ -235,7 +235,7 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
             console.print(escape(line(text, 1000)))
 
     step("report.html", lambda: batch.outputs.report(everything))
-    step("canvas.csv and moodle.csv", lambda: write_lms_csv(everything, course, out))
+    step("the LMS files", lambda: write_lms_csv(everything, course, out))
     if course_root is not None:
         step("recording in gradebook.db", lambda: gradebook(course_root))
     step("the summary table", lambda: R.print_summary(console, everything, course))
@@ -247,8 +247,8 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
     lanes_said = f"; lanes in other processes: {outcome.lanes}" if outcome.lanes else ""
     console.print(f"graded {outcome.graded} in {outcome.seconds:.2f} s ({per:.3f} s each, of which writing "
                   f"{writing * 1000:.1f} ms; sandbox warm-up {warm:.1f} s{lanes_said}), {outcome.resumed} kept from an "
-                  f"earlier run; wrote {out}/grades.csv, canvas.csv, moodle.csv, lms-skipped.csv, report.html, "
-                  "results/, feedback/")
+                  f"earlier run; wrote {out}/grades.csv, canvas.csv, moodle.csv, moodle-grades.csv, lms-skipped.csv, "
+                  "report.html, results/, feedback/")
     if args.no_isolation:
         console.print("[bold red]graded with --no-isolation: student code ran uncaged (recorded in every result)[/]")
     for problem in failed:

@@ -34,9 +34,15 @@ class LmsFormat:
     from_file: Callable[[str], tuple[str, dict[str, str]] | None] | None = None
     #: A folder's name -> (student, evidence), the same for folders.
     from_folder: Callable[[str], tuple[str, dict[str, str]] | None] | None = None
-    #: In a batch holding downloads of this LMS, a graded row without its id cannot be matched by id: the
-    #: status lms-skipped.csv gives it (None: rows without an id are simply left out of this format's file).
+    #: The status lms-skipped.csv gives a graded row this LMS's files cannot match (None: never listed) ...
     unmatched: str | None = None
+    #: ... and which rows those are, for a course that uses this LMS (course.yml ``lms``, else: the table holds
+    #: ids of it); default: the graded rows with no id of this LMS.
+    unmatched_rows: Callable[[LmsTable], list[LmsEntry]] | None = None
+    #: The id of this LMS the course's roster gives a student (where a download's name gives none).
+    from_roster: Callable[[Any], str] | None = None
+    #: Files written beside ``file``: (name, write) as ``write``.
+    more: tuple[tuple[str, Callable[[LmsTable, Any], str]], ...] = ()
 
     @property
     def id_key(self) -> str:
@@ -89,9 +95,22 @@ class LmsTable:
     assignments: list[Any]                               # course.yml Assignment objects, in course order
     rows: list[tuple[str, dict[str, float | None], float]]
     entries: list[LmsEntry] = field(default_factory=list)        # by student, then assignment
-    #: (student, assignment, status, source): rows left blank, and graded rows of an LMS's download that
-    #: carry no id of that LMS (it cannot match them by id).
+    #: (student, assignment, status, source): rows left blank, and graded rows an LMS the course uses cannot
+    #: match (no id of it).
     skipped: list[tuple[str, str, str, str]] = field(default_factory=list)
+    roster: Any = None                                   # course.yml's roster (autograder.roster.Roster), or None
+    lms: tuple[str, ...] | None = None                   # course.yml's lms: the LMSs the grades go to (None: unsaid)
+
+    def member(self, student: str) -> Any:
+        """The roster's entry for ``student`` (name, email, LMS ids), or None."""
+        return self.roster.member(student) if self.roster is not None else None
+
+    def uses(self, lms: str) -> bool:
+        """Whether the course's grades go to ``lms``: course.yml says so, or (unsaid) the table holds ids of it."""
+        if self.lms is not None:
+            return lms in self.lms
+        return bool(self.user_ids(lms)) or (lms == "moodle" and self.roster is not None and any(
+            m.email or m.moodle_id_number for m in self.roster.members))
 
     def user_ids(self, lms: str) -> dict[str, str]:
         """student -> the LMS's id for them: course-wide, the latest graded result's."""
@@ -103,13 +122,17 @@ class LmsTable:
         return {student: value for student, (_, value) in latest.items()}
 
 
-def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
+def lms_table(results: Iterable[dict[str, Any]], course: Course, roster: Any = ...) -> LmsTable:
     """Students x assignments from ``autograder grade`` results (one result per pair, as the gradebook).
 
     Only a grade is written: a result that is not one (unreadable, a discovery problem, a grader
     fault) leaves its cell blank, so the LMS keeps what it has, and is listed in ``skipped`` with
-    its status, as is a result that names no student or no assignment of the course.
+    its status, as is a result that names no student or no assignment of the course. A student's LMS ids come
+    from the download's names, else from the ``roster`` (default: course.yml's); a graded row an LMS the
+    course uses cannot match is listed in ``skipped`` too, with that LMS's status.
     """
+    if roster is ...:
+        roster = course.roster_members() if hasattr(course, "roster_members") else None
     results = list(results)
     known = {a.id for a in course.assignments}
     usable = [r for r in results if r.get("student") and r.get("assignment") in known]
@@ -122,6 +145,10 @@ def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
     for student, assignment, r in chosen.values():
         graded = is_graded(r)
         ids = {f.name: _evidence(r, f.id_key) for f in formats() if _evidence(r, f.id_key)}
+        member = roster.member(student) if roster is not None else None
+        for f in formats():
+            if f.name not in ids and member is not None and f.from_roster is not None and f.from_roster(member):
+                ids[f.name] = f.from_roster(member)
         entries.append(LmsEntry(student, assignment, float(r.get("points", 0.0)) if graded else None,
                                 str(r.get("status") or ""), str(r.get("source") or ""),
                                 str(r.get("graded_at") or ""), ids))
@@ -136,17 +163,16 @@ def lms_table(results: Iterable[dict[str, Any]], course: Course) -> LmsTable:
     for student in sorted(per_student):
         scores = {a.id: per_student[student].get(a.id) for a in assignments}
         rows.append((student, scores, points_total(v for v in scores.values() if v is not None)))
-    table = LmsTable(assignments, rows, entries, skipped)
+    lms = getattr(course, "lms", None)
+    table = LmsTable(assignments, rows, entries, skipped, roster, tuple(lms) if lms is not None else None)
     for f in formats():
-        if f.unmatched is None:
+        if f.unmatched is None or not table.uses(f.name):
             continue
-        matched = table.user_ids(f.name)
-        if matched:
-            # A download of this LMS: a student whose file names carry no id of it (a file renamed beyond
-            # recognition, one added by hand) can be matched only otherwise, which is likely to fail.
-            for e in entries:
-                if e.student not in matched and e.points is not None:
-                    skipped.append((e.student, e.assignment, f.unmatched, e.source))
+        # A graded row the LMS cannot match by id (a download's file renamed beyond recognition, a student with
+        # no id on the roster, a service's upload) would match nobody, or only by a guess: listed.
+        unmatched = f.unmatched_rows(table) if f.unmatched_rows is not None else \
+            [e for e in entries if e.points is not None and not e.ids.get(f.name)]
+        skipped.extend((e.student, e.assignment, f.unmatched, e.source) for e in unmatched)
     skipped.sort()
     return table
 
@@ -156,19 +182,20 @@ def lms_skipped_csv(table: LmsTable) -> str:
     return csv_rows([list(LMS_SKIPPED_COLUMNS)], [list(row) for row in table.skipped])
 
 
-def write_lms_csv(results: Iterable[dict[str, Any]], course: Course, out_dir: Path) -> list[Path]:
-    """Write every format's file (``OUT/canvas.csv``, ``OUT/moodle.csv``) and ``OUT/lms-skipped.csv``.
+def write_lms_csv(results: Iterable[dict[str, Any]], course: Course, out_dir: Path, roster: Any = ...) -> list[Path]:
+    """Write every format's files (``OUT/canvas.csv``, ``OUT/moodle.csv``, ``OUT/moodle-grades.csv``) and
+    ``OUT/lms-skipped.csv``.
 
     Returns their paths; ``lms-skipped.csv`` is always rewritten (only its header when every
     result is a grade), so it never describes an earlier run.
     """
     from autograder.atomic import atomic_write_text
 
-    table = lms_table(list(results), course)
+    table = lms_table(list(results), course, roster)
     out = Path(out_dir)
     written = []
-    for name, text in [*((f.file, f.write(table, course)) for f in formats()),
-                       (LMS_SKIPPED_FILE, lms_skipped_csv(table))]:
+    files = [(name, write(table, course)) for f in formats() for name, write in ((f.file, f.write), *f.more)]
+    for name, text in [*files, (LMS_SKIPPED_FILE, lms_skipped_csv(table))]:
         atomic_write_text(out / name, text)
         written.append(out / name)
     return written

@@ -33,9 +33,10 @@ def canvas_csv(table: Any, course: Any = None) -> str:
     """Canvas' gradebook import: its five student columns, one column per assignment, "Final Points".
 
     Canvas matches a row by ``ID`` (its user id), then SIS User ID, then SIS Login ID. The user
-    id is the first number of a Canvas download's file names (``alicesmith_12345_67890_...``);
-    without one (another source), the student goes to ``SIS Login ID``. A blank cell (no graded
-    notebook) leaves Canvas' grade as it is. The "Points Possible" row sets the points of
+    id is the first number of a Canvas download's file names (``alicesmith_12345_67890_...``), else
+    the roster's (its ``canvas_id``, or Canvas' own export's ``ID``); without one, the student goes to
+    ``SIS Login ID``. ``Student`` and ``Section`` are the roster's name and section where it has them.
+    A blank cell (no graded notebook) leaves Canvas' grade as it is. The "Points Possible" row sets the points of
     assignments the import creates; Canvas ignores "Final Points" (read-only, it computes its own).
     Each assignment's column is its name in the gradebook (course.yml ``lms_title``, else its title).
     """
@@ -46,15 +47,19 @@ def canvas_csv(table: Any, course: Any = None) -> str:
     ids = table.user_ids("canvas")
     for student, scores, total in table.rows:
         canvas_id = ids.get(student, "")
-        rows.append([student, canvas_id, "", "" if canvas_id else student, "",
+        member = table.member(student) if hasattr(table, "member") else None
+        name, section = (member.name or student, member.section) if member is not None else (student, "")
+        rows.append([name, canvas_id, "", "" if canvas_id else student, section,
                      *("" if scores[a.id] is None else fmt_points(scores[a.id]) for a in table.assignments),
                      fmt_points(total)])
     # A student named "Points Possible" would be read as a second such row: the gate quotes it.
     return csv_rows([header, possible], rows, reserved=("Points Possible",))
 
 
-#: The status of a graded row of a Canvas download that Canvas cannot match by user id.
-NO_CANVAS_ID = ("graded, but no Canvas user id in its file name (not named <login>_<user id>_<submission id>_...): "
-                "Canvas matches this row only if its SIS Login ID is the student's")
+#: The status of a graded row Canvas cannot match by user id, in a course whose grades go to Canvas.
+NO_CANVAS_ID = ("graded, but no Canvas user id in its file name (not named <login>_<user id>_<submission id>_...) "
+                "nor on the roster (canvas_id, or ID in Canvas' export): Canvas matches this row only if its SIS "
+                "Login ID is the student's")
 
-FORMAT = LmsFormat("canvas", "canvas.csv", canvas_csv, from_file=from_file, unmatched=NO_CANVAS_ID)
+FORMAT = LmsFormat("canvas", "canvas.csv", canvas_csv, from_file=from_file, unmatched=NO_CANVAS_ID,
+                   from_roster=lambda member: member.canvas_id)

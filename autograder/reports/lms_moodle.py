@@ -1,5 +1,7 @@
-"""Moodle: participant ids from its "Download all submissions" folder names, and ``moodle.csv``, its
-offline grading worksheet (an LMS format of :mod:`autograder.reports.lms`)."""
+"""Moodle: participant ids from its "Download all submissions" folder names; ``moodle.csv``, its offline
+grading worksheet (one assignment's, matched by those ids), and ``moodle-grades.csv``, its gradebook's CSV
+import (the whole course, matched by the roster's email address or ID number); an LMS format of
+:mod:`autograder.reports.lms`."""
 from __future__ import annotations
 
 import re
@@ -51,4 +53,41 @@ def moodle_csv(table: Any, course: Any = None) -> str:
     return csv_rows([list(MOODLE_COLUMNS)], rows)
 
 
-FORMAT = LmsFormat("moodle", "moodle.csv", moodle_csv, from_folder=from_folder)
+#: Moodle's gradebook import (Grades → Import → CSV file): the instructor maps "Email address" (or "ID number")
+#: to the user's field of that name and each assignment's column to its grade item.
+MOODLE_GRADES_FILE = "moodle-grades.csv"
+MOODLE_GRADES_COLUMNS = ("Email address", "ID number", "Full name")
+
+
+def moodle_grades_csv(table: Any, course: Any = None) -> str:
+    """Moodle's gradebook CSV import: one row per student, the roster's email address and ID number (what
+    Moodle's import maps users by), one column per assignment (its gradebook title; a blank cell: no grade,
+    Moodle keeps its own). Participant ids are no use here: they belong to one assignment."""
+    header = [*MOODLE_GRADES_COLUMNS, *(a.gradebook_title for a in table.assignments)]
+    rows = []
+    for student, scores, _total in table.rows:
+        member = table.member(student)
+        rows.append([member.email if member else "", member.moodle_id_number if member else "",
+                     (member.name if member and member.name else student),
+                     *("" if scores[a.id] is None else fmt_points(scores[a.id]) for a in table.assignments)])
+    return csv_rows([header], rows)
+
+
+def unmatched_rows(table: Any) -> list[Any]:
+    """Graded rows neither Moodle file can match: no participant id (a download's) and no email address or ID
+    number on the roster."""
+    out = []
+    for e in table.entries:
+        member = table.member(e.student)
+        known = member is not None and bool(member.email or member.moodle_id_number)
+        if e.points is not None and not e.ids.get("moodle") and not known:
+            out.append(e)
+    return out
+
+
+#: The status of a graded row no Moodle file can match, in a course whose grades go to Moodle.
+NO_MOODLE_ID = ("graded, but Moodle cannot match it: no participant id (moodle.csv: from the folder names of "
+                "Moodle's download) and no email address or ID number on the roster (moodle-grades.csv)")
+
+FORMAT = LmsFormat("moodle", "moodle.csv", moodle_csv, from_folder=from_folder, unmatched=NO_MOODLE_ID,
+                   unmatched_rows=unmatched_rows, more=((MOODLE_GRADES_FILE, moodle_grades_csv),))

@@ -33,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                                 "port of its JUPYTERHUB_SERVICE_URL)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="grading worker processes to start (default: one per CPU; 0: only the API)")
-    roster = sub.add_parser("roster", help="issue a token per student of a roster CSV (student[,name])")
+    roster = sub.add_parser("roster", help=(
+        "issue a token per student of a roster CSV (student[,name,email,section,canvas_id,moodle_id_number], or "
+        "Canvas' or Moodle's export as downloaded)"))
     roster.add_argument("roster", type=Path, metavar="ROSTER.csv")
     roster.add_argument("-o", "--out", type=Path, required=True, metavar="TOKENS.csv",
                         help="where to write student,name,token (hand each student their row)")
@@ -100,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         written = export(engine, course, args.out, nbgrader=args.nbgrader)
         which = "best" if course.service.counts == "best" else "latest"
         print(f"exported {len(written)} results (the {which} graded submission of each student and assignment) "
-              f"to {args.out}: grades.csv, results/, feedback/, submitted/, report.html, canvas.csv, moodle.csv")
+              f"to {args.out}: grades.csv, results/, feedback/, submitted/, report.html, canvas.csv, moodle.csv, "
+              "moodle-grades.csv, lms-skipped.csv")
         return 0
     if args.action == "token":
         if bool(args.instructor) == bool(args.student):

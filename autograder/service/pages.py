@@ -587,7 +587,8 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
         signed = await instructor(request)
         if isinstance(signed, Response):
             return signed
-        if name not in ("grades.csv", "canvas.csv", "moodle.csv", "feedback.zip"):
+        if name not in ("grades.csv", "canvas.csv", "moodle.csv", "moodle-grades.csv", "lms-skipped.csv",
+                        "feedback.zip"):
             raise ApiError(404, "service.no_submission", submission=name[:50])
 
         def build() -> bytes:

@@ -20,11 +20,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from autograder.errors import AutograderError
+from autograder.roster import read_roster
 from autograder.service.db import Token, writing
 
 ROLES = ("student", "instructor")
-#: A roster larger than this is not a class.
-MAX_ROSTER = 100_000
 
 
 @dataclass(frozen=True)
@@ -66,27 +65,11 @@ def caller(engine: Engine, token: str | None) -> Caller | None:
 
 
 def import_roster(engine: Engine, roster: Path) -> list[tuple[str, str, str]]:
-    """A token for each student of a roster CSV (columns ``student`` and optionally ``name``):
-    (student, name, token) rows, for the instructor to hand out. Errors name the file and row."""
-    try:
-        text = roster.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AutograderError(f"{roster}: cannot be read as UTF-8 text ({exc})") from None
-    rows = list(csv.DictReader(io.StringIO(text)))
-    if not rows or "student" not in (rows[0].keys() if rows else ()):
-        raise AutograderError(f"{roster}: needs a header with a student column (and optionally name)")
-    if len(rows) > MAX_ROSTER:
-        raise AutograderError(f"{roster}: {len(rows)} rows, more than {MAX_ROSTER}")
-    seen: dict[str, int] = {}
-    for number, row in enumerate(rows, start=1):
-        student = (row.get("student") or "").strip()
-        if not student or len(student) > 200 or not student.isprintable():
-            raise AutograderError(f"{roster}, row {number}: student: an id of 1 to 200 printable characters")
-        if student in seen:
-            raise AutograderError(f"{roster}, row {number}: student {student!r} is already row {seen[student]}")
-        seen[student] = number
-    return [(s, (r.get("name") or "").strip(), issue(engine, s, name=(r.get("name") or "").strip()))
-            for s, r in ((row["student"].strip(), row) for row in rows)]
+    """A token for each student of a roster CSV (:func:`autograder.roster.read_roster`: the kit's columns, or
+    Canvas' or Moodle's export as downloaded): (student, name, token) rows, for the instructor to hand out.
+    Errors name the file and row; nothing is issued unless the whole file reads."""
+    members = read_roster(roster).members
+    return [(m.student, m.name, issue(engine, m.student, name=m.name)) for m in members]
 
 
 def tokens_csv(rows: list[tuple[str, str, str]]) -> str:

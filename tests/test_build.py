@@ -472,6 +472,19 @@ def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root
     assert student.seed == 0
     assert student.model_copy(update={"seed": course.seed}).model_dump() == course.model_dump()
 
+    # 5. dist/student-course/ (JupyterHub's AUTOGRADER_COURSE) holds the bundle's course data and nothing more,
+    # readable by every user.
+    folder = course_root / BUNDLE.STUDENT_COURSE_DIR
+    written = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
+    assert {name: p.read_bytes() for name, p in written.items()} == {
+        name.removeprefix("autograder/data/"): data for name, data in bundle.items() if name.startswith("autograder/data/")}
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in written.values())
+    assert load_course(folder / "course.yml").seed == 0 and load_course(folder / "course.yml").content_dir(
+        course.assignments[0]) == folder / course.assignments[0].id
+    (folder / "stale.py").write_text("left from an older build")
+    B.build(course_root)
+    assert not (folder / "stale.py").exists() and (folder / "fingerprints.json").is_file()
+
 
 def load_course_text(data: bytes):
     import yaml

@@ -32,6 +32,20 @@ class Msg(NamedTuple):
 #: key -> (zh, en). Keys are grouped by who speaks: status words, report labels, check
 #: failures, the sandbox, a submission that cannot be graded.
 CATALOGUE: dict[str, tuple[str, str]] = {
+    # -- autograder explain (the instructor's eyes only: hidden inputs and reference values) -----
+    "explain.head": ("{student} · {exercise} {function}：评分于 {graded_at}，来自 {source}（仅限教师：下面有隐藏输入和参考答案的值）",
+                     "{student} · {exercise} {function}: graded {graded_at} from {source} (instructor only: hidden "
+                     "inputs and reference values below)"),
+    "explain.changed": ("注意：当时评为 {then} 分，这次是 {now} 分（评分器后来改过？请重新评分）",
+                        "note: it was graded {then}, this run gives {now} (has the grader changed since? grade it again)"),
+    "explain.score": ("{points} / {max_points} 分，{status}", "{points} / {max_points} points, {status}"),
+    "explain.mistake": ("已知错误 {mistake}：{message}", "known mistake {mistake}: {message}"),
+    "explain.last_call": ("最后一次调用（这项检查共 {n} 次），探针 {probe}：", "the last call ({n} in this check), probe {probe}:"),
+    "explain.argument": ("参数 {name}：{value}", "argument {name}: {value}"),
+    "explain.returned": ("学生的函数返回：{value}", "the student's function returned: {value}"),
+    "explain.call_failed": ("学生的调用：{status} {error_type} {error}", "the student's call: {status} {error_type} {error}"),
+    "explain.reference": ("参考答案给出：{value}", "the reference gives: {value}"),
+    "explain.reference_raises": ("参考答案抛出：{error_type}: {error}", "the reference raises: {error_type}: {error}"),
     # -- a check's or an exercise's status --------------------------------------------------
     "status.passed": ("通过", "passed"),
     "status.failed": ("未通过", "failed"),
@@ -94,6 +108,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "service.instructors_only": ("只有教师和助教能看这一页", "only instructors and TAs see this page"),
     "service.not_on_roster": ("{student} 不在名单上（没有令牌，也没有提交过）；相近的有：{close}", "{student} is not on the "
                               "roster (no token, no submission); close ones: {close}"),
+    "service.no_exercise": ("作业 {assignment} 没有练习 {exercise}", "assignment {assignment} has no exercise {exercise}"),
+    "service.explain_busy": ("另一份扣分原因正在生成：请 {seconds} 秒后再试", "another explanation is being made: try "
+                             "again in {seconds} s"),
+    "service.explain_failed": ("没能生成扣分原因：{why}", "the explanation could not be made: {why}"),
     "service.bad_extension": ("延期填写有误：{why}", "the extension is not valid: {why}"),
     "service.malformed": ("请求格式不对：{fields}", "the request is malformed: {fields}"),
     "submit.no_settings": ('不知道把作业交到哪里：请设置环境变量 AUTOGRADER_SERVER 和 AUTOGRADER_TOKEN，或在 {config} 里写上 {{"server": ..., "token": ...}}（地址和令牌由课程提供）', 'no grading service to submit to: set AUTOGRADER_SERVER and AUTOGRADER_TOKEN, or write {{"server": ..., "token": ...}} into {config} (the course gives you both)'),

@@ -476,8 +476,9 @@ def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root
     # readable by every user.
     folder = course_root / BUNDLE.STUDENT_COURSE_DIR
     written = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
+    data_prefix = "autograder/data/"
     assert {name: p.read_bytes() for name, p in written.items()} == {
-        name.removeprefix("autograder/data/"): data for name, data in bundle.items() if name.startswith("autograder/data/")}
+        name.removeprefix(data_prefix): data for name, data in bundle.items() if name.startswith(data_prefix)}
     assert all(p.stat().st_mode & 0o777 == 0o644 for p in written.values())
     assert load_course(folder / "course.yml").seed == 0 and load_course(folder / "course.yml").content_dir(
         course.assignments[0]) == folder / course.assignments[0].id

@@ -554,13 +554,16 @@ def test_explain_replays_a_students_hidden_checks_for_the_instructor(tmp_path, c
     assert main(["grade", str(subs), "-o", str(out), "-j", "1"]) == 0
     feedback = (out / "feedback" / "kim__02_qkv_attention.md").read_text(encoding="utf-8")
     capsys.readouterr()
-    assert main(["explain", "kim", "2.3", "-o", str(out)]) == 0
+    assert main(["explain", "kim", "2.3", "-o", str(out), "--language", "en"]) == 0
     shown = " ".join(capsys.readouterr().out.split())
     assert "instructor only" in shown and "known mistake no-scale" in shown
-    assert "student returned: Tensor" in shown and "reference gives: Tensor" in shown
+    assert "the student's function returned: Tensor" in shown and "the reference gives: Tensor" in shown
     assert "elements differ, largest difference" in shown          # the full message, values and all
     assert "largest difference" not in feedback                      # which the student's feedback never shows
-    assert "note: the batch gave" not in shown                        # the same inputs, the same score
+    assert "note: it was graded" not in shown                         # the same inputs, the same score
+    assert main(["explain", "kim", "2.3", "-o", str(out)]) == 0     # in the course's language by default
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "仅限教师" in shown and "已知错误 no-scale" in shown and "参考答案给出：Tensor" in shown
     assert main(["explain", "kin", "2.3", "-o", str(out)]) == 2
     assert "did you mean kim" in capsys.readouterr().err
     (subs / "kim" / "02_qkv_attention.ipynb").write_text("{}", encoding="utf-8")

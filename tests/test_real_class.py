@@ -498,3 +498,39 @@ def test_the_services_lms_files_match_students_by_the_rosters_ids_and_list_those
     assert [(r[0], r[1]) for r in skipped[1:]] == [("s31", QKV.id), ("s31", QKV.id)]
     assert sorted(r[2].split(" ")[0] + " " + ("Canvas" if "Canvas" in r[2] else "Moodle") for r in skipped[1:]) == \
         ["graded, Canvas", "graded, Moodle"]
+
+
+# -- 4. the same explanation from the dashboard, in the course's language ----------------------------------------
+def test_an_instructor_opens_the_explanation_of_a_lost_exercise_from_the_dashboard(service):
+    from autograder.service.worker import serve
+
+    client, engine, who, _ = service
+    wrong = make_samples.submission(QKV, solved="all", code={
+        "2.3": "import torch\ndef attention_scores(Q, K):\n    return Q @ K.transpose(-2, -1)\n"})
+    made = client.post("/api/submissions", headers=auth(who["s05"]), data={"assignment": QKV.id},
+                       files={"notebook": ("n.ipynb", json.dumps(wrong).encode(), "application/json")})
+    assert made.status_code == 202, made.text
+    number = made.json()["submission"]
+    database = str(engine.url.database)
+    assert serve(database, once=True, owner="w") == 1
+    with httpx.Client(base_url=str(client.base_url), timeout=300) as board:
+        page = board.get("/login")
+        board.post("/login", data={"token": who["teacher"], "csrf": _csrf(page.text), "next": "/dashboard"})
+        history = board.get("/dashboard/student", params={"id": "s05"}).text
+        link = f"/dashboard/explain?submission={number}&amp;exercise=2.3"
+        assert link in history and "练习 2.3 为什么扣分" in history
+        assert "exercise=2.4" not in history                 # (2.4 kept its points: graded with 2.3's reference)
+        shown = board.get(link.replace("&amp;", "&"))
+        assert shown.status_code == 200, shown.text
+        text = re.sub(r"<[^>]+>", " ", shown.text)
+        assert "仅限教师" in text and "已知错误 no-scale" in text and "参考答案给出：Tensor" in text, text[:3000]
+        assert "学生的函数返回：Tensor" in text
+        english = board.get(link.replace("&amp;", "&") + "&lang=en").text
+        assert "known mistake no-scale" in english and "the reference gives: Tensor" in english
+        assert board.get(f"/dashboard/explain?submission={number}&exercise=9.9").status_code == 404
+        assert board.get("/dashboard/explain?submission=999&exercise=2.3").status_code == 404
+    with httpx.Client(base_url=str(client.base_url), timeout=60) as student:
+        page = student.get("/login")
+        student.post("/login", data={"token": who["s05"], "csrf": _csrf(page.text), "next": "/me"})
+        assert "dashboard/explain" not in student.get("/me").text
+        assert student.get(link.replace("&amp;", "&")).status_code == 403

@@ -33,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--out", type=Path, required=True, metavar="OUT",
                         help="the output folder of the autograder grade run that graded it")
     parser.add_argument("--all", action="store_true", help="show passed checks too")
+    parser.add_argument("--language", choices=("zh", "en"), default=None,
+                        help="the explanation's language (default: course.yml's language)")
 
 
 def find_result(out: Path, student: str, assignment: str) -> dict[str, Any]:
@@ -150,57 +152,84 @@ def describe(value: Any, width: int = 6) -> str:
     return repr(value)[:200]
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.markup import escape
+#: One line of an explanation: (its kind, its text). Kinds: head, note, score, pass, fail, said, mistake, call.
+Line = tuple[str, str]
 
+
+def explanation(course: Course, result: dict[str, Any], exercise_id: str, *, language: str,
+                show_all: bool = False) -> list[Line]:
+    """Why ``result``'s notebook lost points on one exercise, as lines in ``language`` (zh or en): each failed
+    check (every check with ``show_all``) with its full message, the known mistake, the last call's arguments,
+    what the student's code returned and what the reference gives. Instructor's eyes only."""
     from autograder import catalog as C
+    from autograder.messages import status_word, text
 
-    course = load_course()
-    assignment, ex = course.exercise(args.exercise)
-    result = find_result(args.out, args.student, assignment.id)
-    console = Console()
-    console.print(f"[bold]{escape(args.student)} · {ex.id} {escape(ex.function)}[/] — graded "
-                  f"{escape(str(result.get('graded_at') or '?'))} from {escape(str(result.get('source')))} "
-                  "[dim](instructor only: hidden inputs and reference values below)[/]")
+    def t(key: str, **params: Any) -> str:
+        return text(key, language, **params)
+
+    assignment, ex = course.exercise(exercise_id)
+    lines: list[Line] = [("head", t("explain.head", student=str(result.get("student")), exercise=ex.id,
+                                    function=ex.function, graded_at=str(result.get("graded_at") or "?"),
+                                    source=str(result.get("source"))))]
     outcome, calls, reference = explain(course, result, ex.id)
     graded = next((e for e in result.get("exercises") or [] if e["exercise"] == ex.id), None)
     if graded is not None and abs(float(graded["points"]) - outcome.points) > 1e-9:
-        console.print(f"[yellow]note: the batch gave {graded['points']:g}, this run {outcome.points:g} "
-                      "(a grader change since? grade it again)[/]")
-    console.print(f"{outcome.points:g} / {outcome.max_points:g} points, {outcome.status.value}")
+        lines.append(("note", t("explain.changed", then=f"{graded['points']:g}", now=f"{outcome.points:g}")))
+    lines.append(("score", t("explain.score", points=f"{outcome.points:g}", max_points=f"{outcome.max_points:g}",
+                             status=status_word(outcome.status.value, language))))
     by_check: dict[str, list[tuple[Any, Any]]] = {}
     for request, reply in calls:
         by_check.setdefault(request.site.split("#")[0], []).append((request, reply))
     for r in outcome.checks:
-        if r.passed and not args.all:
+        if r.passed and not show_all:
             continue
-        mark = "[green]✓[/]" if r.passed else "[red]✗[/]"
-        console.print(f"\n{mark} [bold]{escape(r.check)}[/] ({r.audience}, {r.kind}): {escape(r.title.en)}")
-        if not r.passed:
-            said = r.detail or r.message
-            console.print(f"  {escape(said.en if said else '')}")
-            if r.mistake:
-                console.print(f"  [magenta]known mistake[/] {escape(r.mistake)}: "
-                              f"{escape(r.mistake_message.en if r.mistake_message else '')}")
-            made = by_check.get(r.check) or []
-            if made:
-                request, reply = made[-1]
-                console.print(f"  the last call ({len(made)} in this check), probe {request.probe}:")
-                for i, arg in enumerate(request.args):
-                    console.print(f"    arg {i}: {escape(describe(arg))}")
-                for name, arg in request.kwargs.items():
-                    console.print(f"    {escape(name)}: {escape(describe(arg))}")
-                if reply.status == "ok":
-                    console.print(f"    student returned: {escape(describe(reply.value().to_python()))}")
-                else:
-                    console.print(f"    student's call: {reply.status} {escape(reply.error_type)} "
-                                  f"{escape(reply.error)}")
-                if request.probe == "call":
-                    try:
-                        want = reference(*C.as_float64(request.args), **C.as_float64(request.kwargs))
-                        console.print(f"    reference gives: {escape(describe(want))}")
-                    except Exception as exc:  # noqa: BLE001 - a check that expects an error
-                        console.print(f"    reference raises: {type(exc).__name__}: {escape(str(exc)[:200])}")
-    return 0
+        lines.append(("pass" if r.passed else "fail", f"{'✓' if r.passed else '✗'} {r.check} ({r.audience}, {r.kind}): "
+                      f"{r.title.get(language)}"))
+        if r.passed:
+            continue
+        said = r.detail or r.message
+        lines.append(("said", said.get(language) if said else ""))
+        if r.mistake:
+            lines.append(("mistake", t("explain.mistake", mistake=r.mistake,
+                                       message=r.mistake_message.get(language) if r.mistake_message else "")))
+        made = by_check.get(r.check) or []
+        if not made:
+            continue
+        request, reply = made[-1]
+        lines.append(("call", t("explain.last_call", n=len(made), probe=request.probe)))
+        arguments = [*((str(i), arg) for i, arg in enumerate(request.args)), *request.kwargs.items()]
+        lines.extend(("call", t("explain.argument", name=name, value=describe(arg))) for name, arg in arguments)
+        if reply.status == "ok":
+            lines.append(("call", t("explain.returned", value=describe(reply.value().to_python()))))
+        else:
+            lines.append(("call", t("explain.call_failed", status=reply.status, error_type=reply.error_type,
+                                    error=reply.error)))
+        if request.probe == "call":
+            try:
+                want = reference(*C.as_float64(request.args), **C.as_float64(request.kwargs))
+                lines.append(("call", t("explain.reference", value=describe(want))))
+            except Exception as exc:  # noqa: BLE001 - a check that expects an error
+                lines.append(("call", t("explain.reference_raises", error_type=type(exc).__name__,
+                                        error=str(exc)[:200])))
+    return lines
 
+
+#: How the terminal shows each kind of line (rich markup; the text itself is escaped).
+STYLES = {"head": "bold", "note": "yellow", "score": "", "pass": "green", "fail": "red", "said": "",
+          "mistake": "magenta", "call": "dim"}
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    course = load_course()
+    assignment, ex = course.exercise(args.exercise)
+    result = find_result(args.out, args.student, assignment.id)
+    language = args.language or course.language.value
+    console = Console()
+    for kind, line in explanation(course, result, ex.id, language=language, show_all=args.all):
+        indent = "  " if kind in ("said", "mistake") else "    " if kind == "call" else ""
+        styled = f"[{STYLES[kind]}]{escape(line)}[/]" if STYLES[kind] else escape(line)
+        console.print(("\n" if kind in ("pass", "fail") else "") + indent + styled)
+    return 0

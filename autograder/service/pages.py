@@ -12,9 +12,11 @@ English by the switch at the top of every page.
 """
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import functools
 import io
+import os
 import tempfile
 import zipfile
 from pathlib import Path
@@ -56,6 +58,7 @@ UI: dict[str, dict[str, str]] = {
         "late_until": "迟交截止到 {when}", "late_open": "迟交不设截止",
         "late_costs": "；现在交会扣 {penalty} 分（满分 {points}）", "late_closed": "迟交时间也已过：现在交不计分",
         "edit_hint": "要修改一条延期，用上面的表单为同一位学生和作业再批准一次：新的取代旧的。",
+        "explain": "练习 {exercise} 为什么扣分", "explanation": "{student} · 练习 {exercise}：为什么扣分（仅教师可见）",
     },
     "en": {
         "login": "Sign in", "token": "Token (the course gave you one)", "sign_in": "Sign in",
@@ -84,6 +87,8 @@ UI: dict[str, dict[str, str]] = {
         "late_closed": "the late window is over too: a submission now scores nothing",
         "edit_hint": "To change an extension, grant one again for the same student and assignment: the new one "
                      "replaces the old.",
+        "explain": "why {exercise} lost points", "explanation": "{student} · {exercise}: why it lost points "
+                                                               "(instructors only)",
     },
 }
 
@@ -94,6 +99,9 @@ _ENV = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
 STYLE = """header{border-bottom:1px solid #ccc;padding:.4rem 0;margin-bottom:1rem}form.inline{display:inline}
 label{margin-right:.8rem}section{margin:1.5rem 0}.state.queued,.state.running{color:#8a6d00}.state.done{color:#1a7f37}
 .state.failed{color:#b42318}tr.feedback td{border-top:none;background:#fafafa}details summary{cursor:pointer}
+.explanation p{margin:.2rem 0;white-space:pre-wrap}.explanation .head{font-weight:bold}.explanation .fail{color:#b42318;
+margin-top:1rem}.explanation .pass{color:#1a7f37;margin-top:1rem}.explanation .mistake{color:#8e24aa}
+.explanation .said,.explanation .mistake{margin-left:1.5rem}.explanation .call{margin-left:3rem;font-family:monospace}
 """
 
 SCRIPT = r"""// Follows each unfinished submission to its verdict (long polls on the JSON API), then reloads the page;
@@ -338,7 +346,10 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
                         "position": ahead.get(r.job), "points": fmt(points) if points is not None else None,
                         "score": float(points) if points is not None else None,
                         "max_points": fmt(r.max_points) if r.max_points is not None else None, "late": late,
-                        "feedback": shown, "open": False})
+                        "feedback": shown, "open": False,
+                        # (the staff's: an explanation of each exercise that lost points, hidden inputs and all)
+                        "lost": [e["exercise"] for e in (now or {}).get("exercises") or [] if who.instructor
+                                 and float(e.get("points", 0)) < float(e.get("max_points", 0)) - 1e-9]})
         if sort == "score":         # (by the points as they are now, not as they were stored)
             out.sort(key=lambda row: (row["score"] is None, -(row["score"] or 0.0), -row["id"]))
         if open_latest and out:
@@ -476,6 +487,63 @@ def install_pages(app: FastAPI, engine: Engine, course: Any,
                                                        open_latest=True))
         return render(request, "history", signed, title=UI[lang]["history"].format(student=student[:200]),
                       student=student[:200], submissions=subs)
+
+    explaining = asyncio.Semaphore(1)      # one explanation at a time: each grades one exercise in a cage
+
+    @app.get("/dashboard/explain", include_in_schema=False)
+    async def _explain(request: Request, submission: int = 0, exercise: str = "") -> Response:
+        """`autograder explain` of one stored submission and exercise, in a process of its own (never this one's)."""
+        signed = await instructor(request)
+        if isinstance(signed, Response):
+            return signed
+        lang = _language(request, course)
+
+        def stored() -> Any:
+            with engine.connect() as conn:
+                return conn.execute(select(Submission.student, Submission.assignment, Submission.data, Result.result)
+                                    .join(Result, Result.submission_id == Submission.id)
+                                    .where(Submission.id == submission)).first()
+
+        row = await run_in_threadpool(stored)
+        if row is None:
+            raise ApiError(404, "service.no_submission", submission=str(submission))
+        known = {e.id for e in assignments[row.assignment].exercises} if row.assignment in assignments else set()
+        if exercise not in known:
+            raise ApiError(404, "service.no_exercise", assignment=row.assignment, exercise=exercise[:20])
+        if explaining.locked():
+            raise ApiError(503, "service.explain_busy", retry_after=30, seconds=30)
+        async with explaining:
+            lines = await run_in_threadpool(explain_stored, bytes(row.data), dict(row.result), exercise, lang)
+        return render(request, "explain", signed, lines=lines, student=row.student, exercise=exercise,
+                      submission=submission, title=UI[lang]["explanation"].format(student=row.student,
+                                                                                  exercise=exercise))
+
+    def explain_stored(data: bytes, result: dict[str, Any], exercise: str, lang: str) -> list[tuple[str, str]]:
+        """The explanation's lines from ``python -m autograder.service.explain_job`` (a private folder holds the
+        notebook and its result; the process is bounded by the course's submission_seconds)."""
+        import json
+        import subprocess
+        import sys
+
+        from autograder.service.explain_job import NOTEBOOK, REQUEST
+
+        with tempfile.TemporaryDirectory(prefix="autograder-explain-") as tmp:
+            (Path(tmp) / NOTEBOOK).write_bytes(data)
+            (Path(tmp) / REQUEST).write_text(json.dumps({"result": result, "exercise": exercise, "language": lang}),
+                                             encoding="utf-8")
+            env = dict(os.environ, AUTOGRADER_COURSE=str(course.root / "course.yml"))
+            try:
+                done = subprocess.run([sys.executable, "-m", "autograder.service.explain_job", tmp], env=env,
+                                      capture_output=True, timeout=course.limits.submission_seconds + 60,
+                                      stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                raise ApiError(504, "service.explain_failed", why=f"> {course.limits.submission_seconds + 60:g} s") \
+                    from None
+        if done.returncode != 0:
+            why = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise ApiError(500 if done.returncode != 2 else 409, "service.explain_failed",
+                           why=(why[-1] if why else f"exit {done.returncode}")[:300])
+        return [(str(kind), str(line)) for kind, line in json.loads(done.stdout)]
 
     @app.post("/dashboard/requeue", include_in_schema=False)
     @_closes_form

@@ -472,7 +472,7 @@ def gradebook_points(course: Path, subset: list[Sub]) -> dict[str, dict[str, flo
     from nbgrader.api import Gradebook
 
     from autograder.config import load_course
-    from autograder.exports.nbgrader import tests_grade_id
+    from autograder.authoring.notebooks import tests_grade_id
 
     c = load_course()
     out: dict[str, dict[str, float]] = {}

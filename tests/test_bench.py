@@ -91,6 +91,25 @@ def test_kit_only_run_writes_the_table_and_the_chart(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_the_peer_path_grades_the_same_notebooks_with_nbgrader_and_otter_and_compares_verdicts(tmp_path: Path) -> None:
+    """Issue 54, 1: the benchmark behind the kit's headline figure runs its peers too (nbgrader autograde and
+    `otter run`, installed by the set-up), on a few submissions, and finds no disagreement in verdicts."""
+    bench = _bench()
+    out = tmp_path / "bench-out"
+    code = bench.main(["-n", "5", "--repeats", "1", "--kernel-calls", "1", "--nbgrader", "3", "--nbgrader-repeats",
+                       "1", "--otter", "1", "-o", str(out)])
+    assert code == 0
+    data = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert sorted(data["verdicts"]["nbgrader"]) == ["s000", "s001", "s002"] and len(data["verdicts"]["otter"]) == 1
+    for tool in ("nbgrader", "otter"):
+        for student, points in data["verdicts"][tool].items():
+            assert points == data["verdicts"]["kit"][student], (tool, student)
+    assert data["disagreements"] == []
+    tools = {r["tool"] for r in data["rows"]}
+    assert 'nbgrader autograde "*"' in tools and "otter run (one process each)" in tools
+
+
+@pytest.mark.slow
 def test_the_service_benchmark_runs_and_checks_one_result_per_upload(tmp_path: Path) -> None:
     """bench/bench_service.py end to end, small: SQLite only, 4 notebooks, 2 clients (the real run: README)."""
     spec = importlib.util.spec_from_file_location("bench_service", ROOT / "bench" / "bench_service.py")

@@ -59,13 +59,23 @@ def _qualname(obj: Any) -> str:
     return f"{cls.__module__}.{cls.__qualname__}" if cls.__module__ != "builtins" else cls.__qualname__
 
 
+#: The most values (list, tuple and dict items, each scalar or array counted once) one value may hold: far above
+#: what a statement asks for (a sequence of a few thousand numbers), far below what would slow the JSON head.
+MAX_NODES = 200_000
+
+
 @dataclass
 class Encoder:
-    """Turns a Python value into (spec, arrays). Used on both sides of the boundary."""
+    """Turns a Python value into (spec, arrays). Used on both sides of the boundary.
+
+    Lists, tuples and dicts of any length cross it, nested up to 8 deep, up to :data:`MAX_NODES` values in all
+    (a reference's answer standing in for a student's function is sent as any other value)."""
 
     max_bytes: float = float("inf")
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     total: int = 0
+    max_nodes: int = MAX_NODES
+    nodes: int = 0
 
     def _store(self, arr: np.ndarray) -> str:
         self.total += arr.nbytes
@@ -74,6 +84,12 @@ class Encoder:
         key = f"a{len(self.arrays)}"
         self.arrays[key] = arr
         return key
+
+    def _count(self, items: int, kind: str) -> None:
+        self.nodes += items
+        if self.nodes > self.max_nodes:
+            raise PlainDataError(f"output too large: more than {self.max_nodes} values in lists, tuples and dicts "
+                                 f"(a {kind} of {items})")
 
     def spec(self, value: Any, depth: int = 0) -> dict[str, Any]:
         if depth > 8:
@@ -118,12 +134,12 @@ class Encoder:
         if cls is str:
             return {"t": "str", "v": value[:200]}
         if cls is tuple or cls is list:
-            if len(value) > 64:
-                return {"t": "other", "type": f"{cls.__name__} of {len(value)} items"}
+            self._count(len(value), cls.__name__)
             return {"t": cls.__name__, "items": [self.spec(v, depth + 1) for v in value]}
         if cls is dict:
-            if len(value) > 64 or not all(type(k) is str for k in value):
+            if not all(type(k) is str for k in value):
                 return {"t": "other", "type": "dict"}
+            self._count(len(value), "dict")
             return {"t": "dict", "items": {k: self.spec(v, depth + 1) for k, v in value.items()}}
         return {"t": "other", "type": _qualname(value)}
 

@@ -304,3 +304,105 @@ def test_a_wrong_block_costs_its_points_once_and_dependencies_are_followed_throu
         by = _by_exercise(session.grade("04_multi_head_attention", "ada", nb))
         assert set(_lost(by)) == {"4.1"}
         assert by["4.4"]["stand_ins"] == [{"exercise": "4.1", "function": "split_heads"}]
+
+
+NO_TANH = ("def rnn_forward(seq, W_hh=0.9, W_xh=0.5):\n    h = 0.0\n    for x in seq:\n"
+           "        h = W_hh * h + W_xh * float(x)\n    return float(h)\n")
+
+
+def test_a_stand_in_takes_and_gives_sequences_of_any_length(tmp_path, course_root, sandbox):
+    """Issue 55, 1: 1.4 calls rnn_forward on sequences longer than 64 items; with 1.2 wrong, the reference answers
+    those calls from the trusted side, so the sequence crosses the boundary (it came back opaque: 1.4 lost a
+    check). Both directions: a long list in, a long list out."""
+    x = torch.arange(3.0)
+    with worker_of(sandbox) as worker:
+        long_in = worker(Request("f", (list(range(500)),), {}, stand_ins={"g": lambda seq: float(sum(seq))}))
+        assert long_in.status == "ok" and long_in.value().to_python() == float(sum(range(500))) + 1
+        long_out = worker(Request("later", (x,), {}, stand_ins={"kept": lambda t: [float(v) for v in range(300)]}))
+        assert long_out.status == "ok" and long_out.value().to_python() == [float(v) for v in range(300)], long_out
+    course = load_course(course_root / "course.yml")
+    with GradingSession(course, tmp_path / "work") as session:
+        nb = session.notebooks.notebook("01_rnn_decay", "1.2", "rnn_forward", NO_TANH)
+        by = _by_exercise(session.grade("01_rnn_decay", "ada", nb))
+        assert set(_lost(by)) == {"1.2"}, by
+        assert by["1.4"]["stand_ins"] == [{"exercise": "1.2", "function": "rnn_forward"}]
+
+
+# 4.3 without the 1/sqrt(d) scale (it loses points), taking None for "no bias" as its own 4.4 needs.
+UNSCALED_43 = '''def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_bias,
+                         out_proj_weight, out_proj_bias, key_padding_mask=None):
+    E = query.shape[-1]
+    W_q, W_k, W_v = in_proj_weight.chunk(3, dim=0)
+    b_q, b_k, b_v = in_proj_bias.chunk(3, dim=0) if in_proj_bias is not None else (0, 0, 0)
+    q = split_heads(query @ W_q.T + b_q, num_heads)
+    k = split_heads(key @ W_k.T + b_k, num_heads)
+    v = split_heads(value @ W_v.T + b_v, num_heads)
+    scores = q @ k.transpose(-2, -1)
+    if key_padding_mask is not None:
+        scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+    weights = torch.nan_to_num(torch.softmax(scores, dim=-1))
+    out = merge_heads(weights @ v) @ out_proj_weight.T
+    return (out + out_proj_bias if out_proj_bias is not None else out), weights
+'''
+# A correct 4.4 that hands its biases to 4.3 as they are: None with bias=False (its statement: "bias=False 时相当于
+# 偏置为 0", and forward calls multi_head_attention directly).
+BIAS_AS_IS_44 = '''class MultiHeadAttention(nn.Module):
+    def __init__(self, embed_dim, num_heads, bias=True):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError("embed_dim % num_heads")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim)) if bias else None
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        if bias:
+            nn.init.zeros_(self.out_proj.bias)
+
+    def forward(self, query, key, value, key_padding_mask=None):
+        return multi_head_attention(query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+                                    self.out_proj.weight, self.out_proj.bias, key_padding_mask)
+'''
+
+
+def test_a_stand_in_accepts_every_call_a_correct_dependent_exercise_makes(tmp_path, course_root):
+    """Issue 55, 2: with 4.3 wrong, the reference 4.3 answers 4.4's calls; a correct 4.4 with bias=False passes
+    None for the biases (its student's own 4.3 takes it), and the reference took it as an error (0.86 of 3 lost)."""
+    course = load_course(course_root / "course.yml")
+    with GradingSession(course, tmp_path / "work") as session:
+        nb = session.notebooks.notebook("04_multi_head_attention", "4.3", "multi_head_attention", UNSCALED_43,
+                                        also=(("4.4", "MultiHeadAttention", BIAS_AS_IS_44),))
+        by = _by_exercise(session.grade("04_multi_head_attention", "ada", nb))
+        assert set(_lost(by)) == {"4.3"}, by
+        assert by["4.4"]["stand_ins"][0]["exercise"] == "4.3"
+
+
+@pytest.mark.slow
+def test_validate_grades_a_dependent_alternative_on_the_substitution_path_too(tmp_path, course_root):
+    """Issue 55, 2: validate proves a stand-in takes what a correct answer passes. The alternative 4.4 that hands
+    its None biases to 4.3 keeps full marks with the notebook's own 4.3; with the reference 4.3 made to refuse
+    None again (solutions/ only: the notebooks' 4.3 still takes it), only the substitution path sees the loss."""
+    from autograder import catalog as C
+    from autograder.authoring.alternatives import grade_alternatives
+
+    course = load_course(course_root / "course.yml")
+    C.load_catalog(course, hidden=True, mistakes=True, alternatives=True)
+    try:
+        alt = next(a for a in C.ALTERNATIVES["4.4"] if a.name == "biases-as-they-are")
+        (fair,) = grade_alternatives(course, [alt], seeds=1, jobs=1, workdir=tmp_path / "fair")
+        assert fair.fair, fair.lost
+        solutions = course_root / "solutions" / "multi_head_attention.py"
+        text = solutions.read_text(encoding="utf-8")
+        strict = text.replace("in_proj_bias.chunk(3, dim=0) if in_proj_bias is not None else (0.0,) * 3",
+                              "in_proj_bias.chunk(3, dim=0)")
+        assert strict != text
+        solutions.write_text(strict, encoding="utf-8")
+        import sys
+
+        for name in [n for n in sys.modules if n.startswith("autograder_course.solutions")]:
+            del sys.modules[name]           # (the references as they are now on disk)
+        (unfair,) = grade_alternatives(course, [alt], seeds=1, jobs=1, workdir=tmp_path / "unfair")
+        assert not unfair.fair and unfair.lost
+        assert all(loss.startswith("4.4/") and "answered by the references" in loss for loss in unfair.lost)
+    finally:
+        C.load_catalog(load_course(), hidden=True, mistakes=True, alternatives=True)

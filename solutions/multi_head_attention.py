@@ -36,7 +36,8 @@ def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_b
     """
     E = query.shape[-1]
     W_q, W_k, W_v = in_proj_weight.chunk(3, dim=0)                   # each (E, E)
-    b_q, b_k, b_v = in_proj_bias.chunk(3, dim=0)                     # each (E,)
+    # None as no bias (what a module with bias=False holds), so any caller's None is 0
+    b_q, b_k, b_v = in_proj_bias.chunk(3, dim=0) if in_proj_bias is not None else (0.0,) * 3
     q = split_heads(query @ W_q.T + b_q, num_heads)                  # (B, Tq, E) -> (B, H, Tq, d)
     k = split_heads(key @ W_k.T + b_k, num_heads)                    # (B, Tk, E) -> (B, H, Tk, d)
     v = split_heads(value @ W_v.T + b_v, num_heads)                  # (B, Tk, E) -> (B, H, Tk, d)
@@ -49,7 +50,8 @@ def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_b
     e = torch.exp(scores - row_max)                                  # exactly 0 at padded keys
     total = e.sum(dim=-1, keepdim=True)                              # (B, H, Tq, 1)
     weights = e / torch.where(total == 0, torch.ones_like(total), total)   # (B, H, Tq, Tk)
-    out = merge_heads(weights @ v) @ out_proj_weight.T + out_proj_bias     # (B, H, Tq, d) -> (B, Tq, E)
+    out = merge_heads(weights @ v) @ out_proj_weight.T                    # (B, Tq, E)
+    out = out + out_proj_bias if out_proj_bias is not None else out
     return out, weights
 
 

@@ -9,7 +9,10 @@ module's imports and the module-level helpers it uses before it, replaces the re
 the solved notebook of its assignment, and that notebook is graded in the sandbox exactly as
 ``autograder grade`` grades a student's, under several students' names (each name seeds other hidden
 inputs). An alternative is *fair* when the whole notebook keeps full marks on every seed: its own
-exercise, and every exercise built on it (a 2.2 softmax that made 2.4 lose points would be unfair too).
+exercise, and every exercise built on it (a 2.2 softmax that made 2.4 lose points would be unfair too). An
+alternative of an exercise that builds on others is graded a second time on the substitution path, its
+dependencies left unanswered so the references stand in for them, and must keep full marks there too (a
+stand-in that refuses what a correct answer passes, 4.4's None biases to 4.3, would cost it points).
 """
 from __future__ import annotations
 
@@ -122,6 +125,7 @@ def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds
     from concurrent.futures import ThreadPoolExecutor
 
     from autograder.authoring.session import GradingSession
+    from autograder.grading.earlier import dependencies
 
     with GradingSession(course, workdir) as session:
         session.require_full_marks(sorted({course.exercise(a.exercise)[0].id for a in alternatives}))
@@ -137,6 +141,11 @@ def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds
             else:
                 totals = []
                 verdict.max_points = ex.points
+                # The substitution path: its dependencies unanswered, so the references stand in for them and
+                # answer every call this alternative makes (a stand-in must take whatever a correct answer passes).
+                deps = tuple(dict.fromkeys(d.function for d in dependencies(course, ex)))
+                substituted = session.notebooks.notebook(assignment.id, alt.exercise, ex.function, source,
+                                                         unanswered=deps) if deps else None
                 for seed, student in enumerate(seed_names(seeds)):
                     name = f"{student}-{alt.exercise}-{alt.name}"
                     result = session.grade(assignment.id, name, data)
@@ -145,6 +154,14 @@ def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds
                     losses = _losses(result, seed)
                     if losses:
                         losses = explain(course, alt, source, name, data, seed) or losses
+                    if substituted is not None:
+                        result = session.grade(assignment.id, f"{name}-substituted", substituted)
+                        stood_in = {d.id for d in dependencies(course, ex)}
+                        lost = [loss + " (its dependencies answered by the references)" for loss in
+                                _losses(result, seed, skip=stood_in)]
+                        own = [e for e in result.get("exercises") or [] if e["exercise"] == alt.exercise]
+                        totals.append(float(own[0]["points"]) if own else 0.0)
+                        losses += lost
                     verdict.lost += losses
                     verdict.seeds += 1
                 verdict.points = min(totals) if totals else 0.0
@@ -156,12 +173,15 @@ def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds
             return list(pool.map(one, alternatives))
 
 
-def _losses(result: dict[str, Any], seed: int) -> list[str]:
-    """Every check of the notebook that did not give its points, with what it said (the instructor's text)."""
+def _losses(result: dict[str, Any], seed: int, skip: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """Every check of the notebook that did not give its points, with what it said (the instructor's text);
+    the exercises in ``skip`` (left unanswered on purpose) aside."""
     if not result.get("exercises"):
         return [f"(seed {seed}) not graded: {result.get('status')}"]
     out = []
     for e in result["exercises"]:
+        if e["exercise"] in skip:
+            continue
         for c in e["checks"]:
             if c["points"] < c["max_points"] - 1e-9:
                 message = c.get("detail") or c.get("message") or {}

@@ -6,6 +6,7 @@ fresh sandbox worker with the whole catalog, public and hidden, seeded by the na
 """
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 from pathlib import Path
@@ -43,17 +44,47 @@ class Notebooks:
     def _gid(cell: Any) -> str | None:
         return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
-    def notebook(self, assignment: str, exercise: str | None = None, function: str = "", source: str = "") -> bytes:
+    def notebook(self, assignment: str, exercise: str | None = None, function: str = "", source: str = "",
+                 also: tuple[tuple[str, str, str], ...] = (), unanswered: tuple[str, ...] = ()) -> bytes:
         """The solved notebook of ``assignment``; with ``exercise``, its definition of ``function`` replaced
-        by ``source`` in that exercise's solution cell."""
+        by ``source`` in that exercise's solution cell (and so for each (exercise, function, source) of ``also``).
+        Each function or class named in ``unanswered`` is left as a student who has not answered it leaves it:
+        every top-level definition of it in the notebook (its own exercise's, a pasted copy) raises
+        NotImplementedError, so it loses its points and the grader's stand-in answers for it."""
         from autograder.authoring.operators import replace_definition
+        from autograder.pyast import parse as parse_python
 
         nb = copy.deepcopy(self.solved[assignment])
-        if exercise is not None:
-            gid = self.grade_id(exercise)
-            cell = next(c for c in nb.cells if self._gid(c) == gid)
-            cell.source = replace_definition(cell.source, function, source)
+        for name in unanswered:             # (first: what replaces a definition below keeps its own helpers)
+            found = False
+            for cell in nb.cells:
+                if cell.cell_type != "code" or name not in cell.source:
+                    continue
+                try:
+                    body = parse_python(cell.source).body
+                except SyntaxError:
+                    continue
+                kinds = {type(n).__name__ for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                         and n.name == name}
+                if kinds:
+                    cell.source = replace_definition(cell.source, name, _unanswered(name, "ClassDef" in kinds))
+                    found = True
+            if not found:
+                raise KeyError(f"{assignment}: no definition of {name} in its solved notebook")
+        for ex, name, code in ((exercise, function, source), *also):
+            if ex is not None:
+                gid = self.grade_id(ex)
+                cell = next(c for c in nb.cells if self._gid(c) == gid)
+                cell.source = replace_definition(cell.source, name, code)
         return (self.nbformat.writes(nb) + "\n").encode("utf-8")
+
+
+def _unanswered(name: str, is_class: bool) -> str:
+    """A definition as the release leaves it unanswered: calling it raises NotImplementedError."""
+    if is_class:
+        return (f"class {name}:\n    def __init__(self, *args, **kwargs):\n"
+                f"        raise NotImplementedError({name!r})\n")
+    return f"def {name}(*args, **kwargs):\n    raise NotImplementedError({name!r})\n"
 
 
 class GradingSession:

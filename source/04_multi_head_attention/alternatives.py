@@ -268,6 +268,27 @@ class _ModuleCalls43(nn.Module):
                                     key_padding_mask)
 
 
+@alternative("4.4", "biases-as-they-are", zh="偏置原样交给 4.3：bias=False 时就是 None（4.3 把 None 当作没有偏置）",
+             en="the biases handed to 4.3 as they are: None with bias=False (4.3 takes None as no bias)")
+class _ModuleBiasesAsTheyAre(nn.Module):
+    # "bias=False is a bias of 0": this 4.3 takes None for it, so 4.4 need not make the zeros itself
+    def __init__(self, embed_dim, num_heads, bias=True):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        self.num_heads = num_heads
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim)) if bias else None
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        if bias:
+            nn.init.zeros_(self.out_proj.bias)
+
+    def forward(self, query, key, value, key_padding_mask=None):
+        return multi_head_attention(query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+                                    self.out_proj.weight, self.out_proj.bias, key_padding_mask)
+
+
 @alternative("4.4", "own-loop-over-heads", zh="`forward` 自己逐个头循环（F.linear、masked_fill(-inf)、softmax、nan_to_num），不调用 4.3",
              en="forward loops over the heads itself (F.linear, masked_fill(-inf), softmax, nan_to_num), without 4.3")
 class _ModuleOwnLoop(nn.Module):

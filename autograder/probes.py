@@ -202,6 +202,20 @@ def probe_inputs(fn: Callable, *args: Any, **kwargs: Any) -> dict:
             "kwargs": {k: _argument(v) for k, v in kwargs.items()}}
 
 
+def probe_random(fn: Callable, *args: Any, **kwargs: Any) -> dict:
+    """Call ``fn``; return its result and whether torch's global random state changed across the call.
+
+    ``{"out": result, "global_random_changed": bool}``, for a statement that says a function leaves the global
+    random numbers alone (it draws from a generator of its own). The states' bytes are compared with NumPy's
+    (torch's functions are the student's to shadow); a function that restores the state it changed has left it
+    alone, which is what is asked. One draw is made first, so that a function that reseeds the global numbers
+    to the state an identical call left them in (the same call twice) is still seen changing them."""
+    torch.rand(1)
+    before = torch.get_rng_state().numpy().tobytes()
+    out = fn(*args, **kwargs)
+    return {"out": out, "global_random_changed": torch.get_rng_state().numpy().tobytes() != before}
+
+
 def probe_grad(fn: Callable, wrt: Any, grad_out: Any, *args: Any, **kwargs: Any) -> dict:
     """Call ``fn`` with the arguments named in ``wrt`` requiring grad; backpropagate; return the gradients.
 
@@ -374,7 +388,7 @@ def _hold(module: torch.nn.Module, dotted: str, tensor: Any, parameter: bool) ->
 
 
 PROBES: dict[str, Callable[..., Any]] = {"call": probe_call, "module": probe_module, "inputs": probe_inputs,
-                                         "grad": probe_grad}
+                                         "grad": probe_grad, "random": probe_random}
 
 
 def _short(exc: BaseException) -> str:

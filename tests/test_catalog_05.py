@@ -149,6 +149,33 @@ def test_sampling_is_torch_multinomial_with_a_seeded_generator(course):
 
 
 
+def test_what_5_7_states_of_ties_and_the_global_random_numbers_is_checked(course):
+    """Issue 55, 3 and 4: a tie at temperature 0 goes to the lowest index (as argmax), and a seeded draw leaves
+    torch's global random state alone. Before, a tie broken the other way and a torch.manual_seed(seed) kept full
+    marks (the same draws); each now loses points on its own check, named, and a draw that restores the global
+    state it changed is left alone as asked."""
+    by_name = {m.name: m.fn for m in C.MISTAKES["5.7"]}
+    last = failed(grade(course, "5.7", by_name["ties-to-the-last"]))
+    assert set(last) == {"greedy"} and last["greedy"].mistake == "ties-to-the-last"
+    reseeded = failed(grade(course, "5.7", by_name["reseeds-the-global-generator"]))
+    assert set(reseeded) == {"global-random-untouched"}
+    assert reseeded["global-random-untouched"].mistake == "reseeds-the-global-generator"
+    assert "torch.manual_seed" in reseeded["global-random-untouched"].message.en      # (a sentence with no value)
+    reference = solution_for(course, "5.7")
+
+    def restores(logits, temperature=0.0, seed=None):
+        state = torch.get_rng_state()
+        try:
+            if temperature and seed is not None:
+                torch.manual_seed(seed)
+                return torch.multinomial(torch.softmax(logits / temperature, -1), 1).squeeze(-1)
+            return reference(logits, temperature, seed)
+        finally:
+            torch.set_rng_state(state)
+
+    assert failed(grade(course, "5.7", restores)) == {}
+
+
 def test_seeded_draws_are_compared_on_the_cpu_whatever_the_device_under_test(course):
     """Graded with --device cuda, the statement's generator would live on the GPU, which draws other numbers
     from the same seed than the CPU's, and the trusted side (never CUDA) knows the CPU's only: the checks that

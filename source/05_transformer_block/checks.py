@@ -532,8 +532,8 @@ def _sample_shape(ctx: Context) -> Iterator[None]:
                                       "sample_next_token(logits, 1.0) (a one-hot softmax)"))
 
 
-@check("5.7", "greedy", P, Kind.NUMERIC, zh="temperature = 0（默认值）：恰好是 logits.argmax(dim=-1)",
-       en="temperature = 0 (the default): exactly logits.argmax(dim=-1)")
+@check("5.7", "greedy", P, Kind.NUMERIC, zh="temperature = 0（默认值）：恰好是 logits.argmax(dim=-1)，并列时取编号最小的",
+       en="temperature = 0 (the default): exactly logits.argmax(dim=-1), a tie going to the lowest index")
 def _sample_greedy(ctx: Context) -> None:
     B, V = ctx.sizes(2, low=3, high=12)
     for dtype in DTYPES:
@@ -543,6 +543,14 @@ def _sample_greedy(ctx: Context) -> None:
         # temperature's default is 0: greedy
         got = expect_tokens(ctx, ctx.call(logits), B, "sample_next_token(logits)")
         expect_exact(ctx, got, logits.argmax(dim=-1), "sample_next_token(logits)")
+    # Ties: each row's top value twice (at two random places), the statement's rule is argmax's, the lower index.
+    tied = ctx.randn(B, V, dtype=torch.float32)
+    places = torch.stack([torch.randperm(V, generator=ctx.generator)[:2] for _ in range(B)])       # (B, 2)
+    tied.scatter_(1, places, tied.abs().amax(dim=-1, keepdim=True).expand(B, 2) + 1.0)
+    got = expect_tokens(ctx, ctx.call(tied, 0.0), B, "sample_next_token(logits, 0.0)")
+    expect_exact(ctx, got, places.amin(dim=-1), Msg("sample_next_token(logits, 0.0)（每行最大值出现两次：取编号小的）",
+                                                    "sample_next_token(logits, 0.0) (each row's top value twice: "
+                                                    "the lower index)"))
 
 
 @check("5.7", "same-draws-as-multinomial", P, Kind.NUMERIC,

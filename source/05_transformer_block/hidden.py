@@ -363,6 +363,29 @@ def _sample_edges(ctx: Context) -> None:
             expect_exact(ctx, got, ctx.reference(logits, temperature, seed=seed), "sample_next_token")
 
 
+@check("5.7", "global-random-untouched", H, Kind.PROPERTY, zh="temperature = 0 或给了 seed：全局随机数的状态不变",
+       en="at temperature 0, or with a seed: torch's global random state is left as it was",
+       statement="给了 `seed` 时全局随机数的状态不变", needs_output=True)
+def _sample_global_random(ctx: Context) -> None:
+    """The statement's own generator: a seeded draw (or a greedy one) leaves the global random numbers alone."""
+    B, V = int(ctx.randint(3, 20, 1)), int(ctx.randint(3, 9, 1))
+    seed = int(ctx.randint(0, 1_000_000, 1))
+    logits = ctx.randn(B, V, scale=2.0)
+    for (zh, en), temperature, kwargs in ((("temperature = 0", "temperature 0"), 0.0, {}),
+                                          (("temperature = 1、给了 seed", "temperature 1 with a seed"), 1.0,
+                                           {"seed": seed})):
+        with ctx.case(zh=zh, en=en), ctx.on_device("cpu"):
+            got = ctx.call(logits, temperature, probe="random", **kwargs)
+            parts = got.spec.get("items") if got.kind == "dict" else None
+            changed = parts.get("global_random_changed") if isinstance(parts, dict) else None
+            ctx.expect(isinstance(changed, dict) and changed.get("t") == "bool" and changed.get("v") is False,
+                       "调用之后全局随机数的状态变了：抽样请用自己的 torch.Generator(...).manual_seed(seed)，"
+                       "不要调用 torch.manual_seed，也不要从全局随机数里抽",
+                       "the global random state changed across the call: draw with a generator of its own, "
+                       "torch.Generator(...).manual_seed(seed), never torch.manual_seed nor the global random "
+                       "numbers", diagnose=True, safe=True)
+
+
 # -- 5.8 cached_self_attention ------------------------------------------------------------------
 @check("5.8", "reference-random", H, Kind.NUMERIC, zh="随机的缓存长度和新位置数下与参考答案一致",
        en="agrees with the reference on random cache lengths and numbers of new positions", weight=2,

@@ -378,6 +378,26 @@ def _sample_column(logits, temperature=0.0, seed=None):
     return _draw(torch.softmax(logits / temperature, dim=-1), seed)[:, None]
 
 
+@mistake("5.7", "ties-to-the-last", zh="并列时取了编号最大的：要和 argmax 一样取编号最小的",
+         en="a tie goes to the highest index: as argmax, it goes to the lowest")
+def _sample_last_tie(logits, temperature=0.0, seed=None):
+    if temperature == 0:
+        return logits.shape[-1] - 1 - logits.flip(-1).argmax(dim=-1)
+    return _draw(torch.softmax(logits / temperature, dim=-1), seed)
+
+
+@mistake("5.7", "reseeds-the-global-generator", zh="用 torch.manual_seed(seed) 重置了全局随机数：要用自己的 "
+         "torch.Generator(...).manual_seed(seed)，不动全局的状态",
+         en="torch.manual_seed(seed) resets the global random numbers: draw with a generator of its own, "
+            "torch.Generator(...).manual_seed(seed), and leave the global state alone")
+def _sample_global_seed(logits, temperature=0.0, seed=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    if seed is not None:
+        torch.manual_seed(seed)          # the same draws as a generator of that seed, and the global state lost
+    return torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1).squeeze(-1)
+
+
 # -- 5.8 cached_self_attention ------------------------------------------------------------------
 def _heads(t, H):
     B, T, E = t.shape

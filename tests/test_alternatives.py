@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autograder import catalog as C
-from autograder.authoring.alternatives import alternative_source, grade_alternatives
+from autograder.authoring.alternatives import alternative_source, grade_alternatives, grade_mistakes
 from autograder.authoring.requirements import requirement_gaps, statement_texts
 from autograder.config import load_course
 
@@ -39,6 +39,41 @@ def test_every_correct_alternative_keeps_full_marks_in_the_sandbox(catalog, assi
     assert len(verdicts) == len(todo) and all(v.seeds == SEEDS for v in verdicts)
     unfair = {f"{v.exercise}/{v.name}": v.error or v.lost[:3] for v in verdicts if not v.fair}
     assert unfair == {}
+
+
+#: Seeds per known mistake graded as a notebook: AUTOGRADER_MISTAKE_SEEDS to change (validate's own default is 3).
+MISTAKE_SEEDS = int(os.environ.get("AUTOGRADER_MISTAKE_SEEDS", "1"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", [a.id for a in COURSE.assignments])
+def test_every_known_mistake_loses_points_only_on_its_own_exercise(catalog, assignment, tmp_path):
+    """Issue 55, only-loses: each known mistake inside an otherwise correct notebook, graded in the sandbox."""
+    ids = {e.id for e in COURSE.assignment(assignment).exercises}
+    todo = [m for e in COURSE.exercises if e.id in ids for m in C.MISTAKES.get(e.id, [])]
+    verdicts = grade_mistakes(COURSE, todo, seeds=MISTAKE_SEEDS, jobs=2, workdir=tmp_path)
+    assert len(verdicts) == len(todo) and all(v.seeds == MISTAKE_SEEDS for v in verdicts)
+    assert {f"{v.exercise}/{v.name}": v.said for v in verdicts if not v.ok} == {}
+
+
+@pytest.mark.slow
+def test_the_only_loses_rule_sees_a_mistake_that_costs_a_later_exercise(tmp_path, course_root):
+    """With `earlier_mistakes: cascade` a wrong 2.3 costs 2.4 its points too: the rule names it."""
+    import yaml
+
+    data = yaml.safe_load((course_root / "course.yml").read_text(encoding="utf-8"))
+    data["earlier_mistakes"] = "cascade"
+    (course_root / "course.yml").write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False),
+                                            encoding="utf-8")
+    course = load_course(course_root / "course.yml")
+    C.load_catalog(course, hidden=True, mistakes=True, alternatives=True)
+    try:
+        unscaled = next(m for m in C.MISTAKES["2.3"] if m.name == "no-scale")
+        (verdict,) = grade_mistakes(course, [unscaled], seeds=1, jobs=1, workdir=tmp_path / "work")
+        assert not verdict.ok and verdict.own_lost and verdict.elsewhere
+        assert all(loss.startswith("2.4/") for loss in verdict.elsewhere), verdict.elsewhere
+    finally:
+        C.load_catalog(COURSE, hidden=True, mistakes=True, alternatives=True)
 
 
 def test_an_alternative_becomes_the_exercise_function_with_its_imports_and_helpers(catalog, tmp_path):

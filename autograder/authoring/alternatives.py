@@ -24,22 +24,28 @@ from pathlib import Path
 from typing import Any
 
 from autograder.config import Course
-from autograder.catalog.declarations import Alternative
+from autograder.catalog.declarations import Alternative, Mistake
 from autograder.pyast import parse as parse_python
 
 
-def alternative_source(alt: Alternative, function: str) -> str:
-    """The code that goes into the solution cell: imports, helpers, then the definition named ``function``."""
+#: The decorators that declare a definition of a course's modules: a correct alternative, a known mistake.
+DECLARATIONS = ("alternative", "mistake")
+
+
+def alternative_source(alt: Alternative | Mistake, function: str) -> str:
+    """The code that goes into the solution cell: imports, helpers, then the definition named ``function``
+    (an alternative's, or a known mistake's: each declared by its decorator in its module)."""
+    kind = "mistake" if isinstance(alt, Mistake) else "alternative"
     path = inspect.getsourcefile(alt.fn)
     if path is None:
-        raise ValueError(f"alternative {alt.exercise}/{alt.name}: its source file cannot be found")
+        raise ValueError(f"{kind} {alt.exercise}/{alt.name}: its source file cannot be found")
     text = Path(path).read_text(encoding="utf-8")
     tree = parse_python(text)
     lines = text.splitlines(True)
     target = next((node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
-                   and _declares(node, alt.exercise, alt.name)), None)
+                   and _declares(node, alt.exercise, alt.name, kind)), None)
     if target is None:
-        raise ValueError(f"{path}: no top-level definition decorated @alternative({alt.exercise!r}, {alt.name!r})")
+        raise ValueError(f"{path}: no top-level definition decorated @{kind}({alt.exercise!r}, {alt.name!r})")
     imports = [_segment(lines, node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
                and not _is_kit_import(node)]
     helpers = _helpers(tree, target, lines)
@@ -49,9 +55,9 @@ def alternative_source(alt: Alternative, function: str) -> str:
     return "".join(imports) + "\n" + "".join(h + "\n" for h in helpers) + renamed
 
 
-def _declares(node: ast.FunctionDef | ast.ClassDef, exercise: str, name: str) -> bool:
+def _declares(node: ast.FunctionDef | ast.ClassDef, exercise: str, name: str, kind: str = "alternative") -> bool:
     for deco in node.decorator_list:
-        if isinstance(deco, ast.Call) and getattr(deco.func, "id", getattr(deco.func, "attr", "")) == "alternative":
+        if isinstance(deco, ast.Call) and getattr(deco.func, "id", getattr(deco.func, "attr", "")) == kind:
             args = [a.value for a in deco.args[:2] if isinstance(a, ast.Constant)]
             if args == [exercise, name]:
                 return True
@@ -77,7 +83,7 @@ def _helpers(tree: ast.Module, target: ast.stmt, lines: list[str]) -> list[str]:
     defined: dict[str, ast.stmt] = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not any(
-                isinstance(d, ast.Call) and getattr(d.func, "id", "") == "alternative" for d in node.decorator_list):
+                isinstance(d, ast.Call) and getattr(d.func, "id", "") in DECLARATIONS for d in node.decorator_list):
             defined[node.name] = node
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
@@ -171,6 +177,66 @@ def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds
 
         with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="alternative") as pool:
             return list(pool.map(one, alternatives))
+
+
+# -- known mistakes, graded as submissions ---------------------------------------------------------
+@dataclass
+class OnlyLosesVerdict:
+    """A known mistake graded inside an otherwise correct notebook: it must lose points on its own exercise
+    and nowhere else (the exercises built on it are graded with the reference standing in)."""
+
+    exercise: str
+    name: str
+    seeds: int = 0
+    own_lost: bool = True                              # its own exercise lost points on every seed
+    elsewhere: list[str] = field(default_factory=list)     # "2.4/reference-random (seed 1): message"
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and not self.elsewhere and self.own_lost and self.seeds > 0
+
+    @property
+    def said(self) -> str:
+        """What is wrong, for the report ("" when nothing is)."""
+        if self.ok:
+            return ""
+        return self.error or ("; ".join(self.elsewhere[:3]) if self.elsewhere else "its own exercise kept full marks")
+
+
+def grade_mistakes(course: Course, mistakes: list[Mistake], *, seeds: int = 3, jobs: int = 2, workdir: Path,
+                   progress: Callable[[OnlyLosesVerdict], None] | None = None) -> list[OnlyLosesVerdict]:
+    """Grade each known mistake's notebook (the solved notebook, the mistake in its exercise's cell) in the
+    sandbox under ``seeds`` students' names: the README's promise that a wrong answer loses its own points and
+    nothing else."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder.authoring.session import GradingSession
+
+    with GradingSession(course, workdir) as session:
+        session.require_full_marks(sorted({course.exercise(m.exercise)[0].id for m in mistakes}))
+
+        def one(mistake: Mistake) -> OnlyLosesVerdict:
+            assignment, ex = course.exercise(mistake.exercise)
+            verdict = OnlyLosesVerdict(mistake.exercise, mistake.name)
+            try:
+                data = session.notebooks.notebook(assignment.id, mistake.exercise, ex.function,
+                                                  alternative_source(mistake, ex.function))
+            except (ValueError, KeyError, SyntaxError) as exc:
+                verdict.error = f"{type(exc).__name__}: {exc}"
+            else:
+                for seed, student in enumerate(seed_names(seeds)):
+                    result = session.grade(assignment.id, f"{student}-{mistake.exercise}-{mistake.name}", data)
+                    own = [e for e in result.get("exercises") or [] if e["exercise"] == mistake.exercise]
+                    verdict.own_lost &= bool(own) and own[0]["points"] < own[0]["max_points"] - 1e-9
+                    verdict.elsewhere += _losses(result, seed, skip={mistake.exercise})
+                    verdict.seeds += 1
+            if progress:
+                progress(verdict)
+            return verdict
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="mistake") as pool:
+            return list(pool.map(one, mistakes))
 
 
 def _losses(result: dict[str, Any], seed: int, skip: frozenset[str] | set[str] = frozenset()) -> list[str]:

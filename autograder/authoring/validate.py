@@ -7,7 +7,8 @@
 * every hidden check names the requirement it enforces, and that requirement is in what the student
   reads or is a public check (:mod:`autograder.authoring.requirements`);
 * every known mistake loses points on at least one check and is diagnosed as
-  itself (not as another mistake, not undiagnosed).
+  itself (not as another mistake, not undiagnosed); graded in the sandbox inside an otherwise correct
+  notebook, on every seed, it loses points on its own exercise and nowhere else (``only-loses``).
 
 Prints tables (alternatives: fair; mistakes: caught / diagnosed) and exits non-zero on any gap.
 """
@@ -42,11 +43,13 @@ class Validation:
     missing: list[str]            # exercises without checks, with < 2 mistakes or < 3 alternatives
     alternatives: list[Any] = field(default_factory=list)     # alternatives.AlternativeVerdict
     requirements: list[str] = field(default_factory=list)     # hidden checks whose requirement is not found
+    only_loses: list[Any] = field(default_factory=list)       # alternatives.OnlyLosesVerdict: mistakes as notebooks
 
     @property
     def ok(self) -> bool:
         return not self.reference_failures and not self.missing and not self.requirements and all(
-            v.caught and v.diagnosed for v in self.verdicts) and all(a.fair for a in self.alternatives)
+            v.caught and v.diagnosed for v in self.verdicts) and all(a.fair for a in self.alternatives) and all(
+            m.ok for m in self.only_loses)
 
 
 def solution_for(course: Course, exercise_id: str):
@@ -98,18 +101,24 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
     from autograder.authoring.requirements import requirement_gaps
 
     graded: list[Any] = []
+    only_loses: list[Any] = []
     if alternatives:
         import tempfile
 
-        from autograder.authoring.alternatives import grade_alternatives
+        from autograder.authoring.alternatives import grade_alternatives, grade_mistakes
 
-        todo = [a for ex in course.exercises if not exercises or ex.id in exercises
-                for a in C.ALTERNATIVES.get(ex.id, [])]
+        chosen = [ex for ex in course.exercises if not exercises or ex.id in exercises]
+        todo = [a for ex in chosen for a in C.ALTERNATIVES.get(ex.id, [])]
         if todo:
             with tempfile.TemporaryDirectory(prefix="autograder-alternatives-") as tmp:
                 graded = grade_alternatives(course, todo, seeds=len(seeds), jobs=jobs, workdir=Path(tmp),
                                             progress=progress)
-    return Validation(ref_fail, verdicts, missing, graded, requirement_gaps(course, exercises))
+        wrong = [m for ex in chosen for m in C.MISTAKES.get(ex.id, [])]
+        if wrong:
+            with tempfile.TemporaryDirectory(prefix="autograder-mistakes-") as tmp:
+                only_loses = grade_mistakes(course, wrong, seeds=len(seeds), jobs=jobs, workdir=Path(tmp),
+                                            progress=progress)
+    return Validation(ref_fail, verdicts, missing, graded, requirement_gaps(course, exercises), only_loses)
 
 
 def print_report(v: Validation, console: Any = None) -> None:
@@ -144,6 +153,13 @@ def print_report(v: Validation, console: Any = None) -> None:
     exercises = sorted({m.exercise for m in v.verdicts}, key=lambda e: tuple(map(int, e.split("."))))
     console.print(f"{len(v.verdicts)} known mistakes over {len(exercises)} exercises; "
                   f"caught {sum(m.caught for m in v.verdicts)}, diagnosed {sum(m.diagnosed for m in v.verdicts)}")
+    if v.only_loses:
+        bad = [m for m in v.only_loses if not m.ok]
+        console.print(f"{len(v.only_loses)} known mistakes graded as notebooks on "
+                      f"{max(m.seeds for m in v.only_loses)} seeds: {len(v.only_loses) - len(bad)} lose points on "
+                      "their own exercise only")
+        for m in bad:
+            console.print(f"[red]mistake {m.exercise}/{m.name} graded as a notebook[/] {escape(m.said)}")
     for line in v.reference_failures:
         console.print(f"[red]reference solution fails[/] {line}")
     for line in v.missing:
@@ -158,8 +174,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=3,
                         help="how many seeds to run the references and the correct alternatives on")
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
-                        help="skip grading the correct alternatives in the sandbox (references, requirements and "
-                             "mistakes only: seconds instead of a minute)")
+                        help="skip grading in the sandbox (the correct alternatives, and each known mistake as a "
+                             "notebook): references, requirements and mistakes in-process only, seconds instead of "
+                             "minutes")
     parser.add_argument("--mutants", action="store_true",
                         help="mutation testing: grade one-token changes of every reference in the sandbox; "
                              "exit 1 on any that keeps full marks and is not a declared equivalent (mutants.yml)")
@@ -182,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console()
-    columns = (TextColumn("alternatives"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn("in the sandbox"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("alternatives", total=None)
         result = validate(seeds=tuple(range(args.seeds)), exercises=args.exercises or None,
@@ -213,7 +230,8 @@ def html_report(v: Validation, course: Course) -> str:
         f"<td>{m.points:.2f}/{m.max_points:g}</td></tr>" for m in v.verdicts)
     gaps = "".join(f"<li class='bad'>{e(x)}</li>" for x in
                    [f"reference solution fails {x}" for x in v.reference_failures] + v.missing +
-                   [f"unstated requirement {x}" for x in v.requirements])
+                   [f"unstated requirement {x}" for x in v.requirements] +
+                   [f"mistake {m.exercise}/{m.name} graded as a notebook: {m.said}" for m in v.only_loses if not m.ok])
     verdict = "<p class='ok'>Catalog fair and sound.</p>" if v.ok else "<p class='bad'>The catalog has gaps.</p>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Validate: {e(course.name)}</title>

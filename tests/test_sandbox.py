@@ -726,7 +726,10 @@ def test_the_templates_warm_up_runs_every_probe_and_changes_nothing_a_worker_see
               "      torch.equal(rng, torch.random.get_rng_state()), len(os.listdir('/proc/self/task')))\n")
     out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **TEMPLATE_ENV}, capture_output=True,
                          text=True, timeout=300, check=True).stdout.strip()
-    assert out == f"{['ok'] * 16} 16 [] True 1", out
+    from autograder.probes import PROBES
+
+    runs = 2 * 2 * len(PROBES)          # every probe, under both guard levels, in both float dtypes
+    assert out == f"{['ok'] * runs} {runs} [] True 1", out
     with sandbox.open(cells("import torch\ndef draw():\n    return str(torch.initial_seed()), torch.randn(4)"),
                       label="rng") as worker:
         seed, drawn = py(call(worker, "draw"))

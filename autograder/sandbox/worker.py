@@ -178,6 +178,7 @@ def _warm_up() -> list[str]:
             weights = {"proj.weight": torch.eye(4, dtype=dtype), "proj.bias": torch.zeros(4, dtype=dtype),
                        "norm.weight": torch.ones(4, dtype=dtype), "norm.bias": torch.zeros(4, dtype=dtype)}
             requests = [probes.Request("ops", (x, mask)), probes.Request("ops", (x, mask), probe="inputs"),
+                        probes.Request("ops", (x, mask), probe="random"),
                         probes.Request("ops", ((0,), (torch.ones((), dtype=dtype), None), x, mask), probe="grad"),
                         probes.Request("Layer", ((4,), {}, weights, (x,), {}, torch.ones_like(x), (0,)),
                                        probe="module")]

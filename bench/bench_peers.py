@@ -82,7 +82,7 @@ MISTAKES = {
     "01_rnn_decay": ("1.1", (" ** 2", "")),                                        # 1 - tanh(z)
     "02_qkv_attention": ("2.4", None),                                             # samples' NO_SCALE
     "03_padding_masks": ("3.2", ('float("-inf")', "-1e9")),                         # -1e9 for -inf
-    "04_multi_head_attention": ("4.3", (" @ out_proj_weight.T + out_proj_bias", "")),  # no output projection
+    "04_multi_head_attention": ("4.3", (" @ out_proj_weight.T", "")),  # no output projection (its weight)
     "05_transformer_block": ("5.3", ("torch.relu(x @ W1.T + b1)", "(x @ W1.T + b1)")),  # no ReLU
 }
 LANES_LINE = re.compile(r"lanes in other processes: ([^)]*)\)")

@@ -344,34 +344,20 @@ UNSCALED_43 = '''def multi_head_attention(query, key, value, num_heads, in_proj_
     out = merge_heads(weights @ v) @ out_proj_weight.T
     return (out + out_proj_bias if out_proj_bias is not None else out), weights
 '''
-# A correct 4.4 that hands its biases to 4.3 as they are: None with bias=False (its statement: "bias=False 时相当于
-# 偏置为 0", and forward calls multi_head_attention directly).
-BIAS_AS_IS_44 = '''class MultiHeadAttention(nn.Module):
-    def __init__(self, embed_dim, num_heads, bias=True):
-        super().__init__()
-        if embed_dim % num_heads != 0:
-            raise ValueError("embed_dim % num_heads")
-        self.embed_dim, self.num_heads = embed_dim, num_heads
-        self.in_proj_weight = nn.Parameter(torch.empty(3 * embed_dim, embed_dim))
-        self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim)) if bias else None
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        nn.init.xavier_uniform_(self.in_proj_weight)
-        if bias:
-            nn.init.zeros_(self.out_proj.bias)
-
-    def forward(self, query, key, value, key_padding_mask=None):
-        return multi_head_attention(query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias,
-                                    self.out_proj.weight, self.out_proj.bias, key_padding_mask)
-'''
-
-
 def test_a_stand_in_accepts_every_call_a_correct_dependent_exercise_makes(tmp_path, course_root):
     """Issue 55, 2: with 4.3 wrong, the reference 4.3 answers 4.4's calls; a correct 4.4 with bias=False passes
     None for the biases (its student's own 4.3 takes it), and the reference took it as an error (0.86 of 3 lost)."""
+    from autograder import catalog as C
+    from autograder.authoring.alternatives import alternative_source
+
     course = load_course(course_root / "course.yml")
+    C.load_catalog(course, hidden=True, mistakes=True, alternatives=True)
+    # The correct 4.4 that hands its biases to 4.3 as they are (None with bias=False): a declared alternative.
+    as_they_are = next(a for a in C.ALTERNATIVES["4.4"] if a.name == "biases-as-they-are")
     with GradingSession(course, tmp_path / "work") as session:
         nb = session.notebooks.notebook("04_multi_head_attention", "4.3", "multi_head_attention", UNSCALED_43,
-                                        also=(("4.4", "MultiHeadAttention", BIAS_AS_IS_44),))
+                                        also=(("4.4", "MultiHeadAttention",
+                                               alternative_source(as_they_are, "MultiHeadAttention")),))
         by = _by_exercise(session.grade("04_multi_head_attention", "ada", nb))
         assert set(_lost(by)) == {"4.3"}, by
         assert by["4.4"]["stand_ins"][0]["exercise"] == "4.3"

@@ -62,8 +62,10 @@ def test_05_the_rnn_has_the_same_parameter_count_and_the_same_batches(chapter):
     assert abs(ns["rnn_params"] - ns["tf_params"]) / ns["tf_params"] < 0.01
     assert ns["tf_params"] == sum(p.numel() for p in ns["trained"].parameters())
     assert len(ns["rnn_losses"]) == len(ns["tf_losses"]) == ns["STEPS"]
+    # The training is worded by what the cell shows (400 steps, its time in the plot): no wall clock here, where
+    # a loaded machine once took 49 + 16 s (issue 53, 12); the time is measured and printed, never asserted.
+    assert ns["STEPS"] == 400 and "训练 400 步（用时画在图里）" in cell("intro")
     assert ns["tf_seconds"] > 0 and ns["rnn_seconds"] > 0
-    assert ns["tf_seconds"] + ns["rnn_seconds"] < 60                 # "在一分钟之内训练这个模型"
     # the prose names no winner: the plot shows both, computed
     intro = cell("experiment-intro")
     assert "参数量相同" in intro and "比较损失和用时" in intro

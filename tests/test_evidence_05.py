@@ -100,6 +100,21 @@ def test_05_the_facts_printed_before_the_experiment(chapter):
     ns, _text = chapter
     # layer norm: E[x^2] - E[x]^2 in float32 breaks on the offset data, the stable one does not
     assert bool((ns["naive_var"] <= 1.0).any())
+    # Printed as what they are (issue 53, 7): the gap is NaN where a variance came out negative (never "inf"),
+    # and the cache of 32 x 4096 tokens exactly 4.5 GiB (never rounded to 4): the notebook's own print lines,
+    # run again on its namespace.
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        source = nbformat.read(ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+        for line in (x for c in source.cells if c.cell_type == "code" for x in c.source.splitlines()):
+            if line.startswith("print(\"E[x²] - E[x]² 写法与真值的最大差") or "批量 32、4096 个词元" in line:
+                exec(line.strip(), ns)
+    assert bool(ns["gap"].isnan().any())
+    gap_line = "E[x²] - E[x]² 写法与真值的最大差： NaN（有的方差算成了负数，开方得 NaN）"
+    assert printed.getvalue().splitlines() == [gap_line, "同样的模型，批量 32、4096 个词元：4.5 GiB"]
     assert (ns["mine"].double() - ns["truth"]).abs().max().item() < 1e-3
     # the block loads torch's layer and agrees with it
     assert ns["report"].missing_keys == [] and ns["report"].unexpected_keys == []

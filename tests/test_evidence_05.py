@@ -123,3 +123,21 @@ def test_05_the_facts_printed_before_the_experiment(chapter):
     assert ns["same"] is True                                          # 5.5: the logits are causal
     assert ns["fp16"] == 36 * 2**20
     assert isinstance(ns["pe"], torch.Tensor) and tuple(ns["pe"].shape) == (50, 16)
+
+
+def test_05_generation_seeds_give_independent_streams(chapter):
+    """Issue 53, 6: with seed + step as each step's seed, seed s + 1 replayed seed s one step later (seeds 1 and 2
+    wrote the same text from the third sentence). On logits that say nothing (a uniform model), a token depends on
+    its step's seed alone: the streams of neighbouring seeds must not be shifted copies of each other."""
+    import torch
+
+    ns, _text = chapter
+    vocab = ns["VOCAB_SIZE"]
+
+    def uniform(tokens):
+        return torch.zeros(tokens.shape[0], tokens.shape[1], vocab)
+
+    prompt = torch.zeros(1, 1, dtype=torch.long)
+    one, two = (ns["generate"](uniform, prompt, 60, 1.0, seed=s)[0, 1:].tolist() for s in (1, 2))
+    assert two[:-1] != one[1:]
+    assert ns["generate"](uniform, prompt, 60, 1.0, seed=1)[0, 1:].tolist() == one          # still reproducible

@@ -17,6 +17,7 @@ instructor's own file.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,14 +67,11 @@ class Roster:
         return {m.student for m in self.members}
 
     def member(self, student: str) -> Member | None:
-        return self._by_student().get(student)
+        return self._by_student.get(student)
 
+    @functools.cached_property
     def _by_student(self) -> dict[str, Member]:
-        found = self.__dict__.get("_index")
-        if found is None:
-            found = {m.student: m for m in self.members}
-            object.__setattr__(self, "_index", found)
-        return found
+        return {m.student: m for m in self.members}
 
 
 def _columns(header: list[str]) -> dict[str, str]:

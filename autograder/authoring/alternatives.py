@@ -149,9 +149,11 @@ def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds
                 verdict.max_points = ex.points
                 # The substitution path: its dependencies unanswered, so the references stand in for them and
                 # answer every call this alternative makes (a stand-in must take whatever a correct answer passes).
-                deps = tuple(dict.fromkeys(d.function for d in dependencies(course, ex)))
-                substituted = session.notebooks.notebook(assignment.id, alt.exercise, ex.function, source,
-                                                         unanswered=deps) if deps else None
+                deps = dependencies(course, ex)
+                stood_in = {d.id for d in deps}
+                substituted = session.notebooks.notebook(
+                    assignment.id, alt.exercise, ex.function, source,
+                    unanswered=tuple(dict.fromkeys(d.function for d in deps))) if deps else None
                 for seed, student in enumerate(seed_names(seeds)):
                     name = f"{student}-{alt.exercise}-{alt.name}"
                     result = session.grade(assignment.id, name, data)
@@ -162,7 +164,6 @@ def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds
                         losses = explain(course, alt, source, name, data, seed) or losses
                     if substituted is not None:
                         result = session.grade(assignment.id, f"{name}-substituted", substituted)
-                        stood_in = {d.id for d in dependencies(course, ex)}
                         lost = [loss + " (its dependencies answered by the references)" for loss in
                                 _losses(result, seed, skip=stood_in)]
                         own = [e for e in result.get("exercises") or [] if e["exercise"] == alt.exercise]

@@ -97,6 +97,16 @@ def inputs_unchanged(ctx: Context, *args: Any, **kwargs: Any) -> Iterator[None]:
         raise CheckFailed(CHANGED, diagnose=True, hidden=CHANGED)
 
 
+def global_random_changed(ctx: Context, *args: Any, **kwargs: Any) -> bool:
+    """Call through the ``random`` probe: whether torch's global random state changed across the call (a
+    statement that says a function draws from a generator of its own). An unreadable answer fails the check."""
+    parts = _dict_items(ctx.call(*args, probe="random", **kwargs), {"out", "global_random_changed"})
+    changed = parts["global_random_changed"]
+    if changed.kind != "bool":
+        raise CheckFailed(UNREADABLE, hidden=UNREADABLE)
+    return bool(changed.spec["v"])
+
+
 def _no_gradient(name: str) -> Msg:
     return Msg(f"梯度没有传回输入 {name}：路径上是否有 .detach()、torch.no_grad()、转成 NumPy/Python 数，"
                f"或新建的张量？这个函数是要训练的模型的一部分，梯度必须能流回它的输入",

@@ -41,6 +41,16 @@ class LmsFormat:
     unmatched_rows: Callable[[LmsTable], list[LmsEntry]] | None = None
     #: The id of this LMS the course's roster gives a student (where a download's name gives none).
     from_roster: Callable[[Any], str] | None = None
+    #: Whether a roster entry lets this LMS's files match its student (default: it gives an id, ``from_roster``).
+    roster_matches: Callable[[Any], bool] | None = None
+
+    def matched_by_roster(self, member: Any) -> bool:
+        """Whether ``member`` (a roster entry, or None) lets this LMS's files match its student."""
+        if member is None:
+            return False
+        if self.roster_matches is not None:
+            return self.roster_matches(member)
+        return bool(self.from_roster(member)) if self.from_roster is not None else False
     #: Files written beside ``file``: (name, write) as ``write``.
     more: tuple[tuple[str, Callable[[LmsTable, Any], str]], ...] = ()
 
@@ -105,12 +115,13 @@ class LmsTable:
         """The roster's entry for ``student`` (name, email, LMS ids), or None."""
         return self.roster.member(student) if self.roster is not None else None
 
-    def uses(self, lms: str) -> bool:
-        """Whether the course's grades go to ``lms``: course.yml says so, or (unsaid) the table holds ids of it."""
+    def uses(self, lms: LmsFormat) -> bool:
+        """Whether the course's grades go to ``lms``: course.yml says so, or (unsaid) the downloads or the roster
+        give ids of it."""
         if self.lms is not None:
-            return lms in self.lms
-        return bool(self.user_ids(lms)) or (lms == "moodle" and self.roster is not None and any(
-            m.email or m.moodle_id_number for m in self.roster.members))
+            return lms.name in self.lms
+        return bool(self.user_ids(lms.name)) or (self.roster is not None and any(
+            lms.matched_by_roster(m) for m in self.roster.members))
 
     def user_ids(self, lms: str) -> dict[str, str]:
         """student -> the LMS's id for them: course-wide, the latest graded result's."""
@@ -166,7 +177,7 @@ def lms_table(results: Iterable[dict[str, Any]], course: Course, roster: Any = .
     lms = getattr(course, "lms", None)
     table = LmsTable(assignments, rows, entries, skipped, roster, tuple(lms) if lms is not None else None)
     for f in formats():
-        if f.unmatched is None or not table.uses(f.name):
+        if f.unmatched is None or not table.uses(f):
             continue
         # A graded row the LMS cannot match by id (a download's file renamed beyond recognition, a student with
         # no id on the roster, a service's upload) would match nobody, or only by a guess: listed.

@@ -76,13 +76,8 @@ def moodle_grades_csv(table: Any, course: Any = None) -> str:
 def unmatched_rows(table: Any) -> list[Any]:
     """Graded rows neither Moodle file can match: no participant id (a download's) and no email address or ID
     number on the roster."""
-    out = []
-    for e in table.entries:
-        member = table.member(e.student)
-        known = member is not None and bool(member.email or member.moodle_id_number)
-        if e.points is not None and not e.ids.get("moodle") and not known:
-            out.append(e)
-    return out
+    return [e for e in table.entries if e.points is not None and not e.ids.get("moodle")
+            and not FORMAT.matched_by_roster(table.member(e.student))]
 
 
 #: The status of a graded row no Moodle file can match, in a course whose grades go to Moodle.
@@ -90,4 +85,5 @@ NO_MOODLE_ID = ("graded, but Moodle cannot match it: no participant id (moodle.c
                 "Moodle's download) and no email address or ID number on the roster (moodle-grades.csv)")
 
 FORMAT = LmsFormat("moodle", "moodle.csv", moodle_csv, from_folder=from_folder, unmatched=NO_MOODLE_ID,
-                   unmatched_rows=unmatched_rows, more=((MOODLE_GRADES_FILE, moodle_grades_csv),))
+                   unmatched_rows=unmatched_rows, more=((MOODLE_GRADES_FILE, moodle_grades_csv),),
+                   roster_matches=lambda member: bool(member.email or member.moodle_id_number))

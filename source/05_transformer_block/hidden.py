@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, as_float64, check
-from autograder.catalog.integrity import input_gradients, inputs_unchanged
+from autograder.catalog.integrity import global_random_changed, input_gradients, inputs_unchanged
 from autograder.probes import probe_module
 from .checks import (attention_args, expect_close_normwise, block_case, block_request, cache_case, call_block, call_lm,
                      expect_probe_gradients, expect_step, expect_tokens, ffn_weights, lm_case, loss_case,
@@ -375,10 +375,7 @@ def _sample_global_random(ctx: Context) -> None:
                                           (("temperature = 1、给了 seed", "temperature 1 with a seed"), 1.0,
                                            {"seed": seed})):
         with ctx.case(zh=zh, en=en), ctx.on_device("cpu"):
-            got = ctx.call(logits, temperature, probe="random", **kwargs)
-            parts = got.spec.get("items") if got.kind == "dict" else None
-            changed = parts.get("global_random_changed") if isinstance(parts, dict) else None
-            ctx.expect(isinstance(changed, dict) and changed.get("t") == "bool" and changed.get("v") is False,
+            ctx.expect(not global_random_changed(ctx, logits, temperature, **kwargs),
                        "调用之后全局随机数的状态变了：抽样请用自己的 torch.Generator(...).manual_seed(seed)，"
                        "不要调用 torch.manual_seed，也不要从全局随机数里抽",
                        "the global random state changed across the call: draw with a generator of its own, "

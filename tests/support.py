@@ -47,3 +47,20 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for_job(engine, job: int, state: str = "running", seconds: float = 120, poll: float = 0.05) -> str:
+    """Poll the service's database until ``job`` is in ``state`` or ``seconds`` have passed; its last state."""
+    import time
+
+    from sqlalchemy import select
+
+    from autograder.service import db
+
+    deadline = time.monotonic() + seconds
+    while True:
+        with engine.connect() as conn:
+            now = conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one()
+        if now == state or time.monotonic() >= deadline:
+            return now
+        time.sleep(poll)

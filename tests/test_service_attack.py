@@ -27,7 +27,7 @@ import pytest
 from fastapi import FastAPI, Form
 from sqlalchemy import func, select
 
-from support import make_samples
+from support import make_samples, wait_for_job
 from processes import alive, descendants
 from served import free_port, serving
 from autograder.config import load_course
@@ -447,12 +447,7 @@ def test_workers_of_a_killed_service_finish_their_job_and_stop(tmp_path):
         slow = make_samples.submission(QKV, solved="all")
         slow.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(4)"))
         _, job = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=json.dumps(slow).encode())
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with engine.connect() as conn:
-                if conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one() == "running":
-                    break
-            time.sleep(0.1)
+        wait_for_job(engine, job, seconds=60, poll=0.1)
         server.kill()
         server.wait(timeout=60)
         assert not _gone(family)
@@ -484,12 +479,7 @@ def test_a_storm_of_parent_death_signals_stops_the_worker_after_its_job(tmp_path
                                "--parent", str(os.getpid())], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with engine.connect() as conn:
-                if conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one() == "running":
-                    break
-            time.sleep(0.05)
+        wait_for_job(engine, job)
         for _ in range(300):
             os.kill(worker.pid, signal.SIGUSR1)
         out, _ = worker.communicate(timeout=120)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, inspect, select
 
-from support import make_samples
+from support import make_samples, wait_for_job
 from autograder.config import load_course
 from autograder.service import db
 from autograder.service import queue as Q
@@ -166,13 +166,7 @@ def test_a_worker_killed_mid_grade_hands_its_job_on_and_it_is_graded_once(engine
         first = subprocess.Popen([sys.executable, "-m", "autograder", "worker", "--database", database, "--lease",
                                   "2"], env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with engine.connect() as conn:
-                state = conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one()
-            if state == "running":
-                break
-            time.sleep(0.1)
+        state = wait_for_job(engine, job, poll=0.1)
         assert state == "running", log.read_text(errors="replace")[-2000:]
         time.sleep(2.5)                     # its heartbeat keeps the lease past 2 s while it grades
         assert Q.claim(engine, "thief", 2) is None
@@ -209,12 +203,7 @@ def test_sigterm_finishes_the_job_in_hand_then_the_worker_stops(engine, tmp_path
     worker = subprocess.Popen([sys.executable, "-m", "autograder", "worker", "--database", url_of(engine)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with engine.connect() as conn:
-                if conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one() == "running":
-                    break
-            time.sleep(0.05)
+        wait_for_job(engine, job)
         worker.send_signal(signal.SIGTERM)
         out, _ = worker.communicate(timeout=120)
     finally:

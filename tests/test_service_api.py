@@ -229,7 +229,7 @@ def _policy_course(**service):
 
 
 def test_attempts_are_enforced_in_the_transaction_that_stores(tmp_path):
-    from autograder.service.app import _admission
+    from autograder.service.intake import admission
     from autograder.service import queue as Q
 
     engine = db.engine_for(str(tmp_path / "service.db"))
@@ -238,7 +238,7 @@ def test_attempts_are_enforced_in_the_transaction_that_stores(tmp_path):
 
     def store(who, course=course):
         return Q.store(engine, student=who, assignment=QKV.id, filename="a.ipynb", data=b"{}",
-                       admission=_admission(course, 100))
+                       admission=admission(course, 100))
 
     for _ in range(2):
         store("ada")
@@ -254,7 +254,7 @@ def test_attempts_are_enforced_in_the_transaction_that_stores(tmp_path):
 
 
 def test_what_a_student_sees_is_course_policy_and_after_the_due_date_everything():
-    from autograder.service.app import policy_view
+    from autograder.service.views import policy_view
     from autograder.service.tokens import Caller
 
     result = {"points": 5.0, "max_points": 8.0, "status": "graded", "timing": {"seconds": 1},

@@ -168,7 +168,7 @@ def test_hub_tokens_are_callers_by_the_hubs_word_and_the_courses_roles(fake_hub)
 
 
 def test_a_hub_that_does_not_answer_is_a_503_and_no_token_is_logged(fake_hub, caplog):
-    from autograder.service.app import ApiError
+    from autograder.service.errors import ApiError
     from autograder.service.hub import Hub
 
     fake_hub.down = True
@@ -205,8 +205,7 @@ def signing(fake_hub):
         response.set_cookie("autograder_session", "s-" + who.who, path=PREFIX, httponly=True)
         return response
 
-    app.state.sign_in = sign_in
-    hub.install(app)
+    app.include_router(hub.router(sign_in))
     outer = Starlette(routes=[Mount(PREFIX.rstrip("/"), app=app)])
     with serving(outer) as url, httpx.Client(base_url=url, follow_redirects=False, timeout=30) as client:
         yield SimpleNamespace(client=client, hub=hub, fake=fake_hub, signed=signed)

@@ -172,7 +172,8 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
     return "\n".join(lines) + "\n"
 
 
-_CSS = """body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC",sans-serif;max-width:60rem;
+#: The style of a feedback page (the service's pages use it too).
+FEEDBACK_CSS = """body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC",sans-serif;max-width:60rem;
 margin:2rem auto;padding:0 1rem;color:#222}table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;
 padding:.3rem .6rem;text-align:left;vertical-align:top}th{background:#f4f4f4}.passed{color:#1a7f37}
 .failed,.error,.crashed,.timeout,.forbidden,.too_large,.missing{color:#b42318}.not_attempted{color:#777}
@@ -242,7 +243,8 @@ def feedback_parts(result: dict[str, Any], course: Course, language: str) -> lis
 
 def _page(title: str, language: str, body: list[str]) -> str:
     return (f"<!DOCTYPE html>\n<html lang='{_h(language)}'><head><meta charset='utf-8'>"
-            f"<title>{_h(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+            f"<title>{_h(title)}</title><style>{FEEDBACK_CSS}</style></head><body>\n" + "\n".join(body)
+            + "\n</body></html>\n")
 
 
 # -- the gradebook -----------------------------------------------------------------------------

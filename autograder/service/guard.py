@@ -87,17 +87,19 @@ def is_api(scope: Any) -> bool:
     return relative_path(getattr(scope, "scope", scope)).startswith("/api/")
 
 
-def refusal_body(scope: Any, status: int, msg: Msg, key: str) -> tuple[bytes, bytes]:
+def refusal_body(scope: Any, status: int, msg: Msg, key: str, page: bool | None = None) -> tuple[bytes, bytes]:
     """(body, content type) of a refusal: the API's bilingual JSON error, or a small page in both languages
-    with a link back to the service's first page. The one place an error is worded for a client."""
-    if is_api(scope):
+    with a link back to the service's first page (``page``: which; by default a page unless the path is the
+    API's). The one place an error is worded for a client."""
+    as_json = (not page) if page is not None else is_api(scope)
+    if as_json:
         return (json.dumps({"error": {"zh": msg.zh, "en": msg.en}, "code": key}, ensure_ascii=False).encode(),
                 b"application/json")
     back = html.escape(str(scope.get("root_path") or "").rstrip("/") + "/", quote=True)
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{status}</title></head>"
+    text = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{status}</title></head>"
             f"<body><p id='error' lang='zh'>{html.escape(msg.zh)}</p><p lang='en'>{html.escape(msg.en)}</p>"
             f"<p><a href='{back}'>←</a></p></body></html>")
-    return page.encode(), b"text/html; charset=utf-8"
+    return text.encode(), b"text/html; charset=utf-8"
 
 
 class _Refused(Exception):

@@ -10,26 +10,26 @@ given the same variables), ``autograder serve`` finds ``JUPYTERHUB_API_TOKEN`` a
   The user's Hub name is the student id; a name in course.yml's ``service.instructors`` or a member
   of ``service.instructor_group`` (default ``instructors``) is an instructor. The Hub's answers are
   cached for five minutes (:class:`jupyterhub.services.auth.HubAuth`'s cache);
-- signs browsers in through the Hub's OAuth (:meth:`Hub.install`): ``/hub-login?next=PATH`` sends
+- signs browsers in through the Hub's OAuth (:meth:`Hub.router`): ``/hub-login?next=PATH`` sends
   the browser to the Hub's authorize page with a state kept in a cookie, ``/oauth_callback``
   checks the state, exchanges the code for a token, asks the Hub whose it is and hands the caller
-  to the pages' ``app.state.sign_in``. ``next`` must be a page of this service.
+  to the pages' sign-in (a session cookie). ``next`` must be a page of this service.
 
 Tokens are never logged nor put in an error message; a Hub that does not answer is a 503 with
 Retry-After (``submit()`` tries again), never a "wrong token".
 """
 from __future__ import annotations
 
-import html
-import inspect
 import logging
 import os
 import re
 import secrets
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
+from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -113,6 +113,8 @@ class Hub:
         #: jupyterhub's own client of the Hub's API (its cache, its OAuth endpoints and state store).
         self.auth: Any = HubOAuth(**options)
         self._public_https = urlsplit(env.get("JUPYTERHUB_PUBLIC_URL") or "").scheme == "https"
+        #: OAuth states this service made and not yet seen back, with when each expires (bounded: MAX_PENDING).
+        self._pending: dict[str, float] = {}
 
     # -- API callers --------------------------------------------------------------------------------
     def api_caller(self, token: str) -> Caller | None:
@@ -127,7 +129,7 @@ class Hub:
             model = self.auth.user_for_token(token)
         except Exception as exc:  # noqa: BLE001 - tornado's HTTPError, a refused connection: the Hub is away
             log.warning("JupyterHub did not say who a token belongs to: %s", _why(exc))
-            from autograder.service.app import ApiError
+            from autograder.service.errors import ApiError
 
             raise ApiError(503, "hub.unavailable", retry_after=RETRY_AFTER) from None
         return self.caller_of(model)
@@ -156,20 +158,22 @@ class Hub:
         (:func:`local_path`)."""
         return local_path(self.prefix, target)
 
-    def install(self, app: Any) -> None:
-        """Add the OAuth sign-in to ``app`` (mounted under the prefix): ``GET /hub-login?next=PATH`` and
-        ``GET /oauth_callback``, which ends in ``app.state.sign_in(request, caller, next_url)``."""
+    def router(self, sign_in: Callable[..., Any]) -> APIRouter:
+        """The OAuth sign-in's routes (mounted under the prefix): ``GET /hub-login?next=PATH`` and
+        ``GET /oauth_callback``, which ends in ``sign_in(request, caller, next_url)`` (the pages' own: a
+        session cookie and a redirect to ``next_url``; synchronous, it is run in a thread)."""
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import RedirectResponse
 
         auth = self.auth
+        router = APIRouter(include_in_schema=False)
 
-        @app.get("/hub-login", include_in_schema=False)
+        @router.get("/hub-login")
         async def hub_login(request: Request, next: str | None = None) -> Response:  # noqa: A002 - the query's name
             target = self.local_next(next)
             if target is None:
                 return _refusal(request, 400, "hub.bad_next", prefix=self.prefix)
-            if len(auth._oauth_states) >= MAX_PENDING:
+            if self._pending_count() >= MAX_PENDING:
                 return _refusal(request, 503, "hub.busy", retry_after=RETRY_AFTER)
             # As HubOAuth.set_state_cookie: a second sign-in under way in this browser gets a cookie of its own.
             extra: dict[str, str] = {}
@@ -178,6 +182,7 @@ class Hub:
                 cookie = f"{cookie}-{secrets.token_hex(4)}"
                 extra["cookie_name"] = cookie
             state = auth.generate_state(target, **extra)
+            self._pending[state] = time.monotonic() + float(auth.oauth_state_max_age)
             login = auth.login_url
             response = RedirectResponse(f"{login}{'&' if '?' in login else '?'}{urlencode({'state': state})}",
                                         status_code=302)
@@ -186,7 +191,7 @@ class Hub:
             response.headers["Cache-Control"] = "no-store"
             return response
 
-        @app.get("/oauth_callback", include_in_schema=False)
+        @router.get("/oauth_callback")
         async def oauth_callback(request: Request, code: str | None = None, state: str | None = None,
                                  error: str | None = None) -> Response:
             if error:
@@ -200,6 +205,7 @@ class Hub:
                 return _refusal(request, 400, "hub.bad_state")
             target = self.local_next(auth.get_next_url(state)) or self.prefix
             auth.clear_oauth_state(state)
+            self._pending.pop(state, None)
             if not code or len(code) > 500:
                 return self._clear_states(request, _refusal(request, 400, "hub.refused", why="no code"))
             try:
@@ -215,12 +221,18 @@ class Hub:
                 name = model.get("name") if isinstance(model, dict) else None
                 return self._clear_states(request, _refusal(request, 403, "hub.no_access",
                                                             user=str(name or "?")[:100]))
-            sign_in = app.state.sign_in             # the pages' (a session cookie, a redirect to target)
-            if inspect.iscoroutinefunction(sign_in):
-                signed = await sign_in(request, who, target)
-            else:                                   # (it writes the session to the database: off the loop)
-                signed = await run_in_threadpool(sign_in, request, who, target)
-            return self._clear_states(request, signed)
+            # (it writes the session to the database: off the event loop)
+            return self._clear_states(request, await run_in_threadpool(sign_in, request, who, target))
+
+        return router
+
+    def _pending_count(self) -> int:
+        """Sign-ins started and neither finished nor expired (this service's own count: each state it made, until
+        its callback or its max age)."""
+        now = time.monotonic()
+        for state in [s for s, ends in self._pending.items() if ends <= now]:
+            del self._pending[state]
+        return len(self._pending)
 
     def _secure(self, request: Request) -> bool:
         """Whether the browser reached us over HTTPS (the Hub's public URL, or what its proxy says)."""
@@ -244,15 +256,13 @@ def _why(exc: BaseException) -> str:
 
 
 def _refusal(request: Request, status: int, key: str, retry_after: int | None = None, **params: Any) -> Response:
-    """A bilingual refusal: a small page for a browser, the API's JSON error otherwise."""
-    from starlette.responses import HTMLResponse, JSONResponse
+    """A bilingual refusal: a small page for a browser (one that accepts HTML), the API's JSON error otherwise
+    (the service's one renderer, :func:`autograder.service.guard.refusal_body`)."""
+    from autograder.service.guard import refusal_body
 
-    msg = say(key, **params)
     headers = {"Cache-Control": "no-store"}
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
-    if "text/html" in request.headers.get("accept", ""):
-        page = ("<!doctype html><html><head><meta charset=\"utf-8\"><title>autograder</title></head><body>"
-                f"<p lang=\"zh\">{html.escape(msg.zh)}</p><p lang=\"en\">{html.escape(msg.en)}</p></body></html>")
-        return HTMLResponse(page, status_code=status, headers=headers)
-    return JSONResponse({"error": {"zh": msg.zh, "en": msg.en}, "code": key}, status_code=status, headers=headers)
+    body, kind = refusal_body(request.scope, status, say(key, **params), key,
+                              page="text/html" in request.headers.get("accept", ""))
+    return Response(body, status_code=status, media_type=kind.decode(), headers=headers)

@@ -1,0 +1,70 @@
+"""The service's refusals, in one place: what a route raises and how each becomes a response.
+
+A route never builds an error response itself. It raises :class:`ApiError` (a status and a message key,
+worded in both languages by :mod:`autograder.messages`) or, on a page whose caller has not signed in,
+:class:`SignInRequired`; the handlers installed here turn them into the API's JSON error or a small page
+(:func:`autograder.service.guard.refusal_body`, the one renderer, which the guard and the Hub's sign-in use
+too), and a signed-out page visit into a redirect to the sign-in page that comes back to it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from autograder.messages import Msg, say
+
+
+class ApiError(Exception):
+    """A refusal: ``status``, the message ``key`` and its parameters; ``retry_after`` seconds where waiting helps."""
+
+    def __init__(self, status: int, key: str, retry_after: float | None = None, **params: Any):
+        self.status, self.key, self.msg = status, key, say(key, **params)
+        self.retry_after = retry_after
+
+
+class SignInRequired(Exception):
+    """A page needs a signed-in caller and this request has none: answered with 303 to the sign-in page."""
+
+
+def error_body(msg: Msg, key: str) -> dict[str, Any]:
+    """The API's error body: ``{"error": {"zh", "en"}, "code"}``."""
+    return {"error": {"zh": msg.zh, "en": msg.en}, "code": key}
+
+
+def base_path(request: Request) -> str:
+    """The path the service is mounted under ("" at the root, /services/NAME inside JupyterHub)."""
+    return str(request.scope.get("root_path") or "").rstrip("/")
+
+
+def to_login(request: Request) -> RedirectResponse:
+    """To the sign-in page, which sends the browser back here once signed in."""
+    path = request.url.path
+    here = path if path.startswith(base_path(request)) else base_path(request) + path
+    return RedirectResponse(f"{base_path(request)}/login?next={quote(here)}", status_code=303)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    from autograder.service.guard import refusal_body
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> Response:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        if exc.retry_after is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        body, kind = refusal_body(request.scope, exc.status, exc.msg, exc.key)
+        return Response(body, status_code=exc.status, media_type=kind.decode(), headers=headers or None)
+
+    @app.exception_handler(SignInRequired)
+    async def _sign_in(request: Request, _exc: SignInRequired) -> Response:
+        return to_login(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = sorted({".".join(str(p) for p in e.get("loc", ())[1:]) or "body" for e in exc.errors()})
+        key = "service.malformed"
+        return JSONResponse(error_body(say(key, fields=", ".join(fields)[:200]), key), status_code=422)

@@ -1,0 +1,55 @@
+"""Submissions as the pages list them: each with its state, its place in the queue, and its result as the
+late policy makes it now, seen as the caller may see it."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from markupsafe import Markup
+
+from autograder.service import queue as Q
+from autograder.service import repository
+from autograder.service.context import Service
+from autograder.service.standing import Standing
+from autograder.service.tokens import Caller
+from autograder.service.ui import local_text
+from autograder.service.views import policy_view
+
+
+def listing(state: Service, who: Caller, lang: str, *, student: str | None = None, assignment: str | None = None,
+            status: str | None = None, sort: str = "time", feedback: bool = True, open_latest: bool = False,
+            standing: Standing | None = None) -> list[dict[str, Any]]:
+    """The page rows of a student's own submissions, or (staff) everyone's, filtered and sorted."""
+    from autograder.points import fmt
+    from autograder.reports.feedback import feedback_parts
+
+    course = state.course
+    rows = repository.latest_rows(state.engine, student=(student or None) if who.instructor else who.who,
+                                  assignment=assignment, state=status, by_score=sort == "score")
+    ahead = Q.positions(state.engine)               # (the order workers take them in, as the API says it)
+    standing = standing or Standing(state.engine, course)     # the late policy as it is now: an extension since
+    out = []
+    for r in rows:
+        received = r.received_at if r.received_at.tzinfo else r.received_at.replace(tzinfo=dt.timezone.utc)
+        shown = None
+        now = standing.result(r.result) if r.result is not None else None
+        if feedback and now is not None:
+            view = policy_view(now, who, course, r.assignment, standing.due(r.student, r.assignment))
+            shown = Markup("\n".join(feedback_parts(view, course, lang)))   # escaped by feedback_parts
+        late = isinstance((now or {}).get("late"), dict) and (now or {})["late"].get("late") is True
+        points = now.get("points") if now is not None else None
+        out.append({"id": r.id, "student": r.student, "assignment": r.assignment,
+                    "received_iso": received.isoformat(), "received_text": local_text(received, course),
+                    "state": r.state if r.state in ("queued", "running", "done", "failed") else "unknown",
+                    "position": ahead.get(r.job), "points": fmt(points) if points is not None else None,
+                    "score": float(points) if points is not None else None,
+                    "max_points": fmt(r.max_points) if r.max_points is not None else None, "late": late,
+                    "feedback": shown, "open": False,
+                    # (the staff's: an explanation of each exercise that lost points, hidden inputs and all)
+                    "lost": [e["exercise"] for e in (now or {}).get("exercises") or [] if who.instructor
+                             and float(e.get("points", 0)) < float(e.get("max_points", 0)) - 1e-9]})
+    if sort == "score":         # (by the points as they are now, not as they were stored)
+        out.sort(key=lambda row: (row["score"] is None, -(row["score"] or 0.0), -row["id"]))
+    if open_latest and out:
+        out[0]["open"] = True
+    return out

@@ -1,0 +1,116 @@
+"""Every query the routes make, in one place: a route handler holds no SQL.
+
+Each function takes the engine (and plain values) and returns rows or plain data; none raises an HTTP
+error (a route decides what a missing row means to its caller).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.engine import Engine, Row
+
+from autograder.service.db import ExtensionGrant, Job, Result, Submission, Token, writing
+
+#: At most this many rows in a listing (the API's, a page's).
+API_ROWS = 10_000
+PAGE_ROWS = 2000
+
+
+def submission(engine: Engine, submission_id: int) -> tuple[Any, Any, Any]:
+    """(the submission's id, student, assignment, received_at; its latest job's id and state; its stored
+    result or None). The first is None when there is no such submission."""
+    with engine.connect() as conn:
+        sub = conn.execute(select(Submission.id, Submission.student, Submission.assignment,
+                                  Submission.received_at).where(Submission.id == submission_id)).first()
+        if sub is None:
+            return None, None, None
+        job = conn.execute(select(Job.id, Job.state).where(Job.submission_id == submission_id)
+                           .order_by(Job.id.desc()).limit(1)).first()
+        result = conn.execute(select(Result.result).where(Result.submission_id == submission_id)).scalar()
+    return sub, job, result
+
+
+def submissions(engine: Engine, *, student: str | None = None, assignment: str | None = None) -> Sequence[Any]:
+    """(id, student, assignment) of the submissions, oldest first: one student's where ``student`` is given."""
+    query = select(Submission.id, Submission.student, Submission.assignment).order_by(Submission.id)
+    if student is not None:
+        query = query.where(Submission.student == student)
+    if assignment is not None:
+        query = query.where(Submission.assignment == assignment)
+    with engine.connect() as conn:
+        return conn.execute(query.limit(API_ROWS)).all()
+
+
+def latest_rows(engine: Engine, *, student: str | None = None, assignment: str | None = None,
+                state: str | None = None, by_score: bool = False) -> Sequence[Row[Any]]:
+    """Each submission with its latest job (id, state) and its stored result where graded: the pages' listing."""
+    latest = (select(Job.submission_id, func.max(Job.id).label("job")).group_by(Job.submission_id).subquery())
+    query = (select(Submission.id, Submission.student, Submission.assignment, Submission.received_at,
+                    Job.id.label("job"), Job.state, Result.points, Result.max_points, Result.result)
+             .join(latest, latest.c.submission_id == Submission.id)
+             .join(Job, Job.id == latest.c.job)
+             .join(Result, Result.submission_id == Submission.id, isouter=True))
+    if student is not None:
+        query = query.where(Submission.student == student)
+    if assignment:
+        query = query.where(Submission.assignment == assignment)
+    if state:
+        query = query.where(Job.state == state)
+    query = query.order_by(Result.points.desc().nulls_last(), Submission.id.desc()) if by_score \
+        else query.order_by(Submission.id.desc())
+    with engine.connect() as conn:
+        return conn.execute(query.limit(PAGE_ROWS)).all()
+
+
+def submitted_since(engine: Engine, student: str, assignment: str, since: dt.datetime) -> int:
+    """How many submissions ``student`` made of ``assignment`` since ``since`` (an aware time)."""
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(Submission).where(
+            Submission.student == student, Submission.assignment == assignment,
+            Submission.received_at >= since.astimezone(dt.timezone.utc))).scalar_one())
+
+
+def graded_notebook(engine: Engine, submission_id: int) -> Row[Any] | None:
+    """(student, assignment, data, result) of a graded submission, or None."""
+    with engine.connect() as conn:
+        return conn.execute(select(Submission.student, Submission.assignment, Submission.data, Result.result)
+                            .join(Result, Result.submission_id == Submission.id)
+                            .where(Submission.id == submission_id)).first()
+
+
+def submission_ids(engine: Engine, *, submission_id: int | None = None, assignment: str | None = None) -> list[int]:
+    """The ids of one submission (where it exists) or of every submission of an assignment."""
+    query = select(Submission.id)
+    if submission_id is not None:
+        query = query.where(Submission.id == submission_id)
+    if assignment is not None:
+        query = query.where(Submission.assignment == assignment)
+    with engine.connect() as conn:
+        return list(conn.execute(query).scalars())
+
+
+def known_students(engine: Engine) -> set[str]:
+    """The class as the service knows it: students with a token (the roster), or with a submission."""
+    with engine.connect() as conn:
+        known = set(conn.execute(select(Token.who).where(Token.role == "student")).scalars())
+        known |= set(conn.execute(select(Submission.student).distinct()).scalars())
+    return known
+
+
+def grant_extension(engine: Engine, *, student: str, assignment: str, due: dt.datetime, reason: str,
+                    granted_by: str) -> None:
+    with writing(engine).begin() as conn:
+        conn.execute(insert(ExtensionGrant).values(student=student, assignment=assignment, due=due, reason=reason,
+                                                   granted_by=granted_by,
+                                                   granted_at=dt.datetime.now(dt.timezone.utc)))
+
+
+def revoke_extensions(engine: Engine, student: str, assignment: str) -> int:
+    """Every grant of ``student`` on ``assignment`` removed: how many there were."""
+    with writing(engine).begin() as conn:
+        gone = conn.execute(delete(ExtensionGrant).where(ExtensionGrant.student == student,
+                                                         ExtensionGrant.assignment == assignment))
+    return int(gone.rowcount or 0)

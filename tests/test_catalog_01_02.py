@@ -169,7 +169,7 @@ def _tanh_derivative_cosh(z):
 
 def _rnn_forward_numpy(seq, W_hh=0.9, W_xh=0.5):
     h = np.float64(0.0)
-    for x in seq:
+    for x in np.asarray(seq, dtype=np.float64):     # (a list, an array or a tensor: the statement allows each)
         h = np.tanh(W_hh * h + W_xh * x)
     return h                                   # numpy.float64 is a Python float
 

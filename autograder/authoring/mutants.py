@@ -112,6 +112,8 @@ def mutant_namespace(module: str, function: str, source: str, root: Path) -> dic
 def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = range(3)) -> list[str]:
     """Where the mutant and the reference differ on the inputs of every check (public and hidden) of its
     exercise, on several seeds of random inputs: [] when they never do."""
+    import torch
+
     from autograder import catalog as C
     from autograder.probes import execute
     from autograder.grading.references import reference as solution_for
@@ -124,8 +126,14 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
     differences: list[str] = []
 
     def runner(request: Any) -> Any:
+        # Both start from the same global random state: a call that draws from the global numbers (an unseeded
+        # sample) draws the same in either, as any two runs of one answer would from that state.
+        before = torch.random.get_rng_state()
         want = execute(ref_ns, C.copied(request))
+        after = torch.random.get_rng_state()
+        torch.random.set_rng_state(before)
         got = execute(mut_ns, C.copied(request))
+        torch.random.set_rng_state(after)
         if want.status != got.status or (want.status == "error" and want.error_type != got.error_type):
             differences.append(f"{request.site or ex.function}: reference {want.status} {want.error_type}, "
                                f"mutant {got.status} {got.error_type} {got.error}".strip())

@@ -1,4 +1,5 @@
-"""No unstated requirement: every hidden check names what the student was told.
+"""No unstated requirement, and no unenforced one: every hidden check names what the student was told,
+and every requirement sentence is enforced by a check.
 
 A hidden check may test only what its exercise's statement says. Each declares the requirement it
 enforces (:class:`~autograder.catalog.Check`): ``statement=``, words of the statement, or ``same_as=``,
@@ -10,11 +11,23 @@ cell (``exX_Y_statement``), its stub (``exX_Y`` outside the solution region: the
 and the notebook's other markdown cells that belong to no exercise (the introduction with the notebook's
 conventions, explanations, the summary). Matching
 ignores whitespace and Markdown's emphasis and code marks, so a quote need not copy the line breaks.
+
+The other direction: an exercise's *requirements* are the sentences of its statement cell under the bold
+headings 任务 (task), 要求 (requirements) and 禁止调用 (forbidden calls), up to the next other heading
+or the 提示 (hint) paragraph, and every display formula ($$...$$) of the cell; each bullet, each sentence
+(split at 。), each table row, each formula and the signature in the cell's title is one. Each
+must be enforced: a check (public or hidden) whose ``statement=`` is words of that sentence covers it (a
+hidden check's ``same_as=`` covers what its public twin covers); an alternative at full marks with
+``statement=`` covers a permission ("其余 torch 函数都可以用"); and a sentence the statement itself
+leaves ungraded is declared so with :func:`~autograder.catalog.not_graded` and a reason. Any other
+sentence is an *unenforced requirement* and fails validate (issue: 5.7 said ties go to the lowest
+index and no check fed a tie).
 """
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +80,8 @@ def statement_texts(course: Course) -> dict[str, str]:
 
 
 def requirement_gaps(course: Course, exercises: list[str] | None = None) -> list[str]:
-    """One line per hidden check whose requirement is missing or not found."""
+    """One line per hidden check whose requirement is missing or not found, and per public check or
+    alternative whose ``statement=`` is not found."""
     from autograder import catalog as C
 
     texts = statement_texts(course)
@@ -77,6 +91,16 @@ def requirement_gaps(course: Course, exercises: list[str] | None = None) -> list
             continue
         public = {c.name for c in C.checks_for(ex.id, (C.Audience.PUBLIC,))}
         said = normalized(texts.get(ex.id, ""))
+        for c in C.checks_for(ex.id, (C.Audience.PUBLIC,)):
+            for words in c.statements:
+                if normalized(words) not in said:
+                    gaps.append(f"{ex.id}/{c.name}: statement={words!r} is not in what the student reads for "
+                                f"{ex.id} (its statement cell, its stub, the notebook's other text)")
+        for alt in C.ALTERNATIVES.get(ex.id, []):
+            for words in alt.statements:
+                if normalized(words) not in said:
+                    gaps.append(f"{ex.id}/alternative {alt.name}: statement={words!r} is not in what the "
+                                f"student reads for {ex.id}")
         for c in C.checks_for(ex.id, (C.Audience.HIDDEN,)):
             if c.statement is None and c.same_as is None:
                 gaps.append(f"{ex.id}/{c.name}: names no requirement (statement= words of the statement, or "
@@ -85,7 +109,141 @@ def requirement_gaps(course: Course, exercises: list[str] | None = None) -> list
             if c.same_as is not None and c.same_as not in public:
                 gaps.append(f"{ex.id}/{c.name}: same_as={c.same_as!r} is not a public check of {ex.id} "
                             f"(they are: {', '.join(sorted(public)) or 'none'})")
-            if c.statement is not None and normalized(c.statement) not in said:
-                gaps.append(f"{ex.id}/{c.name}: statement={c.statement!r} is not in what the student reads for "
-                            f"{ex.id} (its statement cell, its stub, the notebook's other text)")
+            for words in c.statements:
+                if normalized(words) not in said:
+                    gaps.append(f"{ex.id}/{c.name}: statement={words!r} is not in what the student reads for "
+                                f"{ex.id} (its statement cell, its stub, the notebook's other text)")
     return gaps
+
+
+# -- the other direction: every requirement sentence enforced --------------------------------------------------
+
+#: The bold headings whose text is requirements (task, requirements, forbidden calls).
+_REQUIREMENT_HEADINGS = ("任务", "要求", "禁止调用")
+_HEADING = re.compile(r"^\*\*([^*]+)\*\*")
+_SIGNATURE = re.compile(r"`[A-Za-z_]\w*\(.*\)`")
+
+
+@dataclass
+class Requirement:
+    """One requirement sentence of an exercise and what enforces it."""
+
+    exercise: str
+    sentence: str
+    checks: list[str] = field(default_factory=list)          # "public/name" or "hidden/name"
+    alternatives: list[str] = field(default_factory=list)    # permissions shown by an alternative
+    not_graded: str | None = None                              # why no check enforces it, as declared
+
+    @property
+    def enforced(self) -> bool:
+        return bool(self.checks or self.alternatives or self.not_graded)
+
+
+def requirement_lines(statement: str) -> list[str]:
+    """The lines of a statement cell under the requirement headings (see the module docstring)."""
+    out: list[str] = []
+    on = False
+    formula: list[str] = []
+    for line in statement.splitlines():
+        if formula or (line.lstrip().startswith("$$") and not on):
+            formula.append(line.strip())      # a display formula anywhere in the cell: what is computed
+            joined = " ".join(formula)
+            if len(joined) > 2 and joined.endswith("$$"):
+                out.append(joined)
+                formula = []
+            continue
+        signature = _SIGNATURE.search(line) if line.startswith("#") else None
+        if signature:
+            out.append(signature.group(0))        # the signature in the title: its defaults are requirements too
+            continue
+        m = _HEADING.match(line)
+        if m:
+            title = m.group(1).strip()
+            on = title in _REQUIREMENT_HEADINGS
+            rest = line[m.end():].lstrip("：: ")
+            if on and rest:
+                out.append((title if title not in ("任务", "要求") else "") + rest)
+            continue
+        if line.lstrip().startswith("提示"):
+            on = False
+        elif on and line.strip():
+            out.append(line.strip())
+    return out
+
+
+def split_sentences(lines: list[str]) -> list[str]:
+    """Bullets split at 。, and table rows (not the header or the rule), each one requirement."""
+    out: list[str] = []
+    header = True
+    for line in lines:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if set("".join(cells)) <= set("-: "):
+                continue
+            if not header:
+                out.append(" | ".join(cells))
+            header = False
+            continue
+        header = True
+        line = re.sub(r"^[-*] ", "", line)
+        if line.startswith("$$"):
+            out.append(line)
+            continue
+        out.extend(p.strip() for p in re.split(r"(?<=。)", line) if p.strip())
+    return out
+
+
+def statement_requirements(course: Course) -> dict[str, list[str]]:
+    """exercise ID -> its requirement sentences, as the source notebook states them."""
+    out: dict[str, list[str]] = {}
+    for a in course.assignments:
+        path = course.root / "source" / a.id / a.notebook
+        if not path.is_file():
+            path = course.root / "release" / a.id / a.notebook
+        cells = {(c.get("metadata", {}).get("nbgrader") or {}).get("grade_id", ""): c for c in _cells(path)}
+        for e in a.exercises:
+            cell = cells.get(grade_id(e.id) + "_statement")
+            out[e.id] = split_sentences(requirement_lines(_text(cell))) if cell else []
+    return out
+
+
+def _covers(words: str, sentence: str) -> bool:
+    w, s = normalized(words), normalized(sentence)
+    return bool(w) and (w in s or s in w)
+
+
+def requirement_coverage(course: Course, exercises: list[str] | None = None) -> tuple[list[Requirement], list[str]]:
+    """Every requirement sentence with what enforces it, and one line per problem: a sentence nothing enforces,
+    a :func:`~autograder.catalog.not_graded` declaration whose words are in no sentence (or in several)."""
+    from autograder import catalog as C
+
+    found: list[Requirement] = []
+    problems: list[str] = []
+    for ex_id, sentences in statement_requirements(course).items():
+        if exercises and ex_id not in exercises:
+            continue
+        checks = C.CHECKS.get(ex_id, [])
+        public = {c.name: c for c in checks if c.audience is C.Audience.PUBLIC}
+        reqs = [Requirement(ex_id, s) for s in sentences]
+        for r in reqs:
+            for c in checks:
+                words = list(c.statements)
+                if c.same_as in public:
+                    words += public[c.same_as].statements
+                if any(_covers(w, r.sentence) for w in words):
+                    r.checks.append(f"{c.audience.value}/{c.name}")
+            r.alternatives = [a.name for a in C.ALTERNATIVES.get(ex_id, [])
+                              if any(_covers(w, r.sentence) for w in a.statements)]
+        for ng in C.NOT_GRADED.get(ex_id, []):
+            hits = [r for r in reqs if normalized(ng.words) in normalized(r.sentence)]
+            if len(hits) != 1:
+                problems.append(f"{ex_id}: not_graded({ng.words!r}) is in {len(hits)} requirement sentences, "
+                                f"not one")
+            for r in hits:
+                r.not_graded = ng.why
+        for r in reqs:
+            if not r.enforced:
+                problems.append(f"{ex_id}: no check enforces «{r.sentence}» (give a check statement= words of "
+                                f"it, or declare it not graded in hidden.py with the reason)")
+        found.extend(reqs)
+    return found, problems

@@ -5,7 +5,8 @@
 * every correct alternative (each assignment's ``alternatives.py``) scores full marks too, graded in
   the sandbox as a submission on several seeds (:mod:`autograder.authoring.alternatives`);
 * every hidden check names the requirement it enforces, and that requirement is in what the student
-  reads or is a public check (:mod:`autograder.authoring.requirements`);
+  reads or is a public check; and every requirement sentence of every statement is enforced by a check
+  (or shown by an alternative, or declared not graded with a reason) (:mod:`autograder.authoring.requirements`);
 * every known mistake loses points on at least one check and is diagnosed as
   itself (not as another mistake, not undiagnosed); graded in the sandbox inside an otherwise correct
   notebook, on every seed, it loses points on its own exercise and nowhere else (``only-loses``).
@@ -44,10 +45,13 @@ class Validation:
     alternatives: list[Any] = field(default_factory=list)     # alternatives.AlternativeVerdict
     requirements: list[str] = field(default_factory=list)     # hidden checks whose requirement is not found
     only_loses: list[Any] = field(default_factory=list)       # alternatives.OnlyLosesVerdict: mistakes as notebooks
+    coverage: list[Any] = field(default_factory=list)         # requirements.Requirement: each sentence, its checks
+    unenforced: list[str] = field(default_factory=list)       # requirement sentences nothing enforces
 
     @property
     def ok(self) -> bool:
-        return not self.reference_failures and not self.missing and not self.requirements and all(
+        return not self.reference_failures and not self.missing and not self.requirements and not \
+            self.unenforced and all(
             v.caught and v.diagnosed for v in self.verdicts) and all(a.fair for a in self.alternatives) and all(
             m.ok for m in self.only_loses)
 
@@ -98,7 +102,7 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
             named = sorted({r.mistake for r in result.checks if r.mistake})
             verdicts.append(MistakeVerdict(ex.id, m.name, result.points < ex.points - 1e-9,
                                            named == [m.name], named, result.points, ex.points))
-    from autograder.authoring.requirements import requirement_gaps
+    from autograder.authoring.requirements import requirement_coverage, requirement_gaps
 
     graded: list[Any] = []
     only_loses: list[Any] = []
@@ -118,7 +122,9 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
             with tempfile.TemporaryDirectory(prefix="autograder-mistakes-") as tmp:
                 only_loses = grade_mistakes(course, wrong, seeds=len(seeds), jobs=jobs, workdir=Path(tmp),
                                             progress=progress)
-    return Validation(ref_fail, verdicts, missing, graded, requirement_gaps(course, exercises), only_loses)
+    coverage, unenforced = requirement_coverage(course, exercises)
+    return Validation(ref_fail, verdicts, missing, graded, requirement_gaps(course, exercises), only_loses,
+                      coverage, unenforced)
 
 
 def print_report(v: Validation, console: Any = None) -> None:
@@ -164,9 +170,57 @@ def print_report(v: Validation, console: Any = None) -> None:
         console.print(f"[red]reference solution fails[/] {line}")
     for line in v.missing:
         console.print(f"[red]gap[/] {line}")
+    if v.coverage:
+        table = Table(title="Requirements: every sentence of every statement, and what enforces it")
+        for col in ("exercise", "sentences", "by checks", "by alternatives", "declared not graded", "unenforced"):
+            table.add_column(col)
+        for ex, rows in _by_exercise(v.coverage).items():
+            unenforced = sum(not r.enforced for r in rows)
+            table.add_row(ex, str(len(rows)), str(sum(bool(r.checks) for r in rows)),
+                          str(sum(bool(r.alternatives) and not r.checks for r in rows)),
+                          str(sum(bool(r.not_graded) and not r.checks and not r.alternatives for r in rows)),
+                          f"[red]{unenforced}[/]" if unenforced else "0")
+        console.print(table)
     for line in v.requirements:
         console.print(f"[red]unstated requirement[/] {escape(line)}")
+    for line in v.unenforced:
+        console.print(f"[red]unenforced requirement[/] {escape(line)}")
     console.print("[green]catalog fair and sound[/]" if v.ok else "[red]catalog has gaps[/]")
+
+
+def _by_exercise(coverage: list[Any]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for r in coverage:
+        out.setdefault(r.exercise, []).append(r)
+    return out
+
+
+def requirements_markdown(v: Validation, course: Course) -> str:
+    """Every requirement sentence of every statement with the checks that enforce it (``--requirements``)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"# Requirements of {course.name}, each with what enforces it", "",
+             "Written by `autograder validate --no-alternatives --requirements requirements.md` (a test keeps it "
+             "current). Each sentence under 任务, 要求 and 禁止调用 in an exercise's statement, each display "
+             "formula and the signature in its title is a requirement; `autograder validate` fails on one that no "
+             "check enforces, no alternative shows allowed and no declaration in `hidden.py` says is not graded.", ""]
+    totals = [0, 0, 0, 0]
+    for ex, rows in _by_exercise(v.coverage).items():
+        lines += [f"## {ex}", "", "| requirement | enforced by |", "|---|---|"]
+        for r in rows:
+            by = [f"`{c}`" for c in r.checks] + [f"alternative `{a}`" for a in r.alternatives]
+            if r.not_graded and not by:
+                by.append(f"not graded: {r.not_graded}")
+            lines.append(f"| {cell(r.sentence)} | {cell(', '.join(by) or '**NOTHING**')} |")
+            totals[0] += 1
+            totals[1] += bool(r.checks)
+            totals[2] += bool(r.alternatives) and not r.checks
+            totals[3] += bool(r.not_graded) and not r.checks and not r.alternatives
+        lines.append("")
+    lines += [f"{totals[0]} requirement sentences: {totals[1]} enforced by checks, {totals[2]} permissions shown by "
+              f"alternatives, {totals[3]} declared not graded.", ""]
+    return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -182,6 +236,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "exit 1 on any that keeps full marks and is not a declared equivalent (mutants.yml)")
     parser.add_argument("--html", type=Path, default=None, metavar="PATH",
                         help="the HTML report (default: validate.html; with --mutants: validate-mutants.html)")
+    parser.add_argument("--requirements", type=Path, default=None, metavar="PATH",
+                        help="also write every requirement sentence with the checks that enforce it, as Markdown")
     parser.add_argument("--sample", type=int, default=0, metavar="N",
                         help="with --mutants: a fixed, seeded subset of N mutants per exercise (default: all)")
     parser.add_argument("--sample-seed", type=int, default=0, metavar="S", help="with --sample: the seed")
@@ -208,6 +264,9 @@ def run(args: argparse.Namespace) -> int:
     page = args.html or Path("validate.html")
     page.write_text(html_report(result, load_course()), encoding="utf-8")
     console.print(f"wrote {page}")
+    if args.requirements:
+        args.requirements.write_text(requirements_markdown(result, load_course()), encoding="utf-8")
+        console.print(f"wrote {args.requirements}")
     return 0 if result.ok else 1
 
 
@@ -231,7 +290,16 @@ def html_report(v: Validation, course: Course) -> str:
     gaps = "".join(f"<li class='bad'>{e(x)}</li>" for x in
                    [f"reference solution fails {x}" for x in v.reference_failures] + v.missing +
                    [f"unstated requirement {x}" for x in v.requirements] +
+                   [f"unenforced requirement {x}" for x in v.unenforced] +
                    [f"mistake {m.exercise}/{m.name} graded as a notebook: {m.said}" for m in v.only_loses if not m.ok])
+    def enforcers(r: Any) -> str:
+        by = r.checks + [f"alternative {a}" for a in r.alternatives] + (
+            [f"not graded: {r.not_graded}"] if r.not_graded else [])
+        return "<br>".join(e(x) for x in by) or "NOTHING"
+
+    requirements = "".join(
+        f"<tr><td>{e(r.exercise)}</td><td lang='zh'>{e(r.sentence)}</td>"
+        f"<td{'' if r.enforced else ' class=bad'}>{enforcers(r)}</td></tr>" for r in v.coverage)
     verdict = "<p class='ok'>Catalog fair and sound.</p>" if v.ok else "<p class='bad'>The catalog has gaps.</p>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Validate: {e(course.name)}</title>
@@ -249,6 +317,10 @@ student's notebook (every public and hidden check) on several seeds; the whole n
 <th>points lost</th></tr>{alternatives}</table>
 <h2>Known mistakes ({sum(m.caught and m.diagnosed for m in v.verdicts)}/{len(v.verdicts)} caught and named)</h2>
 <table><tr><th>exercise</th><th>mistake</th><th>caught</th><th>named</th><th>score</th></tr>{mistakes}</table>
+<h2>Requirements ({sum(r.enforced for r in v.coverage)}/{len(v.coverage)} enforced)</h2>
+<p>Each sentence of each statement's task, requirements and forbidden calls, each formula and each signature,
+with the checks that enforce it.</p>
+<table><tr><th>exercise</th><th>requirement</th><th>enforced by</th></tr>{requirements}</table>
 <h2>Gaps</h2>{f"<ul>{gaps}</ul>" if gaps else "<p class='ok'>None.</p>"}
 <p>Mutants: <code>autograder validate --mutants</code> writes <code>validate-mutants.html</code>.</p>
 </body></html>

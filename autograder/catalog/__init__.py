@@ -44,9 +44,10 @@ from __future__ import annotations
 # What a course's checks import: `from autograder.catalog import Audience, Context, Kind, check, ...`.
 from autograder.config import ALTERNATIVES_FILE, COURSE_FILES, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE  # noqa: F401
 from autograder.messages import Msg  # noqa: F401
-from autograder.catalog.declarations import (ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, OUTPUT_KINDS, SPECS,
-                                             Alternative, alternative, Audience, Check, check, checks_for, exercise,
-                                             ExerciseSpec, Kind, Mistake, mistake, near_answer)  # noqa: F401
+from autograder.catalog.declarations import (ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, NOT_GRADED, OUTPUT_KINDS,
+                                             SPECS, Alternative, alternative, Audience, Check, check, checks_for,
+                                             exercise, ExerciseSpec, Kind, Mistake, mistake, near_answer, not_graded,
+                                             NotGraded)  # noqa: F401
 from autograder.catalog.outcomes import (BRIEF_LIMIT, brief, CheckFailed, CheckResult, ExerciseResult, hidden_message,
                                          number_free, safe_name, Status)  # noqa: F401
 from autograder.catalog.compare import as_float64, compare, mismatch, values_match  # noqa: F401

@@ -40,6 +40,10 @@ OUTPUT_KINDS = frozenset({Kind.NUMERIC, Kind.FACT, Kind.GRADIENT})
 CheckFn = Callable[["Context"], "Generator[None, None, None] | None"]
 
 
+def _words(statement: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    return () if statement is None else (statement,) if isinstance(statement, str) else tuple(statement)
+
+
 @dataclass(frozen=True)
 class Check:
     exercise: str
@@ -56,9 +60,14 @@ class Check:
     #: ``statement``, words the exercise's statement says (its markdown cell, the stub's docstring
     #: or the notebook's conventions), and/or ``same_as``, the name of a public check of the same
     #: exercise that tests the same property on other inputs. ``autograder validate`` fails a hidden
-    #: check that names neither, or names one that is not there.
-    statement: str | None = None
+    #: check that names neither, or names one that is not there. A public check names its requirement the
+    #: same way, so that every requirement sentence has a check (a tuple where it enforces several).
+    statement: str | tuple[str, ...] | None = None
     same_as: str | None = None
+
+    @property
+    def statements(self) -> tuple[str, ...]:
+        return _words(self.statement)
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,24 @@ class Alternative:
     name: str
     description: Msg
     fn: Callable[..., Any]
+    #: The words of the statement this alternative shows to be allowed ("其余 torch 函数都可以用"): a
+    #: permission is a requirement sentence that no check can enforce and an alternative at full marks proves.
+    statement: str | tuple[str, ...] | None = None
+
+    @property
+    def statements(self) -> tuple[str, ...]:
+        return _words(self.statement)
+
+
+@dataclass(frozen=True)
+class NotGraded:
+    """A sentence of an exercise's requirements that no check enforces, on purpose: the statement itself
+    says it is not graded ("初始化不计分"), or it promises what the inputs are, or it informs. ``words``
+    are words of that sentence; ``why`` says which, for the instructor reading validate."""
+
+    exercise: str
+    words: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -102,6 +129,10 @@ SPECS: dict[str, ExerciseSpec] = {}
 ALTERNATIVES: dict[str, list[Alternative]] = {}
 
 
+#: exercise -> the requirement sentences declared not graded (hidden.py; see :class:`NotGraded`).
+NOT_GRADED: dict[str, list[NotGraded]] = {}
+
+
 #: exercise -> regular expressions of code that solves it in one line without being a line of its
 #: reference (declared in hidden.py: they describe answers). ``autograder build`` refuses a student
 #: bundle with a line that matches (matched with all whitespace removed).
@@ -109,7 +140,7 @@ NEAR_ANSWERS: dict[str, tuple[str, ...]] = {}
 
 
 def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en: str,
-          weight: float = 1.0, needs_output: bool | None = None, *, statement: str | None = None,
+          weight: float = 1.0, needs_output: bool | None = None, *, statement: str | tuple[str, ...] | None = None,
           same_as: str | None = None) -> Callable[[CheckFn], CheckFn]:
     """Decorator: declare a check of ``exercise``.
 
@@ -144,18 +175,20 @@ def mistake(exercise: str, name: str, zh: str, en: str) -> Callable[[Callable[..
     return register
 
 
-def alternative(exercise: str, name: str, zh: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def alternative(exercise: str, name: str, zh: str, en: str, *,
+                statement: str | tuple[str, ...] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: declare a correct alternative implementation of ``exercise`` (alternatives.py).
 
     The function (or class) has the student's signature; its source, renamed to the exercise's
     function and with the module's imports before it, becomes the student's solution cell.
+    ``statement``: words of a permission it exercises (see :class:`Alternative`).
     """
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         existing = ALTERNATIVES.setdefault(exercise, [])
         if any(a.name == name for a in existing):
             raise ValueError(f"alternative {exercise}/{name} declared twice")
-        existing.append(Alternative(exercise, name, Msg(zh, en), fn))
+        existing.append(Alternative(exercise, name, Msg(zh, en), fn, statement))
         return fn
 
     return register
@@ -172,6 +205,11 @@ def exercise(exercise_id: str, forbidden: Iterable[str] = ()) -> None:
         raise ValueError(f"exercise {exercise_id}: forbidden calls {', '.join(map(repr, wrong))} are not in "
                          f"autograder/forbidden.py (known: {', '.join(NAMES)})")
     SPECS[exercise_id] = ExerciseSpec(exercise_id, names)
+
+
+def not_graded(exercise_id: str, words: str, why: str) -> None:
+    """Declare a requirement sentence of ``exercise_id`` that no check enforces, and why (see :class:`NotGraded`)."""
+    NOT_GRADED.setdefault(exercise_id, []).append(NotGraded(exercise_id, words, why))
 
 
 def near_answer(exercise_id: str, *patterns: str) -> None:

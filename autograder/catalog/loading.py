@@ -8,7 +8,7 @@ import importlib.util
 from typing import Any
 
 from autograder.config import ALTERNATIVES_FILE, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE
-from autograder.catalog.declarations import ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, SPECS
+from autograder.catalog.declarations import ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, NOT_GRADED, SPECS
 
 
 #: The package the course's own modules are imported under: ``autograder_course.<module>.checks``,
@@ -51,6 +51,7 @@ def _forget_course() -> None:
     ALTERNATIVES.clear()
     SPECS.clear()
     NEAR_ANSWERS.clear()
+    NOT_GRADED.clear()
     _LOADED.clear()
 
 

@@ -73,7 +73,8 @@ def _tanh_elementwise_loop(z):
 
 
 @alternative("1.1", "float64-and-back", zh="在 float64 里算，再转回输入的 dtype",
-             en="computed in float64, cast back to the input's dtype")
+             en="computed in float64, cast back to the input's dtype",
+             statement="中间在 float64 里算（比如用了 `np.float64(...)`、`.astype(np.float64)`）也可以，但返回之前要转回输入的 dtype")
 def _tanh_float64_and_back(z):
     # More precision inside, the input's dtype outside (.to(z.dtype) / .astype(z.dtype)).
     if isinstance(z, torch.Tensor):

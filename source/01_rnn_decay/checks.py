@@ -178,7 +178,9 @@ def _tanh_table(ctx: Context) -> Iterator[None]:
 @check("1.1", "same-kind", P, Kind.SHAPE,
        zh="返回与输入同类：float、ndarray、Tensor（形状与 dtype 不变：float32 进 float32 出，float64 进 float64 出）",
        en="returns the kind it was given: float, ndarray, Tensor (same shape and dtype: float32 in, float32 out; "
-          "float64 in, float64 out)")
+          "float64 in, float64 out)",
+       statement=("返回**同一种东西**：浮点数进、浮点数出；数组进、同形状且同 dtype 的数组出；张量进、同形状且同 dtype、"
+                  "同设备的张量出", "dtype 不变的意思是 float32 进、float32 出，float64 进、float64 出"))
 def _tanh_kind(ctx: Context) -> Iterator[None]:
     pending = ctx.start(0.7)
     yield      # the next check begins here, while the worker runs this call
@@ -223,7 +225,8 @@ def autograd_tanh_grad(z: object) -> torch.Tensor:
 
 
 @check("1.1", "matches-torch", P, Kind.NUMERIC, zh="与 torch 自动求导给出的 tanh 导数一致（Tensor、ndarray、float）",
-       en="agrees with the derivative of torch.tanh that autograd computes (Tensor, ndarray, float)", weight=2)
+       en="agrees with the derivative of torch.tanh that autograd computes (Tensor, ndarray, float)", weight=2,
+       statement=(r"\tanh'(z) = 1-\tanh^2(z)", r"写 `tanh_derivative(z)`，逐元素计算 $1-\tanh^2(z)$"))
 def _tanh_numeric(ctx: Context) -> None:
     a, b, c = ctx.sizes(3)
     for dtype, shape in ((torch.float32, (a, b)), (torch.float64, (c, a, b))):
@@ -242,7 +245,8 @@ def _tanh_numeric(ctx: Context) -> None:
 
 
 # -- 1.2 rnn_forward -------------------------------------------------------------
-@check("1.2", "returns-float", P, Kind.SHAPE, zh="返回 Python float", en="returns a Python float")
+@check("1.2", "returns-float", P, Kind.SHAPE, zh="返回 Python float", en="returns a Python float",
+       statement="类型是 Python `float`")
 def _rnn_forward_type(ctx: Context) -> Iterator[None]:
     pending = ctx.start(random_sequence(ctx, ctx.sizes(1)[0]))
     yield      # the next check begins here, while the worker runs this call
@@ -250,7 +254,8 @@ def _rnn_forward_type(ctx: Context) -> Iterator[None]:
 
 
 @check("1.2", "chapter-decay", P, Kind.FACT, zh="本章的衰减：h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021（L = 5/10/20/50）",
-       en="the chapter's decay: h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021 at L = 5/10/20/50")
+       en="the chapter's decay: h_L = 0.2610 / 0.1452 / 0.0493 / 0.0021 at L = 5/10/20/50",
+       statement=(r"h_t = \tanh(0.9\,h_{t-1} + 0.5\,x_t)", "rnn_forward(seq, W_hh=0.9, W_xh=0.5)"))
 def _rnn_forward_fact(ctx: Context) -> Iterator[None]:
     started = [ctx.start(one_hot_sequence(length)) for length in DECAY_LENGTHS]
     yield      # the next check begins here, while the worker runs these calls
@@ -261,7 +266,9 @@ def _rnn_forward_fact(ctx: Context) -> Iterator[None]:
 
 
 @check("1.2", "matches-torch-rnn", P, Kind.NUMERIC, zh="与 nn.RNN(1, 1) 一致（随机序列与权重）",
-       en="agrees with nn.RNN(1, 1) (random sequences and weights)", weight=2)
+       en="agrees with nn.RNN(1, 1) (random sequences and weights)", weight=2,
+       statement=(r"h_t = \tanh(0.9\,h_{t-1} + 0.5\,x_t)", "rnn_forward(seq, W_hh=0.9, W_xh=0.5)",
+                  "从 $h_0 = 0$ 开始逐个读入，返回最后的隐状态"))
 def _rnn_forward_numeric(ctx: Context) -> Iterator[None]:
     started = []
     for length in ctx.sizes(3, 2, 12):
@@ -284,7 +291,8 @@ def _rnn_forward_numeric(ctx: Context) -> Iterator[None]:
 
 
 # -- 1.3 attention_residual ------------------------------------------------------
-@check("1.3", "returns-float", P, Kind.SHAPE, zh="返回 Python float", en="returns a Python float")
+@check("1.3", "returns-float", P, Kind.SHAPE, zh="返回 Python float", en="returns a Python float",
+       statement="返回 `seq` 的加权和，类型是 Python `float`")
 def _residual_type(ctx: Context) -> Iterator[None]:
     pending = ctx.start(random_sequence(ctx, ctx.sizes(1)[0]))
     yield      # the next check begins here, while the worker runs this call
@@ -303,7 +311,9 @@ def _residual_fact(ctx: Context) -> Iterator[None]:
 
 
 @check("1.3", "matches-closed-form", P, Kind.NUMERIC, zh="随机序列与 alpha：alpha * seq[0]",
-       en="random sequences and alpha: alpha * seq[0]", weight=2)
+       en="random sequences and alpha: alpha * seq[0]", weight=2,
+       statement=(r"\text{out} = \sum_i w_i\,x_i", "attention_residual(seq, alpha=0.6)",
+                  "位置 0 的权重为 `alpha`，其余位置权重为 0，返回 `seq` 的加权和"))
 def _residual_numeric(ctx: Context) -> Iterator[None]:
     started = []
     for length in ctx.sizes(3, 2, 12):
@@ -330,7 +340,8 @@ def _decay_reference(lengths: list[int], W_hh: float, W_xh: float, alpha: float)
 
 
 @check("1.4", "shape", P, Kind.SHAPE, zh="返回形状为 (len(lengths), 2) 的 NumPy 浮点数组",
-       en="returns a floating NumPy array of shape (len(lengths), 2)")
+       en="returns a floating NumPy array of shape (len(lengths), 2)",
+       statement="返回形状为 `(len(lengths), 2)` 的 NumPy 数组")
 def _table_shape(ctx: Context) -> Iterator[None]:
     lengths = ctx.sizes(3, 1, 12)
     pending = ctx.start(lengths)
@@ -339,7 +350,8 @@ def _table_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("1.4", "chapter-table", P, Kind.FACT, zh="本章的表：L = 5/10/20/50 时 RNN 与注意力的残留",
-       en="the chapter's table: RNN and attention residuals at L = 5/10/20/50")
+       en="the chapter's table: RNN and attention residuals at L = 5/10/20/50",
+       statement="decay_table(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6)")
 def _table_fact(ctx: Context) -> Iterator[None]:
     pending = ctx.start(list(DECAY_LENGTHS))
     yield      # the next check begins here, while the worker runs this call
@@ -350,7 +362,8 @@ def _table_fact(ctx: Context) -> Iterator[None]:
 
 @check("1.4", "rnn-decays-attention-stays", P, Kind.PROPERTY,
        zh="按长度递增：第 0 列（RNN）严格下降，第 1 列（注意力）恒为 alpha",
-       en="by increasing length: column 0 (RNN) strictly decreases, column 1 (attention) stays alpha")
+       en="by increasing length: column 0 (RNN) strictly decreases, column 1 (attention) stays alpha",
+       statement=("第 0 列：RNN 的残留", "第 1 列：注意力的残留"))
 def _table_property(ctx: Context) -> None:
     lengths = sorted(ctx.sizes(5, 1, 30))
     got = torch.from_numpy(expect_ndarray(ctx, ctx.call(lengths), (5, 2), what=f"decay_table({lengths})"))
@@ -362,7 +375,10 @@ def _table_property(ctx: Context) -> None:
 
 
 @check("1.4", "matches-torch-rnn", P, Kind.NUMERIC, zh="随机长度与参数：与 nn.RNN(1, 1) 和 alpha 一致",
-       en="random lengths and parameters: agrees with nn.RNN(1, 1) and alpha", weight=2)
+       en="random lengths and parameters: agrees with nn.RNN(1, 1) and alpha", weight=2,
+       statement=("decay_table(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6)",
+                  "第 0 列：RNN 的残留，`rnn_forward(seq, W_hh, W_xh)`",
+                  "第 1 列：注意力的残留，`attention_residual(seq, alpha)`"))
 def _table_numeric(ctx: Context) -> Iterator[None]:
     lengths = ctx.sizes(4, 1, 25)
     W_hh, W_xh, alpha = random_weight(ctx, 0.5, 1.1), random_weight(ctx, 0.2, 1.5), random_weight(ctx, 0.1, 0.9)
@@ -382,7 +398,9 @@ def _rnn_inputs(ctx: Context, B: int, T: int, D: int, H: int, dtype: torch.dtype
 
 
 @check("1.5", "shapes", P, Kind.SHAPE, zh="返回 (outputs (B, T, H), h_T (B, H))，dtype 不变",
-       en="returns (outputs (B, T, H), h_T (B, H)) in the input's dtype")
+       en="returns (outputs (B, T, H), h_T (B, H)) in the input's dtype",
+       statement=("返回元组 `(outputs, h_T)`：`outputs` 形状 (B, T, H)", "`h_T` 形状 (B, H)",
+                  "结果与 `x` 同 dtype、同设备：不要在函数里调用 `.cuda()`、`.cpu()`、`.double()`"))
 def _layer_shapes(ctx: Context) -> None:
     B, T, D, H = ctx.sizes(4)
     for dtype in (torch.float32, torch.float64):
@@ -394,7 +412,7 @@ def _layer_shapes(ctx: Context) -> None:
 
 # A constant output passes this too: its points need a correct output (checks.OUTPUT_KINDS).
 @check("1.5", "last-output-is-h_T", P, Kind.PROPERTY, zh="outputs[:, -1] 就是 h_T",
-       en="outputs[:, -1] is h_T", needs_output=True)
+       en="outputs[:, -1] is h_T", needs_output=True, statement="`h_T` 形状 (B, H)，是最后一步的隐状态")
 def _layer_last(ctx: Context) -> Iterator[None]:
     B, T, D, H = ctx.sizes(4)
     a = _rnn_inputs(ctx, B, T, D, H, torch.float64)
@@ -409,7 +427,11 @@ def _layer_last(ctx: Context) -> Iterator[None]:
 @check("1.5", "matches-torch-rnn", P, Kind.NUMERIC,
        zh="与 nn.RNN(D, H, batch_first=True) 一致（weight_ih_l0 = W_xh.T，weight_hh_l0 = W_hh.T，bias_ih_l0 = b）",
        en="agrees with nn.RNN(D, H, batch_first=True) (weight_ih_l0 = W_xh.T, weight_hh_l0 = W_hh.T, bias_ih_l0 = b)",
-       weight=3)
+       weight=3,
+       statement=(r"h_t = \tanh\big(x_t W_{xh} + h_{t-1} W_{hh} + b\big)", "rnn_layer(x, W_xh, W_hh, b=None, h0=None)",
+                  "`x` | (B, T, D) | 一批序列，批量维在前（`batch_first`）", "`W_xh` | (D, H) | 输入到隐状态",
+                  "`W_hh` | (H, H) | 隐状态到隐状态", "`b` | (H,) | 偏置", "`h0` | (B, H) | 初始隐状态",
+                  "第 $t$ 个位置是 $h_t$"))
 def _layer_numeric(ctx: Context) -> None:
     B, T, D, H = ctx.sizes(4)
     for dtype in (torch.float32, torch.float64):
@@ -422,7 +444,9 @@ def _layer_numeric(ctx: Context) -> None:
 
 
 @check("1.5", "defaults", P, Kind.NUMERIC, zh="b=None、h0=None 时：无偏置，从全零状态开始",
-       en="with b=None and h0=None: no bias, start from zeros")
+       en="with b=None and h0=None: no bias, start from zeros",
+       statement=("rnn_layer(x, W_xh, W_hh, b=None, h0=None)", "`None` 表示不加偏置", "`None` 表示全 0",
+                  "新建张量用 `x.new_zeros(...)`"))
 def _layer_defaults(ctx: Context) -> Iterator[None]:
     B, T, D, H = ctx.sizes(4)
     a = _rnn_inputs(ctx, B, T, D, H, torch.float64)
@@ -436,7 +460,9 @@ def _layer_defaults(ctx: Context) -> Iterator[None]:
 
 
 # -- 1.6 attention_weights -------------------------------------------------------
-@check("1.6", "shape", P, Kind.SHAPE, zh="返回形状 (N,)，dtype 不变", en="returns shape (N,) in the input's dtype")
+@check("1.6", "shape", P, Kind.SHAPE, zh="返回形状 (N,)，dtype 不变", en="returns shape (N,) in the input's dtype",
+       statement=("`query` 形状 (D,)，`keys` 形状 (N, D)，都是 torch 张量；返回形状 (N,) 的权重",
+                  "与 `query` 同 dtype（float32 或 float64）"))
 def _weights_shape(ctx: Context) -> Iterator[None]:
     N, D = ctx.sizes(2)
     started = [(dtype, ctx.start(ctx.randn(D, dtype=dtype), ctx.randn(N, D, dtype=dtype)))
@@ -470,7 +496,9 @@ def _weights_property(ctx: Context) -> Iterator[None]:
 
 
 @check("1.6", "matches-torch", P, Kind.NUMERIC, zh="与 F.softmax(keys @ query, dim=0) 一致",
-       en="agrees with F.softmax(keys @ query, dim=0)", weight=2)
+       en="agrees with F.softmax(keys @ query, dim=0)", weight=2,
+       statement=(r"s_i = k_i \cdot q,\qquad w_i = \frac{e^{s_i}}{\sum_j e^{s_j}}",
+                  "即分数 `keys @ query` 在 N 这一维上的 softmax"))
 def _weights_numeric(ctx: Context) -> Iterator[None]:
     N, D = ctx.sizes(2)
     started = [(dtype, query, keys, ctx.start(query, keys)) for dtype in (torch.float32, torch.float64)

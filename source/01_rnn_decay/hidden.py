@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, near_answer
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, near_answer, not_graded
 from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
 from autograder.catalog.compare import label
 from .checks import (expect_float, expect_kept_dtype, expect_ndarray, random_sequence,
@@ -141,6 +141,46 @@ def _rnn_forward_edge(ctx: Context) -> None:
                                   "rnn_forward(seq ~ ±1e4, other W_hh and W_xh)"))
 
 
+#: The kinds of sequence 1.2's statement names besides a list, each with the dtype whose tolerance its answer gets.
+SEQUENCE_KINDS = (("ndarray", np.float64, torch.float64), ("ndarray", np.float32, torch.float32),
+                  ("tensor", torch.float64, torch.float64), ("tensor", torch.float32, torch.float32))
+
+
+@check("1.2", "sequence-kinds", H, Kind.NUMERIC,
+       zh="seq 是 NumPy 数组或一维张量（float64 与 float32）：与参考答案一致，返回的仍是 Python float",
+       en="seq as a NumPy array or a 1-D tensor (float64 and float32): agrees with the reference and still "
+          "returns a Python float",
+       statement=("列表、NumPy 数组或一维张量都可能", "返回最后的隐状态，类型是 Python `float`"))
+def _rnn_forward_kinds(ctx: Context) -> Iterator[None]:
+    # On the CPU whatever the device under test: the statement names the sequence's kinds, not a device
+    # (np.asarray(seq) is a fair way to read a tensor there). float64 arrays first: a float32 input whose
+    # answer stays a NumPy or torch scalar (np.tanh without float()) fails on its own case.
+    # A short sequence and weights that keep the first input's trace above rounding, so the answers of
+    # other mistakes (starting from x_0, skipping it) stay apart and feedback names the right one.
+    n = ctx.sizes(1, 3, 6)[0]
+    W_hh, W_xh = random_weight(ctx, 0.6, 1.1), random_weight(ctx, 0.3, 0.9)
+    started = []
+    with ctx.on_device("cpu"):
+        for kind, dtype, tol in SEQUENCE_KINDS:
+            values = ctx.randn(n, scale=1.5)
+            seq = values.numpy().astype(dtype) if kind == "ndarray" else values.to(dtype)
+            started.append((kind, str(seq.dtype).replace("torch.", ""), tol, seq, ctx.start(seq, W_hh, W_xh)))
+    yield      # the next check begins here, while the worker runs these calls
+    for kind, name, tol, seq, pending in started:
+        zh_kind = "NumPy 数组" if kind == "ndarray" else "一维张量"
+        en_kind = "a NumPy array" if kind == "ndarray" else "a 1-D tensor"
+        with ctx.case(zh=f"seq 是 {name} 的{zh_kind}", en=f"seq {en_kind} of {name}"):
+            want = ctx.reference(seq, W_hh, W_xh)
+            what = Msg(f"rnn_forward(seq, W_hh, W_xh)（seq 是长 {n} 的 {name} {zh_kind}）",
+                       f"rnn_forward(seq, W_hh, W_xh) (seq {en_kind} of {n} {name} values)")
+            got = expect_float(ctx, pending.value(), what=what)
+            ctx.expect_close(got, want, tol, what=what)
+
+
+not_graded("1.3", r"h_L \le 0.462 \times 0.9^{\,L-1}",
+           why="a bound derived to explain why the RNN's residual decays; attention_residual does not compute it")
+
+
 # -- 1.3 attention_residual ------------------------------------------------------
 @check("1.3", "reference-random", H, Kind.NUMERIC, zh="随机序列与 alpha 与参考答案一致",
        en="agrees with the reference on random sequences and alpha", weight=2, same_as="matches-closed-form")
@@ -188,7 +228,8 @@ def _residual_edge(ctx: Context) -> None:
 # -- 1.4 decay_table -------------------------------------------------------------
 @check("1.4", "reference-random", H, Kind.NUMERIC, zh="随机长度（Python 列表或 NumPy 数组）与参数：与参考答案一致",
        en="agrees with the reference on random lengths (list or ndarray) and parameters", weight=2,
-       statement="lengths 是一串长度，Python 列表或 NumPy 整数数组都可能", same_as="matches-torch-rnn")
+       statement=("lengths 是一串长度，Python 列表或 NumPy 整数数组都可能", "行的顺序与 `lengths` 相同"),
+       same_as="matches-torch-rnn")
 def _table_reference(ctx: Context) -> Iterator[None]:
     lengths = ctx.sizes(6, 1, 60)
     W_hh, W_xh, alpha = random_weight(ctx, 0.3, 1.2), random_weight(ctx, -1.5, 1.5), random_weight(ctx, 0.0, 1.0)
@@ -205,6 +246,29 @@ def _table_reference(ctx: Context) -> Iterator[None]:
     got = expect_ndarray(ctx, pending.value(), (3, 2), what="decay_table(np.array(lengths))")
     ctx.expect_close(got, want, got.dtype,
                      what=Msg("decay_table(np.array(lengths))（3 个长度）", "decay_table(an np.array of 3 lengths)"))
+
+
+@check("1.4", "rows-in-order-float64", H, Kind.NUMERIC,
+       zh="lengths 次序打乱且有重复：每行对应 lengths 同一位置的长度，数组的 dtype 是 float64",
+       en="lengths out of order and repeated: each row belongs to the length at its position, and the array "
+          "is float64",
+       statement=("NumPy 数组（float64）", "行的顺序与 `lengths` 相同"))
+def _table_order_dtype(ctx: Context) -> Iterator[None]:
+    short, middle, long = sorted(ctx.sizes(3, 1, 30))
+    lengths = [middle, long, short, long]        # neither ascending nor descending, and one length twice
+    W_hh, W_xh, alpha = random_weight(ctx, 0.5, 1.1), random_weight(ctx, 0.2, 1.5), random_weight(ctx, 0.1, 0.9)
+    pending = ctx.start(lengths, W_hh, W_xh, alpha)
+    yield      # the next check begins here, while the worker runs this call
+    want = ctx.reference(lengths, W_hh, W_xh, alpha)
+    what = Msg("decay_table(lengths, W_hh, W_xh, alpha)（4 个长度，次序打乱且有重复）",
+               "decay_table(4 lengths out of order, one repeated, W_hh, W_xh, alpha)")
+    got = expect_ndarray(ctx, pending.value(), (4, 2), what=what)
+    ctx.expect(got.dtype == np.float64,
+               f"返回数组的 dtype 应为 float64，实际是 {got.dtype.name}（例如先建 torch 张量再 .numpy() 得到的是 "
+               f"float32；用 np.array(..., dtype=np.float64)）",
+               f"the array should have dtype float64, got {got.dtype.name} (torch.tensor(rows).numpy(), say, gives "
+               f"float32; use np.array(rows, dtype=np.float64))", diagnose=True, safe=True)
+    ctx.expect_close(got, want, torch.float64, what=what)
 
 
 @check("1.4", "edge-one-length", H, Kind.EDGE, zh="只有一个长度、长度为 1、很长的序列、没有长度",

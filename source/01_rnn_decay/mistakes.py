@@ -162,6 +162,18 @@ def _rnn_hard_coded(seq, W_hh=0.9, W_xh=0.5):
     return float(h)
 
 
+@mistake("1.2", "numpy-scalar-not-converted",
+         zh="seq 是 float32 数组或张量时返回的不是 Python float：np.tanh 的结果保留了输入的类型（numpy.float32，"
+            "或张量进、张量出），最后要用 float(h) 转换",
+         en="not a Python float when seq is a float32 array or a tensor: np.tanh keeps the input's kind (numpy.float32, "
+            "or a tensor for a tensor); convert the result with float(h)")
+def _rnn_numpy_scalar(seq, W_hh=0.9, W_xh=0.5):
+    h = 0.0
+    for x in seq:
+        h = np.tanh(W_hh * h + W_xh * x)      # a list's float gives numpy.float64 (a float); others keep their kind
+    return h
+
+
 # -- 1.3 attention_residual ------------------------------------------------------
 @mistake("1.3", "last-position", zh="权重放在了最后一个位置：注意力回看的是位置 0（seq[0]）",
          en="the weight sits on the last position: attention looks back at position 0 (seq[0])")
@@ -254,6 +266,22 @@ def _table_list(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
          en="for empty lengths the array has shape (0,): reshape it to (0, 2)")
 def _table_not_reshaped(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
     return np.array([[_rnn([1.0] + [0.0] * (int(n) - 1), W_hh, W_xh), alpha] for n in lengths], dtype=np.float64)
+
+
+@mistake("1.4", "float32-table", zh="返回的数组是 float32：看起来先建了 torch 张量再 .numpy()（torch 默认 float32）；"
+         "要 float64，例如 np.array(..., dtype=np.float64)",
+         en="the array is float32: looks like torch.tensor(rows).numpy() (torch's default float32); it should be "
+            "float64, e.g. np.array(rows, dtype=np.float64)")
+def _table_float32(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
+    rows = [[_rnn([1.0] + [0.0] * (int(n) - 1), W_hh, W_xh), alpha] for n in lengths]
+    return torch.tensor(rows).reshape(len(rows), 2).numpy()
+
+
+@mistake("1.4", "rows-sorted", zh="行按长度排了序：第 i 行应对应 lengths[i]，行的顺序与 lengths 相同",
+         en="the rows are sorted by length: row i belongs to lengths[i], in the order lengths gives")
+def _table_sorted(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
+    rows = [[_rnn([1.0] + [0.0] * (int(n) - 1), W_hh, W_xh), alpha] for n in sorted(lengths)]
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 2)
 
 
 # -- 1.5 rnn_layer ---------------------------------------------------------------

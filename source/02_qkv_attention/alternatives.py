@@ -48,14 +48,15 @@ def _project_flatten(x, W_q, W_k, W_v):
 
 
 # -- 2.2 softmax -----------------------------------------------------------------
-@alternative("2.2", "logsumexp", zh="减去 logsumexp 再取指数", en="exp(x - logsumexp(x))")
+@alternative("2.2", "logsumexp", zh="减去 logsumexp 再取指数", en="exp(x - logsumexp(x))",
+             statement="其余 torch 函数都可以用")
 def _softmax_logsumexp(x, dim=-1):
     # log softmax(x) = x - logsumexp(x), and torch.logsumexp is computed stably.
     return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
 
 
 @alternative("2.2", "torch-max-values", zh="用 torch.max(x, dim, keepdim=True).values 求最大值",
-             en="the max from torch.max(x, dim, keepdim=True).values")
+             en="the max from torch.max(x, dim, keepdim=True).values", statement="其余 torch 函数都可以用")
 def _softmax_torch_max(x, dim=-1):
     # The same max shift as the reference, the max taken with torch.max (values and indices).
     m = torch.max(x, dim=dim, keepdim=True).values

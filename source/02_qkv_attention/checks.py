@@ -109,7 +109,8 @@ def batched_value(ctx: Context, args: tuple[torch.Tensor, ...], pending: Pending
 
 # -- 2.1 project_qkv -------------------------------------------------------------
 @check("2.1", "shapes", P, Kind.SHAPE, zh="Q、K 形状 (..., T, Dk)，V 形状 (..., T, Dv)，dtype 不变",
-       en="Q, K have shape (..., T, Dk), V (..., T, Dv), in the input's dtype")
+       en="Q, K have shape (..., T, Dk), V (..., T, Dv), in the input's dtype",
+       statement="返回元组 `(Q, K, V)`，形状依次为 (..., T, Dk)、(..., T, Dk)、(..., T, Dv)")
 def _project_shapes(ctx: Context) -> Iterator[None]:
     B, T, D, Dk, Dv = ctx.sizes(5)
     started = []
@@ -138,7 +139,8 @@ def _project_fact(ctx: Context) -> Iterator[None]:
 
 
 @check("2.1", "matches-matmul", P, Kind.NUMERIC, zh="与 x @ W 一致（带批量维，float32 与 float64）",
-       en="agrees with x @ W (batch dims, float32 and float64)", weight=2)
+       en="agrees with x @ W (batch dims, float32 and float64)", weight=2,
+       statement="写 `project_qkv(x, W_q, W_k, W_v)`，返回元组 `(Q, K, V)`")
 def _project_numeric(ctx: Context) -> Iterator[None]:
     started = []
     for dtype, batch in ((torch.float32, ()), (torch.float64, (2,)), (torch.float32, (2, 3))):
@@ -155,7 +157,8 @@ def _project_numeric(ctx: Context) -> Iterator[None]:
 
 
 # -- 2.2 softmax ----------------------------------------------------------------
-@check("2.2", "shape-dtype", P, Kind.SHAPE, zh="输出与输入同形状、同 dtype", en="same shape and dtype as the input")
+@check("2.2", "shape-dtype", P, Kind.SHAPE, zh="输出与输入同形状、同 dtype", en="same shape and dtype as the input",
+       statement="返回与 `x` 同形状、同 dtype 的张量")
 def _softmax_shape(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3)
     started = [(dtype, dim, ctx.start(ctx.randn(a, b, c, dtype=dtype), dim=dim))
@@ -200,7 +203,9 @@ def _softmax_property(ctx: Context) -> None:
        zh="数值稳定：输入在几千（±1e4 附近）时，以及同一个切片里的值有正有负、相差几千时，都没有 inf/NaN，"
           "仍与 F.softmax 一致（先减去沿 dim 的最大值）",
        en="numerically stable: inputs in the thousands (near ±1e4), and slices whose values spread over thousands "
-          "of either sign, give no inf/NaN and still agree with F.softmax (subtract the max along dim first)")
+          "of either sign, give no inf/NaN and still agree with F.softmax (subtract the max along dim first)",
+       statement=("做数值稳定的 softmax", "输入在几千的量级时也不能出现 `inf` 或 `nan`，同一个切片里的值有正有负、相差几千"
+                  "（比如 `[3000, -3000]`）时也一样"))
 def _softmax_stable(ctx: Context) -> None:
     a, b = ctx.sizes(2, 3, 9)
     for dtype in (torch.float32, torch.float64):
@@ -235,7 +240,8 @@ def _softmax_stable(ctx: Context) -> None:
 
 
 @check("2.2", "matches-torch", P, Kind.NUMERIC, zh="与 F.softmax 一致（各个 dim，float32 与 float64）",
-       en="agrees with F.softmax (every dim, float32 and float64)", weight=2)
+       en="agrees with F.softmax (every dim, float32 and float64)", weight=2,
+       statement="写 `softmax(x, dim=-1)`，沿 `dim` 这一维做数值稳定的 softmax")
 def _softmax_numeric(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3)
     started = []
@@ -275,7 +281,7 @@ def _expect_scores(ctx: Context, got: torch.Tensor, Q: torch.Tensor, K: torch.Te
 
 
 @check("2.3", "shapes", P, Kind.SHAPE, zh="输出形状 (..., Tq, Tk)，dtype 不变",
-       en="output shape (..., Tq, Tk) in the input's dtype")
+       en="output shape (..., Tq, Tk) in the input's dtype", statement="形状 (..., Tq, Tk)")
 def _scores_shapes(ctx: Context) -> Iterator[None]:
     Tq, Tk, Dk = sizes_apart(ctx, 3)
     started = [(dtype, ctx.start(ctx.randn(Tq, Dk, dtype=dtype), ctx.randn(Tk, Dk, dtype=dtype)))
@@ -298,7 +304,8 @@ def _scores_fact(ctx: Context) -> Iterator[None]:
 
 @check("2.3", "matches-closed-form", P, Kind.NUMERIC,
        zh="softmax 后与 torch 的 F.scaled_dot_product_attention 的注意力权重一致（缩放 1/√Dk）",
-       en="after a softmax, torch's F.scaled_dot_product_attention weights (scaled by 1/sqrt(Dk))", weight=2)
+       en="after a softmax, torch's F.scaled_dot_product_attention weights (scaled by 1/sqrt(Dk))", weight=2,
+       statement=r"返回 $QK^\top / \sqrt{d_k}$")
 def _scores_numeric(ctx: Context) -> Iterator[None]:
     Tq, Tk, Dk = sizes_apart(ctx, 3)
     started = []
@@ -312,7 +319,8 @@ def _scores_numeric(ctx: Context) -> Iterator[None]:
 
 
 @check("2.3", "batch-dims", P, Kind.NUMERIC, zh="带批量维 (B, Tq, Dk) 与 (B, H, Tq, Dk) 也能用（K.T 不行）",
-       en="works with batch dims (B, Tq, Dk) and (B, H, Tq, Dk) (K.T does not)", weight=2)
+       en="works with batch dims (B, Tq, Dk) and (B, H, Tq, Dk) (K.T does not)", weight=2,
+       statement="必须支持批量维")
 def _scores_batched(ctx: Context) -> None:
     B, H, Tq, Tk, Dk = sizes_apart(ctx, 5)
     for dtype, batch in ((torch.float64, (B,)), (torch.float32, (B, H))):
@@ -323,7 +331,8 @@ def _scores_batched(ctx: Context) -> None:
 
 
 # -- 2.4 scaled_dot_product_attention --------------------------------------------
-@check("2.4", "shapes", P, Kind.SHAPE, zh="输出形状与 dtype", en="output shapes and dtype")
+@check("2.4", "shapes", P, Kind.SHAPE, zh="输出形状与 dtype", en="output shapes and dtype",
+       statement="返回元组 `(out, weights)`，`out` 形状 (..., Tq, Dv)，`weights` 形状 (..., Tq, Tk)")
 def _sdpa_shapes(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, Dk, Dv = sizes_apart(ctx, 5)
     started = []
@@ -352,7 +361,8 @@ def _sdpa_fact(ctx: Context) -> Iterator[None]:
 
 
 @check("2.4", "rows-sum-to-one", P, Kind.PROPERTY, zh="每行权重非负且加和为 1，分数上万时也没有 NaN",
-       en="every row of weights is non-negative and sums to 1, with no NaN even for scores in the tens of thousands")
+       en="every row of weights is non-negative and sums to 1, with no NaN even for scores in the tens of thousands",
+       statement="分数上万时结果也不能出现 `nan`")
 def _sdpa_rows(ctx: Context) -> None:
     Tq, Tk, D = sizes_apart(ctx, 3)
     for scale, case in ((1.0, ("普通大小的分数", "scores of ordinary size")),
@@ -373,7 +383,11 @@ def _sdpa_rows(ctx: Context) -> None:
 @check("2.4", "matches-torch", P, Kind.NUMERIC,
        zh="与 F.scaled_dot_product_attention 一致（含批量维，也包括 Tq = Tk = Dk = Dv 的方阵情形）",
        en="agrees with F.scaled_dot_product_attention (with batch dims, and in the square case Tq = Tk = Dk = Dv)",
-       weight=3)
+       weight=3,
+       statement=(r"\text{weights} = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right),\qquad "
+                  r"\text{out} = \text{weights}\cdot V",
+                  "写 `scaled_dot_product_attention(Q, K, V)`：`Q` (..., Tq, Dk)，`K` (..., Tk, Dk)，`V` (..., Tk, Dv)",
+                  "自查会拿你的结果和 `F.scaled_dot_product_attention` 对比"))
 def _sdpa_torch(ctx: Context) -> None:
     # The square case first: an answer whose shapes fit only there (V @ weights, say) gets its name here.
     n = sizes_apart(ctx, 1, 3, 9)[0]

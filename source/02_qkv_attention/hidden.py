@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import torch
 
-from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer
+from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer, not_graded
 from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
 from .checks import BATCHES, batch_names, batched_value, sizes_apart, spread_slices
 
@@ -140,6 +140,11 @@ def _softmax_forbidden(ctx: Context) -> None:
     ctx.call(ctx.randn(b, a, dtype=torch.float32))
 
 
+not_graded("2.2", r"\frac{e^{x_i - c}}{\sum_j e^{x_j - c}}",
+           why="derives why subtracting a constant leaves the softmax unchanged; the stability it motivates is "
+               "graded by large-inputs and edge-extremes")
+
+
 # -- 2.3 attention_scores --------------------------------------------------------
 def _scores_start(ctx: Context, batch: tuple[int, ...], dtype: torch.dtype, Tq: int, Tk: int, Dk: int,
                   scale: float = 1.0) -> tuple:
@@ -245,8 +250,8 @@ def _sdpa_edge(ctx: Context) -> Iterator[None]:
 @check("2.4", "no-forbidden-calls", H, Kind.FORBIDDEN,
        zh="没有调用 F.scaled_dot_product_attention / nn.MultiheadAttention / F.multi_head_attention_forward",
        en="does not call F.scaled_dot_product_attention / nn.MultiheadAttention / F.multi_head_attention_forward",
-       statement="禁止调用**（评分器运行本题时一旦检测到，本题记 0 分）：`F.scaled_dot_product_attention`、"
-                 "`nn.MultiheadAttention`、`F.multi_head_attention_forward`")
+       statement=("禁止调用**（评分器运行本题时一旦检测到，本题记 0 分）：`F.scaled_dot_product_attention`、"
+                  "`nn.MultiheadAttention`、`F.multi_head_attention_forward`", "但你的实现里不能用它"))
 def _sdpa_forbidden(ctx: Context) -> None:
     # ctx.call records forbidden calls and fails the check (and the exercise) on the first one.
     for batch in ((), (2,)):

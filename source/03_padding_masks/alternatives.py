@@ -189,7 +189,8 @@ def _mat_float64(Q, K, V, key_padding_mask):
 
 # -- 3.4 masked_cross_entropy ---------------------------------------------------------
 @alternative("3.4", "logsumexp-gather", zh="torch.logsumexp 减去 gather() 取出的目标类别的 logits，torch.where 清零忽略位置",
-             en="torch.logsumexp minus the gathered target logit, ignored positions zeroed by torch.where")
+             en="torch.logsumexp minus the gathered target logit, ignored positions zeroed by torch.where",
+             statement="可以用 torch.logsumexp")
 def _mce_logsumexp(logits, targets, ignore_index=-100):
     # logsumexp is the stable log-sum-exp; the mean is over the counted positions only
     keep = targets != ignore_index
@@ -198,7 +199,8 @@ def _mce_logsumexp(logits, targets, ignore_index=-100):
     return nll.sum() / keep.sum()
 
 
-@alternative("3.4", "log-softmax-one-hot", zh="F.log_softmax 乘独热编码的目标再求和", en="F.log_softmax times one-hot targets, summed")
+@alternative("3.4", "log-softmax-one-hot", zh="F.log_softmax 乘独热编码的目标再求和", en="F.log_softmax times one-hot targets, summed",
+             statement="F.log_softmax（本题不禁止它们）")
 def _mce_one_hot(logits, targets, ignore_index=-100):
     # sum_c onehot_c * log p_c picks log p_y; ignored positions get an all-zero one-hot row
     keep = targets != ignore_index

@@ -188,7 +188,8 @@ def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tenso
 
 # -- 3.1 padding_mask ---------------------------------------------------------------
 @check("3.1", "shape-dtype", P, Kind.SHAPE, zh="形状 (B, max_len)、dtype bool、与 lengths 同设备",
-       en="shape (B, max_len), dtype bool, on the device of lengths")
+       en="shape (B, max_len), dtype bool, on the device of lengths",
+       statement=("返回形状 (B, max_len) 的 bool 张量", "结果放在 lengths 所在的设备上"))
 def _pad_shape(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
@@ -199,7 +200,9 @@ def _pad_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("3.1", "matches-closed-form", P, Kind.NUMERIC, zh="与 torch 的 pad_sequence 填充的位置完全一致",
-       en="True exactly where torch's pad_sequence pads", weight=2)
+       en="True exactly where torch's pad_sequence pads", weight=2,
+       statement=("padding_mask(lengths, max_len=None)", "max_len 默认取 lengths.max()；给定时按给定宽度生成",
+                  "第 b 行第 t 列为 True 当且仅当 t >= lengths[b]"))
 def _pad_values(ctx: Context) -> None:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
@@ -213,7 +216,8 @@ def _pad_values(ctx: Context) -> None:
 
 
 @check("3.1", "counts-real-tokens", P, Kind.PROPERTY, zh="每行 False 的个数等于长度",
-       en="each row has exactly lengths[b] False entries, all at the front")
+       en="each row has exactly lengths[b] False entries, all at the front",
+       statement="lengths：形状 (B,) 的 int64 张量，每句的真实长度")
 def _pad_counts(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
@@ -228,7 +232,9 @@ def _pad_counts(ctx: Context) -> Iterator[None]:
 
 
 @check("3.1", "empty-batch", P, Kind.EDGE, zh="空批量：不给 max_len 时形状 (0, 0)，给了时形状 (0, max_len)",
-       en="an empty batch: shape (0, 0) without max_len, (0, max_len) with it")
+       en="an empty batch: shape (0, 0) without max_len, (0, max_len) with it",
+       statement=("不给 max_len 时返回形状 (0, 0) 的掩码，给了 max_len 时形状是 (0, max_len)",
+                  "注意空张量没有最大值，lengths.max() 在这里会报错，要单独处理"))
 def _pad_empty(ctx: Context) -> None:
     T = ctx.sizes(1, low=2)[0]
     for kwargs, shape, zh, en in (({}, (0, 0), "空批量、不给 max_len", "an empty batch, max_len left out"),
@@ -315,7 +321,9 @@ def garbage_padding(ctx: Context, B: int, Tq: int, Tk: int) -> tuple[torch.Tenso
     return torch.where(key_mask_like(mask, scores), garbage, scores), mask
 
 
-@check("3.2", "shape-dtype", P, Kind.SHAPE, zh="输出与 scores 同形状、同 dtype", en="output has the shape and dtype of scores")
+@check("3.2", "shape-dtype", P, Kind.SHAPE, zh="输出与 scores 同形状、同 dtype", en="output has the shape and dtype of scores",
+       statement=("masked_softmax(scores, key_padding_mask)", "批量维 B 在最前，中间可以有任意多维（比如多头的 H）",
+                  "返回与 scores 同形状、同 dtype 的权重"))
 def _msm_shape(ctx: Context) -> Iterator[None]:
     B, H, Tq, Tk = ctx.sizes(4)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
@@ -330,7 +338,8 @@ def _msm_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("3.2", "padded-keys-zero", P, Kind.PROPERTY, zh="填充键的权重恰好为 0，其余每行加和为 1",
-       en="padded keys get exactly 0, every row sums to 1", weight=2)
+       en="padded keys get exactly 0, every row sums to 1", weight=2,
+       statement=("key_padding_mask：形状 (B, Tk) 的 bool 张量，True = 填充", "填充键的权重恰好为 0；至少有一个有效键的行，和为 1"))
 def _msm_zero(ctx: Context) -> Iterator[None]:
     B, H, Tq, Tk = ctx.sizes(4)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
@@ -342,7 +351,8 @@ def _msm_zero(ctx: Context) -> Iterator[None]:
 
 
 @check("3.2", "fully-padded-rows", P, Kind.PROPERTY, zh="键全为填充的行全为 0，没有 NaN",
-       en="a row whose keys are all padded is all zeros, never NaN", weight=2)
+       en="a row whose keys are all padded is all zeros, never NaN", weight=2,
+       statement=("整行都是填充的，全为 0", "任何位置都不能出现 NaN 或 inf"))
 def _msm_dead(ctx: Context) -> Iterator[None]:
     B, Tq, Tk = ctx.sizes(3, low=3)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
@@ -370,7 +380,8 @@ def _msm_torch(ctx: Context) -> Iterator[None]:
 
 @check("3.2", "very-negative-scores", P, Kind.NUMERIC, zh="有效键的分数本身很负（-1e4、-1e9、-inf）时填充键的权重仍恰好为 0",
        en="padded keys still get exactly 0 when the real scores are very negative themselves (-1e4, -1e9, -inf)",
-       weight=2)
+       weight=2, statement=("有效键的分数本身也可能很负（比如 -1e4，甚至 -1e9 以下），这时填充键的权重也必须恰好为 0",
+                            r"scores 里可能已经有 $-\infty$（比如先用 3.5 的因果掩码填过），填充键的权重照样恰好为 0"))
 def _msm_negative(ctx: Context) -> Iterator[None]:
     # At most 32 weights a call: self-check's fingerprints keep a mistake's whole output, so the one place
     # where two fills differ (a fully padded row, patched or not) is never sampled away.
@@ -387,7 +398,8 @@ def _msm_negative(ctx: Context) -> Iterator[None]:
 
 
 @check("3.2", "padded-scores-ignored", P, Kind.NUMERIC, zh="填充键位置上的分数再大（比有效键大上千）也不影响结果",
-       en="the scores at padded keys change nothing, even a thousand above the real ones")
+       en="the scores at padded keys change nothing, even a thousand above the real ones",
+       statement="填充键位置上的分数可以是任何有限的数（比如比有效键大上千的垃圾值），都不能影响结果")
 def _msm_garbage(ctx: Context) -> None:
     B, Tq, Tk = ctx.sizes(3, low=3)
     scores, mask = garbage_padding(ctx, B, Tq, Tk)
@@ -427,7 +439,9 @@ def random_qkv(ctx: Context, lead: tuple[int, ...], Tq: int, Tk: int, Dk: int, D
             ctx.randn(*lead, Tk, Dv, dtype=dtype))
 
 
-@check("3.3", "shape-dtype", P, Kind.SHAPE, zh="out 与 weights 的形状和 dtype", en="shapes and dtype of out and weights")
+@check("3.3", "shape-dtype", P, Kind.SHAPE, zh="out 与 weights 的形状和 dtype", en="shapes and dtype of out and weights",
+       statement=("masked_attention(Q, K, V, key_padding_mask)",
+                  "out 形状 (B, ..., Tq, Dv)，weights 形状 (B, ..., Tq, Tk)"))
 def _mat_shape(ctx: Context) -> Iterator[None]:
     B, H, Tq, Tk, Dk, Dv = ctx.sizes(6)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
@@ -444,7 +458,8 @@ def _mat_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("3.3", "masked-weights", P, Kind.PROPERTY, zh="填充键权重为 0、每行加和为 1、全填充行为 0 且 out 为 0",
-       en="padded keys 0, rows sum to 1, fully padded rows zero with out zero", weight=2)
+       en="padded keys 0, rows sum to 1, fully padded rows zero with out zero", weight=2,
+       statement="权重满足 3.2 的全部性质")
 def _mat_props(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, D = ctx.sizes(4, low=3)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
@@ -463,7 +478,9 @@ def _mat_props(ctx: Context) -> Iterator[None]:
 
 
 @check("3.3", "matches-torch", P, Kind.NUMERIC, zh="与带 attn_mask 的 F.scaled_dot_product_attention 一致",
-       en="agrees with F.scaled_dot_product_attention with attn_mask", weight=3)
+       en="agrees with F.scaled_dot_product_attention with attn_mask", weight=3,
+       statement=("Q：(B, ..., Tq, Dk)，K：(B, ..., Tk, Dk)，V：(B, ..., Tk, Dv)，key_padding_mask：(B, Tk)，True = 填充",
+                  "用 Q 的最后一维 $D_k$ 缩放；转置用 K.transpose(-2, -1)（有批量维时 K.T 是错的）"))
 def _mat_torch(ctx: Context) -> Iterator[None]:
     B, H, Tq, Tk, Dk, Dv = ctx.sizes(6)
     mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
@@ -505,7 +522,8 @@ def negative_qkv(ctx: Context, kinds: tuple[str, ...], Tq: int, Tk: int, Dv: int
 
 
 @check("3.3", "very-negative-scores", P, Kind.NUMERIC, zh="分数本身很负（-1e4、-1e9）时填充键的权重仍恰好为 0",
-       en="padded keys still get exactly 0 when the real scores are very negative themselves (-1e4, -1e9)", weight=2)
+       en="padded keys still get exactly 0 when the real scores are very negative themselves (-1e4, -1e9)", weight=2,
+       statement="填充键的权重恰好为 0（有效键的分数本身很负时也一样）")
 def _mat_negative(ctx: Context) -> None:
     # At most 32 elements an output (see 3.2's very-negative-scores)
     Tq, Tk, Dv = 2, ctx.sizes(1, low=3, high=4)[0], ctx.sizes(1, low=2, high=4)[0]
@@ -523,6 +541,11 @@ def _mat_negative(ctx: Context) -> None:
 
 
 # -- 3.4 masked_cross_entropy ---------------------------------------------------------
+#: The statement's formula of the loss, as the student reads it (a check's statement=).
+LOSS_FORMULA = (r"\mathcal{L} = \frac{1}{N_{\text{有效}}}\sum_{(b,t):\ y_{bt} \neq \text{ignore}} "
+                r"\Big(\log\sum_c e^{\ell_{btc}} - \ell_{b,t,y_{bt}}\Big)")
+
+
 def padded_targets(ctx: Context, batch: int, steps: int, classes: int, lengths: torch.Tensor,
                    ignore_index: int) -> torch.Tensor:
     """Targets (B, T) int64: real classes before each length, ``ignore_index`` after."""
@@ -542,7 +565,8 @@ def expect_loss(ctx: Context, value: plain.Value, dtype: torch.dtype) -> torch.T
 
 
 @check("3.4", "shape-dtype", P, Kind.SHAPE, zh="返回 0 维张量，dtype 与 logits 相同",
-       en="returns a 0-d tensor with the dtype of logits")
+       en="returns a 0-d tensor with the dtype of logits",
+       statement="返回一个 0 维张量，dtype 与 logits 相同（float32 进、float32 出")
 def _mce_shape(ctx: Context) -> Iterator[None]:
     B, T, C = ctx.sizes(3)
     targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100)
@@ -553,7 +577,10 @@ def _mce_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("3.4", "matches-torch", P, Kind.NUMERIC, zh="与 F.cross_entropy(..., ignore_index) 一致",
-       en="agrees with F.cross_entropy(..., ignore_index)", weight=3)
+       en="agrees with F.cross_entropy(..., ignore_index)", weight=3,
+       statement=("masked_cross_entropy(logits, targets, ignore_index=-100)", LOSS_FORMULA,
+                  "logits：(B, T, C)，targets：(B, T) 的 int64，取值为 0..C-1 或 ignore_index",
+                  "就等于 F.cross_entropy(logits.reshape(-1, C), targets.reshape(-1), ignore_index=ignore_index)"))
 def _mce_torch(ctx: Context) -> Iterator[None]:
     B, T, C = ctx.sizes(3, low=3)
     lengths = key_lengths(ctx, B, T)
@@ -590,7 +617,8 @@ NEAR_1E4 = Msg("masked_cross_entropy（logits 在 1e4 附近）", "masked_cross_
 
 
 @check("3.4", "large-logits", P, Kind.PROPERTY, zh="logits 在 1e4 附近时结果有限且正确（log-sum-exp 要减最大值）",
-       en="logits near 1e4 give a finite, correct loss (subtract the max inside log-sum-exp)")
+       en="logits near 1e4 give a finite, correct loss (subtract the max inside log-sum-exp)",
+       statement="先减去每个位置 logits 的最大值，logits 上千也不能溢出")
 def _mce_large(ctx: Context) -> Iterator[None]:
     B, T, C = ctx.sizes(3)
     targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100)
@@ -636,7 +664,8 @@ def spread_logits(ctx: Context, case: str, B: int, T: int, C: int) -> tuple[torc
 
 
 @check("3.4", "large-spread", P, Kind.NUMERIC, zh="logits 相差上千（同一位置之内或各位置之间）时结果有限且正确",
-       en="logits thousands apart (within a position or between positions) give a finite, correct loss", weight=2)
+       en="logits thousands apart (within a position or between positions) give a finite, correct loss", weight=2,
+       statement="同一位置的 logits 相差上千（比如 3000 和 -3000），或者各位置的 logits 相差上千时也一样")
 def _mce_spread(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=2, high=5)
     C = ctx.sizes(1, low=6, high=9)[0]
@@ -667,21 +696,24 @@ def expect_causal(ctx: Context, T: int, diagnose: bool = True) -> torch.Tensor:
     return expect_bool(ctx, value, (T, T), device=device, what=f"causal_mask({T})", diagnose=diagnose)
 
 
-@check("3.5", "shape-dtype", P, Kind.SHAPE, zh="形状 (T, T)，dtype bool", en="shape (T, T), dtype bool")
+@check("3.5", "shape-dtype", P, Kind.SHAPE, zh="形状 (T, T)，dtype bool", en="shape (T, T), dtype bool",
+       statement=("causal_mask(T)", "返回形状 (T, T) 的 bool 张量"))
 def _causal_shape(ctx: Context) -> None:
     for T in ctx.sizes(3):
         expect_causal(ctx, T)
 
 
 @check("3.5", "matches-torch", P, Kind.NUMERIC, zh="与 nn.Transformer.generate_square_subsequent_mask 一致",
-       en="agrees with nn.Transformer.generate_square_subsequent_mask", weight=2)
+       en="agrees with nn.Transformer.generate_square_subsequent_mask", weight=2,
+       statement="[i, j] 为 True 当且仅当 j > i")
 def _causal_torch(ctx: Context) -> None:
     for T in ctx.sizes(3):
         expect_exact(ctx, expect_causal(ctx, T), torch_causal(T), f"causal_mask({T})")
 
 
 @check("3.5", "sees-itself-and-past", P, Kind.PROPERTY, zh="每个位置看得见自己和之前的位置，第 i 行有 i+1 个可见",
-       en="each position sees itself and the past: row i has i+1 visible keys")
+       en="each position sees itself and the past: row i has i+1 visible keys",
+       statement="对角线（看自己）是 False")
 def _causal_rows(ctx: Context) -> None:
     T = ctx.sizes(1, low=4)[0]
     mask = expect_causal(ctx, T)

@@ -11,17 +11,18 @@ from collections.abc import Iterator
 
 import torch
 
-from autograder.catalog import Audience, Context, Kind, Msg, Pending, check, near_answer
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Pending, check, near_answer, not_graded
 from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
 from .checks import (DTYPES, FINITE_ROWS, NEAR_1E4, NEGATIVE_CALLS, expect_bool, expect_causal, expect_exact,
-                     expect_loss, expect_masked_weights, key_lengths, live, mask_from_lengths, negative_case,
-                     negative_rows, padded_targets)
+                     expect_loss, expect_masked_weights, key_lengths, key_mask_like, live, mask_from_lengths,
+                     negative_case, negative_rows, padded_targets)
 
 H = Audience.HIDDEN
 
 #: What the student reads, quoted (the notebook's statement cells and conventions).
 MASK_RULE = "第 b 行第 t 列为 True 当且仅当 t >= lengths[b]"
 STABLE_3_2 = "数值稳定：分数上千也不能溢出"
+NO_NAN_3_2 = "任何位置都不能出现 NaN 或 inf"
 STABLE_3_3 = "Q、K 的数值很大、分数上千时也不能溢出"
 STABLE_3_4 = "logits 上千也不能溢出"
 FORBIDDEN_RULE = "禁止调用（评分器运行本题时一旦检测到，本题记 0 分）"
@@ -87,7 +88,7 @@ def _pad_edges(ctx: Context) -> None:
 # -- 3.2 masked_softmax ---------------------------------------------------------------
 @check("3.2", "reference-random", H, Kind.NUMERIC, zh="随机输入（含全填充行、多个批量维）与参考答案一致",
        en="agrees with the reference on random inputs (fully padded rows, several batch dims)", weight=3,
-       same_as="matches-torch")
+       same_as="matches-torch", statement="中间可以有任意多维（比如多头的 H）")
 def _msm_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for extra in ((), (2,), (3, 2)):
@@ -107,7 +108,8 @@ def _msm_reference(ctx: Context) -> Iterator[None]:
 
 
 @check("3.2", "self-attention", H, Kind.NUMERIC, zh="Tq == Tk 时掩码作用在键上而不是查询上",
-       en="with Tq == Tk the mask still applies to keys, not queries", statement="填充键的权重恰好为 0")
+       en="with Tq == Tk the mask still applies to keys, not queries",
+       statement="填充键的权重恰好为 0；至少有一个有效键的行，和为 1")
 def _msm_square(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=3)
     mask = mask_from_lengths(key_lengths(ctx, B, T), T)
@@ -139,7 +141,8 @@ def _msm_edges(ctx: Context) -> None:
 
 
 @check("3.2", "large-scores", H, Kind.EDGE, zh="分数在 1e4 附近、同一行相差上千、各行相差上千",
-       en="scores near 1e4, thousands apart within a row, rows thousands apart", statement=STABLE_3_2)
+       en="scores near 1e4, thousands apart within a row, rows thousands apart",
+       statement=(STABLE_3_2, NO_NAN_3_2))
 def _msm_large(ctx: Context) -> Iterator[None]:
     B, Tq, Tk = ctx.sizes(3, low=3)
 
@@ -191,6 +194,37 @@ def _msm_negative(ctx: Context) -> None:
             got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask, scores=scores)
             ctx.expect_close(got[finite], want[finite], dtype, what=FINITE_ROWS)
+
+
+@check("3.2", "inf-scores-finite", H, Kind.EDGE, zh="scores 里已有 -inf（有效键的分数全是 -inf 的行）时，任何位置都没有 NaN 或 inf",
+       en="scores that already hold -inf (rows whose real keys all score -inf): no NaN or inf anywhere",
+       statement=NO_NAN_3_2)
+def _msm_inf_finite(ctx: Context) -> Iterator[None]:
+    # A row whose real keys all score -inf (a causal mask's leftovers) is not a fully padded row: a softmax that
+    # gives it NaN and then zeroes only the padded keys (masked_fill(mask, 0) after the softmax, which clears the
+    # fully padded rows' NaN) keeps NaN at its real keys. Only that is diagnosed here: an answer with NaN or inf
+    # anywhere else fails too, undiagnosed (the checks of the padded keys and the fully padded rows name those).
+    Tq, Tk = ctx.sizes(2, low=2, high=5)
+    started = []
+    for dtype in DTYPES:
+        scores, mask, _ = negative_rows(ctx, ("-inf", "normal", "-inf"), Tq, Tk, dtype, lead=(2,))
+        started.append((dtype, scores, mask, ctx.start(scores, mask)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, scores, mask, pending in started:
+        with ctx.case(f"{dtype}：有效键的分数全是 -inf 的行", f"{dtype}: rows whose real keys all score -inf"):
+            got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax").double()
+            real = ~key_mask_like(mask, got).expand_as(got)
+            blocked = real & ~((scores.double() > float("-inf")) & real).any(dim=-1, keepdim=True)
+            if not torch.isfinite(got[~blocked]).all():
+                message = Msg("masked_softmax 的输出里有 NaN 或 inf：任何位置都不能出现 NaN 或 inf",
+                              "NaN or inf in the output of masked_softmax: no position may hold NaN or inf")
+                raise CheckFailed(message, hidden=message)
+            ctx.expect(bool(torch.isfinite(got[blocked]).all()),
+                       "有效键的分数全是 -inf 的行（比如因果掩码留下的），有效键上出现了 NaN 或 inf：任何位置都不能出现 NaN 或 inf"
+                       "（softmax 之后只把填充键清零，去不掉这一行的 NaN）",
+                       "NaN or inf at the real keys of a row whose real keys all score -inf (a causal mask's leftovers, "
+                       "say): no position may hold NaN or inf (zeroing the padded keys after the softmax leaves this "
+                       "row's NaN)", diagnose=True, safe=True)
 
 
 @check("3.2", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的 softmax", en="no library softmax",
@@ -272,6 +306,11 @@ def _mat_forbidden(ctx: Context) -> None:
 
 
 # -- 3.4 masked_cross_entropy ---------------------------------------------------------
+not_graded("3.4", "本题不对这种情况打分",
+           why="the statement itself leaves the no-counted-position case (0/0, NaN in torch) ungraded; no check "
+               "feeds targets that are all ignore_index")
+
+
 @check("3.4", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案一致", en="agrees with the reference on random inputs",
        weight=3, same_as="matches-torch")
 def _mce_reference(ctx: Context) -> Iterator[None]:

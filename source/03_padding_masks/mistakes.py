@@ -217,6 +217,16 @@ def _msm_1e9_pads(scores, key_padding_mask):
     return _filled_softmax(scores, key_padding_mask, -1e9, "pads")
 
 
+@mistake("3.2", "zero-pads-after-nan", zh="填 -inf、普通 softmax，再把填充键的权重清零来去掉整行填充的 NaN：有效键的分数全是 -inf 的行"
+                                        "（比如因果掩码留下的）在有效键上仍是 NaN；任何位置都不能出现 NaN",
+         en="-inf, a plain softmax, then the padded keys' weights zeroed to clear the fully padded rows' NaN: a row "
+            "whose real keys all score -inf (a causal mask's leftovers, say) keeps NaN at its real keys; no position "
+            "may hold NaN")
+def _msm_zero_pads_after_nan(scores, key_padding_mask):
+    hidden = _key_mask(key_padding_mask, scores)
+    return _softmax(scores.masked_fill(hidden, float("-inf"))).masked_fill(hidden, 0.0)
+
+
 @mistake("3.2", "no-max-shift", zh="exp 之前没有减去行最大值：分数上千时 exp 溢出成 inf，得到 NaN",
          en="no max subtracted before exp: scores in the thousands overflow to inf and give NaN")
 def _msm_no_shift(scores, key_padding_mask):

@@ -290,7 +290,8 @@ class _ModuleBiasesAsTheyAre(nn.Module):
 
 
 @alternative("4.4", "own-loop-over-heads", zh="`forward` 自己逐个头循环（F.linear、masked_fill(-inf)、softmax、nan_to_num），不调用 4.3",
-             en="forward loops over the heads itself (F.linear, masked_fill(-inf), softmax, nan_to_num), without 4.3")
+             en="forward loops over the heads itself (F.linear, masked_fill(-inf), softmax, nan_to_num), without 4.3",
+             statement="用 `masked_fill` 填 $-\\infty$、softmax 之后再 `nan_to_num` 的写法也满足")
 class _ModuleOwnLoop(nn.Module):
     # per head as 4.3 computes it; masked_fill's backward zeroes the fully padded rows' NaN gradient
     def __init__(self, embed_dim, num_heads, bias=True):

@@ -39,6 +39,10 @@ exercise("4.4", forbidden=MHA_FORBIDDEN)
 
 PARAMETERS = ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
 
+#: 4.3's inputs, as its statement lists them (matches-torch feeds each: cross-attention, a bool mask).
+MHA_INPUTS = ("`query`：`(B, Tq, E)`；`key`、`value`：`(B, Tk, E)`；`in_proj_weight`：`(3E, E)`；`in_proj_bias`：`(3E,)`；"
+              "`out_proj_weight`：`(E, E)`；`out_proj_bias`：`(E,)`；`key_padding_mask`：`(B, Tk)` bool 或 `None`")
+
 
 # -- inputs and torch's truth, shared with the hidden checks ----------------------------
 def mha_state(ctx: Context, E: int, dtype: torch.dtype = torch.float64, bias: bool = True) -> dict[str, torch.Tensor]:
@@ -275,7 +279,7 @@ def strided_heads(x: torch.Tensor, H: int) -> torch.Tensor:
 
 
 @check("4.1", "shape-dtype", P, Kind.SHAPE, zh="(B, T, E) → (B, H, T, E/H)，dtype 不变",
-       en="(B, T, E) -> (B, H, T, E/H), same dtype")
+       en="(B, T, E) -> (B, H, T, E/H), same dtype", statement="`x`：`(B, T, E)`；返回 `(B, H, T, E/H)`")
 def _split_shape(ctx: Context) -> Iterator[None]:
     B, T, H, d = ctx.sizes(4)
     # both in flight before either is read (see Context.start)
@@ -287,7 +291,8 @@ def _split_shape(ctx: Context) -> Iterator[None]:
 
 @check("4.1", "matches-closed-form", P, Kind.NUMERIC,
        zh="逐个元素完全正确：out[b, h, t, i] = x[b, t, h*d + i]（nn.MultiheadAttention 的分头方式）",
-       en="every element exact: out[b, h, t, i] = x[b, t, h*d + i] (nn.MultiheadAttention's head layout)", weight=2)
+       en="every element exact: out[b, h, t, i] = x[b, t, h*d + i] (nn.MultiheadAttention's head layout)", weight=2,
+       statement=("`split_heads(x, num_heads)`", "第 `h` 个头是每个位置的第 `h*d` 到 `(h+1)*d - 1` 维特征"))
 def _split_values(ctx: Context) -> Iterator[None]:
     B, T, H, d = ctx.sizes(4)
     x = ctx.randn(B, T, H * d)
@@ -313,7 +318,8 @@ def _split_round_trip(ctx: Context) -> Iterator[None]:
 
 # A function that always raises ValueError passes this: its points need a correct output.
 @check("4.1", "value-error", P, Kind.PROPERTY, zh="E 不能被 H 整除时抛出带说明的 ValueError",
-       en="raises ValueError with a message when E % H != 0", needs_output=True)
+       en="raises ValueError with a message when E % H != 0", needs_output=True,
+       statement="`E` 不能被 `num_heads` 整除时抛出 `ValueError`")
 def _split_error(ctx: Context) -> None:
     B, T, H = ctx.sizes(3, low=3)
     E = H * 2 + 1
@@ -330,7 +336,7 @@ def _split_error(ctx: Context) -> None:
 
 # -- 4.2 merge_heads ------------------------------------------------------------------
 @check("4.2", "shape-dtype", P, Kind.SHAPE, zh="(B, H, T, d) → (B, T, H*d)，dtype 不变",
-       en="(B, H, T, d) -> (B, T, H*d), same dtype")
+       en="(B, H, T, d) -> (B, T, H*d), same dtype", statement="`x`：`(B, H, T, d)`；返回 `(B, T, H*d)`")
 def _merge_shape(ctx: Context) -> Iterator[None]:
     B, H, T, d = ctx.sizes(4)
     # both in flight before either is read (see Context.start)
@@ -341,7 +347,7 @@ def _merge_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("4.2", "matches-closed-form", P, Kind.NUMERIC, zh="逐个元素完全正确：out[b, t, h*d + i] = x[b, h, t, i]",
-       en="every element exact: out[b, t, h*d + i] = x[b, h, t, i]", weight=2)
+       en="every element exact: out[b, t, h*d + i] = x[b, h, t, i]", weight=2, statement="`merge_heads(x)`")
 def _merge_values(ctx: Context) -> None:
     B, H, T, d = ctx.sizes(4)
     x = ctx.randn(B, H, T, d)
@@ -351,7 +357,8 @@ def _merge_values(ctx: Context) -> None:
 
 
 @check("4.2", "round-trip", P, Kind.PROPERTY, zh="merge_heads(split_heads(x)) 恰好等于 x",
-       en="merge_heads(split_heads(x)) equals x exactly")
+       en="merge_heads(split_heads(x)) equals x exactly",
+       statement="`merge_heads(split_heads(x, h))` 与 `x` **完全相等**——不是近似相等")
 def _merge_round_trip(ctx: Context) -> None:
     B, T, H, d = ctx.sizes(4)
     x = ctx.randn(B, T, H * d)
@@ -378,7 +385,8 @@ def _mha_fact(ctx: Context) -> Iterator[None]:
 
 
 @check("4.3", "shape-dtype", P, Kind.SHAPE, zh="交叉注意力（Tq ≠ Tk）下的形状和 dtype",
-       en="shapes and dtype in cross-attention (Tq != Tk)")
+       en="shapes and dtype in cross-attention (Tq != Tk)",
+       statement="返回 `(out, weights)`：`out` 形状 `(B, Tq, E)`，`weights` 是每个头各自的权重 `(B, H, Tq, Tk)`")
 def _mha_shape(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, H, d = head_sizes(ctx)
     E = H * d
@@ -394,7 +402,9 @@ def _mha_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("4.3", "matches-torch", P, Kind.NUMERIC, zh="带填充掩码时与 nn.MultiheadAttention 一致",
-       en="agrees with nn.MultiheadAttention under a key padding mask", weight=3)
+       en="agrees with nn.MultiheadAttention under a key padding mask", weight=3,
+       statement=(MHA_INPUTS, "与 `nn.MultiheadAttention(E, H, batch_first=True)` 在相同权重、不用暂退法（dropout，即 "
+                  "`dropout=0`）、`average_attn_weights=False` 时的结果一致"))
 def _mha_torch(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, H, d = head_sizes(ctx)
     E = H * d
@@ -413,7 +423,8 @@ def _mha_torch(ctx: Context) -> Iterator[None]:
 
 
 @check("4.3", "no-mask", P, Kind.NUMERIC, zh="不传掩码（默认 None）时与 nn.MultiheadAttention 一致",
-       en="without a mask (the default None) agrees with nn.MultiheadAttention")
+       en="without a mask (the default None) agrees with nn.MultiheadAttention",
+       statement=("`multi_head_attention(...)`", "`key_padding_mask`：`(B, Tk)` bool 或 `None`"))
 def _mha_no_mask(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, H, d = head_sizes(ctx)
     E = H * d
@@ -463,7 +474,11 @@ def score_case(kind: str, dtype: torch.dtype, extra: tuple[str, str] = ("", ""))
 @check("4.3", "large-scores", P, Kind.NUMERIC,
        zh="分数相差几千（正负都有）或真实分数本身非常负时，与 nn.MultiheadAttention 一致",
        en="agrees with nn.MultiheadAttention when scores are thousands apart (both signs) or the real scores are "
-          "themselves very negative")
+          "themselves very negative",
+       # designed_scores: a shift by the mean, by the minimum or by the maximum over every key (padded ones
+       # included: a row whose only live key sits thousands below a padded one) each fail here
+       statement=("同一行的分数相差几千（正负都有）时也不能出现 inf 或 NaN",
+                  "softmax 之前减去每行（未填充的键里）最大的分数；减均值或最小值，`exp` 都会溢出"))
 def _mha_large_scores(ctx: Context) -> Iterator[None]:
     started = []
     for kind in (SPREAD, NEGATIVE):
@@ -593,7 +608,8 @@ def start_modules(ctx: Context) -> list[tuple[torch.dtype, tuple[Any, ...], tupl
 
 
 @check("4.4", "torch-names-shapes", P, Kind.SHAPE, zh="按 torch 命名的参数都能加载；out、weights、梯度的形状与 dtype",
-       en="torch-named parameters load; shapes and dtype of out, weights and gradients")
+       en="torch-named parameters load; shapes and dtype of out, weights and gradients",
+       statement="`MultiHeadAttention(nn.Module)`")
 def _module_shape(ctx: Context) -> Iterator[None]:
     started = start_modules(ctx)
     yield      # the next check begins here, while the worker runs these calls
@@ -602,7 +618,8 @@ def _module_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("4.4", "matches-torch", P, Kind.NUMERIC, zh="加载同样的权重后，输出与 nn.MultiheadAttention 一致",
-       en="loaded with the same weights, the outputs agree with nn.MultiheadAttention", weight=2)
+       en="loaded with the same weights, the outputs agree with nn.MultiheadAttention", weight=2,
+       statement="返回 `(out, weights)`，与 4.3 相同")
 def _module_torch(ctx: Context) -> Iterator[None]:
     started = start_modules(ctx)
     yield      # the next check begins here, while the worker runs these calls
@@ -614,7 +631,8 @@ def _module_torch(ctx: Context) -> Iterator[None]:
 
 
 @check("4.4", "gradients-match-torch", P, Kind.GRADIENT, zh="参数与 query 的梯度与 nn.MultiheadAttention 一致",
-       en="gradients of the parameters and of the query agree with nn.MultiheadAttention", weight=2)
+       en="gradients of the parameters and of the query agree with nn.MultiheadAttention", weight=2,
+       statement="只要每个样本至少有一个有效的键，全程用 torch 的张量运算（不 `.detach()`、不转 NumPy），梯度就与 torch 一致")
 def _module_grads(ctx: Context) -> Iterator[None]:
     started = start_modules(ctx)
     yield      # the next check begins here, while the worker runs these calls
@@ -625,7 +643,7 @@ def _module_grads(ctx: Context) -> Iterator[None]:
 
 
 @check("4.4", "no-bias", P, Kind.NUMERIC, zh="bias=False 时输出和梯度与 torch 一致",
-       en="with bias=False, outputs and gradients agree with torch")
+       en="with bias=False, outputs and gradients agree with torch", statement="`bias=False` 时相当于偏置为 0")
 def _module_no_bias(ctx: Context) -> Iterator[None]:
     args, (B, Tq, Tk, H) = module_case(ctx, torch.float64, bias=False)
     pending = start_module(ctx, args, bias=False)
@@ -638,7 +656,8 @@ def _module_no_bias(ctx: Context) -> Iterator[None]:
 
 
 @check("4.4", "fully-padded-row", P, Kind.PROPERTY, zh="键全为填充的那一批：权重全 0、out 等于 out_proj.bias、梯度有限",
-       en="a batch row whose keys are all padded: zero weights, out = out_proj.bias, finite gradients")
+       en="a batch row whose keys are all padded: zero weights, out = out_proj.bias, finite gradients",
+       statement=("本题要求的是有限的梯度", "**加法掩码**加上 softmax 之后的 `nan_to_num`，前向对、梯度是 NaN，自查会点名这个陷阱"))
 def _module_dead(ctx: Context) -> Iterator[None]:
     args, (B, Tq, Tk, H) = module_case(ctx, torch.float64, empty_row=True, sizes=tuple(ctx.sizes(5, low=3, high=7)))
     state, mask = args[2], args[6]
@@ -686,7 +705,8 @@ def expect_int(ctx: Context, value: plain.Value, want: int, what: str | Msg) -> 
                diagnose=True, hidden=Msg(f"{zh} 的字节数不对", f"{en}: wrong number of bytes"))
 
 
-@check("4.5", "python-int", P, Kind.SHAPE, zh="返回 Python int", en="returns a Python int")
+@check("4.5", "python-int", P, Kind.SHAPE, zh="返回 Python int", en="returns a Python int",
+       statement="返回 Python `int`（不是张量，也不是 float）")
 def _memory_type(ctx: Context) -> Iterator[None]:
     b, h, t = ctx.sizes(3)
     pending = ctx.start(b, h, t)
@@ -698,7 +718,8 @@ def _memory_type(ctx: Context) -> Iterator[None]:
 
 
 @check("4.5", "fact-one-gib", P, Kind.FACT, zh="批量 32、8 个头、1024 个词元、float32：恰好 1 GiB",
-       en="batch 32, 8 heads, 1024 tokens, float32: exactly 1 GiB")
+       en="batch 32, 8 heads, 1024 tokens, float32: exactly 1 GiB",
+       statement="`attention_memory(batch, num_heads, seq_len, bytes_per_element=4)`")     # the default: 4 bytes
 def _memory_fact(ctx: Context) -> Iterator[None]:
     pending = ctx.start(32, 8, 1024)
     yield      # the next check begins here, while the worker runs this call
@@ -706,7 +727,8 @@ def _memory_fact(ctx: Context) -> Iterator[None]:
 
 
 @check("4.5", "matches-torch", P, Kind.NUMERIC, zh="与 torch 在 `meta` 设备上分配的 (B, H, T, T) 张量字节数一致",
-       en="equals the bytes of a (B, H, T, T) tensor torch allocates on the meta device", weight=2)
+       en="equals the bytes of a (B, H, T, T) tensor torch allocates on the meta device", weight=2,
+       statement=r"\text{bytes} = B \cdot H \cdot T^2 \cdot \text{每个元素的字节数}")
 def _memory_torch(ctx: Context) -> Iterator[None]:
     # 4 first: 2 * b*h*t^2 * 2 (scores counted too) is b*h*t^2 * 4 (bytes_per_element ignored), and a
     # failure is diagnosed on the call that failed

@@ -5,17 +5,20 @@
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from autograder.catalog import Audience, Context, Kind, Msg, as_float64, check, near_answer
+from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Status, as_float64, check, near_answer,
+                                not_graded)
 from autograder.catalog.integrity import input_gradients, inputs_unchanged
 from autograder.probes import probe_module
 from .checks import (EXTREME, NEGATIVE, SPREAD, attention_inputs, designed_case, expect_close_normwise,
                      expect_dead_rows, expect_finite, expect_gradients, expect_int, expect_mha, expect_module,
-                     functional_args, mha_state, module_case, module_request, module_result, score_case, start_module)
+                     functional_args, heads_of, mha_state, module_case, module_request, module_result, score_case,
+                     start_module)
 from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
 H = Audience.HIDDEN
@@ -60,6 +63,44 @@ def _split_edges(ctx: Context) -> Iterator[None]:
             want = ctx.reference(x, Hn)
             got = ctx.expect_tensor(pending.value(), (B, Hn, T, d), torch.float64, what=f"split_heads(H={Hn}, T={T})")
             expect_exact(ctx, got, want, f"split_heads(x {tuple(x.shape)}, {Hn})")
+
+
+def _says(text: str, number: int) -> bool:
+    """``number`` written in ``text`` as a number of its own (13 is not in 130 or 213)."""
+    return re.search(rf"(?<!\d){number}(?!\d)", text) is not None
+
+
+# A function that always raises ValueError with the two numbers passes this: its points need a correct output.
+@check("4.1", "value-error-values", H, Kind.PROPERTY, zh="E 不能被 num_heads 整除时，ValueError 的信息里写明 E 和 num_heads 的值",
+       en="when E is not divisible by num_heads, the ValueError's message gives the values of E and num_heads",
+       needs_output=True, statement="信息里写明 `E` 和 `num_heads` 的值")
+def _split_error_values(ctx: Context) -> None:
+    Hn, d = ctx.sizes(2, low=3, high=7)
+    E = Hn * d + int(ctx.randint(1, Hn, 1))             # not a multiple of Hn; E > 9 > Hn, no number inside the other
+    # The failing call's (B, T) = (2, 1): neither is E or num_heads, so a message that shows x.shape must
+    # still name num_heads.
+    # First a call that may succeed: it is the call a failure is diagnosed on (an error has no output to compare),
+    # and only when it is right, so that the one known mistake right there is named: its ValueError says no values.
+    x = ctx.randn(2, 3, Hn * d)         # T > 1, H > 1, d > 1: every known mistake of 4.1 is wrong here
+    try:
+        ok = ctx.call(x, Hn)
+        right = ok.kind == "tensor" and torch.equal(ok.tensor(), heads_of(x, Hn))
+    except CheckFailed as failed:
+        if failed.status not in (Status.FAILED, Status.ERROR):
+            raise       # not attempted, timed out, crashed: as any other check would say
+        right = False   # wrong there too: other checks say so, this one reads the message only
+    reply = ctx.call_raw(ctx.randn(2, 1, E), Hn)
+    if reply.status != "error" or reply.error_type != "ValueError":
+        return          # no ValueError at all: value-error says so; this check reads the message of one
+    ctx.expect(_says(reply.error, E) and _says(reply.error, Hn),
+               f"split_heads(x, {Hn}) 在 E = {E} 时抛出的 ValueError 应当写明 E = {E} 和 num_heads = {Hn}，"
+               f"实际的信息是：{reply.error}",
+               f"the ValueError of split_heads(x, {Hn}) with E = {E} should give E = {E} and num_heads = {Hn}, "
+               f"its message is: {reply.error}",
+               diagnose=right,
+               hidden=Msg("E 不能被 num_heads 整除时，ValueError 的信息里要写明 E 和 num_heads 这两个值",
+                          "when E is not divisible by num_heads, the ValueError's message must give both values, "
+                          "E and num_heads"))
 
 
 @check("4.2", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案完全一致", en="agrees exactly with the reference",
@@ -286,6 +327,28 @@ def _module_edges(ctx: Context) -> Iterator[None]:
             _module_finish(ctx, case)
 
 
+def _unmasked(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """:func:`checks.module_request` without the key padding mask: forward(query, key, value), its default None."""
+    E, Hn, state, q, k, v, _mask, grad_out = args
+    return ((E, Hn), {}, state, (q, k, v), {}, (grad_out, None), (0,))
+
+
+@check("4.4", "no-mask", H, Kind.NUMERIC, zh="不传 key_padding_mask（默认 None）时，输出和梯度与参考答案一致",
+       en="without key_padding_mask (its default None), outputs and gradients agree with the reference",
+       same_as="matches-torch", statement="`forward(query, key, value, key_padding_mask=None)`")
+def _module_no_mask(ctx: Context) -> Iterator[None]:
+    args, (B, Tq, Tk, Hn) = module_case(ctx, torch.float64)
+    pending = ctx.start(*_unmasked(args), probe="module")
+    yield      # the next check begins here, while the worker runs this call
+    if ctx.reference_fn is None:
+        raise RuntimeError(f"check {ctx.exercise}/{ctx.check} has no reference")
+    want = ctx.expected(lambda: module_result(probe_module(ctx.reference_fn, *as_float64(_unmasked(args)))))
+    got = expect_module(ctx, pending.value(), args[2], B, Tq, Tk, Hn, torch.float64)
+    ctx.expect_close(got["weights"], want["weights"], torch.float64, what="weights")
+    ctx.expect_close(got["out"], want["out"], torch.float64, what="out")
+    expect_gradients(ctx, got, want, torch.float64)
+
+
 @check("4.4", "edge-extreme-scores", H, Kind.EDGE,
        zh="分数相差几千（正负都有）或真实分数本身非常负（含全填充行）：输出与参考答案一致，梯度有限",
        en="scores thousands apart (both signs) or real scores that are themselves very negative (fully padded "
@@ -424,6 +487,13 @@ def _mha_gradients(ctx: Context) -> Iterator[None]:
     yield from input_gradients(ctx, ("query", "key", "value", "in_proj_weight", "in_proj_bias", "out_proj_weight",
                            "out_proj_bias"), (0, 1, 2, 4, 5, 6, 7), *args, key_padding_mask=mask,
                      outputs=("out", "weights"))
+
+
+# -- requirement sentences no check enforces, on purpose (autograder.authoring.requirements) ----------------
+not_graded("4.4", "初始化不计分", why="the statement says the initialization is not graded (the checks load "
+           "torch-named weights before every call); the rest of the sentence only recommends torch's scheme")
+not_graded("4.4", "同一个随机种子下的初始参数就与 `nn.MultiheadAttention` 完全相同",
+           why="explains how to reproduce torch's initial parameters, which the sentence before says is not graded")
 
 
 # -- near-answers: what `autograder build` refuses in the student bundle (autograder.catalog.NEAR_ANSWERS) --

@@ -64,6 +64,17 @@ def _split_time_chunks(x, num_heads):
     return torch.stack(x.chunk(num_heads, dim=1), dim=1)              # (B, H, T/H, E) where it stacks at all
 
 
+@mistake("4.1", "error-without-values",
+         zh="ValueError 的信息里没有把 E 和 num_heads 的值都写出来：只说“不能整除”，读的人还得自己去找是哪两个数",
+         en="the ValueError's message does not give both values, E and num_heads: it says they do not divide, and "
+            "the reader has to find the two numbers")
+def _split_error_without_values(x, num_heads):
+    B, T, E = x.shape
+    if E % num_heads != 0:
+        raise ValueError("the width is not divisible by the number of heads")
+    return x.reshape(B, T, num_heads, E // num_heads).transpose(1, 2)
+
+
 # -- 4.2 merge_heads ------------------------------------------------------------------
 @mistake("4.2", "no-transpose-back", zh="直接 reshape(B, T, H*d)，没有先 transpose(1, 2) 换回来",
          en="reshaped straight to (B, T, H*d) without transposing back first (transpose(1, 2))")
@@ -283,6 +294,27 @@ def _mha_shift_min(*args, **kwargs):
     return _mha(*args, **kwargs, normalize=_shifted_by(lambda s: s.amin(dim=-1, keepdim=True)))
 
 
+def _max_over_every_key(scores, mask4):
+    """Shifted by the row's maximum over every key, the padded ones included (taken before the mask), the
+    padded keys zeroed after the exp: a row whose live keys all sit thousands below a padded key's score
+    underflows to 0 everywhere."""
+    e = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    if mask4 is not None:
+        e = e.masked_fill(mask4, 0.0)
+    total = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(total == 0, torch.ones_like(total), total)
+
+
+@mistake("4.3", "max-over-padded-keys",
+         zh="softmax 之前减去的最大值是在掩蔽之前、连同填充的键一起取的：填充键的分数比真实的键高出几千时，"
+            "真实的键 exp 之后全是 0，这一行的权重全丢了；先填 -inf，再取每行（未填充的键里）的最大值",
+         en="the maximum subtracted before the softmax is taken before the mask, over the padded keys too: when a "
+            "padded key scores thousands above the real ones, every real key's exp is 0 and the row loses all its "
+            "weight; fill -inf first, then take each row's maximum (over its unpadded keys)")
+def _mha_max_over_padded(*args, **kwargs):
+    return _mha(*args, **kwargs, normalize=_max_over_every_key)
+
+
 @mistake("4.3", "fill-minus-1e9",
          zh="填充键填的是 -1e9（或 torch.finfo(dtype).min 这样有限的大负数），不是 -inf：键全为填充的那一批变成均匀分布，"
             "而不是全 0；真实分数同样很负时，填充键还会分走权重",
@@ -447,6 +479,18 @@ class _ModuleShiftMean(_Module):
             "to inf once a row's scores are a few hundred apart, giving NaN")
 class _ModuleShiftMin(_Module):
     options = {"normalize": _shifted_by(lambda s: s.amin(dim=-1, keepdim=True))}
+
+
+@mistake("4.4", "no-mask-as-all-padded",
+         zh="不传 key_padding_mask 时，把它换成了全 True 的掩码：True 表示填充，于是每个键都被当成填充，"
+            "权重全为 0；None 表示没有填充，要么不加掩码，要么换成全 False 的掩码",
+         en="without a key_padding_mask it uses a mask of all True: True means padding, so every key counts as "
+            "padded and the weights are all 0; None means no padding: apply no mask, or one of all False")
+class _ModuleNoMaskAllPadded(_Module):
+    def forward(self, query, key, value, key_padding_mask=None):
+        if key_padding_mask is None:
+            key_padding_mask = torch.ones(key.shape[:2], dtype=torch.bool, device=key.device)
+        return super().forward(query, key, value, key_padding_mask)
 
 
 # -- 4.5 attention_memory -------------------------------------------------------------

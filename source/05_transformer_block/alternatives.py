@@ -185,7 +185,8 @@ class _BlockMerged(nn.Module):
 
 # -- 5.5 TinyLM -----------------------------------------------------------------------------
 @alternative("5.5", "buffer-not-persistent", zh="位置编码算一张够长的表，register_buffer(persistent=False) 存起来，按长度切",
-             en="a long enough positional table kept with register_buffer(persistent=False), sliced to the length")
+             en="a long enough positional table kept with register_buffer(persistent=False), sliced to the length",
+             statement="或者用 `register_buffer(..., persistent=False)` 存起来")
 class _LMBuffer(nn.Module):
     def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers):
         super().__init__()

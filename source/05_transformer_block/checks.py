@@ -39,6 +39,16 @@ exercise("5.5", forbidden=MHA_FORBIDDEN)
 exercise("5.6", forbidden=LOSS_FORBIDDEN)
 exercise("5.8", forbidden=MHA_FORBIDDEN)
 
+#: The statements' display formulas, as the checks that enforce them quote them (statement=).
+PE_FORMULA = (r"PE[t, 2i] = \sin\!\left(\frac{t}{10000^{2i/D}}\right), \qquad "
+              r"PE[t, 2i+1] = \cos\!\left(\frac{t}{10000^{2i/D}}\right)")
+LN_FORMULA = (r"y = \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}} \cdot \gamma + \beta, \qquad "
+              r"\mu = \frac1D\sum_j x_j, \quad \sigma^2 = \frac1D\sum_j (x_j - \mu)^2")
+FFN_FORMULA = r"\mathrm{FFN}(x) = \mathrm{ReLU}(x W_1^\top + b_1)\, W_2^\top + b_2"
+BLOCK_FORMULA = (r"x \leftarrow x + \mathrm{Attention}(\mathrm{LN}_1(x)), \qquad "
+                 r"x \leftarrow x + \mathrm{FFN}(\mathrm{LN}_2(x))")
+KV_FORMULA = r"\text{bytes} = 2 \cdot L \cdot B \cdot H \cdot T \cdot d \cdot \text{每个元素的字节数}"
+
 #: The parameters of nn.TransformerEncoderLayer(norm_first=True), the names 5.4 must use.
 BLOCK_PARAMETERS = ("self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
                     "self_attn.out_proj.bias", "linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias",
@@ -64,7 +74,9 @@ def sinusoid_table(positions: torch.Tensor, D: int) -> torch.Tensor:
 
 
 @check("5.1", "shape-dtype", P, Kind.SHAPE, zh="返回 (T, D)，dtype 与 positions 相同",
-       en="returns (T, D) in the dtype of positions")
+       en="returns (T, D) in the dtype of positions",
+       statement=("`positional_encoding(positions, D)`",
+                  "返回 `(T, D)`，第 `k` 行是位置 `positions[k]` 的编码，dtype 和设备与 `positions` 相同"))
 def _pe_shape(ctx: Context) -> Iterator[None]:
     T, D = ctx.sizes(2, low=3, high=12)
     started = [(dtype, ctx.start(torch.arange(T, dtype=dtype), D)) for dtype in DTYPES]
@@ -84,7 +96,8 @@ def _pe_zero(ctx: Context) -> Iterator[None]:
 
 
 @check("5.1", "matches-formula", P, Kind.NUMERIC, zh="与公式逐个元素一致（D 为偶数和奇数）",
-       en="agrees with the formula element by element (even and odd D)", weight=2)
+       en="agrees with the formula element by element (even and odd D)", weight=2,
+       statement=(PE_FORMULA, "`D` 为奇数时公式不变"))
 def _pe_formula(ctx: Context) -> Iterator[None]:
     T = int(ctx.randint(5, 40, 1))
     started = [(D, dtype, positions, ctx.start(positions, D))
@@ -107,7 +120,8 @@ def norm_parameters(ctx: Context, D: int, dtype: torch.dtype) -> tuple[torch.Ten
 
 
 @check("5.2", "shape-dtype", P, Kind.SHAPE, zh="形状和 dtype 与输入相同（含批量维）",
-       en="the input's shape and dtype (batch dims included)")
+       en="the input's shape and dtype (batch dims included)",
+       statement="沿最后一维规范化，返回同样形状、同样 dtype")
 def _ln_shape(ctx: Context) -> Iterator[None]:
     B, T, D = ctx.sizes(3)
     started = [(dtype, ctx.start(ctx.randn(B, T, D, dtype=dtype))) for dtype in DTYPES]
@@ -117,7 +131,10 @@ def _ln_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("5.2", "matches-torch", P, Kind.NUMERIC, zh="与 F.layer_norm 一致（带和不带 weight、bias，eps 另给时也一样）",
-       en="agrees with F.layer_norm (with and without weight and bias, and with another eps)", weight=2)
+       en="agrees with F.layer_norm (with and without weight and bias, and with another eps)", weight=2,
+       statement=("`layer_norm(x, weight=None, bias=None, eps=1e-5)`", LN_FORMULA,
+                  "`weight`、`bias`：`(D,)` 或 `None`（`None` 即不缩放、不平移）",
+                  "与 `F.layer_norm(x, x.shape[-1:], weight, bias, eps)` 一致"))
 def _ln_torch(ctx: Context) -> Iterator[None]:
     B, T, D = ctx.sizes(3)
     started = []
@@ -145,7 +162,8 @@ def _ln_torch(ctx: Context) -> Iterator[None]:
 
 
 @check("5.2", "large-offset", P, Kind.NUMERIC, zh="输入在 1e4 附近、彼此只差几个单位（float32 也一样）：没有 NaN，与 F.layer_norm 一致",
-       en="inputs near 1e4 a few units apart (float32 too): no NaN, agrees with F.layer_norm")
+       en="inputs near 1e4 a few units apart (float32 too): no NaN, agrees with F.layer_norm",
+       statement="输入在 $10^4$ 附近、彼此只差几个单位时（float32 也一样）仍然一致，不出现 NaN")
 def _ln_offset(ctx: Context) -> None:
     T, D = ctx.sizes(2, low=8, high=40)
     for dtype in (torch.float32, torch.float64):
@@ -183,7 +201,8 @@ def torch_ffn(x: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Ten
         return linear2(torch.relu(linear1(x)))
 
 
-@check("5.3", "shape-dtype", P, Kind.SHAPE, zh="(..., T, D) → (..., T, D)，dtype 不变", en="(..., T, D) -> (..., T, D), dtype kept")
+@check("5.3", "shape-dtype", P, Kind.SHAPE, zh="(..., T, D) → (..., T, D)，dtype 不变", en="(..., T, D) -> (..., T, D), dtype kept",
+       statement="`x`：`(..., T, D)`；`W1`：`(F, D)`，`b1`：`(F,)`；`W2`：`(D, F)`，`b2`：`(D,)`；返回 `(..., T, D)`，dtype 不变")
 def _ffn_shape(ctx: Context) -> None:
     B, T, D, Fw = ctx.sizes(4)
     for dtype in DTYPES:
@@ -192,7 +211,9 @@ def _ffn_shape(ctx: Context) -> None:
 
 
 @check("5.3", "matches-torch", P, Kind.NUMERIC, zh="与装上同样权重的 linear2(relu(linear1(x))) 一致",
-       en="agrees with linear2(relu(linear1(x))) holding the same weights", weight=2)
+       en="agrees with linear2(relu(linear1(x))) holding the same weights", weight=2,
+       statement=("`feed_forward(x, W1, b1, W2, b2)`", FFN_FORMULA,
+                  "与 `linear2(relu(linear1(x)))` 一致（`linear1 = nn.Linear(D, F)`、`linear2 = nn.Linear(F, D)`，装上同样的权重）"))
 def _ffn_torch(ctx: Context) -> None:
     B, T, D, Fw = ctx.sizes(4)
     for dtype in DTYPES:
@@ -328,7 +349,11 @@ def call_block(ctx: Context, args: tuple[Any, ...], pending: Pending | None = No
 
 
 @check("5.4", "torch-names-shapes", P, Kind.SHAPE, zh="nn.TransformerEncoderLayer 的参数名都能加载；输出与梯度的形状和 dtype",
-       en="nn.TransformerEncoderLayer's parameter names load; shapes and dtype of the output and the gradients")
+       en="nn.TransformerEncoderLayer's parameter names load; shapes and dtype of the output and the gradients",
+       statement=("`TransformerBlock(nn.Module)`",
+                  "`__init__(d_model, num_heads, d_ff)`；参数名与上表相同，不多也不少（`strict=True` 能加载）",
+                  "`forward(x, key_padding_mask=None, attn_mask=None)`：`x` `(B, T, D)`；`key_padding_mask` `(B, T)` bool，"
+                  "`True` = 填充；`attn_mask` `(T, T)` bool，`True` = 不许看；返回 `(B, T, D)`"))
 def _block_shape(ctx: Context) -> Iterator[None]:
     started = [(args, start_block(ctx, args)) for args in [block_case(ctx, dtype) for dtype in DTYPES]]
     yield      # the next check begins here, while the worker runs these calls
@@ -343,7 +368,8 @@ MASK_CASES = {(True, False): ("只带填充掩码", "a padding mask only"), (Fal
 
 @check("5.4", "matches-torch", P, Kind.NUMERIC, zh="装上同样的权重后，输出与 nn.TransformerEncoderLayer(norm_first=True) 一致（三种掩码）",
        en="loaded with the same weights, the output agrees with nn.TransformerEncoderLayer(norm_first=True) (three "
-          "mask settings)", weight=2)
+          "mask settings)", weight=2,
+       statement=(BLOCK_FORMULA, "只带填充掩码、只带因果掩码、两个都带，都一样"))
 def _block_torch(ctx: Context) -> Iterator[None]:
     # one dtype per mask setting (the self-check data stores what each known mistake returns on every call)
     started = []        # every case in flight before the first is compared (see Context.start)
@@ -359,7 +385,8 @@ def _block_torch(ctx: Context) -> Iterator[None]:
 
 
 @check("5.4", "gradients-match-torch", P, Kind.GRADIENT, zh="每个参数和 x 的梯度与 nn.TransformerEncoderLayer 一致",
-       en="the gradients of every parameter and of x agree with nn.TransformerEncoderLayer", weight=2)
+       en="the gradients of every parameter and of x agree with nn.TransformerEncoderLayer", weight=2,
+       statement="装上同样的权重后，输出和梯度（对每个参数、对 `x`）都与 `nn.TransformerEncoderLayer(..., dropout=0, batch_first=True, norm_first=True)` 一致")
 def _block_grads(ctx: Context) -> Iterator[None]:
     args = block_case(ctx, torch.float64)
     pending = start_block(ctx, args)
@@ -431,7 +458,11 @@ def call_lm(ctx: Context, args: tuple[Any, ...], pending: Pending | None = None)
 
 
 @check("5.5", "names-shapes", P, Kind.SHAPE, zh="参数名都能加载（没有多余的）；logits (B, T, V) 与梯度的形状和 dtype",
-       en="the parameter names load (none extra); shapes and dtype of logits (B, T, V) and of the gradients")
+       en="the parameter names load (none extra); shapes and dtype of logits (B, T, V) and of the gradients",
+       statement=("`TinyLM(nn.Module)`",
+                  "`__init__(vocab_size, d_model, num_heads, d_ff, num_layers)`；参数只有 `token_embedding.weight`",
+                  "位置编码不是参数",
+                  "`tokens` `(B, T)` int64，`key_padding_mask` `(B, T)` bool 或 `None`；返回 `logits` `(B, T, V)`"))
 def _lm_shape(ctx: Context) -> Iterator[None]:
     args = lm_case(ctx)
     pending = start_lm(ctx, args)
@@ -441,7 +472,8 @@ def _lm_shape(ctx: Context) -> Iterator[None]:
 
 @check("5.5", "matches-torch", P, Kind.NUMERIC, zh="logits 与用 torch 的模块按五步搭出来的模型一致（带填充掩码和不带）",
        en="logits agree with the model built from torch's modules in the five steps (with and without padding)",
-       weight=2)
+       weight=2,
+       statement="装上同样的权重后，`logits` 和每个参数的梯度与用 torch 的模块")
 def _lm_torch(ctx: Context) -> Iterator[None]:
     started = [(padding, args, start_lm(ctx, args)) for padding, args in
                [(padding, lm_case(ctx, padding=padding)) for padding in (False, True)]]
@@ -454,7 +486,8 @@ def _lm_torch(ctx: Context) -> Iterator[None]:
 
 
 @check("5.5", "gradients-match-torch", P, Kind.GRADIENT, zh="每个参数的梯度与 torch 搭出来的模型一致",
-       en="every parameter's gradient agrees with the model built from torch's modules")
+       en="every parameter's gradient agrees with the model built from torch's modules",
+       statement="`logits` 和每个参数的梯度与用 torch 的模块（`nn.Embedding`、`nn.TransformerEncoderLayer(..., norm_first=True)`、`F.layer_norm`）按上面五步搭出来的模型一致")
 def _lm_grads(ctx: Context) -> Iterator[None]:
     args = lm_case(ctx)
     pending = start_lm(ctx, args)
@@ -482,7 +515,8 @@ def loss_case(ctx: Context, dtype: torch.dtype, *, padding: bool = True) -> tupl
     return logits, tokens, (mask_from_lengths(lengths, T) if padding else None)
 
 
-@check("5.6", "scalar", P, Kind.SHAPE, zh="返回 0 维张量，dtype 与 logits 相同", en="returns a 0-d tensor in the dtype of logits")
+@check("5.6", "scalar", P, Kind.SHAPE, zh="返回 0 维张量，dtype 与 logits 相同", en="returns a 0-d tensor in the dtype of logits",
+       statement="返回 0 维张量")
 def _loss_shape(ctx: Context) -> Iterator[None]:
     started = [(dtype, ctx.start(*loss_case(ctx, dtype))) for dtype in DTYPES]
     yield      # the next check begins here, while the worker runs these calls
@@ -491,7 +525,10 @@ def _loss_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("5.6", "matches-torch", P, Kind.NUMERIC, zh="与错开一位、填充目标换成 -100 之后的 F.cross_entropy 一致",
-       en="agrees with F.cross_entropy on targets shifted by one, padded ones set to -100", weight=2)
+       en="agrees with F.cross_entropy on targets shifted by one, padded ones set to -100", weight=2,
+       statement=("`logits`：`(B, T, V)`；`tokens`：`(B, T)` int64；`key_padding_mask`：`(B, T)` bool 或 `None`",
+                  "所有**目标不是填充**的位置上交叉熵的平均（每个词元一样重，不是先对每个样本求平均）",
+                  "等于 `F.cross_entropy(logits[:, :-1].reshape(-1, V), targets.reshape(-1), ignore_index=-100)`"))
 def _loss_torch(ctx: Context) -> Iterator[None]:
     started = [(padding, dtype, args, ctx.start(*args)) for padding in (True, False) for dtype in DTYPES
                for args in [loss_case(ctx, dtype, padding=padding)]]
@@ -515,7 +552,8 @@ def expect_tokens(ctx: Context, value: plain.Value, B: int, what: str) -> torch.
     return ctx.expect_tensor(value, (B,), torch.int64, what=what)
 
 
-@check("5.7", "shape-dtype", P, Kind.SHAPE, zh="贪心和采样都返回 (B,) int64", en="greedy and sampling both return (B,) int64")
+@check("5.7", "shape-dtype", P, Kind.SHAPE, zh="贪心和采样都返回 (B,) int64", en="greedy and sampling both return (B,) int64",
+       statement=("`sample_next_token(logits, temperature=0.0, seed=None)`", "`logits`：`(B, V)`；返回 `(B,)` int64，每行一个词元编号"))
 def _sample_shape(ctx: Context) -> Iterator[None]:
     B, V = ctx.sizes(2, low=3, high=12)
     logits = ctx.randn(B, V, dtype=torch.float32)
@@ -533,7 +571,9 @@ def _sample_shape(ctx: Context) -> Iterator[None]:
 
 
 @check("5.7", "greedy", P, Kind.NUMERIC, zh="temperature = 0（默认值）：恰好是 logits.argmax(dim=-1)，并列时取编号最小的",
-       en="temperature = 0 (the default): exactly logits.argmax(dim=-1), a tie going to the lowest index")
+       en="temperature = 0 (the default): exactly logits.argmax(dim=-1), a tie going to the lowest index",
+       statement=("`sample_next_token(logits, temperature=0.0, seed=None)`",
+                  "`temperature == 0`：返回 `logits.argmax(dim=-1)`（并列时取编号最小的那个，与 `argmax` 相同）"))
 def _sample_greedy(ctx: Context) -> None:
     B, V = ctx.sizes(2, low=3, high=12)
     for dtype in DTYPES:
@@ -556,7 +596,8 @@ def _sample_greedy(ctx: Context) -> None:
 @check("5.7", "same-draws-as-multinomial", P, Kind.NUMERIC,
        zh="temperature > 0、给了 seed：与同一个种子下 torch.multinomial(softmax(logits / temperature)) 抽到的完全相同",
        en="temperature > 0 with a seed: exactly what torch.multinomial(softmax(logits / temperature)) draws with a "
-          "generator of that seed", weight=2)
+          "generator of that seed", weight=2,
+       statement="`temperature > 0`：返回 `torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=g).squeeze(-1)`")
 def _sample_multinomial(ctx: Context) -> None:
     V = int(ctx.randint(4, 9, 1))
     for temperature in (0.5, 2.0):
@@ -640,7 +681,10 @@ def step_finish(ctx: Context, started: tuple) -> None:
 
 
 @check("5.8", "shapes", P, Kind.SHAPE, zh="out (B, T_new, E)；返回的 k、v 各 (B, H, S + T_new, d)",
-       en="out (B, T_new, E); the returned k and v each (B, H, S + T_new, d)")
+       en="out (B, T_new, E); the returned k and v each (B, H, S + T_new, d)",
+       statement=("`cached_self_attention(x, cache, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias)`",
+                  "`x`：`(B, T_new, E)`，`T_new ≥ 1`；`cache`：`None` 或 `(k_cache, v_cache)`，各 `(B, H, S, d)`",
+                  "返回 `(out, (k, v))`：`out` `(B, T_new, E)`；`k`、`v` 各 `(B, H, S + T_new, d)`"))
 def _cache_shape(ctx: Context) -> Iterator[None]:
     dtype = torch.float32
     x_all, H, state = cache_case(ctx, dtype, 3, 2)
@@ -655,7 +699,8 @@ def _cache_shape(ctx: Context) -> Iterator[None]:
 
 @check("5.8", "prefill-matches-torch", P, Kind.NUMERIC, zh="没有缓存时：等于带因果掩码的 nn.MultiheadAttention，k、v 是投影拆头后的键和值",
        en="without a cache: equals nn.MultiheadAttention with a causal mask; k and v are the projected keys and "
-          "values split into heads")
+          "values split into heads",
+       statement="后面是新位置的键和值（投影并拆头之后，第 `h` 个头是第 `h*d` 到 `(h+1)*d - 1` 维）")
 def _cache_prefill(ctx: Context) -> Iterator[None]:
     started = []
     for dtype in DTYPES:
@@ -670,7 +715,9 @@ def _cache_prefill(ctx: Context) -> Iterator[None]:
 @check("5.8", "step-matches-torch", P, Kind.NUMERIC,
        zh="有缓存时（新来 1 个或几个位置）：out 等于整段因果自注意力的最后几行，k、v 是缓存接上新位置",
        en="with a cache (one or a few new positions): out equals the last rows of causal self-attention over the "
-          "whole sequence, k and v are the cache followed by the new positions", weight=2)
+          "whole sequence, k and v are the cache followed by the new positions", weight=2,
+       statement=("`k`、`v` 各 `(B, H, S + T_new, d)`，前 `S` 个位置就是传进来的缓存",
+                  "`out` 等于整段序列（缓存里的位置加上新位置）做因果自注意力（`nn.MultiheadAttention` 带 `attn_mask=causal_mask`）的最后 `T_new` 行"))
 def _cache_step(ctx: Context) -> Iterator[None]:
     started = []
     for T_new, dtype in ((1, torch.float64), (3, torch.float32)):
@@ -686,7 +733,8 @@ def _cache_step(ctx: Context) -> Iterator[None]:
 
 @check("5.8", "step-by-step", P, Kind.PROPERTY, zh="先送提示、再逐个位置送（每次传回上一次返回的缓存）：与一次算完一致",
        en="a prompt, then one position at a time (each call given the cache the last one returned): the same as "
-          "all at once")
+          "all at once",
+       statement="一次送完和分几次送，结果一致")
 def _cache_loop(ctx: Context) -> Iterator[None]:
     x_all, H, state = cache_case(ctx, torch.float64, 0, 5)
     B, total, E = x_all.shape
@@ -711,7 +759,8 @@ def meta_cache_bytes(batch: int, layers: int, heads: int, seq_len: int, head_dim
     return t.numel() * t.element_size()
 
 
-@check("5.9", "python-int", P, Kind.SHAPE, zh="返回 Python int", en="returns a Python int")
+@check("5.9", "python-int", P, Kind.SHAPE, zh="返回 Python int", en="returns a Python int",
+       statement="返回 Python `int`（不是张量，也不是 float）")
 def _kv_type(ctx: Context) -> Iterator[None]:
     pending = ctx.start(*ctx.sizes(5))
     yield      # the next check begins here, while the worker runs this call
@@ -722,7 +771,8 @@ def _kv_type(ctx: Context) -> Iterator[None]:
 
 
 @check("5.9", "fact-36-mib", P, Kind.FACT, zh="12 层、12 个头、每头 64 维、1024 个词元、float16、批量 1：恰好 36 MiB",
-       en="12 layers, 12 heads of width 64, 1024 tokens, float16, batch 1: exactly 36 MiB")
+       en="12 layers, 12 heads of width 64, 1024 tokens, float16, batch 1: exactly 36 MiB",
+       statement=KV_FORMULA)
 def _kv_fact(ctx: Context) -> Iterator[None]:
     pending = ctx.start(1, 12, 12, 1024, 64, 2)
     yield      # the next check begins here, while the worker runs this call
@@ -730,7 +780,8 @@ def _kv_fact(ctx: Context) -> Iterator[None]:
 
 
 @check("5.9", "matches-torch", P, Kind.NUMERIC, zh="与 torch 在 `meta` 设备上分配的 (2, L, B, H, T, d) 张量字节数一致",
-       en="equals the bytes of a (2, L, B, H, T, d) tensor torch allocates on the meta device", weight=2)
+       en="equals the bytes of a (2, L, B, H, T, d) tensor torch allocates on the meta device", weight=2,
+       statement=("`kv_cache_memory(batch, num_layers, num_heads, seq_len, head_dim, bytes_per_element=4)`", KV_FORMULA))
 def _kv_torch(ctx: Context) -> None:
     for nbytes in (4, 2, 8):
         b, L, h, t, d = ctx.sizes(5, low=2, high=40)

@@ -11,11 +11,12 @@ from typing import Any
 
 import torch
 
-from autograder.catalog import Audience, Context, Kind, Msg, as_float64, check
+from autograder import plain
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, as_float64, check, not_graded
 from autograder.catalog.integrity import global_random_changed, input_gradients, inputs_unchanged
 from autograder.probes import probe_module
 from .checks import (attention_args, expect_close_normwise, block_case, block_request, cache_case, call_block, call_lm,
-                     expect_probe_gradients, expect_step, expect_tokens, ffn_weights, lm_case, loss_case,
+                     expect_probe_gradients, expect_step, expect_tokens, ffn_weights, lm_case, lm_request, loss_case,
                      norm_parameters, start_block, start_lm, step_finish, step_start)
 from ..multi_head_attention.checks import expect_int
 from ..padding_masks.checks import DTYPES, expect_exact
@@ -34,11 +35,12 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 # -- 5.1 positional_encoding ------------------------------------------------------------
 @check("5.1", "reference-random", H, Kind.NUMERIC, zh="随机的位置（不从 0 开始）与参考答案一致",
-       en="agrees with the reference on random positions (not starting at 0)", weight=2, same_as="matches-formula")
+       en="agrees with the reference on random positions (not starting at 0)", weight=2, same_as="matches-formula",
+       statement=("5.8 之后逐个生成时，只编码新的位置", "第 `k` 行是位置 `positions[k]` 的编码"))
 def _pe_reference(ctx: Context) -> None:
     for dtype in DTYPES:
         T, D = ctx.sizes(2, low=2, high=33)
-        start = int(ctx.randint(0, 30, 1))
+        start = int(ctx.randint(1, 30, 1))      # not 0: the positions given, whatever they are
         with ctx.case(zh=f"从某个位置开始的 T 个位置（{dtype_name(dtype)}）", en=f"T positions from start ({dtype_name(dtype)})"):
             positions = torch.arange(start, start + T, dtype=dtype)
             got = ctx.expect_tensor(ctx.call(positions, D), (T, D), dtype, what="positional_encoding")
@@ -46,7 +48,7 @@ def _pe_reference(ctx: Context) -> None:
 
 
 @check("5.1", "edge-cases", H, Kind.EDGE, zh="D = 1、D = 2、一个位置、D 为奇数", en="D = 1, D = 2, one position, odd D",
-       same_as="matches-formula")
+       same_as="matches-formula", statement=r"`D = 1` 时只有一列 $\sin(t)$")
 def _pe_edges(ctx: Context) -> Iterator[None]:
     odd = 2 * int(ctx.randint(2, 10, 1)) + 1
     started = [(T, D, names, positions, ctx.start(positions, D))
@@ -63,7 +65,8 @@ def _pe_edges(ctx: Context) -> Iterator[None]:
 # -- 5.2 layer_norm ----------------------------------------------------------------------
 @check("5.2", "reference-random", H, Kind.NUMERIC, zh="随机输入（不同的批量维、带和不带 weight、bias）与参考答案一致",
        en="agrees with the reference on random inputs (other batch dims, with and without weight and bias)",
-       weight=2, same_as="matches-torch")
+       weight=2, same_as="matches-torch",
+       statement=("`x`：`(..., D)`，沿最后一维规范化", "`weight`、`bias`：`(D,)` 或 `None`（`None` 即不缩放、不平移）"))
 def _ln_reference(ctx: Context) -> Iterator[None]:
     started = []        # every call in flight before the first is compared (see Context.start)
     for batch in ((), (3,), (2, 3)):
@@ -110,7 +113,8 @@ def _ln_edges(ctx: Context) -> Iterator[None]:
 
 
 @check("5.2", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的层规范化", en="no library layer normalization",
-       statement="禁止调用（评分器运行本题时一旦检测到，本题记 0 分）：`F.layer_norm`、`nn.LayerNorm`")
+       statement=("禁止调用（评分器运行本题时一旦检测到，本题记 0 分）：`F.layer_norm`、`nn.LayerNorm`",
+                  "但你的实现里不能用"))
 def _ln_forbidden(ctx: Context) -> None:
     T, D = ctx.sizes(2, low=3, high=12)
     weight, bias = norm_parameters(ctx, D, torch.float64)
@@ -165,10 +169,20 @@ def block_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
     return {"out": result["out"], "grads": result["grads"], "grad_x": result["input_grads"][0]}
 
 
-def _block_start(ctx: Context, dtype: torch.dtype, **options: Any) -> tuple:
+def without_none(request: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A "module" probe request whose forward gets no keyword argument that is None: forward(x) or
+    forward(tokens=...) alone, the masks left to the signature's defaults."""
+    init_args, init_kwargs, state, args, kwargs, grad_out, wrt = request
+    return init_args, init_kwargs, state, args, {k: v for k, v in kwargs.items() if v is not None}, grad_out, wrt
+
+
+def _block_start(ctx: Context, dtype: torch.dtype, *, defaults: bool = False, **options: Any) -> tuple:
     """One case's inputs, drawn, and its probe call, begun (:func:`_block_finish` compares it with the
-    reference): a check begins all its cases before it compares the first (see Context.start)."""
+    reference): a check begins all its cases before it compares the first (see Context.start). ``defaults``:
+    an absent mask is not passed at all (forward(x)), rather than passed as None."""
     args = block_case(ctx, dtype, **options)
+    if defaults:
+        return dtype, args, ctx.start(*without_none(block_request(args)), probe="module")
     return dtype, args, start_block(ctx, args)
 
 
@@ -178,6 +192,11 @@ def _block_finish(ctx: Context, started: tuple) -> None:
     got = call_block(ctx, args, pending)
     expect_close_normwise(ctx, got["out"], want["out"], dtype, what="TransformerBlock(...)(x)")
     expect_probe_gradients(ctx, got, want, dtype)
+
+
+not_graded("5.4", "评分只用每个样本至少有一个真实词元的输入",
+           why="a promise about the grader's inputs (every sample has a real token, so no fully masked row; torch's "
+               "layer gives NaN there): block_case draws lengths of at least 1")
 
 
 @check("5.4", "reference-random", H, Kind.NUMERIC, zh="随机输入（两种掩码都带）下输出和梯度与参考答案一致",
@@ -191,13 +210,15 @@ def _block_reference(ctx: Context) -> Iterator[None]:
             _block_finish(ctx, case)
 
 
-@check("5.4", "edge-cases", H, Kind.EDGE, zh="一个头、一个位置、不带任何掩码", en="one head, one position, no mask at all",
-       same_as="matches-torch")
+@check("5.4", "edge-cases", H, Kind.EDGE, zh="一个头、一个位置、不带任何掩码（只调用 forward(x)）",
+       en="one head, one position, no mask at all (forward(x) alone)", same_as="matches-torch",
+       statement="`forward(x, key_padding_mask=None, attn_mask=None)`")
 def _block_edges(ctx: Context) -> Iterator[None]:
     B, T, Hn, d = ctx.sizes(4, low=2, high=6)
     cases = [(("一个头", "one head"), _block_start(ctx, torch.float64, sizes=(B, T, 1, d))),
              (("一个位置", "one position"), _block_start(ctx, torch.float64, sizes=(B, 1, Hn, d))),
-             (("不带掩码", "no mask"), _block_start(ctx, torch.float64, padding=False, causal_mask=False))]
+             (("不带掩码：只调用 forward(x)", "no mask: forward(x) alone"),
+              _block_start(ctx, torch.float64, defaults=True, padding=False, causal_mask=False))]
     yield      # the next check begins here, while the worker runs these calls
     for (zh, en), case in cases:
         with ctx.case(zh=zh, en=en):
@@ -224,9 +245,12 @@ def lm_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
     return {"out": logits.detach(), "grads": {n: p.grad for n, p in model.named_parameters()}}
 
 
-def _lm_start(ctx: Context, **options: Any) -> tuple:
-    """One case's model and tokens, drawn, and its probe call, begun (:func:`_lm_finish` compares it)."""
+def _lm_start(ctx: Context, *, defaults: bool = False, **options: Any) -> tuple:
+    """One case's model and tokens, drawn, and its probe call, begun (:func:`_lm_finish` compares it).
+    ``defaults``: no padding mask is passed at all (forward(tokens)), rather than passed as None."""
     args = lm_case(ctx, **options)
+    if defaults:
+        return args, ctx.start(*without_none(lm_request(args)), probe="module")
     return args, start_lm(ctx, args)
 
 
@@ -253,13 +277,14 @@ def _lm_reference(ctx: Context) -> Iterator[None]:
             _lm_finish(ctx, case)
 
 
-@check("5.5", "edge-cases", H, Kind.EDGE, zh="一个词元、词表只有 2 个、不带填充掩码", en="one token, a vocabulary of 2, no padding mask",
-       same_as="matches-torch")
+@check("5.5", "edge-cases", H, Kind.EDGE, zh="一个词元、词表只有 2 个、不带填充掩码（只传 tokens）",
+       en="one token, a vocabulary of 2, no padding mask (tokens alone)", same_as="matches-torch",
+       statement="`forward(tokens, key_padding_mask=None)`")
 def _lm_edges(ctx: Context) -> Iterator[None]:
     B, T, V = ctx.sizes(3, low=2, high=7)
     cases = [(("一个词元", "one token"), _lm_start(ctx, sizes=(B, 1, V, 2, 3, 1))),
              (("词表只有 2 个", "a vocabulary of 2"), _lm_start(ctx, sizes=(B, T, 2, 2, 3, 2))),
-             (("不带填充掩码", "no padding mask"), _lm_start(ctx, padding=False))]
+             (("不带填充掩码：只传 tokens", "no padding mask: tokens alone"), _lm_start(ctx, defaults=True, padding=False))]
     yield      # the next check begins here, while the worker runs these calls
     for (zh, en), case in cases:
         with ctx.case(zh=zh, en=en):
@@ -287,15 +312,15 @@ def _loss_reference(ctx: Context) -> None:
         ctx.expect_close(got, want, dtype, what="lm_loss")
 
 
-@check("5.6", "edge-cases", H, Kind.EDGE, zh="T = 2（每个样本一个目标）、只剩一个目标要算、logits 很大",
-       en="T = 2 (one target per sample), a single target left to count, large logits",
-       statement="评分只用至少有一个目标要算的输入")
+@check("5.6", "edge-cases", H, Kind.EDGE, zh="T = 2（每个样本一个目标，不传 key_padding_mask）、只剩一个目标要算、logits 很大",
+       en="T = 2 (one target per sample, no key_padding_mask passed), a single target left to count, large logits",
+       statement=("`lm_loss(logits, tokens, key_padding_mask=None)`", "评分只用至少有一个目标要算的输入"))
 def _loss_edges(ctx: Context) -> None:
     B, V = ctx.sizes(2, low=3, high=9)
     T = int(ctx.randint(3, 8, 1))
-    with ctx.case(zh="T = 2", en="T = 2"):
+    with ctx.case(zh="T = 2，只传 logits 和 tokens", en="T = 2, logits and tokens alone"):
         logits, tokens = ctx.randn(B, 2, V), ctx.randint(0, V, B, 2)
-        pending = ctx.start(logits, tokens, None)
+        pending = ctx.start(logits, tokens)         # key_padding_mask left to its default, as the notebook's training calls it
         want = ctx.reference(logits, tokens, None)
         got = ctx.expect_tensor(pending.value(), (), torch.float64, what="lm_loss")
         ctx.expect_close(got, want, torch.float64, what="lm_loss")
@@ -365,7 +390,7 @@ def _sample_edges(ctx: Context) -> None:
 
 @check("5.7", "global-random-untouched", H, Kind.PROPERTY, zh="temperature = 0 或给了 seed：全局随机数的状态不变",
        en="at temperature 0, or with a seed: torch's global random state is left as it was",
-       statement="给了 `seed` 时全局随机数的状态不变", needs_output=True)
+       statement=("给了 `seed` 时全局随机数的状态不变", "不用随机数"), needs_output=True)
 def _sample_global_random(ctx: Context) -> None:
     """The statement's own generator: a seeded draw (or a greedy one) leaves the global random numbers alone."""
     B, V = int(ctx.randint(3, 20, 1)), int(ctx.randint(3, 9, 1))
@@ -381,6 +406,34 @@ def _sample_global_random(ctx: Context) -> None:
                        "the global random state changed across the call: draw with a generator of its own, "
                        "torch.Generator(...).manual_seed(seed), never torch.manual_seed nor the global random "
                        "numbers", diagnose=True, safe=True)
+
+
+UNREADABLE_DRAW = Msg("读不出这次调用的返回值", "the call's return value could not be read")
+
+
+@check("5.7", "unseeded-draws-global", H, Kind.PROPERTY,
+       zh="temperature > 0、没有 seed：从全局随机数里抽，不是从新建的 torch.Generator 里抽（它的种子是固定的）",
+       en="temperature > 0 without a seed: drawn from the global random numbers, not from a new torch.Generator "
+          "(whose seed is fixed)",
+       statement="`seed` 为 `None` 时不传生成器（用全局随机数）", needs_output=True)
+def _sample_unseeded(ctx: Context) -> None:
+    """A new torch.Generator() starts from a fixed seed, so that "a generator of its own whether or not a seed is
+    given" draws the same tokens on every call: without a seed the statement draws from the global numbers. The
+    "random" probe draws from them once before the call, so the global state is never a new generator's."""
+    B, V = int(ctx.randint(40, 80, 1)), int(ctx.randint(4, 9, 1))
+    logits = ctx.randn(B, V, scale=0.5)                         # float64, near-uniform rows: every draw is open
+    with ctx.on_device("cpu"):     # the global numbers the probe touches are the CPU's (as global-random-untouched)
+        value = ctx.call(logits, 1.0, probe="random")
+        if value.kind != "dict" or "out" not in value.spec["items"]:
+            raise CheckFailed(UNREADABLE_DRAW, hidden=UNREADABLE_DRAW)
+        got = expect_tokens(ctx, plain.Value(value.spec["items"]["out"], value.arrays), B, "sample_next_token(logits, 1.0)")
+    fixed = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=torch.Generator()).squeeze(-1)
+    ctx.expect(not torch.equal(got, fixed),
+               "没有 seed 时抽到的恰好是新建的 torch.Generator() 抽到的：新建的生成器种子是固定的，每次调用都抽出同样的词元；"
+               "seed 为 None 时不要传生成器，用全局随机数",
+               "without a seed the draws are exactly those of a new torch.Generator(): a new generator starts from a "
+               "fixed seed, so every call draws the same tokens; when seed is None pass no generator and draw from "
+               "the global random numbers", diagnose=True, safe=True)
 
 
 # -- 5.8 cached_self_attention ------------------------------------------------------------------
@@ -448,7 +501,9 @@ def _kv_reference(ctx: Context) -> None:
                Msg("kv_cache_memory(...)，序列有 100 万个词元", "kv_cache_memory(a million-token sequence)"))
 
 
-@check("5.9", "edge-cases", H, Kind.EDGE, zh="每个参数都是 1", en="every argument 1", same_as="matches-torch")
+@check("5.9", "edge-cases", H, Kind.EDGE, zh="每个参数都是 1（bytes_per_element 用默认值和 2）",
+       en="every argument 1 (bytes_per_element left to its default, and 2)", same_as="matches-torch",
+       statement="`kv_cache_memory(batch, num_layers, num_heads, seq_len, head_dim, bytes_per_element=4)`")
 def _kv_edges(ctx: Context) -> Iterator[None]:
     pending = ctx.start(1, 1, 1, 1, 1)
     yield      # the next check begins here, while the worker runs this call

@@ -61,6 +61,15 @@ def _pe_multiplied(positions, D):
     return _pe(positions, D, multiply=True)
 
 
+@mistake("5.1", "positions-ignored", zh="没有用传进来的 positions，而是按行号 0、1、2…… 编码：第 k 行要编码位置 positions[k]"
+         "（逐个生成时传进来的是新的位置，不从 0 开始）",
+         en="the positions given are ignored and the rows 0, 1, 2, ... are encoded instead: row k encodes "
+            "positions[k] (when generating one token at a time the new positions do not start at 0)")
+def _pe_row_numbers(positions, D):
+    rows = torch.arange(positions.shape[0], device=positions.device).to(positions.dtype)
+    return _pe(rows, D)
+
+
 # -- 5.2 layer_norm ----------------------------------------------------------------------
 def _affine(y, weight, bias):
     if weight is not None:
@@ -396,6 +405,19 @@ def _sample_global_seed(logits, temperature=0.0, seed=None):
     if seed is not None:
         torch.manual_seed(seed)          # the same draws as a generator of that seed, and the global state lost
     return torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1).squeeze(-1)
+
+
+@mistake("5.7", "own-generator-without-seed", zh="没有 seed 时也新建了一个 torch.Generator：新建的生成器种子是固定的，"
+         "每次调用都抽出同样的词元；seed 为 None 时不传生成器，用全局随机数",
+         en="a torch.Generator of its own even without a seed: a new generator starts from a fixed seed, so every "
+            "call draws the same tokens; when seed is None pass no generator and draw from the global random numbers")
+def _sample_own_generator(logits, temperature=0.0, seed=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    generator = torch.Generator(device=logits.device)
+    if seed is not None:
+        generator.manual_seed(seed)
+    return torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=generator).squeeze(-1)
 
 
 # -- 5.8 cached_self_attention ------------------------------------------------------------------

@@ -138,7 +138,8 @@ def masked_softmax(scores, key_padding_mask):
     top = s.amax(dim=-1, keepdim=True)
     shifted = s - top.masked_fill(torch.isinf(top), 0.0)            # all -inf on a fully padded row
     out = torch.exp(shifted - torch.logsumexp(shifted, dim=-1, keepdim=True))
-    return out.masked_fill(mask, 0.0)                               # a fully padded row: NaN -> 0
+    # a fully padded row, or one whose real keys are all -inf: NaN -> 0 (3.2: no NaN anywhere)
+    return out.masked_fill(mask, 0.0).nan_to_num(0.0)
 
 
 class MultiHeadAttention(nn.Module):

@@ -264,10 +264,10 @@ def _table_order_dtype(ctx: Context) -> Iterator[None]:
                "decay_table(4 lengths out of order, one repeated, W_hh, W_xh, alpha)")
     got = expect_ndarray(ctx, pending.value(), (4, 2), what=what)
     ctx.expect(got.dtype == np.float64,
-               f"返回数组的 dtype 应为 float64，实际是 {got.dtype.name}（例如先建 torch 张量再 .numpy() 得到的是 "
-               f"float32；用 np.array(..., dtype=np.float64)）",
-               f"the array should have dtype float64, got {got.dtype.name} (torch.tensor(rows).numpy(), say, gives "
-               f"float32; use np.array(rows, dtype=np.float64))", diagnose=True, safe=True)
+               f"返回数组的 dtype 应为 float64，实际是 {got.dtype.name}（torch 张量默认是 float32，转成 NumPy 后仍是 "
+               f"float32；建数组时指定 dtype 为 float64）",
+               f"the array should have dtype float64, got {got.dtype.name} (a torch tensor is float32 by default and "
+               f"stays float32 as a NumPy array; give the array dtype float64)", diagnose=True, safe=True)
     ctx.expect_close(got, want, torch.float64, what=what)
 
 

@@ -268,10 +268,10 @@ def _table_not_reshaped(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
     return np.array([[_rnn([1.0] + [0.0] * (int(n) - 1), W_hh, W_xh), alpha] for n in lengths], dtype=np.float64)
 
 
-@mistake("1.4", "float32-table", zh="返回的数组是 float32：看起来先建了 torch 张量再 .numpy()（torch 默认 float32）；"
-         "要 float64，例如 np.array(..., dtype=np.float64)",
-         en="the array is float32: looks like torch.tensor(rows).numpy() (torch's default float32); it should be "
-            "float64, e.g. np.array(rows, dtype=np.float64)")
+@mistake("1.4", "float32-table", zh="返回的数组是 float32：看起来先建了 torch 张量再转成 NumPy（torch 默认 float32）；"
+         "要 float64：建数组时指定 dtype 为 float64",
+         en="the array is float32: it looks made from a torch tensor (float32 by default); it should be "
+            "float64: give the array dtype float64")
 def _table_float32(lengths, W_hh=0.9, W_xh=0.5, alpha=0.6):
     rows = [[_rnn([1.0] + [0.0] * (int(n) - 1), W_hh, W_xh), alpha] for n in lengths]
     return torch.tensor(rows).reshape(len(rows), 2).numpy()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,20 +57,28 @@ def _text(cell: dict[str, Any]) -> str:
     return _SOLUTION.sub("", text)      # what the student gets is the stub: the solution is not a statement
 
 
+def _notebook_cells(course: Course, assignment: Any) -> list[dict[str, Any]]:
+    """The assignment's source notebook's cells (its release's where the source is not there)."""
+    path = course.root / "source" / assignment.id / assignment.notebook
+    if not path.is_file():
+        path = course.root / "release" / assignment.id / assignment.notebook
+    return _cells(path)
+
+
+def _grade_id(cell: dict[str, Any]) -> str:
+    return str((cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id", ""))
+
+
 def statement_texts(course: Course) -> dict[str, str]:
     """exercise ID -> everything its student reads about it (see the module docstring)."""
     out: dict[str, str] = {}
     for a in course.assignments:
-        path = course.root / "source" / a.id / a.notebook
-        if not path.is_file():
-            path = course.root / "release" / a.id / a.notebook
-        cells = _cells(path)
         own: dict[str, list[str]] = {e.id: [] for e in a.exercises}
         ids = {grade_id(e.id): e.id for e in a.exercises}
         ids.update({grade_id(e.id) + "_statement": e.id for e in a.exercises})
         shared: list[str] = []
-        for cell in cells:
-            gid = (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id", "")
+        for cell in _notebook_cells(course, a):
+            gid = _grade_id(cell)
             if gid in ids:
                 own[ids[gid]].append(_text(cell))
             elif cell.get("cell_type") == "markdown" and not gid.endswith("_statement"):
@@ -91,27 +100,19 @@ def requirement_gaps(course: Course, exercises: list[str] | None = None) -> list
             continue
         public = {c.name for c in C.checks_for(ex.id, (C.Audience.PUBLIC,))}
         said = normalized(texts.get(ex.id, ""))
-        for c in C.checks_for(ex.id, (C.Audience.PUBLIC,)):
-            for words in c.statements:
-                if normalized(words) not in said:
-                    gaps.append(f"{ex.id}/{c.name}: statement={words!r} is not in what the student reads for "
-                                f"{ex.id} (its statement cell, its stub, the notebook's other text)")
-        for alt in C.ALTERNATIVES.get(ex.id, []):
-            for words in alt.statements:
-                if normalized(words) not in said:
-                    gaps.append(f"{ex.id}/alternative {alt.name}: statement={words!r} is not in what the "
-                                f"student reads for {ex.id}")
         for c in C.checks_for(ex.id, (C.Audience.HIDDEN,)):
             if c.statement is None and c.same_as is None:
                 gaps.append(f"{ex.id}/{c.name}: names no requirement (statement= words of the statement, or "
                             f"same_as= a public check of {ex.id})")
-                continue
-            if c.same_as is not None and c.same_as not in public:
+            elif c.same_as is not None and c.same_as not in public:
                 gaps.append(f"{ex.id}/{c.name}: same_as={c.same_as!r} is not a public check of {ex.id} "
                             f"(they are: {', '.join(sorted(public)) or 'none'})")
-            for words in c.statements:
+        quoting = [(c.name, c.statements) for c in C.CHECKS.get(ex.id, [])] + \
+            [(f"alternative {a.name}", a.statements) for a in C.ALTERNATIVES.get(ex.id, [])]
+        for name, statements in quoting:
+            for words in statements:
                 if normalized(words) not in said:
-                    gaps.append(f"{ex.id}/{c.name}: statement={words!r} is not in what the student reads for "
+                    gaps.append(f"{ex.id}/{name}: statement={words!r} is not in what the student reads for "
                                 f"{ex.id} (its statement cell, its stub, the notebook's other text)")
     return gaps
 
@@ -135,8 +136,20 @@ class Requirement:
     not_graded: str | None = None                              # why no check enforces it, as declared
 
     @property
+    def enforced_by(self) -> str | None:
+        """What enforces it, first of: "checks", "alternatives" (a permission), "not graded"; None: nothing."""
+        return ("checks" if self.checks else "alternatives" if self.alternatives
+                else "not graded" if self.not_graded else None)
+
+    @property
     def enforced(self) -> bool:
-        return bool(self.checks or self.alternatives or self.not_graded)
+        return self.enforced_by is not None
+
+    def enforcers(self, name: Callable[[str], str] = str) -> list[str]:
+        """The checks and alternatives that enforce it (each name written by ``name``), or the declared reason
+        it is not graded."""
+        by = [name(c) for c in self.checks] + [f"alternative {name(a)}" for a in self.alternatives]
+        return by or ([f"not graded: {self.not_graded}"] if self.not_graded else [])
 
 
 def requirement_lines(statement: str) -> list[str]:
@@ -197,10 +210,7 @@ def statement_requirements(course: Course) -> dict[str, list[str]]:
     """exercise ID -> its requirement sentences, as the source notebook states them."""
     out: dict[str, list[str]] = {}
     for a in course.assignments:
-        path = course.root / "source" / a.id / a.notebook
-        if not path.is_file():
-            path = course.root / "release" / a.id / a.notebook
-        cells = {(c.get("metadata", {}).get("nbgrader") or {}).get("grade_id", ""): c for c in _cells(path)}
+        cells = {_grade_id(c): c for c in _notebook_cells(course, a)}
         for e in a.exercises:
             cell = cells.get(grade_id(e.id) + "_statement")
             out[e.id] = split_sentences(requirement_lines(_text(cell))) if cell else []

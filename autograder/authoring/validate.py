@@ -16,6 +16,7 @@ Prints tables (alternatives: fair; mistakes: caught / diagnosed) and exits non-z
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -175,11 +176,9 @@ def print_report(v: Validation, console: Any = None) -> None:
         for col in ("exercise", "sentences", "by checks", "by alternatives", "declared not graded", "unenforced"):
             table.add_column(col)
         for ex, rows in _by_exercise(v.coverage).items():
-            unenforced = sum(not r.enforced for r in rows)
-            table.add_row(ex, str(len(rows)), str(sum(bool(r.checks) for r in rows)),
-                          str(sum(bool(r.alternatives) and not r.checks for r in rows)),
-                          str(sum(bool(r.not_graded) and not r.checks and not r.alternatives for r in rows)),
-                          f"[red]{unenforced}[/]" if unenforced else "0")
+            by = collections.Counter(r.enforced_by for r in rows)
+            table.add_row(ex, str(len(rows)), str(by["checks"]), str(by["alternatives"]), str(by["not graded"]),
+                          f"[red]{by[None]}[/]" if by[None] else "0")
         console.print(table)
     for line in v.requirements:
         console.print(f"[red]unstated requirement[/] {escape(line)}")
@@ -205,21 +204,16 @@ def requirements_markdown(v: Validation, course: Course) -> str:
              "current). Each sentence under 任务, 要求 and 禁止调用 in an exercise's statement, each display "
              "formula and the signature in its title is a requirement; `autograder validate` fails on one that no "
              "check enforces, no alternative shows allowed and no declaration in `hidden.py` says is not graded.", ""]
-    totals = [0, 0, 0, 0]
     for ex, rows in _by_exercise(v.coverage).items():
         lines += [f"## {ex}", "", "| requirement | enforced by |", "|---|---|"]
         for r in rows:
-            by = [f"`{c}`" for c in r.checks] + [f"alternative `{a}`" for a in r.alternatives]
-            if r.not_graded and not by:
-                by.append(f"not graded: {r.not_graded}")
-            lines.append(f"| {cell(r.sentence)} | {cell(', '.join(by) or '**NOTHING**')} |")
-            totals[0] += 1
-            totals[1] += bool(r.checks)
-            totals[2] += bool(r.alternatives) and not r.checks
-            totals[3] += bool(r.not_graded) and not r.checks and not r.alternatives
+            by = ", ".join(r.enforcers(lambda n: f"`{n}`")) or "**NOTHING**"
+            lines.append(f"| {cell(r.sentence)} | {cell(by)} |")
         lines.append("")
-    lines += [f"{totals[0]} requirement sentences: {totals[1]} enforced by checks, {totals[2]} permissions shown by "
-              f"alternatives, {totals[3]} declared not graded.", ""]
+    totals = collections.Counter(r.enforced_by for r in v.coverage)
+    lines += [f"{len(v.coverage)} requirement sentences: {totals['checks']} enforced by checks, "
+              f"{totals['alternatives']} permissions shown by alternatives, {totals['not graded']} declared not "
+              "graded.", ""]
     return "\n".join(lines)
 
 
@@ -292,14 +286,10 @@ def html_report(v: Validation, course: Course) -> str:
                    [f"unstated requirement {x}" for x in v.requirements] +
                    [f"unenforced requirement {x}" for x in v.unenforced] +
                    [f"mistake {m.exercise}/{m.name} graded as a notebook: {m.said}" for m in v.only_loses if not m.ok])
-    def enforcers(r: Any) -> str:
-        by = r.checks + [f"alternative {a}" for a in r.alternatives] + (
-            [f"not graded: {r.not_graded}"] if r.not_graded else [])
-        return "<br>".join(e(x) for x in by) or "NOTHING"
-
     requirements = "".join(
         f"<tr><td>{e(r.exercise)}</td><td lang='zh'>{e(r.sentence)}</td>"
-        f"<td{'' if r.enforced else ' class=bad'}>{enforcers(r)}</td></tr>" for r in v.coverage)
+        f"<td{'' if r.enforced else ' class=bad'}>{'<br>'.join(e(x) for x in r.enforcers()) or 'NOTHING'}</td></tr>"
+        for r in v.coverage)
     verdict = "<p class='ok'>Catalog fair and sound.</p>" if v.ok else "<p class='bad'>The catalog has gaps.</p>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Validate: {e(course.name)}</title>

@@ -21,7 +21,7 @@ from starlette.datastructures import FormData
 from starlette.concurrency import run_in_threadpool
 
 from autograder.service import sessions
-from autograder.service.context import Service, service
+from autograder.service.context import service
 from autograder.service.errors import ApiError, SignInRequired
 from autograder.service.guard import authenticated
 from autograder.service.tokens import Caller, caller
@@ -118,6 +118,3 @@ StaffPage = Annotated[sessions.Signed, Depends(staff_page)]
 #: The dependencies that say who is calling: every route not in PUBLIC_ROUTES depends on one of them.
 CHECKS = (api_caller, signed_page, staff_page)
 STAFF_CHECKS = (staff_page,)
-
-__all__ = ["CHECKS", "PUBLIC_ROUTES", "STAFF_CHECKS", "SignedPage", "StaffPage", "Who", "Service", "api_caller",
-           "form_checked", "page_session", "signed_page", "staff_page", "stranger"]

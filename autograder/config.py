@@ -13,7 +13,6 @@ import enum
 import functools
 import os
 import re
-import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,8 +20,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from autograder import clock
 from autograder.errors import ConfigError, UnknownExercise
-from autograder.lateness import LatePolicy
+from autograder.late_policy import LatePolicy
 
 #: The engine's own folder (the ``autograder`` package). The course it grades is found, never assumed:
 #: see :func:`course_file`.
@@ -294,8 +294,8 @@ class Course(_Strict):
     def _timezone(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                zoneinfo.ZoneInfo(value)
-            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                clock.zone(value)
+            except ConfigError:
                 raise ValueError(f"{value!r} is not an IANA time zone (Asia/Shanghai, Europe/Berlin, UTC)") from None
         return value
 
@@ -309,6 +309,11 @@ class Course(_Strict):
             if due[0] is not None and due[1] is not None and due[1] < due[0]:
                 raise ValueError(f"assignment {a.id}: late_until ({a.late_until}) is before due ({a.due})")
         return self
+
+    @property
+    def zone(self) -> datetime.tzinfo:
+        """The course's time zone (``timezone:``), in which its dates and pages are written; UTC without one."""
+        return clock.zone(self.timezone)
 
     def roster_students(self) -> set[str] | None:
         """The student ids of course.yml's ``roster`` file; None without one. ConfigError names the file."""
@@ -326,15 +331,13 @@ class Course(_Strict):
 
     def deadline_of(self, assignment_id: str, where: str = "course.yml") -> tuple[Any, Any, LatePolicy]:
         """(due, late_until, policy) of one assignment, as aware datetimes (None where not set)."""
-        from autograder.lateness import parse_time
-
         a = next(x for x in self.assignments if x.id == assignment_id)
         times = []
         for name in ("due", "late_until"):
             value = getattr(a, name)
             try:
                 times.append(None if value is None else
-                             parse_time(value, where=f"assignment {a.id}: {name}", default_tz=self.timezone))
+                             clock.parse_time(value, where=f"assignment {a.id}: {name}", default_tz=self.timezone))
             except ConfigError as exc:
                 raise ValueError(exc.message) from None
         return times[0], times[1], a.late or self.late

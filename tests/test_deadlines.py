@@ -253,7 +253,7 @@ def test_nbgraders_word_comes_after_the_times_csv_and_after_the_extensions_file(
     from datetime import datetime, timedelta, timezone
 
     from autograder.grading.times import SubmittedAt
-    from autograder.lateness import Extension
+    from autograder.late_policy import Extension
 
     course_root = dated_course(tmp_path / "course")
     (course_root / "extensions.csv").write_text("student,assignment,extra,reason\nben,02_qkv_attention,2h,\n",

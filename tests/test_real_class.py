@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 from support import make_samples
 from served import serving
 from autograder.config import load_course
-from autograder.lateness import LatePolicy
+from autograder.late_policy import LatePolicy
 from autograder.service import db, tokens
 from autograder.service import queue as Q
 from autograder.service.app import create_app

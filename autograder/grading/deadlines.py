@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo
 from typing import Any
 
-from autograder import lateness as L
+from autograder import lateness
 from autograder.config import Course
 from autograder.errors import ConfigError
+from autograder.extensions import load_extensions
 from autograder.grading.times import NONE, SubmittedAt
+from autograder.late_policy import Deadline, Extension, deadline_for
 
 #: The extensions file, beside course.yml (the first that exists).
 EXTENSION_FILES = ("extensions.csv", "extensions.yml", "extensions.yaml")
@@ -51,7 +52,7 @@ def _time(value: Any) -> datetime | None:
 class Deadlines:
     """What decides lateness for one batch: the course's dates and policies, the extensions, ``--as-of``."""
 
-    def __init__(self, course: Course, extensions: list[L.Extension] | None = None, as_of: datetime | None = None,
+    def __init__(self, course: Course, extensions: list[Extension] | None = None, as_of: datetime | None = None,
                  source: str = ""):
         self.course = course
         self.extensions = list(extensions or [])
@@ -60,7 +61,7 @@ class Deadlines:
 
     @classmethod
     def load(cls, course: Course, *, students: set[str] | None = None, as_of: datetime | None = None,
-             more: Iterable[L.Extension] = ()) -> Deadlines:
+             more: Iterable[Extension] = ()) -> Deadlines:
         """The course's deadlines with its extensions file (errors name the file, the row and the field), and
         ``more`` (nbgrader's gradebook) for a student and assignment the file says nothing of."""
         try:
@@ -71,13 +72,13 @@ class Deadlines:
             if not path.is_file():
                 raise ConfigError(f"course.yml: late: custom policy: {path.name} is not in the course folder {root}",
                                   hint="function: module:function names a .py file beside course.yml")
-        found: list[L.Extension] = []
+        found: list[Extension] = []
         source = ""
         for name in EXTENSION_FILES:
             path = root / name
             if path.exists():
-                found = L.load_extensions(path, assignments={a.id for a in course.assignments}, students=students,
-                                          default_tz=course.timezone)
+                found = load_extensions(path, assignments={a.id for a in course.assignments}, students=students,
+                                        default_tz=course.timezone)
                 source = name
                 break
         listed = {(e.student, e.assignment) for e in found}
@@ -85,21 +86,21 @@ class Deadlines:
         return cls(course, found, as_of, source)
 
     def deadline(self, student: str | None, assignment: str, submitted: dict[str, Any] | None = None
-                 ) -> L.Deadline | None:
+                 ) -> Deadline | None:
         """The deadline of ``student`` for ``assignment``: a due date the submission's own source holds for
         this student (Gradescope's carries their extension) before course.yml's and the extensions file's."""
         due, last, policy = self.course.deadline_of(assignment)
         own_due = _time((submitted or {}).get("due"))
         if own_due is not None:       # shown in the course's time zone, as course.yml's dates are
             own_last = _time((submitted or {}).get("last"))
-            return L.Deadline(due=self._local(own_due), last=self._local(own_last) if own_last else None,
-                              policy=policy)
+            return Deadline(due=self._local(own_due), last=self._local(own_last) if own_last else None,
+                            policy=policy)
         if due is None:
             return None
-        return L.deadline_for(student, assignment, due=due, last=last, policy=policy, extensions=self.extensions)
+        return deadline_for(student, assignment, due=due, last=last, policy=policy, extensions=self.extensions)
 
     def _local(self, value: datetime) -> datetime:
-        return value.astimezone(ZoneInfo(self.course.timezone)) if self.course.timezone else value
+        return value.astimezone(self.course.zone)
 
     def settle(self, result: dict[str, Any], submitted: dict[str, Any] | None) -> dict[str, Any]:
         """``result`` with its submission time, its lateness and its final score (in place, and returned).
@@ -128,9 +129,9 @@ class Deadlines:
         as_of_used = when is None and self.as_of is not None
         if as_of_used:
             when = self.as_of
-        late = L.apply(deadline, submitted=when, late_marker=bool((submitted or {}).get("late_marker")), raw=raw,
-                       max_points=float(result.get("max_points") or 0.0), course_root=self.course.root,
-                       unknown_late="on_time" if self.course.late_marker == "on_time" else "late_unknown")
+        late = lateness.apply(deadline, submitted=when, late_marker=bool((submitted or {}).get("late_marker")),
+                              raw=raw, max_points=float(result.get("max_points") or 0.0), course_root=self.course.root,
+                              unknown_late="on_time" if self.course.late_marker == "on_time" else "late_unknown")
         rule_en, rule_zh = late.rule, late.rule_zh
         if as_of_used:
             rule_en += f" (no trustworthy submission time: taken as --as-of {_iso(self.as_of)})"

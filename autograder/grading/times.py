@@ -28,11 +28,11 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from autograder import clock
 from autograder.errors import ConfigError
 from autograder.text import line, path_text
 
@@ -63,8 +63,6 @@ CANVAS_SOURCE = "Canvas file name (_late marker)"
 _QUOTE_CHARS = 60
 #: A student or assignment name longer than this in the times CSV is not a name.
 _NAME_MAX = 200
-#: No zone on Earth is further than +14:00 from UTC; ISO 8601 parsers commonly allow up to 18 hours.
-_MAX_OFFSET = timedelta(hours=18)
 
 
 @dataclass(frozen=True)
@@ -157,72 +155,15 @@ def _read_bounded(path: Path, limit: int, *, follow_links: bool) -> tuple[bytes 
 
 # -- parsing times ---------------------------------------------------------------------------------
 
-#: ``YYYY-MM-DD`` then ``T`` or a space, ``HH:MM[:SS[.fraction]]``, then an optional zone: ``Z``, a numeric
-#: offset (``+08:00``, ``+0800``, ``+08``) or a name (checked apart). ASCII digits only: ``\d`` would take
-#: any Unicode digit, which no LMS writes.
-_TIME = re.compile(
-    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ]"
-    r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:[.,](?P<f>[0-9]{1,9}))?)?"
-    r"(?: ?(?P<zone>Z|[+-][0-9]{2}(?::?[0-9]{2})?|[A-Za-z][A-Za-z0-9_/+:-]{0,40}))?",
-    re.ASCII,
-)
-_OFFSET = re.compile(r"(?P<sign>[+-])(?P<h>[0-9]{2})(?::?(?P<m>[0-9]{2}))?", re.ASCII)
-#: Zone names that mean UTC unambiguously. Other abbreviations (CST: China, Cuba or US Central) are refused.
-_UTC_NAMES = frozenset({"UTC", "GMT", "Z"})
-
 
 def _parse_time(text: str) -> tuple[datetime | None, str | None]:
-    """``text`` as a datetime: aware when it names a zone or offset, naive when it names none.
-
-    Returns ``(value, None)`` or ``(None, reason)``; the reason quotes the text. Accepted: ISO 8601 /
-    RFC 3339 date-times (``T`` or a space between date and time) with an optional fraction of up to nine
-    digits (cut to microseconds), and an optional ``Z``, numeric offset, or the names UTC / GMT.
-    """
-    m = _TIME.fullmatch(text)
-    if m is None:
-        return None, f"{_quote(text)} is not an ISO 8601 date and time (e.g. 2026-12-01T09:15:02+00:00)"
-    zone = m["zone"]
-    tz: tzinfo | None = None
-    if zone is not None:
-        off = _OFFSET.fullmatch(zone)
-        if off is not None:
-            hours, minutes = int(off["h"]), int(off["m"] or 0)
-            if minutes > 59:
-                return None, f"{_quote(text)} has an invalid UTC offset {_quote(zone)}"
-            delta = timedelta(hours=hours, minutes=minutes)
-            if delta > _MAX_OFFSET:
-                return None, f"{_quote(text)} has a UTC offset {_quote(zone)} beyond 18 hours"
-            tz = timezone(-delta if off["sign"] == "-" else delta)
-        elif zone.upper() in _UTC_NAMES:
-            tz = timezone.utc
-        else:
-            return None, (f"{_quote(text)} names the zone {_quote(zone)}, which is not UTC or GMT and may be "
-                          f"ambiguous; write a numeric offset such as +08:00")
-    fraction = (m["f"] or "")[:6].ljust(6, "0")
+    """``text`` as :func:`autograder.clock.read_time` reads it (ISO 8601; an offset, ``Z``, UTC or GMT, or no
+    zone at all), an aware time normalized to UTC: ``(value, None)``, or ``(None, reason)`` quoting the text."""
     try:
-        value = datetime(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"] or 0),
-                         int(fraction), tzinfo=tz)
-        if tz is not None:
-            value = value.astimezone(timezone.utc)
-    except (ValueError, OverflowError) as exc:
-        return None, f"{_quote(text)} is not a valid date and time ({line(str(exc), _QUOTE_CHARS)})"
-    return value, None
-
-
-def _localize(value: datetime, zone: ZoneInfo) -> tuple[datetime | None, str | None]:
-    """A naive wall-clock ``value`` in ``zone``, as UTC; a reason instead when the clock shows that time
-    twice (the hour repeated when daylight saving ends) or never (the hour skipped when it begins)."""
-    try:
-        first = value.replace(tzinfo=zone, fold=0)
-        second = value.replace(tzinfo=zone, fold=1)
-        if first.utcoffset() != second.utcoffset():
-            back = first.astimezone(timezone.utc).astimezone(zone).replace(tzinfo=None)
-            if back != value:
-                return None, f"does not exist in {zone.key} (the clocks skip it); add a UTC offset"
-            return None, f"happens twice in {zone.key} (the clocks go back); add a UTC offset"
-        return first.astimezone(timezone.utc), None
-    except (ValueError, OverflowError) as exc:
-        return None, f"cannot be placed in {zone.key} ({line(str(exc), _QUOTE_CHARS)})"
+        value = clock.read_time(text)
+    except clock.BadTime as exc:
+        return None, str(exc)
+    return (value if value.utcoffset() is None else clock.as_utc(value)), None
 
 
 def _parse_aware(text: str) -> tuple[datetime | None, str | None]:
@@ -290,9 +231,7 @@ def read_nbgrader_timestamp(path: Path) -> SubmittedAt:
     value, reason = _parse_time(content)
     if value is None:
         return SubmittedAt(None, NBGRADER_SOURCE, problem=f"{where}: {reason}")
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return SubmittedAt(value, NBGRADER_SOURCE)
+    return SubmittedAt(clock.as_utc(value), NBGRADER_SOURCE)     # (nbgrader's parse_utc: no zone is UTC)
 
 
 # -- Gradescope ------------------------------------------------------------------------------------
@@ -429,17 +368,6 @@ _ASSIGNMENT = "assignment"
 _TIME_COLUMNS = ("submitted_at", "submitted", "timestamp")
 
 
-def _zone(default_tz: str | None) -> ZoneInfo | None:
-    """The IANA zone ``default_tz`` names, or None; a ConfigError when it names none."""
-    if default_tz is None:
-        return None
-    try:
-        return ZoneInfo(default_tz)
-    except (ZoneInfoNotFoundError, ValueError, OSError, TypeError):
-        raise ConfigError(f"default time zone {_quote(str(default_tz))} is not an IANA time zone name",
-                          hint="use a name such as Europe/Berlin or America/Chicago") from None
-
-
 class _Columns(NamedTuple):
     """Where a times CSV holds what: column indexes (0-based), the time column's name, the header's width."""
 
@@ -500,7 +428,8 @@ def load_times_csv(path: Path, *, default_tz: str | None = None) -> dict[tuple[s
     line, and the field); a key given twice (naming both rows).
     """
     where = _where(path)
-    zone = _zone(default_tz)
+    if default_tz is not None:
+        clock.zone(default_tz)     # a bad name is an error before any row is read
     data, reason = _read_bounded(path, CSV_MAX_BYTES, follow_links=True)
     if reason is not None:
         raise ConfigError(f"{where}: {reason}")
@@ -545,18 +474,8 @@ def load_times_csv(path: Path, *, default_tz: str | None = None) -> dict[tuple[s
             source = f"times CSV {label} row {number}"
             when: datetime | None = None
             if raw:
-                value, reason = _parse_time(raw)
-                if value is None:
-                    raise ConfigError(f"{row_where}, field {time_name}: {reason}")
-                if value.tzinfo is None:
-                    if zone is None:
-                        raise ConfigError(f"{row_where}, field {time_name}: {_quote(raw)} has no UTC offset "
-                                          f"and no default time zone was given",
-                                          hint="add an offset (e.g. +01:00) or pass the zone the LMS used")
-                    value, reason = _localize(value, zone)
-                    if value is None:
-                        raise ConfigError(f"{row_where}, field {time_name}: {_quote(raw)} {reason}")
-                when = value
+                when = clock.as_utc(clock.parse_time(raw, where=f"{row_where}, field {time_name}",
+                                                     default_tz=default_tz))
             if key in out:
                 who = _quote(student) + (f" / {_quote(assignment)}" if assignment else "")
                 raise ConfigError(f"{where}: rows {first_row[key]} and {number} both give the time of {who}")

@@ -14,10 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, create_engine, event,
-                        func, select)
-from sqlalchemy.engine import Engine
+from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, TypeDecorator,
+                        create_engine, event, func, select)
+from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from autograder.clock import as_utc
 
 #: How long a writer waits for SQLite's lock before it reports the database busy, in ms.
 SQLITE_BUSY_MS = 30_000
@@ -29,6 +31,23 @@ class Base(DeclarativeBase):
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Every time column of the service: a moment, stored in UTC and read back as an aware UTC datetime, on
+    SQLite and PostgreSQL alike. SQLite has no time type: SQLAlchemy keeps the wall-clock reading as text and
+    drops the zone, so an aware time is turned into UTC before it is stored (a due date written at +08:00 would
+    otherwise come back eight hours off) and a naive one is taken as UTC. The column underneath is unchanged,
+    ``DateTime(timezone=True)`` (TIMESTAMP WITH TIME ZONE on PostgreSQL): the migrations hold."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        return None if value is None else as_utc(value)
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        return None if value is None else as_utc(value)
 
 
 class Submission(Base):
@@ -43,7 +62,7 @@ class Submission(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     data: Mapped[bytes] = mapped_column(LargeBinary)
     #: The server's receipt time: the submission time for the late policy (never the student's clock).
-    received_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    received_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Job(Base):
@@ -61,14 +80,14 @@ class Job(Base):
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     #: The worker holding the job and until when; a lease that ran out makes the job claimable again.
     owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    lease_until: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    lease_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     claims: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     #: When a worker last took it, and until when its student is charged for the worker time it took (the fair
     #: share: a student's next job is eligible from then; autograder.service.queue).
-    claimed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    charged_until: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    claimed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    charged_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
@@ -83,7 +102,7 @@ class Result(Base):
     status: Mapped[str] = mapped_column(Text)
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
     graded_by: Mapped[str] = mapped_column(String(200))
-    graded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    graded_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), server_default=func.now())
 
 
 class Token(Base):
@@ -97,7 +116,7 @@ class Token(Base):
     role: Mapped[str] = mapped_column(String(16))          # student | instructor
     who: Mapped[str] = mapped_column(String(200), index=True)
     name: Mapped[str] = mapped_column(String(200), default="")
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 def private_folder(folder: Path) -> Path:
@@ -191,8 +210,8 @@ class WebSession(Base):
     role: Mapped[str] = mapped_column(String(16))
     who: Mapped[str] = mapped_column(String(200))
     csrf: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), index=True)
 
 
 class ExtensionGrant(Base):
@@ -204,22 +223,21 @@ class ExtensionGrant(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     student: Mapped[str] = mapped_column(String(200), index=True)
     assignment: Mapped[str] = mapped_column(String(100))
-    due: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    due: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     reason: Mapped[str] = mapped_column(Text, default="")
     granted_by: Mapped[str] = mapped_column(String(200))
-    granted_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    granted_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 def granted_extensions(engine: Engine) -> list[Any]:
     """The extensions granted from the dashboard, the latest per student and assignment, as the late policy
-    takes them (autograder.lateness.Extension)."""
-    from autograder.lateness import Extension
+    takes them (autograder.late_policy.Extension)."""
+    from autograder.late_policy import Extension
 
     with engine.connect() as conn:
         rows = conn.execute(select(ExtensionGrant).order_by(ExtensionGrant.id)).all()
     latest = {}
     for r in rows:
-        due = r.due if r.due.tzinfo else r.due.replace(tzinfo=dt.timezone.utc)
-        latest[(r.student, r.assignment)] = Extension(student=r.student, assignment=r.assignment, due=due,
+        latest[(r.student, r.assignment)] = Extension(student=r.student, assignment=r.assignment, due=r.due,
                                                       reason=r.reason)
     return list(latest.values())

@@ -64,8 +64,7 @@ def counted_submissions(engine: Engine, counts: str = "last", standing: Any = No
             result = dict(one.result) if standing is None else standing.result(one.result)
             result["origin"] = "service"
             result["source"] = f"submission {sid}"
-            received = one.received_at if one.received_at.tzinfo else one.received_at.replace(tzinfo=dt.timezone.utc)
-            out.append(Counted(sid, result, bytes(one.data), received))
+            out.append(Counted(sid, result, bytes(one.data), one.received_at))
     return out
 
 

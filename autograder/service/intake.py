@@ -78,13 +78,10 @@ def _store(state: Service, who: Caller, assignment: str, data: bytes) -> dict[st
 
 def admission(course: Any, max_queued: int) -> Q.Admission:
     """course.yml's service limits on a new upload, as the queue counts them in the storing transaction."""
-    from zoneinfo import ZoneInfo
-
     policy = course.service
     start = end = None
     if policy.attempts_per_day is not None:
-        zone = ZoneInfo(course.timezone) if course.timezone else dt.timezone.utc
-        midnight = dt.datetime.now(zone).replace(hour=0, minute=0, second=0, microsecond=0)
+        midnight = dt.datetime.now(course.zone).replace(hour=0, minute=0, second=0, microsecond=0)
         start, end = midnight.astimezone(dt.timezone.utc), (midnight + dt.timedelta(days=1)).astimezone(dt.timezone.utc)
     return Q.Admission(attempts=policy.attempts, attempts_per_day=policy.attempts_per_day, day_start=start,
                        day_ends=end, waiting_per_student=policy.queued_per_student, waiting=max_queued)

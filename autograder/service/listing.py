@@ -2,7 +2,6 @@
 late policy makes it now, seen as the caller may see it."""
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from markupsafe import Markup
@@ -30,7 +29,6 @@ def listing(state: Service, who: Caller, lang: str, *, student: str | None = Non
     standing = standing or Standing(state.engine, course)     # the late policy as it is now: an extension since
     out = []
     for r in rows:
-        received = r.received_at if r.received_at.tzinfo else r.received_at.replace(tzinfo=dt.timezone.utc)
         shown = None
         now = standing.result(r.result) if r.result is not None else None
         if feedback and now is not None:
@@ -39,7 +37,8 @@ def listing(state: Service, who: Caller, lang: str, *, student: str | None = Non
         late = isinstance((now or {}).get("late"), dict) and (now or {})["late"].get("late") is True
         points = now.get("points") if now is not None else None
         out.append({"id": r.id, "student": r.student, "assignment": r.assignment,
-                    "received_iso": received.isoformat(), "received_text": local_text(received, course),
+                    "received_iso": r.received_at.isoformat(),
+                    "received_text": local_text(r.received_at, course),
                     "state": r.state if r.state in ("queued", "running", "done", "failed") else "unknown",
                     "position": ahead.get(r.job), "points": fmt(points) if points is not None else None,
                     "score": float(points) if points is not None else None,

@@ -34,22 +34,17 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import DateTime, bindparam, func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy import text as sql
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from autograder.service.db import Job, Result, Submission, utcnow, writing
+from autograder.service.db import Job, Result, Submission, UTCDateTime, utcnow, writing
 
 
-#: Times bound to the raw statements as the tables store them (SQLite keeps text: one format for all).
-_NOW = bindparam("now", type_=DateTime(timezone=True))
-_UNTIL = bindparam("until", type_=DateTime(timezone=True))
-
-
-def _aware(value: dt.datetime) -> dt.datetime:
-    """A stored time as UTC (SQLite gives it back without its zone)."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+#: Times bound to the raw statements as the tables store them (UTC; SQLite keeps text: one format for all).
+_NOW = bindparam("now", type_=UTCDateTime())
+_UNTIL = bindparam("until", type_=UTCDateTime())
 
 
 @dataclass(frozen=True)
@@ -192,7 +187,7 @@ def claim(engine: Engine, owner: str, lease_seconds: float, now: dt.datetime | N
         sub = conn.execute(select(Submission.student, Submission.assignment, Submission.filename, Submission.data,
                                   Submission.received_at).where(Submission.id == got[1])).one()
     return Claimed(int(got[0]), int(got[1]), sub.student, sub.assignment, sub.filename, bytes(sub.data),
-                   _aware(sub.received_at))
+                   sub.received_at)
 
 
 def release(engine: Engine, owner: str, job: int | None = None) -> int:
@@ -256,7 +251,7 @@ CHARGE = 4
 def _charged(session: Session, job: int, now: dt.datetime) -> dt.datetime:
     """Until when a job's student is charged for it: CHARGE times as long after it ends as it took."""
     claimed = session.execute(select(Job.claimed_at).where(Job.id == job)).scalar_one_or_none()
-    took = (now - _aware(claimed)) if claimed is not None else dt.timedelta(0)
+    took = (now - claimed) if claimed is not None else dt.timedelta(0)
     return now + CHARGE * max(dt.timedelta(0), min(took, dt.timedelta(hours=1)))
 
 

@@ -70,7 +70,7 @@ def submitted_since(engine: Engine, student: str, assignment: str, since: dt.dat
     with engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(Submission).where(
             Submission.student == student, Submission.assignment == assignment,
-            Submission.received_at >= since.astimezone(dt.timezone.utc))).scalar_one())
+            Submission.received_at >= since)).scalar_one())
 
 
 def graded_notebook(engine: Engine, submission_id: int) -> Row[Any] | None:
@@ -104,8 +104,7 @@ def grant_extension(engine: Engine, *, student: str, assignment: str, due: dt.da
                     granted_by: str) -> None:
     with writing(engine).begin() as conn:
         conn.execute(insert(ExtensionGrant).values(student=student, assignment=assignment, due=due, reason=reason,
-                                                   granted_by=granted_by,
-                                                   granted_at=dt.datetime.now(dt.timezone.utc)))
+                                                   granted_by=granted_by))
 
 
 def revoke_extensions(engine: Engine, student: str, assignment: str) -> int:

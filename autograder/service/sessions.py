@@ -61,8 +61,7 @@ def find(engine: Engine, value: str | None) -> Signed | None:
         row = conn.execute(select(WebSession).where(WebSession.digest == wanted)).first()
     if row is None or not hmac.compare_digest(row.digest, wanted):
         return None
-    expires = row.expires_at if row.expires_at.tzinfo else row.expires_at.replace(tzinfo=dt.timezone.utc)
-    if expires < utcnow():
+    if row.expires_at < utcnow():
         return None
     return Signed(Caller(row.role, row.who), row.csrf)
 

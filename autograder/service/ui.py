@@ -183,12 +183,7 @@ def render(request: Request, state: Service, name: str, signed: sessions.Signed 
     return response
 
 
-def zone(course: Any) -> dt.tzinfo:
-    from zoneinfo import ZoneInfo
-
-    return ZoneInfo(course.timezone) if course.timezone else dt.timezone.utc
-
 
 def local_text(when: dt.datetime, course: Any) -> str:
     """A time as the pages write it: in the course's zone, to the minute, with the zone's name."""
-    return when.astimezone(zone(course)).strftime("%Y-%m-%d %H:%M %Z")
+    return when.astimezone(course.zone).strftime("%Y-%m-%d %H:%M %Z")

@@ -154,7 +154,7 @@ async def requeue(request: Request, signed: StaffPage, state: ServiceDep) -> Res
 async def grant(request: Request, signed: StaffPage, state: ServiceDep) -> Response:
     from autograder.errors import AutograderError
     from autograder.grading.deadlines import Deadlines
-    from autograder.lateness import parse_time
+    from autograder.clock import parse_time
 
     course = state.course
     form = await form_checked(request, signed)

@@ -17,7 +17,7 @@ from autograder.service.intake import accept
 from autograder.service.listing import listing
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
-from autograder.service.ui import UI, closes_form, language, local_text, render, zone
+from autograder.service.ui import UI, closes_form, language, local_text, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -83,7 +83,7 @@ def attempts_text(state: Service, who: Caller, assignment: str, used: int, T: di
     if policy.attempts is not None:
         parts.append(T["attempts_left"].format(n=max(0, policy.attempts - used)))
     if policy.attempts_per_day is not None:
-        midnight = dt.datetime.now(zone(state.course)).replace(hour=0, minute=0, second=0, microsecond=0)
+        midnight = dt.datetime.now(state.course.zone).replace(hour=0, minute=0, second=0, microsecond=0)
         today = repository.submitted_since(state.engine, who.who, assignment, midnight)
         parts.append(T["today_left"].format(n=max(0, policy.attempts_per_day - today)))
     return " · ".join(parts) or T["attempts_any"]

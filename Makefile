@@ -7,7 +7,7 @@ DEMO_OUT ?= demo-out
 # Parallel test workers (pytest-xdist); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-fast lint build validate clean
+.PHONY: setup demo test test-fast lint build validate clean constraints docs
 
 setup:
 	@bash scripts/setup.sh
@@ -26,6 +26,7 @@ test-fast: setup    # the edit loop: every test not marked slow (no notebook ker
 lint: setup
 	ruff check
 	mypy
+	lint-imports    # the layers and acyclic packages: [tool.importlinter] in pyproject.toml
 
 build: setup
 	autograder build
@@ -34,5 +35,12 @@ validate: setup
 	autograder validate
 	autograder validate --mutants    # every mutant of every reference (~3 min on 2 cores); CI: tests/test_mutants.py
 
+docs: setup    # the documentation site into site/ (docs/reference/: scripts/docs_reference.py writes it)
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict -d site
+
 clean:
 	rm -rf $(DEMO_OUT) dist .pytest_cache
+
+constraints: setup    # pin what .venv holds now (after changing pyproject.toml and checking the tests pass)
+	@{ grep '^#' constraints.txt; pip freeze --exclude-editable | grep -v '^torch=='; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt

@@ -50,9 +50,9 @@ def _watch() -> None:
 
     if "IPython" in sys.modules:
         try:
-            from autograder.selfcheck.submit import _watch_runs
+            from autograder.selfcheck.submit import watch_runs
 
-            _watch_runs()
+            watch_runs()
         except Exception:  # noqa: BLE001 - a convenience: never break the import
             pass
 

@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("autograder.selfcheck.submit", "hand a saved notebook to the course's grading service and show "
                "its verdict"),
     "validate": ("autograder.authoring.validate", "prove the check catalog sound (references pass, mistakes caught)"),
-    "grade": ("autograder.grading.command", "grade a folder or zip of submissions in the sandbox"),
+    "grade": ("autograder.commands.grade", "grade a folder or zip of submissions in the sandbox"),
     "explain": ("autograder.grading.explain", "why a student lost points on an exercise: its hidden checks replayed "
                 "with their inputs, the student's output and the reference's (instructor only)"),
     "export": ("autograder.exports.command", "export the grader for Gradescope or Otter"),

@@ -46,6 +46,33 @@ class UnknownExercise(AutograderError):
     """An exercise ID that course.yml does not declare."""
 
 
+#: Top-level modules of optional dependencies -> the extra of pyproject.toml that installs them (``make setup``
+#: installs every extra; a grading machine needs none of them).
+OPTIONAL_MODULES: dict[str, str] = {
+    "fastapi": "service", "starlette": "service", "uvicorn": "service", "sqlalchemy": "service",
+    "alembic": "service", "multipart": "service", "python_multipart": "service",
+    "jupyterhub": "hub", "psycopg": "postgres", "otter": "otter", "dask": "dask", "distributed": "dask",
+    "mkdocs": "docs", "material": "docs", "playwright": "browser",
+}
+PACKAGE_NAME = "attention-course-kit"
+
+
+class MissingExtra(AutograderError):
+    """A command needs an optional dependency that is not installed."""
+
+    def __init__(self, module: str, extra: str):
+        super().__init__(f"this needs the kit's {extra!r} extra: the module {module!r} is not installed",
+                         hint=f'pip install "{PACKAGE_NAME}[{extra}]" (or `make setup`, which installs every extra)')
+        self.module = module
+        self.extra = extra
+
+
+def missing_extra(exc: ModuleNotFoundError) -> MissingExtra | None:
+    """The extra that installs the module ``exc`` did not find, if it is one of the kit's optional ones."""
+    top = (exc.name or "").partition(".")[0]
+    return MissingExtra(top, OPTIONAL_MODULES[top]) if top in OPTIONAL_MODULES else None
+
+
 def report(exc: AutograderError) -> int:
     """Print a user error as one ``ERROR ...`` line (and its hint) on stderr; its exit code."""
     import sys
@@ -64,6 +91,11 @@ def run_command(work: Callable[[], int]) -> int:
         return int(work() or 0)
     except AutograderError as exc:
         return report(exc)
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc)
+        if extra is None:
+            raise
+        return report(extra)
     except KeyboardInterrupt:
         print("ERROR interrupted", file=sys.stderr)
         return 130

@@ -282,7 +282,7 @@ def said_in(nb: Any) -> tuple[str | None, set[str]]:
     meta = nb.get("metadata") if isinstance(nb, dict) else None
     ag = meta.get("autograder") if isinstance(meta, dict) else None
     declared = ag["assignment"] if isinstance(ag, dict) and isinstance(ag.get("assignment"), str) else None
-    return declared, {gid for gid in map(_grade_id, all_cells(nb)) if gid is not None}
+    return declared, {gid for gid in map(cell_grade_id, all_cells(nb)) if gid is not None}
 
 
 def notebook_claims(declared: str | None, by_cells: set[str]) -> tuple[str | None, str]:
@@ -365,14 +365,14 @@ def parse_notebook(data: Any, name: str = "notebook") -> dict[str, Any]:
     return data
 
 
-def _source(cell: Any) -> str:
+def cell_source(cell: Any) -> str:
     src = cell.get("source", "")
     if isinstance(src, list):
         return "".join(s for s in src if isinstance(s, str))
     return src if isinstance(src, str) else ""
 
 
-def _grade_id(cell: Any) -> str | None:
+def cell_grade_id(cell: Any) -> str | None:
     meta = cell.get("metadata")
     nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
     gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
@@ -385,9 +385,9 @@ def code_cells(nb: dict[str, Any]) -> list[Cell]:
     for index, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") != "code":
             continue
-        source = _source(cell)
+        source = cell_source(cell)
         code, skipped = to_python(source)
-        out.append(Cell(index, _grade_id(cell), source, code, skipped))
+        out.append(Cell(index, cell_grade_id(cell), source, code, skipped))
     return out
 
 

@@ -25,5 +25,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import playwright.sync_api" 2>/dev/null; then
-  .venv/bin/python -m pip install -q "playwright>=1.40"
+  .venv/bin/python -m pip install -q -c constraints.txt "playwright>=1.40"
 fi

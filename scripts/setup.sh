@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 # The stamp covers the torch build asked for: another TORCH_INDEX_URL or TORCH_VERSION installs again.
-stamp=.venv/.installed-$( (cat pyproject.toml scripts/setup.sh; echo "${TORCH_VERSION:-} ${TORCH_INDEX_URL:-}") | sha256sum | cut -c1-16)
+stamp=.venv/.installed-$( (cat pyproject.toml constraints.txt scripts/setup.sh; echo "${TORCH_VERSION:-} ${TORCH_INDEX_URL:-}") | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "setup: installing into .venv (first time: a minute or two; later runs skip this)"
   .venv/bin/python -m pip install -q --upgrade pip
@@ -18,9 +18,9 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" \
     ${TORCH_INDEX_URL:+--force-reinstall --index-url "$TORCH_INDEX_URL"}
   echo "setup: the kit and its dependencies (nbgrader, JupyterLab, Otter, ...)"
-  # The dask extra: `autograder grade --scheduler` and its tests (tests/test_distributed.py); dev: ruff, mypy,
-  # pytest-xdist (make lint, make test).
-  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e ".[dask,dev]"   # (setuptools' editable-install banner)
+  # Every extra (pyproject.toml's `all`: the service, the Hub, PostgreSQL, Otter, Dask, JupyterLab, the edit loop's
+  # tools, the docs), at the versions constraints.txt pins (`make constraints` writes it from a working .venv).
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -c constraints.txt -e ".[all]"   # (setuptools' editable-install banner)
   .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
   rm -f .venv/.installed-*
   touch "$stamp"

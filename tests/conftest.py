@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.command import GRADER_ENV
+from autograder.grading.process import GRADER_ENV
 
 # Before numpy or torch load: their math in one thread, as in `autograder grade`. Numpy's OpenBLAS would
 # otherwise start a thread pool at import, and grading lanes are forked only from a process without one.

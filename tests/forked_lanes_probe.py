@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from autograder.grading.command import GRADER_ENV
+from autograder.grading.process import GRADER_ENV
 os.environ.update(GRADER_ENV)
 import torch
 torch.set_num_threads(1)

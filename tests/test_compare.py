@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.catalog.compare import compare
+from autograder.catalog.comparison import compare
 
 
 def stated_rule(got, expected, rtol, atol, slack=None) -> bool:

@@ -495,7 +495,8 @@ def test_the_template_inherits_no_secrets_from_the_grader():
 def test_folders_of_killed_graders_and_abandoned_ones_are_removed_at_the_next_start():
     import tempfile
 
-    from autograder.sandbox import _process_identity, _remove_stale_folders
+    from autograder.sandbox.launch import process_identity
+    from autograder.sandbox.processes import remove_stale_folders
 
     from autograder.sandbox.launch import write_owner
 
@@ -506,11 +507,11 @@ def test_folders_of_killed_graders_and_abandoned_ones_are_removed_at_the_next_st
     with open(os.path.join(dead, "owner"), "w") as f:
         f.write(f"{os.getpid()} 0")   # this pid, another start time: a killed grader's pid reused
     write_owner(alive)
-    assert Path(alive, "owner").read_text() == _process_identity(os.getpid())
+    assert Path(alive, "owner").read_text() == process_identity(os.getpid())
     Path(abandoned, "owner").write_text("")                        # a name cut off by a kill
     os.utime(abandoned, (time.time() - 7200, time.time() - 7200))
     try:
-        _remove_stale_folders()
+        remove_stale_folders()
         assert not os.path.exists(dead) and not os.path.exists(abandoned)
         assert os.path.exists(alive) and os.path.exists(fresh)
     finally:

@@ -203,7 +203,7 @@ def test_grade_starts_its_sandbox_template_before_importing_the_command():
             "seen = []\n"
             "real = W.launch_template\n"
             "def spy(*a, **k):\n"
-            "    seen.append('autograder.grading.command' in sys.modules or 'pydantic' in sys.modules)\n"
+            "    seen.append('autograder.commands.grade' in sys.modules or 'pydantic' in sys.modules)\n"
             "    return real(*a, **k)\n"
             "W.launch_template = spy\n"
             "cli.build_parser(['grade', 'subs', '-o', 'out'])\n"

@@ -215,7 +215,7 @@ def test_submit_says_where_the_settings_go_and_when_the_file_is_older_than_the_l
     saved.write_bytes(notebook())
     os.utime(saved, (1_000_000, 1_000_000))                        # saved long before the last run
     monkeypatch.setattr(S, "_LAST_RUN", [time.time()])
-    monkeypatch.setattr("autograder.selfcheck.kernel._notebook_name", lambda _ns: str(saved))
+    monkeypatch.setattr("autograder.selfcheck.kernel.notebook_name", lambda _ns: str(saved))
     monkeypatch.setenv(S.ENV_SERVER, f"http://127.0.0.1:{free_port()}")   # nobody listens there
     monkeypatch.setenv(S.ENV_TOKEN, "t")
     assert S.submit() is None

@@ -37,7 +37,8 @@ if TYPE_CHECKING:   # build derives what the bundle is made of
 STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/__init__.py",
     "autograder/config.py",
-    "autograder/lateness.py",         # (course.yml's late policies: config reads them)
+    "autograder/late_policy.py",      # (course.yml's late policies: config reads them)
+    "autograder/clock.py",            # (course.yml's dates and time zone: config reads them)
     "autograder/roster.py",           # (course.yml's roster: config reads it where asked)
     "autograder/errors.py",
     "autograder/plain.py",
@@ -51,6 +52,7 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/pyast.py",
     "autograder/forbidden.py",
     "autograder/stopwatch.py",
+    "autograder/lazy.py",             # (the packages' __init__s re-export through it)
     "autograder/catalog/*.py",
 )
 #: Distributions the student bundle installs; their version ranges come from pyproject.toml.
@@ -124,10 +126,16 @@ def _bundle_pyproject(root: Path) -> bytes:
     def name_of(spec: str) -> str:
         return re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
 
-    deps = [d for d in project["dependencies"] if name_of(d) in STUDENT_DEPENDENCIES]
-    lacking = sorted(set(STUDENT_DEPENDENCIES) - {name_of(d) for d in deps})
+    # The kit's own requirements first, then its extras' (JupyterLab is the `lab` extra): one spec per name.
+    specs: dict[str, str] = {}
+    for spec in [*project["dependencies"], *(d for ds in project.get("optional-dependencies", {}).values()
+                                            for d in ds)]:
+        specs.setdefault(name_of(spec), spec)
+    deps = [specs[name] for name in STUDENT_DEPENDENCIES if name in specs]
+    lacking = sorted(set(STUDENT_DEPENDENCIES) - set(specs))
     if lacking:
-        raise BuildError(f"pyproject.toml: the student bundle needs {', '.join(lacking)} in [project] dependencies")
+        raise BuildError(f"pyproject.toml: the student bundle needs {', '.join(lacking)} in [project] dependencies "
+                         "or an extra")
     listed = "".join(f"    {json.dumps(d)},\n" for d in deps)
     return (
         "# The self-check of the course, for students: install PyTorch's CPU build first\n"

@@ -17,9 +17,9 @@ import torch
 from autograder import plain
 from autograder.catalog import (PUBLIC_SEED, copied, Audience, Mistake, checks_for, load_catalog,
                                 run_exercise, values_match)
-from autograder.catalog.compare import same_kinds
-from autograder.catalog.fingerprints import (_F32_ATOL, _F32_RTOL, FORMAT, FingerprintDiagnoser, _array_nodes, _dumps,
-                                             copying_runner, dumps, request_key)
+from autograder.catalog.comparison import same_kinds
+from autograder.catalog.fingerprints import (F32_ATOL, F32_RTOL, FORMAT, FingerprintDiagnoser, array_nodes,
+                                             canonical_json, copying_runner, dumps, request_key)
 from autograder.probes import Reply, Request, execute
 
 
@@ -43,7 +43,7 @@ def _pack_array(arr: np.ndarray, ref: np.ndarray | None = None) -> dict[str, Any
             finite = np.isfinite(flat)
             same_class = np.array_equal(np.isnan(flat), np.isnan(back)) and np.array_equal(finite, np.isfinite(back))
             err = np.abs(back[finite] - flat[finite])
-            if same_class and bool(np.all(err <= _F32_RTOL * np.abs(flat[finite]) + _F32_ATOL)):
+            if same_class and bool(np.all(err <= F32_RTOL * np.abs(flat[finite]) + F32_ATOL)):
                 stored = np.dtype("<f4")
     rec["stored"] = stored.str
     rec["b64"] = base64.b64encode(flat.astype(stored, copy=False).tobytes()).decode("ascii")
@@ -74,14 +74,14 @@ def pack_value(value: plain.Value, reference: plain.Value | None = None) -> dict
     """A plain value as JSON-safe data with deterministic bytes (large arrays sampled)."""
     refs: dict[str, np.ndarray] = {}
     if reference is not None:
-        mine, theirs = _array_nodes(value.spec), _array_nodes(reference.spec)
+        mine, theirs = array_nodes(value.spec), array_nodes(reference.spec)
         if len(mine) == len(theirs):
             refs = {m["k"]: reference.arrays[r["k"]] for m, r in zip(mine, theirs)}
     return {"spec": value.spec,
             "arrays": {k: _pack_array(a, refs.get(k)) for k, a in sorted(value.arrays.items())}}
 
 def _value_key(packed: dict[str, Any]) -> str:
-    return hashlib.sha256(_dumps(packed).encode()).hexdigest()[:16]
+    return hashlib.sha256(canonical_json(packed).encode()).hexdigest()[:16]
 
 # -- building (instructor side: needs solutions/ and the mistakes.py files) ----------
 def _recording_runner(namespace: dict[str, Any], seen: dict[str, dict[str, Request]]) -> Any:

@@ -33,6 +33,7 @@ from traitlets import Bool, Dict
 
 from autograder.config import Course, Exercise, exercise_of, grade_id
 from autograder.errors import AutograderError, BuildError
+from autograder.notebook import cell_grade_id
 from autograder.pyast import parse as parse_python
 
 
@@ -133,12 +134,9 @@ class Source:
     solutions: tuple[tuple[str, str], ...]  # (grade_id, source) in notebook order
 
 
-def _grade_id(cell: NotebookNode) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-
 
 def _where(cell: NotebookNode, index: int) -> str:
-    gid = _grade_id(cell)
+    gid = cell_grade_id(cell)
     return f"cell {gid!r}" if gid else f"cell {index + 1} (id {cell.get('id', '?')!r})"
 
 
@@ -175,7 +173,7 @@ def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]]
 
     seen: dict[str, int] = {}
     for index, cell in enumerate(nb.cells):
-        gid = _grade_id(cell)
+        gid = cell_grade_id(cell)
         if gid is None:
             continue
         if gid in seen:
@@ -330,9 +328,9 @@ def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
             continue
         for ex in a.exercises:
             want = test_cell(ex, course.language)
-            nb.cells = [c for c in nb.cells if _grade_id(c) != want.metadata.nbgrader.grade_id]
+            nb.cells = [c for c in nb.cells if cell_grade_id(c) != want.metadata.nbgrader.grade_id]
             check_id = grade_id(ex.id) + "_check"
-            at = next((i for i, c in enumerate(nb.cells) if _grade_id(c) == check_id), None)
+            at = next((i for i, c in enumerate(nb.cells) if cell_grade_id(c) == check_id), None)
             if at is None:
                 raise AutograderError(f"{rel}: no check cell {check_id!r} for exercise {ex.id}")
             nb.cells.insert(at + 1, want)

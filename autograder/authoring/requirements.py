@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.config import Course, grade_id
+from autograder.notebook import cell_grade_id
 
 _NOISE = re.compile(r"[\s*`$_\\]+")
 
@@ -65,9 +66,6 @@ def _notebook_cells(course: Course, assignment: Any) -> list[dict[str, Any]]:
     return _cells(path)
 
 
-def _grade_id(cell: dict[str, Any]) -> str:
-    return str((cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id", ""))
-
 
 def statement_texts(course: Course) -> dict[str, str]:
     """exercise ID -> everything its student reads about it (see the module docstring)."""
@@ -78,7 +76,7 @@ def statement_texts(course: Course) -> dict[str, str]:
         ids.update({grade_id(e.id) + "_statement": e.id for e in a.exercises})
         shared: list[str] = []
         for cell in _notebook_cells(course, a):
-            gid = _grade_id(cell)
+            gid = cell_grade_id(cell) or ""
             if gid in ids:
                 own[ids[gid]].append(_text(cell))
             elif cell.get("cell_type") == "markdown" and not gid.endswith("_statement"):
@@ -210,7 +208,7 @@ def statement_requirements(course: Course) -> dict[str, list[str]]:
     """exercise ID -> its requirement sentences, as the source notebook states them."""
     out: dict[str, list[str]] = {}
     for a in course.assignments:
-        cells = {_grade_id(c): c for c in _notebook_cells(course, a)}
+        cells = {cell_grade_id(c): c for c in _notebook_cells(course, a)}
         for e in a.exercises:
             cell = cells.get(grade_id(e.id) + "_statement")
             out[e.id] = split_sentences(requirement_lines(_text(cell))) if cell else []

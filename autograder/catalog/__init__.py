@@ -6,7 +6,7 @@ and its known mistakes in ``mistakes.py`` (neither is ever shipped); :func:`load
 imports them.
 
 The package's modules: :mod:`~autograder.catalog.declarations` (what a course declares),
-:mod:`~autograder.catalog.context` (what a check sees), :mod:`~autograder.catalog.compare`,
+:mod:`~autograder.catalog.context` (what a check sees), :mod:`~autograder.catalog.comparison`,
 :mod:`~autograder.catalog.outcomes` (statuses, results, what a hidden check may say),
 :mod:`~autograder.catalog.scoring` (:func:`run_exercise`), :mod:`~autograder.catalog.runners`,
 :mod:`~autograder.catalog.loading`, :mod:`~autograder.catalog.integrity` (hidden checks of inputs and
@@ -42,16 +42,25 @@ Two rules of the engine (:func:`run_exercise`) keep grading honest:
 from __future__ import annotations
 
 # What a course's checks import: `from autograder.catalog import Audience, Context, Kind, check, ...`.
-from autograder.config import ALTERNATIVES_FILE, COURSE_FILES, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE  # noqa: F401
-from autograder.messages import Msg  # noqa: F401
-from autograder.catalog.declarations import (ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, NOT_GRADED, OUTPUT_KINDS,
-                                             SPECS, Alternative, alternative, Audience, Check, check, checks_for,
-                                             exercise, ExerciseSpec, Kind, Mistake, mistake, near_answer, not_graded,
-                                             NotGraded)  # noqa: F401
-from autograder.catalog.outcomes import (BRIEF_LIMIT, brief, CheckFailed, CheckResult, ExerciseResult, hidden_message,
-                                         number_free, safe_name, Status)  # noqa: F401
-from autograder.catalog.compare import as_float64, compare, mismatch, values_match  # noqa: F401
-from autograder.catalog.context import PUBLIC_SEED, Context, Diagnoser, Pending, Runner, stable_seed  # noqa: F401
-from autograder.catalog.scoring import WITHHELD, run_exercise  # noqa: F401
-from autograder.catalog.runners import copied, in_process_runner, LiveDiagnoser  # noqa: F401
-from autograder.catalog.loading import COURSE_PACKAGE, hidden_available, load_catalog  # noqa: F401
+from typing import TYPE_CHECKING
+
+from autograder.lazy import lazy_exports
+
+if TYPE_CHECKING:   # the names this package offers; each loads its module on first use (autograder.lazy)
+    from autograder.config import ALTERNATIVES_FILE, COURSE_FILES, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE
+    from autograder.messages import Msg
+    from autograder.plain import Value
+    from autograder.probes import probe_module
+    from autograder.catalog.declarations import (ALTERNATIVES, Alternative, Audience, CHECKS, Check, ExerciseSpec, Kind,
+                                                 MISTAKES, Mistake, NEAR_ANSWERS, NOT_GRADED, NotGraded, OUTPUT_KINDS,
+                                                 SPECS, alternative, check, checks_for, exercise, mistake, near_answer,
+                                                 not_graded)
+    from autograder.catalog.outcomes import (BRIEF_LIMIT, CheckFailed, CheckResult, ExerciseResult, Status, brief,
+                                             hidden_message, number_free, safe_name)
+    from autograder.catalog.comparison import as_float64, compare, mismatch, values_match
+    from autograder.catalog.context import Context, Diagnoser, PUBLIC_SEED, Pending, Runner, stable_seed
+    from autograder.catalog.scoring import WITHHELD, run_exercise
+    from autograder.catalog.runners import LiveDiagnoser, copied, in_process_runner
+    from autograder.catalog.loading import COURSE_PACKAGE, hidden_available, load_catalog
+
+__getattr__ = lazy_exports(__name__, __file__)

@@ -19,7 +19,7 @@ from autograder.forbidden import GUARD_OFF
 from autograder.messages import Msg, say
 from autograder.probes import Reply, Request
 from autograder.stopwatch import OFF, Stopwatch
-from autograder.catalog.compare import OUTPUT, RETURN_VALUE, as_float64, compare, label, mismatch
+from autograder.catalog.comparison import OUTPUT, RETURN_VALUE, as_float64, compare, label, mismatch
 from autograder.catalog.declarations import Audience, Mistake
 from autograder.catalog.outcomes import CheckFailed, Status, brief, number_free
 

@@ -63,7 +63,7 @@ import numpy as np
 
 from autograder import plain
 from autograder.catalog import (in_process_runner, Mistake, Msg, values_match)
-from autograder.catalog.compare import same_kinds
+from autograder.catalog.comparison import same_kinds
 from autograder.probes import Request
 
 FORMAT = 2
@@ -72,7 +72,7 @@ FORMAT = 2
 FINGERPRINTS_NAME = "fingerprints.json"
 BUILT_FINGERPRINTS = f"dist/{FINGERPRINTS_NAME}"
 #: Largest relative error tolerated when a float64 array is stored as float32.
-_F32_RTOL, _F32_ATOL = 1e-7, 1e-12
+F32_RTOL, F32_ATOL = 1e-7, 1e-12
 
 
 # -- request keys and stored values ------------------------------------------------
@@ -107,7 +107,7 @@ def _unpack_array(rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None]:
     return values.reshape(rec["shape"]), None
 
 
-def _array_nodes(spec: Any) -> list[dict[str, Any]]:
+def array_nodes(spec: Any) -> list[dict[str, Any]]:
     """The tensor/ndarray nodes of a spec, in traversal order (dict keys sorted: the file's JSON sorts them)."""
     if not isinstance(spec, dict):
         return []
@@ -115,10 +115,10 @@ def _array_nodes(spec: Any) -> list[dict[str, Any]]:
     if t in ("tensor", "ndarray"):
         return [spec]
     if t in ("tuple", "list"):
-        return [n for s in spec.get("items", []) for n in _array_nodes(s)]
+        return [n for s in spec.get("items", []) for n in array_nodes(s)]
     if t == "dict":
         items = spec.get("items", {})
-        return [n for k in sorted(items) for n in _array_nodes(items[k])]
+        return [n for k in sorted(items) for n in array_nodes(items[k])]
     return []
 
 
@@ -141,7 +141,7 @@ def stored_matches(got: plain.Value, stored: Stored, tolerances: Any) -> bool:
     if all(idx is None for _, idx in stored.arrays.values()):
         whole = {k: values for k, (values, _) in stored.arrays.items()}
         return values_match(got, plain.Value(stored.spec, whole), tolerances)
-    mine, theirs = _array_nodes(got.spec), _array_nodes(stored.spec)
+    mine, theirs = array_nodes(got.spec), array_nodes(stored.spec)
     if len(mine) != len(theirs):
         return False
     got_arrays: dict[str, np.ndarray] = {}
@@ -171,7 +171,7 @@ def _flat_spec(spec: Any, arrays: dict[str, np.ndarray]) -> Any:
     return spec
 
 
-def _dumps(data: Any) -> str:
+def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
 
 
@@ -181,7 +181,7 @@ copying_runner = in_process_runner
 
 def dumps(data: dict[str, Any]) -> str:
     """The file's text: sorted keys, no spaces, UTF-8 (same bytes for the same data)."""
-    return _dumps(data) + "\n"
+    return canonical_json(data) + "\n"
 
 
 # -- reading (student side: no solutions, no mistakes) -------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 
 from autograder import plain
 from autograder.probes import Reply, Request
-from autograder.catalog.compare import same_kinds, values_match
+from autograder.catalog.comparison import same_kinds, values_match
 from autograder.catalog.context import Runner, copied
 from autograder.catalog.declarations import MISTAKES, Mistake
 

@@ -97,10 +97,10 @@ def gradebook_times(course_root: Path, course: Course, db_url: str | None = None
     """What nbgrader's gradebook says of when each submission came and who has more time: a time table
     ((student, assignment) -> SubmittedAt, from ``SubmittedAssignment.timestamp``) and extensions (its
     ``extension``, a duration added to the due date). Nothing when there is no gradebook yet."""
-    from datetime import timezone
+    from autograder.clock import as_utc
 
     from autograder.grading.times import SubmittedAt
-    from autograder.lateness import Extension
+    from autograder.late_policy import Extension
 
     coursedir = course_directory(course_root, db_url)
     if coursedir.db_url.startswith("sqlite:///") and not Path(coursedir.db_url[len("sqlite:///"):]).exists():
@@ -117,7 +117,7 @@ def gradebook_times(course_root: Path, course: Course, db_url: str | None = None
                 continue
             for sub in submissions:
                 if sub.timestamp is not None:        # nbgrader keeps UTC, without a zone
-                    when = sub.timestamp if sub.timestamp.tzinfo else sub.timestamp.replace(tzinfo=timezone.utc)
+                    when = as_utc(sub.timestamp)
                     times[(sub.student_id, a.id)] = SubmittedAt(when, "nbgrader gradebook")
                 if sub.extension:
                     extensions.append(Extension(student=sub.student_id, assignment=a.id, extra=sub.extension,
@@ -157,7 +157,7 @@ def ensure_assignment(coursedir: Any, course: Course, assignment_id: str) -> Non
                                    f"students were recorded. Keep the old cells, or remove the assignment from "
                                    f"the gradebook and record everyone again: nbgrader db assignment remove "
                                    f"{assignment.id} --force, then autograder grade . --nbgrader -o OUT --force "
-                                   f"(the README's nbgrader section)") from None
+                                   f"(docs/instructor/exports.md, nbgrader)") from None
 
 
 def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, course_root: Path,
@@ -243,7 +243,8 @@ def write_autograded(coursedir: Any, course: Course, student: str, assignment_id
     and showing the kit's points and checks as its output. A submission that could not be
     read gets the release notebook with the reason in its first test cell.
     """
-    from autograder.authoring.notebooks import _grade_id, test_cell
+    from autograder.authoring.notebooks import test_cell
+    from autograder.notebook import cell_grade_id
     import nbformat
 
     if not _one_component(student) or not _one_component(assignment_id):
@@ -265,7 +266,7 @@ def write_autograded(coursedir: Any, course: Course, student: str, assignment_id
         if cell.get("cell_type") == "code":
             cell.outputs, cell.execution_count = [], None
     graded = {e.get("exercise"): e for e in result.get("exercises", [])} if is_graded(result) else {}
-    cells = {_grade_id(c): c for c in nb.cells}
+    cells = {cell_grade_id(c): c for c in nb.cells}
     for ex in assignment.exercises:
         want = test_cell(ex, course.language)
         cell = cells.get(want.metadata.nbgrader.grade_id)

@@ -20,14 +20,20 @@ one writer. Student code never runs in any of these processes; the references do
 """
 from __future__ import annotations
 
-from autograder.grading.cells import DEMO_SKIPPED, SETUP_CELLS, demo_cells, submission_cells  # noqa: F401
-from autograder.grading.timing import PROFILE_SECTIONS, flat_profile  # noqa: F401
-from autograder.grading.grader import (COURSE_FILES, ENGINE_FILES, check_catalog, GradingContext, grader_fingerprint,
-                                       resolve_device)  # noqa: F401
-from autograder.grading.submission import (RESULT_MAX_BYTES, RESULT_MAX_CELLS, failure, finalize, grade_or_fail,
-                                           grade_submission, grader_fault, hidden_seed_parts)  # noqa: F401
-from autograder.grading.outputs import keep_earlier, Outputs, record_or_fail, render_feedback  # noqa: F401
-from autograder.grading.lanes import (lane_config, lane_grade, lane_warm, LaneSetupError, ProcessLanes,
-                                      submission_json)  # noqa: F401
-from autograder.grading.batch import (PROCESS_MIN_SUBMISSIONS, BatchOutcome, grade_batch, lane_processes, Plan,
-                                      plan)  # noqa: F401
+from typing import TYPE_CHECKING
+
+from autograder.lazy import lazy_exports
+
+if TYPE_CHECKING:   # the names this package offers; each loads its module on first use (autograder.lazy)
+    from autograder.grading.cells import DEMO_SKIPPED, SETUP_CELLS, demo_cells, submission_cells
+    from autograder.grading.timing import PROFILE_SECTIONS, flat_profile
+    from autograder.grading.grader import (COURSE_FILES, ENGINE_FILES, GradingContext, check_catalog,
+                                           grader_fingerprint, resolve_device)
+    from autograder.grading.submission import (RESULT_MAX_BYTES, RESULT_MAX_CELLS, failure, finalize, grade_or_fail,
+                                               grade_submission, grader_fault, hidden_seed_parts)
+    from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail, render_feedback
+    from autograder.grading.lanes import (LaneSetupError, ProcessLanes, lane_config, lane_grade, lane_warm,
+                                          submission_json)
+    from autograder.grading.batch import BatchOutcome, PROCESS_MIN_SUBMISSIONS, Plan, grade_batch, lane_processes, plan
+
+__getattr__ = lazy_exports(__name__, __file__)

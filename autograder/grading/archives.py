@@ -84,7 +84,7 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = ZIP_MAX_BYTES,
                         target.parent.mkdir(parents=True, exist_ok=True)
                 except (OSError, ValueError) as exc:
                     # A file and a folder of the same name, a name part over 255 bytes, ...
-                    reason = f"cannot be extracted ({_os_reason(exc)})"
+                    reason = f"cannot be extracted ({os_reason(exc)})"
             if reason is not None:
                 refused[name] = reason
                 continue
@@ -102,7 +102,7 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = ZIP_MAX_BYTES,
                 # A corrupt or encrypted member: the notebook gets a row, the rest continues.
                 with contextlib.suppress(OSError):
                     target.unlink(missing_ok=True)
-                refused[name] = f"cannot be extracted ({_os_reason(exc)})"
+                refused[name] = f"cannot be extracted ({os_reason(exc)})"
                 continue
             written += n
             _keep_time(target, info)
@@ -121,7 +121,7 @@ class _TooBig(Exception):
     pass
 
 
-def _os_reason(exc: BaseException) -> str:
+def os_reason(exc: BaseException) -> str:
     """Why, without the path (the member's name is reported beside it already)."""
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror

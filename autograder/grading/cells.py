@@ -30,7 +30,7 @@ def demo_cells(course: Course) -> dict[str, dict[str, str]]:
     Plain JSON, not nbformat: `autograder build` writes nbformat 4, and importing
     nbformat costs seconds that :func:`run` rather spends while the sandbox starts.
     """
-    from autograder.notebook import _source
+    from autograder.notebook import cell_source
 
     out: dict[str, dict[str, str]] = {}
     for a in course.assignments:
@@ -50,7 +50,7 @@ def demo_cells(course: Course) -> dict[str, dict[str, str]]:
                 gid = meta.get("grade_id")
                 if (cell.get("cell_type") == "code" and isinstance(gid, str) and gid and meta.get("locked")
                         and not meta.get("solution") and gid not in SETUP_CELLS):
-                    cells[gid] = _source(cell)
+                    cells[gid] = cell_source(cell)
         except Exception:  # noqa: BLE001 - no skipping is always correct, only slower
             continue
         out[a.id] = cells
@@ -81,7 +81,7 @@ def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 *
     (:data:`autograder.notebook.IPYTHON_SUBMISSION_LIMIT`; the cell's own is
     :data:`~autograder.notebook.IPYTHON_WORK_LIMIT`).
     """
-    from autograder.notebook import (IPYTHON_SUBMISSION_LIMIT, IPYTHON_WORK_LIMIT, Cell, _grade_id, _source,
+    from autograder.notebook import (IPYTHON_SUBMISSION_LIMIT, IPYTHON_WORK_LIMIT, Cell, cell_grade_id, cell_source,
                                      ipython_lines, ipython_work, needs_ipython, to_python)
 
     out = []
@@ -89,7 +89,7 @@ def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 *
     for index, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") != "code":
             continue
-        source, gid = _source(cell), _grade_id(cell)
+        source, gid = cell_source(cell), cell_grade_id(cell)
         if len(source) > max_cell_bytes or len(source.encode("utf-8", errors="replace")) > max_cell_bytes:
             said = say("sandbox.cell_too_large", kib=max_cell_bytes // 1024)
             out.append(Cell(index, gid, "", "", said.en, said))

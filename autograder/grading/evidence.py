@@ -11,7 +11,7 @@ that is all student-controlled:
   assignment and copy noise (``-Copy1``, ``(2)``, ``final``) are taken out;
 * a notebook: :func:`notebook_evidence` reads ``metadata.autograder.assignment``, the nbgrader
   ``grade_id`` of its cells and the exercise functions its code cells define, and
-  :func:`_notebook_says` tells whether that names one assignment.
+  :func:`notebook_says` tells whether that names one assignment.
 
 A notebook is never executed nor imported: its JSON is parsed, its code cells only parsed as
 Python (a cell over ``limits.cell_kb`` is scanned for ``def``/``class`` lines instead). Reading
@@ -35,7 +35,7 @@ _COPY_NOISE = re.compile(r"(?:[-_ ]*copy\d*|[-_ ]*\(\d+\)|[-_ ]+v\d+|[-_ ]*final
 _SEPARATORS = re.compile(r"[\s\-.]+")
 
 
-def _norm(text: str) -> str:
+def normalized_name(text: str) -> str:
     return _SEPARATORS.sub("_", unicodedata.normalize("NFC", text).lower())
 
 
@@ -49,19 +49,19 @@ def _assignment_tokens(course: Course) -> list[tuple[re.Pattern[str], str]]:
 
 def assignments_named(text: str, course: Course) -> set[str]:
     """Assignment IDs named in a folder or file name (``01_rnn_decay``, ``alice-rnn-decay``)."""
-    norm = _norm(text)
+    norm = normalized_name(text)
     return {aid for pattern, aid in _assignment_tokens(course) if pattern.search(norm)}
 
 
 def _strip_assignment(stem: str, course: Course) -> str:
-    norm = _norm(stem)
+    norm = normalized_name(stem)
     for pattern, _ in sorted(_assignment_tokens(course), key=lambda p: -len(p[0].pattern)):
         norm = pattern.sub(" ", norm)
     residue = _COPY_NOISE.sub("", norm.strip(" _"))
     return re.sub(r"[\s_]+", "_", residue).strip(" _")
 
 
-def _student_from_dir(name: str) -> tuple[str, dict[str, str]]:
+def student_from_dir(name: str) -> tuple[str, dict[str, str]]:
     """(student, LMS ids) of a folder, as an LMS format names it (Moodle's ``Ada Lovelace_12345_
     assignsubmission_file_``: ``Ada Lovelace``, ``{"moodle_id": "12345"}``), else the folder's name."""
     for lms in formats():
@@ -71,7 +71,7 @@ def _student_from_dir(name: str) -> tuple[str, dict[str, str]]:
     return name, {}
 
 
-def _student_from_stem(stem: str, course: Course) -> tuple[str | None, dict[str, str]]:
+def student_from_stem(stem: str, course: Course) -> tuple[str | None, dict[str, str]]:
     """(student, LMS ids) of a file name, as an LMS format names it (Canvas' ``alicesmith_12345_67890_...``:
     ``alicesmith``, ``{"canvas_id": "12345"}``), else what is left of the name without the assignment."""
     for lms in formats():
@@ -85,7 +85,7 @@ def _plain_student_from_stem(stem: str, course: Course) -> str | None:
     residue = _strip_assignment(stem, course)
     if not residue:
         return None
-    if residue == _norm(stem).strip(" _"):
+    if residue == normalized_name(stem).strip(" _"):
         return _COPY_NOISE.sub("", stem).strip() or None  # keep the student's own spelling
     return residue
 
@@ -135,7 +135,7 @@ def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> Notebook
             texts.append(text)
     ev.by_grade_id = assignments_of_cells(grade_ids, course)
     if ev.declared is not None or len(ev.by_grade_id) == 1:
-        return ev       # what the notebook says already (see _notebook_says): its definitions are not read
+        return ev       # what the notebook says already (see notebook_says): its definitions are not read
     defined: set[str] = set()
     for text in texts:
         defined |= _defined_names(text) if len(text) <= cell_bytes else _defined_by_scan(text[:cell_bytes])
@@ -166,7 +166,7 @@ def _defined_by_scan(code: str) -> set[str]:
     return set(re.findall(r"^[ \t]*(?:def|class)[ \t]+([A-Za-z_]\w*)", code, flags=re.M))
 
 
-def _notebook_says(ev: NotebookEvidence) -> tuple[str | None, str]:
+def notebook_says(ev: NotebookEvidence) -> tuple[str | None, str]:
     """(assignment, how) from the notebook alone; (None, why) when it says nothing clear."""
     said, how = notebook_claims(ev.declared, ev.by_grade_id)
     if said is not None:

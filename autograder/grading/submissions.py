@@ -46,9 +46,9 @@ from typing import Any
 from autograder.config import Course
 from autograder.reports.lms import id_keys
 from autograder.errors import AutograderError, UnknownExercise
-from autograder.grading.archives import _os_reason
-from autograder.grading.evidence import (NotebookEvidence, _norm, _notebook_says, _student_from_dir,
-                                         _student_from_stem, assignments_named, notebook_evidence)
+from autograder.grading.archives import os_reason
+from autograder.grading.evidence import (NotebookEvidence, normalized_name, notebook_says, student_from_dir,
+                                         student_from_stem, assignments_named, notebook_evidence)
 from autograder.messages import Msg, say
 from autograder.notebook import notebook_claims
 from autograder.text import file_stem, line, path_text
@@ -165,7 +165,7 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
         try:
             sub.sha256, data = _read(p, max_bytes)
         except OSError as exc:
-            sub.fail(f"unreadable: {_os_reason(exc)}", say("submission.unreadable", detail=_os_reason(exc)))
+            sub.fail(f"unreadable: {os_reason(exc)}", say("submission.unreadable", detail=os_reason(exc)))
             data = b""
         sub.evidence["notebook"] = notebook_evidence(data, course)
         subs.append(sub)
@@ -255,7 +255,7 @@ def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: 
     by_path: set[str] = set()
     for part in (*dirs, stem):
         by_path |= assignments_named(part, course)
-    said, how = _notebook_says(ev)
+    said, how = notebook_says(ev)
     known = {a.id for a in course.assignments}
     if said is not None and said not in known:
         return None, (f"unknown assignment: the notebook says {said!r}, course.yml has no such assignment",
@@ -297,8 +297,8 @@ def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: 
     The LMS ids (``canvas_id``, ``moodle_id``) come from the very name that gave the student.
     """
     def names(folders: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
-        found = [_student_from_dir(d) for d in folders
-                 if _norm(d) not in STRUCTURAL and not assignments_named(d, course)]
+        found = [student_from_dir(d) for d in folders
+                 if normalized_name(d) not in STRUCTURAL and not assignments_named(d, course)]
         return list({name: (name, ids) for name, ids in found}.values())
 
     candidates = names(dirs[len(prefix):])
@@ -308,7 +308,7 @@ def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: 
                       say("submission.ambiguous_student", names=listed)), {}
     if candidates:
         return candidates[0][0], None, candidates[0][1]
-    student, ids = _student_from_stem(stem, course)
+    student, ids = student_from_stem(stem, course)
     if student is None:
         # A lone submission (or one student's folder): the folder around it is the only name there is.
         outer = names(prefix) or names(around)

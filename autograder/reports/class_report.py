@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from autograder.config import Course
-from autograder.reports.feedback import _h, _page, _status_text, _text, exercise_title, fmt_points
+from autograder.reports.feedback import esc, html_page, status_text, message_text, exercise_title, fmt_points
 from autograder.reports.files import GRADED
 from autograder.text import line
 
@@ -108,7 +108,7 @@ def late_counts(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def class_report_html(results: list[dict[str, Any]], course: Course, language: str = "en") -> str:
     """The class report in ``language``: summary, three plots embedded as base64 PNG, tables; self-contained."""
     language = language if language in _REPORT else "en"
-    return _page(_REPORT[language]["title"].format(name=course.name), language,
+    return html_page(_REPORT[language]["title"].format(name=course.name), language,
                  class_report_parts(results, course, language))
 
 
@@ -124,68 +124,68 @@ def class_report_parts(results: list[dict[str, Any]], course: Course, language: 
     summary = T["summary"].format(n=stats["n"], graded=stats["graded"])
     if stats["mean"] is not None:
         summary += T["mean"].format(mean=stats["mean"] * 100, median=stats["median"] * 100)
-    body = [f"<h1>{_h(T['title'].format(name=course.name))}</h1>"] if title else []
-    body.append(f"<p>{_h(summary)}。</p>" if language == "zh" else f"<p>{_h(summary)}.</p>")
+    body = [f"<h1>{esc(T['title'].format(name=course.name))}</h1>"] if title else []
+    body.append(f"<p>{esc(summary)}。</p>" if language == "zh" else f"<p>{esc(summary)}.</p>")
     lateness = late_counts(results)
     if lateness:
-        body.append(f"<h2>{_h(T['lateness'])}</h2><ul>" + "".join(
-            f"<li>{_h(T['late_row'].format(assignment=a, **counts))}</li>" for a, counts in lateness.items())
+        body.append(f"<h2>{esc(T['lateness'])}</h2><ul>" + "".join(
+            f"<li>{esc(T['late_row'].format(assignment=a, **counts))}</li>" for a, counts in lateness.items())
             + "</ul>")
 
     # The charts: SVG drawn here (autograder.reports.charts), labels in the report's language.
     hist = charts.histogram([f * 100 for f in stats["fractions"]], title=T["hist"], xlabel=T["hist_x"],
                             ylabel=T["count"])
-    body.append(f"<h2>{_h(T['scores'])}</h2><img alt='{_h(T['hist'])}' src='{charts.data_uri(hist)}'>")
+    body.append(f"<h2>{esc(T['scores'])}</h2><img alt='{esc(T['hist'])}' src='{charts.data_uri(hist)}'>")
 
     per = stats["per_exercise"]
     if per:
         ids = list(per)
         chart = charts.column_chart(ids, [per[i]["full"] / per[i]["n"] * 100 for i in ids], title=T["pass"],
                                     xlabel=T["pass_x"], ylabel=T["pass_y"], color=charts.GREEN, top=100)
-        body.append(f"<h2>{_h(T['pass'])}</h2><img alt='{_h(T['pass'])}' src='{charts.data_uri(chart)}'>")
+        body.append(f"<h2>{esc(T['pass'])}</h2><img alt='{esc(T['pass'])}' src='{charts.data_uri(chart)}'>")
         rows = "".join(
-            f"<tr><td>{_h(i)}</td><td>{_h(exercise_title(course, i, language))}</td><td>{e['n']}</td>"
-            f"<td>{e['full'] / e['n'] * 100:.0f}%</td><td>{_h(fmt_points(e['points'] / e['n']))} / "
-            f"{_h(fmt_points(e['max']))}</td><td>"
-            f"{_h(', '.join(f'{_status_text(language, k)} {v}' for k, v in e['statuses'].most_common()))}"
+            f"<tr><td>{esc(i)}</td><td>{esc(exercise_title(course, i, language))}</td><td>{e['n']}</td>"
+            f"<td>{e['full'] / e['n'] * 100:.0f}%</td><td>{esc(fmt_points(e['points'] / e['n']))} / "
+            f"{esc(fmt_points(e['max']))}</td><td>"
+            f"{esc(', '.join(f'{status_text(language, k)} {v}' for k, v in e['statuses'].most_common()))}"
             f"</td></tr>" for i, e in per.items())
-        head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "ex_title", "graded", "full", "mean_points",
+        head = "".join(f"<th>{esc(T[k])}</th>" for k in ("exercise", "ex_title", "graded", "full", "mean_points",
                                                       "statuses"))
         body.append(f"<table><tr>{head}</tr>{rows}</table>")
 
     top = stats["mistakes"][:10]
-    body.append(f"<h2>{_h(T['mistakes'])}</h2>")
+    body.append(f"<h2>{esc(T['mistakes'])}</h2>")
     if top:
         chart = charts.bar_chart([f"{e} {m}" for (e, m), _ in top], [n for _, n in top], title=T["mistakes"],
                                  xlabel=T["count"])
-        body.append(f"<img alt='{_h(T['mistakes'])}' src='{charts.data_uri(chart)}'>")
-        rows = "".join(f"<tr><td>{_h(e)}</td><td>{_h(m)}</td><td>{n}</td>"
-                       f"<td>{_h(_text(stats['mistake_text'].get((e, m)), language))}</td></tr>"
+        body.append(f"<img alt='{esc(T['mistakes'])}' src='{charts.data_uri(chart)}'>")
+        rows = "".join(f"<tr><td>{esc(e)}</td><td>{esc(m)}</td><td>{n}</td>"
+                       f"<td>{esc(message_text(stats['mistake_text'].get((e, m)), language))}</td></tr>"
                        for (e, m), n in top)
-        head = "".join(f"<th>{_h(T[k])}</th>" for k in ("exercise", "mistake", "count", "message"))
+        head = "".join(f"<th>{esc(T[k])}</th>" for k in ("exercise", "mistake", "count", "message"))
         body.append(f"<table><tr>{head}</tr>{rows}</table>")
     else:
-        body.append(f"<p>{_h(T['no_mistakes'])}</p>")
+        body.append(f"<p>{esc(T['no_mistakes'])}</p>")
 
     if not submissions:
         return body
     rows = "".join(
-        f"<tr><td>{_h(r.get('student') or '')}</td><td>{_h(r.get('assignment') or '')}</td>"
-        f"<td>{_h(fmt_points(r.get('points', 0)))} / {_h(fmt_points(r.get('max_points', 0)))}</td>"
-        f"<td>{_h(_status_cell(r, language, T))}</td>"
-        f"<td><a href='feedback/{_h(r['key'])}.html'>{_h(T['feedback'])}</a></td></tr>"
+        f"<tr><td>{esc(r.get('student') or '')}</td><td>{esc(r.get('assignment') or '')}</td>"
+        f"<td>{esc(fmt_points(r.get('points', 0)))} / {esc(fmt_points(r.get('max_points', 0)))}</td>"
+        f"<td>{esc(_status_cell(r, language, T))}</td>"
+        f"<td><a href='feedback/{esc(r['key'])}.html'>{esc(T['feedback'])}</a></td></tr>"
         for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))))
-    head = "".join(f"<th>{_h(T[k])}</th>" for k in ("student", "assignment", "score", "status")) + "<th></th>"
-    body.append(f"<h2>{_h(T['submissions'])}</h2><table><tr>{head}</tr>{rows}</table>")
+    head = "".join(f"<th>{esc(T[k])}</th>" for k in ("student", "assignment", "score", "status")) + "<th></th>"
+    body.append(f"<h2>{esc(T['submissions'])}</h2><table><tr>{head}</tr>{rows}</table>")
     return body
 
 
 def _status_cell(result: dict[str, Any], language: str, T: dict[str, str]) -> str:
     """A result's status in the report's language: graded (and its notes), or why it was not, whole."""
     if str(result.get("status", "")).startswith(GRADED):
-        notes = [_text(n, language) for n in result.get("notes_msg") or []]
+        notes = [message_text(n, language) for n in result.get("notes_msg") or []]
         return "；".join([T["graded"], *notes]) if language == "zh" else "; ".join([T["graded"], *notes])
-    said = _text(result.get("message"), language)
+    said = message_text(result.get("message"), language)
     return said or str(result.get("status", ""))
 
 

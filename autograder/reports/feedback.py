@@ -61,7 +61,7 @@ def _label(language: str, key: str) -> str:
     return text(f"label.{key}", language)
 
 
-def _status_text(language: str, status: str) -> str:
+def status_text(language: str, status: str) -> str:
     return status_word(status, language)
 
 
@@ -88,7 +88,7 @@ def check_lines(ex: dict[str, Any], language: str) -> list[str]:
     out = []
     for c in _shown_checks(ex):
         who = _label(language, "hidden") if c.get("audience") == "hidden" else _label(language, "public")
-        text = (f"{_text(c.get('title'), language)} ({who}, {_status_text(language, c.get('status', ''))}, "
+        text = (f"{_text(c.get('title'), language)} ({who}, {status_text(language, c.get('status', ''))}, "
                 f"{_check_points(c)})")
         if _explained(c):
             text += f": {_text(c.get('message'), language)}"
@@ -146,7 +146,7 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
     for ex in result.get("exercises", []):
         lines.append(f"| {ex['exercise']} {exercise_title(course, ex['exercise'], language)} | "
                      f"{fmt_points(ex['points'])} / {fmt_points(ex['max_points'])} | "
-                     f"{_status_text(language, ex['status'])} |")
+                     f"{status_text(language, ex['status'])} |")
     for ex in result.get("exercises", []):
         shown = _shown_checks(ex)
         if not shown:
@@ -156,7 +156,7 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
         for c in shown:
             who = L("hidden") if c.get("audience") == "hidden" else L("public")
             head = (f"- **{_md(_text(c.get('title'), language))}** ({who}, "
-                    f"{_status_text(language, c.get('status', ''))}, {_check_points(c)})")
+                    f"{status_text(language, c.get('status', ''))}, {_check_points(c)})")
             if not _explained(c):
                 lines.append(head)
                 continue
@@ -180,14 +180,14 @@ padding:.3rem .6rem;text-align:left;vertical-align:top}th{background:#f4f4f4}.pa
 .diag{color:#6941c6}.note{background:#fff7e6;padding:.5rem}img{max-width:100%}code{background:#f4f4f4}"""
 
 
-def _h(text: Any) -> str:
+def esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
 def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
     """The student's feedback as a standalone HTML page (every dynamic string escaped)."""
     title = f"{_label(language, 'title')}: {result.get('assignment') or '?'} · {result.get('student') or '?'}"
-    return _page(title, language, [f"<h1>{_h(title)}</h1>", *feedback_parts(result, course, language)])
+    return html_page(title, language, [f"<h1>{esc(title)}</h1>", *feedback_parts(result, course, language)])
 
 
 def feedback_parts(result: dict[str, Any], course: Course, language: str) -> list[str]:
@@ -195,55 +195,56 @@ def feedback_parts(result: dict[str, Any], course: Course, language: str) -> lis
     L = lambda key: _label(language, key)  # noqa: E731
     body: list[str] = []
     if result.get("status") != GRADED and not result.get("exercises"):
-        return [f"<p class='note'><b>{_h(L('not_graded'))}</b>: {_h(_text(result.get('message'), language))}</p>",
-                f"<p>{_h(L('what_now'))}</p>"]
-    body.append(f"<p><b>{_h(L('total'))}: {_h(fmt_points(result['points']))} / "
-                f"{_h(fmt_points(result['max_points']))}</b></p>")
+        return [f"<p class='note'><b>{esc(L('not_graded'))}</b>: {esc(_text(result.get('message'), language))}</p>",
+                f"<p>{esc(L('what_now'))}</p>"]
+    body.append(f"<p><b>{esc(L('total'))}: {esc(fmt_points(result['points']))} / "
+                f"{esc(fmt_points(result['max_points']))}</b></p>")
     late = _late_line(result, language)
     if late:
-        body.append(f"<p class='note'>{_h(L('late'))}: {_h(late)}</p>")
+        body.append(f"<p class='note'>{esc(L('late'))}: {esc(late)}</p>")
     for note in result.get("notes_msg", []):
-        body.append(f"<p class='note'>{_h(L('note'))}: {_h(_text(note, language))}</p>")
+        body.append(f"<p class='note'>{esc(L('note'))}: {esc(_text(note, language))}</p>")
     rows = "".join(
-        f"<tr><td>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise'], language))}</td>"
-        f"<td>{_h(fmt_points(ex['points']))} / {_h(fmt_points(ex['max_points']))}</td>"
-        f"<td class='{_h(ex['status'])}'>{_h(_status_text(language, ex['status']))}</td></tr>"
+        f"<tr><td>{esc(ex['exercise'])} {esc(exercise_title(course, ex['exercise'], language))}</td>"
+        f"<td>{esc(fmt_points(ex['points']))} / {esc(fmt_points(ex['max_points']))}</td>"
+        f"<td class='{esc(ex['status'])}'>{esc(status_text(language, ex['status']))}</td></tr>"
         for ex in result.get("exercises", []))
-    body.append(f"<table><tr><th>{_h(L('exercise'))}</th><th>{_h(L('score'))}</th><th>{_h(L('status'))}</th></tr>"
+    body.append(f"<table><tr><th>{esc(L('exercise'))}</th><th>{esc(L('score'))}</th><th>{esc(L('status'))}</th></tr>"
                 f"{rows}</table>")
     for ex in result.get("exercises", []):
         shown = _shown_checks(ex)
         if not shown:
             continue
-        body.append(f"<h2>{_h(ex['exercise'])} {_h(exercise_title(course, ex['exercise'], language))} "
-                    f"({_h(fmt_points(ex['points']))} / {_h(fmt_points(ex['max_points']))})</h2><ul>")
+        body.append(f"<h2>{esc(ex['exercise'])} {esc(exercise_title(course, ex['exercise'], language))} "
+                    f"({esc(fmt_points(ex['points']))} / {esc(fmt_points(ex['max_points']))})</h2><ul>")
         for c in shown:
             who = L("hidden") if c.get("audience") == "hidden" else L("public")
             status = c.get("status", "")
-            item = (f"<li><b>{_h(_text(c.get('title'), language))}</b> ({_h(who)}, "
-                    f"<span class='{_h(status)}'>{_h(_status_text(language, status))}</span>, "
-                    f"{_h(_check_points(c))})")
+            item = (f"<li><b>{esc(_text(c.get('title'), language))}</b> ({esc(who)}, "
+                    f"<span class='{esc(status)}'>{esc(status_text(language, status))}</span>, "
+                    f"{esc(_check_points(c))})")
             if not _explained(c) or not (c.get("message") or c.get("mistake_message")):
                 body.append(item + "</li>")       # (a hidden check's message, where the policy withholds it)
                 continue
-            item += f": {_h(_text(c.get('message'), language))}"
+            item += f": {esc(_text(c.get('message'), language))}"
             if c.get("mistake_message"):
                 diagnosis = _text(c["mistake_message"], language)
-                item += f"<br><span class='diag'>{_h(L('diagnosis'))}: {_h(diagnosis)}</span>"
+                item += f"<br><span class='diag'>{esc(L('diagnosis'))}: {esc(diagnosis)}</span>"
             body.append(item + "</li>")
         body.append("</ul>")
     bad_cells = [c for c in result.get("cells", []) if c.get("status") not in ("ok", "skipped", None)]
     if bad_cells:
-        body.append(f"<h2>{_h(L('cells'))}</h2><ul>")
-        body += [f"<li>{_h(L('cell'))} {_h(cell_number(c))}: <code>{_h(c.get('error_type') or c.get('status'))}</code> "
-                 f"{_h(cell_message(c, language))}</li>" for c in bad_cells]
+        body.append(f"<h2>{esc(L('cells'))}</h2><ul>")
+        body += [f"<li>{esc(L('cell'))} {esc(cell_number(c))}: "
+                 f"<code>{esc(c.get('error_type') or c.get('status'))}</code> "
+                 f"{esc(cell_message(c, language))}</li>" for c in bad_cells]
         body.append("</ul>")
     return body
 
 
-def _page(title: str, language: str, body: list[str]) -> str:
-    return (f"<!DOCTYPE html>\n<html lang='{_h(language)}'><head><meta charset='utf-8'>"
-            f"<title>{_h(title)}</title><style>{FEEDBACK_CSS}</style></head><body>\n" + "\n".join(body)
+def html_page(title: str, language: str, body: list[str]) -> str:
+    return (f"<!DOCTYPE html>\n<html lang='{esc(language)}'><head><meta charset='utf-8'>"
+            f"<title>{esc(title)}</title><style>{FEEDBACK_CSS}</style></head><body>\n" + "\n".join(body)
             + "\n</body></html>\n")
 
 

@@ -24,10 +24,10 @@ from autograder.probes import Reply, Request
 from autograder.stopwatch import Stopwatch
 from autograder.sandbox.affinity import follow, release, spin_seconds
 from autograder.sandbox.protocol import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
-from autograder.sandbox.processes import SETUP_SECONDS, _Process, _SpawnFailed
-from autograder.sandbox.replies import (_SMALL_HEADER, WORKER_STATUSES, _cell_outcome, _cell_said, CellOutcome,
-                                        CheckedReply, describe_exit, encode_request, exit_message, readable, _said,
-                                        _finite, _text)
+from autograder.sandbox.processes import SETUP_SECONDS, WorkerProcess, SpawnFailed
+from autograder.sandbox.replies import (SMALL_HEADER, WORKER_STATUSES, cell_outcome, cell_said, CellOutcome,
+                                        CheckedReply, describe_exit, encode_request, exit_message, readable, said_reply,
+                                        header_number, header_text)
 
 if TYPE_CHECKING:   # the Sandbox makes its handles
     from autograder.sandbox.host import Sandbox
@@ -74,7 +74,7 @@ class _Call:
     """One request sent to the worker (see WorkerHandle.start): calling it waits for the reply, once;
     :meth:`drop` says its reply is not wanted."""
 
-    def __init__(self, handle: WorkerHandle, request: Request, proc: _Process, seq: int):
+    def __init__(self, handle: WorkerHandle, request: Request, proc: WorkerProcess, seq: int):
         self.handle, self.request, self.proc, self.seq = handle, request, proc, seq
         self.start = time.monotonic()
         self.deadline = self.launched = self.start
@@ -110,7 +110,7 @@ class WorkerHandle:
         self._source = list(cells)
         self._deadline = time.monotonic() + self._limits.submission_seconds
         self._bad: dict[int, CellOutcome] = {}       # cells that time out or crash: not run again
-        self._proc: _Process | None = None
+        self._proc: WorkerProcess | None = None
         self.memory_killed = False      # the last stopped worker was killed for its memory cgroup
         self._poisoned: dict[str, Reply] = {}        # function -> the answer to any further call
         self._crashes: Counter[str] = Counter()
@@ -185,14 +185,14 @@ class WorkerHandle:
         spare = True        # the sandbox's spare worker may serve (see Sandbox.keep_spare), unless it failed
         while self.spawns < max_spawns:
             if self._time_left() <= 0:
-                self._give_up(_said("timeout", self._budget_message()), "timeout")
+                self._give_up(said_reply("timeout", self._budget_message()), "timeout")
                 return False
             self.spawns += 1
             start = time.perf_counter()
             try:
                 proc = self._sandbox.spawn(self.label, self._limits, complete=self._whole_template, spare=spare)
-            except _SpawnFailed as exc:
-                self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
+            except SpawnFailed as exc:
+                self._give_up(said_reply("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
             self._proc = proc
             follow(proc.pid)        # the lane's CPU, where it has one
@@ -208,7 +208,7 @@ class WorkerHandle:
                 continue
             if problem is not None:
                 self._stop()
-                self._give_up(_said("crashed", say("sandbox.not_started", detail=problem)), "crashed")
+                self._give_up(said_reply("crashed", say("sandbox.not_started", detail=problem)), "crashed")
                 return False
             start = time.perf_counter()
             before = self.timer.seconds.get("meanwhile", 0.0)
@@ -217,9 +217,9 @@ class WorkerHandle:
             except _ImportMissed:
                 self._stop(wait=False)    # the cells again, in a worker of the complete template
                 continue
-            except _SpawnFailed as exc:
+            except SpawnFailed as exc:
                 self._stop(wait=False)
-                self._give_up(_said("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
+                self._give_up(said_reply("crashed", say("sandbox.not_started", detail=str(exc))), "crashed")
                 return False
             finally:
                 meanwhile = self.timer.seconds.get("meanwhile", 0.0) - before
@@ -228,7 +228,7 @@ class WorkerHandle:
                 return True
             self._bad[failed.index] = failed
             self._stop(wait=False)
-        self._give_up(_said("crashed", say("sandbox.keeps_stopping")), "crashed")
+        self._give_up(said_reply("crashed", say("sandbox.keeps_stopping")), "crashed")
         return False
 
     def _while_cells_run(self) -> None:
@@ -252,16 +252,16 @@ class WorkerHandle:
             said = reply.message if isinstance(reply.message, Msg) else Msg(reply.error, reply.error)
             self.cells = self._outcomes((cell_status, say("sandbox.not_run", detail=said)))
 
-    def _await_ready(self, proc: _Process) -> str | None:
+    def _await_ready(self, proc: WorkerProcess) -> str | None:
         deadline = time.monotonic() + SETUP_SECONDS[self._sandbox.device]
         try:
-            header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=_SMALL_HEADER)
+            header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=SMALL_HEADER)
         except TimeoutError:
             return "the sandbox worker did not start in time"
         except (EOFError, OSError, FrameError):
             return f"the sandbox worker did not start: {describe_exit(self._stop())}"
         if header.get("t") == "setup_error":
-            return f"the sandbox worker could not set itself up: {_text(header.get('error'), 300)}"
+            return f"the sandbox worker could not set itself up: {header_text(header.get('error'), 300)}"
         if header.get("t") != "ready":
             return "the sandbox worker sent an unexpected first message"
         self.worker_info = {k: header.get(k) for k in ("uid", "caged", "network", "nproc", "data_limit", "tasks",
@@ -285,10 +285,10 @@ class WorkerHandle:
             elif cell.index in self._ran:
                 out.append(self._ran[cell.index])
             else:
-                out.append(_cell_said(cell.index, not_run[0], not_run[1]))
+                out.append(cell_said(cell.index, not_run[0], not_run[1]))
         return out
 
-    def _run_cells(self, proc: _Process) -> CellOutcome | None:
+    def _run_cells(self, proc: WorkerProcess) -> CellOutcome | None:
         """Run the cells in ``proc``; the first cell that timed out or stopped the worker, or None."""
         runnable = [c for c in self._source if not c.skipped and c.index not in self._bad]
         self._ran = {}
@@ -300,35 +300,35 @@ class WorkerHandle:
         except OSError:
             status = self._stop()
             if not runnable:
-                raise _SpawnFailed(f"the sandbox worker stopped: {describe_exit(status)}") from None
-            return _cell_said(runnable[0].index, "crashed", exit_message(status, self.memory_killed))
+                raise SpawnFailed(f"the sandbox worker stopped: {describe_exit(status)}") from None
+            return cell_said(runnable[0].index, "crashed", exit_message(status, self.memory_killed))
         for cell in runnable:
             start = time.monotonic()
             deadline = min(start + self._limits.call_seconds, self._deadline)
             try:
-                header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=_SMALL_HEADER, spin=self._spin)
+                header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=SMALL_HEADER, spin=self._spin)
             except TimeoutError:
                 message = (self._budget_message() if self._time_left() <= 0 else
                            say("sandbox.cell_timeout", seconds=f"{self._limits.call_seconds:g}"))
-                return _cell_said(cell.index, "timeout", message, time.monotonic() - start)
+                return cell_said(cell.index, "timeout", message, time.monotonic() - start)
             except FrameError:
-                return _cell_said(cell.index, "crashed", say("sandbox.malformed"))
+                return cell_said(cell.index, "crashed", say("sandbox.malformed"))
             except (EOFError, OSError):
                 status = self._stop()
-                return _cell_said(cell.index, "crashed", exit_message(status, self.memory_killed),
+                return cell_said(cell.index, "crashed", exit_message(status, self.memory_killed),
                                   time.monotonic() - start)
-            outcome = _cell_outcome(header, cell.index)
+            outcome = cell_outcome(header, cell.index)
             if outcome is None:
-                return _cell_said(cell.index, "crashed", say("sandbox.unexpected"))
+                return cell_said(cell.index, "crashed", say("sandbox.unexpected"))
             self._ran[cell.index] = outcome
         try:
-            header, _ = recv_frame(proc.chan, time.monotonic() + 5, max_blob=0, max_header=_SMALL_HEADER)
+            header, _ = recv_frame(proc.chan, time.monotonic() + 5, max_blob=0, max_header=SMALL_HEADER)
         except (TimeoutError, EOFError, OSError, FrameError):
             header = {}
         if header.get("t") != "cells_done":
             if not runnable:
-                raise _SpawnFailed("the sandbox worker stopped before running any cell")
-            return _cell_said(runnable[-1].index, "crashed", say("sandbox.stopped_after_cell"))
+                raise SpawnFailed("the sandbox worker stopped before running any cell")
+            return cell_said(runnable[-1].index, "crashed", say("sandbox.stopped_after_cell"))
         self._check_misses(proc, header)
         self.cells = self._outcomes(("skipped", say("sandbox.not_run_plain")))
         self._complete = True
@@ -400,7 +400,7 @@ class WorkerHandle:
             if last:
                 return
         if call.reply is None:      # not in flight any more (closed meanwhile)
-            call.reply = _said("crashed", say("sandbox.closed"))
+            call.reply = said_reply("crashed", say("sandbox.closed"))
 
     def _drop(self, call: _Call) -> Reply:
         """A reply nobody takes (a check stopped with calls in flight): as far as this side can, the call
@@ -408,7 +408,7 @@ class WorkerHandle:
         again; one the live worker has is read (the channel stays in step), and if it fails, the worker is
         stopped without a word: no poisoned function, no crash counted, no restart (the next call starts a
         worker anew)."""
-        dropped = _said("crashed", say("sandbox.closed"))
+        dropped = said_reply("crashed", say("sandbox.closed"))
         if call.proc is not self._proc or self._closed:
             return dropped
         saved = self._crashes.copy(), dict(self._poisoned), self._last_failure
@@ -422,13 +422,13 @@ class WorkerHandle:
         """Everything of a call up to its frame sent; a Reply where it goes no further. ``queued``: sent
         behind calls in flight, so that a worker found gone is the doing of one of them (see below)."""
         if self._closed:
-            return _said("crashed", say("sandbox.closed"))
+            return said_reply("crashed", say("sandbox.closed"))
         known = self._poisoned.get(request.function)
         if known is not None:
             return Reply(known.status, error_type=known.error_type, error=known.error, message=known.message)
         if self._time_left() <= 0:
             self._stop(wait=False)
-            return _said("timeout", self._budget_message())
+            return said_reply("timeout", self._budget_message())
         if request.device != self._sandbox.device and not request.device.startswith(self._sandbox.device):
             return Reply("error", error_type="SandboxError",
                          error=f"this sandbox runs on {self._sandbox.device}, the request asks for {request.device}")
@@ -440,15 +440,16 @@ class WorkerHandle:
             if self._broken is not None:
                 return Reply(self._broken.status, error=self._broken.error, message=self._broken.message)
             if not self._quiet and self.restarts >= self._sandbox.max_restarts:
-                return _said("crashed", say("sandbox.restarts", detail=self._last_failure, count=self.restarts + 1))
+                return said_reply("crashed", say("sandbox.restarts", detail=self._last_failure,
+                                                 count=self.restarts + 1))
             self.restarts += 0 if self._quiet else 1
             self._quiet = False
             if not self.launch():
-                broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
+                broken = self._broken or said_reply("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
         proc = self._proc
         if proc is None:  # _launch said yes but holds no worker: cannot happen, answer anyway
-            return _said("crashed", say("sandbox.gone"))
+            return said_reply("crashed", say("sandbox.gone"))
         self._seq += 1
         header = {"t": "call", "seq": self._seq, "function": request.function, "probe": request.probe,
                   "forbidden": list(request.forbidden), "device": request.device, "spin": self._spin}
@@ -485,7 +486,7 @@ class WorkerHandle:
             return self._again(call.request)
         if call.queued and self._time_left() <= 0:     # the budget ran out before its turn came
             self._stop(wait=False)
-            return _said("timeout", self._budget_message())
+            return said_reply("timeout", self._budget_message())
         proc, request = call.proc, call.request
         # The time this side spent elsewhere after sending (computing the expected value) is not the call's:
         # a reply that came meanwhile is read, whatever the clock says now.
@@ -494,7 +495,7 @@ class WorkerHandle:
         waited = time.perf_counter()
         try:
             while True:
-                got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=_SMALL_HEADER,
+                got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=SMALL_HEADER,
                                              spin=self._spin)
                 if got.get("t") != "stand_in" or not request.stand_ins:
                     break
@@ -502,7 +503,7 @@ class WorkerHandle:
             self.timer.since("roundtrip", waited)
         except (TimeoutError, FrameError, EOFError, OSError) as exc:   # FrameTooLarge is a FrameError
             return self._call_failed(exc, request.function, time.monotonic() - call.start)
-        busy = _finite(got.get("busy"))
+        busy = header_number(got.get("busy"))
         if busy is not None and busy > 0 and away > 0:
             # The worker's work done while this side was away: the profile's ``overlap`` (never a score).
             self.timer.add("hidden", min(away, busy))
@@ -512,7 +513,7 @@ class WorkerHandle:
             # The call again, in a worker of the complete template (its cells run first); once only.
             self._stop(wait=False)
             if not self.launch():
-                broken = self._broken or _said("crashed", say("sandbox.not_restarted"))
+                broken = self._broken or said_reply("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
             return self._again(request)
         elapsed = time.monotonic() - call.start
@@ -532,7 +533,7 @@ class WorkerHandle:
         call = self._launch_call(request)
         return call if isinstance(call, Reply) else self._finish(call)
 
-    def _answer_stand_in(self, proc: _Process, request: Request, header: dict[str, Any], blob: bytes) -> None:
+    def _answer_stand_in(self, proc: WorkerProcess, request: Request, header: dict[str, Any], blob: bytes) -> None:
         """Answer a worker's call of an earlier exercise's function with that exercise's reference (see
         :mod:`autograder.sandbox.stand_ins`): only for a name the request lists, during that request."""
         from autograder.sandbox.stand_ins import StandInRefused, answer
@@ -542,7 +543,7 @@ class WorkerHandle:
         start = time.perf_counter()
         try:
             if reference is None or phase not in ("forward", "backward", "init"):
-                raise StandInRefused(f"the grader answers no call of {_text(name, 40)} here")
+                raise StandInRefused(f"the grader answers no call of {header_text(name, 40)} here")
             value = plain.decode(blob)
             readable(value)
             reply = plain.encode(answer(reference, phase, value.to_python()), max_bytes=self._max_blob)
@@ -550,11 +551,11 @@ class WorkerHandle:
         except Exception as exc:  # noqa: BLE001 - whatever the reference raises on the worker's arguments
             # The reference refused what the student's code passed it: the student's code sees the exception.
             send_frame(proc.chan, {"t": "stand_in_reply", "status": "error", "error_type": type(exc).__name__,
-                                   "error": f"{type(exc).__name__}: {_text(str(exc), 300)}"})
+                                   "error": f"{type(exc).__name__}: {header_text(str(exc), 300)}"})
         finally:
             self.timer.since("stand_in", start)
 
-    def _check_misses(self, proc: _Process, header: dict[str, Any]) -> None:
+    def _check_misses(self, proc: WorkerProcess, header: dict[str, Any]) -> None:
         """Raise _ImportMissed when ``proc``, forked before the template imported everything, says an
         import missed: what it ran may differ from what a worker of the complete template would."""
         if proc.partial and not self._whole_template and header.get("missed") is True:
@@ -595,8 +596,8 @@ class WorkerHandle:
             self._stop(wait=False)
         self._last_failure = remember if remember is not None else message
         if poison is not None:
-            self._poisoned[poison[0]] = _said(status, poison[1])
-        return _said(status, message, seconds=seconds, **extra)
+            self._poisoned[poison[0]] = said_reply(status, poison[1])
+        return said_reply(status, message, seconds=seconds, **extra)
 
     def _validate(self, header: dict[str, Any], blob: bytes, request: Request, elapsed: float, seq: int) -> Reply:
         """Believe nothing but plain data: the header's fields are checked one by one."""
@@ -607,15 +608,15 @@ class WorkerHandle:
         forbidden = header.get("forbidden")
         names = [f for f in forbidden if type(f) is str and (f in request.forbidden or f == GUARD_OFF)] \
             if type(forbidden) is list else []
-        seconds = _finite(header.get("seconds"))
+        seconds = header_number(header.get("seconds"))
         if seconds is None or seconds < 0:
             seconds = elapsed
-        busy = _finite(header.get("busy"))
+        busy = header_number(header.get("busy"))
         if busy is not None and busy >= 0:
             # The worker's word, used only to split the profile's round trip (never for a score).
             self.timer.add("worker", min(busy, elapsed))
-        reply = Reply(status, error_type=_text(header.get("error_type"), 100),
-                      error=_text(header.get("error"), 500), forbidden=list(dict.fromkeys(names)),
+        reply = Reply(status, error_type=header_text(header.get("error_type"), 100),
+                      error=header_text(header.get("error"), 500), forbidden=list(dict.fromkeys(names)),
                       seconds=min(seconds, elapsed))
         if status == "ok":
             try:

@@ -51,10 +51,11 @@ from autograder.config import Limits
 from autograder.errors import AutograderError
 from autograder.notebook import Cell
 from autograder.sandbox.cage import Isolation
-from autograder.sandbox.launch import _FOLDER_PREFIX, ClonedTemplate, launch_template, TemplateLaunch, write_owner
+from autograder.sandbox.launch import FOLDER_PREFIX, ClonedTemplate, launch_template, TemplateLaunch, write_owner
 from autograder.sandbox.protocol import MiB, WorkerConfig
 from autograder.sandbox.handle import CHANNEL_SEND_BUFFER, WorkerHandle
-from autograder.sandbox.processes import SandboxError, _Process, _SLOTS, _SpawnFailed, _remove_stale_folders, cage_modes
+from autograder.sandbox.processes import (SLOTS, SandboxError, SpawnFailed, WorkerProcess, cage_modes,
+                                          remove_stale_folders)
 
 
 log = logging.getLogger(__name__)
@@ -98,25 +99,25 @@ class Sandbox:
         self._restart_lock = threading.Lock()
         self._workers: set[WorkerHandle] = set()     # open workers, closed with the sandbox if forgotten
         self._workers_lock = threading.Lock()
-        self._retired: queue.Queue[_Process | None] = queue.Queue()
+        self._retired: queue.Queue[WorkerProcess | None] = queue.Queue()
         self._reaper: threading.Thread | None = None
         # The spare worker (see keep_spare): forked by the "sandbox-spare" thread while a submission is graded.
         self._spare_on = False
         self._spare_lock = threading.Condition()
-        self._spare: tuple[Limits, _Process] | None = None   # and the limits it was made for
+        self._spare: tuple[Limits, WorkerProcess] | None = None   # and the limits it was made for
         self._spare_busy = False           # a spare is being forked
         self._spare_orders: queue.Queue[tuple[Limits, bool] | None] = queue.Queue()
         self._spare_thread: threading.Thread | None = None
         self.spares_used = 0
         self._closed = False
         self._template_restarts = 0
-        _remove_stale_folders()
+        remove_stale_folders()
         if launch is not None and launch.adopt():
             # A template launched earlier (see autograder.sandbox.launch.launch_template): its folder is ours now.
             self._base = Path(launch.folder)
         else:
             launch = None
-            self._base = Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
+            self._base = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
             write_owner(self._base)
         # Removed by close(), or at the latest when this object or the interpreter goes.
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._base, ignore_errors=True)
@@ -218,9 +219,9 @@ class Sandbox:
         """A copy of this sandbox's warm template, forked by it, for a sandbox in another grader process
         (a lane forked from this one): ready at once, nothing imported twice. The copy serves its own
         channel and stops, killing its workers, when that channel closes."""
-        folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
+        folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
         # Ours until the process that adopts the copy writes its own name here (a folder whose owner is
-        # gone is removed at the next start, see _remove_stale_folders).
+        # gone is removed at the next start, see remove_stale_folders).
         write_owner(folder)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -304,7 +305,7 @@ class Sandbox:
                         self._spare = (limits, proc)
                 self._spare_lock.notify_all()
 
-    def _take_spare(self, limits: Limits, complete: bool) -> _Process | None:
+    def _take_spare(self, limits: Limits, complete: bool) -> WorkerProcess | None:
         """The spare, where it was made for these limits (waiting for one being forked) and, for a ``complete``
         worker, after the template imported everything; else None (a spare that does not fit is retired)."""
         with self._spare_lock:
@@ -326,7 +327,7 @@ class Sandbox:
             self._spare_busy = True
         self._spare_orders.put((limits, complete))
 
-    def spawn(self, label: str, limits: Limits, complete: bool = False, spare: bool = True) -> _Process:
+    def spawn(self, label: str, limits: Limits, complete: bool = False, spare: bool = True) -> WorkerProcess:
         """A worker forked from the template: the spare where one is kept (see :meth:`keep_spare`) and
         ``spare`` allows it, else forked now (restarting the template once if it died); ``complete``: only
         once the template has imported everything (see TEMPLATE_LATER), else as soon as it can."""
@@ -336,7 +337,7 @@ class Sandbox:
         self._order_spare(limits, complete)
         return proc
 
-    def _spawn_raw(self, label: str, limits: Limits, complete: bool) -> _Process:
+    def _spawn_raw(self, label: str, limits: Limits, complete: bool) -> WorkerProcess:
         for attempt in range(2):
             try:
                 return self._spawn_once(label, limits, complete)
@@ -346,11 +347,11 @@ class Sandbox:
                 self._restart_template()
         raise AssertionError("unreachable")
 
-    def _spawn_once(self, label: str, limits: Limits, complete: bool = False) -> _Process:
+    def _spawn_once(self, label: str, limits: Limits, complete: bool = False) -> WorkerProcess:
         if self._closed:
             raise SandboxError("the sandbox is closed")
         mode = self.isolation.mode
-        slot = _SLOTS.acquire() if os.geteuid() == 0 and mode in ("root", "landlock") else None
+        slot = SLOTS.acquire() if os.geteuid() == 0 and mode in ("root", "landlock") else None
         workdir = Path(tempfile.mkdtemp(prefix="w-", dir=self._base))
         ours = theirs = None
         status_r = status_w = -1
@@ -378,8 +379,8 @@ class Sandbox:
                 os.close(status_w)
                 status_w = -1
             if "error" in reply:
-                raise _SpawnFailed(f"the sandbox could not start a worker: {reply['error']}")
-            proc = _Process(int(reply["pid"]), fds[0] if fds else None, ours, status_r, slot, workdir)
+                raise SpawnFailed(f"the sandbox could not start a worker: {reply['error']}")
+            proc = WorkerProcess(int(reply["pid"]), fds[0] if fds else None, ours, status_r, slot, workdir)
             # A child the worker may start could outlive it: then kill what is left under its uid.
             proc.sweep = limits.processes > 0 or self.device == "cuda"
             proc.partial = reply.get("partial") is True
@@ -392,11 +393,11 @@ class Sandbox:
             if status_w >= 0:
                 os.close(status_w)
             if slot is not None:
-                _SLOTS.release(slot)
+                SLOTS.release(slot)
             shutil.rmtree(workdir, ignore_errors=True)
             raise
 
-    def finish(self, proc: _Process) -> int | None:
+    def finish(self, proc: WorkerProcess) -> int | None:
         """Kill ``proc`` (if alive), collect its exit status and free its uid, folder and descriptors."""
         if proc.finished:
             return proc.status
@@ -414,14 +415,14 @@ class Sandbox:
                         self._template_call({"t": "sweep", "uid": proc.slot.uid, "gid": proc.slot.gid})
                     except ConnectionError:
                         pass
-                _SLOTS.release(proc.slot)
+                SLOTS.release(proc.slot)
             else:
                 log.warning("sandbox: worker %d did not report its end; uid %d is not reused", proc.pid,
                             proc.slot.uid)
         shutil.rmtree(proc.workdir, ignore_errors=True)
         return status
 
-    def retire(self, proc: _Process) -> None:
+    def retire(self, proc: WorkerProcess) -> None:
         """Kill ``proc`` now; wait for its end and free its uid in the background (closing is instant)."""
         proc.kill()
         with self._restart_lock:

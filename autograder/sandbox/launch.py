@@ -37,18 +37,18 @@ def template_environment(environ: Any) -> dict[str, str]:
 
 
 #: The sandbox's folders in the temporary directory: its template's cwd and log, the workers' folders.
-_FOLDER_PREFIX = "autograder-sandbox-"
+FOLDER_PREFIX = "autograder-sandbox-"
 
 
 def write_owner(folder: str | os.PathLike[str]) -> None:
     """Name this process as the owner of a sandbox folder, atomically: a process killed half way leaves
-    the earlier owner or none, never a truncated name (see processes._remove_stale_folders)."""
+    the earlier owner or none, never a truncated name (see processes.remove_stale_folders)."""
     from autograder.atomic import atomic_write_text
 
-    atomic_write_text(os.path.join(folder, "owner"), _process_identity(os.getpid()), encoding="ascii")
+    atomic_write_text(os.path.join(folder, "owner"), process_identity(os.getpid()), encoding="ascii")
 
 
-def _process_identity(pid: int) -> str:
+def process_identity(pid: int) -> str:
     """pid and start time: a pid that was reused by another process does not match."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
@@ -106,7 +106,7 @@ def launch_template(folder: str | None = None) -> TemplateLaunch:
     started = time.perf_counter()
     own = folder is None
     if folder is None:
-        folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX)
+        folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
         write_owner(folder)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     log_path = os.path.join(folder, "template.log")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.errors import AutograderError
-from autograder.sandbox.launch import _FOLDER_PREFIX, _process_identity, kill_process
+from autograder.sandbox.launch import FOLDER_PREFIX, process_identity, kill_process
 
 
 #: Worker uids are taken from here on, skipping any that /etc/passwd or /etc/group names.
@@ -42,7 +42,7 @@ class SandboxError(AutograderError):
         self.missing = dict(missing or {})
 
 
-class _SpawnFailed(Exception):
+class SpawnFailed(Exception):
     """One worker could not be started (the template could not fork, or its setup failed)."""
 
 
@@ -53,11 +53,11 @@ class _SpawnFailed(Exception):
 UNOWNED_SECONDS = 3600
 
 
-def _remove_stale_folders() -> None:
+def remove_stale_folders() -> None:
     """Remove the folders of sandboxes whose grader was killed (SIGKILL leaves no chance to clean up), and
     those that name no owner an hour after they last changed (a process killed between making one and
     naming itself in it: the name is written atomically, see worker.write_owner)."""
-    for folder in Path(tempfile.gettempdir()).glob(_FOLDER_PREFIX + "*"):
+    for folder in Path(tempfile.gettempdir()).glob(FOLDER_PREFIX + "*"):
         try:
             info = os.lstat(folder)
             if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
@@ -71,7 +71,7 @@ def _remove_stale_folders() -> None:
             if time.time() - info.st_mtime > UNOWNED_SECONDS:
                 shutil.rmtree(folder, ignore_errors=True)
             continue
-        if _process_identity(pid) != owner:
+        if process_identity(pid) != owner:
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -140,7 +140,7 @@ def _named(uid: int) -> bool:
         return False
 
 
-_SLOTS = _UidSlots()
+SLOTS = _UidSlots()
 
 
 def cage_modes() -> tuple[str, ...]:
@@ -156,7 +156,7 @@ def cage_modes() -> tuple[str, ...]:
 
 
 # -- one forked worker process ---------------------------------------------------------------
-class _Process:
+class WorkerProcess:
     def __init__(self, pid: int, pidfd: int | None, chan: socket.socket, status_fd: int,
                  slot: _Slot | None, workdir: Path):
         self.pid = pid

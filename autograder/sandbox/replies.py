@@ -21,7 +21,7 @@ from autograder.probes import Reply, Request
 WORKER_STATUSES = frozenset({"ok", "error", "missing", "not_attempted", "too_large"})
 
 
-_SMALL_HEADER = 64 * 1024
+SMALL_HEADER = 64 * 1024
 
 
 #: Signals whose cause the message names (messages.CATALOGUE["sandbox.hint.<NAME>"]).
@@ -58,7 +58,7 @@ class CellOutcome:
         return asdict(self)
 
 
-def _cell_said(index: int, status: str, msg: Msg, seconds: float = 0.0) -> CellOutcome:
+def cell_said(index: int, status: str, msg: Msg, seconds: float = 0.0) -> CellOutcome:
     return CellOutcome(index, status, "", msg.en, seconds, as_dict(msg))
 
 
@@ -92,7 +92,7 @@ def describe_exit(status: int | None) -> str:
     return exit_message(status).en
 
 
-def _said(status: str, msg: Msg, **extra: Any) -> Reply:
+def said_reply(status: str, msg: Msg, **extra: Any) -> Reply:
     """A reply in the sandbox's own words: English in ``error`` (logs), both languages in ``message``."""
     return Reply(status, error=msg.en, message=msg, **extra)
 
@@ -159,22 +159,22 @@ def _undescribed(spec: dict[str, Any]) -> str | None:
     return None
 
 
-def _cell_outcome(header: dict[str, Any], index: int) -> CellOutcome | None:
+def cell_outcome(header: dict[str, Any], index: int) -> CellOutcome | None:
     if header.get("t") != "cell" or header.get("index") != index or header.get("status") not in ("ok", "error"):
         return None
-    seconds = _finite(header.get("seconds"))
+    seconds = header_number(header.get("seconds"))
     if seconds is None or seconds < 0:
         seconds = 0.0
-    return CellOutcome(index, header["status"], _text(header.get("error_type"), 100),
-                       _text(header.get("message"), 300), seconds)
+    return CellOutcome(index, header["status"], header_text(header.get("error_type"), 100),
+                       header_text(header.get("message"), 300), seconds)
 
 
-def _finite(value: Any) -> float | None:
+def header_number(value: Any) -> float | None:
     """A header's number as a float where it is a finite int or float (by type: a bool is neither), else None."""
     if (type(value) is int or type(value) is float) and math.isfinite(value):
         return float(value)
     return None
 
 
-def _text(value: Any, limit: int) -> str:
+def header_text(value: Any, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""

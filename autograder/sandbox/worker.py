@@ -579,11 +579,12 @@ def _setup(config: WorkerConfig, template_pid: int, memory: tuple[str | None, st
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
-    import autograder
-
-    # `from autograder import check` in a notebook must not start the self-check here.
-    autograder.check = _no_check
-    autograder.submit = _no_check       # (nor hand anything to a grading service)
+    # `from autograder import check` in a notebook must not start the self-check here (nor `submit` hand
+    # anything to a grading service). The package that holds this module is loaded already: its student API is
+    # switched off in place, and nothing of it (the self-check, the catalog) is imported into the worker.
+    kit = sys.modules["autograder"]
+    kit.check = _no_check       # type: ignore[attr-defined]
+    kit.submit = _no_check      # type: ignore[attr-defined]
     return {"uid": os.getuid(), "caged": isolation.mode != "none",
             # Whether student code could still open a connection: no net-ns, no Landlock TCP rule, no seccomp.
             "network": not {"net-ns", "landlock-tcp", "seccomp"} & set(isolation.layers),

@@ -21,8 +21,14 @@ student's kernel), :mod:`~autograder.selfcheck.render` (text, HTML, a table) and
 """
 from __future__ import annotations
 
-from autograder.selfcheck.kernel import (LANGUAGES, check, guess_assignment, Note, PublicScore, resolve, run_public,
-                                         score, self_check, SelfCheckResult, Text)  # noqa: F401
-from autograder.selfcheck.render import print_table, render_html, render_text  # noqa: F401
-from autograder.selfcheck.command import (STARTUP_SECONDS, execute_notebook, main, supervise, add_arguments,
-                                          run)  # noqa: F401
+from typing import TYPE_CHECKING
+
+from autograder.lazy import lazy_exports
+
+if TYPE_CHECKING:   # the names this package offers; each loads its module on first use (autograder.lazy)
+    from autograder.selfcheck.kernel import (LANGUAGES, Note, PublicScore, SelfCheckResult, Text, check,
+                                             guess_assignment, resolve, run_public, score, self_check)
+    from autograder.selfcheck.render import print_table, render_html, render_text
+    from autograder.selfcheck.command import STARTUP_SECONDS, add_arguments, execute_notebook, main, run, supervise
+
+__getattr__ = lazy_exports(__name__, __file__)

@@ -75,7 +75,7 @@ class SelfCheckResult:
     def _ipython_display_(self) -> None:
         # check() displays its result itself (so a check in the middle of a cell shows too);
         # the displayhook then finds the same object at the end of that cell: show it once.
-        shell = _ipython()
+        shell = ipython_shell()
         count = getattr(shell, "execution_count", None)
         if self._shown_at is not None and self._shown_at == count:
             return
@@ -212,7 +212,7 @@ def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str
     notes: list[Note] = []
     if language is not None and language_of(language, None, strict=True) is None:
         notes.append(Note("info", say("selfcheck.unknown_language", language=repr(language), using=lang)))
-    chosen, title, more = resolve(course, exercise, namespace, notebook or _notebook_name(namespace))
+    chosen, title, more = resolve(course, exercise, namespace, notebook or notebook_name(namespace))
     notes.extend(more)
     results = run_public(namespace, chosen, course, fingerprints=fingerprints, notes=notes)
     return SelfCheckResult(results, lang, notes, title=title)
@@ -374,7 +374,7 @@ def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | Non
     """The notebook's assignment: what it says of itself (the assignment the release wrote into its metadata,
     else its cells' nbgrader ids), read from ``nb`` or the notebook's file; else by its file name; else by
     the exercise functions it defines."""
-    claimed = _claimed_assignment(course, notebook, nb)
+    claimed = claimed_assignment(course, notebook, nb)
     if claimed is not None:
         return claimed
     if notebook:
@@ -390,7 +390,7 @@ def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | Non
     return best
 
 
-def _claimed_assignment(course: Any, notebook: str | None, nb: Any) -> Any:
+def claimed_assignment(course: Any, notebook: str | None, nb: Any) -> Any:
     """The assignment a notebook says it is (autograder.notebook.notebook_claims), or None: from the parsed
     ``nb``, else from the file at ``notebook`` (a bounded look at it, never a parse)."""
     from autograder.notebook import Bounds, assignments_of_cells, notebook_claims, said_in, scan_notebook
@@ -412,7 +412,7 @@ def _claimed_assignment(course: Any, notebook: str | None, nb: Any) -> Any:
     return next((a for a in course.assignments if a.id == claimed), None)
 
 
-def _notebook_name(namespace: dict[str, Any]) -> str | None:
+def notebook_name(namespace: dict[str, Any]) -> str | None:
     # ipykernel puts the notebook path in __session__ (from jupyter_server's JPY_SESSION_NAME);
     # VS Code sets __vsc_ipynb_file__.
     for name in (namespace.get("__session__"), namespace.get("__vsc_ipynb_file__"),
@@ -423,7 +423,7 @@ def _notebook_name(namespace: dict[str, Any]) -> str | None:
 
 
 def caller_namespace(depth: int) -> dict[str, Any]:
-    shell = _ipython()
+    shell = ipython_shell()
     ns = getattr(shell, "user_ns", None)
     if isinstance(ns, dict):
         return ns
@@ -433,7 +433,7 @@ def caller_namespace(depth: int) -> dict[str, Any]:
         return {}
 
 
-def _ipython() -> Any:
+def ipython_shell() -> Any:
     ipython = sys.modules.get("IPython")   # never import IPython just to learn it is absent
     if ipython is None:
         return None
@@ -458,7 +458,7 @@ def language_of(language: str | None, course: Any, strict: bool = False) -> Any:
 
 
 def _show(result: SelfCheckResult) -> None:
-    if _ipython() is not None:
+    if ipython_shell() is not None:
         try:
             result._ipython_display_()
             return

@@ -30,7 +30,7 @@ CONFIG = Path("~/.config/autograder/service.json")
 RETRIES = 3
 #: How long one read waits at the service for the verdict (a long poll: it answers as soon as it is graded).
 LONG_POLL = 20.0
-#: When the last cell finished, recorded by an IPython hook (see :func:`_watch_runs`).
+#: When the last cell finished, recorded by an IPython hook (see :func:`watch_runs`).
 _LAST_RUN: list[float] = []
 
 
@@ -96,9 +96,9 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
     if not path.is_file():
         raise SubmitError(_say(language, "submit.missing", name=str(path)))
     if assignment is None:
-        from autograder.selfcheck.kernel import _claimed_assignment
+        from autograder.selfcheck.kernel import claimed_assignment
 
-        claimed = _claimed_assignment(course, str(path), None)       # what the notebook says it is, first
+        claimed = claimed_assignment(course, str(path), None)       # what the notebook says it is, first
         stem = path.stem
         found = [claimed.id] if claimed is not None else [
             a.id for a in course.assignments if stem == a.id or stem.startswith(a.id) or a.id in stem]
@@ -189,7 +189,7 @@ def submit(assignment: str | None = None, *, language: str | None = None, wait: 
     from autograder.config import load_course
     from autograder.errors import ConfigError
     from autograder.messages import say
-    from autograder.selfcheck.kernel import _notebook_name, caller_namespace, language_of
+    from autograder.selfcheck.kernel import notebook_name, caller_namespace, language_of
 
     try:
         course = load_course()
@@ -199,7 +199,7 @@ def submit(assignment: str | None = None, *, language: str | None = None, wait: 
                say("selfcheck.bad_course", detail=exc.message)).get(lang))
         return None
     lang = language_of(language, course)
-    name = _notebook_name(caller_namespace(2))
+    name = notebook_name(caller_namespace(2))
     try:
         if name is None:            # (nbconvert, a script: no notebook file to send)
             raise SubmitError(_say(lang, "submit.no_notebook_file"))
@@ -212,11 +212,11 @@ def submit(assignment: str | None = None, *, language: str | None = None, wait: 
         return None
 
 
-def _watch_runs() -> None:
+def watch_runs() -> None:
     """Remember when each cell finished (to tell unsaved work from saved): an IPython post_run_cell hook."""
-    from autograder.selfcheck.kernel import _ipython
+    from autograder.selfcheck.kernel import ipython_shell
 
-    shell = _ipython()
+    shell = ipython_shell()
     if shell is None or getattr(shell, "_autograder_watching", False):
         return
     shell._autograder_watching = True

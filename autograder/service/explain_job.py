@@ -18,7 +18,7 @@ NOTEBOOK = "graded.ipynb"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from autograder.grading.command import prepare_grader_process
+    from autograder.grading.process import prepare_grader_process
 
     prepare_grader_process()            # before numpy and torch load, as a worker does
     from autograder.config import load_course

@@ -172,7 +172,7 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
           parent: int | None = None) -> int:
     """Claim and grade jobs until told to stop (or, with ``once``, until the queue is empty; with ``parent``,
     until that process has ended): how many."""
-    from autograder.grading.command import prepare_grader_process, trusted_torch
+    from autograder.grading.process import prepare_grader_process, trusted_torch
 
     prepare_grader_process()       # before numpy and torch load
     from autograder import catalog as C

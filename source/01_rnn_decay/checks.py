@@ -16,9 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, compare
-from autograder.catalog.compare import OUTPUT, RETURN_VALUE, label
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Value, brief, check, compare
+from autograder.catalog.comparison import OUTPUT, RETURN_VALUE, label
 from autograder.catalog.modules import torch_module
 
 P = Audience.PUBLIC
@@ -49,7 +48,7 @@ def expect_printed(ctx: Context, got: object, expected: object, decimals: int, w
                               f"{what_en} (the chapter's value, to {decimals} decimals): {en}"), diagnose=True)
 
 
-def expect_float(ctx: Context, value: plain.Value, what: str | Msg = RETURN_VALUE) -> float:
+def expect_float(ctx: Context, value: Value, what: str | Msg = RETURN_VALUE) -> float:
     """A Python float (NumPy's float64 is one too); anything else fails with what came back."""
     if value.kind != "float" or value.spec.get("type") not in FLOAT_TYPES:
         zh, en = label(what)
@@ -71,7 +70,7 @@ def widened_hint(expected: object, got: object) -> tuple[str, str]:
     return "", ""
 
 
-def expect_kept_dtype(ctx: Context, value: plain.Value, shape: tuple[int, ...], dtype: torch.dtype,
+def expect_kept_dtype(ctx: Context, value: Value, shape: tuple[int, ...], dtype: torch.dtype,
                       what: str | Msg = OUTPUT) -> torch.Tensor:
     """``ctx.expect_tensor`` of this shape and dtype, with :func:`widened_hint` when the dtype widened."""
     if value.kind == "tensor" and value.spec["dtype"] != str(dtype) and tuple(value.spec["shape"]) == tuple(shape):
@@ -83,7 +82,7 @@ def expect_kept_dtype(ctx: Context, value: plain.Value, shape: tuple[int, ...], 
     return ctx.expect_tensor(value, shape, dtype, what=what)
 
 
-def expect_ndarray(ctx: Context, value: plain.Value, shape: tuple[int, ...], dtype: str | None = None,
+def expect_ndarray(ctx: Context, value: Value, shape: tuple[int, ...], dtype: str | None = None,
                    what: str | Msg = OUTPUT) -> np.ndarray:
     """A NumPy array of this shape (and dtype, if given; else any floating dtype).
 

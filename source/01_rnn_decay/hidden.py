@@ -13,17 +13,16 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, brief, check, near_answer, not_graded
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Value, brief, check, near_answer, not_graded
 from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
-from autograder.catalog.compare import label
+from autograder.catalog.comparison import label
 from .checks import (expect_float, expect_kept_dtype, expect_ndarray, random_sequence,
                      random_weight, start_spread_cases, tensor_input)
 
 H = Audience.HIDDEN
 
 
-def expect_number(ctx: Context, value: plain.Value, what: str | Msg) -> float:
+def expect_number(ctx: Context, value: Value, what: str | Msg) -> float:
     """Any real number (int or float): for edge cases where only the value matters."""
     if value.kind not in ("float", "int"):
         zh, en = label(what)

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
-from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Pending, Status, check, compare, exercise
+from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Pending, Status, Value, check, compare,
+                                exercise)
 
 P = Audience.PUBLIC
 
@@ -84,12 +84,12 @@ def sizes_apart(ctx: Context, n: int, low: int = 2, high: int = 9) -> list[int]:
             return sizes
 
 
-def call_batched(ctx: Context, *args: torch.Tensor) -> plain.Value:
+def call_batched(ctx: Context, *args: torch.Tensor) -> Value:
     """Call with batched inputs; a call that raises only because of the batch dims gets a pointed message."""
     return batched_value(ctx, args, ctx.start(*args))
 
 
-def batched_value(ctx: Context, args: tuple[torch.Tensor, ...], pending: Pending) -> plain.Value:
+def batched_value(ctx: Context, args: tuple[torch.Tensor, ...], pending: Pending) -> Value:
     """:func:`call_batched`'s value for the call ``ctx.start(*args)`` began."""
     try:
         return pending.value()

@@ -19,9 +19,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 
-from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Status, check, exercise
-from autograder.catalog.compare import label
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Status, Value, check, exercise
+from autograder.catalog.comparison import label
 
 P = Audience.PUBLIC
 
@@ -106,7 +105,7 @@ def expect_exact(ctx: Context, got: torch.Tensor, want: torch.Tensor, what: str 
                                      f"({'every element differs' if every else 'some elements differ'})"))
 
 
-def expect_bool(ctx: Context, value: plain.Value, shape: tuple[int, ...], device: str | None = None,
+def expect_bool(ctx: Context, value: Value, shape: tuple[int, ...], device: str | None = None,
                 what: str | Msg = MASK, diagnose: bool = True) -> torch.Tensor:
     """A bool tensor of this shape; a float 0/-inf mask is a known mistake, so the dtype is diagnosed."""
     t = ctx.expect_tensor(value, shape, None, device, what=what)
@@ -559,7 +558,7 @@ def torch_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_inde
     return F.cross_entropy(logits.double().reshape(-1, C), targets.reshape(-1), ignore_index=ignore_index)
 
 
-def expect_loss(ctx: Context, value: plain.Value, dtype: torch.dtype) -> torch.Tensor:
+def expect_loss(ctx: Context, value: Value, dtype: torch.dtype) -> torch.Tensor:
     return ctx.expect_tensor(value, (), dtype, what=Msg("masked_cross_entropy（0 维张量）",
                                                          "masked_cross_entropy (a 0-d tensor)"))
 

@@ -24,10 +24,9 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from autograder import plain
-from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Pending, brief, check, compare, exercise,
-                                mismatch)
-from autograder.catalog.compare import label
+from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Pending, Value, brief, check, compare,
+                                exercise, mismatch)
+from autograder.catalog.comparison import label
 from autograder.catalog.modules import torch_module
 from ..padding_masks.checks import DTYPES, expect_exact, key_lengths, live, mask_from_lengths
 
@@ -210,7 +209,7 @@ def expect_close_normwise(ctx: Context, got: torch.Tensor, want: torch.Tensor, d
 ONE_MAP_PER_HEAD = Msg("weights (B, H, Tq, Tk)，每个头一张", "weights (B, H, Tq, Tk), one map per head")
 
 
-def expect_mha(ctx: Context, value: plain.Value, B: int, Tq: int, Tk: int, E: int, H: int,
+def expect_mha(ctx: Context, value: Value, B: int, Tq: int, Tk: int, E: int, H: int,
                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     out, weights = ctx.expect_tuple(value, 2)
     return (ctx.expect_tensor(out, (B, Tq, E), dtype, what="out"),
@@ -498,16 +497,16 @@ def _mha_large_scores(ctx: Context) -> Iterator[None]:
 
 
 # -- 4.4 MultiHeadAttention -----------------------------------------------------------
-def field(value: plain.Value, key: str) -> plain.Value:
+def field(value: Value, key: str) -> Value:
     """One entry of the "module" probe's dict."""
     if value.kind != "dict" or key not in value.spec["items"]:
         raise CheckFailed(Msg(f"模块探针没有返回 {key}：{value.describe()}",
                               f"the module probe returned no {key}: {value.describe()}"),
                           hidden=Msg(f"模块探针没有返回 {key}", f"the module probe returned no {key}"))
-    return plain.Value(value.spec["items"][key], value.arrays)
+    return Value(value.spec["items"][key], value.arrays)
 
 
-def expect_module(ctx: Context, value: plain.Value, state: dict[str, torch.Tensor], B: int, Tq: int, Tk: int,
+def expect_module(ctx: Context, value: Value, state: dict[str, torch.Tensor], B: int, Tq: int, Tk: int,
                   H: int, dtype: torch.dtype) -> dict[str, Any]:
     """Check the probe's result (names, shapes, dtypes) and hand back its tensors; None for a missing gradient."""
     missing = field(value, "missing").to_python()
@@ -541,7 +540,7 @@ def expect_module(ctx: Context, value: plain.Value, state: dict[str, torch.Tenso
     grads_value = field(value, "grads")
     grads: dict[str, torch.Tensor | None] = {}
     for name in state:
-        g = plain.Value(grads_value.spec["items"][name], grads_value.arrays)
+        g = Value(grads_value.spec["items"][name], grads_value.arrays)
         grads[name] = None if g.kind == "none" else ctx.expect_tensor(g, tuple(state[name].shape), dtype,
                                                                       what=f"{name}.grad")
     gq = ctx.expect_tuple(field(value, "input_grads"), 1)[0]
@@ -593,7 +592,7 @@ def start_module(ctx: Context, args: tuple[Any, ...], bias: bool | None = True) 
     return ctx.start(*module_request(args, bias), probe="module")
 
 
-def call_module(ctx: Context, args: tuple[Any, ...], bias: bool | None = True) -> plain.Value:
+def call_module(ctx: Context, args: tuple[Any, ...], bias: bool | None = True) -> Value:
     return start_module(ctx, args, bias).value()
 
 
@@ -691,7 +690,7 @@ def meta_bytes(batch: int, heads: int, seq_len: int, bytes_per_element: int = 4)
     return w.numel() * w.element_size()
 
 
-def expect_int(ctx: Context, value: plain.Value, want: int, what: str | Msg) -> None:
+def expect_int(ctx: Context, value: Value, want: int, what: str | Msg) -> None:
     """``what``: the call, a code expression, or a :class:`Msg` when it holds words."""
     zh, en = label(what)
     ctx.expect(value.kind == "int" and value.spec.get("type") == "int",

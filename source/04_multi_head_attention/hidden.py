@@ -12,9 +12,8 @@ from typing import Any
 import torch
 
 from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Status, as_float64, check, near_answer,
-                                not_graded)
+                                not_graded, probe_module)
 from autograder.catalog.integrity import input_gradients, inputs_unchanged
-from autograder.probes import probe_module
 from .checks import (EXTREME, NEGATIVE, SPREAD, attention_inputs, designed_case, expect_close_normwise,
                      expect_dead_rows, expect_finite, expect_gradients, expect_int, expect_mha, expect_module,
                      functional_args, heads_of, mha_state, module_case, module_request, module_result, score_case,

@@ -23,8 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Pending, check, exercise
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Pending, Value, check, exercise
 from autograder.catalog.modules import torch_module
 from ..multi_head_attention.checks import BYTES_DTYPE, MHA_FORBIDDEN, expect_close_normwise, expect_int, field, mha_state
 from ..padding_masks.checks import DTYPES, LOSS_FORBIDDEN, expect_exact, key_lengths, mask_from_lengths
@@ -277,7 +276,7 @@ def block_request(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return ((D, H, Fw), {}, state, (x,), {"key_padding_mask": mask, "attn_mask": am}, (grad_out,), (0,))
 
 
-def module_names(ctx: Context, value: plain.Value, state: dict[str, torch.Tensor], names: tuple[str, str]) -> None:
+def module_names(ctx: Context, value: Value, state: dict[str, torch.Tensor], names: tuple[str, str]) -> None:
     """The probe's missing/unexpected names: each a diagnosed failure, as 4.4's. ``names``: whose names (zh, en)."""
     torch_zh, torch_en = names
     missing = field(value, "missing").to_python()
@@ -301,7 +300,7 @@ def module_names(ctx: Context, value: plain.Value, state: dict[str, torch.Tensor
                           diagnose=True)
 
 
-def expect_probe(ctx: Context, value: plain.Value, state: dict[str, torch.Tensor], out_shape: tuple[int, ...],
+def expect_probe(ctx: Context, value: Value, state: dict[str, torch.Tensor], out_shape: tuple[int, ...],
                  dtype: torch.dtype, names: tuple[str, str], *, input_grad: tuple[int, ...] | None) -> dict[str, Any]:
     """Names, shapes and dtypes of a "module" probe's result; its tensors (None for a missing gradient)."""
     module_names(ctx, value, state, names)
@@ -309,7 +308,7 @@ def expect_probe(ctx: Context, value: plain.Value, state: dict[str, torch.Tensor
     grads_value = field(value, "grads")
     grads: dict[str, torch.Tensor | None] = {}
     for name in state:
-        g = plain.Value(grads_value.spec["items"][name], grads_value.arrays)
+        g = Value(grads_value.spec["items"][name], grads_value.arrays)
         grads[name] = None if g.kind == "none" else ctx.expect_tensor(g, tuple(state[name].shape), dtype,
                                                                       what=f"{name}.grad")
     grad_x = None
@@ -548,7 +547,7 @@ def torch_sample(logits: torch.Tensor, temperature: float, seed: int | None) -> 
     return torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(seed)).squeeze(-1)
 
 
-def expect_tokens(ctx: Context, value: plain.Value, B: int, what: str) -> torch.Tensor:
+def expect_tokens(ctx: Context, value: Value, B: int, what: str) -> torch.Tensor:
     return ctx.expect_tensor(value, (B,), torch.int64, what=what)
 
 
@@ -641,7 +640,7 @@ def attention_args(state: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     return state["in_proj_weight"], state["in_proj_bias"], state["out_proj.weight"], state["out_proj.bias"]
 
 
-def expect_step(ctx: Context, value: plain.Value, B: int, H: int, T_new: int, total: int, E: int,
+def expect_step(ctx: Context, value: Value, B: int, H: int, T_new: int, total: int, E: int,
                 dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(out (B, T_new, E), k (B, H, total, d), v (B, H, total, d)) from one call."""
     out, cache = ctx.expect_tuple(value, 2)

@@ -11,10 +11,9 @@ from typing import Any
 
 import torch
 
-from autograder import plain
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, as_float64, check, not_graded
+from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Value, as_float64, check, not_graded,
+                                probe_module)
 from autograder.catalog.integrity import global_random_changed, input_gradients, inputs_unchanged
-from autograder.probes import probe_module
 from .checks import (attention_args, expect_close_normwise, block_case, block_request, cache_case, call_block, call_lm,
                      expect_probe_gradients, expect_step, expect_tokens, ffn_weights, lm_case, lm_request, loss_case,
                      norm_parameters, start_block, start_lm, step_finish, step_start)
@@ -426,7 +425,7 @@ def _sample_unseeded(ctx: Context) -> None:
         value = ctx.call(logits, 1.0, probe="random")
         if value.kind != "dict" or "out" not in value.spec["items"]:
             raise CheckFailed(UNREADABLE_DRAW, hidden=UNREADABLE_DRAW)
-        got = expect_tokens(ctx, plain.Value(value.spec["items"]["out"], value.arrays), B, "sample_next_token(logits, 1.0)")
+        got = expect_tokens(ctx, Value(value.spec["items"]["out"], value.arrays), B, "sample_next_token(logits, 1.0)")
     fixed = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=torch.Generator()).squeeze(-1)
     ctx.expect(not torch.equal(got, fixed),
                "没有 seed 时抽到的恰好是新建的 torch.Generator() 抽到的：新建的生成器种子是固定的，每次调用都抽出同样的词元；"

@@ -1,12 +1,13 @@
 """``autograder grade SUBMISSIONS -o OUT``: the command (options, progress, the summary).
+
+A command of its own layer: it grades (:mod:`autograder.grading`), then writes what the batch feeds,
+the LMS files (:mod:`autograder.reports`) and, with ``--nbgrader``, the scores in an nbgrader course's
+gradebook (:mod:`autograder.exports.nbgrader`), which sits above grading.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import signal
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,10 +16,12 @@ from typing import Any
 from autograder import reports as R
 from autograder.config import load_course
 from autograder.errors import AutograderError
-from autograder.grading.batch import batch_lanes, grade_batch, lane_processes, plan
-from autograder.grading.lanes import lane_config
-from autograder.grading.grader import resolve_device
 from autograder.grading.archives import opened
+from autograder.grading.batch import batch_lanes, grade_batch, lane_processes, plan
+from autograder.grading.grader import resolve_device
+from autograder.grading.lanes import lane_config
+from autograder.grading.process import import_lazy_modules, prepare_grader_process, sigterm_interrupts, \
+    trusted_torch
 from autograder.text import line
 
 
@@ -57,41 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "scores in its gradebook.db")
 
 
-#: Set before numpy and torch load in the grader: one thread for their math, as torch.set_num_threads(1)
-#: below. The trusted side's tensors are small, and numpy's OpenBLAS would otherwise start a thread pool
-#: at import, which makes forking the grader's lanes (ForkedLanes) unsafe.
-GRADER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
-
 def _as_of(text: str | None, course: Any) -> Any:
     """--as-of as an aware time (the course's timezone for one written without an offset)."""
     if text is None:
         return None
-    from autograder.lateness import parse_time
+    from autograder.clock import parse_time
 
     return parse_time(text, where="--as-of", default_tz=course.timezone)
-
-
-def prepare_grader_process() -> None:
-    """What every grading process (``grade``, a service worker) sets before numpy and torch load: one
-    math thread (GRADER_ENV; :func:`one_torch_thread` once torch is in), notebook schemas it never reads skipped."""
-    from autograder.notebook import skip_unused_schema_formats
-
-    for key, value in GRADER_ENV.items():
-        os.environ.setdefault(key, value)
-    skip_unused_schema_formats()
-
-
-def trusted_torch(device: str) -> None:
-    """torch on the trusted side: one thread per grading thread (its tensors are small; two service workers
-    with two torch threads each on two cores halved their speed), and no TF32 on CUDA (references in full
-    float32, as the tolerances assume)."""
-    import torch
-
-    torch.set_num_threads(1)
-    if device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,7 +104,7 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
     language = args.language or course.language.value
     device = resolve_device(args.device)
     trusted_torch(device)      # the trusted side runs references in several threads: one torch thread each
-    _sigterm_interrupts()
+    sigterm_interrupts()
     if args.student is not None:
         args.force = True        # --student regrades that student, whatever is already done
     course_root: Path | None = None
@@ -169,7 +144,7 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
         t0 = time.perf_counter()
         todo = len(found.submissions) if args.force else \
             sum(1 for s in found.submissions if s.key not in batch.outputs.rows)
-        importing = _import_lazy_modules(batch=todo > 1)
+        importing = import_lazy_modules(batch=todo > 1)
         columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TimeRemainingColumn())
         try:
@@ -254,41 +229,3 @@ def _run(args: argparse.Namespace, launch: Any) -> int:
     for problem in failed:
         console.print(f"[red]ERROR[/] {escape(problem)}; every result written is in {escape(str(out))}/results/")
     return 1 if failed else 0
-
-
-#: Modules the trusted side needs later, each a tenth of a second or more: none now (report.html's charts are
-#: SVG drawn by autograder.reports.charts; matplotlib's import, 0.4 s, ran beside the first submission's
-#: grading and slowed it by as much, each of its round trips waiting for the import thread to let go of the
-#: GIL). Reading notebooks needs neither nbformat, only for an nbformat 3 one, nor IPython's input
-#: transformer, 0.7 s, only for a cell with magics: see autograder.notebook.
-LAZY_IMPORTS: tuple[str, ...] = ()
-#: Imported too when more than one submission is to be graded: sympy (0.5 s), which the first
-#: nn.MultiheadAttention call with a key_padding_mask pulls in through torch._check_with. Then it is
-#: imported once, while the sandbox template starts, not once per lane process in the grading loop;
-#: a cold start of one submission imports it only if that submission needs it.
-BATCH_IMPORTS = ("torch.fx.experimental.symbolic_shapes",)
-
-
-def _import_lazy_modules(batch: bool = False) -> threading.Thread:
-    """Import LAZY_IMPORTS in a thread while the sandbox template starts: this process would only wait
-    for the template then, and the template's imports take one core of two. Grading does not wait for
-    the thread: a module it needs first waits for the thread's import of it (Python's module locks)."""
-    def work() -> None:
-        for name in LAZY_IMPORTS + (BATCH_IMPORTS if batch else ()):
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001, S110 - torch internals move; this only saves time
-                pass
-
-    thread = threading.Thread(target=work, name="lazy-imports", daemon=True)
-    thread.start()
-    return thread
-
-
-def _sigterm_interrupts() -> None:
-    """SIGTERM (a scheduler's kill) stops like Ctrl-C: finished results are already on disk."""
-    if threading.current_thread() is threading.main_thread():
-        def handler(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt()
-
-        signal.signal(signal.SIGTERM, handler)

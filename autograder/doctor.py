@@ -127,7 +127,7 @@ def _cuda_problem() -> str | None:
 
     if torch.version.cuda is None:
         return (f"this torch ({torch.__version__}) is a CPU build; install a CUDA build "
-                f"(TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 make setup: see the README, GPU)")
+                f"(TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 make setup: see docs/admin/gpu.md)")
     if not torch.cuda.is_available():
         return (f"torch {torch.__version__} is built for CUDA {torch.version.cuda} but sees no device "
                 f"(driver missing or too old, CUDA_VISIBLE_DEVICES empty?)")

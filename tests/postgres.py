@@ -1,7 +1,7 @@
 """A real PostgreSQL server for a test: started in a temporary folder of its own, on a Unix socket there
 (no TCP), as the postgres user when the tests run as root (the server refuses root), stopped after.
 
-The server comes from Debian's postgresql package, which the README's set-up installs
+The server comes from Debian's postgresql package, which the set-up installs (docs/admin/setup.md)
 (scripts/install-postgres.sh); where it is missing the fixture says so instead of running.
 """
 from __future__ import annotations

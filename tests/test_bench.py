@@ -2,7 +2,7 @@
 
 The smoke test grades 4 generated submissions (one per assignment) with the kit
 only (--kit-only skips nbgrader and Otter, which take seconds per submission);
-the real benchmark is the command in the README.
+the real benchmark is the command in docs/project/benchmarks.md.
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_the_peer_path_grades_the_same_notebooks_with_nbgrader_and_otter_and_com
 
 @pytest.mark.slow
 def test_the_service_benchmark_runs_and_checks_one_result_per_upload(tmp_path: Path) -> None:
-    """bench/bench_service.py end to end, small: SQLite only, 4 notebooks, 2 clients (the real run: README)."""
+    """bench/bench_service.py end to end, small: SQLite only, 4 notebooks, 2 clients (the real run: docs/)."""
     spec = importlib.util.spec_from_file_location("bench_service", ROOT / "bench" / "bench_service.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -303,7 +303,8 @@ def test_a_grader_fault_still_writes_a_valid_results_json(tmp_path, capsys):
 
 # -- the local try, with relative paths ----------------------------------------------------------
 def test_run_autograder_takes_a_relative_root_and_python(zips, tmp_path):
-    """README's local try: `AUTOGRADER_ROOT=A AUTOGRADER_PYTHON=.venv/bin/python bash A/source/run_autograder`."""
+    """The docs' local try (instructor/exports.md):
+    `AUTOGRADER_ROOT=A AUTOGRADER_PYTHON=.venv/bin/python bash A/source/run_autograder`."""
     root = gradescope_dir(tmp_path, zips["gradescope"], 1001)
     write_nb(root / "submission" / QKV.notebook, partial_nb())
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AUTOGRADER_COURSE")}

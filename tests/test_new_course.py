@@ -1,6 +1,6 @@
 """A course is data: a second course (tests/courses/tiny) builds, validates and grades with the same
-engine, and a new exercise added to the real course the way the README tells instructors works end to
-end (build, validate, self-check, grade). Every command runs as the instructor runs it: the
+engine, and a new exercise added to the real course the way docs/instructor/exercises.md tells instructors works
+end to end (build, validate, self-check, grade). Every command runs as the instructor runs it: the
 ``autograder`` console script, in the course's folder, which it finds as git finds its repository.
 """
 from __future__ import annotations
@@ -273,7 +273,7 @@ QKV = "02_qkv_attention"
 
 
 def add_exercise_2_5(course: Path) -> None:
-    """What the README tells an instructor: the notebook's cells, course.yml's entry, the checks."""
+    """What docs/instructor/exercises.md tells an instructor: the notebook's cells, course.yml's entry, the checks."""
     # (1) statement, solution and check cells after 2.4's test cell (the test cell comes from build).
     path = course / "source" / QKV / f"{QKV}.ipynb"
     nb = nbformat.read(path, as_version=4)

@@ -111,7 +111,7 @@ def test_a_not_graded_declaration_must_name_one_sentence(catalog):
 
 
 def test_requirements_md_is_current(catalog):
-    """The committed list (README links it) is what validate writes today."""
+    """The committed list (README.md and docs/instructor/validate.md name it) is what validate writes today."""
     from autograder.authoring.validate import Validation, requirements_markdown
 
     coverage, problems = requirement_coverage(COURSE)

@@ -355,7 +355,7 @@ def test_submit_inside_a_hub_server_sends_the_servers_token_to_the_hubs_address(
 
 
 def test_a_notebook_that_calls_submit_is_graded_as_any_other():
-    """The README's `from autograder import submit; submit()` cell, saved in the notebook, is no tampering
+    """The documentation's `from autograder import submit; submit()` cell, saved in the notebook, is no tampering
     (it does nothing inside the grader, as check() does); the grader's other names stay off limits."""
     from autograder.grading.source_scan import TAMPERING, scan_exercise
 
@@ -372,7 +372,7 @@ def test_a_notebook_that_calls_submit_is_graded_as_any_other():
 # == a real JupyterHub ==============================================================================
 USERS = ("ada", "ben", "teacher")
 HUB_START_S = 120
-#: The cell ada adds: her course's self-check (found through the README's AUTOGRADER_COURSE), then submit().
+#: The cell ada adds: her course's self-check (found through the docs' AUTOGRADER_COURSE), then submit().
 CODE = 'from autograder import check, submit; check("2.1"); submit()'
 PAGE_TIMEOUT_MS = 90_000
 
@@ -417,23 +417,23 @@ class RealHub:
         raise AssertionError(f"{user}'s server did not start in 90 s:\n{self.log_tail()}")
 
 
-#: What the README's jupyterhub_config.py names for a site, and what this test's site has instead.
-README_PLACES = ("/srv/course", "http://127.0.0.1:10101", "postgresql+psycopg://grader@/autograder", "/srv/grader",
-                 "https://hub.example.edu/services/autograder")
+#: What the jupyterhub_config.py of docs/admin/jupyterhub.md names for a site, and what this test's site has instead.
+DOC_PLACES = ("/srv/course", "http://127.0.0.1:10101", "postgresql+psycopg://grader@/autograder", "/srv/grader",
+              "https://hub.example.edu/services/autograder")
 
 
-def readme_hub_lines() -> str:
-    """The README's jupyterhub_config.py lines, as an instructor copies them."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def doc_hub_lines() -> str:
+    """The jupyterhub_config.py lines of docs/admin/jupyterhub.md, as an instructor copies them."""
+    text = (ROOT / "docs" / "admin" / "jupyterhub.md").read_text(encoding="utf-8")
     opening = text.index("In `jupyterhub_config.py`:\n\n```python\n") + len("In `jupyterhub_config.py`:\n\n```python\n")
     block = text[opening:text.index("```", opening)]
-    missing = [place for place in README_PLACES if place not in block]
-    assert not missing, f"the README's jupyterhub_config.py no longer names {missing}: update README_PLACES"
+    missing = [place for place in DOC_PLACES if place not in block]
+    assert not missing, f"the docs' jupyterhub_config.py no longer names {missing}: update DOC_PLACES"
     return block
 
 
 def _hub_config(folder: Path, ports: dict[str, int], admin: str, password: str, course: Path) -> Path:
-    """jupyterhub_config.py: this machine's Hub and proxy, then the README's lines for the service exactly as
+    """jupyterhub_config.py: this machine's Hub and proxy, then the docs' lines for the service exactly as
     printed (only the site's places put in: the course folder, the service's port and address, its database and
     home), then what the test itself needs (its admin service, JupyterLab's settings)."""
     bin_dir = Path(sys.executable).parent
@@ -473,9 +473,9 @@ c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 90
 c.Spawner.http_timeout = 90
 """.format(**values)
-    readme = readme_hub_lines()
-    for place, here in zip(README_PLACES, (str(course), f"http://127.0.0.1:{ports['service']}",
-                                          str(folder / "service.db"), str(folder / "service-home"), service_url)):
+    readme = doc_hub_lines()
+    for place, here in zip(DOC_PLACES, (str(course), f"http://127.0.0.1:{ports['service']}",
+                                       str(folder / "service.db"), str(folder / "service-home"), service_url)):
         readme = readme.replace(place, here)
     test = """
 # The test's own: an admin service to make tokens and start servers, JupyterLab without its news pop-up.
@@ -485,7 +485,7 @@ c.JupyterHub.load_roles.append({{"name": "test-admin", "scopes": ["admin:users",
 c.Spawner.environment.update({user_env!r})
 """.format(**values)
     path = folder / "jupyterhub_config.py"
-    path.write_text(site + "\n# -- the README's lines --\n" + readme + test, encoding="utf-8")
+    path.write_text(site + "\n# -- the docs' lines (docs/admin/jupyterhub.md) --\n" + readme + test, encoding="utf-8")
     return path
 
 
@@ -694,7 +694,7 @@ def test_a_student_signs_in_to_the_hub_and_submits_from_her_notebook(real_hub, c
         _wait_idle(page)
         text = cell.locator(".jp-OutputArea").inner_text()
         assert "已提交" in text and "Traceback" not in text and "JUPYTERHUB" not in text, text
-        # The README's recipe gives the notebook its course: the self-check ran (no "no course.yml" sentence).
+        # The docs' recipe gives the notebook its course: the self-check ran (no "no course.yml" sentence).
         assert "全部通过" in text and "course.yml" not in text and "ConfigError" not in text, text
         # The whole notebook, the submit() cell in it, graded: full marks (the grader's scan lets the
         # notebook import autograder.submit as it lets it import autograder.check).

@@ -1,10 +1,12 @@
-"""Issue 48: the README's three walkthroughs (instructor, student, TA), run as printed.
+"""Issue 48: the documentation's three walkthroughs (instructor, student, TA), run as printed.
 
-Each ``<!-- walkthrough: ROLE -->`` block of README.md runs in bash (``set -euo pipefail``) in the role's folder:
-the instructor's and the TA's in a copy of the course, the student's in a folder of her own holding her
+Each ``<!-- walkthrough: ROLE -->`` block of docs/walkthrough.md runs in bash (``set -euo pipefail``) in the
+role's folder: the instructor's and the TA's in a copy of the course, the student's in a folder of her own holding her
 notebook (the stubs filled in, one of them wrong), with ``AUTOGRADER_COURSE`` at the student course the build
 wrote, as the student bundle or the Hub gives it. Only the port (8765, maybe taken here) and ``<your token>``
 (s01's row of tokens.csv) are put in. The service the instructor starts is stopped at the end, whatever failed.
+A role's guide (docs/instructor/index.md, docs/student.md, docs/student.en.md, docs/ta.md) repeats its block under
+the same marker: every copy must hold the same commands (their comments may speak the page's language).
 """
 from __future__ import annotations
 
@@ -33,12 +35,37 @@ BIN = Path(sys.executable).parent
 PORT = "8765"
 
 
+DOCS = ROOT / "docs"
+
+
+def _blocks(role: str, text: str) -> list[str]:
+    return re.findall(rf"<!-- walkthrough: {role} -->\n```bash\n(.*?)```", text, re.S)
+
+
+def _commands(block: str) -> list[str]:
+    """A block's commands: each line without its trailing comment."""
+    return [re.sub(r"\s+#.*$", "", line).rstrip() for line in block.splitlines()]
+
+
 def walkthrough(role: str) -> str:
-    """The bash block after ``<!-- walkthrough: ROLE -->`` in README.md."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    found = re.search(rf"<!-- walkthrough: {role} -->\n```bash\n(.*?)```", text, re.S)
-    assert found, f"README.md has no walkthrough block for {role}"
-    return found.group(1)
+    """The bash block after ``<!-- walkthrough: ROLE -->`` in docs/walkthrough.md; every other page that shows
+    the role's block must show the same commands."""
+    found = _blocks(role, (DOCS / "walkthrough.md").read_text(encoding="utf-8"))
+    assert len(found) == 1, f"docs/walkthrough.md has {len(found)} walkthrough blocks for {role}, not one"
+    for page in sorted(DOCS.rglob("*.md")):
+        for copy in _blocks(role, page.read_text(encoding="utf-8")):
+            assert _commands(copy) == _commands(found[0]), (
+                f"{page.relative_to(ROOT)}: the {role}'s walkthrough differs from docs/walkthrough.md's")
+    return found[0]
+
+
+def test_every_guide_shows_its_roles_walkthrough_as_the_walkthrough_page_does():
+    """Each role's guide repeats its block (checked against the page the slow test runs), in both languages."""
+    for role, pages in {"instructor": ["instructor/index.md"], "student": ["student.md", "student.en.md"],
+                        "ta": ["ta.md"]}.items():
+        walkthrough(role)
+        for page in pages:
+            assert len(_blocks(role, (DOCS / page).read_text(encoding="utf-8"))) == 1, (page, role)
 
 
 def run_block(role: str, cwd: Path, env: dict[str, str], groups: list[int], **put: str) -> str:
@@ -76,7 +103,7 @@ def _alive(group: int) -> bool:
 
 
 @pytest.mark.slow
-def test_the_readmes_walkthroughs_run_as_printed(tmp_path):
+def test_the_walkthroughs_run_as_printed(tmp_path):
     course = copy_course(tmp_path / "course")
     home = tmp_path / "home"
     home.mkdir()

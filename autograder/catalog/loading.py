@@ -82,7 +82,7 @@ def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool, alternativ
                 continue      # a student's course: no hidden checks, no mistakes
             if not (folder / file).is_file():
                 raise ConfigError(f"{folder / file}: missing: assignment {a.id} declares its public checks there",
-                                  hint="every assignment folder has a checks.py (see the README: adding an exercise)")
+                                  hint="every assignment folder has a checks.py (see docs/instructor/exercises.md: adding an exercise)")
             importlib.import_module(f"{COURSE_PACKAGE}.{a.module}.{file.removesuffix('.py')}")
     _LOADED["hidden"] = _LOADED["hidden"] or hidden
     _LOADED["mistakes"] = _LOADED["mistakes"] or mistakes

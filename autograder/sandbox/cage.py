@@ -125,7 +125,7 @@ CUDA_SYSCALLS = ("ioctl", "membarrier", "mbind", "set_mempolicy")
 SIGNALS = ("kill", "tgkill")
 #: Fails with ENOSYS so that libc falls back to the call above it (clone3's flags sit in memory).
 FALL_BACK = ("clone3",)
-#: What the landlock mode leaves open, said in the doctor's table and the README.
+#: What the landlock mode leaves open, said in the doctor's table and docs/admin/isolation.md.
 LANDLOCK_GAPS = ("no namespaces: the worker keeps the host's process ids and, with processes > 0, its children "
                  "may outlive it until the sandbox sweeps them; it can read the metadata of host paths (stat: "
                  "size, times, owner), but neither signal nor set limits or priorities of another process, "

@@ -11,7 +11,7 @@ attackers' connections fit below it.
 
 Behind a reverse proxy (nginx, Caddy, JupyterHub's configurable-http-proxy) the proxy holds the
 clients' connections and its own timeouts apply first; these bounds then guard the service from
-the proxy's side (see the README's deployment section).
+the proxy's side (see docs/admin/service.md, a deployment with PostgreSQL).
 """
 from __future__ import annotations
 

@@ -1,0 +1,164 @@
+"""Issue 49: the documentation site (docs/, mkdocs.yml) stays whole.
+
+- The reference pages (docs/reference/) are what scripts/docs_reference.py writes from the code today: the
+  commands' parsers, course.yml's model, the service's OpenAPI schema.
+- ``mkdocs build --strict`` passes: no broken link or anchor, no page left out of the navigation.
+- Every command block a guide marks ``<!-- runnable -->`` (or ``<!-- runnable: slow -->``) right before it runs
+  in bash, in a copy of the course (with the repository's samples/), and exits 0.
+- README.md keeps the two commands and every link it has into docs/ leads to a page.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, copy_course
+
+DOCS = ROOT / "docs"
+BIN = Path(sys.executable).parent
+MKDOCS = BIN / "mkdocs"
+RUNNABLE = re.compile(r"<!-- runnable(: slow)? -->\n```bash\n(.*?)```", re.S)
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "scripts" / "docs_reference.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOGRADER_", "JUPYTERHUB_"))}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", NO_MKDOCS_2_WARNING="1")
+    return env
+
+
+def _mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(MKDOCS), "build", "--strict", "-f", str(config), "-d", str(site)], cwd=config.parent,
+                          env=_env(), capture_output=True, text=True, timeout=300)
+
+
+# -- the reference pages -------------------------------------------------------------------------------------------
+def test_the_reference_pages_are_current():
+    generator = _generator()
+    assert generator.stale() == [], "docs/reference/ is stale: run `.venv/bin/python scripts/docs_reference.py`"
+
+
+def test_the_reference_names_every_command_option_and_course_yml_key():
+    """What the pages hold comes from the code itself, not from a list kept by hand."""
+    import argparse
+    import importlib
+
+    from autograder.cli import COMMANDS
+    from autograder.config import Course, Exercise, Limits, ServicePolicy
+
+    cli = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+    for name, (module, _) in COMMANDS.items():
+        assert f"## `autograder {name}`" in cli, name
+        parser = argparse.ArgumentParser()
+        importlib.import_module(module).add_arguments(parser)
+        for action in parser._actions:
+            for option in action.option_strings:
+                assert f"`{option}" in cli or f", {option}`" in cli, (name, option)
+    course_yml = (DOCS / "reference" / "course-yml.md").read_text(encoding="utf-8")
+    for model in (Course, Exercise, Limits, ServicePolicy):
+        for field in model.model_fields:
+            assert f"| `{field}` |" in course_yml, (model.__name__, field)
+    api = (DOCS / "reference" / "http-api.md").read_text(encoding="utf-8")
+    for route in ("## `POST /api/submissions`", "## `GET /api/submissions/{submission_id}`", "`/dashboard`",
+                  "`/hub-login` (*Hub*)"):
+        assert route in api, route
+
+
+def test_a_changed_parser_makes_the_cli_page_stale(monkeypatch):
+    """The staleness test can fail: a new option of a command shows up as a stale page."""
+    from autograder import config
+
+    generator = _generator()
+    before = config.add_arguments
+
+    def more(parser):
+        before(parser)
+        parser.add_argument("--brand-new", help="an option no page mentions yet")
+
+    monkeypatch.setattr(config, "add_arguments", more)
+    assert generator.stale() == [generator.REFERENCE / "cli.md"]
+    assert "`--brand-new`" in generator.cli_markdown()
+
+
+# -- the site ------------------------------------------------------------------------------------------------------
+def test_mkdocs_build_strict_passes(tmp_path):
+    done = _mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for page in ("index.html", "student/index.html", "student.en/index.html", "instructor/index.html",
+                 "ta/index.html", "admin/service/index.html", "reference/cli/index.html",
+                 "reference/course-yml/index.html", "reference/http-api/index.html"):
+        assert (tmp_path / "site" / page).is_file(), page
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path):
+    """The strict build is a real check: a link to a page or a heading that is not there fails it."""
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy2(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    page = tmp_path / "docs" / "ta.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\n[gone](admin/nowhere.md), [here](index.md#no-such-heading)\n",
+                    encoding="utf-8")
+    done = _mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    assert done.returncode != 0
+    said = done.stdout + done.stderr
+    assert "admin/nowhere.md" in said and "no-such-heading" in said, said
+
+
+# -- the runnable blocks -------------------------------------------------------------------------------------------
+def runnable_blocks() -> list[tuple[str, bool, str]]:
+    """(page:line, slow, script) of every block marked runnable in docs/."""
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for match in RUNNABLE.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append((f"{page.relative_to(DOCS)}:{line}", bool(match.group(1)), match.group(2)))
+    return found
+
+
+BLOCKS = runnable_blocks()
+
+
+def test_the_guides_mark_the_cheap_commands_runnable():
+    scripts = "\n".join(script for _, _, script in BLOCKS)
+    for command in ("autograder --help", "autograder course", "autograder build", "autograder check ",
+                    "autograder doctor"):
+        assert command in scripts, command
+    assert any(slow for _, slow, _ in BLOCKS) and not all(slow for _, slow, _ in BLOCKS)
+
+
+@pytest.mark.parametrize("where,script", [
+    pytest.param(where, script, id=where, marks=[pytest.mark.slow] if slow else [])
+    for where, slow, script in BLOCKS])
+def test_a_runnable_block_runs(where, script, tmp_path):
+    course = copy_course(tmp_path / "course")
+    shutil.copytree(ROOT / "samples", course / "samples", ignore=shutil.ignore_patterns("__pycache__"))
+    home = tmp_path / "home"
+    home.mkdir()
+    done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=course, env=dict(_env(), HOME=str(home)),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"docs/{where} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+
+
+# -- the README ----------------------------------------------------------------------------------------------------
+def test_the_readme_keeps_the_two_commands_and_leads_into_the_docs():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "make demo" in text and "make test" in text
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if "://" not in link]
+    assert sum(link.startswith("docs/") for link in local) >= 10, local
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert missing == [], missing

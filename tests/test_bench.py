@@ -121,6 +121,7 @@ def test_the_service_benchmark_runs_and_checks_one_result_per_upload(tmp_path: P
     assert "| SQLite |" in text and "(expected 7)" in text and "7 / 7" in text
 
 
+@pytest.mark.slow
 def test_the_roundtrip_benchmark_times_every_line_against_its_back_to_back_call(capsys) -> None:
     """bench/bench_roundtrip.py end to end with a few calls a line: both lane layouts, every argument kind
     and gap, each line's ratio to the same call back to back (1.00 for the back-to-back line itself)."""

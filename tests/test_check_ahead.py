@@ -232,6 +232,7 @@ FAILURES = [(13.0, C.Status.CRASHED, C.Status.PASSED, "ok"), (17.0, C.Status.TIM
             (19.0, C.Status.NOT_ATTEMPTED, C.Status.NOT_ATTEMPTED, "ok")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first_value, status, later, after_status", FAILURES)
 def test_in_a_sandbox_a_crash_a_timeout_or_a_stop_ahead_gives_what_one_after_another_gives(monkeypatch, first_value,
                                                                                           status, later, after_status):

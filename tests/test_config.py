@@ -142,6 +142,7 @@ def _autograder(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_command_uses_the_nearest_course_from_the_current_folder_upward(course_root):
     """In a copy of the course (and in any folder below it) `autograder` acts on the copy, not on the
     repository it was installed from; `autograder course` says which course.yml it uses."""

@@ -188,6 +188,7 @@ def student_texts():
     return _student_texts()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(COURSE.language.value != "zh", reason="the course speaks English")
 def test_everything_a_student_reads_is_chinese(student_texts):
     """No English but code identifiers and values: the markdown, the comments and docstrings of the cells

@@ -40,6 +40,7 @@ def _name(requirement: str) -> str:
     return re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0].lower().replace("_", "-")
 
 
+@pytest.mark.slow
 def test_grading_needs_no_extra():
     """Every module of the grading path imports with no optional dependency installed."""
     code = (
@@ -71,6 +72,7 @@ def test_a_command_without_its_extra_names_the_extra(argv, module, extra, tmp_pa
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_grading_on_a_cluster_without_dask_names_the_extra(tmp_path):
     done = _without({"dask", "distributed"},
                     "from autograder.cli import main\n"

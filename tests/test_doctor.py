@@ -8,6 +8,7 @@ import torch
 from autograder.cli import main
 
 
+@pytest.mark.slow
 def test_doctor_finds_the_cage_grading_uses(capsys):
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
@@ -24,6 +25,7 @@ def test_doctor_finds_the_cage_grading_uses(capsys):
     assert ("memory-cgroup" in said) == (groups is not None)    # the layer in the cage's table
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: the CPU-build verdict cannot show")
 def test_doctor_on_cuda_without_a_device_names_the_real_reason(capsys):
     """As root on a CPU build of torch, the verdict is about CUDA, not 'run as root' (issue 25, item 7)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -67,6 +68,7 @@ def engine_mentions(words: set[str], package: Path = PACKAGE) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_the_engine_names_no_exercise_of_either_course() -> None:
     for course in (ROOT / "course.yml", ROOT / "tests" / "courses" / "tiny" / "course.yml"):
         assert engine_mentions(course_words(course)) == [], course

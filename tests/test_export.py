@@ -72,33 +72,37 @@ def spec_problems(data) -> list[str]:
     if tests is not None and not isinstance(tests, list):
         return bad + ["tests is not a list"]
     for i, t in enumerate(tests or []):
-        where = f"tests[{i}]"
-        if not isinstance(t, dict):
-            bad.append(f"{where} is not an object")
-            continue
-        bad += [f"{where}: unknown key {k!r}" for k in set(t) - TEST_KEYS]
-        if "score" not in data and "score" not in t and "status" not in t:
-            # A test without a score is an informational check: it carries a status instead.
-            bad.append(f"{where}: no score, no status, and no top-level score")
-        for key in ("score", "max_score"):
-            if key in t and not _number(t[key]):
-                bad.append(f"{where}.{key} is not a number")
-        if _number(t.get("score")) and _number(t.get("max_score")) and not 0 <= t["score"] <= t["max_score"] + 1e-9:
-            bad.append(f"{where}: score {t['score']} outside [0, {t['max_score']}]")
-        if "status" in t and t["status"] not in ("passed", "failed"):
-            bad.append(f"{where}.status {t['status']!r}")
-        for key in ("name", "number", "output"):
-            if key in t and not isinstance(t[key], str):
-                bad.append(f"{where}.{key} is not a string")
-        for key in ("name_format", "output_format"):
-            if key in t and t[key] not in FORMATS:
-                bad.append(f"{where}.{key} {t[key]!r}")
-        if "visibility" in t and t["visibility"] not in VISIBILITY:
-            bad.append(f"{where}.visibility {t['visibility']!r}")
-        if "tags" in t and not (isinstance(t["tags"], list) and all(isinstance(x, str) for x in t["tags"])):
-            bad.append(f"{where}.tags is not a list of strings")
-        if "extra_data" in t and not isinstance(t["extra_data"], dict):
-            bad.append(f"{where}.extra_data is not an object")
+        bad += _test_problems(f"tests[{i}]", t, top_score="score" in data)
+    return bad
+
+
+def _test_problems(where: str, t, top_score: bool) -> list[str]:
+    """Every way one entry of ``tests`` departs from the format (``top_score``: the results give one)."""
+    if not isinstance(t, dict):
+        return [f"{where} is not an object"]
+    bad = [f"{where}: unknown key {k!r}" for k in set(t) - TEST_KEYS]
+    if not top_score and "score" not in t and "status" not in t:
+        # A test without a score is an informational check: it carries a status instead.
+        bad.append(f"{where}: no score, no status, and no top-level score")
+    for key in ("score", "max_score"):
+        if key in t and not _number(t[key]):
+            bad.append(f"{where}.{key} is not a number")
+    if _number(t.get("score")) and _number(t.get("max_score")) and not 0 <= t["score"] <= t["max_score"] + 1e-9:
+        bad.append(f"{where}: score {t['score']} outside [0, {t['max_score']}]")
+    if "status" in t and t["status"] not in ("passed", "failed"):
+        bad.append(f"{where}.status {t['status']!r}")
+    for key in ("name", "number", "output"):
+        if key in t and not isinstance(t[key], str):
+            bad.append(f"{where}.{key} is not a string")
+    for key in ("name_format", "output_format"):
+        if key in t and t[key] not in FORMATS:
+            bad.append(f"{where}.{key} {t[key]!r}")
+    if "visibility" in t and t["visibility"] not in VISIBILITY:
+        bad.append(f"{where}.visibility {t['visibility']!r}")
+    if "tags" in t and not (isinstance(t["tags"], list) and all(isinstance(x, str) for x in t["tags"])):
+        bad.append(f"{where}.tags is not a list of strings")
+    if "extra_data" in t and not isinstance(t["extra_data"], dict):
+        bad.append(f"{where}.extra_data is not an object")
     return bad
 
 
@@ -221,6 +225,7 @@ def test_gradescope_zip_layout(zips, tmp_path):
     assert E.zip_bytes(files) == zips["gradescope"].read_bytes()
 
 
+@pytest.mark.slow
 def test_otter_zip_layout(zips, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # otter's own imports (ipylab, traitlets)
@@ -302,6 +307,7 @@ def test_a_grader_fault_still_writes_a_valid_results_json(tmp_path, capsys):
 
 
 # -- the local try, with relative paths ----------------------------------------------------------
+@pytest.mark.slow
 def test_run_autograder_takes_a_relative_root_and_python(zips, tmp_path):
     """The docs' local try (instructor/exports.md):
     `AUTOGRADER_ROOT=A AUTOGRADER_PYTHON=.venv/bin/python bash A/source/run_autograder`."""

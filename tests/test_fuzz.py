@@ -89,6 +89,7 @@ def test_file_stems_are_short_distinct_and_safe(text):
         assert file_stem(text + "x") != stem            # a changed name carries a hash of the original
 
 
+@pytest.mark.slow
 @FAST
 @given(st.lists(st.lists(st.one_of(ANY_TEXT, st.floats(allow_nan=False), st.integers(), st.none()),
                          min_size=1, max_size=5), max_size=5))

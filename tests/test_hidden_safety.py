@@ -252,6 +252,7 @@ def test_known_mistakes_show_no_hidden_number(course, exercise_id):
         assert_nothing_hidden_shown(result, recorder)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exercise_id", EXERCISES)
 def test_adversarial_submissions_show_no_hidden_number_or_their_own_text(course, exercise_id):
     solution = solution_for(course, exercise_id)

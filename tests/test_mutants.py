@@ -154,6 +154,7 @@ def test_an_equivalent_that_draws_from_the_global_random_numbers_is_confirmed():
     assert M.confirm_equivalent(COURSE, m, seeds=range(1)) == []
 
 
+@pytest.mark.slow
 def test_a_wrong_declaration_fails(tmp_path):
     wrong = _mutant("2.3", "tensor:scale", "Q.shape[-1])")     # no scale: plainly different
     assert M.confirm_equivalent(COURSE, wrong, seeds=range(1))

@@ -41,6 +41,7 @@ SOLUTION_MARKERS = (B.BEGIN, B.END)
 
 
 # -- test cells ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_changed_point_value_is_one_build_away(course_root: Path) -> None:
     """Points live in course.yml alone: `build --check` names the source notebook whose test cell
     disagrees, and `autograder build` rewrites it (no hidden step)."""
@@ -471,6 +472,7 @@ def test_record_in_gradebook_rules(nbgrader_course: Path) -> None:
         assert sorted(s.id for s in gb.students) == ["ada", "ben"]
 
 
+@pytest.mark.slow
 def test_an_unreadable_submission_shows_its_reason_not_the_release_stubs(nbgrader_course: Path) -> None:
     """nbgrader's generate_feedback shows autograded/ as the student's answers: for a notebook that could not
     be read, every answer cell says so (in the course's language) instead of holding the release's stub."""
@@ -484,6 +486,7 @@ def test_an_unreadable_submission_shows_its_reason_not_the_release_stubs(nbgrade
     assert "这里不是你的答案" in nb.cells[0].source
 
 
+@pytest.mark.slow
 def test_nbgrader_export_writes_hundredths(nbgrader_course: Path, tmp_path: Path) -> None:
     """nbgrader sums the gradebook's per-cell points in floating point; the course's exporter writes the
     totals grades.csv shows (4.39, never 4.390000000000001)."""
@@ -504,6 +507,7 @@ def test_nbgrader_export_writes_hundredths(nbgrader_course: Path, tmp_path: Path
     assert "HundredthsCsvExport" in (nbgrader_course / "nbgrader_config.py").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_late_penalty_reaches_nbgraders_own_field_and_export(nbgrader_course: Path, tmp_path: Path) -> None:
     """Issue 27: the kit's penalty is nbgrader's late_submission_penalty, so the formgrader and nbgrader export
     show the final score grades.csv shows (raw 8, penalty 2.4, final 5.6)."""
@@ -526,6 +530,7 @@ def test_a_late_penalty_reaches_nbgraders_own_field_and_export(nbgrader_course: 
         ("8", "2.4", "5.6")
 
 
+@pytest.mark.slow
 def test_the_gradebook_says_when_each_submission_came_and_who_has_an_extension(nbgrader_course: Path) -> None:
     """Issue 27: nbgrader's SubmittedAssignment.timestamp (UTC, without a zone) and its extension are a time
     source and an extension for `grade --nbgrader`."""

@@ -141,6 +141,7 @@ def test_closing_with_calls_in_flight_reads_them_and_stops(sandbox):
     assert py(pending[0]()) == 1        # read before the worker stopped
 
 
+@pytest.mark.slow
 def test_calls_in_flight_past_the_submissions_budget_time_out_as_one_after_another_would():
     budget = Limits(call_seconds=1.0, submission_seconds=3.2, cpu_seconds=30, memory_mb=512, output_mb=16,
                     file_mb=1, processes=0)

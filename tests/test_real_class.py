@@ -268,6 +268,7 @@ def test_explain_finds_the_graded_notebook_in_a_service_export(tmp_path):
 
 
 # -- 8. a changed course.yml reaches the running service, validated first -----------------------------------------
+@pytest.mark.slow
 def test_a_changed_course_yml_reaches_the_running_service_and_an_invalid_one_is_refused(course_root, tmp_path):
     import os
     import signal
@@ -377,6 +378,7 @@ def test_check_and_submit_without_a_course_say_so_in_one_sentence(tmp_path, monk
 
 
 # -- 12. a demonstration cell's time is its own -------------------------------------------------------------
+@pytest.mark.slow
 def test_a_demonstration_cell_runs_within_its_own_budget_and_no_loop_is_guessed(tmp_path):
     import nbformat
 
@@ -501,6 +503,7 @@ def test_the_services_lms_files_match_students_by_the_rosters_ids_and_list_those
 
 
 # -- 4. the same explanation from the dashboard, in the course's language ----------------------------------------
+@pytest.mark.slow
 def test_an_instructor_opens_the_explanation_of_a_lost_exercise_from_the_dashboard(service):
     from autograder.service.worker import serve
 

@@ -555,6 +555,7 @@ def test_cuda_requests_run_on_the_gpu_with_tf32_off():
 
 
 # -- the template: imported in two steps, and copied for another grader process -----------------
+@pytest.mark.slow
 def test_a_worker_that_needs_what_the_template_has_not_imported_runs_again_in_a_complete_one():
     """torch._dynamo (TEMPLATE_LATER) is imported only when a worker needs it: a worker forked before
     that says an import missed (in the cage it would fail), and its submission runs again, cells and

@@ -378,6 +378,7 @@ C_LOOP = CORRECT.replace("def scaled_dot_product_attention(Q, K, V):\n",
                          "def scaled_dot_product_attention(Q, K, V):\n    sum(range(10 ** 12))\n")
 
 
+@pytest.mark.slow
 def test_cli_stops_an_endless_cell_and_names_it(tmp_path, monkeypatch, capsys):
     short_limits(tmp_path, monkeypatch)
     path = notebook(tmp_path / "02_qkv_attention.ipynb", CORRECT, "x = 0\nwhile True:\n    x += 1")
@@ -390,6 +391,7 @@ def test_cli_stops_an_endless_cell_and_names_it(tmp_path, monkeypatch, capsys):
     assert seconds < 30
 
 
+@pytest.mark.slow
 def test_cli_checks_every_exercise_past_a_looping_function(tmp_path, monkeypatch, capsys):
     """2.1 does not compile, 2.2 calls F.softmax, 2.3 loops: a demonstration cell that calls 2.3 is stopped and
     named as what it is (and where it was stuck), and every exercise is still checked and reported."""
@@ -461,6 +463,7 @@ def test_in_kernel_check_interrupted_is_a_note_not_a_traceback(monkeypatch, caps
     assert "Traceback" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_stops_a_call_stuck_in_c_and_names_the_exercise(tmp_path, monkeypatch, capsys):
     short_limits(tmp_path, monkeypatch)
     path = notebook(tmp_path / "02_qkv_attention.ipynb", C_LOOP)
@@ -469,6 +472,7 @@ def test_cli_stops_a_call_stuck_in_c_and_names_the_exercise(tmp_path, monkeypatc
     assert "练习 2.4（调用 scaled_dot_product_attention）运行超过 2 秒" in out, out
 
 
+@pytest.mark.slow
 def test_cli_whole_run_bound(tmp_path, monkeypatch, capsys):
     """Many short cells, none over call_seconds, still stop at submission_seconds."""
     short_limits(tmp_path, monkeypatch, call_seconds=3, submission_seconds=4)

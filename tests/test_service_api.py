@@ -93,6 +93,7 @@ def test_every_route_authorizes_its_caller(service):
     assert stored(engine) == 1
 
 
+@pytest.mark.slow
 def test_bad_uploads_are_named_in_both_languages_and_nothing_is_stored(service):
     client, engine, who = service
     cases = [(submit(client, who["ada"], assignment="99_nothing"), 404, "99_nothing"),
@@ -153,6 +154,7 @@ def test_the_roster_gives_one_token_per_student_and_keeps_only_digests(tmp_path)
         tokens.import_roster(db.engine_for(str(tmp_path / "service.db")), roster)
 
 
+@pytest.mark.slow
 def test_autograder_serve_grades_an_upload_over_http(tmp_path):
     """The whole service: `autograder serve` with one worker process; an upload's verdict arrives."""
     database = str(tmp_path / "service.db")
@@ -344,6 +346,7 @@ def _start_serve(base: list[str], env: dict[str, str], port: int, workers: int, 
     raise AssertionError("autograder serve did not answer in 120 s")
 
 
+@pytest.mark.slow
 def test_a_service_killed_between_the_202_and_the_grade_grades_the_upload_once_started_again(tmp_path):
     """kill -9 the whole service (web process and workers) right after the 202; started again on the same
     database, it grades the upload: a 202 is a promise."""

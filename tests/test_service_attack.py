@@ -198,6 +198,7 @@ def test_a_body_is_not_read_before_the_token_is_checked(service):
     assert stored(engine) == 0
 
 
+@pytest.mark.slow
 def test_an_upload_past_the_limit_is_refused_as_it_passes_it(service):
     client, engine, who, url = service
     limit = int(COURSE.limits.notebook_mb * MiB)

@@ -149,6 +149,7 @@ def test_every_write_needs_the_sessions_csrf_token_and_nothing_is_stored_without
         assert conn.execute(select(func.count()).select_from(db.Job)).scalar_one() == 3    # 2 uploads + 1 again
 
 
+@pytest.mark.slow
 def test_the_dashboard_filters_sorts_grants_extensions_and_downloads(site):
     url, engine, who, database = site
     from autograder.service import queue as Q

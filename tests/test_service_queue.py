@@ -155,6 +155,7 @@ def test_a_worker_grades_stored_notebooks_as_autograder_grade_does(engine, tmp_p
     assert ada["student"] == "ada" and ada["submitted"]["source"] == "the service's receipt"
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_grade_hands_its_job_on_and_it_is_graded_once(engine, tmp_path):
     """kill -9 a worker while it grades; its lease runs out; another worker grades the job; one result."""
     slow = notebook("all", extra="import time\ntime.sleep(6)")
@@ -184,6 +185,7 @@ def test_a_worker_killed_mid_grade_hands_its_job_on_and_it_is_graded_once(engine
     assert results == 1 and tuple(row) == (2, "done", "second") and points == QKV.points
 
 
+@pytest.mark.slow
 def test_the_worker_command_says_what_it_did(engine, tmp_path):
     Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=notebook("all"))
     env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
@@ -195,6 +197,7 @@ def test_the_worker_command_says_what_it_did(engine, tmp_path):
         assert Path(engine.url.database).exists()
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_job_in_hand_then_the_worker_stops(engine, tmp_path):
     slow = notebook("all", extra="import time\ntime.sleep(3)")
     sub, job = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=slow)
@@ -242,6 +245,7 @@ def test_serve_export_writes_what_autograder_grade_writes_from_the_latest_attemp
     assert stamp.endswith(" UTC") and dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f UTC").year >= 2026
 
 
+@pytest.mark.slow
 def test_serve_export_records_the_counted_scores_in_an_nbgrader_gradebook(tmp_path):
     """`serve export --nbgrader COURSE`: the scores in nbgrader's gradebook, as `grade --nbgrader` records
     them, and the formgrader's autograded/ copy of each student's own notebook."""

@@ -159,6 +159,7 @@ def _by_exercise(result):
     return {e["exercise"]: e for e in result["exercises"]}
 
 
+@pytest.mark.slow
 def test_a_wrong_earlier_function_costs_its_points_once(tmp_path, course_root):
     course = _course_copy(course_root, limits={**load_course(course_root).limits.model_dump(), "call_seconds": 3})
     with GradingSession(course, tmp_path / "work") as session:

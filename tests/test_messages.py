@@ -58,7 +58,8 @@ def test_every_key_the_code_asks_for_exists_and_every_entry_is_used():
     used = _keys_used_in_code()
     assert used - set(M.CATALOGUE) == set()
     # status.* and label.* are looked up by name (a Status value, a label word); the rest literally.
-    dynamic = {k for k in M.CATALOGUE if k.startswith(("status.", "label.", "sandbox.hint.", "selfcheck.column."))}
+    dynamic = {k for k in M.CATALOGUE if k.startswith(("status.", "label.", "sandbox.hint.", "selfcheck.column.",
+                                                         "page."))}
 
     from autograder import sandbox
     assert {f"sandbox.hint.{s.name}" for s in sandbox._SIGNAL_HINTS} == {
@@ -73,6 +74,7 @@ def test_say_fills_both_languages():
     assert M.text("sandbox.call_timeout", "en", seconds=3) == msg.en.replace("10", "3")
 
 
+@pytest.mark.slow
 def test_chinese_feedback_of_a_crashing_and_looping_submission_has_no_english_sentence(tmp_path, course_root):
     """eve's 2.4 calls sys.exit, and a cell of ours loops forever: what the sandbox says reaches a
     Chinese course's feedback in Chinese (it used to read "运行中断：the worker exited with status 0 ...")."""
@@ -113,3 +115,24 @@ def test_the_self_check_table_names_statuses_in_the_course_language():
 
     assert status_word("not_attempted", "zh") == "未作答" and status_word("passed", "en") == "passed"
     assert S._step_text(("cell", "3", "x = 0"), "zh") == "第 3 个单元格（x = 0）"
+
+
+def test_every_page_word_is_used_by_a_page():
+    """The service pages' words (``page.*``, the templates' ``T``) live in the catalogue, each used by a template
+    or a route, and the pages read no word of their own (ui.UI is the catalogue's)."""
+    from autograder.service import ui
+
+    service = PACKAGE / "service"
+    used = set()
+    for path in [*service.glob("templates/*.html"), *service.rglob("*.py")]:
+        source = path.read_text(encoding="utf-8")
+        used |= set(re.findall(r"\bT\.(\w+)", source)) | set(re.findall(r"\bT\[\"(\w+)\"\]", source))
+        used |= set(re.findall(r"UI\[[^\]]+\]\[\"(\w+)\"\]", source))
+    used |= {"queued", "running", "done", "failed", "unknown"}     # T[s.state]: a job's state (listing.py)
+    page = {k.removeprefix("page.") for k in M.CATALOGUE if k.startswith("page.")}
+    assert len(page) > 50
+    assert page - used == set()
+    for language, index in (("zh", 0), ("en", 1)):
+        assert ui.UI[language] == {**{k: M.CATALOGUE[f"page.{k}"][index] for k in page},
+                                   "bad_token": M.CATALOGUE["service.bad_token"][index]}
+

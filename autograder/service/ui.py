@@ -20,64 +20,18 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from autograder.messages import CATALOGUE
 from autograder.service import sessions
 from autograder.service.context import Service
 from autograder.service.errors import base_path
+from autograder.service.hub import local_path
 
+#: The pages' words by language: the catalogue's ``page.*`` messages (:mod:`autograder.messages`, where every
+#: sentence a person reads is kept in both languages), and the sign-in's refusal, said as the API says it.
 UI: dict[str, dict[str, str]] = {
-    "zh": {
-        "login": "登录", "token": "令牌（课程发给你的）", "sign_in": "登录", "hub_sign_in": "用 JupyterHub 登录",
-        "logout": "退出", "bad_token": "令牌无效：请检查课程发给你的令牌", "mine": "我的提交",
-        "dashboard": "教师面板", "due": "截止", "no_due": "没有截止时间", "left": "剩余", "past_due": "已过截止时间",
-        "attempts_left": "还可提交 {n} 次", "attempts_any": "提交次数不限", "today_left": "今天还可提交 {n} 次",
-        "upload": "上传笔记本", "send": "提交", "submission": "提交", "received": "收到时间", "state": "状态",
-        "score": "得分", "feedback": "反馈", "none_yet": "还没有提交。", "queued": "排队中", "running": "评分中",
-        "done": "已评分", "failed": "评分出错", "unknown": "未知", "student": "学生", "assignment": "作业",
-        "all": "全部", "filter": "筛选", "sort": "排序", "by_time": "按时间", "by_score": "按得分",
-        "requeue": "重新评分", "requeue_all": "重新评分这次作业的全部提交", "extension": "延期",
-        "new_due": "新的截止时间（课程时区 {tz}）", "reason": "原因", "grant": "批准延期",
-        "downloads": "下载", "feedback_zip": "全部反馈（zip）", "report": "班级报告（实时）",
-        "history": "{student} 的提交记录", "late": "迟交", "extensions": "已批准的延期",
-        "queued_again": "已重新排队：{n} 份",
-        "granted": "已批准 {student} 在 {assignment} 上延期到 {due}", "position": "前面还有 {n} 份",
-        "students": "学生", "count": "{n} 份提交",
-        "file_wins": "；但课程的 {file} 里已有这位学生这次作业的延期，以文件为准（请在文件里修改）",
-        "revoke": "撤销", "revoked": "已撤销 {student} 在 {assignment} 上的延期（{n} 条）",
-        "late_until": "迟交截止到 {when}", "late_open": "迟交不设截止",
-        "late_costs": "；现在交会扣 {penalty} 分（满分 {points}）", "late_closed": "迟交时间也已过：现在交不计分",
-        "edit_hint": "要修改一条延期，用上面的表单为同一位学生和作业再批准一次：新的取代旧的。",
-        "explain": "练习 {exercise} 为什么扣分", "explanation": "{student} · 练习 {exercise}：为什么扣分（仅教师可见）",
-    },
-    "en": {
-        "login": "Sign in", "token": "Token (the course gave you one)", "sign_in": "Sign in",
-        "hub_sign_in": "Sign in with JupyterHub", "logout": "Sign out",
-        "bad_token": "the token is not valid: check the one the course gave you", "mine": "My submissions",
-        "dashboard": "Instructor dashboard", "due": "Due", "no_due": "no due date", "left": "left",
-        "past_due": "past the due date", "attempts_left": "{n} submissions left",
-        "attempts_any": "no limit on submissions",
-        "today_left": "{n} left today", "upload": "Upload a notebook", "send": "Submit", "submission": "submission",
-        "received": "received", "state": "state", "score": "score", "feedback": "feedback",
-        "none_yet": "No submission yet.", "queued": "queued", "running": "grading", "done": "graded",
-        "failed": "grading failed", "unknown": "unknown", "student": "student", "assignment": "assignment",
-        "all": "all", "filter": "Filter", "sort": "sort", "by_time": "by time", "by_score": "by score",
-        "requeue": "Grade again", "requeue_all": "Grade every submission of this assignment again",
-        "extension": "Extension", "new_due": "new due date (the course's time zone, {tz})", "reason": "reason",
-        "grant": "Grant the extension", "downloads": "Downloads", "feedback_zip": "all feedback (zip)",
-        "report": "Class report (live)", "history": "Submissions of {student}", "late": "late",
-        "extensions": "Extensions granted", "queued_again": "queued again: {n}",
-        "granted": "granted {student} an extension on {assignment} to {due}", "position": "{n} ahead in the queue",
-        "students": "students", "count": "{n} submissions",
-        "file_wins": "; but the course's {file} already has an extension for this student and assignment, and "
-                     "the file wins (change it there)",
-        "revoke": "Revoke", "revoked": "revoked {student}'s extension on {assignment} ({n})",
-        "late_until": "late submissions taken until {when}", "late_open": "late submissions taken",
-        "late_costs": "; handing in now costs {penalty} of {points} points",
-        "late_closed": "the late window is over too: a submission now scores nothing",
-        "edit_hint": "To change an extension, grant one again for the same student and assignment: the new one "
-                     "replaces the old.",
-        "explain": "why {exercise} lost points", "explanation": "{student} · {exercise}: why it lost points "
-                                                               "(instructors only)",
-    },
+    language: {key.removeprefix("page."): pair[i] for key, pair in CATALOGUE.items() if key.startswith("page.")}
+    | {"bad_token": CATALOGUE["service.bad_token"][i]}
+    for i, language in enumerate(("zh", "en"))
 }
 
 #: The pages' templates (autoescaped: a value is escaped unless the code marked it as the kit's own HTML).
@@ -161,8 +115,6 @@ def language(request: Request, course: Any) -> str:
 def local_next(request: Request, text: str | None) -> str:
     """A page to go to after sign-in: a path of this service (the same rule as the Hub's sign-in), else
     the service's first page."""
-    from autograder.service.hub import local_path
-
     base = base_path(request) + "/"
     return local_path(base, text) or base
 

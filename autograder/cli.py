@@ -64,7 +64,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def _chosen_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """The subcommand named on the command line, if any (options before it may take values)."""
     pre = argparse.ArgumentParser(add_help=False)
-    for action in parser._actions:
+    for action in parser._actions:  # noqa: SLF001 - argparse lists a parser's options nowhere else
         if action.option_strings and action.nargs != 0 and action.dest != "help":
             pre.add_argument(*action.option_strings, dest=action.dest)
     _, rest = pre.parse_known_args(argv)
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "_run", None):
             parser.print_help()
             return 2
-        return int(args._run(args) or 0)
+        return int(args._run(args) or 0)  # noqa: SLF001 - set_defaults(_run=): no option's dest can take it
 
     return run_command(work)
 

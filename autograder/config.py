@@ -11,6 +11,7 @@ import datetime
 import difflib
 import enum
 import functools
+import json
 import os
 import re
 from pathlib import Path
@@ -23,6 +24,7 @@ from pydantic_core import ErrorDetails
 from autograder import clock
 from autograder.errors import ConfigError, UnknownExercise
 from autograder.late_policy import LatePolicy
+from autograder.roster import read_roster
 
 #: The engine's own folder (the ``autograder`` package). The course it grades is found, never assumed:
 #: see :func:`course_file`.
@@ -325,7 +327,6 @@ class Course(_Strict):
         without one. ConfigError names the file and row."""
         if not self.roster:
             return None
-        from autograder.roster import read_roster
 
         return read_roster(self.root / self.roster, where=f"course.yml: roster: {self.roster}")
 
@@ -565,7 +566,7 @@ def _load(file: str, _mtime: int) -> Course:
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
     course = parse_course(data, source=path.name)
-    course._root = path.parent
+    course._root = path.parent  # noqa: SLF001 - Course's folder: set once, by its loader
     return course
 
 
@@ -622,9 +623,6 @@ def _check_sources(course: Course) -> None:
 
     A light read (JSON and def/class lines): `autograder build` validates the notebooks in full.
     """
-    import json
-    import re
-
     for a in course.assignments:
         path = course.root / "source" / a.id / a.notebook
         try:

@@ -11,6 +11,7 @@ import argparse
 import os
 from typing import Any
 
+from autograder.errors import AutograderError
 from autograder.sandbox.cage import LANDLOCK_GAPS, filter_summary, landlock_abi
 
 #: What each layer keeps from the student's code, for the table.
@@ -41,9 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def probe_modes(device: str = "cpu") -> list[dict[str, Any]]:
     """One row per cage mode this user could get: works (with its layers) or refused (and why)."""
-    from autograder.config import load_course
-    from autograder.errors import AutograderError
-    from autograder.sandbox import Sandbox, cage_modes
+    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.sandbox import Sandbox, cage_modes  # noqa: PLC0415 - loads torch
 
     limits = load_course().limits
     rows = []
@@ -111,7 +111,7 @@ def seccomp_line(mode: str, device: str) -> str:
 
 def memory_line() -> str:
     """How memory that no rlimit counts is kept in check here."""
-    from autograder.sandbox import memcg
+    from autograder.sandbox import memcg  # noqa: PLC0415 - loads torch
 
     groups, where = memcg.find()
     bounded = ("refused by the filter (memfd, socket pairs, SysV and POSIX IPC, pipe buffers past 64 KiB) "

@@ -1,6 +1,10 @@
 """The kit's exceptions: one module, so the CLI has one place to catch user errors."""
 from __future__ import annotations
 
+import atexit
+import os
+import sys
+import threading
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -75,8 +79,6 @@ def missing_extra(exc: ModuleNotFoundError) -> MissingExtra | None:
 
 def report(exc: AutograderError) -> int:
     """Print a user error as one ``ERROR ...`` line (and its hint) on stderr; its exit code."""
-    import sys
-
     print(f"ERROR {exc.message}", file=sys.stderr)
     if exc.hint:
         print(f"  hint: {exc.hint}", file=sys.stderr)
@@ -85,8 +87,6 @@ def report(exc: AutograderError) -> int:
 
 def run_command(work: Callable[[], int]) -> int:
     """The one exit path of a command line: ``work()``'s code, a user error's one ERROR line, or 130."""
-    import sys
-
     try:
         return int(work() or 0)
     except AutograderError as exc:
@@ -101,8 +101,6 @@ def run_command(work: Callable[[], int]) -> int:
         return 130
     except BrokenPipeError:
         # The reader went away (`autograder course | head`): nothing more to say, and nothing to flush.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
 
@@ -116,28 +114,21 @@ def finish(code: int) -> NoReturn:
     ``autograder grade`` that frees only memory the kernel frees anyway. For the console scripts only:
     a caller of ``main()`` in the same process (tests) gets its return value instead.
     """
-    import atexit
-    import os
-    import sys
-    import threading
-
     try:
         shutdown = getattr(threading, "_shutdown", None)   # what Py_Finalize calls: pools stopped, threads joined
         if shutdown is not None:
             shutdown()
-        atexit._run_exitfuncs()
+        atexit._run_exitfuncs()  # noqa: SLF001 - what Py_Finalize runs, before os._exit skips it
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # noqa: BLE001, S110 - a closed pipe: nothing more to say
+            except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
                 pass
         os._exit(code)
 
 
 def use_course(path: str | None) -> None:
     """``--course FILE``: every later load_course() reads that file."""
-    import os
-
     if path:
         os.environ["AUTOGRADER_COURSE"] = os.path.abspath(path)

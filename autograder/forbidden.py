@@ -69,7 +69,7 @@ _LAYER_NORM_OPS = ("layer_norm", "native_layer_norm")
 _NLL_OPS = ("nll_loss", "nll_loss_nd", "nll_loss2d", "nll_loss_forward", "nll_loss2d_forward")
 
 TABLE: tuple[Forbidden, ...] = (
-    Forbidden("torch.softmax", "softmax", lambda: [_torch().softmax, _torch()._softmax, _torch().special.softmax],
+    Forbidden("torch.softmax", "softmax", lambda: [_torch().softmax, _torch()._softmax, _torch().special.softmax],  # noqa: SLF001 - torch's private op, forbidden too
               _SOFTMAX_OPS,
               ("torch.softmax", "torch._softmax", "torch.special.softmax", "torch.sparse.softmax",
                "torch.masked.softmax", "torch._safe_softmax", "torch._masked_softmax", "torch.ops.aten.softmax",
@@ -81,7 +81,7 @@ TABLE: tuple[Forbidden, ...] = (
     Forbidden("Tensor.softmax", "softmax", lambda: [_torch().Tensor.softmax], _SOFTMAX_OPS,
               ("torch.Tensor.softmax",), methods=("softmax",)),
     Forbidden("torch.log_softmax", "log_softmax",
-              lambda: [_torch().log_softmax, _torch()._log_softmax, _torch().Tensor.log_softmax,
+              lambda: [_torch().log_softmax, _torch()._log_softmax, _torch().Tensor.log_softmax,  # noqa: SLF001 - torch's private op, forbidden too
                        _torch().special.log_softmax], _LOG_SOFTMAX_OPS,
               ("torch.log_softmax", "torch._log_softmax", "torch.special.log_softmax", "torch.sparse.log_softmax",
                "torch.masked.log_softmax", "torch.Tensor.log_softmax", "torch.ops.aten.log_softmax",

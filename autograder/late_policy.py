@@ -73,42 +73,52 @@ class LatePolicy(_Strict):
     def _consistent(self) -> LatePolicy:
         for name in ("percent", "points", "floor"):
             _finite(getattr(self, name), name)
-        per_unit = self.kind in UNITS
-        if per_unit:
-            if self.percent is None and self.points is None:
-                raise ValueError(f"late policy {self.kind} needs percent (of the maximum points) or points "
-                                 f"(per started {UNITS[self.kind][1]}), e.g. percent: 10")
-            if self.percent is not None and self.points is not None:
-                raise ValueError(f"late policy {self.kind}: give percent or points, not both "
-                                 f"(percent={self.percent:g}, points={self.points:g})")
-            if self.percent is not None and not 0 < self.percent <= 100:
-                raise ValueError(f"late policy {self.kind}: percent must be more than 0 and at most 100 "
-                                 f"(a percentage of the maximum points per started unit), got {self.percent:g}")
-            if self.points is not None and not self.points > 0:
-                raise ValueError(f"late policy {self.kind}: points must be more than 0 (points taken off per "
-                                 f"started {UNITS[self.kind][1]}), got {self.points:g}")
-        else:
-            for name in ("percent", "points"):
-                if getattr(self, name) is not None:
-                    raise ValueError(f"late policy {self.kind}: {name} is only for per_hour and per_day")
+        _check_amount(self)
         if self.floor is not None:
             if self.kind in ("none", "zero"):
                 raise ValueError(f"late policy {self.kind}: floor is only for per_hour, per_day and custom"
                                  + (" (zero scores every late submission 0)" if self.kind == "zero" else ""))
             if self.floor < 0:
                 raise ValueError(f"late policy {self.kind}: floor must be 0 or more (points), got {self.floor:g}")
-        if self.kind == "custom":
-            if not self.function:
-                raise ValueError('late policy custom needs function: "module:function", a function in a .py '
-                                 'file of the course folder, e.g. "late_policy:penalty"')
-            module, sep, func = self.function.partition(":")
-            if not sep or not _IDENTIFIER.match(module) or not _IDENTIFIER.match(func):
-                raise ValueError(f'late policy custom: function must look like "late_policy:penalty" (a file '
-                                 f'late_policy.py in the course folder, a function penalty in it), '
-                                 f'got {self.function!r}')
-        elif self.function is not None:
-            raise ValueError(f"late policy {self.kind}: function is only for kind custom")
+        _check_function(self)
         return self
+
+
+def _check_amount(policy: LatePolicy) -> None:
+    """per_hour and per_day take percent or points off per started unit, one of them; no other kind has either."""
+    if policy.kind not in UNITS:
+        for name in ("percent", "points"):
+            if getattr(policy, name) is not None:
+                raise ValueError(f"late policy {policy.kind}: {name} is only for per_hour and per_day")
+        return
+    unit = UNITS[policy.kind][1]
+    if policy.percent is None and policy.points is None:
+        raise ValueError(f"late policy {policy.kind} needs percent (of the maximum points) or points "
+                         f"(per started {unit}), e.g. percent: 10")
+    if policy.percent is not None and policy.points is not None:
+        raise ValueError(f"late policy {policy.kind}: give percent or points, not both "
+                         f"(percent={policy.percent:g}, points={policy.points:g})")
+    if policy.percent is not None and not 0 < policy.percent <= 100:
+        raise ValueError(f"late policy {policy.kind}: percent must be more than 0 and at most 100 "
+                         f"(a percentage of the maximum points per started unit), got {policy.percent:g}")
+    if policy.points is not None and not policy.points > 0:
+        raise ValueError(f"late policy {policy.kind}: points must be more than 0 (points taken off per "
+                         f"started {unit}), got {policy.points:g}")
+
+
+def _check_function(policy: LatePolicy) -> None:
+    """custom names its function as "module:function"; no other kind has one."""
+    if policy.kind == "custom":
+        if not policy.function:
+            raise ValueError('late policy custom needs function: "module:function", a function in a .py '
+                             'file of the course folder, e.g. "late_policy:penalty"')
+        module, sep, func = policy.function.partition(":")
+        if not sep or not _IDENTIFIER.match(module) or not _IDENTIFIER.match(func):
+            raise ValueError(f'late policy custom: function must look like "late_policy:penalty" (a file '
+                             f'late_policy.py in the course folder, a function penalty in it), '
+                             f'got {policy.function!r}')
+    elif policy.function is not None:
+        raise ValueError(f"late policy {policy.kind}: function is only for kind custom")
 
 
 def _aware(value: datetime | None, name: str) -> None:

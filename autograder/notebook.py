@@ -116,7 +116,7 @@ class NotebookScanner:
     to say."""
 
     def __init__(self, bounds: Bounds, name: str = "notebook"):
-        import ijson
+        import ijson  # noqa: PLC0415 - ijson and its C parser: only a streamed read needs them
 
         self.bounds, self.name = bounds, name
         self._parsed = 0                    # how far into the bytes the parser has been handed
@@ -261,7 +261,7 @@ def scan_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Shape:
 
 def assignments_of_cells(grade_ids: set[str] | frozenset[str], course: Any) -> set[str]:
     """The assignments whose exercises' solution cells these nbgrader grade_ids are."""
-    from autograder.config import grade_id
+    from autograder.config import grade_id  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     by_exercise = {grade_id(e.id): a.id for a in course.assignments for e in a.exercises}
     return {by_exercise[g] for g in grade_ids if g in by_exercise}

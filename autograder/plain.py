@@ -97,24 +97,7 @@ class Encoder:
         cls = type(value)
         if cls is _TENSOR or cls is _PARAMETER:
             # Exact type only: subclasses and __torch_function__ objects are described, not sent.
-            t = value.detach() if value.requires_grad else value
-            dtype = _DTYPE_NAMES.get(t.dtype)
-            if dtype is None:
-                return {"t": "other", "type": f"tensor of {t.dtype}"}
-            nbytes = t.numel() * t.element_size()
-            if nbytes > self.max_bytes:
-                raise PlainDataError(
-                    f"output too large: a tensor of shape {tuple(t.shape)} ({nbytes / 2**20:.0f} MiB)")
-            if t.is_cpu:
-                device = "cpu"
-            else:
-                device = str(t.device)
-                t = t.cpu()
-            if dtype == "torch.bfloat16":
-                t = t.float()
-            arr = t.contiguous().numpy()
-            return {"t": "tensor", "k": self._store(arr), "dtype": dtype, "device": device,
-                    "shape": list(value.shape)}
+            return self._tensor_spec(value)
         if cls is np.ndarray:
             if value.dtype.kind not in ALLOWED_KINDS:
                 return {"t": "other", "type": f"numpy array of {value.dtype}"}
@@ -142,6 +125,26 @@ class Encoder:
             self._count(len(value), "dict")
             return {"t": "dict", "items": {k: self.spec(v, depth + 1) for k, v in value.items()}}
         return {"t": "other", "type": _qualname(value)}
+
+    def _tensor_spec(self, value: Any) -> dict[str, Any]:
+        t = value.detach() if value.requires_grad else value
+        dtype = _DTYPE_NAMES.get(t.dtype)
+        if dtype is None:
+            return {"t": "other", "type": f"tensor of {t.dtype}"}
+        nbytes = t.numel() * t.element_size()
+        if nbytes > self.max_bytes:
+            raise PlainDataError(
+                f"output too large: a tensor of shape {tuple(t.shape)} ({nbytes / 2**20:.0f} MiB)")
+        if t.is_cpu:
+            device = "cpu"
+        else:
+            device = str(t.device)
+            t = t.cpu()
+        if dtype == "torch.bfloat16":
+            t = t.float()
+        arr = t.contiguous().numpy()
+        return {"t": "tensor", "k": self._store(arr), "dtype": dtype, "device": device,
+                "shape": list(value.shape)}
 
 
 def encode(value: Any, max_bytes: float = float("inf")) -> bytes:
@@ -244,22 +247,28 @@ def _python(spec: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
     raise PlainDataError(f"cannot rebuild {Value(spec, arrays).describe()}")
 
 
+def _check_array_spec(spec: dict[str, Any], arrays: dict[str, np.ndarray], t: str) -> None:
+    """A tensor's or an array's description: its array sent, of the shape it says; a tensor's dtype and device
+    ones torch knows."""
+    key = spec.get("k")
+    if key not in arrays:
+        raise PlainDataError("value names an array that was not sent")
+    arr = arrays[key]
+    if t == "tensor" and spec.get("dtype") not in _TORCH_DTYPES:
+        raise PlainDataError("unknown tensor dtype")
+    if t == "tensor" and not (isinstance(spec.get("device"), str) and _DEVICE.match(spec["device"])):
+        raise PlainDataError("tensor without a device torch knows")
+    if list(arr.shape) != spec.get("shape"):
+        raise PlainDataError("array shape does not match its description")
+
+
 def _check_spec(spec: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> None:
     """Validate an untrusted spec: known node types, arrays present, scalars of the right JSON type."""
     if depth > 10 or not isinstance(spec, dict) or not isinstance(spec.get("t"), str):
         raise PlainDataError("malformed value description")
     t = spec["t"]
     if t in ("tensor", "ndarray"):
-        key = spec.get("k")
-        if key not in arrays:
-            raise PlainDataError("value names an array that was not sent")
-        arr = arrays[key]
-        if t == "tensor" and spec.get("dtype") not in _TORCH_DTYPES:
-            raise PlainDataError("unknown tensor dtype")
-        if t == "tensor" and not (isinstance(spec.get("device"), str) and _DEVICE.match(spec["device"])):
-            raise PlainDataError("tensor without a device torch knows")
-        if list(arr.shape) != spec.get("shape"):
-            raise PlainDataError("array shape does not match its description")
+        _check_array_spec(spec, arrays, t)
     elif t in ("float", "int", "bool"):
         want = {"float": float, "int": int, "bool": bool}[t]
         if type(spec.get("v")) is not want:
@@ -309,7 +318,7 @@ def decode(blob: bytes) -> Value:
             arrays[key] = np.frombuffer(body, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
     except PlainDataError:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - whatever a forged blob provokes is one PlainDataError
         raise PlainDataError(f"unreadable data ({type(exc).__name__})") from None
     _check_spec(spec, arrays)
     return Value(_clean_spec(spec), arrays)

@@ -39,7 +39,9 @@ from typing import Any
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.overrides import _get_current_function_mode_stack as function_modes
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as dispatch_modes
 
 from autograder import plain
 from autograder.forbidden import GUARD_OFF
@@ -376,7 +378,7 @@ def _hold(module: torch.nn.Module, dotted: str, tensor: Any, parameter: bool) ->
     """Register ``tensor`` under ``dotted`` ("out_proj.weight"), making the submodules on the way."""
     *path, leaf = dotted.split(".")
     for part in path:
-        inner = module._modules.get(part)
+        inner = module._modules.get(part)  # noqa: SLF001 - torch's submodule table, without its __getattr__
         if inner is None:
             inner = torch.nn.Module()
             module.add_module(part, inner)
@@ -399,7 +401,7 @@ def _short(exc: BaseException) -> str:
     return text[:500]
 
 
-def _bind_execute() -> Callable[..., Reply]:
+def _bind_execute() -> Callable[..., Reply]:  # noqa: C901 - one closure binds the hot path: its parts nest in it
     """:func:`execute`, with everything it calls bound now rather than looked up at each call.
 
     The guard classes exist only in this closure; the tables are resolved to object ids once.
@@ -411,11 +413,8 @@ def _bind_execute() -> Callable[..., Reply]:
     reply, move, short = Reply, to_device, _short
     watch_limit = OPERATOR_WATCHED_CALLS
     # What says whether the guards are still in force, bound before any student code runs.
-    from torch.overrides import _get_current_function_mode_stack as function_modes
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as dispatch_modes
-
-    function_enabled = torch._C._is_torch_function_enabled
-    excluded, python_key = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.Python
+    function_enabled = torch._C._is_torch_function_enabled  # noqa: SLF001 - torch's C API: the guards' state
+    excluded, python_key = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.Python  # noqa: SLF001
     # id(function) -> [function, calls so far]: holding the function keeps its id its own.
     calls: dict[int, list] = {}
 

@@ -346,6 +346,24 @@ def faults_schedule(seed: int, postgres: bool, n: int) -> list[tuple[int, str]]:
         out.append((at, kinds[len(out) % len(kinds)]))
 
 
+def _inject(service: Service, rng: random.Random, faults: list[tuple[int, str]], restart_db: Any,
+            latencies: list[float], finished: threading.Event, log: list[str]) -> None:
+    """The faults' thread: each fault once ``at`` verdicts came back (until the run is finished), said in ``log``."""
+    began = time.monotonic()
+    for at, kind in faults:
+        while len(latencies) < at:
+            if finished.wait(0.05):
+                return
+        if kind == "worker":
+            said = service.kill_worker(rng)
+        elif kind == "web":
+            said = service.kill_web()
+        else:
+            restart_db()
+            said = "database restarted"
+        log.append(f"{at} verdicts, {time.monotonic() - began:.1f} s: {said}")
+
+
 def run_once(database: str, label: str, scenario: str, subs: list[tuple[str, str, bytes]], args: argparse.Namespace,
              work: Path, env: dict[str, str], restart_db: Any = None) -> dict[str, Any]:
     from sqlalchemy import select
@@ -388,24 +406,11 @@ def run_once(database: str, label: str, scenario: str, subs: list[tuple[str, str
                         acked.append(sub)
                     latencies.append(seconds)
 
-        def inject() -> None:
-            began = time.monotonic()
-            for at, kind in faults_schedule(args.seed, restart_db is not None, len(subs)):
-                while len(latencies) < at:
-                    if finished.wait(0.05):
-                        return
-                if kind == "worker":
-                    said = service.kill_worker(rng)
-                elif kind == "web":
-                    said = service.kill_web()
-                else:
-                    restart_db()
-                    said = "database restarted"
-                log.append(f"{at} verdicts, {time.monotonic() - began:.1f} s: {said}")
-
         start = time.monotonic()
         threads = [threading.Thread(target=client) for _ in range(args.clients)]
-        injector = threading.Thread(target=inject, daemon=True) if "faults" in scenario else None
+        faults = faults_schedule(args.seed, restart_db is not None, len(subs))
+        injector = threading.Thread(target=_inject, args=(service, rng, faults, restart_db, latencies, finished, log),
+                                    daemon=True) if "faults" in scenario else None
         for t in threads:
             t.start()
         if injector:

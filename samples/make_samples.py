@@ -30,8 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from autograder.authoring.build import release_notebook  # noqa: E402
 from autograder.authoring.notebooks import BEGIN, END, Source, strip_markers  # noqa: E402
-from autograder.config import grade_id  # noqa: E402
-from autograder.config import Assignment, Course, load_course  # noqa: E402
+from autograder.config import Assignment, Course, grade_id, load_course  # noqa: E402
 
 
 # -- the notebooks samples are made from ------------------------------------------------
@@ -95,8 +94,6 @@ def student_notebook(assignment: Assignment, root: Path = ROOT) -> NotebookNode:
     if path.exists():
         return nbformat.read(path, as_version=4)
     src = source_notebook(assignment, root)
-    from autograder.config import load_course
-
     language = load_course(root / "course.yml").language
     data = release_notebook(Source(f"source/{assignment.id}/{assignment.notebook}", src, "", ()), language)
     return nbformat.reads(data.decode("utf-8"), as_version=4)

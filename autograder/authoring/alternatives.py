@@ -17,14 +17,21 @@ stand-in that refuses what a correct answer passes, 4.4's None biases to 4.3, wo
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autograder.config import Course
+from autograder import catalog as C
+from autograder.authoring.session import GradingSession
 from autograder.catalog.declarations import Alternative, Mistake
+from autograder.config import Course
+from autograder.grading.references import reference as solution_for
+from autograder.grading.submission import hidden_seed_parts
+from autograder.grading.submissions import Submission
 from autograder.pyast import parse as parse_python
 
 
@@ -128,10 +135,7 @@ def grade_alternatives(course: Course, alternatives: list[Alternative], *, seeds
                        workdir: Path, progress: Callable[[AlternativeVerdict], None] | None = None
                        ) -> list[AlternativeVerdict]:
     """Grade each alternative's notebook in the sandbox under ``seeds`` students' names."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from autograder.authoring.session import GradingSession
-    from autograder.grading.earlier import dependencies
+    from autograder.grading.earlier import dependencies  # noqa: PLC0415 - loads torch
 
     with GradingSession(course, workdir) as session:
         session.require_full_marks(sorted({course.exercise(a.exercise)[0].id for a in alternatives}))
@@ -210,10 +214,6 @@ def grade_mistakes(course: Course, mistakes: list[Mistake], *, seeds: int = 3, j
     """Grade each known mistake's notebook (the solved notebook, the mistake in its exercise's cell) in the
     sandbox under ``seeds`` students' names: the README's promise that a wrong answer loses its own points and
     nothing else."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from autograder.authoring.session import GradingSession
-
     with GradingSession(course, workdir) as session:
         session.require_full_marks(sorted({course.exercise(m.exercise)[0].id for m in mistakes}))
 
@@ -260,13 +260,7 @@ def explain(course: Course, alt: Alternative, source: str, student: str, data: b
     """The instructor's account of what an alternative lost: its assignment's exercises run again in this
     process on the very inputs the sandbox graded it with (the same seed parts), so the messages hold the
     values a hidden check's result never shows."""
-    import hashlib
-
-    from autograder import catalog as C
-    from autograder.authoring.mutants import mutant_namespace
-    from autograder.grading.submission import hidden_seed_parts
-    from autograder.grading.submissions import Submission
-    from autograder.grading.references import reference as solution_for
+    from autograder.authoring.mutants import mutant_namespace  # noqa: PLC0415 - loads libcst
 
     assignment, ex = course.exercise(alt.exercise)
     namespace = mutant_namespace(assignment.module, ex.function, source, course.root)

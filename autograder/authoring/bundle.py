@@ -22,9 +22,15 @@ import yaml
 from nbformat.notebooknode import NotebookNode
 
 from autograder.authoring.notebooks import BEGIN, END, Source
+from autograder.catalog import NEAR_ANSWERS, load_catalog
 from autograder.config import PACKAGE, PUBLIC_FILE, Course, parse_course
 from autograder.errors import BuildError, ConfigError
-from autograder.zips import deterministic_zip
+from autograder.zips import deterministic_zip, source_time
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 
 if TYPE_CHECKING:   # build derives what the bundle is made of
     from autograder.authoring.build import Derived
@@ -117,10 +123,6 @@ def student_course(root: Path) -> bytes:
 
 
 def _bundle_pyproject(root: Path) -> bytes:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
     def name_of(spec: str) -> str:
@@ -256,7 +258,6 @@ def bundle_files(course: Course, derived: Derived) -> dict[str, bytes]:
     for path, data in derived.files.items():
         if path.startswith("release/"):
             files[path.removeprefix("release/")] = data
-    from autograder.catalog import load_catalog
 
     load_catalog(course, hidden=True, mistakes=False)     # the near-answers, declared in hidden.py
     _refuse_secrets(derived.sources, files)
@@ -266,8 +267,6 @@ def bundle_files(course: Course, derived: Derived) -> dict[str, bytes]:
 def near_answers(path: str, data: bytes) -> list[tuple[str, str]]:
     """(exercise, the line) for every line of this file that matches a near-answer the course declares
     (:data:`autograder.catalog.NEAR_ANSWERS`, from the assignments' hidden.py)."""
-    from autograder.catalog import NEAR_ANSWERS
-
     found = []
     text = data.decode("utf-8", errors="replace")
     lines = text.splitlines()
@@ -339,8 +338,6 @@ def solution_lines(nb: NotebookNode) -> set[str]:
 
 def zip_bytes(files: dict[str, bytes], folder: str = BUNDLE_FOLDER, root: Path | None = None) -> bytes:
     """The student bundle as a deterministic zip, every file under ``folder/``, dated as the sources in ``root``."""
-    from autograder.zips import source_time
-
     when = (source_time(root) if root is not None else None) or BUNDLE_TIME
     return deterministic_zip(files, prefix=f"{folder}/", date_time=when)
 

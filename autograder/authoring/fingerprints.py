@@ -14,12 +14,34 @@ from typing import Any
 import numpy as np
 import torch
 
+from autograder import catalog as C
 from autograder import plain
-from autograder.catalog import (PUBLIC_SEED, copied, Audience, Mistake, checks_for, load_catalog,
-                                run_exercise, values_match)
+from autograder.atomic import atomic_write_text
+from autograder.catalog import (
+    PUBLIC_SEED,
+    Audience,
+    Mistake,
+    checks_for,
+    copied,
+    load_catalog,
+    run_exercise,
+    values_match,
+)
 from autograder.catalog.comparison import same_kinds
-from autograder.catalog.fingerprints import (F32_ATOL, F32_RTOL, FORMAT, FingerprintDiagnoser, array_nodes,
-                                             canonical_json, copying_runner, dumps, request_key)
+from autograder.catalog.fingerprints import (
+    F32_ATOL,
+    F32_RTOL,
+    FORMAT,
+    FingerprintDiagnoser,
+    array_nodes,
+    canonical_json,
+    copying_runner,
+    dumps,
+    request_key,
+)
+from autograder.config import load_course
+from autograder.errors import BuildError
+from autograder.grading.references import MissingReference, reference
 from autograder.probes import Reply, Request, execute
 
 
@@ -98,9 +120,6 @@ def _recording_runner(namespace: dict[str, Any], seen: dict[str, dict[str, Reque
     return run
 
 def _reference(course: Any, exercise_id: str) -> Any:
-    from autograder.errors import BuildError
-    from autograder.grading.references import MissingReference, reference
-
     try:
         return reference(course, exercise_id)
     except MissingReference as exc:
@@ -112,9 +131,6 @@ def build_fingerprints(course: Any = None, exercises: Iterable[str] | None = Non
     Deterministic: the public seed is fixed, torch runs on one thread while
     building, and every dict is written with sorted keys.
     """
-    from autograder import catalog as C
-    from autograder.config import load_course
-
     course = course or load_course()
     load_catalog(course, hidden=False, mistakes=True)
     wanted = set(exercises) if exercises is not None else None
@@ -178,9 +194,6 @@ def verify_fingerprints(data: dict[str, Any], course: Any = None,
                         exercises: Iterable[str] | None = None) -> list[str]:
     """Problems, if any: a public check where the stored fingerprints name a mistake other than
     the live diagnoser does (running every known mistake through the public checks). Instructor side."""
-    from autograder import catalog as C
-    from autograder.config import load_course
-
     course = course or load_course()
     load_catalog(course, hidden=False, mistakes=True)
     live = C.LiveDiagnoser(course.tolerances)
@@ -210,8 +223,6 @@ def _same_value(a: plain.Value, b: plain.Value, tolerances: Any) -> bool:
 
 def write_fingerprints(data: dict[str, Any], path: str | Path) -> Path:
     """Write atomically (a reader never sees half a file)."""
-    from autograder.atomic import atomic_write_text
-
     file = Path(path)
     atomic_write_text(file, dumps(data))
     return file

@@ -35,15 +35,23 @@ exercise, stable for as long as the reference and the mutation are.
 from __future__ import annotations
 
 import html
+import tempfile
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from autograder.config import Course, load_course
+from autograder import catalog as C
 from autograder.authoring.operators import Mutant, mutants_of, reference_source, replace_definition, sample
+from autograder.authoring.session import GradingSession
+from autograder.config import Course, load_course
+from autograder.errors import AutograderError, ConfigError
+from autograder.grading.references import reference as solution_for
 
 
 #: The course's declared equivalents, beside its course.yml.
@@ -73,10 +81,6 @@ class MutantsFile(BaseModel):
 
 def load_equivalents(course: Course, path: Path | None = None) -> dict[tuple[str, str], str]:
     """(exercise, id) -> reason, from mutants.yml; a bad file is a ConfigError naming the entry and field."""
-    import yaml
-
-    from autograder.errors import ConfigError
-
     path = path if path is not None else course.root / MUTANTS_NAME
     if not path.exists():
         return {}
@@ -105,7 +109,7 @@ def mutant_namespace(module: str, function: str, source: str, root: Path) -> dic
     other references (so 2.4's mutant calls the reference softmax, and 2.2's mutant is called by nothing)."""
     text, _ = reference_source(module, function, root)
     namespace: dict[str, Any] = {"__name__": f"mutant_of_{module}"}
-    exec(compile(replace_definition(text, function, source), f"<mutant of {module}>", "exec"), namespace)  # noqa: S102
+    exec(compile(replace_definition(text, function, source), f"<mutant of {module}>", "exec"), namespace)
     return namespace
 
 
@@ -114,9 +118,7 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
     exercise, on several seeds of random inputs: [] when they never do."""
     import torch
 
-    from autograder import catalog as C
-    from autograder.probes import execute
-    from autograder.grading.references import reference as solution_for
+    from autograder.probes import execute  # noqa: PLC0415 - loads torch
 
     C.load_catalog(course, hidden=True, mistakes=True)
     assignment, ex = course.exercise(mutant.exercise)
@@ -150,7 +152,7 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
 def _same(a: Any, b: Any, course: Course) -> bool:
     """Equal values: the same structure and dtypes, numbers equal within the course's tolerance of their dtype
     (a float32 result may round differently from the reference's float32 result, never by more)."""
-    from autograder.catalog import values_match
+    from autograder.catalog import values_match  # noqa: PLC0415 - loads torch
 
     if a.spec.get("dtype") != b.spec.get("dtype"):
         return False
@@ -177,10 +179,6 @@ def grade_mutants(course: Course, mutants: list[Mutant], *, jobs: int = 2, workd
                   progress: Callable[[Verdict], None] | None = None) -> list[Verdict]:
     """Grade each mutant as ``autograder grade`` grades a notebook: a sandbox worker per submission, every
     exercise of its assignment, public and hidden checks, the grader's own seeds. Killed = lost points."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from autograder.authoring.session import GradingSession
-
     with GradingSession(course, workdir) as session:
         session.require_full_marks(sorted({course.exercise(m.exercise)[0].id for m in mutants}))
 
@@ -200,8 +198,6 @@ def grade_mutants(course: Course, mutants: list[Mutant], *, jobs: int = 2, workd
 
 
 def _verdict(mutant: Mutant, result: dict[str, Any] | None) -> Verdict:
-    from autograder.errors import AutograderError
-
     if not result or not result.get("exercises"):
         raise AutograderError(f"mutant {mutant.exercise} {mutant.id} could not be graded: "
                               f"{(result or {}).get('status')}")
@@ -251,8 +247,6 @@ def run_mutants(course: Course | None = None, *, exercises: list[str] | None = N
                 progress: Callable[[Verdict], None] | None = None) -> MutationRun:
     """Make, grade and judge the mutants of ``exercises`` (default all); ``per_exercise`` > 0 draws a seeded
     subset of that many per exercise (every declared equivalent must still exist; those drawn are confirmed)."""
-    import tempfile
-
     course = course or load_course()
     equivalents_file = equivalents_file if equivalents_file is not None else course.root / MUTANTS_NAME
     start = time.perf_counter()

@@ -17,6 +17,7 @@ from typing import Any
 
 import nbformat
 import yaml
+from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import (
     CheckCellMetadata,
@@ -28,7 +29,6 @@ from nbgrader.preprocessors import (
     LockCells,
     SaveCells,
 )
-from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Dict
 
 from autograder.config import Course, Exercise, exercise_of, grade_id
@@ -143,7 +143,29 @@ def _where(cell: NotebookNode, index: int) -> str:
 def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]]) -> Source:
     """Read and validate source/<a>/<a>.ipynb; ``exercises`` is [(exercise ID, function)]."""
     rel = f"source/{assignment_id}/{assignment_id}.ipynb"
-    path = root / rel
+    nb = _read_notebook(root / rel, rel)
+    seen = _grade_ids(rel, nb)
+    solutions = _solution_cells(rel, nb, {grade_id(ex): (ex, fn) for ex, fn in exercises})
+    for ex, _function in exercises:
+        if grade_id(ex) not in seen:
+            raise BuildError(f"{rel}: no solution cell {grade_id(ex)!r} for exercise {ex}")
+        check_id = f"{grade_id(ex)}_check"
+        if check_id not in seen:
+            raise BuildError(f"{rel}: no check cell {check_id!r} for exercise {ex}",
+                             hint=f'a locked code cell holding check("{ex}")')
+        check_cell = nb.cells[seen[check_id]]
+        if check_cell.cell_type != "code" or not _calls_check(check_cell.source, ex):
+            raise BuildError(f"{rel}: cell {check_id!r} must be a code cell calling check(\"{ex}\")")
+    if "imports" not in seen or nb.cells[seen["imports"]].cell_type != "code":
+        raise BuildError(f"{rel}: no code cell 'imports'",
+                         hint="the imports cell heads solutions/<module>.py")
+    imports = nb.cells[seen["imports"]].source
+    _parse(rel, "cell 'imports'", imports)
+    return Source(rel, nb, imports, tuple(solutions))
+
+
+def _read_notebook(path: Path, rel: str) -> NotebookNode:
+    """The source notebook at ``path``, a valid nbformat 4 notebook whose cells have ids and text sources."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -170,7 +192,11 @@ def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]]
     for cell in nb.cells:
         if isinstance(cell.source, list):  # nbformat allows a list of lines; nbgrader expects text
             cell.source = "".join(cell.source)
+    return nb
 
+
+def _grade_ids(rel: str, nb: NotebookNode) -> dict[str, int]:
+    """grade_id -> index of its cell; each grade_id once, of letters, digits, _ and - only."""
     seen: dict[str, int] = {}
     for index, cell in enumerate(nb.cells):
         gid = cell_grade_id(cell)
@@ -181,8 +207,13 @@ def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]]
         seen[gid] = index
         if not re.match(r"^[a-zA-Z0-9_-]+$", gid):
             raise BuildError(f"{rel}: cell {index + 1}: grade_id {gid!r} may only hold letters, digits, _ and -")
+    return seen
 
-    wanted = {grade_id(ex): (ex, fn) for ex, fn in exercises}
+
+def _solution_cells(rel: str, nb: NotebookNode, wanted: dict[str, tuple[str, str]]) -> list[tuple[str, str]]:
+    """(grade_id, code without markers) of each solution cell, in notebook order; ``wanted``: grade_id ->
+    (exercise ID, function). A solution cell of no exercise, or one that does not define its function, is
+    an error, as is a solution region outside a solution cell."""
     solutions: list[tuple[str, str]] = []
     for index, cell in enumerate(nb.cells):
         where = _where(cell, index)
@@ -206,23 +237,7 @@ def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]]
                    for node in tree.body):
             raise BuildError(f"{rel}: {where} does not define {function} (course.yml: exercise {wanted[gid][0]})")
         solutions.append((gid, code))
-
-    for ex, _function in exercises:
-        if grade_id(ex) not in seen:
-            raise BuildError(f"{rel}: no solution cell {grade_id(ex)!r} for exercise {ex}")
-        check_id = f"{grade_id(ex)}_check"
-        if check_id not in seen:
-            raise BuildError(f"{rel}: no check cell {check_id!r} for exercise {ex}",
-                             hint=f'a locked code cell holding check("{ex}")')
-        check_cell = nb.cells[seen[check_id]]
-        if check_cell.cell_type != "code" or not _calls_check(check_cell.source, ex):
-            raise BuildError(f"{rel}: cell {check_id!r} must be a code cell calling check(\"{ex}\")")
-    if "imports" not in seen or nb.cells[seen["imports"]].cell_type != "code":
-        raise BuildError(f"{rel}: no code cell 'imports'",
-                         hint="the imports cell heads solutions/<module>.py")
-    imports = nb.cells[seen["imports"]].source
-    _parse(rel, "cell 'imports'", imports)
-    return Source(rel, nb, imports, tuple(solutions))
+    return solutions
 
 
 def _check_markers(rel: str, where: str, markers: list[str]) -> None:
@@ -299,8 +314,6 @@ def test_cell_source(exercise: Exercise, language: Any) -> str:
 
 def test_cell(exercise: Exercise, language: Any = "zh") -> Any:
     """The autograded test cell of one exercise, as it belongs in the source notebook (and the release)."""
-    import nbformat
-
     cell = nbformat.v4.new_code_cell(test_cell_source(exercise, language))
     cell.id = tests_cell_id(exercise.id)
     cell.metadata = nbformat.from_dict({"nbgrader": {
@@ -315,8 +328,6 @@ def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
     Returns one line per notebook that differs (``write=False``: would change).
     Every other cell is left byte for byte as it was.
     """
-    import nbformat
-
     changed: list[str] = []
     for a in course.assignments:
         rel = f"source/{a.id}/{a.notebook}"

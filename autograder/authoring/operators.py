@@ -508,10 +508,10 @@ def fn_drop_statement(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
         class Drop(cst.CSTTransformer):
             dropped = target     # bound now: the transformer runs within this iteration
 
-            def leave_SimpleStatementLine(self, original, updated):  # noqa: N802, ANN001, ANN202
+            def leave_SimpleStatementLine(self, original, updated):
                 return cst.RemoveFromParent() if original is self.dropped else updated
 
-            def leave_IndentedBlock(self, original, updated):  # noqa: N802, ANN001, ANN202
+            def leave_IndentedBlock(self, original, updated):
                 if not updated.body or all(isinstance(s, cst.SimpleStatementLine) and _is_docstring(s)
                                            for s in updated.body):
                     return updated.with_changes(body=[*updated.body, cst.SimpleStatementLine([cst.Pass()])])

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autograder import catalog as C
 from autograder.config import Course, grade_id
 from autograder.notebook import cell_grade_id
 
@@ -89,8 +90,6 @@ def statement_texts(course: Course) -> dict[str, str]:
 def requirement_gaps(course: Course, exercises: list[str] | None = None) -> list[str]:
     """One line per hidden check whose requirement is missing or not found, and per public check or
     alternative whose ``statement=`` is not found."""
-    from autograder import catalog as C
-
     texts = statement_texts(course)
     gaps: list[str] = []
     for ex in course.exercises:
@@ -223,8 +222,6 @@ def _covers(words: str, sentence: str) -> bool:
 def requirement_coverage(course: Course, exercises: list[str] | None = None) -> tuple[list[Requirement], list[str]]:
     """Every requirement sentence with what enforces it, and one line per problem: a sentence nothing enforces,
     a :func:`~autograder.catalog.not_graded` declaration whose words are in no sentence (or in several)."""
-    from autograder import catalog as C
-
     found: list[Requirement] = []
     problems: list[str] = []
     for ex_id, sentences in statement_requirements(course).items():

@@ -12,8 +12,12 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from autograder.config import Course
+from autograder import catalog as C
+from autograder import grading as G
+from autograder.config import Course, grade_id
 from autograder.errors import AutograderError
+from autograder.grading.submissions import Submission
+from autograder.pyast import parse as parse_python
 
 
 class Notebooks:
@@ -23,8 +27,7 @@ class Notebooks:
     def __init__(self, course: Course):
         import nbformat
 
-        from autograder.authoring.notebooks import strip_markers
-        from autograder.config import grade_id
+        from autograder.authoring.notebooks import strip_markers  # noqa: PLC0415 - loads nbformat and nbgrader
 
         self.course, self.nbformat, self.grade_id = course, nbformat, grade_id
         self.solved: dict[str, Any] = {}
@@ -51,8 +54,7 @@ class Notebooks:
         Each function or class named in ``unanswered`` is left as a student who has not answered it leaves it:
         every top-level definition of it in the notebook (its own exercise's, a pasted copy) raises
         NotImplementedError, so it loses its points and the grader's stand-in answers for it."""
-        from autograder.authoring.operators import replace_definition
-        from autograder.pyast import parse as parse_python
+        from autograder.authoring.operators import replace_definition  # noqa: PLC0415 - loads libcst
 
         nb = copy.deepcopy(self.solved[assignment])
         for name in unanswered:             # (first: what replaces a definition below keeps its own helpers)
@@ -101,9 +103,7 @@ class GradingSession:
     def __enter__(self) -> GradingSession:
         import torch
 
-        from autograder import catalog as C
-        from autograder import grading as G
-        from autograder.sandbox import Sandbox
+        from autograder.sandbox import Sandbox  # noqa: PLC0415 - loads torch
 
         torch.set_num_threads(1)
         self.notebooks = Notebooks(self.course)
@@ -119,9 +119,6 @@ class GradingSession:
             self._sandbox = None
 
     def grade(self, assignment: str, student: str, data: bytes) -> dict[str, Any]:
-        from autograder import grading as G
-        from autograder.grading.submissions import Submission
-
         path = self.workdir / student / f"{assignment}.ipynb"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)

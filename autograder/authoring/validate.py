@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import argparse
 import collections
+import html
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autograder import catalog as C
+from autograder.authoring.alternatives import grade_alternatives, grade_mistakes
+from autograder.authoring.requirements import requirement_coverage, requirement_gaps
 from autograder.config import Course, load_course
+from autograder.grading.references import reference
 
 
 @dataclass
@@ -58,8 +63,6 @@ class Validation:
 
 
 def solution_for(course: Course, exercise_id: str):
-    from autograder.grading.references import reference
-
     return reference(course, exercise_id)
 
 
@@ -103,15 +106,10 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
             named = sorted({r.mistake for r in result.checks if r.mistake})
             verdicts.append(MistakeVerdict(ex.id, m.name, result.points < ex.points - 1e-9,
                                            named == [m.name], named, result.points, ex.points))
-    from autograder.authoring.requirements import requirement_coverage, requirement_gaps
 
     graded: list[Any] = []
     only_loses: list[Any] = []
     if alternatives:
-        import tempfile
-
-        from autograder.authoring.alternatives import grade_alternatives, grade_mistakes
-
         chosen = [ex for ex in course.exercises if not exercises or ex.id in exercises]
         todo = [a for ex in chosen for a in C.ALTERNATIVES.get(ex.id, [])]
         if todo:
@@ -130,25 +128,43 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
 
 def print_report(v: Validation, console: Any = None) -> None:
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     console = console or Console()
     if v.alternatives:
-        table = Table(title="Correct alternatives: full marks, graded in the sandbox as submissions")
-        for col in ("exercise", "alternative", "method", "fair", "score", "seeds"):
-            table.add_column(col)
-        for a in v.alternatives:
-            table.add_row(a.exercise, a.name, escape(a.description.en), "yes" if a.fair else "[red]NO[/]",
-                          f"{a.points:.2f}/{a.max_points:g}", str(a.seeds))
-        console.print(table)
-        console.print(f"{len(v.alternatives)} correct alternatives; full marks on every seed: "
-                      f"{sum(a.fair for a in v.alternatives)}")
-        for a in v.alternatives:
-            if a.error:
-                console.print(f"[red]alternative {a.exercise}/{a.name} not graded[/] {escape(a.error)}")
-            for lost in a.lost[:6]:
-                console.print(f"[red]alternative {a.exercise}/{a.name} loses points[/] {escape(lost)}")
+        _print_alternatives(v, console)
+    _print_mistakes(v, console)
+    for line in v.reference_failures:
+        console.print(f"[red]reference solution fails[/] {line}")
+    for line in v.missing:
+        console.print(f"[red]gap[/] {line}")
+    _print_requirements(v, console)
+    console.print("[green]catalog fair and sound[/]" if v.ok else "[red]catalog has gaps[/]")
+
+
+def _print_alternatives(v: Validation, console: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Correct alternatives: full marks, graded in the sandbox as submissions")
+    for col in ("exercise", "alternative", "method", "fair", "score", "seeds"):
+        table.add_column(col)
+    for a in v.alternatives:
+        table.add_row(a.exercise, a.name, escape(a.description.en), "yes" if a.fair else "[red]NO[/]",
+                      f"{a.points:.2f}/{a.max_points:g}", str(a.seeds))
+    console.print(table)
+    console.print(f"{len(v.alternatives)} correct alternatives; full marks on every seed: "
+                  f"{sum(a.fair for a in v.alternatives)}")
+    for a in v.alternatives:
+        if a.error:
+            console.print(f"[red]alternative {a.exercise}/{a.name} not graded[/] {escape(a.error)}")
+        for lost in a.lost[:6]:
+            console.print(f"[red]alternative {a.exercise}/{a.name} loses points[/] {escape(lost)}")
+
+
+def _print_mistakes(v: Validation, console: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title="Known mistakes: caught and diagnosed")
     for col in ("exercise", "mistake", "caught", "diagnosed", "score"):
         table.add_column(col)
@@ -167,10 +183,12 @@ def print_report(v: Validation, console: Any = None) -> None:
                       "their own exercise only")
         for m in bad:
             console.print(f"[red]mistake {m.exercise}/{m.name} graded as a notebook[/] {escape(m.said)}")
-    for line in v.reference_failures:
-        console.print(f"[red]reference solution fails[/] {line}")
-    for line in v.missing:
-        console.print(f"[red]gap[/] {line}")
+
+
+def _print_requirements(v: Validation, console: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     if v.coverage:
         table = Table(title="Requirements: every sentence of every statement, and what enforces it")
         for col in ("exercise", "sentences", "by checks", "by alternatives", "declared not graded", "unenforced"):
@@ -184,7 +202,6 @@ def print_report(v: Validation, console: Any = None) -> None:
         console.print(f"[red]unstated requirement[/] {escape(line)}")
     for line in v.unenforced:
         console.print(f"[red]unenforced requirement[/] {escape(line)}")
-    console.print("[green]catalog fair and sound[/]" if v.ok else "[red]catalog has gaps[/]")
 
 
 def _by_exercise(coverage: list[Any]) -> dict[str, list[Any]]:
@@ -266,8 +283,6 @@ def run(args: argparse.Namespace) -> int:
 
 def html_report(v: Validation, course: Course) -> str:
     """One self-contained page: the alternatives (fair?), the known mistakes (caught, named?), the gaps."""
-    import html
-
     e = html.escape
 
     def yes(flag: bool) -> str:
@@ -319,10 +334,11 @@ with the checks that enforce it.</p>
 
 def run_mutants_command(args: argparse.Namespace) -> int:
     """``validate --mutants``: the table and survivors on the terminal, the HTML page at ``--html``."""
+    from autograder.authoring import mutants as M  # noqa: PLC0415 - loads libcst
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from autograder.authoring import mutants as M
 
     course = load_course()
     console = Console()

@@ -15,13 +15,13 @@ import numpy as np
 import torch
 
 from autograder import plain
+from autograder.catalog.comparison import OUTPUT, RETURN_VALUE, as_float64, compare, label, mismatch
+from autograder.catalog.declarations import Audience, Mistake
+from autograder.catalog.outcomes import CheckFailed, Status, brief, number_free
 from autograder.forbidden import GUARD_OFF
 from autograder.messages import Msg, say
 from autograder.probes import Reply, Request
 from autograder.stopwatch import OFF, Stopwatch
-from autograder.catalog.comparison import OUTPUT, RETURN_VALUE, as_float64, compare, label, mismatch
-from autograder.catalog.declarations import Audience, Mistake
-from autograder.catalog.outcomes import CheckFailed, Status, brief, number_free
 
 
 # -- running student code ------------------------------------------------------
@@ -155,7 +155,7 @@ def input_scale(request: Request | None) -> float:
         return cached
     best = magnitude((request.args, request.kwargs))
     try:
-        request._scale = best          # type: ignore[attr-defined]
+        request._scale = best  # type: ignore[attr-defined]  # noqa: SLF001 - this module's cache on the request
     except AttributeError:
         pass
     return best
@@ -167,18 +167,18 @@ class Pending:
     def __init__(self, ctx: Context, request: Request, finish: Callable[[], Reply], sent: bool):
         self._ctx, self._request, self._finish, self.sent = ctx, request, finish, sent
         self._reply: Reply | None = None
-        ctx._pending.append(self)
+        ctx._pending.append(self)  # noqa: SLF001 - Pending is Context's part: kept out of the checks' API
 
     def reply(self) -> Reply:
         """The runner's reply, waited for once (timed as the call, its seconds the student's)."""
         if self._reply is None:
-            self._ctx._pending.remove(self)
-            self._reply = self._ctx._finish(self._finish)
+            self._ctx._pending.remove(self)  # noqa: SLF001 - as above
+            self._reply = self._ctx._finish(self._finish)  # noqa: SLF001 - as above
         return self._reply
 
     def value(self) -> plain.Value:
         """The student's return value as plain data; raises CheckFailed as :meth:`Context.call` does."""
-        return self._ctx._accept(self._request, self.reply())
+        return self._ctx._accept(self._request, self.reply())  # noqa: SLF001 - as above
 
 
 @dataclass
@@ -254,7 +254,7 @@ class Context:
         is dropped by the runner where it can (a sandbox: see WorkerHandle._drop), else waited for, so the
         runner is free for the next check; one deferred is dropped, never made."""
         for pending in list(self._pending):
-            drop = getattr(pending._finish, "drop", None) if pending.sent else None
+            drop = getattr(pending._finish, "drop", None) if pending.sent else None  # noqa: SLF001 - Context's own Pending
             if pending.sent and drop is None:
                 pending.reply()
             else:

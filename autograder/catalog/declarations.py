@@ -9,6 +9,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autograder.forbidden import NAMES, unknown
 from autograder.messages import Msg
 
 if TYPE_CHECKING:   # a check runs in a Context; context.py builds on these declarations
@@ -197,8 +198,6 @@ def alternative(exercise: str, name: str, zh: str, en: str, *,
 def exercise(exercise_id: str, forbidden: Iterable[str] = ()) -> None:
     """Declare per-exercise facts (the forbidden calls, as exercises.md names them: each must be an entry of
     :mod:`autograder.forbidden`, which both guards and the static scan read)."""
-    from autograder.forbidden import NAMES, unknown
-
     names = tuple(forbidden)
     wrong = unknown(names)
     if wrong:

@@ -192,7 +192,7 @@ def fingerprints_file(course: Any = None) -> Path:
     if override:
         return Path(override)
     if course is None:
-        from autograder.config import load_course
+        from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
         course = load_course()
     beside = course.root / FINGERPRINTS_NAME

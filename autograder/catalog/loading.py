@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
+import types
 from typing import Any
 
-from autograder.config import ALTERNATIVES_FILE, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE
 from autograder.catalog.declarations import ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, NOT_GRADED, SPECS
+from autograder.config import ALTERNATIVES_FILE, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE, load_course
+from autograder.errors import ConfigError
 
 
 #: The package the course's own modules are imported under: ``autograder_course.<module>.checks``,
@@ -24,9 +27,6 @@ _LOADED: dict[str, Any] = {}
 
 def _course_package(course: Any) -> None:
     """Make ``autograder_course`` and one subpackage per assignment importable from the course's folders."""
-    import sys
-    import types
-
     root = types.ModuleType(COURSE_PACKAGE, "The course being graded (loaded by autograder.catalog).")
     root.__path__ = []
     root.__file__ = str(course.root / "course.yml")
@@ -41,8 +41,6 @@ def _course_package(course: Any) -> None:
 
 
 def _forget_course() -> None:
-    import sys
-
     # The references too (autograder.grading.references imports them as autograder_course.solutions.*).
     for name in [n for n in sys.modules if n == COURSE_PACKAGE or n.startswith(COURSE_PACKAGE + ".")]:
         del sys.modules[name]
@@ -63,9 +61,6 @@ def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool, alternativ
     ``course``: a :class:`~autograder.config.Course` (default: :func:`~autograder.config.load_course`).
     Loading another course's catalog first forgets the one loaded before.
     """
-    from autograder.config import load_course
-    from autograder.errors import ConfigError
-
     course = course if course is not None else load_course()
     root = str(course.root)
     if _LOADED.get("root") not in (None, root):
@@ -82,7 +77,8 @@ def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool, alternativ
                 continue      # a student's course: no hidden checks, no mistakes
             if not (folder / file).is_file():
                 raise ConfigError(f"{folder / file}: missing: assignment {a.id} declares its public checks there",
-                                  hint="every assignment folder has a checks.py (see docs/instructor/exercises.md: adding an exercise)")
+                                  hint="every assignment folder has a checks.py "
+                                       "(see docs/instructor/exercises.md: adding an exercise)")
             importlib.import_module(f"{COURSE_PACKAGE}.{a.module}.{file.removesuffix('.py')}")
     _LOADED["hidden"] = _LOADED["hidden"] or hidden
     _LOADED["mistakes"] = _LOADED["mistakes"] or mistakes
@@ -91,7 +87,5 @@ def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool, alternativ
 
 def hidden_available(course: Any = None) -> bool:
     """Whether the course has hidden checks here (the instructor's course; never a student's)."""
-    from autograder.config import load_course
-
     course = course if course is not None else load_course()
     return any((course.content_dir(a) / HIDDEN_FILE).is_file() for a in course.assignments)

@@ -4,6 +4,7 @@ spelled beyond :func:`brief`).
 """
 from __future__ import annotations
 
+import builtins
 import enum
 import functools
 import re
@@ -14,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from autograder import plain
-from autograder.messages import Msg, say
 from autograder.catalog.declarations import Check
+from autograder.messages import Msg, say
 
 
 # -- outcomes ------------------------------------------------------------------
@@ -172,15 +173,13 @@ def known_exceptions() -> frozenset[str]:
     Any other name was chosen by the student's code (a class defined in the notebook, or a name the
     worker reported): letters can spell anything, hidden input values included, so it is never shown.
     """
-    import builtins
-
     names = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
     modules: tuple[types.ModuleType, ...]
     try:
-        import numpy
-        import torch
+        import numpy  # noqa: PLC0415 - beside its ImportError fallback
+        import torch  # noqa: PLC0415 - beside its ImportError fallback
 
-        modules = (torch, torch.cuda, torch.linalg, torch._C, numpy, numpy.linalg, numpy.exceptions)
+        modules = (torch, torch.cuda, torch.linalg, torch._C, numpy, numpy.linalg, numpy.exceptions)  # noqa: SLF001 - torch's C API
     except ImportError:
         modules = ()
     for module in modules:

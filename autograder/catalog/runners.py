@@ -5,19 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from autograder import plain
-from autograder.probes import Reply, Request
 from autograder.catalog.comparison import same_kinds, values_match
 from autograder.catalog.context import Runner, copied
 from autograder.catalog.declarations import MISTAKES, Mistake
+from autograder.probes import Reply, Request, execute
 
 
 # -- diagnosis ------------------------------------------------------------------
 def in_process_runner(namespace: dict[str, Any]) -> Runner:
     """A runner for trusted code or the student's own kernel (no sandbox)."""
-    from autograder.probes import execute
-
     def run(request: Request) -> Reply:
         # Copies, as the sandbox would: a function that edits its arguments in place must not
         # change the check's own inputs.
@@ -36,8 +33,6 @@ class LiveDiagnoser:
         """The first known mistake whose output has the student's kinds and dtypes and values; else the first
         whose values alone match (a float for a 0-d tensor): so "computed in float64" and "returned an
         ndarray" can both be named though their values agree."""
-        from autograder.probes import execute
-
         loose = None
         for m in MISTAKES.get(exercise_id, []):
             cpu_request = Request(request.function, request.args, request.kwargs, probe=request.probe)

@@ -11,12 +11,13 @@ from typing import Any
 import torch
 
 from autograder import plain
-from autograder.messages import Msg
-from autograder.points import shares as share_points, total as total_points
-from autograder.stopwatch import OFF, Stopwatch
 from autograder.catalog.context import Context, Diagnoser, Runner, stable_seed
-from autograder.catalog.declarations import Audience, Check, ExerciseSpec, OUTPUT_KINDS, SPECS, checks_for
+from autograder.catalog.declarations import OUTPUT_KINDS, SPECS, Audience, Check, ExerciseSpec, checks_for
 from autograder.catalog.outcomes import CheckFailed, CheckResult, ExerciseResult, Status, hidden_message, with_case
+from autograder.messages import Msg
+from autograder.points import shares as share_points
+from autograder.points import total as total_points
+from autograder.stopwatch import OFF, Stopwatch
 
 
 def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience], tolerances: Any,
@@ -94,6 +95,13 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
     if ahead is not None:
         conclude(ahead)
     _withhold_without_output(checks, results)
+    points, overall = _score(results, stop_status)
+    return ExerciseResult(exercise_id, function, points, max_points, overall, results)
+
+
+def _score(results: list[CheckResult], stop_status: Status | None) -> tuple[float, Status]:
+    """An exercise's points and status from its checks' results (a forbidden call zeroes every check's
+    points); ``stop_status``: not attempted or missing, when a check stopped the exercise."""
     forbidden = sorted({f for r in results for f in r.forbidden})
     points = total_points(r.points for r in results)
     if forbidden:
@@ -108,7 +116,7 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
     else:
         overall = next((r.status for r in results if r.status in (Status.TIMEOUT, Status.CRASHED)),
                        Status.FAILED)
-    return ExerciseResult(exercise_id, function, points, max_points, overall, results)
+    return points, overall
 
 
 class _Begun:

@@ -7,7 +7,7 @@ if sys.argv[1:2] == ["gradescope-run"]:
 
     launch_early()
 
-from autograder.errors import finish  # noqa: E402
-from autograder.exports.command import main  # noqa: E402
+from autograder.errors import finish
+from autograder.exports.command import main
 
 finish(main())

@@ -8,15 +8,17 @@ import os
 import sys
 from pathlib import Path
 
+from autograder import grading as G
+from autograder.atomic import atomic_write_bytes
 from autograder.config import load_course
 from autograder.errors import AutograderError, report
 from autograder.exports.gradescope import run_gradescope, zip_bytes
+from autograder.exports.targets import targets
+from autograder.notebook import skip_unused_schema_formats
 
 
 # -- the command ------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from autograder.exports.targets import targets
-
     sub = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
     for name, target in targets().items():
         p = sub.add_parser(name, help=target.help, description=target.help)
@@ -35,14 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograder.notebook import skip_unused_schema_formats
-
     skip_unused_schema_formats()
     if args.target == "gradescope-run":
         return run_gradescope(args.root, args.assignment, device=args.device, language=args.language)
-    from autograder import grading as G
-    from autograder.atomic import atomic_write_bytes
-    from autograder.exports.targets import targets
 
     target = targets()[args.target]
     course = load_course()

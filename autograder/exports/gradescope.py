@@ -25,13 +25,29 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
+from autograder import __version__
+from autograder import catalog as C
+from autograder import grading as G
+from autograder import reports as R
+from autograder.atomic import atomic_write_text
+from autograder.catalog import ALTERNATIVES_FILE, COURSE_FILES
 from autograder.config import PACKAGE, Assignment, Course, load_course
 from autograder.errors import AutograderError
+from autograder.exports.targets import ExportTarget
+from autograder.grading.deadlines import Deadlines, submitted_json
+from autograder.grading.evidence import notebook_evidence
+from autograder.grading.submissions import Submission, find_notebooks
+from autograder.grading.times import read_gradescope_metadata
 from autograder.messages import say, text
 from autograder.points import hundredths, shares
 from autograder.reports.feedback import cell_message, cell_number, message_text
-from autograder.exports.targets import ExportTarget
+from autograder.sandbox.launch import take_early_launch
 from autograder.zips import deterministic_zip
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 
 
 #: Where each audience's checks show, and when (Gradescope's visibility values:
@@ -84,10 +100,6 @@ def requirements_txt(root: Path | None = None) -> str:
 
 
 def _pyproject_ranges(root: Path) -> dict[str, str]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
     path = root / "pyproject.toml"
     if not path.exists():
         return {}
@@ -107,8 +119,6 @@ def _template(name: str, assignment: Assignment, language: str) -> bytes:
 def gradescope_files(course: Course, assignment: Assignment, *, language: str | None = None) -> dict[str, bytes]:
     """Path inside the Gradescope zip -> bytes: scripts, requirements, the engine, the course's checks,
     course.yml and this assignment's solution (the course laid out as on the instructor's machine)."""
-    from autograder.catalog import ALTERNATIVES_FILE, COURSE_FILES
-
     CHECK_FILES = COURSE_FILES - {ALTERNATIVES_FILE}     # what grading loads (the alternatives are validate's)
 
     language = language or course.language.value
@@ -161,8 +171,6 @@ class PlannedCheck:
 
 def planned_checks(assignment: Assignment) -> list[PlannedCheck]:
     """Every check of the assignment, in grading order, with the points :func:`run_exercise` gives it."""
-    from autograder import catalog as C
-
     C.load_catalog(hidden=True, mistakes=False)
     out = []
     for ex in assignment.exercises:
@@ -252,7 +260,6 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
     else:
         lines += [f"{say_in(language, 'not_graded')}: {message_text(result.get('message'), language)}",
                   say_in(language, "what_now")]
-    from autograder import __version__
 
     return {
         "score": hundredths(result.get("points") or 0.0),
@@ -293,9 +300,6 @@ def find_submission(folder: Path, course: Course, assignment: Assignment, studen
     one that is this assignment's by its content. None, or no way to choose: a
     Submission with a ``problem`` (graded as a named failure, no sandbox needed).
     """
-    from autograder.grading.evidence import notebook_evidence
-    from autograder.grading.submissions import Submission, find_notebooks
-
     notebooks, _others = find_notebooks(folder) if folder.is_dir() else ([], [])
     notebooks = notebooks[:MAX_SUBMISSION_FILES]
     chosen: Path | None = None
@@ -342,11 +346,11 @@ def _sandbox_starting(limits: Any, device: str, wanted: bool) -> Iterator[Future
     Yields a future of the :class:`~autograder.sandbox.Sandbox` (None when not ``wanted``);
     whatever happens, the sandbox is closed when the block ends.
     """
+    from autograder.sandbox import Sandbox  # noqa: PLC0415 - loads torch
+
     if not wanted:
         yield None
         return
-    from autograder.sandbox import Sandbox
-    from autograder.sandbox.launch import take_early_launch
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-start") as pool:
         future = pool.submit(Sandbox, limits, device, launch=take_early_launch())
@@ -361,9 +365,6 @@ def _sandbox_starting(limits: Any, device: str, wanted: bool) -> Iterator[Future
 def grade_one(root: Path, assignment_id: str, *, device: str = "cpu",
               language: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Grade ``root/submission`` in the sandbox: (the kit's result, Gradescope's results.json dict)."""
-    from autograder import catalog as C
-    from autograder import grading as G
-
     start = time.monotonic()
     course = load_course()
     assignment = course.assignment(assignment_id)
@@ -394,9 +395,6 @@ def grade_one(root: Path, assignment_id: str, *, device: str = "cpu",
 def settle_gradescope(result: dict[str, Any], course: Course, root: Path) -> dict[str, Any]:
     """The late policy on a Gradescope submission: its time is submission_metadata.json's ``created_at`` (never
     the clock), its due dates the student's own there (they carry an extension), else course.yml's."""
-    from autograder.grading.deadlines import Deadlines, submitted_json
-    from autograder.grading.times import read_gradescope_metadata
-
     submitted = submitted_json(read_gradescope_metadata(root / "submission_metadata.json"))
     return Deadlines.load(course).settle(result, submitted)
 
@@ -412,15 +410,11 @@ def _error_results(exc: BaseException, language: str) -> dict[str, Any]:
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Gradescope's results.json: atomic and on disk before it counts (the container may stop any time)."""
-    from autograder.atomic import atomic_write_text
-
     atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n", durable=True)
 
 
 def run_gradescope(root: Path, assignment_id: str, *, device: str = "cpu", language: str | None = None) -> int:
     """What ``run_autograder`` runs: grade, then write ``root/results/results.json`` (always, even on a fault)."""
-    from autograder import reports as R
-
     root = Path(root).resolve()
     results_dir = root / "results"
     results_dir.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import html
 import os
 import sys
 import warnings
@@ -18,9 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autograder.config import Course, Exercise
+from autograder.clock import as_utc
+from autograder.config import Course, Exercise, load_course
 from autograder.errors import AutograderError
-from autograder.points import fmt as fmt_points, hundredths, total as points_total
+from autograder.grading.times import SubmittedAt
+from autograder.late_policy import Extension
+from autograder.messages import text
+from autograder.notebook import Bounds, cell_grade_id, load_notebook
+from autograder.points import fmt as fmt_points
+from autograder.points import hundredths
+from autograder.points import total as points_total
+from autograder.reports.feedback import check_lines, message_text
+from autograder.reports.files import atomic_write_text
 from autograder.reports.results import is_graded, load_results, newest_results
 from autograder.text import line
 
@@ -97,11 +107,6 @@ def gradebook_times(course_root: Path, course: Course, db_url: str | None = None
     """What nbgrader's gradebook says of when each submission came and who has more time: a time table
     ((student, assignment) -> SubmittedAt, from ``SubmittedAssignment.timestamp``) and extensions (its
     ``extension``, a duration added to the due date). Nothing when there is no gradebook yet."""
-    from autograder.clock import as_utc
-
-    from autograder.grading.times import SubmittedAt
-    from autograder.late_policy import Extension
-
     coursedir = course_directory(course_root, db_url)
     if coursedir.db_url.startswith("sqlite:///") and not Path(coursedir.db_url[len("sqlite:///"):]).exists():
         return {}, []
@@ -136,7 +141,7 @@ def ensure_assignment(coursedir: Any, course: Course, assignment_id: str) -> Non
     from nbgrader.preprocessors import SaveCells
     from traitlets.config import Config
 
-    from autograder.authoring.notebooks import NBGRADER_PREPROCESSORS, read_source
+    from autograder.authoring.notebooks import NBGRADER_PREPROCESSORS, read_source  # noqa: PLC0415 - loads nbformat and nbgrader
 
     assignment = course.assignment(assignment_id)
     root = Path(coursedir.root)
@@ -169,7 +174,7 @@ def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, cours
     become the ``auto_score`` of its test cell's Grade; a score the instructor
     set by hand in the formgrader (``manual_score``) is left alone and still wins.
     """
-    from autograder.authoring.notebooks import tests_grade_id
+    from autograder.authoring.notebooks import tests_grade_id  # noqa: PLC0415 - loads nbformat and nbgrader
     from nbgrader.api import Gradebook
 
     coursedir = course_directory(course_root, db_url)
@@ -243,8 +248,7 @@ def write_autograded(coursedir: Any, course: Course, student: str, assignment_id
     and showing the kit's points and checks as its output. A submission that could not be
     read gets the release notebook with the reason in its first test cell.
     """
-    from autograder.authoring.notebooks import test_cell
-    from autograder.notebook import cell_grade_id
+    from autograder.authoring.notebooks import test_cell  # noqa: PLC0415 - loads nbformat and nbgrader
     import nbformat
 
     if not _one_component(student) or not _one_component(assignment_id):
@@ -255,7 +259,6 @@ def write_autograded(coursedir: Any, course: Course, student: str, assignment_id
         raise AutograderError(f"{folder}: outside the course folder {root}")
     assignment = course.assignment(assignment_id)
     nb = _submitted_notebook(result, course) if is_graded(result) else None
-    from autograder.reports.feedback import message_text
 
     why = None if is_graded(result) else message_text(result.get("message"), course.language.value)
     if nb is None:
@@ -278,7 +281,6 @@ def write_autograded(coursedir: Any, course: Course, student: str, assignment_id
         why = None   # the reason once, under the first test cell
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{Path(assignment.notebook).stem}.ipynb"
-    from autograder.reports.files import atomic_write_text
 
     atomic_write_text(target, nbformat.writes(nb) + "\n")
     stamp = _timestamp(result)
@@ -292,7 +294,6 @@ def _answers_replaced(nb: Any, why: str, language: str) -> None:
     why instead of showing the release's stub, and a first cell says it too."""
     import nbformat
 
-    from autograder.messages import text
 
     said = text("nbgrader.not_your_answer", language, why=why)
     for cell in nb.cells:
@@ -313,8 +314,6 @@ def _submitted_notebook(result: dict[str, Any], course: Course) -> Any:
     try:
         if not path.is_relative_to(base):
             return None
-        from autograder.notebook import Bounds, load_notebook
-
         # (through the one gate for a notebook's bytes: bounded before it is parsed)
         data = load_notebook(path.read_bytes(), Bounds.of(course.limits), str(source))
         return nbformat.convert(nbformat.from_dict(data), 4)
@@ -324,11 +323,8 @@ def _submitted_notebook(result: dict[str, Any], course: Course) -> Any:
 
 def _test_output(ex: Exercise, graded: dict[str, Any] | None, why: str | None, course: Course) -> Any:
     """The test cell's output: its points as nbgrader reads them, the kit's checks as HTML."""
-    import html
-
     import nbformat
 
-    from autograder.reports.feedback import check_lines
 
     points = float(graded.get("points", 0.0)) if graded else 0.0
     language = course.language.value
@@ -342,7 +338,7 @@ def _test_output(ex: Exercise, graded: dict[str, Any] | None, why: str | None, c
 
 def _check_grade_cells(gb: Any, course: Course, assignment_id: str) -> None:
     """Every exercise has its test cell in the gradebook, worth course.yml's points."""
-    from autograder.authoring.notebooks import tests_grade_id
+    from autograder.authoring.notebooks import tests_grade_id  # noqa: PLC0415 - loads nbformat and nbgrader
     from nbgrader.api import MissingEntry
 
     assignment = course.assignment(assignment_id)
@@ -368,8 +364,6 @@ def after_batch(out_dir: Path, course_root: Path, *, course: Course | None = Non
 
     Only results graded from that very folder count (OUT may hold other batches).
     """
-    from autograder.config import load_course
-
     course = course or load_course()
     submitted = str(discover_nbgrader_course(course_root))
     results = load_results(out_dir)

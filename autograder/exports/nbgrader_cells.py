@@ -41,6 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autograder import catalog as C
+from autograder.messages import say
+from autograder.points import hundredths
+from autograder.selfcheck import SelfCheckResult, render_html
+from autograder.selfcheck.kernel import Note, caller_namespace, language_of, one_thread
+
 #: nbgrader sets this in the environment of the kernels it starts for ``nbgrader autograde``.
 NBGRADER_EXECUTION = "NBGRADER_EXECUTION"
 #: Seed part used when the student is unknown (the instructor running the source notebook).
@@ -68,8 +74,6 @@ class ExerciseGrade:
     @property
     def points(self) -> float:
         # Hundredths, as the kit's result files (autograder.points).
-        from autograder.points import hundredths
-
         return hundredths(self.result.points)
 
     @property
@@ -83,8 +87,6 @@ class ExerciseGrade:
         return repr(self.points)
 
     def _repr_html_(self) -> str:
-        from autograder.selfcheck import SelfCheckResult, render_html
-
         head = (f'<div class="autograder-nbgrader" data-exercise="{html.escape(self.result.exercise)}" '
                 f'data-points="{self.points!r}" style="font-weight:600">'
                 f'{html.escape(self.result.exercise)}: {self.points:g} / {self.max_points:g}'
@@ -126,11 +128,8 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     caller's globals); ``student`` defaults to the one nbgrader is autograding.
     The value shows as the points (text/plain) and the checks (HTML).
     """
-    from autograder import catalog as C
-    from autograder.grading import earlier as E
-    from autograder.config import load_course
-    from autograder.messages import say
-    from autograder.selfcheck.kernel import Note, caller_namespace, language_of, one_thread
+    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.grading import earlier as E  # noqa: PLC0415 - loads torch
 
     start = time.perf_counter()
     course = load_course(pinned_course())
@@ -139,7 +138,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
         raise RuntimeError(f"grade_exercise needs the instructor's course (hidden.py beside each source notebook); "
                            f"{course.root} has none")
     C.load_catalog(course, hidden=True, mistakes=True)
-    from autograder.grading.references import reference as reference_of
+    from autograder.grading.references import reference as reference_of  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     reference = reference_of(course, exercise.id)
     ns = namespace if namespace is not None else caller_namespace(2)

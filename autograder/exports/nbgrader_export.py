@@ -7,10 +7,14 @@ nbgrader sums them in floating point: its export would write ``4.390000000000001
 """
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 from typing import Any
 
 from nbgrader.plugins.export import CsvExportPlugin
+
+from autograder.points import fmt
 
 
 class HundredthsCsvExport(CsvExportPlugin):
@@ -19,11 +23,6 @@ class HundredthsCsvExport(CsvExportPlugin):
     SCORES = ("raw_score", "late_submission_penalty", "score", "max_score")
 
     def export(self, gradebook: Any) -> None:
-        import csv
-        import io
-
-        from autograder.points import fmt
-
         super().export(gradebook)
         dest = Path(self.to or "grades.csv")
         rows = list(csv.DictReader(io.StringIO(dest.read_text(encoding="utf-8"))))
@@ -39,6 +38,6 @@ class HundredthsCsvExport(CsvExportPlugin):
         writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
-        from autograder.reports.files import atomic_write_text
+        from autograder.reports.files import atomic_write_text  # noqa: PLC0415 - loads pydantic
 
         atomic_write_text(dest, buffer.getvalue())

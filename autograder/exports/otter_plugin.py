@@ -39,6 +39,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from autograder.points import hundredths
+
 #: The kit's verdict (Gradescope's results.json) for Otter's kernel to read.
 RESULTS_ENV = "AUTOGRADER_OTTER_RESULTS"
 #: Where the bundled kit is, when not ``../source/kit`` from the submission folder.
@@ -200,13 +202,12 @@ class KitPlugin:
                 score += float(test.get("score") or 0.0) if test else 0.0
                 message = test.get("output", "") if test else "the kit reported no such check"
                 tf.test_case_results.append(TestCaseResult(test_case=case, message=message, passed=passed))
-            from autograder.points import hundredths
 
             tf.update_score(hundredths(score))  # hundredths, as the kit's (autograder.points)
             rebuilt[tf.name] = tf
         # The kit's verdict replaces whatever the kernel reported (or failed to report).
         results.results = rebuilt
-        results._catastrophic_error = None  # Otter has no public setter
+        results._catastrophic_error = None  # noqa: SLF001 - Otter has no public setter
         results.set_output(self.results.get("output", ""))
         if self._file:
             Path(self._file).unlink(missing_ok=True)

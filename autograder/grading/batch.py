@@ -4,20 +4,23 @@
 from __future__ import annotations
 
 import collections
+import difflib
 import itertools
 import json
 import time
-from datetime import datetime
 from collections.abc import Callable, Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from autograder import catalog as C
 from autograder.config import Course
 from autograder.errors import AutograderError
 from autograder.grading.cells import demo_cells
 from autograder.grading.deadlines import Deadlines
+from autograder.grading.distributed import cluster_results
 from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
 from autograder.grading.lanes import ForkedLanes, Lanes, lane_config, start_lanes
 from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail
@@ -83,7 +86,6 @@ def plan(root: Path, course: Course, out: Path, *, refused: dict[str, str] | Non
     if student is not None and not found.submissions:
         everyone = discover(root, course, assignment=assignment, refused=refused, around=around)
         names = sorted({s.student for s in everyone.submissions if s.student})
-        import difflib
 
         close = difflib.get_close_matches(student, names, n=3, cutoff=0.5)
         raise AutograderError(f"--student {student}: no notebook of that student in {given}",
@@ -141,8 +143,6 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     Dask scheduler address or Client) grades on a Dask cluster instead (``sandbox`` may be None then).
     Whatever grades, this process writes every result, feedback file and grades.csv.
     """
-    from autograder import catalog as C
-
     course, outputs = batch.outputs.course, batch.outputs
     ctx = GradingContext(course, sandbox, batch.device, batch.fingerprint, batch.references,
                   C.LiveDiagnoser(course.tolerances), batch.demos, batch.origin)
@@ -166,8 +166,6 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     rest = [s for s in todo if not s.problem]
     config = lane_config(batch, sandbox, outputs.language, isolation)
     if scheduler is not None:
-        from autograder.grading.distributed import cluster_results
-
         stream = cluster_results(scheduler, config, rest, ctx, local=local)
         owned = None
     else:
@@ -208,6 +206,19 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
                         unwritten=unwritten, lanes=described)
 
 
+def _pinner(jobs: int, remote: int) -> Callable[[], None]:
+    """A grading thread's initializer: each thread here on a CPU of its own (see autograder.sandbox.affinity);
+    the lane processes hold the last ``remote`` of them."""
+    cpus = lane_cpus(jobs)
+    started = itertools.count()
+
+    def pin() -> None:
+        k = next(started)
+        pin_lane(cpus[k] if cpus is not None and k < len(cpus) - remote else None)
+
+    return pin
+
+
 def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes: Lanes | None,
                    config: dict[str, Any]) -> Generator[tuple[Submission, dict[str, Any], Any], None, None]:
     """Grade ``todo`` with threads here and the ``lanes`` processes; yield each result as it is ready.
@@ -229,16 +240,8 @@ def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes
     spare = ctx.sandbox if spares and hasattr(ctx.sandbox, "keep_spare") else None
     if spare is not None:
         spare.keep_spare()
-    cpus = lane_cpus(jobs)
-    started = itertools.count()
-
-    def pin() -> None:
-        # Each grading thread here on a CPU of its own (see autograder.sandbox.affinity); the lane processes
-        # hold the last `remote` of them.
-        k = next(started)
-        pin_lane(cpus[k] if cpus is not None and k < len(cpus) - remote else None)
-
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade", initializer=pin)
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade",
+                              initializer=_pinner(jobs, remote))
     pending: dict[Future, tuple[Submission, bool]] = {}
     interrupted = False
 

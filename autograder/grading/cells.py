@@ -9,6 +9,17 @@ from typing import Any
 
 from autograder.config import Course
 from autograder.messages import say
+from autograder.notebook import (
+    IPYTHON_SUBMISSION_LIMIT,
+    IPYTHON_WORK_LIMIT,
+    Cell,
+    cell_grade_id,
+    cell_source,
+    ipython_lines,
+    ipython_work,
+    needs_ipython,
+    to_python,
+)
 
 
 #: Locked code cells that set up what the solutions need: always run.
@@ -30,8 +41,6 @@ def demo_cells(course: Course) -> dict[str, dict[str, str]]:
     Plain JSON, not nbformat: `autograder build` writes nbformat 4, and importing
     nbformat costs seconds that :func:`run` rather spends while the sandbox starts.
     """
-    from autograder.notebook import cell_source
-
     out: dict[str, dict[str, str]] = {}
     for a in course.assignments:
         for folder in ("release", "source"):
@@ -63,8 +72,6 @@ _CACHED_SOURCE_CHARS = 64 * 1024
 
 @functools.lru_cache(maxsize=4096)
 def _plain_python(source: str) -> tuple[str, str | None]:
-    from autograder.notebook import to_python
-
     return to_python(source)
 
 
@@ -81,9 +88,6 @@ def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 *
     (:data:`autograder.notebook.IPYTHON_SUBMISSION_LIMIT`; the cell's own is
     :data:`~autograder.notebook.IPYTHON_WORK_LIMIT`).
     """
-    from autograder.notebook import (IPYTHON_SUBMISSION_LIMIT, IPYTHON_WORK_LIMIT, Cell, cell_grade_id, cell_source,
-                                     ipython_lines, ipython_work, needs_ipython, to_python)
-
     out = []
     work_left = IPYTHON_SUBMISSION_LIMIT      # IPython's transform, bounded over the whole submission too
     for index, cell in enumerate(nb.get("cells", [])):

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from autograder import grading as G
 from autograder.errors import AutograderError
 from autograder.grading.submissions import Submission
 
@@ -62,6 +63,14 @@ def _threads(client: Any) -> int:
         return 1
 
 
+def _sendable(sub: Submission, limit: int) -> bytes | None:
+    """The notebook's bytes to send to the cluster; None for one unreadable, empty or over ``limit`` bytes."""
+    try:
+        return sub.path.read_bytes() if 0 < sub.path.stat().st_size <= limit else None
+    except OSError:
+        return None
+
+
 def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submission], ctx: GradingContext, *,
                     local: Sequence[Submission] = ()) -> Generator[tuple[Submission, dict[str, Any], Any], None, None]:
     """Grade ``subs`` on the cluster; yield (submission, result, (markdown, html) or None) as each is ready.
@@ -70,8 +79,6 @@ def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submissio
     that cannot be sent (unreadable, over ``limits.notebook_mb``: they fail reading, without a sandbox)
     are graded here, through :func:`autograder.grading.grade_or_fail` like every other.
     """
-    from autograder import grading as G
-
     for sub in local:
         result = G.grade_or_fail(sub, ctx)
         if result is not None:
@@ -93,10 +100,7 @@ def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submissio
     def submit_more() -> Iterator[tuple[Submission, dict[str, Any], Any]]:
         while queue and len(running) < window:
             sub = queue.pop()
-            try:
-                data = sub.path.read_bytes() if 0 < sub.path.stat().st_size <= limit else None
-            except OSError:
-                data = None
+            data = _sendable(sub, limit)
             if data is None:
                 result = G.grade_or_fail(sub, ctx)
                 if result is not None:

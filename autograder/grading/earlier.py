@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from autograder.catalog import Audience, Diagnoser, Runner, run_exercise
+from autograder.config import EarlierMistakes
 from autograder.grading.references import reference, reference_module
 from autograder.messages import Msg, say
 from autograder.stopwatch import OFF, Stopwatch
-from autograder.catalog import Audience, Diagnoser, Runner, run_exercise
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,6 @@ def stand_ins_for(course: Any, assignment: Any, exercise: Any, lost: Iterable[st
     """function name -> the stand-in that answers its calls while ``exercise`` (of ``assignment``, the notebook
     being graded) is graded: each exercise it depends on that lost points (``lost``: their IDs), unless the
     course chose ``earlier_mistakes: cascade``."""
-    from autograder.config import EarlierMistakes
-
     if course.earlier_mistakes is not EarlierMistakes.SUBSTITUTE:
         return {}
     lost = set(lost)
@@ -128,8 +127,6 @@ def grade_exercise(course: Any, assignment: Any, exercise: Any, lost: set[str], 
     grading, and where one of them fails its own checks, ``exercise`` is graded again with it answered by the
     reference (the same seeded inputs), and the better of the two gradings stands: a block that is right together
     with its own pasted code is right."""
-    from autograder.config import EarlierMistakes
-
     stand_ins = stand_ins_for(course, assignment, exercise, lost)
     outcome = run(stand_ins)
     own = {e.id for e in assignment.exercises}

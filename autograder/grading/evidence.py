@@ -26,7 +26,8 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from autograder.config import Course
-from autograder.notebook import all_cells, assignments_of_cells, notebook_claims, said_in
+from autograder.errors import NotebookError
+from autograder.notebook import Bounds, all_cells, assignments_of_cells, load_notebook, notebook_claims, said_in
 from autograder.pyast import parse as parse_python
 from autograder.reports.lms import formats
 from autograder.text import line
@@ -113,9 +114,6 @@ def notebook_evidence(data: bytes, course: Course) -> NotebookEvidence:
 
 
 def _notebook_evidence(data: bytes, course: Course, cell_bytes: int) -> NotebookEvidence:
-    from autograder.errors import NotebookError
-    from autograder.notebook import Bounds, load_notebook
-
     try:
         nb = load_notebook(data, Bounds.of(course.limits))
     except NotebookError:

@@ -11,6 +11,7 @@ Nothing is written to OUT; nothing of this reaches a student.
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import tempfile
 import zipfile
@@ -18,8 +19,16 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from autograder import catalog as C
 from autograder.config import Course, load_course
 from autograder.errors import AutograderError
+from autograder.grading.cells import demo_cells, submission_cells
+from autograder.grading.grader import check_catalog
+from autograder.grading.submission import hidden_seed_parts
+from autograder.grading.submissions import Submission, safe_name
+from autograder.messages import status_word, text
+from autograder.notebook import Bounds, read_notebook
+from autograder.reports.results import load_results, newest_results
 
 if TYPE_CHECKING:   # the checks' modules load when a command runs (see explain below)
     from autograder.catalog.context import Runner
@@ -39,14 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def find_result(out: Path, student: str, assignment: str) -> dict[str, Any]:
     """The result of ``student``'s ``assignment`` in OUT/results/ (an error naming who is there otherwise)."""
-    from autograder.reports.results import load_results, newest_results
-
     results = [r for r in load_results(out) if r.get("assignment") == assignment]
     chosen = {(s, a): r for s, a, r in newest_results(results).values()}
     found = chosen.get((student, assignment))
     if found is None:
-        import difflib
-
         names = sorted({s for s, _ in chosen})
         close = difflib.get_close_matches(student, names, n=3, cutoff=0.5)
         raise AutograderError(f"{out}: no result of {student} for {assignment}",
@@ -54,8 +59,6 @@ def find_result(out: Path, student: str, assignment: str) -> dict[str, Any]:
                               + f"{len(names)} students have one" + (f": {', '.join(names[:8])}" if names else ""))
     if found.get("origin") == "service":
         # `autograder serve export` wrote the notebook each result graded beside it, in nbgrader collect's layout.
-        from autograder.grading.submissions import safe_name
-
         found = dict(found, origin=str(Path(out).resolve() / "submitted"),
                      source=f"{safe_name(student)}/{assignment}/{assignment}.ipynb")
     return found
@@ -104,14 +107,8 @@ class Recorder:
 def explain(course: Course, result: dict[str, Any],
             exercise_id: str) -> tuple[ExerciseResult, list[tuple[Request, Reply]], Callable[..., Any]]:
     """(the exercise's result with full messages, the calls made, the reference) for one graded notebook."""
-    from autograder import catalog as C
-    from autograder.grading import earlier as E
-    from autograder.grading.cells import demo_cells, submission_cells
-    from autograder.grading.grader import check_catalog
-    from autograder.grading.submission import hidden_seed_parts
-    from autograder.grading.submissions import Submission
-    from autograder.notebook import Bounds, read_notebook
-    from autograder.sandbox import Sandbox
+    from autograder.grading import earlier as E  # noqa: PLC0415 - loads torch
+    from autograder.sandbox import Sandbox  # noqa: PLC0415 - loads torch
 
     assignment, ex = course.exercise(exercise_id)
     references = check_catalog(course, {assignment.id})
@@ -161,9 +158,6 @@ def explanation(course: Course, result: dict[str, Any], exercise_id: str, *, lan
     """Why ``result``'s notebook lost points on one exercise, as lines in ``language`` (zh or en): each failed
     check (every check with ``show_all``) with its full message, the known mistake, the last call's arguments,
     what the student's code returned and what the reference gives. Instructor's eyes only."""
-    from autograder import catalog as C
-    from autograder.messages import status_word, text
-
     def t(key: str, **params: Any) -> str:
         return text(key, language, **params)
 

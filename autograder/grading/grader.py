@@ -6,11 +6,12 @@ from __future__ import annotations
 import gc
 import hashlib
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autograder.config import ALTERNATIVES_FILE, Course
+from autograder import catalog as C
+from autograder.config import ALTERNATIVES_FILE, PACKAGE, Course
 from autograder.errors import AutograderError
 from autograder.grading.references import reference_module
 
@@ -35,8 +36,6 @@ COURSE_FILES = ("course.yml", "source/*/*.py", "solutions/*.py")
 def grader_fingerprint(device: str, course: Course) -> str:
     """A hash of everything that decides a score (the engine's checks machinery, the course's checks,
     references and course.yml) and the device."""
-    from autograder.config import PACKAGE
-
     digest = hashlib.sha256(f"device={device}\n".encode())
     for base, patterns, label in ((PACKAGE, ENGINE_FILES, "engine"), (course.root, COURSE_FILES, "course")):
         for pattern in patterns:
@@ -98,8 +97,6 @@ def settle_heap() -> None:
 
 def check_catalog(course: Course, assignments: set[str]) -> dict[str, Callable[..., Any]]:
     """Load the full catalog; every exercise to grade needs checks and a reference, else a clear error."""
-    from autograder import catalog as C
-
     C.load_catalog(course, hidden=True, mistakes=True)
     references: dict[str, Callable[..., Any]] = {}
     gaps: list[str] = []

@@ -6,23 +6,33 @@ refused (:func:`fork_problem` says why) they are started with ``spawn`` (:class:
 from __future__ import annotations
 
 import abc
+import atexit
 import hashlib
 import json
+import logging
+import multiprocessing
 import os
+import queue
 import signal
+import sys
 import tempfile
 import threading
-from concurrent.futures import Future
+import time
+import traceback
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import Pipe, util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autograder.config import Course, load_course
+from autograder import catalog as C
+from autograder.config import Course, Limits, load_course
 from autograder.errors import AutograderError
 from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
 from autograder.grading.outputs import render_feedback
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Submission
 from autograder.sandbox.affinity import LaneCpus, pin_lane
+from autograder.sandbox.launch import write_owner
 
 if TYPE_CHECKING:   # batch.py starts the lanes: the plan is only named here
     from multiprocessing.connection import Connection
@@ -70,7 +80,7 @@ _LANE_LOCK = threading.Lock()
 
 def _lane_sandbox(limits: Any, device: str, isolation: str | None, max_restarts: int = 2) -> Any:
     """This process's sandbox, started on first use (one warm template per lane process)."""
-    from autograder.sandbox import Sandbox
+    from autograder.sandbox import Sandbox  # noqa: PLC0415 - loads torch
 
     key = json.dumps([limits.model_dump(mode="json"), device, max_restarts], sort_keys=True)
     box = _LANE.get("sandbox")
@@ -83,9 +93,6 @@ def _lane_sandbox(limits: Any, device: str, isolation: str | None, max_restarts:
     box = Sandbox(limits, device, isolation=isolation != "none", modes=modes, max_restarts=max_restarts)
     _LANE.update(sandbox=box, sandbox_key=key)
     # A lane process ends without atexit (multiprocessing, Dask's nanny): close the sandbox either way.
-    import atexit
-    from multiprocessing import util
-
     util.Finalize(None, box.close, exitpriority=10)
     atexit.register(box.close)
     return box
@@ -95,7 +102,6 @@ def lane_warm(config: dict[str, Any]) -> int:
     """Import what grading needs (torch, the batch's catalog) and start this process's sandbox."""
     import torch
 
-    from autograder import catalog as C
 
     torch.set_num_threads(1)
     with _LANE_LOCK:
@@ -114,8 +120,6 @@ def _lane_context(config: dict[str, Any]) -> GradingContext:
         return contexts[key]
     import torch
 
-    from autograder import catalog as C
-    from autograder.config import Limits
 
     torch.set_num_threads(1)
     device = config["device"]
@@ -215,8 +219,6 @@ class Lanes(abc.ABC):
     def failed(self, exc: BaseException) -> None:
         """A lane process could not grade (its start failed, it died, it refused the batch): the threads
         here take over."""
-        import logging
-
         if self.alive:
             logging.getLogger(__name__).warning("grading lanes in other processes stopped (%s: %s); "
                                                 "this process grades the rest", type(exc).__name__, exc)
@@ -233,9 +235,6 @@ class ProcessLanes(Lanes):
     """
 
     def __init__(self, count: int, config: dict[str, Any]):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         self.count = count
         self.alive = count > 0
         self.problem: BaseException | None = None
@@ -253,7 +252,7 @@ class ProcessLanes(Lanes):
         for fut in self._warming:
             try:
                 pids.append(fut.result(timeout=timeout))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a lane that could not start: failed() says so, this process grades
                 self.failed(exc)
         self.pids = pids
         return pids
@@ -264,7 +263,7 @@ class ProcessLanes(Lanes):
             for proc in list(getattr(self._pool, "_processes", {}).values()):
                 try:
                     proc.terminate()
-                except Exception:  # noqa: BLE001, S110 - already gone
+                except Exception:  # noqa: BLE001 - already gone
                     pass
         self._pool.shutdown(wait=not kill and all(fut.done() for fut in self._warming), cancel_futures=True)
         self.alive = False
@@ -283,12 +282,9 @@ def fork_problem() -> str | None:
     sandbox's reaper (idle once :meth:`Sandbox.settle` returned), any thread Python did not start
     (torch's or a BLAS library's pool) and an initialized CUDA make the answer no.
     """
-    import sys
-
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "CUDA is initialized in this process (a CUDA context does not survive a fork)"
-    import time
 
     # A Python thread just joined (the import thread) may still be an exiting task of the kernel's for a
     # moment: count again for up to half a second before calling a thread foreign.
@@ -323,8 +319,6 @@ class ForkedLanes(Lanes):
     """
 
     def __init__(self, count: int, sandbox: Any, cpus: list[LaneCpus] | None = None):
-        import queue
-
         self.count = 0
         self.alive = count > 0
         self.problem: BaseException | None = None
@@ -346,8 +340,6 @@ class ForkedLanes(Lanes):
             self._threads.append(thread)
 
     def _fork_one(self, sandbox: Any, cpus: LaneCpus | None = None) -> None:
-        from multiprocessing import Pipe
-
         launch = sandbox.clone_template()
         try:
             ours, theirs = Pipe(duplex=True)
@@ -370,8 +362,6 @@ class ForkedLanes(Lanes):
                 pin_lane(cpus)      # this lane and the workers it forks on CPUs of their own
                 code = _forked_lane(theirs, launch, sandbox)
             except BaseException:  # noqa: BLE001 - said on stderr; the parent sees the channel close
-                import traceback
-
                 traceback.print_exc()
             finally:
                 os._exit(code)
@@ -409,8 +399,6 @@ class ForkedLanes(Lanes):
 
     def close(self, kill: bool = False) -> None:
         """Stop the lanes: each sees its channel close, stops its sandbox and exits (at once with ``kill``)."""
-        import time
-
         self.alive = False
         for _ in self._threads:
             self._jobs.put(None)
@@ -444,8 +432,7 @@ class ForkedLanes(Lanes):
 
 def _forked_lane(chan: Connection, launch: Any, parent_sandbox: Any) -> int:
     """The loop of a lane forked by :class:`ForkedLanes`: grade each submission sent, answer JSON text."""
-    from autograder.sandbox import Sandbox
-    from autograder.sandbox.launch import write_owner
+    from autograder.sandbox import Sandbox  # noqa: PLC0415 - loads torch
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's: it stops the lanes
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -479,8 +466,6 @@ def start_lanes(count: int, sandbox: Any, config: dict[str, Any],
     ``spawn_count`` of them spawned (seconds each to start: only for batches worth it; None for none),
     and why they were not forked (None when they were, or none were wanted); forked lane i runs on
     ``cpus[i]`` where given (see :mod:`autograder.sandbox.affinity`)."""
-    import logging
-
     problem = None
     if count > 0:
         problem = fork_problem() if callable(getattr(sandbox, "clone_template", None)) else \

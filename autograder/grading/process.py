@@ -12,6 +12,8 @@ import signal
 import threading
 from typing import Any
 
+from autograder.notebook import skip_unused_schema_formats
+
 
 #: Set before numpy and torch load in the grader: one thread for their math, as torch.set_num_threads(1)
 #: below. The trusted side's tensors are small, and numpy's OpenBLAS would otherwise start a thread pool
@@ -22,8 +24,6 @@ GRADER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 def prepare_grader_process() -> None:
     """What every grading process (``grade``, a service worker) sets before numpy and torch load: one
     math thread (GRADER_ENV; :func:`one_torch_thread` once torch is in), notebook schemas it never reads skipped."""
-    from autograder.notebook import skip_unused_schema_formats
-
     for key, value in GRADER_ENV.items():
         os.environ.setdefault(key, value)
     skip_unused_schema_formats()
@@ -62,7 +62,7 @@ def import_lazy_modules(batch: bool = False) -> threading.Thread:
         for name in LAZY_IMPORTS + (BATCH_IMPORTS if batch else ()):
             try:
                 importlib.import_module(name)
-            except Exception:  # noqa: BLE001, S110 - torch internals move; this only saves time
+            except Exception:  # noqa: BLE001 - torch internals move; this only saves time
                 pass
 
     thread = threading.Thread(target=work, name="lazy-imports", daemon=True)

@@ -94,7 +94,7 @@ def scope_of(node: ast.AST) -> Scope:
     found = node.__dict__.get("_scope")
     if found is not None:
         return found
-    found = node._scope = _scope_of(node)       # type: ignore[attr-defined]
+    found = node._scope = _scope_of(node)  # type: ignore[attr-defined]  # noqa: SLF001 - a memo on the ast node
     return found
 
 

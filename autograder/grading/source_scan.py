@@ -51,12 +51,33 @@ import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from autograder.grading.scan_scopes import (COMPOUND, SCOPES, Scope, compound_bodies, compound_targets, entered,
-                                            import_bindings, target_names)
-from autograder.grading.scan_vocabulary import (ALLOWED_AUTOGRADER, ATTRIBUTE_FUNCTIONS, COMPUTED_NAME_REASON,
-                                                DYNAMIC_CODE, DYNAMIC_CODE_REASON, METHODS, QUALIFIED_DYNAMIC_CODE,
-                                                REFLECTION_BUILTINS, REFLECTION_CALLS, REFLECTION_REASON,
-                                                TAMPER_NAMES, TAMPERING, UNINSPECTABLE, candidates, is_autograder)
+from autograder.grading.scan_scopes import (
+    COMPOUND,
+    SCOPES,
+    Scope,
+    compound_bodies,
+    compound_targets,
+    entered,
+    import_bindings,
+    target_names,
+)
+from autograder.grading.scan_vocabulary import (
+    ALLOWED_AUTOGRADER,
+    ATTRIBUTE_FUNCTIONS,
+    COMPUTED_NAME_REASON,
+    DYNAMIC_CODE,
+    DYNAMIC_CODE_REASON,
+    METHODS,
+    QUALIFIED_DYNAMIC_CODE,
+    REFLECTION_BUILTINS,
+    REFLECTION_CALLS,
+    REFLECTION_REASON,
+    TAMPER_NAMES,
+    TAMPERING,
+    UNINSPECTABLE,
+    candidates,
+    is_autograder,
+)
 from autograder.pyast import parse as parse_python
 
 #: Sources larger than this (UTF-8 bytes, all cells together) are not parsed at all.
@@ -104,10 +125,10 @@ class NotebookScan:
         self._active: dict[str, list[_Binding]] = {}  # active's memo
         self._resolving: set[str] = set()
         self._dynamic_code = False
-        self._order = 0
+        self.order = 0
         size = sum(len(s.encode("utf-8", errors="replace")) for s in sources)
         if size > MAX_SOURCE_BYTES:
-            self._note(f"{UNINSPECTABLE}the code is too large to inspect ({size} bytes, at most "
+            self.note(f"{UNINSPECTABLE}the code is too large to inspect ({size} bytes, at most "
                        f"{MAX_SOURCE_BYTES})")
             return
         trees = []
@@ -119,7 +140,7 @@ class NotebookScan:
             except (RecursionError, MemoryError) as exc:
                 if index in unparsed:
                     continue  # the worker's compiler gave up on it too: it never ran
-                self._note(f"{UNINSPECTABLE}code cell {index} is too deeply nested to inspect "
+                self.note(f"{UNINSPECTABLE}code cell {index} is too deeply nested to inspect "
                            f"({type(exc).__name__})")
         for tree in trees:
             self._collect(tree.body, conditional=False)
@@ -128,12 +149,14 @@ class NotebookScan:
                 if DYNAMIC_CODE_REASON in _Walker(self, tamper=True).walk(statement).hidden:
                     self._dynamic_code = True
 
-    def _note(self, finding: str) -> None:
+    def note(self, finding: str) -> None:
+        """A notebook-wide finding (tampering, uninspectable), said once."""
         if finding not in self.findings:
             self.findings.append(finding)
 
     # module level ------------------------------------------------------------------------
-    def _bind(self, name: str, binding: _Binding) -> None:
+    def bind(self, name: str, binding: _Binding) -> None:
+        """One more module-level binding of ``name`` (statements' ``order`` counts them across cells)."""
         self._bindings.setdefault(name, []).append(binding)
         self._active.pop(name, None)
         self._aliases.clear()  # an alias may lead through this name
@@ -141,16 +164,16 @@ class NotebookScan:
     def _collect(self, body: list[ast.stmt], conditional: bool) -> None:
         """Record the module-level bindings of ``body``, in order."""
         for statement in body:
-            self._order += 1
-            order = self._order
+            self.order += 1
+            order = self.order
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self._bind(statement.name, _Binding(order, conditional, node=statement))
+                self.bind(statement.name, _Binding(order, conditional, node=statement))
                 if isinstance(statement, ast.ClassDef):
                     self._methods.update(s.name for s in statement.body
                                          if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
             elif isinstance(statement, (ast.Import, ast.ImportFrom)):
                 for name, qualified in import_bindings(statement):
-                    self._bind(name, _Binding(order, conditional, target=qualified))
+                    self.bind(name, _Binding(order, conditional, target=qualified))
                 if isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
                     module = "." * statement.level + (statement.module or "")
                     self._stars.append((_Binding(order, True, target=module), module))
@@ -159,7 +182,7 @@ class NotebookScan:
             elif isinstance(statement, COMPOUND):
                 for target in compound_targets(statement):
                     for name in target_names(target[0]):
-                        self._bind(name, _Binding(order, True, node=target[1]))
+                        self.bind(name, _Binding(order, True, node=target[1]))
                 for inner in compound_bodies(statement):
                     self._collect(inner, conditional=True)
 
@@ -179,11 +202,11 @@ class NotebookScan:
                 for name in target_names(one_target) if not isinstance(one_target, ast.Attribute) else []:
                     uses_itself = isinstance(statement, ast.AugAssign) or any(
                         isinstance(n, ast.Name) and n.id == name for n in ast.walk(one_value))
-                    self._bind(name, _Binding(order, conditional, node=one_value, shadows=not uses_itself))
+                    self.bind(name, _Binding(order, conditional, node=one_value, shadows=not uses_itself))
                 # globals()["name"] = value binds name as well
                 if isinstance(one_target, ast.Subscript) and _is_call_to(one_target.value, "globals") \
                         and isinstance(one_target.slice, ast.Constant) and isinstance(one_target.slice.value, str):
-                    self._bind(one_target.slice.value, _Binding(order, True, node=one_value))
+                    self.bind(one_target.slice.value, _Binding(order, True, node=one_value))
 
     def active(self, name: str) -> list[_Binding]:
         """The bindings of ``name`` that may hold when the exercise runs (cells run top to bottom)."""
@@ -367,7 +390,7 @@ class _Walker:
                         and not self.scan.active(node.id):
                     summary.hidden.add(REFLECTION_REASON)       # getattr as a value: reduce(getattr, ...)
             if self.tamper and node.id in TAMPER_NAMES:
-                self.scan._note(f"{TAMPERING}uses {node.id}")
+                self.scan.note(f"{TAMPERING}uses {node.id}")
         elif isinstance(node, ast.Attribute):
             qualified = self.qualify(node, scopes)
             summary.hits |= qualified
@@ -384,19 +407,23 @@ class _Walker:
         elif self.tamper and isinstance(node, (ast.Import, ast.ImportFrom)):
             self._tampering_import(node)
         elif self.tamper and isinstance(node, ast.NamedExpr) and all(s.is_comprehension for s in scopes):
-            self.scan._bind(node.target.id, _Binding(self.scan._order, True, node=node.value))  # module level
+            self.scan.bind(node.target.id, _Binding(self.scan.order, True, node=node.value))  # module level
         elif self.tamper and isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and is_autograder(node.value):
-            self.scan._note(f"{TAMPERING}names the grader's module {node.value[:60]!r}")
+            self.scan.note(f"{TAMPERING}names the grader's module {node.value[:60]!r}")
         if self.tamper and isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            for target in targets:
-                if isinstance(target, (ast.Attribute, ast.Subscript)) and self.qualify(target.value, scopes):
-                    self.scan.note_root(root)  # monkeypatches a module: runs for every exercise
-                elif isinstance(target, ast.Name) and scopes and target.id in scopes[-1].declared_global \
-                        and (value := getattr(node, "value", None)) is not None:
-                    # ``global x; x = ...`` inside a function rebinds the module-level x
-                    self.scan._bind(target.id, _Binding(self.scan._order, True, node=value))
+            self._tampering_assignment(node, scopes, root)
+
+    def _tampering_assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete,
+                              scopes: tuple[Scope, ...], root: ast.AST) -> None:
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        for target in targets:
+            if isinstance(target, (ast.Attribute, ast.Subscript)) and self.qualify(target.value, scopes):
+                self.scan.note_root(root)  # monkeypatches a module: runs for every exercise
+            elif isinstance(target, ast.Name) and scopes and target.id in scopes[-1].declared_global \
+                    and (value := getattr(node, "value", None)) is not None:
+                # ``global x; x = ...`` inside a function rebinds the module-level x
+                self.scan.bind(target.id, _Binding(self.scan.order, True, node=value))
 
     def _visit_call(self, node: ast.Call, scopes: tuple[Scope, ...], summary: _Summary, root: ast.AST) -> None:
         self._called.add(id(node.func))
@@ -420,42 +447,42 @@ class _Walker:
         if not self.tamper:
             return
         if attr in TAMPER_NAMES:
-            self.scan._note(f"{TAMPERING}uses {attr}")
+            self.scan.note(f"{TAMPERING}uses {attr}")
         reads_check = builtin in ("getattr", "hasattr") and base == {"autograder"} and attr == "check"
         if any(is_autograder(b) for b in base) and not reads_check:
-            self.scan._note(f"{TAMPERING}{builtin} on the grader's module")
+            self.scan.note(f"{TAMPERING}{builtin} on the grader's module")
         if builtin in ("setattr", "delattr") and base:
             self.scan.note_root(root)  # monkeypatches a module: runs for every exercise
 
     def _tampering_attribute(self, node: ast.Attribute, qualified: set[str], scopes: tuple[Scope, ...],
                              root: ast.AST) -> None:
         if node.attr in TAMPER_NAMES:
-            self.scan._note(f"{TAMPERING}uses {node.attr}")
+            self.scan.note(f"{TAMPERING}uses {node.attr}")
         for name in qualified:
             if name == "sys.modules":
-                self.scan._note(f"{TAMPERING}uses sys.modules")
+                self.scan.note(f"{TAMPERING}uses sys.modules")
             if is_autograder(name) and (name not in ALLOWED_AUTOGRADER or not isinstance(node.ctx, ast.Load)):
-                self.scan._note(f"{TAMPERING}touches {'.'.join(name.split('.')[:2])[:80]}")
+                self.scan.note(f"{TAMPERING}touches {'.'.join(name.split('.')[:2])[:80]}")
 
     def _tampering_import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
             for module in modules:
                 if is_autograder(module) and module != "autograder":
-                    self.scan._note(f"{TAMPERING}imports {module[:80]}")
+                    self.scan.note(f"{TAMPERING}imports {module[:80]}")
         else:
             module = "." * node.level + (node.module or "")
             modules = [module]
             for alias in node.names:
                 full = f"{module}.{alias.name}"
                 if is_autograder(module) and full not in ALLOWED_AUTOGRADER:
-                    self.scan._note(f"{TAMPERING}imports {full[:80]}")
+                    self.scan.note(f"{TAMPERING}imports {full[:80]}")
                 if alias.name in TAMPER_NAMES:
-                    self.scan._note(f"{TAMPERING}uses {alias.name}")
+                    self.scan.note(f"{TAMPERING}uses {alias.name}")
         for module in modules:
             for part in module.split("."):
                 if part in TAMPER_NAMES:
-                    self.scan._note(f"{TAMPERING}uses {part}")
+                    self.scan.note(f"{TAMPERING}uses {part}")
 
 
 def scan_notebook(sources: Sequence[str], unparsed: Iterable[int] = ()) -> NotebookScan:

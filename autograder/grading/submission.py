@@ -9,6 +9,7 @@ import time
 import traceback
 from typing import Any
 
+from autograder import catalog as C
 from autograder import reports as R
 from autograder.config import Course
 from autograder.errors import AutograderError, NotebookError
@@ -18,6 +19,7 @@ from autograder.grading.source_scan import scan_notebook
 from autograder.grading.submissions import Submission
 from autograder.grading.timing import flat_profile
 from autograder.messages import as_dict, say
+from autograder.notebook import Bounds, read_notebook
 from autograder.points import total as points_total
 from autograder.stopwatch import Stopwatch
 from autograder.text import line, scrub
@@ -138,11 +140,32 @@ def _exercise_notes(ex_json: dict[str, Any], function: str) -> tuple[str, dict[s
     return None
 
 
+def _unreadable(sub: Submission, ctx: GradingContext, exc: NotebookError) -> dict[str, Any]:
+    """The result of a notebook that cannot be read, its reason said without the grader's path."""
+    text = exc.message.replace(str(sub.path), sub.source)
+    detail = text.split(": ", 1)[1] if text.startswith(sub.source + ": ") else text
+    said = exc.said if exc.said is not None else detail      # the reason in both languages, when known
+    return failure(sub, ctx, f"unreadable: {detail}", _said("submission.unreadable", detail=said))
+
+
+def _notebook_notes(sub: Submission, nb: Any) -> tuple[list[str], list[dict[str, str]]]:
+    """The result's notes on the notebook itself (other copies found, an nbformat 3 file): for the instructor,
+    and as messages for the feedback."""
+    notes: list[str] = []
+    notes_msg: list[dict[str, str]] = []
+    if sub.evidence.get("also_found"):
+        notes.append(f"also found: {sub.evidence['also_found']}")
+        notes_msg.append(_said("submission.also_found", others=sub.evidence["also_found"]))
+    metadata = nb.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("autograder_converted_from") == 3:
+        notes.append("converted from nbformat 3")
+        notes_msg.append(_said("submission.old_format"))
+    return notes, notes_msg
+
+
 def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | None:
     """The result dict of one submission; None only when the batch is being stopped."""
-    from autograder import catalog as C
-    from autograder.grading import earlier as E
-    from autograder.notebook import Bounds, read_notebook
+    from autograder.grading import earlier as E  # noqa: PLC0415 - loads torch
 
     if sub.problem:
         return failure(sub, ctx, sub.problem, sub.said or _said("submission.problem", detail=sub.problem))
@@ -155,25 +178,14 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
     try:
         nb = read_notebook(sub.path, bounds=Bounds.of(limits))
     except NotebookError as exc:
-        text = exc.message.replace(str(sub.path), sub.source)
-        detail = text.split(": ", 1)[1] if text.startswith(sub.source + ": ") else text
-        said = exc.said if exc.said is not None else detail      # the reason in both languages, when known
-        return failure(sub, ctx, f"unreadable: {detail}", _said("submission.unreadable", detail=said))
+        return _unreadable(sub, ctx, exc)
     assignment = ctx.course.assignment(sub.assignment)
     demos = ctx.demos.get(assignment.id, {})
     cells = submission_cells(nb, demos, int(limits.cell_kb * 1024))
     timer.since("read", start)
     result = _base(sub, ctx)
     result["max_points"] = assignment.points
-    notes: list[str] = []
-    notes_msg: list[dict[str, str]] = []
-    if sub.evidence.get("also_found"):
-        notes.append(f"also found: {sub.evidence['also_found']}")
-        notes_msg.append(_said("submission.also_found", others=sub.evidence["also_found"]))
-    metadata = nb.get("metadata")
-    if isinstance(metadata, dict) and metadata.get("autograder_converted_from") == 3:
-        notes.append("converted from nbformat 3")
-        notes_msg.append(_said("submission.old_format"))
+    notes, notes_msg = _notebook_notes(sub, nb)
     timing: dict[str, Any] = {}
     t0 = time.perf_counter()
     if ctx.sandbox is None:     # only a submission with a problem is handed over without one
@@ -219,8 +231,8 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
                 lost.add(ex.id)
             if stand_ins:
                 ex_json["stand_ins"] = E.stood_in_json(stand_ins)
-                for stand in stand_ins.values():     # the feedback says so; the status stays "graded"
-                    notes_msg.append(as_dict(E.stand_in_message(assignment, ex, stand)))
+                # the feedback says so; the status stays "graded"
+                notes_msg.extend(as_dict(E.stand_in_message(assignment, ex, stand)) for stand in stand_ins.values())
             timer.since("results", t2)
             ex_json["seconds"] = round(time.perf_counter() - t1, 4)
             exercises.append(ex_json)

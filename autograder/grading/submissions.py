@@ -44,13 +44,22 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from autograder.config import Course
-from autograder.reports.lms import id_keys
 from autograder.errors import AutograderError, UnknownExercise
+from autograder.grading import times as T
 from autograder.grading.archives import os_reason
-from autograder.grading.evidence import (NotebookEvidence, normalized_name, notebook_says, student_from_dir,
-                                         student_from_stem, assignments_named, notebook_evidence)
+from autograder.grading.deadlines import submitted_json
+from autograder.grading.evidence import (
+    NotebookEvidence,
+    assignments_named,
+    normalized_name,
+    notebook_evidence,
+    notebook_says,
+    student_from_dir,
+    student_from_stem,
+)
 from autograder.messages import Msg, say
 from autograder.notebook import notebook_claims
+from autograder.reports.lms import id_keys
 from autograder.text import file_stem, line, path_text
 
 #: Folder names that organize submissions but never name a student.
@@ -202,9 +211,6 @@ def _submitted_at(s: Submission, times: dict[tuple[str, str | None], Any], files
     """When the submission came, from the most trusted source that says: the instructor's times CSV, then
     nbgrader's timestamp.txt beside it (on disk only), then a Canvas file name's late marker. Never a file's
     or a zip member's time: the student sets those."""
-    from autograder.grading import times as T
-    from autograder.grading.deadlines import submitted_json
-
     listed = [times[k] for k in ((s.student, s.assignment), (s.student, None)) if s.student and k in times]
     stamp = T.read_nbgrader_timestamp(s.path.parent / "timestamp.txt") if files_trusted else T.NONE
     return submitted_json(T.best(*listed, stamp, T.canvas_late_marker(PurePosixPath(s.source).name)))

@@ -410,6 +410,20 @@ def _name_cell(value: str, where: str, field: str) -> str:
     return value
 
 
+def _csv_text(path: Path, where: str) -> str:
+    """The times CSV's text: at most :data:`CSV_MAX_BYTES` of UTF-8 (a byte order mark tolerated)."""
+    data, reason = _read_bounded(path, CSV_MAX_BYTES, follow_links=True)
+    if reason is not None:
+        raise ConfigError(f"{where}: {reason}")
+    if data is None:
+        raise ConfigError(f"{where}: file not found")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: is not UTF-8 text (byte {exc.start})",
+                          hint="export the CSV as UTF-8") from None
+
+
 def load_times_csv(path: Path, *, default_tz: str | None = None) -> dict[tuple[str, str | None], SubmittedAt]:
     """Submission times from a CSV an LMS can export.
 
@@ -430,16 +444,7 @@ def load_times_csv(path: Path, *, default_tz: str | None = None) -> dict[tuple[s
     where = _where(path)
     if default_tz is not None:
         clock.zone(default_tz)     # a bad name is an error before any row is read
-    data, reason = _read_bounded(path, CSV_MAX_BYTES, follow_links=True)
-    if reason is not None:
-        raise ConfigError(f"{where}: {reason}")
-    if data is None:
-        raise ConfigError(f"{where}: file not found")
-    try:
-        content = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: is not UTF-8 text (byte {exc.start})",
-                          hint="export the CSV as UTF-8") from None
+    content = _csv_text(path, where)
     label = path_text(path.name or os.fspath(path))
     reader = csv.reader(io.StringIO(content, newline=""))
     out: dict[tuple[str, str | None], SubmittedAt] = {}

@@ -8,7 +8,9 @@ from collections import Counter
 from typing import Any
 
 from autograder.config import Course
-from autograder.reports.feedback import esc, html_page, status_text, message_text, exercise_title, fmt_points
+from autograder.points import fmt
+from autograder.reports import charts
+from autograder.reports.feedback import esc, exercise_title, fmt_points, html_page, message_text, status_text
 from autograder.reports.files import GRADED
 from autograder.text import line
 
@@ -87,8 +89,6 @@ def cjk_font() -> str | None:
 
 def late_counts(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per assignment with a due date: how many submissions came late, were refused or have no known time."""
-    from autograder.points import fmt
-
     out: dict[str, dict[str, Any]] = {}
     for r in results:
         late = r.get("late")
@@ -116,8 +116,6 @@ def class_report_parts(results: list[dict[str, Any]], course: Course, language: 
                        submissions: bool = True, title: bool = True) -> list[str]:
     """The class report's HTML (every dynamic string escaped): the service's dashboard shows it too, without
     its own submissions table (``submissions=False``)."""
-    from autograder.reports import charts
-
     language = language if language in _REPORT else "en"
     T = _REPORT[language]
     stats = class_stats(results, course)

@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from autograder.atomic import atomic_write_bytes, atomic_write_text  # noqa: F401 - the reports' writers
-from autograder.reports.model import RESULT_SCHEMA  # noqa: F401 - the result format's version, one place
+from autograder.reports.model import RESULT_SCHEMA, checked  # the result format's version, one place
 
 
 GRADED = "graded"
@@ -41,10 +43,6 @@ def dump_result(result: dict[str, Any]) -> str:
 def load_result(path: Path) -> dict[str, Any] | None:
     """A result file, or None when it is missing or not one of ours (not the result model's, see
     :mod:`autograder.reports.model`)."""
-    from pydantic import ValidationError
-
-    from autograder.reports.model import checked
-
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

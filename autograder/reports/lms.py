@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autograder.atomic import atomic_write_text
 from autograder.config import Course
 from autograder.points import total as points_total
 from autograder.reports.results import is_graded, newest_results
@@ -200,8 +201,6 @@ def write_lms_csv(results: Iterable[dict[str, Any]], course: Course, out_dir: Pa
     Returns their paths; ``lms-skipped.csv`` is always rewritten (only its header when every
     result is a grade), so it never describes an earlier run.
     """
-    from autograder.atomic import atomic_write_text
-
     table = lms_table(list(results), course, roster)
     out = Path(out_dir)
     written = []

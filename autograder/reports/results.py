@@ -26,7 +26,7 @@ def newest_results(results: Iterable[dict[str, Any]]) -> dict[str, tuple[str, st
 
 def load_results(out_dir: Path) -> list[dict[str, Any]]:
     """Every result file in ``OUT/results/``."""
-    from autograder.reports.files import load_result
+    from autograder.reports.files import load_result  # noqa: PLC0415 - loads pydantic
 
     found = []
     for path in sorted((Path(out_dir) / "results").glob("*.json")):

@@ -39,6 +39,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,7 +225,7 @@ def prepare() -> None:
     """In the template: load libc and libseccomp (a worker builds its filter after the fork: its own pid)."""
     libc()
     try:
-        import pyseccomp
+        import pyseccomp  # noqa: PLC0415 - optional: the seccomp layer is absent without it
     except (ImportError, OSError):
         return
     try:
@@ -245,7 +246,7 @@ def allowed_names(device: str = "cpu") -> set[str]:
 
 def build_filter(*, mode: str, own_pid: int, device: str, scoped_signals: bool) -> Any:
     """The worker's seccomp filter (default deny: EPERM), built in the worker before it is loaded."""
-    import pyseccomp as sc
+    import pyseccomp as sc  # noqa: PLC0415 - optional: the seccomp layer is absent without it
 
     f = sc.SyscallFilter(defaction=sc.ERRNO(errno.EPERM))
     unrestricted = [name for group in ALLOWED_SYSCALLS.values() for name in group]
@@ -284,8 +285,6 @@ def build_filter(*, mode: str, own_pid: int, device: str, scoped_signals: bool) 
 
 def filter_summary(mode: str = "root", device: str = "cpu") -> dict[str, Any]:
     """What `autograder doctor` says of the filter: its default, what it allows, its size in BPF."""
-    import tempfile
-
     f = build_filter(mode=mode, own_pid=os.getpid(), device=device, scoped_signals=False)
     with tempfile.TemporaryFile() as out:
         f.export_bpf(out)

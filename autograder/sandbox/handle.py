@@ -21,13 +21,26 @@ from autograder.forbidden import GUARD_OFF
 from autograder.messages import Msg, say
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
-from autograder.stopwatch import Stopwatch
 from autograder.sandbox.affinity import follow, release, spin_seconds
+from autograder.sandbox.processes import SETUP_SECONDS, SpawnFailed, WorkerProcess
 from autograder.sandbox.protocol import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
-from autograder.sandbox.processes import SETUP_SECONDS, WorkerProcess, SpawnFailed
-from autograder.sandbox.replies import (SMALL_HEADER, WORKER_STATUSES, cell_outcome, cell_said, CellOutcome,
-                                        CheckedReply, describe_exit, encode_request, exit_message, readable, said_reply,
-                                        header_number, header_text)
+from autograder.sandbox.replies import (
+    SMALL_HEADER,
+    WORKER_STATUSES,
+    CellOutcome,
+    CheckedReply,
+    cell_outcome,
+    cell_said,
+    describe_exit,
+    encode_request,
+    exit_message,
+    header_number,
+    header_text,
+    readable,
+    said_reply,
+)
+from autograder.sandbox.stand_ins import StandInRefused, answer
+from autograder.stopwatch import Stopwatch
 
 if TYPE_CHECKING:   # the Sandbox makes its handles
     from autograder.sandbox.host import Sandbox
@@ -83,14 +96,14 @@ class _Call:
 
     def __call__(self) -> Reply:
         if self.reply is None:
-            self.handle._wait_for(self)
+            self.handle.wait_for(self)
         assert self.reply is not None
         return self.reply
 
     def drop(self) -> None:
         """Its caller stopped before taking the reply: see WorkerHandle._drop."""
         if self.reply is None:
-            self.handle._wait_for(self, wanted=False)
+            self.handle.wait_for(self, wanted=False)
 
 
 class WorkerHandle:
@@ -114,7 +127,7 @@ class WorkerHandle:
         self.memory_killed = False      # the last stopped worker was killed for its memory cgroup
         self._poisoned: dict[str, Reply] = {}        # function -> the answer to any further call
         self._crashes: Counter[str] = Counter()
-        self._broken: Reply | None = None            # set when no worker can be started any more
+        self.broken: Reply | None = None            # set when no worker can be started any more
         self._last_failure: Msg = say("sandbox.stopped_unknown")
         self._seq = 0
         self._inflight: deque[_Call] = deque()        # requests sent whose replies are not read yet, in order
@@ -247,7 +260,7 @@ class WorkerHandle:
 
     def _give_up(self, reply: Reply, cell_status: str) -> None:
         """No worker any more: every call answers ``reply``; cells never run get ``cell_status``."""
-        self._broken = reply
+        self.broken = reply
         if not self._complete:
             said = reply.message if isinstance(reply.message, Msg) else Msg(reply.error, reply.error)
             self.cells = self._outcomes((cell_status, say("sandbox.not_run", detail=said)))
@@ -386,7 +399,7 @@ class WorkerHandle:
         while self._inflight:
             self._inflight[0]()
 
-    def _wait_for(self, call: _Call, wanted: bool = True) -> None:
+    def wait_for(self, call: _Call, wanted: bool = True) -> None:
         """Read replies in order up to ``call``'s: those before it are kept for whoever started them."""
         while self._inflight:
             head = self._inflight.popleft()
@@ -437,15 +450,15 @@ class WorkerHandle:
             blob = encode_request(request)  # a grader bug (not plain data) raises here, loudly
             self.timer.since("encode", start)
         if self._proc is None:
-            if self._broken is not None:
-                return Reply(self._broken.status, error=self._broken.error, message=self._broken.message)
+            if self.broken is not None:
+                return Reply(self.broken.status, error=self.broken.error, message=self.broken.message)
             if not self._quiet and self.restarts >= self._sandbox.max_restarts:
                 return said_reply("crashed", say("sandbox.restarts", detail=self._last_failure,
                                                  count=self.restarts + 1))
             self.restarts += 0 if self._quiet else 1
             self._quiet = False
             if not self.launch():
-                broken = self._broken or said_reply("crashed", say("sandbox.not_restarted"))
+                broken = self.broken or said_reply("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
         proc = self._proc
         if proc is None:  # _launch said yes but holds no worker: cannot happen, answer anyway
@@ -513,7 +526,7 @@ class WorkerHandle:
             # The call again, in a worker of the complete template (its cells run first); once only.
             self._stop(wait=False)
             if not self.launch():
-                broken = self._broken or said_reply("crashed", say("sandbox.not_restarted"))
+                broken = self.broken or said_reply("crashed", say("sandbox.not_restarted"))
                 return Reply(broken.status, error=broken.error, message=broken.message)
             return self._again(request)
         elapsed = time.monotonic() - call.start
@@ -536,8 +549,6 @@ class WorkerHandle:
     def _answer_stand_in(self, proc: WorkerProcess, request: Request, header: dict[str, Any], blob: bytes) -> None:
         """Answer a worker's call of an earlier exercise's function with that exercise's reference (see
         :mod:`autograder.sandbox.stand_ins`): only for a name the request lists, during that request."""
-        from autograder.sandbox.stand_ins import StandInRefused, answer
-
         name, phase = header.get("name"), header.get("phase")
         reference = request.stand_ins.get(name) if type(name) is str else None
         start = time.perf_counter()

@@ -51,11 +51,17 @@ from autograder.config import Limits
 from autograder.errors import AutograderError
 from autograder.notebook import Cell
 from autograder.sandbox.cage import Isolation
-from autograder.sandbox.launch import FOLDER_PREFIX, ClonedTemplate, launch_template, TemplateLaunch, write_owner
-from autograder.sandbox.protocol import MiB, WorkerConfig
 from autograder.sandbox.handle import CHANNEL_SEND_BUFFER, WorkerHandle
-from autograder.sandbox.processes import (SLOTS, SandboxError, SpawnFailed, WorkerProcess, cage_modes,
-                                          remove_stale_folders)
+from autograder.sandbox.launch import FOLDER_PREFIX, ClonedTemplate, TemplateLaunch, launch_template, write_owner
+from autograder.sandbox.processes import (
+    SLOTS,
+    SandboxError,
+    SpawnFailed,
+    WorkerProcess,
+    cage_modes,
+    remove_stale_folders,
+)
+from autograder.sandbox.protocol import MiB, WorkerConfig
 
 
 log = logging.getLogger(__name__)
@@ -142,7 +148,7 @@ class Sandbox:
         for mode in self._modes:
             self.isolation = Isolation(mode)
             with self.open([], label="probe") as worker:
-                problem = worker._broken
+                problem = worker.broken
             if problem is None:
                 self.worker_info = dict(worker.worker_info)
                 reported = self.worker_info.get("isolation") or {}

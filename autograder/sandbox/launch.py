@@ -5,16 +5,21 @@ environment (scrubbed), an early start before the command's own imports, and kil
 """
 from __future__ import annotations
 
+import atexit
 import os
 import select
+import shutil
 import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autograder.atomic import atomic_write_text
 from autograder.sandbox.protocol import TEMPLATE_ENV
 
 #: What the template inherits from the grader's environment (a worker's memory still holds the
@@ -43,8 +48,6 @@ FOLDER_PREFIX = "autograder-sandbox-"
 def write_owner(folder: str | os.PathLike[str]) -> None:
     """Name this process as the owner of a sandbox folder, atomically: a process killed half way leaves
     the earlier owner or none, never a truncated name (see processes.remove_stale_folders)."""
-    from autograder.atomic import atomic_write_text
-
     atomic_write_text(os.path.join(folder, "owner"), process_identity(os.getpid()), encoding="ascii")
 
 
@@ -90,19 +93,14 @@ class TemplateLaunch:
         try:
             self.proc.kill()
             self.proc.wait(timeout=10)
-        except Exception:  # noqa: BLE001, S110 - already gone
+        except Exception:  # noqa: BLE001 - already gone
             pass
         if self.own_folder:
-            import shutil
-
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def launch_template(folder: str | None = None) -> TemplateLaunch:
     """Start the template process (:func:`template_main`) in ``folder`` (default: a new sandbox folder)."""
-    import subprocess
-    import tempfile
-
     started = time.perf_counter()
     own = folder is None
     if folder is None:
@@ -150,8 +148,6 @@ class ClonedTemplate:
         kill_process(self.pid, self.pidfd)
 
     def wait(self, timeout: float | None = None) -> int:
-        import subprocess
-
         if self.pidfd is not None:
             ready, _, _ = select.select([self.pidfd], [], [], timeout)
             if not ready:
@@ -168,8 +164,6 @@ _EARLY: list[TemplateLaunch] = []
 def launch_early() -> None:
     """Start the template before the command imports anything else (see ``autograder.cli.EARLY``): its
     torch import then overlaps all of the command's. Closed at exit if the command never takes it."""
-    import atexit
-
     while _EARLY:                  # one an earlier command line in this process left (tests)
         _EARLY.pop().close()
     launch = launch_template()

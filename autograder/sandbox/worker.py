@@ -210,42 +210,13 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
     children: dict[int, tuple[int, int, str | None]] = {}
     leftover: list[str] = []            # memory cgroups still holding a process (a grandchild) when reaped
 
-    def reap() -> None:
-        if leftover:
-            leftover[:] = [g for g in leftover if not _MEMORY["groups"].remove(g)]
-        while True:
-            try:
-                pid, status, usage = os.wait4(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            entry = children.pop(pid, None)
-            if entry is not None:
-                fd, cpu_limit, group = entry
-                status = _named_status(status, usage, cpu_limit)
-                report: dict[str, Any] = {"pid": pid, "status": status}
-                if group is not None:
-                    report["memory"] = _MEMORY["groups"].oom_killed(group)
-                    if not _MEMORY["groups"].remove(group):
-                        leftover.append(group)      # a grandchild is still in it: the sweep will kill it
-                try:
-                    os.write(fd, json.dumps(report).encode())
-                except OSError:
-                    pass
-                os.close(fd)
-
     watched: list[socket.socket | int] = [ctrl, wake_r]
     try:
         while True:
             ready, _, _ = select.select(watched, [], [])
             if wake_r in ready:
-                try:
-                    while os.read(wake_r, 512):
-                        pass
-                except BlockingIOError:
-                    pass
-                reap()
+                _drain(wake_r)
+                _template_reap(children, leftover)
             if ctrl not in ready:
                 continue
             msg, fds, _flags, _addr = socket.recv_fds(ctrl, 1 << 16, 4)
@@ -255,9 +226,7 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
                 request = json.loads(msg)
                 kind = request["t"]
             except (ValueError, KeyError, TypeError):
-                for fd in fds:
-                    os.close(fd)
-                ctrl.send(json.dumps({"error": "bad request"}).encode())
+                _refuse(ctrl, fds, "bad request")
                 continue
             if kind == "fork" and len(fds) == 2:
                 if request.get("complete") and later:
@@ -266,31 +235,11 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
                     _import_quietly(later.pop(0))
                 _template_fork(ctrl, request, fds, children, partial=bool(later))
             elif kind == "clone" and len(fds) == 1:
-                pid = os.fork()
-                if pid == 0:
-                    # A template of its own for another grader process (a lane): nothing of this one's
-                    # (its grader's channel, its wake-up pipe, its workers' status pipes) stays open.
-                    ctrl.close()
-                    for fd in (wake_r, wake_w, *(entry[0] for entry in children.values())):
-                        os.close(fd)
-                    if _AHEAD["group"] is not None:
-                        # Born in the group this template made for its own next worker: out of it first.
-                        if not _join_home():
-                            os._exit(1)     # the grader sees the copy fail and starts lanes another way
-                        _AHEAD["group"] = None
-                    own = socket.socket(fileno=fds[0])
-                    own.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": 0.0,
-                                         "cuda_driver_loaded": _libcuda_loaded(),
-                                         "threads": _task_count()}).encode())
-                    _template_serve(own, later)
-                os.close(fds[0])
-                ctrl.send(json.dumps({"pid": pid}).encode())
+                _template_clone(ctrl, fds[0], (wake_r, wake_w, *(entry[0] for entry in children.values())), later)
             elif kind == "sweep":
                 _template_sweep(ctrl, request)
             else:
-                for fd in fds:
-                    os.close(fd)
-                ctrl.send(json.dumps({"error": f"unknown request {kind!r}"}).encode())
+                _refuse(ctrl, fds, f"unknown request {kind!r}")
     except BaseException:  # noqa: BLE001 - into the template's log, which the grader shows
         traceback.print_exc()
     finally:
@@ -302,6 +251,73 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
         ahead = [_AHEAD["group"]] if _AHEAD["group"] is not None and _join_home() else []
         _remove_groups([entry[2] for entry in children.values() if entry[2]] + leftover + ahead)
         os._exit(0)
+
+
+def _drain(fd: int) -> None:
+    """Empty the (non-blocking) wake-up pipe."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _refuse(ctrl: socket.socket, fds: list[int], error: str) -> None:
+    """Answer a request the template cannot serve, closing the descriptors it came with."""
+    for fd in fds:
+        os.close(fd)
+    ctrl.send(json.dumps({"error": error}).encode())
+
+
+def _template_reap(children: dict[int, tuple[int, int, str | None]], leftover: list[str]) -> None:
+    """Collect the workers that ended and write each one's end to its status pipe (see _template_serve)."""
+    if leftover:
+        leftover[:] = [g for g in leftover if not _MEMORY["groups"].remove(g)]
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        entry = children.pop(pid, None)
+        if entry is not None:
+            fd, cpu_limit, group = entry
+            status = _named_status(status, usage, cpu_limit)
+            report: dict[str, Any] = {"pid": pid, "status": status}
+            if group is not None:
+                report["memory"] = _MEMORY["groups"].oom_killed(group)
+                if not _MEMORY["groups"].remove(group):
+                    leftover.append(group)      # a grandchild is still in it: the sweep will kill it
+            try:
+                os.write(fd, json.dumps(report).encode())
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def _template_clone(ctrl: socket.socket, channel: int, own_fds: tuple[int, ...], later: list[str]) -> None:
+    """Fork a copy of this template serving ``channel``; the copy never returns. ``own_fds``: this template's
+    descriptors (its wake-up pipe, its workers' status pipes), closed in the copy."""
+    pid = os.fork()
+    if pid == 0:
+        # A template of its own for another grader process (a lane): nothing of this one's
+        # (its grader's channel, its wake-up pipe, its workers' status pipes) stays open.
+        ctrl.close()
+        for fd in own_fds:
+            os.close(fd)
+        if _AHEAD["group"] is not None:
+            # Born in the group this template made for its own next worker: out of it first.
+            if not _join_home():
+                os._exit(1)     # the grader sees the copy fail and starts lanes another way
+            _AHEAD["group"] = None
+        own = socket.socket(fileno=channel)
+        own.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": 0.0,
+                             "cuda_driver_loaded": _libcuda_loaded(),
+                             "threads": _task_count()}).encode())
+        _template_serve(own, later)
+    os.close(channel)
+    ctrl.send(json.dumps({"pid": pid}).encode())
 
 
 def _remove_groups(groups: list[str]) -> None:
@@ -324,7 +340,7 @@ def _import_quietly(name: str) -> None:
 
     try:
         importlib.import_module(name)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a module that fails to import costs speed only: into the log
         traceback.print_exc()
 
 
@@ -729,7 +745,7 @@ def run_cell(namespace: dict[str, Any], index: int, code: str) -> dict[str, Any]
     """Execute one cell; whatever it raises (SystemExit and KeyboardInterrupt too) is recorded."""
     start = time.perf_counter()
     try:
-        exec(builtins.compile(code, f"<cell {index}>", "exec"), namespace)  # noqa: S102 - what a worker is for
+        exec(builtins.compile(code, f"<cell {index}>", "exec"), namespace)  # what a worker is for
     except BaseException as exc:  # noqa: BLE001 - student code may raise anything
         return {"index": index, "status": "error", "error_type": _type_name(exc),
                 "message": _describe_cell_error(exc, index), "seconds": time.perf_counter() - start}
@@ -807,7 +823,7 @@ class _Calls:
 def _type_name(exc: BaseException) -> str:
     try:
         return str(type(exc).__name__)[:100]
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a hostile metaclass: the reply still goes out
         return "BaseException"
 
 
@@ -829,7 +845,7 @@ def _describe_cell_error(exc: BaseException, index: int) -> str:
             for frame in traceback.extract_tb(exc.__traceback__):
                 if frame.filename == f"<cell {index}>":
                     line = frame.lineno
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a forged traceback: the message just names no line
             line = None
     where = f" (line {line})" if line else ""
     return f"{_type_name(exc)}: {first}{where}" if first else f"{_type_name(exc)}{where}"

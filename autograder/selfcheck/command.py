@@ -5,19 +5,35 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import io
+import multiprocessing
 import os
 import shutil
 import sys
 import time
+import traceback
 import warnings
 from pathlib import Path
 from typing import Any
 
+from autograder import __version__
+from autograder import catalog as C
+from autograder.errors import AutograderError, UnknownExercise, run_command, use_course
 from autograder.messages import Msg, say, text
-from autograder.selfcheck.kernel import (LANGUAGES, Note, SelfCheckResult, language_of, guess_assignment, resolve,
-                                         run_public)
+from autograder.notebook import code_cells, fresh_namespace, read_notebook, skip_unused_schema_formats
+from autograder.selfcheck import submit as submitting
+from autograder.selfcheck.kernel import (
+    LANGUAGES,
+    Note,
+    SelfCheckResult,
+    guess_assignment,
+    language_of,
+    resolve,
+    run_public,
+)
 from autograder.selfcheck.render import print_table
+from autograder.selfcheck.timelimit import TimeLimitExceeded, stopped_in, time_limit
 
 
 # -- ``autograder check NOTEBOOK.ipynb`` ---------------------------------------------
@@ -38,9 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograder.config import load_course
-    from autograder.errors import UnknownExercise
-    from autograder.notebook import read_notebook, skip_unused_schema_formats
+    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     skip_unused_schema_formats()
     read_notebook(args.notebook)             # NotebookError: the CLI prints it and exits 2
@@ -51,8 +65,6 @@ def run(args: argparse.Namespace) -> int:
         found, _, problems = resolve(course, ex_id, {})
         if problems:
             # In the student's language, and in a terminal's terms (--exercise, not check(...)).
-            import difflib
-
             ids = [e.id for e in course.exercises]
             close = difflib.get_close_matches(str(ex_id), ids + [e.function for e in course.exercises], n=1,
                                               cutoff=0.5)
@@ -85,10 +97,6 @@ class _Step:
 def supervise(notebook: str, exercises: list[str], lang: str, limits: Any, *, tty: bool = False,
               width: int = 120) -> int:
     """Run :func:`_check_in_child` under the course's time limits; print its table; the exit code."""
-    import multiprocessing
-
-    from autograder.errors import AutograderError, UnknownExercise
-
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_check_in_child, args=(send, notebook, exercises, lang, tty, width),
@@ -181,10 +189,6 @@ def _cell_label(cell: Any) -> tuple[str, str, str]:
 
 def _check_in_child(conn: Any, notebook: str, exercise_ids: list[str], lang: str, tty: bool, width: int) -> None:
     """The child's side: run the notebook and the checks, send ("done", exit code, table text)."""
-    import traceback
-
-    from autograder.errors import AutograderError
-
     def step(label: Any, budget: float | None = None) -> None:
         conn.send(("ready",) if label == "ready" else ("step", label, budget))
 
@@ -202,9 +206,7 @@ def _check_in_child(conn: Any, notebook: str, exercise_ids: list[str], lang: str
 def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool, width: int,
                     step: Any = None) -> tuple[int, str]:
     """Execute the notebook, run the public checks: (exit code, the rendered table)."""
-    from autograder.config import load_course
-    from autograder.errors import UnknownExercise
-    from autograder.notebook import read_notebook
+    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     import torch  # noqa: F401 - imported before the clocks start: a slow first import is no endless loop
 
@@ -212,7 +214,6 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
     course = load_course()
     chosen = [course.exercise(i)[1] for i in exercise_ids]
     title = ", ".join(exercise_ids)
-    from autograder import catalog as C
 
     C.load_catalog(course, hidden=False, mistakes=False)
     if step is not None:
@@ -251,9 +252,6 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None, seconds: float | N
     Output and warnings of the cells are swallowed: the table is the output. ``on_cell``
     is told each cell (a label) before it runs, and None after.
     """
-    from autograder.notebook import code_cells, fresh_namespace
-    from autograder.selfcheck.timelimit import TimeLimitExceeded, time_limit
-
     os.environ.setdefault("MPLBACKEND", "Agg")     # plt.show() must not open windows
     namespace = fresh_namespace()
     notes: list[Note] = []
@@ -285,7 +283,7 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None, seconds: float | N
                 with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
                         time_limit(budget):
                     warnings.simplefilter("ignore")
-                    exec(code, namespace)  # noqa: S102 - the student's own notebook, on their machine
+                    exec(code, namespace)  # the student's own notebook, on their machine
             except TimeLimitExceeded as exc:
                 notes.append(Note("error", _cell_stopped(cell, exc, functions or set(), budget or 0)))
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - report and go on, as a kernel would
@@ -307,8 +305,6 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None, seconds: float | N
 def _cell_stopped(cell: Any, exc: BaseException, functions: set[str], seconds: float) -> Msg:
     """What a stopped cell says: its number and first line, whether it is one of the chapter's
     demonstration cells (locked, not an exercise's), and the student's function it was stopped in."""
-    from autograder.selfcheck.timelimit import stopped_in
-
     _kind, number, line = _cell_label(cell)
     where = stopped_in(exc, functions)        # the cells were compiled as "<cell N>"
     if _is_demo(cell):
@@ -336,9 +332,6 @@ def main(argv: list[str] | None = None) -> int:
     The kit's own command (:mod:`autograder.cli`) imports the grading modules, which the
     bundle does not ship; this one needs only the self-check's files.
     """
-    from autograder import __version__
-    from autograder.errors import run_command, use_course
-
     parser = argparse.ArgumentParser(
         prog="autograder", description="The course's self-check: run the public checks on a saved notebook.",
         epilog="Example: autograder check NOTEBOOK.ipynb --exercise 2.1 --language en (NOTEBOOK: yours, as saved)")
@@ -347,7 +340,6 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_arguments(sub.add_parser("check", help="run the public self-checks on a saved notebook",
                                  description="Run the public self-checks on a saved notebook; exit 0 when all pass."))
-    from autograder.selfcheck import submit as submitting
 
     submitting.add_arguments(sub.add_parser("submit", help="hand a saved notebook to the course's grading service",
                                             description="Hand a saved notebook to the course's grading service and "

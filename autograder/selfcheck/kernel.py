@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import html
+import importlib
 import io
 import os
 import sys
@@ -16,9 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autograder import catalog as C
 from autograder.errors import ConfigError
 from autograder.messages import Msg, say
+from autograder.notebook import Bounds, assignments_of_cells, notebook_claims, said_in, scan_notebook
+from autograder.points import fraction, total
 from autograder.selfcheck.render import render_html, render_text
+from autograder.selfcheck.timelimit import TimeLimitExceeded, stopped_in, time_limit
 
 
 LANGUAGES = ("zh", "en")
@@ -157,8 +162,6 @@ class PublicScore:
         return repr(self.points)
 
     def _repr_html_(self) -> str:
-        from autograder.points import fraction
-
         line = say("selfcheck.public_score", exercise=self.exercise, passed=self.passed, total=self.total,
                    score=fraction(self.points, self.max_points)).get(self.language)
         return f"<div>{html.escape(line)}</div>"
@@ -169,16 +172,13 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
 
     Never raises and never writes to stderr (nbgrader would score the cell 0).
     """
-    from autograder import catalog as C
-    from autograder.config import load_course
+    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     namespace = caller_namespace(_depth + 1)
     if os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("AUTOGRADER_COURSE") \
             and C.hidden_available(load_course(os.environ["AUTOGRADER_COURSE"])):
         # The instructor's kit under nbgrader autograde: every check, seeded per student. Looked up by name:
         # the nbgrader bridge is the instructor's (never in a student's bundle) and builds on this module.
-        import importlib
-
         bridge = importlib.import_module("autograder.exports.nbgrader_cells")
         return bridge.grade_exercise(str(exercise), namespace=namespace, language=language)
     course = load_course()
@@ -194,7 +194,6 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
         result, rows = None, []
     earned = sum(c.points for c in rows if c.passed)
     possible = sum(c.max_points for c in rows) or 1.0
-    from autograder.points import total
 
     points = total([ex.points * earned / possible]) if rows else 0.0
     lang = language_of(language, course)
@@ -205,7 +204,7 @@ def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str
                notebook: str | None = None, course: Any = None,
                fingerprints: dict[str, Any] | None = None) -> SelfCheckResult:
     """The work of :func:`check` without the display: resolve, run, collect."""
-    from autograder.config import load_course
+    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     course = course or load_course()
     lang = language_of(language, course)
@@ -226,8 +225,7 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
     ``on_call`` (for ``autograder check``'s clock) is told ("call", exercise ID, function)
     before each call into the student's code and None when it returns.
     """
-    from autograder import catalog as C
-    from autograder.catalog.fingerprints import FingerprintDiagnoser, copying_runner
+    from autograder.catalog.fingerprints import FingerprintDiagnoser, copying_runner  # noqa: PLC0415 - loads torch
 
     if not exercises:
         return []
@@ -300,8 +298,7 @@ def time_limited(runner: Any, seconds: float, namespace: dict[str, Any] | None =
     """``runner`` with each call stopped after ``seconds`` (:func:`~autograder.selfcheck.timelimit.time_limit`):
     a timeout reply naming the function (and the student's function among ``functions`` it was stopped in,
     2.3's inside 2.4's), and every later call of it answered without running it."""
-    from autograder.probes import Reply
-    from autograder.selfcheck.timelimit import TimeLimitExceeded, stopped_in, time_limit
+    from autograder.probes import Reply  # noqa: PLC0415 - loads torch
 
     slow: dict[str, Any] = {}
     limit = f"{seconds:g}"
@@ -393,8 +390,6 @@ def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | Non
 def claimed_assignment(course: Any, notebook: str | None, nb: Any) -> Any:
     """The assignment a notebook says it is (autograder.notebook.notebook_claims), or None: from the parsed
     ``nb``, else from the file at ``notebook`` (a bounded look at it, never a parse)."""
-    from autograder.notebook import Bounds, assignments_of_cells, notebook_claims, said_in, scan_notebook
-
     declared: str | None = None
     grade_ids: set[str] = set()
     if isinstance(nb, dict):
@@ -428,7 +423,7 @@ def caller_namespace(depth: int) -> dict[str, Any]:
     if isinstance(ns, dict):
         return ns
     try:
-        return sys._getframe(depth).f_globals
+        return sys._getframe(depth).f_globals  # noqa: SLF001 - the caller's globals, outside IPython
     except ValueError:
         return {}
 
@@ -439,7 +434,7 @@ def ipython_shell() -> Any:
         return None
     try:
         return ipython.get_ipython()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a half-imported or odd IPython: treated as no shell
         return None
 
 

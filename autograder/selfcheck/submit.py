@@ -21,6 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autograder.errors import ConfigError
+from autograder.messages import say, text
+from autograder.points import fmt
+from autograder.selfcheck import kernel
+
 ENV_SERVER, ENV_TOKEN = "AUTOGRADER_SERVER", "AUTOGRADER_TOKEN"
 #: A JupyterHub single-user server's own token (the Hub sets it): the student's token when the service is
 #: a service of that Hub.
@@ -43,8 +48,6 @@ class Verdict(dict):
     cell's last expression; the verdict is already printed above it), not the whole answer again."""
 
     def __repr__(self) -> str:
-        from autograder.points import fmt
-
         result = self.get("result") or {}
         return (f"<submission {self.get('submission')}: {self.get('state')}, {fmt(result.get('points') or 0.0)} / "
                 f"{fmt(result.get('max_points') or 0.0)}>")
@@ -54,8 +57,6 @@ class Verdict(dict):
 
 
 def _say(language: str, key: str, **params: Any) -> str:
-    from autograder.messages import text
-
     return text(key, language, **params)
 
 
@@ -96,16 +97,7 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
     if not path.is_file():
         raise SubmitError(_say(language, "submit.missing", name=str(path)))
     if assignment is None:
-        from autograder.selfcheck.kernel import claimed_assignment
-
-        claimed = claimed_assignment(course, str(path), None)       # what the notebook says it is, first
-        stem = path.stem
-        found = [claimed.id] if claimed is not None else [
-            a.id for a in course.assignments if stem == a.id or stem.startswith(a.id) or a.id in stem]
-        if len(found) != 1:
-            raise SubmitError(_say(language, "submit.no_assignment", name=path.name,
-                                   known=", ".join(a.id for a in course.assignments)))
-        assignment = found[0]
+        assignment = _assignment_of(path, course, language)
     server, token = settings(language)
     headers = {"Authorization": f"Bearer {token}"}
     try:
@@ -126,33 +118,51 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
                      position=receipt.get("position") or 0))
             if not wait:
                 return None
-            deadline = time.monotonic() + timeout
-            running = False
-            while time.monotonic() < deadline:
-                got = client.get(f"/api/submissions/{receipt['submission']}",
-                                 params={"wait": min(LONG_POLL, max(0.0, deadline - time.monotonic()))},
-                                 timeout=LONG_POLL + 30)
-                if got.status_code == 429:          # asked too often: wait as long as the service says
-                    time.sleep(min(60.0, float(got.headers.get("Retry-After") or 5)))
-                    continue
-                if got.status_code != 200:
-                    raise SubmitError(_error(got, language))
-                state = got.json()
-                if state["state"] == "done":
-                    for line in verdict_lines(state.get("result") or {}, language):
-                        say(line)
-                    return Verdict(state)
-                if state["state"] == "failed":
-                    raise SubmitError(_say(language, "submit.failed"))
-                if state["state"] == "running" and not running:
-                    running = True
-                    say(_say(language, "submit.running"))
-            say(_say(language, "submit.waiting", submission=receipt["submission"]))
-            return None
+            return _wait_for_verdict(client, receipt["submission"], language, timeout, say)
     except httpx.LocalProtocolError:        # (a header this client refuses to send: said above, for the token)
         raise SubmitError(_say(language, "submit.token_characters")) from None
     except httpx.TransportError as exc:
         raise SubmitError(_say(language, "submit.unreachable", server=server, why=type(exc).__name__)) from None
+
+
+def _assignment_of(path: Path, course: Any, language: str) -> str:
+    """The assignment a notebook is for: the one it names, else the one its file name names."""
+    claimed = kernel.claimed_assignment(course, str(path), None)       # what the notebook says it is, first
+    stem = path.stem
+    found = [claimed.id] if claimed is not None else [
+        a.id for a in course.assignments if stem == a.id or stem.startswith(a.id) or a.id in stem]
+    if len(found) != 1:
+        raise SubmitError(_say(language, "submit.no_assignment", name=path.name,
+                               known=", ".join(a.id for a in course.assignments)))
+    return found[0]
+
+
+def _wait_for_verdict(client: Any, submission: Any, language: str, timeout: float, say: Any) -> Verdict | None:
+    """Ask the service for the submission's state until it is graded (its verdict, said line by line), it
+    failed, or ``timeout`` seconds passed (None)."""
+    deadline = time.monotonic() + timeout
+    running = False
+    while time.monotonic() < deadline:
+        got = client.get(f"/api/submissions/{submission}",
+                         params={"wait": min(LONG_POLL, max(0.0, deadline - time.monotonic()))},
+                         timeout=LONG_POLL + 30)
+        if got.status_code == 429:          # asked too often: wait as long as the service says
+            time.sleep(min(60.0, float(got.headers.get("Retry-After") or 5)))
+            continue
+        if got.status_code != 200:
+            raise SubmitError(_error(got, language))
+        state = got.json()
+        if state["state"] == "done":
+            for line in verdict_lines(state.get("result") or {}, language):
+                say(line)
+            return Verdict(state)
+        if state["state"] == "failed":
+            raise SubmitError(_say(language, "submit.failed"))
+        if state["state"] == "running" and not running:
+            running = True
+            say(_say(language, "submit.running"))
+    say(_say(language, "submit.waiting", submission=submission))
+    return None
 
 
 def _error(response: Any, language: str) -> str:
@@ -165,8 +175,6 @@ def _error(response: Any, language: str) -> str:
 
 def verdict_lines(result: dict[str, Any], language: str) -> list[str]:
     """The verdict as the service shows it to a student: the score, then each check's title and result."""
-    from autograder.points import fmt
-
     lines = [_say(language, "submit.done", points=fmt(result.get("points") or 0.0),
                   max_points=fmt(result.get("max_points") or 0.0))]
     late = result.get("late")
@@ -186,10 +194,7 @@ def verdict_lines(result: dict[str, Any], language: str) -> list[str]:
 
 def submit(assignment: str | None = None, *, language: str | None = None, wait: bool = True) -> dict[str, Any] | None:
     """In a notebook: send the saved notebook to the grading service and show its verdict."""
-    from autograder.config import load_course
-    from autograder.errors import ConfigError
-    from autograder.messages import say
-    from autograder.selfcheck.kernel import notebook_name, caller_namespace, language_of
+    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     try:
         course = load_course()
@@ -198,8 +203,8 @@ def submit(assignment: str | None = None, *, language: str | None = None, wait: 
         print((say("selfcheck.no_course") if "no course.yml" in exc.message else
                say("selfcheck.bad_course", detail=exc.message)).get(lang))
         return None
-    lang = language_of(language, course)
-    name = notebook_name(caller_namespace(2))
+    lang = kernel.language_of(language, course)
+    name = kernel.notebook_name(kernel.caller_namespace(2))
     try:
         if name is None:            # (nbconvert, a script: no notebook file to send)
             raise SubmitError(_say(lang, "submit.no_notebook_file"))
@@ -214,12 +219,10 @@ def submit(assignment: str | None = None, *, language: str | None = None, wait: 
 
 def watch_runs() -> None:
     """Remember when each cell finished (to tell unsaved work from saved): an IPython post_run_cell hook."""
-    from autograder.selfcheck.kernel import ipython_shell
-
-    shell = ipython_shell()
+    shell = kernel.ipython_shell()
     if shell is None or getattr(shell, "_autograder_watching", False):
         return
-    shell._autograder_watching = True
+    shell._autograder_watching = True  # noqa: SLF001 - the kit's own mark on IPython's shell
     shell.events.register("post_run_cell", lambda *_: _LAST_RUN.append(time.time()))
 
 
@@ -231,7 +234,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograder.config import load_course
+    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     course = load_course()
     lang = args.language or str(getattr(course.language, "value", course.language))

@@ -10,6 +10,7 @@ a kernel's cells do; elsewhere with a timer thread that interrupts the main thre
 """
 from __future__ import annotations
 
+import _thread
 import contextlib
 import signal
 import threading
@@ -60,8 +61,6 @@ def _alarm(seconds: float) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _interrupt(seconds: float) -> Iterator[None]:
-    import _thread
-
     fired = threading.Event()
     done = threading.Event()
 

@@ -25,8 +25,11 @@ from fastapi.routing import APIRoute
 from sqlalchemy.engine import Engine
 from starlette.routing import Route
 
+from autograder import __version__
 from autograder.service.context import Finished, RateLimit, Service
 from autograder.service.errors import install_error_handlers
+from autograder.service.guard import BODY_IDLE_SECONDS, Guard
+from autograder.service.routes import dashboard, downloads, signin, student, submissions
 
 #: Requests one token may make in a minute (reads), and uploads among them; past either, 429.
 REQUESTS_PER_MINUTE = 240
@@ -48,10 +51,6 @@ def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUES
                body_idle_seconds: float | None = None) -> FastAPI:
     """The service for ``course`` on ``engine``'s database; with ``hub`` (an :class:`autograder.service.hub.Hub`),
     JupyterHub's tokens are callers too and the pages sign in through the Hub's OAuth."""
-    from autograder import __version__
-    from autograder.service.guard import BODY_IDLE_SECONDS, Guard
-    from autograder.service.routes import dashboard, downloads, signin, student, submissions
-
     app = FastAPI(title="autograder service", version=__version__,
                   description="Submit notebooks of the course and read their graded verdicts.")
     app.add_middleware(Guard, uploads=UPLOAD_ROUTES, upload_bytes=lambda: int(course.limits.notebook_mb * 2**20),

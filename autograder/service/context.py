@@ -17,6 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
 
+from autograder.service.live import Assignments
+
 #: How often the one query that serves every waiting read (``?wait=``) looks at the jobs.
 LONG_POLL_EVERY = 0.05
 
@@ -84,7 +86,7 @@ class Finished:
             await asyncio.sleep(self.every)
 
     def _finished(self, jobs: list[int]) -> list[int]:
-        from autograder.service.db import Job
+        from autograder.service.db import Job  # noqa: PLC0415 - loads sqlalchemy
 
         with self.engine.connect() as conn:
             return list(conn.execute(select(Job.id).where(Job.id.in_(jobs[:1000]),
@@ -109,8 +111,6 @@ class Service:
     @property
     def assignments(self) -> Any:
         """The course's assignments by id, as they are now (a live view)."""
-        from autograder.service.live import Assignments
-
         return Assignments(self.course)
 
 

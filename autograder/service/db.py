@@ -14,12 +14,27 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, TypeDecorator,
-                        create_engine, event, func, select)
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    TypeDecorator,
+    create_engine,
+    event,
+    func,
+    select,
+)
 from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from autograder.clock import as_utc
+from autograder.errors import AutograderError
 
 #: How long a writer waits for SQLite's lock before it reports the database busy, in ms.
 SQLITE_BUSY_MS = 30_000
@@ -178,11 +193,9 @@ def writing(engine: Engine) -> Engine:
 def upgrade(engine: Engine) -> None:
     """Bring the database to the newest schema (Alembic; creates it when empty). A database that cannot
     be reached is one ERROR line naming it (its password hidden), never a traceback."""
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy.exc import OperationalError
+    from alembic import command  # noqa: PLC0415 - loads alembic: migrations only
+    from alembic.config import Config  # noqa: PLC0415 - loads alembic: migrations only
 
-    from autograder.errors import AutograderError
 
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
@@ -232,7 +245,7 @@ class ExtensionGrant(Base):
 def granted_extensions(engine: Engine) -> list[Any]:
     """The extensions granted from the dashboard, the latest per student and assignment, as the late policy
     takes them (autograder.late_policy.Extension)."""
-    from autograder.late_policy import Extension
+    from autograder.late_policy import Extension  # noqa: PLC0415 - loads pydantic
 
     with engine.connect() as conn:
         rows = conn.execute(select(ExtensionGrant).order_by(ExtensionGrant.id)).all()

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from autograder.messages import Msg, say
+from autograder.service.guard import refusal_body
 
 
 class ApiError(Exception):
@@ -49,8 +50,6 @@ def to_login(request: Request) -> RedirectResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    from autograder.service.guard import refusal_body
-
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}

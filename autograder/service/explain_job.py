@@ -12,18 +12,18 @@ import json
 import sys
 from pathlib import Path
 
+from autograder.errors import AutograderError
+from autograder.grading.process import prepare_grader_process
+
 #: The files of the folder the web process fills.
 REQUEST = "request.json"
 NOTEBOOK = "graded.ipynb"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from autograder.grading.process import prepare_grader_process
-
     prepare_grader_process()            # before numpy and torch load, as a worker does
-    from autograder.config import load_course
-    from autograder.errors import AutograderError
-    from autograder.grading.explain import explanation
+    from autograder.config import load_course  # noqa: PLC0415 - after prepare_grader_process, as a worker
+    from autograder.grading.explain import explanation  # noqa: PLC0415 - after prepare_grader_process, as a worker
 
     folder = Path((argv if argv is not None else sys.argv[1:])[0])
     asked = json.loads((folder / REQUEST).read_text(encoding="utf-8"))

@@ -18,7 +18,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from autograder.errors import AutograderError
 from autograder.service.db import Result, Submission
+from autograder.service.standing import Standing
 
 
 @dataclass
@@ -71,19 +73,17 @@ def counted_submissions(engine: Engine, counts: str = "last", standing: Any = No
 def export(engine: Engine, course: Any, out: Path, nbgrader: Path | None = None) -> list[dict[str, Any]]:
     """Write OUT from the service's results (and, with ``nbgrader``, record them in that course's
     gradebook); the results written."""
-    from autograder.grading.outputs import Outputs
-    from autograder.grading.submissions import safe_name
-    from autograder.reports.files import atomic_write_bytes, atomic_write_text
-    from autograder.reports.lms import write_lms_csv
+    from autograder.grading.outputs import Outputs  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.grading.submissions import safe_name  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.reports.files import atomic_write_bytes, atomic_write_text  # noqa: PLC0415 - loads pydantic
+    from autograder.reports.lms import write_lms_csv  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
-    from autograder.errors import AutograderError
 
     if nbgrader is not None and not (Path(nbgrader) / "nbgrader_config.py").is_file() and \
             not (Path(nbgrader) / "gradebook.db").is_file():
         raise AutograderError(f"--nbgrader {nbgrader}: not an nbgrader course folder (no nbgrader_config.py "
                               "or gradebook.db in it)", hint="pass the folder nbgrader runs in; nothing was written")
     out = Path(out)
-    from autograder.service.standing import Standing
 
     standing = Standing(engine, course)
     outputs = Outputs(out, course, course.language.value, standing.deadlines)
@@ -108,7 +108,7 @@ def export(engine: Engine, course: Any, out: Path, nbgrader: Path | None = None)
     outputs.report(written)
     write_lms_csv(written, course, out)
     if nbgrader is not None:
-        from autograder.exports.nbgrader import record_in_gradebook
+        from autograder.exports.nbgrader import record_in_gradebook  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
         for text in record_in_gradebook(located, course, Path(nbgrader)).lines():
             print(text)

@@ -126,85 +126,32 @@ class Guard:
         most = self._upload_bytes() if callable(self._upload_bytes) else self._upload_bytes
         allowance = Allowance(SMALL_BODY, most + UPLOAD_FRAMING if upload else SMALL_BODY)
         scope[_SCOPE_KEY] = allowance
-        answered = False            # the guard has answered (a refusal): the app's own answer is dropped
-        started = False             # a response has begun
-
-        async def guarded_send(message: Any) -> None:
-            nonlocal started
-            if answered:
-                return
-            if message["type"] == "http.response.start":
-                started = True
-                have = {k.lower() for k, _ in message.get("headers", [])}
-                extra = [h for h in _HEADERS if h[0] not in have]
-                if expects_body and not finished and b"connection" not in have:
-                    # Answered before its body was read (a refusal): the rest is never read, so the connection
-                    # closes after this response instead of waiting on it.
-                    extra.append((b"connection", b"close"))
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
-            await send(message)
-
-        async def refuse(status: int, key: str, retry_after: int | None = None, **params: Any) -> None:
-            nonlocal answered, started
-            if not started and not answered:
-                body, kind = refusal_body(scope, status, say(key, **params), key)
-                extra = [(b"retry-after", str(retry_after).encode())] if retry_after is not None else []
-                await send({"type": "http.response.start", "status": status,
-                            "headers": [(b"content-type", kind), (b"content-length", str(len(body)).encode()),
-                                        (b"connection", b"close"), *extra, *_HEADERS]})
-                await send({"type": "http.response.body", "body": body})
-                started = True
-            answered = True
+        exchange = _Exchange(scope, receive, send, allowance)
 
         declared = _content_length(scope)
         if declared == -1:
-            await refuse(400, "service.malformed", fields="Content-Length")
+            await exchange.refuse(400, "service.malformed", fields="Content-Length")
             return
         if declared is not None and declared > allowance.most:
-            await refuse(413, "service.body_too_large", limit=_size(allowance.most))
+            await exchange.refuse(413, "service.body_too_large", limit=_size(allowance.most))
             return
 
-        read = 0
         expects_body = (declared or 0) > 0 or any(k == b"transfer-encoding" for k, _ in scope.get("headers") or ())
-        finished = not expects_body
-        deadline = time.monotonic() + self.body_seconds
-
-        async def guarded_receive() -> Any:
-            nonlocal read, finished
-            if finished or answered:
-                if answered:
-                    raise _Refused()
-                return await receive()
-            left = deadline - time.monotonic()
-            try:
-                message = await asyncio.wait_for(receive(), max(0.0, min(self.idle_seconds, left)))
-            except asyncio.TimeoutError:
-                await refuse(408, "service.body_too_slow", seconds=int(self.idle_seconds))
-                raise _Refused() from None
-            if message["type"] == "http.request":
-                read += len(message.get("body", b""))
-                if read > allowance.now:
-                    await refuse(413, "service.body_too_large", limit=_size(allowance.now))
-                    raise _Refused()
-                finished = not message.get("more_body", False)
-            else:
-                finished = True
-            return message
-
+        exchange.expect(expects_body, time.monotonic() + self.body_seconds, self.idle_seconds)
         try:
-            await self.app(scope, guarded_receive, guarded_send)
+            await self.app(scope, exchange.receive, exchange.send)
         except Exception as exc:  # noqa: BLE001 - the one place a request's unexpected failure is caught
-            if answered:
+            if exchange.answered:
                 return
             if _database_away(exc):         # (a restart, a failover): try again shortly, nothing to log at length
                 log.warning("503 on %s %s: the database is not answering", scope.get("method"),
                             relative_path(scope)[:200])
-                if not started:
-                    await refuse(503, "service.database_away", retry_after=5)
+                if not exchange.started:
+                    await exchange.refuse(503, "service.database_away", retry_after=5)
                 return
             self._log(scope, exc)
-            if not started:
-                await refuse(500, "service.internal")
+            if not exchange.started:
+                await exchange.refuse(500, "service.internal")
 
     def _log(self, scope: Any, exc: Exception) -> None:
         kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
@@ -216,9 +163,76 @@ class Guard:
         log.error("500 on %s: %s", where, kind, exc_info=exc)
 
 
+class _Exchange:
+    """One request as the app sees it through the guard: its body read within the allowance and in time, the
+    security headers added to its response, or the guard's own refusal instead (see :class:`Guard`)."""
+
+    def __init__(self, scope: Any, receive: Any, send: Any, allowance: Allowance):
+        self.scope, self._receive, self._send, self.allowance = scope, receive, send, allowance
+        self.answered = False       # the guard has answered (a refusal): the app's own answer is dropped
+        self.started = False        # a response has begun
+        self.expects_body = False
+        self.finished = True        # the whole body is read (or there is none)
+        self.read = 0
+        self.deadline = 0.0
+        self.idle_seconds = 0.0
+
+    def expect(self, expects_body: bool, deadline: float, idle_seconds: float) -> None:
+        """The body the request declares (any at all), to be read before ``deadline``, with no pause longer than
+        ``idle_seconds``."""
+        self.expects_body, self.finished = expects_body, not expects_body
+        self.deadline, self.idle_seconds = deadline, idle_seconds
+
+    async def send(self, message: Any) -> None:
+        if self.answered:
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+            have = {k.lower() for k, _ in message.get("headers", [])}
+            extra = [h for h in _HEADERS if h[0] not in have]
+            if self.expects_body and not self.finished and b"connection" not in have:
+                # Answered before its body was read (a refusal): the rest is never read, so the connection
+                # closes after this response instead of waiting on it.
+                extra.append((b"connection", b"close"))
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await self._send(message)
+
+    async def refuse(self, status: int, key: str, retry_after: int | None = None, **params: Any) -> None:
+        if not self.started and not self.answered:
+            body, kind = refusal_body(self.scope, status, say(key, **params), key)
+            extra = [(b"retry-after", str(retry_after).encode())] if retry_after is not None else []
+            await self._send({"type": "http.response.start", "status": status,
+                              "headers": [(b"content-type", kind), (b"content-length", str(len(body)).encode()),
+                                          (b"connection", b"close"), *extra, *_HEADERS]})
+            await self._send({"type": "http.response.body", "body": body})
+            self.started = True
+        self.answered = True
+
+    async def receive(self) -> Any:
+        if self.finished or self.answered:
+            if self.answered:
+                raise _Refused()
+            return await self._receive()
+        left = self.deadline - time.monotonic()
+        try:
+            message = await asyncio.wait_for(self._receive(), max(0.0, min(self.idle_seconds, left)))
+        except asyncio.TimeoutError:
+            await self.refuse(408, "service.body_too_slow", seconds=int(self.idle_seconds))
+            raise _Refused() from None
+        if message["type"] == "http.request":
+            self.read += len(message.get("body", b""))
+            if self.read > self.allowance.now:
+                await self.refuse(413, "service.body_too_large", limit=_size(self.allowance.now))
+                raise _Refused()
+            self.finished = not message.get("more_body", False)
+        else:
+            self.finished = True
+        return message
+
+
 def _database_away(exc: BaseException) -> bool:
     """The database could not be reached or dropped the connection (not a bug of a route)."""
-    from sqlalchemy.exc import DBAPIError, OperationalError
+    from sqlalchemy.exc import DBAPIError, OperationalError  # noqa: PLC0415 - loads sqlalchemy
 
     return isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated)
 

@@ -14,19 +14,18 @@ from typing import Any
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
+from autograder.notebook import Bounds, assignments_of_cells, notebook_claims
 from autograder.service import queue as Q
 from autograder.service.context import Service
 from autograder.service.errors import ApiError
+from autograder.service.sessions import same
 from autograder.service.tokens import Caller
+from autograder.service.upload import FormRefused, read_upload
 
 
 async def accept(request: Request, state: Service, who: Caller, csrf: str | None = None) -> dict[str, Any]:
     """An upload checked and stored: its receipt (submission, job, position), or an ApiError. ``csrf``: a
     page's session's token, which its form must carry."""
-    from autograder.notebook import Bounds, assignments_of_cells, notebook_claims
-    from autograder.service.sessions import same
-    from autograder.service.upload import FormRefused, read_upload
-
     course = state.course
     if who.instructor:
         raise ApiError(403, "service.students_submit")

@@ -6,6 +6,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from autograder.points import fmt
 from autograder.service import queue as Q
 from autograder.service import repository
 from autograder.service.context import Service
@@ -19,8 +20,7 @@ def listing(state: Service, who: Caller, lang: str, *, student: str | None = Non
             status: str | None = None, sort: str = "time", feedback: bool = True, open_latest: bool = False,
             standing: Standing | None = None) -> list[dict[str, Any]]:
     """The page rows of a student's own submissions, or (staff) everyone's, filtered and sorted."""
-    from autograder.points import fmt
-    from autograder.reports.feedback import feedback_parts
+    from autograder.reports.feedback import feedback_parts  # noqa: PLC0415 - loads yaml
 
     course = state.course
     rows = repository.latest_rows(state.engine, student=(student or None) if who.instructor else who.who,

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from autograder.errors import AutograderError
+
 
 class LiveCourse:
     """A course whose every attribute is the current one's (see the module's text)."""
@@ -93,8 +95,7 @@ class CourseWatch:
 
     def reload(self) -> bool:
         """course.yml read and validated again; True when the new one is now in use."""
-        from autograder.config import load_course
-        from autograder.errors import AutograderError
+        from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
         try:
             course = load_course(self.path)

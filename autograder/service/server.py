@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import socket
 from typing import Any
 
 import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: TID253 - this module is the server: it subclasses uvicorn
+
+from autograder.errors import AutograderError
 
 #: A request's header must be complete this long after its connection opens (or after the previous
 #: response on a kept-alive connection, once its first byte came).
@@ -71,10 +74,6 @@ class BoundedH11Protocol(H11Protocol):
 def bind(host: str, port: int) -> Any:
     """The service's listening socket, bound now: a port in use or an address not of this machine is one
     AutograderError naming it (before any worker starts, before anything says it is serving)."""
-    import socket
-
-    from autograder.errors import AutograderError
-
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, kind, proto, _name, address = infos[0]

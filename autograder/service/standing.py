@@ -20,8 +20,8 @@ class Standing:
     """The deadlines as they are now (course.yml, its extensions file, the dashboard's grants)."""
 
     def __init__(self, engine: Engine, course: Any):
-        from autograder.grading.deadlines import Deadlines
-        from autograder.service.db import granted_extensions
+        from autograder.grading.deadlines import Deadlines  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+        from autograder.service.db import granted_extensions  # noqa: PLC0415 - loads sqlalchemy
 
         self.course = course
         self.deadlines = Deadlines.load(course, more=granted_extensions(engine))

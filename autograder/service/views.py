@@ -3,6 +3,7 @@
 never the grader's bookkeeping."""
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from autograder.service.tokens import Caller
@@ -19,8 +20,6 @@ def policy_view(result: dict[str, Any], who: Caller, course: Any, assignment: st
     ``due`` is the student's own due date where the caller knows it (an extension moves it: a student
     still working on an extension does not see the hidden checks' messages before it ends); by default
     the course's."""
-    import datetime as dt
-
     if who.instructor:
         return result
     if due == "course":

@@ -12,6 +12,8 @@ stops (a drain); a second signal stops at once, the lease then hands the job on.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import os
 import shutil
 import signal
@@ -22,8 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
+
+from autograder import catalog as C
+from autograder.grading.process import prepare_grader_process, trusted_torch
+from autograder.grading.times import SubmittedAt
+from autograder.messages import say
 from autograder.service import queue as Q
-from autograder.service.db import engine_for, upgrade
+from autograder.service.db import engine_for, granted_extensions, upgrade
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,11 +67,9 @@ def grade_claimed(claimed: Q.Claimed, ctx: Any, folder: Path, extensions: list[A
 
 
 def _grade_in(home: Path, claimed: Q.Claimed, ctx: Any, extensions: list[Any]) -> dict[str, Any]:
-    from autograder.grading.deadlines import Deadlines, submitted_json
-    from autograder.grading.submission import grade_or_fail
-    from autograder.grading.submissions import Submission, discover
-    from autograder.grading.times import SubmittedAt
-    from autograder.messages import say
+    from autograder.grading.deadlines import Deadlines, submitted_json  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.grading.submission import grade_or_fail  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.grading.submissions import Submission, discover  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     (home / f"{claimed.assignment}.ipynb").write_bytes(claimed.data)
     found = discover(home.parent, ctx.course, assignment=claimed.assignment, files_trusted=False)
@@ -132,9 +138,6 @@ def follow_parent() -> None:
     that started this process ends, and a parent with threads (a web server) can end in several steps, which as
     SIGTERMs would read as "stop now". The loop also looks at the parent between jobs (a parent that died before
     this was asked, another system). No thread: the sandbox starts after this."""
-    import ctypes
-    import ctypes.util
-
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         libc.prctl(1, signal.SIGUSR1, 0, 0, 0)          # PR_SET_PDEATHSIG
@@ -172,14 +175,11 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
           parent: int | None = None) -> int:
     """Claim and grade jobs until told to stop (or, with ``once``, until the queue is empty; with ``parent``,
     until that process has ended): how many."""
-    from autograder.grading.process import prepare_grader_process, trusted_torch
-
     prepare_grader_process()       # before numpy and torch load
-    from autograder import catalog as C
-    from autograder.config import load_course
-    from autograder.grading.cells import demo_cells
-    from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
-    from autograder.sandbox import Sandbox
+    from autograder.config import load_course  # noqa: PLC0415 - after prepare_grader_process, as all below
+    from autograder.grading.cells import demo_cells  # noqa: PLC0415
+    from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint  # noqa: PLC0415
+    from autograder.sandbox import Sandbox  # noqa: PLC0415
 
     trusted_torch(device)
     engine = engine_for(database)
@@ -204,10 +204,6 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
 
 def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, stop: threading.Event | StopFlag,
           once: bool, poll: float, tmp: Path, parent: int | None = None) -> int:
-    from autograder.service.db import granted_extensions
-
-    from sqlalchemy.exc import DBAPIError
-
     graded = 0
     while not stop.is_set() and (parent is None or os.getppid() == parent):
         try:
@@ -241,8 +237,6 @@ def _again(write: Any, *args: Any, seconds: float = 120.0) -> Any:
     """``write(*args)``, tried again while the database is away (a restart) for up to ``seconds``: a graded result
     is not thrown away for a moment's outage, during a drain too (past it, the job's lease hands it to another
     worker)."""
-    from sqlalchemy.exc import DBAPIError
-
     deadline = time.monotonic() + seconds
     while True:
         try:

@@ -141,7 +141,7 @@ def _scores_scale_both(Q, K):
              en="calls 2.2's and 2.3's functions; out as a broadcast product summed over the keys")
 def _sdpa_by_name(Q, K, V):
     # out[..., i, :] = sum_j w[..., i, j] V[..., j, :]: a broadcast product summed over j is weights @ V.
-    weights = softmax(attention_scores(Q, K), dim=-1)                       # noqa: F821 - the notebook's
+    weights = softmax(attention_scores(Q, K), dim=-1)                       # the notebook's
     out = (weights.unsqueeze(-1) * V.unsqueeze(-3)).sum(dim=-2)
     return out, weights
 
@@ -179,5 +179,5 @@ def _sdpa_logsumexp(Q, K, V):
 def _sdpa_float64(Q, K, V):
     # More precision inside changes only rounding; both outputs go back to the inputs' dtype.
     q, k, v = (t.to(torch.float64) for t in (Q, K, V))
-    weights = softmax(attention_scores(q, k), dim=-1)                       # noqa: F821 - the notebook's
+    weights = softmax(attention_scores(q, k), dim=-1)                       # the notebook's
     return (weights @ v).to(Q.dtype), weights.to(Q.dtype)

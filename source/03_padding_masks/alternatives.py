@@ -155,14 +155,14 @@ def _msm_float64(scores, key_padding_mask):
 def _mat_by_name(Q, K, V, key_padding_mask):
     # the reference's recipe in other words: .mT is transpose(-2, -1), * (1 / sqrt(d)) is / sqrt(d)
     scores = torch.matmul(Q, K.mT) * (1.0 / math.sqrt(Q.size(-1)))
-    weights = masked_softmax(scores, key_padding_mask)   # noqa: F821 - the notebook's 3.2
+    weights = masked_softmax(scores, key_padding_mask)   # the notebook's 3.2
     return torch.matmul(weights, V), weights
 
 
 @alternative("3.3", "scale-queries-first", zh="先把 Q 除以 √d，再乘 K 的转置", en="Q divided by sqrt(d) first, then times K transposed")
 def _mat_scale_first(Q, K, V, key_padding_mask):
     # (Q / sqrt(d)) K^T = Q K^T / sqrt(d)
-    weights = masked_softmax((Q / Q.shape[-1] ** 0.5) @ K.transpose(-2, -1), key_padding_mask)   # noqa: F821
+    weights = masked_softmax((Q / Q.shape[-1] ** 0.5) @ K.transpose(-2, -1), key_padding_mask)
     return weights @ V, weights
 
 
@@ -183,7 +183,7 @@ def _mat_einsum(Q, K, V, key_padding_mask):
 def _mat_float64(Q, K, V, key_padding_mask):
     # the same attention with more precision inside; both outputs come back in the inputs' dtype
     q, k, v = (t.to(torch.float64) for t in (Q, K, V))
-    weights = masked_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), key_padding_mask)   # noqa: F821
+    weights = masked_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), key_padding_mask)
     return (weights @ v).to(Q.dtype), weights.to(Q.dtype)
 
 

@@ -115,7 +115,7 @@ def _ffn_addmm(x, W1, b1, W2, b2):
 class _BlockModules(nn.Module):
     def __init__(self, d_model, num_heads, d_ff):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)  # noqa: F821 - the notebook's (5.4's cell)
+        self.self_attn = MultiHeadAttention(d_model, num_heads)  # the notebook's (5.4's cell)
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.norm1 = nn.LayerNorm(d_model)
@@ -136,7 +136,7 @@ class _Norm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))
 
     def forward(self, x):
-        return layer_norm(x, self.weight, self.bias)  # noqa: F821 - the notebook's 5.2
+        return layer_norm(x, self.weight, self.bias)  # the notebook's 5.2
 
 
 @alternative("5.4", "own-norm-module", zh="自己写一个有 weight、bias 两个 nn.Parameter 的小模块当 norm1、norm2",
@@ -144,7 +144,7 @@ class _Norm(nn.Module):
 class _BlockOwnNorm(nn.Module):
     def __init__(self, d_model, num_heads, d_ff):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)  # noqa: F821
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.norm1 = _Norm(d_model)
@@ -154,7 +154,7 @@ class _BlockOwnNorm(nn.Module):
         h = self.norm1(x)
         attended, _weights = self.self_attn(h, h, h, key_padding_mask, attn_mask)
         x = x + attended
-        return x + feed_forward(self.norm2(x), self.linear1.weight, self.linear1.bias,  # noqa: F821
+        return x + feed_forward(self.norm2(x), self.linear1.weight, self.linear1.bias,
                                 self.linear2.weight, self.linear2.bias)
 
 
@@ -163,7 +163,7 @@ class _BlockOwnNorm(nn.Module):
 class _BlockMerged(nn.Module):
     def __init__(self, d_model, num_heads, d_ff):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)  # noqa: F821
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.norm1 = nn.LayerNorm(d_model)
@@ -176,10 +176,10 @@ class _BlockMerged(nn.Module):
             merged = merged | key_padding_mask[:, None, None, :]
         if attn_mask is not None:
             merged = merged | attn_mask
-        h = layer_norm(x, self.norm1.weight, self.norm1.bias)  # noqa: F821
+        h = layer_norm(x, self.norm1.weight, self.norm1.bias)
         x = x + self.self_attn(h, h, h, attn_mask=merged)[0]
-        h = layer_norm(x, self.norm2.weight, self.norm2.bias)  # noqa: F821
-        return x + feed_forward(h, self.linear1.weight, self.linear1.bias, self.linear2.weight,  # noqa: F821
+        h = layer_norm(x, self.norm2.weight, self.norm2.bias)
+        return x + feed_forward(h, self.linear1.weight, self.linear1.bias, self.linear2.weight,
                                 self.linear2.bias)
 
 
@@ -191,9 +191,9 @@ class _LMBuffer(nn.Module):
     def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers):
         super().__init__()
         self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.blocks = nn.ModuleList(TransformerBlock(d_model, num_heads, d_ff) for _ in range(num_layers))  # noqa: F821
+        self.blocks = nn.ModuleList(TransformerBlock(d_model, num_heads, d_ff) for _ in range(num_layers))
         self.norm = nn.LayerNorm(d_model)
-        self.register_buffer("table", positional_encoding(torch.arange(256.0), d_model), persistent=False)  # noqa: F821
+        self.register_buffer("table", positional_encoding(torch.arange(256.0), d_model), persistent=False)
 
     def forward(self, tokens, key_padding_mask=None):
         T = tokens.shape[1]
@@ -202,7 +202,7 @@ class _LMBuffer(nn.Module):
         causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=tokens.device), diagonal=1)
         for block in self.blocks:
             x = block(x, key_padding_mask, causal)
-        return F.linear(layer_norm(x, self.norm.weight, self.norm.bias), weight)  # noqa: F821
+        return F.linear(layer_norm(x, self.norm.weight, self.norm.bias), weight)
 
 
 @alternative("5.5", "norm-module-and-f-embedding", zh="F.embedding 查表，最后的规范化直接调用 self.norm(x)，因果掩码用 `torch.arange` 比较",
@@ -213,14 +213,14 @@ class _LMFunctional(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.blocks = nn.ModuleList()
         for _ in range(num_layers):
-            self.blocks.append(TransformerBlock(d_model, num_heads, d_ff))  # noqa: F821
+            self.blocks.append(TransformerBlock(d_model, num_heads, d_ff))
         self.norm = nn.LayerNorm(d_model)
 
     def forward(self, tokens, key_padding_mask=None):
         W = self.token_embedding.weight
         T = tokens.shape[1]
         steps = torch.arange(T, device=tokens.device)
-        x = F.embedding(tokens, W) + positional_encoding(steps.to(W.dtype), W.shape[1])  # noqa: F821
+        x = F.embedding(tokens, W) + positional_encoding(steps.to(W.dtype), W.shape[1])
         later = steps[None, :] > steps[:, None]
         for block in self.blocks:
             x = block(x, key_padding_mask=key_padding_mask, attn_mask=later)
@@ -234,18 +234,18 @@ class _LMIndexed(nn.Module):
         super().__init__()
         self.num_layers = num_layers
         self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.blocks = nn.ModuleList([TransformerBlock(d_model, num_heads, d_ff) for _ in range(num_layers)])  # noqa: F821
+        self.blocks = nn.ModuleList([TransformerBlock(d_model, num_heads, d_ff) for _ in range(num_layers)])
         self.norm = nn.LayerNorm(d_model)
 
     def forward(self, tokens, key_padding_mask=None):
         W = self.token_embedding.weight
         B, T = tokens.shape
-        pe = positional_encoding(torch.arange(T, dtype=W.dtype, device=W.device), W.shape[1])  # noqa: F821
+        pe = positional_encoding(torch.arange(T, dtype=W.dtype, device=W.device), W.shape[1])
         x = self.token_embedding(tokens) + pe[None]
         mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)
         for i in range(self.num_layers):
             x = self.blocks[i](x, key_padding_mask=key_padding_mask, attn_mask=mask)
-        h = layer_norm(x, self.norm.weight, self.norm.bias)  # noqa: F821
+        h = layer_norm(x, self.norm.weight, self.norm.bias)
         return torch.matmul(h, W.T)
 
 
@@ -256,7 +256,7 @@ def _loss_where(logits, tokens, key_padding_mask=None):
     targets = tokens[:, 1:]
     if key_padding_mask is not None:
         targets = torch.where(key_padding_mask[:, 1:], torch.full_like(targets, -100), targets)
-    return masked_cross_entropy(logits[:, :-1], targets)  # noqa: F821 - the notebook's 3.4
+    return masked_cross_entropy(logits[:, :-1], targets)  # the notebook's 3.4
 
 
 @alternative("5.6", "narrow-and-clone", zh="`narrow` 切出错开一位的 logits 和目标，`clone` 之后按布尔下标赋 -100",
@@ -266,7 +266,7 @@ def _loss_narrow(logits, tokens, key_padding_mask=None):
     targets = tokens.narrow(1, 1, T - 1).clone()
     if key_padding_mask is not None:
         targets[key_padding_mask.narrow(1, 1, T - 1)] = -100
-    return masked_cross_entropy(logits.narrow(1, 0, T - 1), targets, ignore_index=-100)  # noqa: F821
+    return masked_cross_entropy(logits.narrow(1, 0, T - 1), targets, ignore_index=-100)
 
 
 @alternative("5.6", "own-ignore-index", zh="用另一个 ignore_index（-1）标出填充的目标", en="another ignore_index (-1) for the padded targets")
@@ -274,7 +274,7 @@ def _loss_minus_one(logits, tokens, key_padding_mask=None):
     targets = tokens[:, 1:]
     if key_padding_mask is not None:
         targets = targets.masked_fill(key_padding_mask[:, 1:], -1)
-    return masked_cross_entropy(logits[:, :-1], targets, ignore_index=-1)  # noqa: F821
+    return masked_cross_entropy(logits[:, :-1], targets, ignore_index=-1)
 
 
 # -- 5.7 sample_next_token ------------------------------------------------------------------
@@ -355,9 +355,9 @@ def _cache_einsum(x, cache, num_heads, in_proj_weight, in_proj_bias, out_proj_we
 def _cache_additive(x, cache, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias):
     W_q, W_k, W_v = in_proj_weight.chunk(3)
     b_q, b_k, b_v = in_proj_bias.chunk(3)
-    q = split_heads(x @ W_q.T + b_q, num_heads)  # noqa: F821 - the notebook's 4.1
-    k = split_heads(x @ W_k.T + b_k, num_heads)  # noqa: F821
-    v = split_heads(x @ W_v.T + b_v, num_heads)  # noqa: F821
+    q = split_heads(x @ W_q.T + b_q, num_heads)  # the notebook's 4.1
+    k = split_heads(x @ W_k.T + b_k, num_heads)
+    v = split_heads(x @ W_v.T + b_v, num_heads)
     if cache is not None:
         k = torch.cat([cache[0], k], dim=2)
         v = torch.cat([cache[1], v], dim=2)
@@ -365,7 +365,7 @@ def _cache_additive(x, cache, num_heads, in_proj_weight, in_proj_bias, out_proj_
     later = torch.arange(total, device=x.device)[None, :] - (total - T_new) > torch.arange(T_new, device=x.device)[:, None]
     additive = torch.zeros(T_new, total, dtype=x.dtype, device=x.device).masked_fill(later, float("-inf"))
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + additive, dim=-1)
-    return merge_heads(weights @ v) @ out_proj_weight.T + out_proj_bias, (k, v)  # noqa: F821
+    return merge_heads(weights @ v) @ out_proj_weight.T + out_proj_bias, (k, v)
 
 
 # -- 5.9 kv_cache_memory -------------------------------------------------------------------

@@ -2,7 +2,11 @@
 exercise's explanation, grading again, and extensions (grant, replace, revoke)."""
 from __future__ import annotations
 
+import difflib
+import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -12,11 +16,16 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
+from autograder.clock import parse_time
+from autograder.errors import AutograderError
 from autograder.service import queue as Q
 from autograder.service import repository
 from autograder.service.auth import StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep
+from autograder.service.db import granted_extensions
 from autograder.service.errors import ApiError
+from autograder.service.explain_job import NOTEBOOK, REQUEST
+from autograder.service.export import counted
 from autograder.service.listing import listing
 from autograder.service.standing import Standing
 from autograder.service.ui import UI, closes_form, language, local_text, render, to_dashboard
@@ -45,15 +54,12 @@ async def dashboard(request: Request, signed: StaffPage, state: ServiceDep, assi
 
 
 def extensions(state: Service) -> list[dict[str, Any]]:
-    from autograder.service.db import granted_extensions
-
     return [{"student": e.student, "assignment": e.assignment, "due": local_text(e.due, state.course),
              "reason": e.reason} for e in granted_extensions(state.engine)]
 
 
 def report_html(state: Service, lang: str) -> Markup:
-    from autograder.reports.class_report import class_report_parts
-    from autograder.service.export import counted
+    from autograder.reports.class_report import class_report_parts  # noqa: PLC0415 - loads yaml
 
     results = counted(state.engine, state.course.service.counts, Standing(state.engine, state.course))
     return Markup("\n".join(class_report_parts(results, state.course, lang, submissions=False, title=False)))
@@ -67,7 +73,7 @@ async def report(request: Request, signed: StaffPage, state: ServiceDep) -> Resp
 
 
 @router.get("/student")
-async def history(request: Request, signed: StaffPage, state: ServiceDep, id: str = "") -> Response:  # noqa: A002
+async def history(request: Request, signed: StaffPage, state: ServiceDep, id: str = "") -> Response:
     student = id[:200]          # a query parameter: a student id may hold any character, "/" too
     lang = language(request, state.course)
     subs = await run_in_threadpool(lambda: listing(state, signed.caller, lang, student=student, open_latest=True))
@@ -100,12 +106,6 @@ def explain_stored(state: Service, data: bytes, result: dict[str, Any], exercise
                    lang: str) -> list[tuple[str, str]]:
     """The explanation's lines from ``python -m autograder.service.explain_job`` (a private folder holds the
     notebook and its result; the process is bounded by the course's submission_seconds)."""
-    import json
-    import subprocess
-    import sys
-
-    from autograder.service.explain_job import NOTEBOOK, REQUEST
-
     course = state.course
     with tempfile.TemporaryDirectory(prefix="autograder-explain-") as tmp:
         (Path(tmp) / NOTEBOOK).write_bytes(data)
@@ -152,9 +152,7 @@ async def requeue(request: Request, signed: StaffPage, state: ServiceDep) -> Res
 @router.post("/extensions")
 @closes_form
 async def grant(request: Request, signed: StaffPage, state: ServiceDep) -> Response:
-    from autograder.errors import AutograderError
-    from autograder.grading.deadlines import Deadlines
-    from autograder.clock import parse_time
+    from autograder.grading.deadlines import Deadlines  # noqa: PLC0415 - loads yaml
 
     course = state.course
     form = await form_checked(request, signed)
@@ -182,8 +180,6 @@ async def grant(request: Request, signed: StaffPage, state: ServiceDep) -> Respo
 def on_roster(state: Service, student: str) -> None:
     """An extension is for a student of the class: one with a token (the roster) or a submission; a typo is
     refused naming the closest ids. (A course on JupyterHub with neither yet takes any id.)"""
-    import difflib
-
     known = repository.known_students(state.engine)
     if not known or student in known:
         return

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from autograder.service.auth import StaffPage
 from autograder.service.context import ServiceDep
 from autograder.service.errors import ApiError
+from autograder.service.export import export
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
@@ -22,8 +23,6 @@ FILES = ("grades.csv", "canvas.csv", "moodle.csv", "moodle-grades.csv", "lms-ski
 
 @router.get("/download/{name}")
 async def download(name: str, signed: StaffPage, state: ServiceDep) -> Response:
-    from autograder.service.export import export
-
     if name not in FILES:
         raise ApiError(404, "service.no_submission", submission=name[:50])
 

@@ -9,6 +9,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from autograder import lateness as L
+from autograder.points import fmt
 from autograder.service import repository
 from autograder.service.auth import SignedPage
 from autograder.service.context import Service, ServiceDep
@@ -62,9 +64,6 @@ def student_assignments(state: Service, who: Caller, mine: list[dict[str, Any]],
 def late_now(course: Any, deadline: Any, assignment: Any, T: dict[str, str]) -> str | None:
     """Past the due date: what handing in now would cost (the late policy on full marks), until when it is
     taken at all; None before the due date."""
-    from autograder import lateness as L
-    from autograder.points import fmt
-
     now = dt.datetime.now(dt.timezone.utc)
     if deadline is None or now <= deadline.due:
         return None

@@ -17,7 +17,9 @@ proxy, the service and its worker, the single-user servers and their kernels) is
 """
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -64,6 +66,7 @@ class FakeHub:
     url: str
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     codes: dict[str, str] = field(default_factory=dict)
+    challenges: dict[str, str] = field(default_factory=dict)     # code -> the PKCE challenge it was issued for
     seen: list[str] = field(default_factory=list)
     down: bool = False
 
@@ -101,12 +104,20 @@ def fake_hub() -> Iterator[FakeHub]:
         if form.get("client_secret") != "service-secret" or form.get("client_id") != "service-autograder":
             return JSONResponse({"error": "invalid_client"}, status_code=401)
         token = hub.codes.pop(str(form.get("code")), None)         # a code is good once
+        challenge = hub.challenges.pop(str(form.get("code")), None)
+        verifier = str(form.get("code_verifier") or "").encode()
+        if challenge is not None and _s256(verifier) != challenge:    # as the Hub checks PKCE (RFC 7636, S256)
+            return JSONResponse({"error": "invalid_grant"}, status_code=400)
         if token is None:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
         return {"access_token": token, "token_type": "Bearer"}
 
     with serving(app, port):
         yield hub
+
+
+def _s256(verifier: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).decode().rstrip("=")
 
 
 def _env(hub: FakeHub, **more: str) -> dict[str, str]:
@@ -234,6 +245,31 @@ def test_hub_login_sends_the_browser_to_the_hubs_authorize_page_with_a_state_in_
     # A second sign-in under way in the same browser gets a cookie of its own (as HubOAuth does).
     second, other, _ = _start(signing.client)
     assert second != state and other.startswith(cookie + "-")
+
+
+def test_the_sign_in_binds_the_hubs_code_to_its_own_pkce_verifier(signing):
+    """Where JupyterHub offers PKCE (6 and later), the Hub is sent an S256 challenge and the code is exchanged with
+    the verifier kept in the sign-in's state: a code issued for another sign-in's challenge signs no one in."""
+    from jupyterhub.services.auth import HubOAuth
+
+    if not hasattr(HubOAuth, "generate_pkce_code_challenge"):
+        pytest.skip("the installed JupyterHub (< 6) offers no PKCE")
+    client, fake = signing.client, signing.fake
+    state, _, got = _start(client)
+    query = parse_qs(urlsplit(got.headers["location"]).query)
+    assert query["code_challenge_method"] == ["S256"] and len(query["code_challenge"][0]) == 43
+    fake.users["oauth-ada-token-1"] = _model("ada", ACCESS)
+    fake.codes["code-1"], fake.challenges["code-1"] = "oauth-ada-token-1", query["code_challenge"][0]
+    done = client.get(f"{PREFIX}oauth_callback", params={"code": "code-1", "state": state})
+    assert done.status_code == 303, done.text
+    assert signing.signed == [(Caller("student", "ada"), "/services/autograder/me")]
+    # Another sign-in in this browser, handed the code the Hub issued for the first one's challenge.
+    client.cookies.clear()
+    other, _, _ = _start(client)
+    fake.codes["code-2"], fake.challenges["code-2"] = "oauth-ada-token-1", query["code_challenge"][0]
+    refused = client.get(f"{PREFIX}oauth_callback", params={"code": "code-2", "state": other})
+    assert refused.status_code == 502 and len(signing.signed) == 1
+    assert "code-2" not in fake.codes                                   # the Hub was asked, and said no
 
 
 def test_the_callback_signs_in_the_hubs_user_and_returns_to_next(signing):

@@ -30,10 +30,13 @@ from typing import Any
 from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from autograder.messages import say
+from autograder.service.errors import ApiError
+from autograder.service.guard import refusal_body
 from autograder.service.tokens import Caller
 
 log = logging.getLogger("autograder.service.hub")
@@ -129,8 +132,6 @@ class Hub:
             model = self.auth.user_for_token(token)
         except Exception as exc:  # noqa: BLE001 - tornado's HTTPError, a refused connection: the Hub is away
             log.warning("JupyterHub did not say who a token belongs to: %s", _why(exc))
-            from autograder.service.errors import ApiError
-
             raise ApiError(503, "hub.unavailable", retry_after=RETRY_AFTER) from None
         return self.caller_of(model)
 
@@ -162,14 +163,11 @@ class Hub:
         """The OAuth sign-in's routes (mounted under the prefix): ``GET /hub-login?next=PATH`` and
         ``GET /oauth_callback``, which ends in ``sign_in(request, caller, next_url)`` (the pages' own: a
         session cookie and a redirect to ``next_url``; synchronous, it is run in a thread)."""
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import RedirectResponse
-
         auth = self.auth
         router = APIRouter(include_in_schema=False)
 
         @router.get("/hub-login")
-        async def hub_login(request: Request, next: str | None = None) -> Response:  # noqa: A002 - the query's name
+        async def hub_login(request: Request, next: str | None = None) -> Response:  # the query's name
             target = self.local_next(next)
             if target is None:
                 return _refusal(request, 400, "hub.bad_next", prefix=self.prefix)
@@ -181,11 +179,18 @@ class Hub:
             if request.cookies.get(cookie):
                 cookie = f"{cookie}-{secrets.token_hex(4)}"
                 extra["cookie_name"] = cookie
+            # PKCE (RFC 7636) where JupyterHub offers it (6 and later): the code the Hub hands back is good only
+            # with the verifier this sign-in keeps in its state, so a code caught on its way is worth nothing.
+            challenge: dict[str, str] = {}
+            if getattr(auth, "pkce_enabled", False):
+                verifier, code_challenge, method = auth.generate_pkce_code_challenge()
+                extra["code_verifier"] = verifier
+                challenge = {"code_challenge": code_challenge, "code_challenge_method": method}
             state = auth.generate_state(target, **extra)
             self._pending[state] = time.monotonic() + float(auth.oauth_state_max_age)
             login = auth.login_url
-            response = RedirectResponse(f"{login}{'&' if '?' in login else '?'}{urlencode({'state': state})}",
-                                        status_code=302)
+            query = urlencode({"state": state, **challenge})
+            response = RedirectResponse(f"{login}{'&' if '?' in login else '?'}{query}", status_code=302)
             response.set_cookie(cookie, state, max_age=int(auth.oauth_state_max_age), path=auth.cookie_path,
                                 httponly=True, secure=self._secure(request), samesite="lax")
             response.headers["Cache-Control"] = "no-store"
@@ -204,12 +209,14 @@ class Hub:
             if not cookie or not secrets.compare_digest(cookie.encode(), state.encode()):
                 return _refusal(request, 400, "hub.bad_state")
             target = self.local_next(auth.get_next_url(state)) or self.prefix
+            verifier = auth.get_code_verifier(state) if getattr(auth, "pkce_enabled", False) else None
             auth.clear_oauth_state(state)
             self._pending.pop(state, None)
             if not code or len(code) > 500:
                 return self._clear_states(request, _refusal(request, 400, "hub.refused", why="no code"))
             try:
-                token = await run_in_threadpool(auth.token_for_code, code)
+                pkce = {"code_verifier": verifier} if verifier else {}
+                token = await run_in_threadpool(lambda: auth.token_for_code(code, **pkce))
                 model = await run_in_threadpool(lambda: auth.user_for_token(
                     token, use_cache=False, session_id=request.cookies.get("jupyterhub-session-id", "")))
             except Exception as exc:  # noqa: BLE001 - the Hub refused the code, or did not answer
@@ -258,8 +265,6 @@ def _why(exc: BaseException) -> str:
 def _refusal(request: Request, status: int, key: str, retry_after: int | None = None, **params: Any) -> Response:
     """A bilingual refusal: a small page for a browser (one that accepts HTML), the API's JSON error otherwise
     (the service's one renderer, :func:`autograder.service.guard.refusal_body`)."""
-    from autograder.service.guard import refusal_body
-
     headers = {"Cache-Control": "no-store"}
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)

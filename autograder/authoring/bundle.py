@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -27,10 +28,10 @@ from autograder.config import PACKAGE, PUBLIC_FILE, Course, parse_course
 from autograder.errors import BuildError, ConfigError
 from autograder.zips import deterministic_zip, source_time
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:                       # Python 3.10: the same parser, from PyPI (a dependency there)
+    import tomli as tomllib
 
 if TYPE_CHECKING:   # build derives what the bundle is made of
     from autograder.authoring.build import Derived

@@ -16,11 +16,14 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograder.errors import NotebookError
 from autograder.messages import Msg, say
 from autograder.pyast import parse as parse_python
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 #: A notebook file larger than this is refused before parsing (a 50 MB output is fine).
 MAX_NOTEBOOK_BYTES = 64 * 2**20
@@ -259,7 +262,7 @@ def scan_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Shape:
     return scanner.close()
 
 
-def assignments_of_cells(grade_ids: set[str] | frozenset[str], course: Any) -> set[str]:
+def assignments_of_cells(grade_ids: set[str] | frozenset[str], course: Course) -> set[str]:
     """The assignments whose exercises' solution cells these nbgrader grade_ids are."""
     from autograder.config import grade_id  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 

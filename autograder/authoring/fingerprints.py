@@ -39,7 +39,7 @@ from autograder.catalog.fingerprints import (
     dumps,
     request_key,
 )
-from autograder.config import load_course
+from autograder.config import Course, load_course
 from autograder.errors import BuildError
 from autograder.grading.references import MissingReference, reference
 from autograder.probes import Reply, Request, execute
@@ -119,13 +119,13 @@ def _recording_runner(namespace: dict[str, Any], seen: dict[str, dict[str, Reque
 
     return run
 
-def _reference(course: Any, exercise_id: str) -> Any:
+def _reference(course: Course, exercise_id: str) -> Any:
     try:
         return reference(course, exercise_id)
     except MissingReference as exc:
         raise BuildError(exc.message) from None
 
-def build_fingerprints(course: Any = None, exercises: Iterable[str] | None = None) -> dict[str, Any]:
+def build_fingerprints(course: Course | None = None, exercises: Iterable[str] | None = None) -> dict[str, Any]:
     """Run the public checks over the references and the known mistakes; store the mistakes' outputs.
 
     Deterministic: the public seed is fixed, torch runs on one thread while
@@ -149,7 +149,7 @@ def build_fingerprints(course: Any = None, exercises: Iterable[str] | None = Non
         torch.set_num_threads(threads)
     return {"format": FORMAT, "exercises": out}
 
-def _exercise_fingerprints(course: Any, ex: Any, mistakes: list[Mistake]) -> dict[str, Any]:
+def _exercise_fingerprints(course: Course, ex: Any, mistakes: list[Mistake]) -> dict[str, Any]:
     reference = _reference(course, ex.id)
     seen: dict[str, dict[str, Request]] = {}
     for fn in [reference, *(m.fn for m in mistakes)]:
@@ -190,7 +190,7 @@ def _mistake_outputs(ex: Any, reference: Any, mistakes: list[Mistake], request: 
         matches.append([m.name, vkey])
     return matches
 
-def verify_fingerprints(data: dict[str, Any], course: Any = None,
+def verify_fingerprints(data: dict[str, Any], course: Course | None = None,
                         exercises: Iterable[str] | None = None) -> list[str]:
     """Problems, if any: a public check where the stored fingerprints name a mistake other than
     the live diagnoser does (running every known mistake through the public checks). Instructor side."""

@@ -57,7 +57,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,6 +65,9 @@ from autograder import plain
 from autograder.catalog import (in_process_runner, Mistake, Msg, values_match)
 from autograder.catalog.comparison import same_kinds
 from autograder.probes import Request
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 FORMAT = 2
 #: The fingerprints of a course, beside its course.yml: where a student bundle carries them
@@ -185,7 +188,7 @@ def dumps(data: dict[str, Any]) -> str:
 
 
 # -- reading (student side: no solutions, no mistakes) -------------------------------
-def fingerprints_file(course: Any = None) -> Path:
+def fingerprints_file(course: Course | None = None) -> Path:
     """$AUTOGRADER_FINGERPRINTS (tests, a kernel pointed elsewhere), else the course's own: beside its
     course.yml (a student bundle's) or its build output (``dist/fingerprints.json``)."""
     override = os.environ.get("AUTOGRADER_FINGERPRINTS")
@@ -199,7 +202,7 @@ def fingerprints_file(course: Any = None) -> Path:
     return beside if beside.is_file() else course.root / BUILT_FINGERPRINTS
 
 
-def load_fingerprints(path: str | Path | None = None, course: Any = None) -> dict[str, Any]:
+def load_fingerprints(path: str | Path | None = None, course: Course | None = None) -> dict[str, Any]:
     """The stored fingerprints, or an empty set when the file is missing or unreadable.
 
     Self-check still works without them; it just cannot name mistakes.
@@ -230,7 +233,7 @@ def _not_shipped(*args: Any, **kwargs: Any) -> Any:
 class FingerprintDiagnoser:
     """Diagnoser (see autograder.catalog) over stored outputs: names a mistake without its code."""
 
-    def __init__(self, tolerances: Any, fingerprints: dict[str, Any] | None = None, course: Any = None):
+    def __init__(self, tolerances: Any, fingerprints: dict[str, Any] | None = None, course: Course | None = None):
         self.tolerances = tolerances
         self.data = fingerprints if fingerprints is not None else load_fingerprints(course=course)
         self._values: dict[tuple[str, str], Stored] = {}

@@ -10,7 +10,7 @@ import types
 from typing import Any
 
 from autograder.catalog.declarations import ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, NOT_GRADED, SPECS
-from autograder.config import ALTERNATIVES_FILE, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE, load_course
+from autograder.config import ALTERNATIVES_FILE, Course, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE, load_course
 from autograder.errors import ConfigError
 
 
@@ -25,7 +25,7 @@ COURSE_PACKAGE = "autograder_course"
 _LOADED: dict[str, Any] = {}
 
 
-def _course_package(course: Any) -> None:
+def _course_package(course: Course) -> None:
     """Make ``autograder_course`` and one subpackage per assignment importable from the course's folders."""
     root = types.ModuleType(COURSE_PACKAGE, "The course being graded (loaded by autograder.catalog).")
     root.__path__ = []
@@ -53,7 +53,7 @@ def _forget_course() -> None:
     _LOADED.clear()
 
 
-def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool, alternatives: bool = False) -> None:
+def load_catalog(course: Course | None = None, *, hidden: bool, mistakes: bool, alternatives: bool = False) -> None:
     """Import the course's check modules: each assignment's public checks, and where asked (and present:
     the instructor's course has them, a student's never) its hidden checks, known mistakes and correct
     alternatives.
@@ -85,7 +85,7 @@ def load_catalog(course: Any = None, *, hidden: bool, mistakes: bool, alternativ
     _LOADED["alternatives"] = _LOADED["alternatives"] or alternatives
 
 
-def hidden_available(course: Any = None) -> bool:
+def hidden_available(course: Course | None = None) -> bool:
     """Whether the course has hidden checks here (the instructor's course; never a student's)."""
     course = course if course is not None else load_course()
     return any((course.content_dir(a) / HIDDEN_FILE).is_file() for a in course.assignments)

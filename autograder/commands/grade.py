@@ -15,7 +15,7 @@ from typing import Any
 
 from autograder import reports as R
 from autograder.clock import parse_time
-from autograder.config import load_course
+from autograder.config import Course, load_course
 from autograder.errors import AutograderError
 from autograder.exports.nbgrader import after_batch, discover_nbgrader_course, gradebook_times
 from autograder.grading.archives import opened
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "scores in its gradebook.db")
 
 
-def _as_of(text: str | None, course: Any) -> Any:
+def _as_of(text: str | None, course: Course) -> Any:
     """--as-of as an aware time (the course's timezone for one written without an offset)."""
     if text is None:
         return None
@@ -221,7 +221,7 @@ def _grade_here(console: Any, args: argparse.Namespace, batch: Any, where: tuple
     return outcome, warm
 
 
-def _after_batch(console: Any, batch: Any, outcome: Any, course: Any, course_root: Path | None) -> list[str]:
+def _after_batch(console: Any, batch: Any, outcome: Any, course: Course, course_root: Path | None) -> list[str]:
     """The batch-level steps after grading: report.html, the LMS files, the gradebook, the summary table.
     One that fails is named (the list returned) and the command exits 1, but every result stays on disk
     and the other steps still run."""

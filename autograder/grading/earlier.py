@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograder.catalog import Audience, Diagnoser, Runner, run_exercise
-from autograder.config import EarlierMistakes
+from autograder.config import Course, EarlierMistakes
 from autograder.grading.references import reference, reference_module
 from autograder.messages import Msg, say
 from autograder.stopwatch import OFF, Stopwatch
@@ -32,11 +32,11 @@ class StandIn:
     reference: Callable[..., Any]
 
 
-def _order(course: Any) -> dict[str, int]:
+def _order(course: Course) -> dict[str, int]:
     return {e.id: i for i, e in enumerate(course.exercises)}
 
 
-def dependencies(course: Any, exercise: Any) -> list[Any]:
+def dependencies(course: Course, exercise: Any) -> list[Any]:
     """Every exercise ``exercise`` builds on, directly or through another, earliest first."""
     found: dict[str, Any] = {}
     todo = list(exercise.builds_on)
@@ -49,7 +49,7 @@ def dependencies(course: Any, exercise: Any) -> list[Any]:
     return sorted(found.values(), key=lambda e: order[e.id])
 
 
-def pasted(course: Any, assignment: Any) -> list[Any]:
+def pasted(course: Course, assignment: Any) -> list[Any]:
     """The exercises of earlier assignments that ``assignment``'s exercises build on (the student pastes their
     answers into this notebook), with what those build on, earliest first."""
     own = {e.id for e in assignment.exercises}
@@ -58,7 +58,7 @@ def pasted(course: Any, assignment: Any) -> list[Any]:
     return sorted(found.values(), key=lambda e: order[e.id])
 
 
-def answering(course: Any, assignment: Any, dep: Any) -> Callable[..., Any]:
+def answering(course: Course, assignment: Any, dep: Any) -> Callable[..., Any]:
     """What answers ``dep``'s calls in ``assignment``'s notebook: that assignment's own reference of the same
     name where it has one (a pasted function may have grown a parameter: 05's multi_head_attention takes an
     attn_mask), else ``dep``'s reference."""
@@ -66,7 +66,7 @@ def answering(course: Any, assignment: Any, dep: Any) -> Callable[..., Any]:
     return own if own is not None else reference(course, dep.id)
 
 
-def stand_ins_for(course: Any, assignment: Any, exercise: Any, lost: Iterable[str]) -> dict[str, StandIn]:
+def stand_ins_for(course: Course, assignment: Any, exercise: Any, lost: Iterable[str]) -> dict[str, StandIn]:
     """function name -> the stand-in that answers its calls while ``exercise`` (of ``assignment``, the notebook
     being graded) is graded: each exercise it depends on that lost points (``lost``: their IDs), unless the
     course chose ``earlier_mistakes: cascade``."""
@@ -116,7 +116,7 @@ def pasted_message(judged: dict[str, Any], most: int = 3) -> Msg:
                checks=Msg(zh, en))
 
 
-def grade_exercise(course: Any, assignment: Any, exercise: Any, lost: set[str], judged: dict[str, dict[str, Any]],
+def grade_exercise(course: Course, assignment: Any, exercise: Any, lost: set[str], judged: dict[str, dict[str, Any]],
                    run: Callable[[dict[str, StandIn]], Any], judge: Callable[[list[str]], list[dict[str, Any]]]
                    ) -> tuple[Any, dict[str, StandIn]]:
     """``exercise``'s result (``run(stand_ins)``: an ExerciseResult) and the stand-ins it was graded with.
@@ -142,7 +142,7 @@ def grade_exercise(course: Any, assignment: Any, exercise: Any, lost: set[str], 
     return outcome, stand_ins
 
 
-def judge_pasted(course: Any, assignment: Any, runner: Runner, lost: set[str], *, seed_parts: tuple[Any, ...],
+def judge_pasted(course: Course, assignment: Any, runner: Runner, lost: set[str], *, seed_parts: tuple[Any, ...],
                  tolerances: Any, device: str = "cpu", diagnoser: Diagnoser | None = None,
                  timer: Stopwatch = OFF, among: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """Judge each answer pasted into ``assignment``'s notebook from an earlier assignment (those of ``among``

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograder.points import fmt as fmt_points
 from autograder.reports.lms import LmsFormat
 from autograder.text import csv_rows
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 #: Canvas' "Download Submissions" file: ``<lastfirst>[_late]_<user id>_<attachment id>[_<original name>]``.
 #: Matched whatever follows the two numbers (a renamed file keeps Canvas' prefix, and so its user id).
@@ -29,7 +32,7 @@ def from_file(stem: str) -> tuple[str, dict[str, str]] | None:
     return m.group("name"), ids
 
 
-def canvas_csv(table: Any, course: Any = None) -> str:
+def canvas_csv(table: Any, course: Course | None = None) -> str:
     """Canvas' gradebook import: its five student columns, one column per assignment, "Final Points".
 
     Canvas matches a row by ``ID`` (its user id), then SIS User ID, then SIS Login ID. The user

@@ -5,11 +5,14 @@ import (the whole course, matched by the roster's email address or ID number); a
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograder.points import fmt as fmt_points
 from autograder.reports.lms import LmsFormat
 from autograder.text import csv_rows
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 #: Moodle's "Download all submissions" folder: ``<full name>_<participant id>_assignsubmission_file_``.
 _FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:ment)?submission_(?:file|onlinetext)_?$", re.I)
@@ -34,7 +37,7 @@ def from_folder(name: str) -> tuple[str, dict[str, str]] | None:
     return student, {"moodle_id": number}
 
 
-def moodle_csv(table: Any, course: Any = None) -> str:
+def moodle_csv(table: Any, course: Course | None = None) -> str:
     """Moodle's offline grading worksheet: one row per student and assignment.
 
     Moodle's "Upload grading worksheet" (in the assignment) finds the columns ``Identifier``,
@@ -59,7 +62,7 @@ MOODLE_GRADES_FILE = "moodle-grades.csv"
 MOODLE_GRADES_COLUMNS = ("Email address", "ID number", "Full name")
 
 
-def moodle_grades_csv(table: Any, course: Any = None) -> str:
+def moodle_grades_csv(table: Any, course: Course | None = None) -> str:
     """Moodle's gradebook CSV import: one row per student, the roster's email address and ID number (what
     Moodle's import maps users by), one column per assignment (its gradebook title; a blank cell: no grade,
     Moodle keeps its own). Participant ids are no use here: they belong to one assignment."""

@@ -15,7 +15,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograder import catalog as C
 from autograder.errors import ConfigError
@@ -24,6 +24,9 @@ from autograder.notebook import Bounds, assignments_of_cells, notebook_claims, s
 from autograder.points import fraction, total
 from autograder.selfcheck.render import render_html, render_text
 from autograder.selfcheck.timelimit import TimeLimitExceeded, stopped_in, time_limit
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 
 LANGUAGES = ("zh", "en")
@@ -201,7 +204,7 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
 
 
 def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str | None = None,
-               notebook: str | None = None, course: Any = None,
+               notebook: str | None = None, course: Course | None = None,
                fingerprints: dict[str, Any] | None = None) -> SelfCheckResult:
     """The work of :func:`check` without the display: resolve, run, collect."""
     from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
@@ -217,7 +220,7 @@ def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str
     return SelfCheckResult(results, lang, notes, title=title)
 
 
-def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
+def run_public(namespace: dict[str, Any], exercises: list[Any], course: Course, *,
                fingerprints: dict[str, Any] | None = None, notes: list[Note] | None = None,
                on_call: Any = None) -> list[Any]:
     """Run the public checks of ``exercises`` (course.yml Exercise objects) over ``namespace``.
@@ -259,7 +262,7 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Any, *,
     return results
 
 
-def _earlier_first(C: Any, namespace: dict[str, Any], exercises: list[Any], results: list[Any], course: Any,
+def _earlier_first(C: Any, namespace: dict[str, Any], exercises: list[Any], results: list[Any], course: Course,
                    runner: Any, diagnoser: Any, notes: list[Note]) -> None:
     """For an exercise that did not pass and calls an earlier exercise's function of the student's that fails
     its own public checks (2.4 calling 2.3's attention_scores, 5.4 a pasted split_heads), a note saying so and
@@ -343,7 +346,7 @@ def _whole_exercise(C: Any, ex: Any, status: Any, message: Any) -> Any:
 
 
 # -- which exercises ---------------------------------------------------------------
-def resolve(course: Any, exercise: Any, namespace: dict[str, Any],
+def resolve(course: Course, exercise: Any, namespace: dict[str, Any],
             notebook: str | None = None) -> tuple[list[Any], str, list[Note]]:
     """(exercises to run, a title, notes). Accepts an ID ("2.4"), an assignment or a function name."""
     if exercise is None:
@@ -367,7 +370,7 @@ def resolve(course: Any, exercise: Any, namespace: dict[str, Any],
     return [], key, [Note("error", say("selfcheck.unknown_exercise", key=repr(key), ids=ids))]
 
 
-def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | None = None, nb: Any = None) -> Any:
+def guess_assignment(course: Course, namespace: dict[str, Any], notebook: str | None = None, nb: Any = None) -> Any:
     """The notebook's assignment: what it says of itself (the assignment the release wrote into its metadata,
     else its cells' nbgrader ids), read from ``nb`` or the notebook's file; else by its file name; else by
     the exercise functions it defines."""
@@ -387,7 +390,7 @@ def guess_assignment(course: Any, namespace: dict[str, Any], notebook: str | Non
     return best
 
 
-def claimed_assignment(course: Any, notebook: str | None, nb: Any) -> Any:
+def claimed_assignment(course: Course, notebook: str | None, nb: Any) -> Any:
     """The assignment a notebook says it is (autograder.notebook.notebook_claims), or None: from the parsed
     ``nb``, else from the file at ``notebook`` (a bounded look at it, never a parse)."""
     declared: str | None = None
@@ -438,7 +441,7 @@ def ipython_shell() -> Any:
         return None
 
 
-def language_of(language: str | None, course: Any, strict: bool = False) -> Any:
+def language_of(language: str | None, course: Course | None, strict: bool = False) -> Any:
     """zh or en: the requested one ("zh-CN" counts as zh), else course.yml's, else zh."""
     if language is not None:
         lang = str(language).strip().lower()

@@ -19,12 +19,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograder.errors import ConfigError
 from autograder.messages import say, text
 from autograder.points import fmt
 from autograder.selfcheck import kernel
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 ENV_SERVER, ENV_TOKEN = "AUTOGRADER_SERVER", "AUTOGRADER_TOKEN"
 #: A JupyterHub single-user server's own token (the Hub sets it): the student's token when the service is
@@ -88,7 +91,7 @@ def settings(language: str) -> tuple[str, str]:
     return server.rstrip("/"), token
 
 
-def submit_file(path: Path, *, assignment: str | None, course: Any, language: str, wait: bool = True,
+def submit_file(path: Path, *, assignment: str | None, course: Course, language: str, wait: bool = True,
                 timeout: float = 600.0, say: Any = print) -> dict[str, Any] | None:
     """Send ``path`` for ``assignment`` (guessed from its name when None); with ``wait``, the verdict."""
     import httpx
@@ -125,7 +128,7 @@ def submit_file(path: Path, *, assignment: str | None, course: Any, language: st
         raise SubmitError(_say(language, "submit.unreachable", server=server, why=type(exc).__name__)) from None
 
 
-def _assignment_of(path: Path, course: Any, language: str) -> str:
+def _assignment_of(path: Path, course: Course, language: str) -> str:
     """The assignment a notebook is for: the one it names, else the one its file name names."""
     claimed = kernel.claimed_assignment(course, str(path), None)       # what the notebook says it is, first
     stem = path.stem

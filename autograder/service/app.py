@@ -18,7 +18,7 @@ The OpenAPI schema is at ``/openapi.json``.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -30,6 +30,9 @@ from autograder.service.context import Finished, RateLimit, Service
 from autograder.service.errors import install_error_handlers
 from autograder.service.guard import BODY_IDLE_SECONDS, Guard
 from autograder.service.routes import dashboard, downloads, signin, student, submissions
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 #: Requests one token may make in a minute (reads), and uploads among them; past either, 429.
 REQUESTS_PER_MINUTE = 240
@@ -45,7 +48,7 @@ MAX_QUEUED = 10_000
 UPLOAD_ROUTES = frozenset({("POST", "/api/submissions"), ("POST", "/me/upload")})
 
 
-def create_app(engine: Engine, course: Any, *, requests_per_minute: int = REQUESTS_PER_MINUTE,
+def create_app(engine: Engine, course: Course, *, requests_per_minute: int = REQUESTS_PER_MINUTE,
                uploads_per_minute: int = UPLOADS_PER_MINUTE, max_queued: int = MAX_QUEUED,
                stranger_requests_per_minute: int = STRANGER_REQUESTS_PER_MINUTE, hub: Any = None,
                body_idle_seconds: float | None = None) -> FastAPI:

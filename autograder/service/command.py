@@ -20,7 +20,10 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             help="the service's database (as before the action)")
 
 
-def database_url(args: argparse.Namespace, course: Any) -> str:
+def database_url(args: argparse.Namespace, course: Course) -> str:
     if args.database:
         return str(args.database)
     from autograder.service.db import private_folder
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     return _serve(args, course, url, engine)
 
 
-def _serve(args: argparse.Namespace, course: Any, url: str, engine: Any) -> int:
+def _serve(args: argparse.Namespace, course: Course, url: str, engine: Any) -> int:
     import uvicorn
 
     from autograder.service.app import create_app
@@ -143,7 +146,8 @@ def _serve(args: argparse.Namespace, course: Any, url: str, engine: Any) -> int:
     try:
         workers.watch()
         watch.start()
-        app: Any = create_app(engine, live, hub=hub)
+        # The live course stands in for a Course: every attribute read is the current course's.
+        app: Any = create_app(engine, cast("Course", live), hub=hub)
         if hub is not None:
             # The Hub's proxy passes its whole path (/services/NAME/...): the app is mounted under that prefix.
             from starlette.applications import Starlette
@@ -171,7 +175,7 @@ class Workers:
     again at once instead of waiting for its lease, and a new worker takes its place; one that keeps dying at
     start is started again less and less often), and drained when the service stops."""
 
-    def __init__(self, course: Any, url: str, engine: Any, count: int):
+    def __init__(self, course: Course, url: str, engine: Any, count: int):
         self.course, self.url, self.engine, self.count = course, url, engine, count
         self.procs = [self._start() for _ in range(count)]
         self._started = [time.monotonic()] * count
@@ -215,7 +219,7 @@ class Workers:
                     return
                 self.procs[i], self._started[i] = self._start(), time.monotonic()
 
-    def restart(self, _course: Any = None) -> None:
+    def restart(self, _course: Course | None = None) -> None:
         """Each worker finishes its job in hand and a new one takes its place (course.yml changed)."""
         for w in self.procs:
             if w.poll() is None:

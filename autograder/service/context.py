@@ -10,7 +10,7 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 from sqlalchemy import select
@@ -18,6 +18,9 @@ from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
 
 from autograder.service.live import Assignments
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 #: How often the one query that serves every waiting read (``?wait=``) looks at the jobs.
 LONG_POLL_EVERY = 0.05
@@ -98,7 +101,7 @@ class Service:
     """What the routes share: ``course`` is read afresh at each use (serve hands a live one that reloads)."""
 
     engine: Engine
-    course: Any
+    course: Course
     hub: Any
     requests: RateLimit
     strangers: RateLimit

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -21,6 +21,9 @@ from sqlalchemy.engine import Engine
 from autograder.errors import AutograderError
 from autograder.service.db import Result, Submission
 from autograder.service.standing import Standing
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 
 @dataclass
@@ -70,7 +73,7 @@ def counted_submissions(engine: Engine, counts: str = "last", standing: Any = No
     return out
 
 
-def export(engine: Engine, course: Any, out: Path, nbgrader: Path | None = None) -> list[dict[str, Any]]:
+def export(engine: Engine, course: Course, out: Path, nbgrader: Path | None = None) -> list[dict[str, Any]]:
     """Write OUT from the service's results (and, with ``nbgrader``, record them in that course's
     gradebook); the results written."""
     from autograder.grading.outputs import Outputs  # noqa: PLC0415 - loads pydantic and yaml (course.yml)

@@ -26,7 +26,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter
@@ -39,6 +39,9 @@ from autograder.service.errors import ApiError
 from autograder.service.guard import refusal_body
 from autograder.service.tokens import Caller
 
+if TYPE_CHECKING:
+    from autograder.config import Course
+
 log = logging.getLogger("autograder.service.hub")
 
 #: What a JupyterHub token looks like (its API tokens are 32 hex digits; OAuth ones URL-safe text):
@@ -50,7 +53,7 @@ MAX_PENDING = 50_000
 RETRY_AFTER = 10
 
 
-def hub_from_env(course: Any, environ: Mapping[str, str] | None = None) -> Hub | None:
+def hub_from_env(course: Course, environ: Mapping[str, str] | None = None) -> Hub | None:
     """The Hub this process is a service of, or None: it runs as a JupyterHub service when the Hub gave it
     ``JUPYTERHUB_API_TOKEN`` and ``JUPYTERHUB_SERVICE_PREFIX`` (a managed service's environment, or an
     external one's, from its own configuration)."""
@@ -82,7 +85,7 @@ def local_path(prefix: str, target: str | None) -> str | None:
 class Hub:
     """This service's JupyterHub: who its tokens belong to, and its OAuth sign-in."""
 
-    def __init__(self, course: Any, environ: Mapping[str, str] | None = None):
+    def __init__(self, course: Course, environ: Mapping[str, str] | None = None):
         from jupyterhub.services.auth import HubOAuth
 
         env = os.environ if environ is None else environ

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
@@ -21,6 +21,9 @@ from autograder.service.errors import ApiError
 from autograder.service.sessions import same
 from autograder.service.tokens import Caller
 from autograder.service.upload import FormRefused, read_upload
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 
 async def accept(request: Request, state: Service, who: Caller, csrf: str | None = None) -> dict[str, Any]:
@@ -75,7 +78,7 @@ def _store(state: Service, who: Caller, assignment: str, data: bytes) -> dict[st
     return {"submission": submission, "job": job, "position": Q.position(state.engine, job)}
 
 
-def admission(course: Any, max_queued: int) -> Q.Admission:
+def admission(course: Course, max_queued: int) -> Q.Admission:
     """course.yml's service limits on a new upload, as the queue counts them in the storing transaction."""
     policy = course.service
     start = end = None

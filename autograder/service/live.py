@@ -14,28 +14,31 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograder.errors import AutograderError
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 
 class LiveCourse:
     """A course whose every attribute is the current one's (see the module's text)."""
 
-    def __init__(self, course: Any):
+    def __init__(self, course: Course):
         object.__setattr__(self, "current", course)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(object.__getattribute__(self, "current"), name)
 
-    def replace(self, course: Any) -> None:
+    def replace(self, course: Course) -> None:
         object.__setattr__(self, "current", course)
 
 
 class Assignments(Mapping[str, Any]):
     """The course's assignments by id, read from the course each time (a live view)."""
 
-    def __init__(self, course: Any):
+    def __init__(self, course: Course):
         self._course = course
 
     def _now(self) -> dict[str, Any]:

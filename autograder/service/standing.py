@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 
 class Standing:
     """The deadlines as they are now (course.yml, its extensions file, the dashboard's grants)."""
 
-    def __init__(self, engine: Engine, course: Any):
+    def __init__(self, engine: Engine, course: Course):
         from autograder.grading.deadlines import Deadlines  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
         from autograder.service.db import granted_extensions  # noqa: PLC0415 - loads sqlalchemy
 

@@ -13,7 +13,7 @@ import datetime as dt
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from fastapi import Request
@@ -25,6 +25,9 @@ from autograder.service import sessions
 from autograder.service.context import Service
 from autograder.service.errors import base_path
 from autograder.service.hub import local_path
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 #: The pages' words by language: the catalogue's ``page.*`` messages (:mod:`autograder.messages`, where every
 #: sentence a person reads is kept in both languages), and the sign-in's refusal, said as the API says it.
@@ -107,7 +110,7 @@ def to_dashboard(request: Request, said: str) -> RedirectResponse:
     return RedirectResponse(f"{base_path(request)}/dashboard?notice={quote(said)}", status_code=303)
 
 
-def language(request: Request, course: Any) -> str:
+def language(request: Request, course: Course) -> str:
     wanted = request.query_params.get("lang") or request.cookies.get(sessions.LANGUAGE_COOKIE)
     return wanted if wanted in UI else (course.language.value if course.language.value in UI else "zh")
 
@@ -136,6 +139,6 @@ def render(request: Request, state: Service, name: str, signed: sessions.Signed 
 
 
 
-def local_text(when: dt.datetime, course: Any) -> str:
+def local_text(when: dt.datetime, course: Course) -> str:
     """A time as the pages write it: in the course's zone, to the minute, with the zone's name."""
     return when.astimezone(course.zone).strftime("%Y-%m-%d %H:%M %Z")

@@ -4,16 +4,19 @@ never the grader's bookkeeping."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autograder.service.tokens import Caller
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 
 #: What a student never sees of a result, whatever the policy: the grader's own bookkeeping.
 _INTERNAL = ("timing", "traceback", "grader", "isolation", "evidence", "origin", "retry")
 
 
-def policy_view(result: dict[str, Any], who: Caller, course: Any, assignment: str,
+def policy_view(result: dict[str, Any], who: Caller, course: Course, assignment: str,
                 due: Any = "course") -> dict[str, Any]:
     """A result as course.yml's service.before_due lets the caller see it (an instructor: all of it).
 

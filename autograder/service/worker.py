@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import DBAPIError
 
@@ -32,6 +32,9 @@ from autograder.grading.times import SubmittedAt
 from autograder.messages import say
 from autograder.service import queue as Q
 from autograder.service.db import engine_for, granted_extensions, upgrade
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "workers with it, so none outlives the service")
 
 
-def lease_seconds(course: Any) -> float:
+def lease_seconds(course: Course) -> float:
     """A lease outlasts the longest grade: the submission's time budget, its worker's set-up, a margin."""
     return float(course.limits.submission_seconds) * 2 + 60.0
 

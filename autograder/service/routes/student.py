@@ -3,7 +3,7 @@ submissions followed to the verdict, and the upload form."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
@@ -20,6 +20,9 @@ from autograder.service.listing import listing
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
 from autograder.service.ui import UI, closes_form, language, local_text, render
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 router = APIRouter(include_in_schema=False)
 
@@ -61,7 +64,7 @@ def student_assignments(state: Service, who: Caller, mine: list[dict[str, Any]],
     return out
 
 
-def late_now(course: Any, deadline: Any, assignment: Any, T: dict[str, str]) -> str | None:
+def late_now(course: Course, deadline: Any, assignment: Any, T: dict[str, str]) -> str | None:
     """Past the due date: what handing in now would cost (the late policy on full marks), until when it is
     taken at all; None before the due date."""
     now = dt.datetime.now(dt.timezone.utc)

@@ -560,7 +560,7 @@ def test_a_worker_that_needs_what_the_template_has_not_imported_runs_again_in_a_
     """torch._dynamo (TEMPLATE_LATER) is imported only when a worker needs it: a worker forked before
     that says an import missed (in the cage it would fail), and its submission runs again, cells and
     call, in a worker of the complete template; later workers need no second run."""
-    from autograder.sandbox.worker import TEMPLATE_LATER
+    from autograder.sandbox.template import TEMPLATE_LATER
 
     assert "torch._dynamo" in TEMPLATE_LATER
     lazy = "import torch\n\ndef f(x):\n    import torch._dynamo\n    return x + 1\n"
@@ -711,7 +711,7 @@ def test_a_spare_is_kept_only_where_the_lanes_leave_a_core_for_it():
 
 
 def test_the_templates_warm_up_runs_every_probe_and_changes_nothing_a_worker_sees(sandbox):
-    """The template runs a worker's usual path once before it says ready (worker._warm_up): every call of
+    """The template runs a worker's usual path once before it says ready (template._warm_up): every call of
     it succeeds, it starts no thread and imports nothing, and a worker's unseeded random numbers are
     still those of a fresh process (the default generator is put back as it was)."""
     import subprocess
@@ -720,7 +720,7 @@ def test_the_templates_warm_up_runs_every_probe_and_changes_nothing_a_worker_see
     from autograder.sandbox.protocol import TEMPLATE_ENV
 
     script = ("import importlib, os, sys, torch\n"
-              "from autograder.sandbox import worker as W\n"
+              "from autograder.sandbox import template as W\n"
               "for name in W.TEMPLATE_MODULES: importlib.import_module(name)\n"
               "before, rng = set(sys.modules), torch.random.get_rng_state()\n"
               "statuses = W._warm_up()\n"

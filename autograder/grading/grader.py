@@ -27,7 +27,7 @@ ENGINE_FILES = ("catalog", "probes.py", "plain.py", "forbidden.py", "notebook.py
                 "grading/source_scan.py", "grading/scan_vocabulary.py", "grading/scan_scopes.py",
                 "grading/cells.py", "grading/submission.py", "grading/earlier.py", "sandbox/stand_ins.py",
                 # What the student's code may do decides its outcome too: the cage and its limits.
-                "sandbox/cage.py", "sandbox/memcg.py", "sandbox/worker.py")
+                "sandbox/cage.py", "sandbox/memcg.py", "sandbox/template.py", "sandbox/worker.py")
 
 
 COURSE_FILES = ("course.yml", "source/*/*.py", "solutions/*.py")

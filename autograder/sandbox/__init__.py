@@ -1,7 +1,8 @@
 """The sandbox: where student code runs, and the grader's handle on it.
 
-* :mod:`~autograder.sandbox.worker`: the untrusted side, a template process that imported torch and
-  friends and forks one worker per submission, which runs the cells and answers calls.
+* :mod:`~autograder.sandbox.template` and :mod:`~autograder.sandbox.worker`: the untrusted side, a template
+  process that imported torch and friends and forks one worker per submission, which runs the cells and
+  answers calls.
 * :mod:`~autograder.sandbox.protocol`: what crosses between the two sides (frames, a fork's configuration,
   the template's environment), imported by both.
 * :mod:`~autograder.sandbox.cage`: what a forked worker enters before any student code runs
@@ -24,7 +25,7 @@ import importlib
 from typing import Any
 
 #: Where a name of this package is looked up, in order (the worker's own names last: TEMPLATE_ENV...).
-_MODULES = ("host", "handle", "replies", "processes", "launch", "protocol", "worker")
+_MODULES = ("host", "handle", "replies", "processes", "launch", "protocol", "template", "worker")
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
 """The sandbox: student code runs only in caged worker processes; only plain data comes back.
 
 One :class:`Sandbox` per batch starts a warm *template* process (see
-:mod:`autograder.sandbox.worker`) that has imported torch and friends but computed
+:mod:`autograder.sandbox.template`) that has imported torch and friends but computed
 nothing. :meth:`Sandbox.open` asks it to fork a fresh worker for one submission,
 hands the worker the notebook's cells and returns a :class:`WorkerHandle`: the
 :class:`~autograder.catalog.Runner` the checks call. Each call is a plain-data

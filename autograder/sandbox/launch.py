@@ -1,7 +1,8 @@
 """The grader's side of starting a sandbox template: the process, its folder (named for its owner), its
 environment (scrubbed), an early start before the command's own imports, and killing what it started.
 
-:mod:`autograder.sandbox.worker` is what runs in the template; this module never does.
+:mod:`autograder.sandbox.template` is what runs in the template (and :mod:`autograder.sandbox.worker` in its
+forks); this module never does.
 """
 from __future__ import annotations
 
@@ -112,7 +113,7 @@ def launch_template(folder: str | None = None) -> TemplateLaunch:
         with open(log_path, "wb") as log_file:
             proc = subprocess.Popen(
                 [sys.executable, "-c",
-                 f"from autograder.sandbox.worker import template_main; template_main({theirs.fileno()})"],
+                 f"from autograder.sandbox.template import template_main; template_main({theirs.fileno()})"],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=log_file, cwd=folder, env=template_environment(os.environ), start_new_session=True)
     except BaseException:

@@ -1,32 +1,22 @@
-"""The untrusted side of the sandbox: the warm template process and the workers it forks.
+"""The untrusted side of the sandbox: one worker per submission, forked from the template.
 
-This module runs in two processes the grader starts, never in the grader itself:
+A worker is forked from the template (:mod:`autograder.sandbox.template`) on the grader's request, never in
+the grader itself. The grader hands over, with SCM_RIGHTS, one end of a socket pair (the channel) and the
+write end of a pipe (where the template reports the worker's exit status). The worker closes every other
+descriptor, sends stdout/stderr to /dev/null, drops to an unprivileged uid inside an empty chroot when started
+as root, applies the resource limits, runs the notebook's cells in one namespace and then answers calls
+(:func:`autograder.probes.execute`).
 
-* the **template** (:func:`template_main`), started once per batch by
-  :class:`autograder.sandbox.Sandbox`. It imports torch, numpy, matplotlib and
-  the kit's plain-data modules and then waits on a Unix socket. It computes
-  nothing: forking after torch ran parallel ops can deadlock the child, and
-  CUDA must never be initialized before a fork. It never runs student code.
-* a **worker** per submission, forked from the template on request. The
-  grader hands over, with SCM_RIGHTS, one end of a socket pair (the channel)
-  and the write end of a pipe (where the template reports the worker's exit
-  status). The worker closes every other descriptor, sends stdout/stderr to
-  /dev/null, drops to an unprivileged uid inside an empty chroot when started
-  as root, applies the resource limits, runs the notebook's cells in one
-  namespace and then answers calls (:func:`autograder.probes.execute`).
-
-Only plain data travels on the channel, in frames: a fixed head (magic, JSON
-header length, blob length), a small JSON header and a blob that is
-:func:`autograder.plain.encode` output or JSON. No pickle in either direction.
+Only plain data travels on the channel, in frames: a fixed head (magic, JSON header length, blob length), a
+small JSON header and a blob that is :func:`autograder.plain.encode` output or JSON. No pickle in either
+direction.
 """
 from __future__ import annotations
 
 import builtins
-import gc
 import json
 import os
 import resource
-import select
 import signal
 import socket
 import sys
@@ -34,483 +24,14 @@ import time
 import traceback
 from typing import Any, NoReturn
 
-from autograder.sandbox.protocol import TEMPLATE_ENV, MiB, WorkerConfig, recv_frame, send_frame
+from autograder.sandbox.protocol import MiB, WorkerConfig, recv_frame, send_frame
 
-#: Modules the template imports so that a worker inside an empty chroot never needs
-#: the file system: lazy imports of torch (optimizers pull in torch._dynamo, tensor
-#: printing pulls in schema_check_mode), numpy.random and matplotlib's Agg backend.
-TEMPLATE_MODULES = (
-    "math", "cmath", "random", "statistics", "itertools", "functools", "collections", "collections.abc",
-    "typing", "dataclasses", "enum", "time", "json", "re", "copy", "string", "operator", "fractions",
-    "decimal", "numbers", "heapq", "bisect", "textwrap", "pprint", "warnings", "contextlib", "abc",
-    "inspect", "traceback", "io", "ctypes", "zipfile", "encodings.cp437", "encodings.latin_1", "encodings.ascii",
-    "encodings.utf_16", "encodings.utf_32", "encodings.idna",
-    "numpy", "numpy.random", "numpy.linalg", "numpy.fft",
-    "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.optim", "torch.autograd",
-    "torch.linalg", "torch.fft", "torch.special", "torch.distributions", "torch.utils.data",
-    "torch.testing", "torch._subclasses.schema_check_mode", "torch.profiler._cupti_monitor",
-    "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
-    "autograder", "autograder.plain", "autograder.forbidden", "autograder.probes", "autograder.notebook",
-    "autograder.sandbox.cage",
-    "autograder.text",
-)
-#: Imported only when a worker needs them: torch._dynamo (what optimizers' step and torch.compile pull
-#: in) is 1.4 s of a cold start, and a course's usual notebook never touches it. A worker forked before
-#: the template imported them remembers any import that misses (:class:`_ImportMisses`) and says so; the
-#: grader then asks for a worker of the complete template (the template imports them first) and runs
-#: that submission's cells and call again there, so what a worker can import never depends on timing.
-TEMPLATE_LATER = ("torch._dynamo",)
 #: Descriptors a worker may hold (its channel, stdio and what graded code opens): 128 pipes, 8 MiB of buffers.
 OPEN_FILES = 256
 #: The whole environment a worker sees (the grader's is scrubbed).
 WORKER_ENV = {"PATH": "/nonexistent", "HOME": "/", "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-
 PR_SET_PDEATHSIG = 1
-#: The template's memory cgroups (memcg.find(): where to make a group per worker, or None and why not).
-_MEMORY: dict[str, Any] = {"groups": None, "why": "not looked for"}
-#: The next worker's memory cgroup, made ahead and holding the template itself (``group``), so that the
-#: worker is born in it: a process joins a group only after an RCU grace period (milliseconds, tens of
-#: them on a busy machine), which the template then spends between forks instead of each worker before
-#: its first cell. ``home``: the template's own group, where it goes back when it leaves one; ``off``:
-#: made-ahead groups failed once here and are not tried again (workers join groups made at fork time).
-_AHEAD: dict[str, Any] = {"group": None, "home": None, "off": False}
-
-
-# -- the template -------------------------------------------------------------------
-def template_main(ctrl_fd: int) -> NoReturn:
-    """Import everything, say ready, then fork one worker per request until the grader leaves."""
-    for key, value in TEMPLATE_ENV.items():
-        os.environ.setdefault(key, value)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    ctrl = socket.socket(fileno=ctrl_fd)
-    start = time.perf_counter()
-    import importlib
-
-    for name in TEMPLATE_MODULES:
-        importlib.import_module(name)
-    import torch
-
-    # cpuinfo reads /proc/cpuinfo lazily; a worker in a chroot has no /proc.
-    torch.backends.cpu.get_cpu_capability()
-    # The plain-data path once, on numpy data only (no torch op runs here): its lazy imports happen now.
-    import numpy
-
-    from autograder import plain
-
-    sample = plain.encode(((1, 2.5, True, None, "s", numpy.zeros(2)), {"k": [numpy.int64(3)]}))
-    plain.decode(sample).to_python()
-    plain.decode_trusted(sample).to_python()
-    _warm_up()
-    from autograder.sandbox import cage
-
-    cage.prepare()     # libc, libseccomp and the seccomp filters, while the file system is there
-    from autograder.sandbox.memcg import find as find_memory_groups
-
-    _MEMORY.update(zip(("groups", "why"), find_memory_groups()))
-    if _MEMORY["groups"] is not None:
-        _AHEAD["home"] = _MEMORY["groups"].home()
-    cuda_loaded = _libcuda_loaded()
-    ctrl.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": time.perf_counter() - start,
-                          "cuda_driver_loaded": cuda_loaded, "threads": _task_count()}).encode())
-    _template_serve(ctrl, list(TEMPLATE_LATER))
-
-
-#: Forbidden names the warm-up's calls run under (so both guard levels run): names of the catalog that
-#: the warm-up itself never calls.
-WARM_UP_FORBIDDEN = ("F.scaled_dot_product_attention", "nn.MultiheadAttention")
-
-
-def _warm_up() -> list[str]:
-    """A worker's usual path once in the template, before it says ready: each worker is forked with it
-    warm instead of paying for it on its first calls (a first call of a function through the guards
-    costs a millisecond or more: torch builds its operator objects and dispatch caches, CPython
-    specializes the bytecode that runs, only once per process). The calls go through probes.execute
-    as a grader's do, under the guards and through each probe, on tensors of both float dtypes.
-
-    Neutral on purpose: torch operations one by one on constant tensors, no exercise's computation. No
-    random number is drawn from a generator that stays drawn (torch's default generator is put back as
-    it was: a module's initialization draws), no thread is started (the template's thread settings are
-    1), and what it imports is imported before ready, in every template alike. Returns each call's status."""
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-
-    from autograder import plain, probes
-
-    def ops(x: torch.Tensor, mask: torch.Tensor) -> Any:
-        y = (x @ x.transpose(-2, -1)) / x.shape[-1] ** 0.5
-        y = y.masked_fill(mask, float("-inf")).softmax(-1).nan_to_num()
-        z = torch.where(mask, torch.zeros_like(y), y).sum(-1, keepdim=True) + y.amax(-1, keepdim=True)
-        w = torch.exp(x - x.max(-1, keepdim=True).values).log1p() + torch.tanh(x) * torch.sigmoid(x)
-        w = w + torch.log(x.abs() + 1) - x.mean(-1, keepdim=True) / torch.sqrt(x.var(-1, keepdim=True) + 1)
-        v = torch.cat([x, w], -1).reshape(*x.shape[:-1], 2, -1).chunk(2, -1)[0].squeeze(-1).unsqueeze(0)
-        u = torch.stack([x, x]).permute(1, 0, 2, 3).contiguous().view(-1, x.shape[-1]).split(1)[0]
-        t = torch.einsum("btd,bsd->bts", x, x) + torch.bmm(x, x.transpose(1, 2)) + torch.matmul(x, x.mT)
-        r = F.relu(x) + F.gelu(x) + F.silu(x) + torch.sin(x) * torch.cos(x) + x.pow(2) + x.clamp(-1, 1)
-        n = F.layer_norm(x, x.shape[-1:]) + F.linear(x, x[0].T @ x[0], x[0, 0]) + F.dropout(x, 0.0)
-        k = torch.arange(x.shape[-1]).float().to(x.dtype) + torch.ones(x.shape[-1], dtype=x.dtype)
-        c = torch.ones(3, 3, dtype=torch.bool).triu(1) | torch.tril(torch.ones(3, 3, dtype=torch.bool))
-        g = x.gather(-1, torch.zeros(*x.shape[:-1], 1, dtype=torch.long)).expand_as(x) + x.new_zeros(x.shape)
-        e = F.cross_entropy(x.reshape(-1, x.shape[-1]), torch.zeros(x.shape[0] * x.shape[1], dtype=torch.long),
-                            reduction="none") + F.log_softmax(x, -1).flatten()[: x.shape[0] * x.shape[1]]
-        i = x.argmax(-1) + torch.isinf(x).sum(-1) + torch.isnan(x).any(-1).long() + torch.isfinite(x).all(-1)
-        total = y.sum() + z.sum() + w.sum() + v.sum() + u.sum() + t.sum() + r.sum() + n.sum() + k.sum() + e.sum()
-        return total + g.sum() + i.sum() + c.sum(), (x.numel(), x.dim(), x.element_size(), float(total.item()))
-
-    class Layer(nn.Module):
-        def __init__(self, d: int):
-            super().__init__()
-            self.proj = nn.Linear(d, d)
-            self.norm = nn.LayerNorm(d)
-            self.scale = nn.Parameter(torch.ones(d))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.norm(self.proj(x)) * self.scale
-
-    state = torch.random.get_rng_state()
-    namespace = {"ops": ops, "Layer": Layer, "__name__": "__main__"}
-    statuses: list[str] = []
-    try:
-        for dtype in (torch.float32, torch.float64):
-            x = torch.linspace(-2, 2, 2 * 3 * 4, dtype=dtype).reshape(2, 3, 4)
-            mask = torch.tensor([False, False, True]).expand(2, 3, 3)
-            weights = {"proj.weight": torch.eye(4, dtype=dtype), "proj.bias": torch.zeros(4, dtype=dtype),
-                       "norm.weight": torch.ones(4, dtype=dtype), "norm.bias": torch.zeros(4, dtype=dtype)}
-            requests = [probes.Request("ops", (x, mask)), probes.Request("ops", (x, mask), probe="inputs"),
-                        probes.Request("ops", (x, mask), probe="random"),
-                        probes.Request("ops", ((0,), (torch.ones((), dtype=dtype), None), x, mask), probe="grad"),
-                        probes.Request("Layer", ((4,), {}, weights, (x,), {}, torch.ones_like(x), (0,)),
-                                       probe="module")]
-            for request in requests:
-                for forbidden in ((), WARM_UP_FORBIDDEN):
-                    request.forbidden = forbidden
-                    blob = plain.encode((request.args, request.kwargs))
-                    plain.decode_trusted(blob).to_python()
-                    reply = probes.execute(namespace, request)
-                    statuses.append(reply.status if reply.status == "ok" else f"{reply.status}: {reply.error}")
-                    if reply.status == "ok":
-                        plain.decode(reply.blob).to_python()
-    except Exception:  # noqa: BLE001 - a warm-up that fails costs speed only: into the template's log
-        traceback.print_exc()
-    finally:
-        torch.random.set_rng_state(state)
-    return statuses
-
-
-def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
-    """The template's loop: fork a worker per request, report each one's end, until the grader leaves.
-
-    ``later``: what of TEMPLATE_LATER is not imported yet (a request for a complete worker imports it).
-    """
-    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-    # worker pid -> (write end of its status pipe, CPU seconds, its memory cgroup or None)
-    children: dict[int, tuple[int, int, str | None]] = {}
-    leftover: list[str] = []            # memory cgroups still holding a process (a grandchild) when reaped
-
-    watched: list[socket.socket | int] = [ctrl, wake_r]
-    try:
-        while True:
-            ready, _, _ = select.select(watched, [], [])
-            if wake_r in ready:
-                _drain(wake_r)
-                _template_reap(children, leftover)
-            if ctrl not in ready:
-                continue
-            msg, fds, _flags, _addr = socket.recv_fds(ctrl, 1 << 16, 4)
-            if not msg:
-                break  # the grader is gone
-            try:
-                request = json.loads(msg)
-                kind = request["t"]
-            except (ValueError, KeyError, TypeError):
-                _refuse(ctrl, fds, "bad request")
-                continue
-            if kind == "fork" and len(fds) == 2:
-                if request.get("complete") and later:
-                    _drop_ahead()     # what the imports allocate is the template's, not the next worker's
-                while request.get("complete") and later:
-                    _import_quietly(later.pop(0))
-                _template_fork(ctrl, request, fds, children, partial=bool(later))
-            elif kind == "clone" and len(fds) == 1:
-                _template_clone(ctrl, fds[0], (wake_r, wake_w, *(entry[0] for entry in children.values())), later)
-            elif kind == "sweep":
-                _template_sweep(ctrl, request)
-            else:
-                _refuse(ctrl, fds, f"unknown request {kind!r}")
-    except BaseException:  # noqa: BLE001 - into the template's log, which the grader shows
-        traceback.print_exc()
-    finally:
-        for pid in list(children):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        ahead = [_AHEAD["group"]] if _AHEAD["group"] is not None and _join_home() else []
-        _remove_groups([entry[2] for entry in children.values() if entry[2]] + leftover + ahead)
-        os._exit(0)
-
-
-def _drain(fd: int) -> None:
-    """Empty the (non-blocking) wake-up pipe."""
-    try:
-        while os.read(fd, 512):
-            pass
-    except BlockingIOError:
-        pass
-
-
-def _refuse(ctrl: socket.socket, fds: list[int], error: str) -> None:
-    """Answer a request the template cannot serve, closing the descriptors it came with."""
-    for fd in fds:
-        os.close(fd)
-    ctrl.send(json.dumps({"error": error}).encode())
-
-
-def _template_reap(children: dict[int, tuple[int, int, str | None]], leftover: list[str]) -> None:
-    """Collect the workers that ended and write each one's end to its status pipe (see _template_serve)."""
-    if leftover:
-        leftover[:] = [g for g in leftover if not _MEMORY["groups"].remove(g)]
-    while True:
-        try:
-            pid, status, usage = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        entry = children.pop(pid, None)
-        if entry is not None:
-            fd, cpu_limit, group = entry
-            status = _named_status(status, usage, cpu_limit)
-            report: dict[str, Any] = {"pid": pid, "status": status}
-            if group is not None:
-                report["memory"] = _MEMORY["groups"].oom_killed(group)
-                if not _MEMORY["groups"].remove(group):
-                    leftover.append(group)      # a grandchild is still in it: the sweep will kill it
-            try:
-                os.write(fd, json.dumps(report).encode())
-            except OSError:
-                pass
-            os.close(fd)
-
-
-def _template_clone(ctrl: socket.socket, channel: int, own_fds: tuple[int, ...], later: list[str]) -> None:
-    """Fork a copy of this template serving ``channel``; the copy never returns. ``own_fds``: this template's
-    descriptors (its wake-up pipe, its workers' status pipes), closed in the copy."""
-    pid = os.fork()
-    if pid == 0:
-        # A template of its own for another grader process (a lane): nothing of this one's
-        # (its grader's channel, its wake-up pipe, its workers' status pipes) stays open.
-        ctrl.close()
-        for fd in own_fds:
-            os.close(fd)
-        if _AHEAD["group"] is not None:
-            # Born in the group this template made for its own next worker: out of it first.
-            if not _join_home():
-                os._exit(1)     # the grader sees the copy fail and starts lanes another way
-            _AHEAD["group"] = None
-        own = socket.socket(fileno=channel)
-        own.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": 0.0,
-                             "cuda_driver_loaded": _libcuda_loaded(),
-                             "threads": _task_count()}).encode())
-        _template_serve(own, later)
-    os.close(channel)
-    ctrl.send(json.dumps({"pid": pid}).encode())
-
-
-def _remove_groups(groups: list[str]) -> None:
-    """The template's last act: its workers' memory cgroups go (a killed worker leaves its group in a moment)."""
-    deadline = time.monotonic() + 2.0
-    while groups and time.monotonic() < deadline:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            pass
-        groups = [g for g in groups if not _MEMORY["groups"].remove(g)]
-        if groups:
-            time.sleep(0.02)
-
-
-def _import_quietly(name: str) -> None:
-    """Import one of TEMPLATE_LATER in the template; a failure goes to its log (the worker then misses it)."""
-    import importlib
-
-    try:
-        importlib.import_module(name)
-    except Exception:  # noqa: BLE001 - a module that fails to import costs speed only: into the log
-        traceback.print_exc()
-
-
-def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
-                   children: dict[int, tuple[int, int, str | None]], partial: bool = False) -> None:
-    chan_fd, status_fd = fds
-    try:
-        config = WorkerConfig.from_json(request["config"])
-    except (KeyError, TypeError) as exc:
-        os.close(chan_fd)
-        os.close(status_fd)
-        ctrl.send(json.dumps({"error": f"bad config: {exc}"}).encode())
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    from autograder.sandbox.cage import fork_into
-
-    group, why, born = _memory_group(config)
-    # Everything the template holds is long-lived: a worker's collections then never walk it (a full one
-    # walked the 450,000 objects of torch and the kit, some 100 ms) nor write to its pages (copy on write).
-    gc.freeze()
-    try:
-        pid = fork_into(config.mode)    # os.fork(), or a clone straight into the cage's namespaces
-    except OSError as exc:
-        os.close(chan_fd)
-        os.close(status_fd)
-        if group is not None:
-            if born:
-                _AHEAD["group"] = group     # still the template's, for the next fork
-            else:
-                _MEMORY["groups"].remove(group)
-        ctrl.send(json.dumps({"error": f"fork failed: {exc}"}).encode())
-        return
-    if pid == 0:
-        worker_main(config, chan_fd, template_pid=os.getppid(), partial=partial, memory=(group, why), born=born)
-    os.close(chan_fd)
-    children[pid] = (status_fd, config.cpu_seconds, group)
-    answer = json.dumps({"pid": pid, "partial": partial}).encode()
-    try:
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:  # a kernel before 5.3: the grader falls back to kill(pid)
-            ctrl.send(answer)
-            return
-        try:
-            socket.send_fds(ctrl, [answer], [pidfd])
-        finally:
-            os.close(pidfd)
-    finally:
-        _ahead(config, left=group if born else None)   # out of the new worker's group, whatever happened
-
-
-def _ahead(config: WorkerConfig, left: str | None) -> None:
-    """After a fork (the grader already has its answer): make the next worker's group and move this
-    template into it; ``left``: the group the template was in, now the new worker's alone. Where that
-    fails the template goes home, and makes no group ahead any more."""
-    groups = _MEMORY["groups"]
-    if groups is None or config.mode == "none" or _AHEAD["off"] or _AHEAD["home"] is None:
-        return
-    from autograder.sandbox.memcg import MARGIN_MB
-
-    _GROUPS_MADE[0] += 1
-    path = None
-    try:
-        # A provisional limit (set again at the fork): room for what the template itself allocates meanwhile.
-        path = groups.make(f"autograder-{os.getpid()}-{_GROUPS_MADE[0]}",
-                           _vm_kib("VmRSS") * 1024 + (config.memory_mb + MARGIN_MB) * MiB)
-        groups.join(path)
-        _AHEAD["group"] = path
-        return
-    except OSError:
-        traceback.print_exc()
-    _AHEAD["off"] = True
-    if left is not None and not _join_home():
-        print(f"autograder: the template could not leave the memory cgroup {left}", file=sys.stderr)
-    if path is not None:
-        groups.remove(path)
-
-
-def _join_home() -> bool:
-    try:
-        _MEMORY["groups"].join(_AHEAD["home"])
-        return True
-    except (OSError, TypeError):
-        traceback.print_exc()
-        return False
-
-
-def _drop_ahead() -> None:
-    """Back to the template's own group; the group made ahead goes (the next fork makes one as before)."""
-    group, _AHEAD["group"] = _AHEAD["group"], None
-    if group is not None:
-        if _join_home():
-            _MEMORY["groups"].remove(group)
-        else:
-            _AHEAD["off"] = True
-
-
-_GROUPS_MADE = [0]
-
-
-def _memory_group(config: WorkerConfig) -> tuple[str | None, str, bool]:
-    """A memory cgroup for the next worker (None where there is none, and why): the template's resident
-    memory (what the worker may copy on write) plus limits.memory_mb plus room for kernel memory. True
-    when it is the group made ahead, which holds the template: the worker is born in it."""
-    groups = _MEMORY["groups"]
-    if groups is None or config.mode == "none":
-        return None, _MEMORY["why"] if groups is None else "not caged (--no-isolation)", False
-    from autograder.sandbox.memcg import MARGIN_MB
-
-    limit = _vm_kib("VmRSS") * 1024 + (config.memory_mb + MARGIN_MB) * MiB
-    ahead = _AHEAD["group"]
-    if ahead is not None:
-        _AHEAD["group"] = None
-        try:
-            groups.set_limit(ahead, limit)
-            return ahead, "", True
-        except OSError:
-            traceback.print_exc()
-            _AHEAD["group"] = ahead
-            _drop_ahead()
-            _AHEAD["off"] = True
-    _GROUPS_MADE[0] += 1
-    try:
-        return groups.make(f"autograder-{os.getpid()}-{_GROUPS_MADE[0]}", limit), "", False
-    except OSError as exc:
-        return None, f"{groups.describe()}: {exc.strerror or exc}", False
-
-
-def _named_status(status: int, usage: Any, cpu_limit: int) -> int:
-    """The wait status to report. The PID-namespace init a caged worker is ignores SIGXCPU, so its
-    CPU limit is a SIGKILL at the limit (see _setup): one that used up its CPU time is reported as
-    killed by SIGXCPU, which is what stopped it. (The kernel fires the limit from its CPU timer, while
-    rusage is sampled at the scheduler's tick: on a busy machine the two differ by tenths of a second.)"""
-    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL \
-            and usage.ru_utime + usage.ru_stime >= 0.9 * cpu_limit - 0.05:
-        return int(signal.SIGXCPU)
-    return status
-
-
-def _template_sweep(ctrl: socket.socket, request: dict[str, Any]) -> None:
-    """Kill every process left running under a worker uid (grandchildren, when processes > 0)."""
-    uid, gid = int(request["uid"]), int(request["gid"])
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)  # as that uid: every process of that uid but this one
-        except OSError:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
-    ctrl.send(json.dumps({"t": "swept"}).encode())
-
-
-def _libcuda_loaded() -> bool:
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            return any("libcuda.so" in line for line in f)
-    except OSError:
-        return False
-
-
-def _task_count() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 1
 
 
 # -- the worker -------------------------------------------------------------------------
@@ -558,9 +79,9 @@ def _setup(config: WorkerConfig, template_pid: int, memory: tuple[str | None, st
     if config.device == "cuda":
         _init_cuda(config)
     # Measured before the cage: /proc is not there afterwards.
-    data_now = _vm_kib("VmData") * 1024
-    tasks = _task_count()
-    address_space = _vm_kib("VmSize") * 1024 + config.memory_mb * MiB
+    data_now = vm_kib("VmData") * 1024
+    tasks = task_count()
+    address_space = vm_kib("VmSize") * 1024 + config.memory_mb * MiB
     from autograder.sandbox.cage import enter, libc
     from autograder.sandbox.memcg import LAYER, MemoryCgroups
 
@@ -637,7 +158,7 @@ def _init_cuda(config: WorkerConfig) -> None:
     torch.cuda.synchronize()
 
 
-def _vm_kib(field: str) -> int:
+def vm_kib(field: str) -> int:
     with open("/proc/self/status", encoding="ascii") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -849,3 +370,10 @@ def _describe_cell_error(exc: BaseException, index: int) -> str:
             line = None
     where = f" (line {line})" if line else ""
     return f"{_type_name(exc)}: {first}{where}" if first else f"{_type_name(exc)}{where}"
+
+
+def task_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1

@@ -46,21 +46,35 @@ from typing import TYPE_CHECKING
 
 from autograder.lazy import lazy_exports
 
-if TYPE_CHECKING:   # the names this package offers; each loads its module on first use (autograder.lazy)
-    from autograder.config import ALTERNATIVES_FILE, COURSE_FILES, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE
-    from autograder.messages import Msg
-    from autograder.plain import Value
-    from autograder.probes import probe_module
-    from autograder.catalog.declarations import (ALTERNATIVES, Alternative, Audience, CHECKS, Check, ExerciseSpec, Kind,
-                                                 MISTAKES, Mistake, NEAR_ANSWERS, NOT_GRADED, NotGraded, OUTPUT_KINDS,
-                                                 SPECS, alternative, check, checks_for, exercise, mistake, near_answer,
-                                                 not_graded)
-    from autograder.catalog.outcomes import (BRIEF_LIMIT, CheckFailed, CheckResult, ExerciseResult, Status, brief,
-                                             hidden_message, number_free, safe_name)
-    from autograder.catalog.comparison import as_float64, compare, mismatch, values_match
-    from autograder.catalog.context import Context, Diagnoser, PUBLIC_SEED, Pending, Runner, stable_seed
-    from autograder.catalog.scoring import WITHHELD, run_exercise
-    from autograder.catalog.runners import LiveDiagnoser, copied, in_process_runner
-    from autograder.catalog.loading import COURSE_PACKAGE, hidden_available, load_catalog
+if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
+    # module on first use (autograder.lazy)
+    from autograder.config import (ALTERNATIVES_FILE as ALTERNATIVES_FILE, COURSE_FILES as COURSE_FILES,
+                                   HIDDEN_FILE as HIDDEN_FILE, MISTAKES_FILE as MISTAKES_FILE,
+                                   PUBLIC_FILE as PUBLIC_FILE)
+    from autograder.messages import Msg as Msg
+    from autograder.plain import Value as Value
+    from autograder.probes import probe_module as probe_module
+    from autograder.catalog.declarations import (ALTERNATIVES as ALTERNATIVES, Alternative as Alternative,
+                                                 Audience as Audience, CHECKS as CHECKS, Check as Check,
+                                                 ExerciseSpec as ExerciseSpec, Kind as Kind, MISTAKES as MISTAKES,
+                                                 Mistake as Mistake, NEAR_ANSWERS as NEAR_ANSWERS,
+                                                 NOT_GRADED as NOT_GRADED, NotGraded as NotGraded,
+                                                 OUTPUT_KINDS as OUTPUT_KINDS, SPECS as SPECS,
+                                                 alternative as alternative, check as check, checks_for as checks_for,
+                                                 exercise as exercise, mistake as mistake, near_answer as near_answer,
+                                                 not_graded as not_graded)
+    from autograder.catalog.outcomes import (BRIEF_LIMIT as BRIEF_LIMIT, CheckFailed as CheckFailed,
+                                             CheckResult as CheckResult, ExerciseResult as ExerciseResult,
+                                             Status as Status, brief as brief, hidden_message as hidden_message,
+                                             number_free as number_free, safe_name as safe_name)
+    from autograder.catalog.comparison import (as_float64 as as_float64, compare as compare, mismatch as mismatch,
+                                               values_match as values_match)
+    from autograder.catalog.context import (Context as Context, Diagnoser as Diagnoser, PUBLIC_SEED as PUBLIC_SEED,
+                                            Pending as Pending, Runner as Runner, stable_seed as stable_seed)
+    from autograder.catalog.scoring import WITHHELD as WITHHELD, run_exercise as run_exercise
+    from autograder.catalog.runners import (LiveDiagnoser as LiveDiagnoser, copied as copied,
+                                            in_process_runner as in_process_runner)
+    from autograder.catalog.loading import (COURSE_PACKAGE as COURSE_PACKAGE, hidden_available as hidden_available,
+                                            load_catalog as load_catalog)
 
 __getattr__ = lazy_exports(__name__, __file__)

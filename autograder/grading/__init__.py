@@ -24,16 +24,26 @@ from typing import TYPE_CHECKING
 
 from autograder.lazy import lazy_exports
 
-if TYPE_CHECKING:   # the names this package offers; each loads its module on first use (autograder.lazy)
-    from autograder.grading.cells import DEMO_SKIPPED, SETUP_CELLS, demo_cells, submission_cells
-    from autograder.grading.timing import PROFILE_SECTIONS, flat_profile
-    from autograder.grading.grader import (COURSE_FILES, ENGINE_FILES, GradingContext, check_catalog,
-                                           grader_fingerprint, resolve_device)
-    from autograder.grading.submission import (RESULT_MAX_BYTES, RESULT_MAX_CELLS, failure, finalize, grade_or_fail,
-                                               grade_submission, grader_fault, hidden_seed_parts)
-    from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail, render_feedback
-    from autograder.grading.lanes import (LaneSetupError, ProcessLanes, lane_config, lane_grade, lane_warm,
-                                          submission_json)
-    from autograder.grading.batch import BatchOutcome, PROCESS_MIN_SUBMISSIONS, Plan, grade_batch, lane_processes, plan
+if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
+    # module on first use (autograder.lazy)
+    from autograder.grading.cells import (DEMO_SKIPPED as DEMO_SKIPPED, SETUP_CELLS as SETUP_CELLS,
+                                          demo_cells as demo_cells, submission_cells as submission_cells)
+    from autograder.grading.timing import PROFILE_SECTIONS as PROFILE_SECTIONS, flat_profile as flat_profile
+    from autograder.grading.grader import (COURSE_FILES as COURSE_FILES, ENGINE_FILES as ENGINE_FILES,
+                                           GradingContext as GradingContext, check_catalog as check_catalog,
+                                           grader_fingerprint as grader_fingerprint, resolve_device as resolve_device)
+    from autograder.grading.submission import (RESULT_MAX_BYTES as RESULT_MAX_BYTES,
+                                               RESULT_MAX_CELLS as RESULT_MAX_CELLS, failure as failure,
+                                               finalize as finalize, grade_or_fail as grade_or_fail,
+                                               grade_submission as grade_submission, grader_fault as grader_fault,
+                                               hidden_seed_parts as hidden_seed_parts)
+    from autograder.grading.outputs import (Outputs as Outputs, keep_earlier as keep_earlier,
+                                            record_or_fail as record_or_fail, render_feedback as render_feedback)
+    from autograder.grading.lanes import (LaneSetupError as LaneSetupError, ProcessLanes as ProcessLanes,
+                                          lane_config as lane_config, lane_grade as lane_grade, lane_warm as lane_warm,
+                                          submission_json as submission_json)
+    from autograder.grading.batch import (BatchOutcome as BatchOutcome,
+                                          PROCESS_MIN_SUBMISSIONS as PROCESS_MIN_SUBMISSIONS, Plan as Plan,
+                                          grade_batch as grade_batch, lane_processes as lane_processes, plan as plan)
 
 __getattr__ = lazy_exports(__name__, __file__)

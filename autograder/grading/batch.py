@@ -242,7 +242,7 @@ def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes
         spare.keep_spare()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade",
                               initializer=_pinner(jobs, remote))
-    pending: dict[Future, tuple[Submission, bool]] = {}
+    pending: dict[Future[Any], tuple[Submission, bool]] = {}
     interrupted = False
 
     def feed() -> None:

@@ -22,7 +22,7 @@ import traceback
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import Pipe, util
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from autograder import catalog as C
 from autograder.config import Course, Limits, load_course
@@ -117,7 +117,7 @@ def _lane_context(config: dict[str, Any]) -> GradingContext:
     key = hashlib.sha256(json.dumps(same, sort_keys=True, default=str).encode()).hexdigest()
     contexts = _LANE.setdefault("contexts", {})
     if key in contexts:
-        return contexts[key]
+        return cast(GradingContext, contexts[key])
     import torch
 
 

@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from autograder.config import Assignment, Course
 from autograder.errors import AutograderError
@@ -60,4 +60,4 @@ def reference(course: Course, exercise_id: str) -> Callable[..., Any]:
     if fn is None:
         raise MissingReference(f"solutions/{assignment.module}.py defines no {exercise.function} "
                                f"(exercise {exercise_id})", hint="run autograder build")
-    return fn
+    return cast("Callable[..., Any]", fn)

@@ -91,7 +91,7 @@ def scope_of(node: ast.AST) -> Scope:
     """The names a scope node binds (``global`` declarations excluded: those are the module's). Worked out
     once per node (a definition is walked for the notebook and again for each exercise that reaches it);
     the Scope is never changed afterwards."""
-    found = node.__dict__.get("_scope")
+    found: Scope | None = node.__dict__.get("_scope")
     if found is not None:
         return found
     found = node._scope = _scope_of(node)  # type: ignore[attr-defined]  # noqa: SLF001 - a memo on the ast node

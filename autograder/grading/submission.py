@@ -11,6 +11,7 @@ from typing import Any
 
 from autograder import catalog as C
 from autograder import reports as R
+from autograder.reports.model import checked
 from autograder.config import Course
 from autograder.errors import AutograderError, NotebookError
 from autograder.grading.cells import submission_cells
@@ -331,4 +332,4 @@ def finalize(result: dict[str, Any], max_bytes: int = RESULT_MAX_BYTES) -> dict[
         result.setdefault("notes", []).append("truncated")
         result.setdefault("notes_msg", []).append(_said("submission.too_large", kib=max_bytes // 1024))
     # The one result model (autograder.reports.model): a result that is not one is the kit's fault, loudly.
-    return R.checked_result(result)
+    return checked(result)

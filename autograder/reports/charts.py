@@ -26,7 +26,7 @@ def nice_step(top: float, ticks: int = 5) -> float:
         return 1.0
     raw = top / ticks
     power = 10 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return float(next(m * power for m in (1, 2, 5, 10) if m * power >= raw))
 
 
 def _ticks(top: float, integer: bool) -> list[float]:

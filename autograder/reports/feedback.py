@@ -130,7 +130,9 @@ def _late_line(result: dict[str, Any], language: str) -> str:
 
 def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> str:
     """The student's feedback as Markdown (escaped; nothing hidden beyond the check messages)."""
-    L = lambda key: _label(language, key)  # noqa: E731 - a local shorthand
+    def L(key: str) -> str:     # a local shorthand
+        return _label(language, key)
+
     # Assignment IDs and titles come from course.yml; only student-controlled text needs escaping.
     lines = [f"# {L('title')}: {result.get('assignment') or '?'} · {_md(str(result.get('student') or '?'))}", ""]
     if result.get("status") != GRADED and not result.get("exercises"):
@@ -192,7 +194,9 @@ def feedback_html(result: dict[str, Any], course: Course, language: str) -> str:
 
 def feedback_parts(result: dict[str, Any], course: Course, language: str) -> list[str]:
     """The feedback's HTML below its title (every dynamic string escaped): the service's pages show it too."""
-    L = lambda key: _label(language, key)  # noqa: E731
+    def L(key: str) -> str:     # a local shorthand
+        return _label(language, key)
+
     body: list[str] = []
     if result.get("status") != GRADED and not result.get("exercises"):
         return [f"<p class='note'><b>{esc(L('not_graded'))}</b>: {esc(_text(result.get('message'), language))}</p>",

@@ -9,8 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from autograder.atomic import atomic_write_bytes, atomic_write_text  # noqa: F401 - the reports' writers
-from autograder.reports.model import RESULT_SCHEMA, checked  # the result format's version, one place
+# the reports' writers, offered here
+from autograder.atomic import atomic_write_bytes as atomic_write_bytes, atomic_write_text as atomic_write_text
+from autograder.reports.model import RESULT_SCHEMA as RESULT_SCHEMA, checked  # the result format's version, one place
 
 
 GRADED = "graded"

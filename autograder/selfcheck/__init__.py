@@ -25,10 +25,16 @@ from typing import TYPE_CHECKING
 
 from autograder.lazy import lazy_exports
 
-if TYPE_CHECKING:   # the names this package offers; each loads its module on first use (autograder.lazy)
-    from autograder.selfcheck.kernel import (LANGUAGES, Note, PublicScore, SelfCheckResult, Text, check,
-                                             guess_assignment, resolve, run_public, score, self_check)
-    from autograder.selfcheck.render import print_table, render_html, render_text
-    from autograder.selfcheck.command import STARTUP_SECONDS, add_arguments, execute_notebook, main, run, supervise
+if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
+    # module on first use (autograder.lazy)
+    from autograder.selfcheck.kernel import (LANGUAGES as LANGUAGES, Note as Note, PublicScore as PublicScore,
+                                             SelfCheckResult as SelfCheckResult, Text as Text, check as check,
+                                             guess_assignment as guess_assignment, resolve as resolve,
+                                             run_public as run_public, score as score, self_check as self_check)
+    from autograder.selfcheck.render import (print_table as print_table, render_html as render_html,
+                                             render_text as render_text)
+    from autograder.selfcheck.command import (STARTUP_SECONDS as STARTUP_SECONDS, add_arguments as add_arguments,
+                                              execute_notebook as execute_notebook, main as main, run as run,
+                                              supervise as supervise)
 
 __getattr__ = lazy_exports(__name__, __file__)

@@ -15,7 +15,7 @@ from autograder.lazy import type_checking_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-LAZY_PACKAGES = ("catalog", "exports", "grading", "reports", "selfcheck")
+LAZY_PACKAGES = ("catalog", "exports", "grading", "reports", "sandbox", "selfcheck")
 
 
 def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -61,8 +61,8 @@ def test_every_key_the_code_asks_for_exists_and_every_entry_is_used():
     dynamic = {k for k in M.CATALOGUE if k.startswith(("status.", "label.", "sandbox.hint.", "selfcheck.column.",
                                                          "page."))}
 
-    from autograder import sandbox
-    assert {f"sandbox.hint.{s.name}" for s in sandbox._SIGNAL_HINTS} == {
+    from autograder.sandbox import replies
+    assert {f"sandbox.hint.{s.name}" for s in replies._SIGNAL_HINTS} == {
         k for k in M.CATALOGUE if k.startswith("sandbox.hint.")}
     assert set(M.CATALOGUE) - dynamic - used == set()
     assert {f"status.{s.value}" for s in Status} <= set(M.CATALOGUE)

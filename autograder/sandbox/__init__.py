@@ -21,18 +21,18 @@ the grader's code.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-#: Where a name of this package is looked up, in order (the worker's own names last: TEMPLATE_ENV...).
-_MODULES = ("host", "handle", "replies", "processes", "launch", "protocol", "template", "worker")
+from autograder.lazy import lazy_exports
 
+if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
+    # module on first use (autograder.lazy)
+    from autograder.sandbox.handle import WorkerHandle as WorkerHandle
+    from autograder.sandbox.host import Sandbox as Sandbox
+    from autograder.sandbox.launch import template_environment as template_environment
+    from autograder.sandbox.processes import (UID_BASE as UID_BASE, SandboxError as SandboxError,
+                                              cage_modes as cage_modes)
+    from autograder.sandbox.replies import (UNREADABLE_REPLY as UNREADABLE_REPLY, encode_request as encode_request,
+                                            readable as readable)
 
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    for module in _MODULES:
-        found = importlib.import_module(f"{__name__}.{module}")
-        if name in vars(found):
-            return vars(found)[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, __file__)

@@ -123,17 +123,28 @@ def student_course(root: Path) -> bytes:
     return replaced.encode("utf-8")
 
 
-def _bundle_pyproject(root: Path) -> bytes:
-    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+def pyproject_project(root: Path) -> dict[str, Any]:
+    """The ``[project]`` table of ``root``'s pyproject.toml; empty where there is none."""
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    return project if isinstance(project, dict) else {}
 
-    def name_of(spec: str) -> str:
-        return re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
 
-    # The kit's own requirements first, then its extras' (JupyterLab is the `lab` extra): one spec per name.
+def requirement_specs(project: dict[str, Any]) -> dict[str, str]:
+    """Distribution name -> its requirement in a ``[project]`` table: the kit's own dependencies first, then its
+    extras' (JupyterLab is the `lab` extra), one spec per name."""
     specs: dict[str, str] = {}
-    for spec in [*project["dependencies"], *(d for ds in project.get("optional-dependencies", {}).values()
-                                            for d in ds)]:
-        specs.setdefault(name_of(spec), spec)
+    for spec in [*project.get("dependencies", []),
+                 *(d for ds in project.get("optional-dependencies", {}).values() for d in ds)]:
+        specs.setdefault(re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower(), spec)
+    return specs
+
+
+def _bundle_pyproject(root: Path) -> bytes:
+    project = pyproject_project(root)
+    specs = requirement_specs(project)
     deps = [specs[name] for name in STUDENT_DEPENDENCIES if name in specs]
     lacking = sorted(set(STUDENT_DEPENDENCIES) - set(specs))
     if lacking:

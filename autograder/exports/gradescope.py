@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import re
 import sys
 import time
 import traceback
@@ -28,6 +27,7 @@ from typing import Any
 from autograder import __version__
 from autograder import catalog as C
 from autograder import grading as G
+from autograder.authoring.bundle import pyproject_project, requirement_specs
 from autograder import reports as R
 from autograder.atomic import atomic_write_text
 from autograder.catalog import ALTERNATIVES_FILE, COURSE_FILES
@@ -43,12 +43,6 @@ from autograder.points import hundredths, shares
 from autograder.reports.feedback import cell_message, cell_number, message_text
 from autograder.sandbox.launch import take_early_launch
 from autograder.zips import deterministic_zip
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:                       # Python 3.10: the same parser, from PyPI (a dependency there)
-    import tomli as tomllib
-
 
 #: Where each audience's checks show, and when (Gradescope's visibility values:
 #: https://gradescope-autograders.readthedocs.io/en/latest/specs/).
@@ -86,7 +80,7 @@ def requirements_txt(root: Path | None = None) -> str:
     already sees the same versions, and a range installs on whichever Python the chosen
     Ubuntu image has (an exact numpy pin may have no wheel for it).
     """
-    ranges = _pyproject_ranges(root if root is not None else PACKAGE.parent)
+    ranges = requirement_specs(pyproject_project(root if root is not None else PACKAGE.parent))
     lines = [f"# What the course kit's grader imports besides torch (setup.sh installs {TORCH_PIN}, CPU build, first).",
              "# Version ranges from the course's pyproject.toml; "
              "the versions `autograder export` ran with in comments."]
@@ -97,18 +91,6 @@ def requirements_txt(root: Path | None = None) -> str:
         except importlib_metadata.PackageNotFoundError:
             lines.append(spec)
     return "\n".join(lines) + "\n"
-
-
-def _pyproject_ranges(root: Path) -> dict[str, str]:
-    path = root / "pyproject.toml"
-    if not path.exists():
-        return {}
-    deps = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {}).get("dependencies", [])
-    out = {}
-    for spec in deps:
-        name = re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
-        out[name] = spec
-    return out
 
 
 def _template(name: str, assignment: Assignment, language: str) -> bytes:

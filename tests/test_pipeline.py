@@ -12,7 +12,7 @@ from autograder.config import Limits
 from autograder.notebook import Cell
 from autograder.probes import Reply, Request
 from autograder.sandbox import Sandbox, encode_request
-from autograder.sandbox.handle import CHANNEL_SEND_BUFFER
+from autograder.sandbox.calls import CHANNEL_SEND_BUFFER
 
 LIMITS = Limits(call_seconds=1.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
                 file_mb=1, processes=0)
@@ -49,7 +49,7 @@ def sandbox():
 def test_calls_in_flight_run_in_order_and_each_reply_reaches_its_caller(sandbox):
     with sandbox.open(cells(STATEFUL), label="order") as worker:
         pending = [start(worker, "tick") for _ in range(5)]
-        assert len(worker._inflight) == 5             # sent together, none waited for
+        assert len(worker.calls._inflight) == 5             # sent together, none waited for
         assert py(pending[2]()) == 3                  # the two before it are read first and kept
         assert [py(p()) for p in pending] == [1, 2, 3, 4, 5]
         assert py(start(worker, "tick")()) == 6
@@ -85,7 +85,7 @@ def test_a_dropped_reply_is_read_and_a_dropped_failure_leaves_no_trace(sandbox):
         kept, dropped = start(worker, "tick"), start(worker, "tick")
         assert py(kept()) == 1
         dropped.drop()
-        assert not worker._inflight and py(start(worker, "tick")()) == 3   # it ran: the channel stays in step
+        assert not worker.calls._inflight and py(start(worker, "tick")()) == 3   # it ran: the channel stays in step
         for _ in range(3):       # far past max_restarts, and twice a crash of the same function
             start(worker, "tick")
             start(worker, "hard").drop()
@@ -128,7 +128,7 @@ def test_large_requests_and_large_replies_in_flight_never_wait_on_each_other(sen
         assert py(nap()) == 0.5 and all(torch.equal(py(e()), x) for e, x in zip(echoes, xs))
         # Replies of 4 MiB each, far past a socket's buffer, while more requests are sent behind them.
         bigs = [start(worker, "big", 1 << 20) for _ in range(12)]
-        assert len(worker._inflight) == 12
+        assert len(worker.calls._inflight) == 12
         assert all(py(b()).shape == (1 << 20,) for b in bigs)
 
 
@@ -137,7 +137,7 @@ def test_closing_with_calls_in_flight_reads_them_and_stops(sandbox):
     with worker:
         pending = [start(worker, "tick") for _ in range(3)]
         start(worker, "hard")
-    assert not worker._inflight
+    assert not worker.calls._inflight
     assert py(pending[0]()) == 1        # read before the worker stopped
 
 
@@ -167,4 +167,4 @@ def test_a_call_sent_behind_one_that_already_stopped_the_worker_runs_in_the_next
         assert worker._proc.exited()
         behind = start(worker, "tick")           # sent to a worker already gone
         assert crash().status == "crashed" and py(behind()) == 1
-        assert worker.restarts == 1 and dict(worker._crashes) == {"hard": 1}
+        assert worker.restarts == 1 and dict(worker.calls._crashes) == {"hard": 1}

@@ -278,9 +278,9 @@ def test_cpu_and_submission_time_limits(sandbox):
         assert second.status == "timeout" and "submission" in second.error
         # The budget is spent: the third call is answered here, never sent to the worker (so it waits for
         # nothing; a wall-clock bound here failed on a loaded machine).
-        sent = worker._seq
+        sent = worker.calls._seq
         third = call(worker, "doze", 3)
-        assert third.status == "timeout" and "submission" in third.error and worker._seq == sent
+        assert third.status == "timeout" and "submission" in third.error and worker.calls._seq == sent
 
 
 # -- resources ------------------------------------------------------------------------------

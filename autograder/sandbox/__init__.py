@@ -12,7 +12,8 @@
 
 The grader's side is split by job: :mod:`~autograder.sandbox.launch` (starting the template process, its
 folder and environment), :mod:`~autograder.sandbox.host` (:class:`Sandbox`: the template, the cage,
-forking), :mod:`~autograder.sandbox.handle` (:class:`WorkerHandle`), :mod:`~autograder.sandbox.replies`
+forking), :mod:`~autograder.sandbox.handle` (:class:`WorkerHandle`: a worker's life),
+:mod:`~autograder.sandbox.calls` (a handle's calls, several in flight), :mod:`~autograder.sandbox.replies`
 (what a worker's bytes may become), :mod:`~autograder.sandbox.processes` (worker uids, folders,
 processes) and :mod:`~autograder.sandbox.stand_ins` (the reference answering an earlier exercise's calls).
 Their names are importable from this package (``from autograder.sandbox import Sandbox``); they load

@@ -51,7 +51,8 @@ from autograder.config import Limits
 from autograder.errors import AutograderError
 from autograder.notebook import Cell
 from autograder.sandbox.cage import Isolation
-from autograder.sandbox.handle import CHANNEL_SEND_BUFFER, WorkerHandle
+from autograder.sandbox.calls import CHANNEL_SEND_BUFFER
+from autograder.sandbox.handle import WorkerHandle
 from autograder.sandbox.launch import FOLDER_PREFIX, ClonedTemplate, TemplateLaunch, launch_template, write_owner
 from autograder.sandbox.processes import (
     SLOTS,

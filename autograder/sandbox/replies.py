@@ -1,18 +1,20 @@
-"""What a worker's bytes may become on the grader's side: call replies and cell outcomes, every field
-checked, anything else a ``crashed``/``timeout``/``too_large`` reply in the sandbox's own words; how a
-worker's exit is described; and the requests sent to it (plain data only).
+"""What a worker's bytes may become on the grader's side: call replies (:func:`check_reply`) and cell
+outcomes, every field checked, anything else a ``crashed``/``timeout``/``too_large`` reply in the sandbox's
+own words; how a worker's exit is described; and the requests sent to it (plain data only).
 """
 from __future__ import annotations
 
 import math
 import os
 import signal
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from autograder import plain
+from autograder.forbidden import GUARD_OFF
 from autograder.messages import Msg, as_dict, say
 from autograder.probes import Reply, Request
 
@@ -157,6 +159,56 @@ def _undescribed(spec: dict[str, Any]) -> str | None:
         if found:
             return found
     return None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A reply no honest worker sends: its caller stops the worker, trusting its channel no further, and answers
+    the call with ``status`` and ``message`` in the sandbox's own words (``extra``: the Reply's other fields);
+    see :meth:`autograder.sandbox.calls.Calls._failed`."""
+
+    status: str
+    message: Msg
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_reply(header: dict[str, Any], blob: bytes, forbidden: Collection[str], elapsed: float,
+                seq: int) -> tuple[Reply | Failed, float | None]:
+    """Believe nothing but plain data: the header's fields are checked one by one.
+
+    ``header`` and ``blob``: the frame the worker sent for call number ``seq``, which asked it to watch for
+    ``forbidden`` (the request's names) and came back ``elapsed`` seconds after it was sent. Returns the
+    call's Reply (a :class:`CheckedReply`, its blob decoded, when ``ok``) or :class:`Failed`; and the seconds
+    the worker says it was busy, capped at ``elapsed``, for the profile's ``worker`` section only (never a
+    score; None where the header is not a reply to this call or says nothing of them).
+    """
+    status = header.get("status")
+    if header.get("t") != "reply" or header.get("seq") != seq or type(status) is not str \
+            or status not in WORKER_STATUSES:
+        return Failed("crashed", say("sandbox.unexpected"), elapsed), None
+    said = header.get("forbidden")
+    names = [f for f in said if type(f) is str and (f in forbidden or f == GUARD_OFF)] \
+        if type(said) is list else []
+    seconds = header_number(header.get("seconds"))
+    if seconds is None or seconds < 0:
+        seconds = elapsed
+    busy = header_number(header.get("busy"))
+    worker = min(busy, elapsed) if busy is not None and busy >= 0 else None
+    reply = Reply(status, error_type=header_text(header.get("error_type"), 100),
+                  error=header_text(header.get("error"), 500), forbidden=list(dict.fromkeys(names)),
+                  seconds=min(seconds, elapsed))
+    if status == "ok":
+        try:
+            decoded = plain.decode(blob)
+            readable(decoded)
+        except Exception:  # noqa: BLE001 - PlainDataError, or whatever else a forged blob provokes
+            # Only a tampered worker sends such a frame: do not trust its channel any further.
+            return Failed("error", say("sandbox.unreadable"), reply.seconds,
+                          {"error_type": "PlainDataError", "forbidden": reply.forbidden}), worker
+        return CheckedReply(status, blob, reply.error_type, reply.error, reply.forbidden, reply.seconds,
+                            decoded=decoded), worker
+    return reply, worker
 
 
 def cell_outcome(header: dict[str, Any], index: int) -> CellOutcome | None:

@@ -16,7 +16,7 @@ from autograder.errors import finish, run_command, use_course
 
 #: subcommand -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "course": ("autograder.config", "validate course.yml and show the course"),
+    "course": ("autograder.commands.course", "validate course.yml and show the course"),
     "build": ("autograder.authoring.build", "regenerate release/, solutions/ and the student bundle from source/"),
     "check": ("autograder.selfcheck.command", "run the public self-checks on a saved notebook"),
     "submit": ("autograder.selfcheck.submit", "hand a saved notebook to the course's grading service and show "

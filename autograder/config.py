@@ -2,16 +2,14 @@
 
 Every key is declared once here, with its description and default. A bad file
 raises :class:`ConfigError` naming the file, the field and what was expected;
-an unknown key gets a "did you mean ..." hint.
+an unknown key gets a "did you mean ..." hint (the words: :mod:`autograder.config_errors`).
+``autograder course``, which shows the course as read, is :mod:`autograder.commands.course`.
 """
 from __future__ import annotations
 
-import argparse
 import datetime
-import difflib
 import enum
 import functools
-import json
 import os
 import re
 from pathlib import Path
@@ -19,9 +17,9 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
-from pydantic_core import ErrorDetails
 
 from autograder import clock
+from autograder.config_errors import did_you_mean, validation_message
 from autograder.errors import ConfigError, UnknownExercise
 from autograder.late_policy import LatePolicy
 from autograder.roster import read_roster
@@ -394,7 +392,7 @@ class Course(_Strict):
                 return a
         ids = [a.id for a in self.assignments]
         starts = [i for i in ids if i.startswith(str(assignment_id))]
-        guess = f"did you mean {starts[0]!r}?" if len(starts) == 1 else _did_you_mean(assignment_id, ids)
+        guess = f"did you mean {starts[0]!r}?" if len(starts) == 1 else did_you_mean(assignment_id, ids)
         guess = f"{guess} " if guess else ""
         raise UnknownExercise(f"course.yml has no assignment {assignment_id!r}",
                               hint=f"{guess}the assignments are {', '.join(ids)}")
@@ -407,82 +405,12 @@ class Course(_Strict):
         known = [e.id for a in self.assignments for e in a.exercises]
         raise UnknownExercise(
             f"course.yml has no exercise {exercise_id!r}",
-            hint=_did_you_mean(exercise_id, known) or f"known exercises: {', '.join(known)}",
+            hint=did_you_mean(exercise_id, known) or f"known exercises: {', '.join(known)}",
         )
 
     @property
     def exercises(self) -> list[Exercise]:
         return [e for a in self.assignments for e in a.exercises]
-
-
-def _did_you_mean(word: str, options: list[str]) -> str | None:
-    close = difflib.get_close_matches(str(word), options, n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else None
-
-
-def _field_path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model that owns the field at ``loc`` (for did-you-mean on unknown keys)."""
-    model: Any = Course
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(part)
-        if field is None:
-            return None
-        ann = field.annotation
-        args = getattr(ann, "__args__", ())
-        candidates = [ann, *args]
-        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
-        if model is None:
-            return None
-    return model
-
-
-def _named_path(loc: tuple[Any, ...], data: Any) -> str:
-    """``assignments[1].exercises[1].point`` as the reader knows it: ``exercise 2.2: point``."""
-    try:
-        if len(loc) >= 4 and loc[0] == "assignments" and loc[2] == "exercises":
-            ex = data["assignments"][loc[1]]["exercises"][loc[3]]
-            if isinstance(ex, dict) and isinstance(ex.get("id"), str):
-                rest = _field_path(loc[4:]) if loc[4:] else ""
-                return f"exercise {ex['id']} ({_field_path(loc[:4])})" + (f": {rest}" if rest else "")
-        if len(loc) >= 2 and loc[0] == "assignments":
-            a = data["assignments"][loc[1]]
-            if isinstance(a, dict) and isinstance(a.get("id"), str):
-                rest = _field_path(loc[2:]) if loc[2:] else ""
-                return f"assignment {a['id']} ({_field_path(loc[:2])})" + (f": {rest}" if rest else "")
-    except (KeyError, IndexError, TypeError):
-        pass
-    return _field_path(loc)
-
-
-def _describe(error: ErrorDetails, data: Any = None) -> tuple[str, str | None]:
-    loc = tuple(error["loc"])
-    path = _named_path(loc, data)
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        owner = _model_at(loc[:-1])
-        hint = _did_you_mean(str(loc[-1]), list(owner.model_fields)) if owner else None
-        return f"{path}: unknown key", hint
-    if kind == "missing":
-        return f"{path}: missing (required field)", None
-    got = error.get("input")
-    msg = error["msg"].removeprefix("Value error, ")
-    if kind == "value_error" and not loc:      # a course-wide check names its own place
-        return msg, ("or give the course a timezone: (an IANA name) for dates written without one"
-                     if "has no time zone" in msg else None)
-    return f"{path}: {msg} (got {got!r})" if kind != "value_error" else f"{path}: {msg}", None
-
-
-#: Problems of one course.yml listed at once (each on its own line).
-MAX_REPORTED = 10
 
 
 def parse_course(data: Any, source: str = "course.yml") -> Course:
@@ -492,15 +420,7 @@ def parse_course(data: Any, source: str = "course.yml") -> Course:
     try:
         return Course.model_validate(data)
     except ValidationError as exc:
-        # An unknown key first: a typo'd key also shows up as "missing" under its real name.
-        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-        lines = []
-        for error in errors[:MAX_REPORTED]:
-            text, hint = _describe(error, data)
-            lines.append(f"{source}: {text}" + (f" ({hint})" if hint else ""))
-        if len(errors) > MAX_REPORTED:
-            lines.append(f"... and {len(errors) - MAX_REPORTED} more")
-        raise ConfigError("\n  ".join(lines)) from None
+        raise ConfigError(validation_message(exc, data, Course, source)) from None
 
 
 def find_course(start: str | Path | None = None) -> Path | None:
@@ -568,77 +488,3 @@ def _load(file: str, _mtime: int) -> Course:
     course = parse_course(data, source=path.name)
     course._root = path.parent  # noqa: SLF001 - Course's folder: set once, by its loader
     return course
-
-
-# -- ``autograder course``: show the course as read ---------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the validated course as JSON")
-
-
-def run(args: argparse.Namespace) -> int:
-    file = course_file()
-    course = load_course(file)
-    if args.json:
-        print(course.model_dump_json(indent=2))
-        return 0
-    print(f"course file: {file.resolve()}")
-    print(f"{course.name}: {len(course.assignments)} assignments, {len(course.exercises)} exercises, "
-          f"language {course.language.value}")
-    for a in course.assignments:
-        ids = ", ".join(f"{e.id} {e.function} ({e.points:g})" for e in a.exercises)
-        print(f"  {a.id} [{a.points:g} points]: {ids}")
-        print(f"    {_deadline_text(course, a.id)}")
-    service = course.service
-    print(f"service: before the due date students see {service.before_due}; attempts "
-          f"{service.attempts or 'unlimited'}, a day {service.attempts_per_day or 'unlimited'}; counts "
-          f"{service.counts}; {service.queued_per_student or 'any number of'} waiting per student")
-    _check_sources(course)
-    return 0
-
-
-def _deadline_text(course: Course, assignment_id: str) -> str:
-    """One assignment's due date, late window and late policy, in words (the course's time zone)."""
-    due, last, policy = course.deadline_of(assignment_id)
-    if due is None:
-        return "no due date"
-    zone = course.timezone or "UTC"
-    text = f"due {due.isoformat()} ({zone})"
-    if last is not None:
-        text += f", late until {last.isoformat()}"
-    if policy.kind == "none":
-        return text + ", no late penalty"
-    if policy.kind == "zero":
-        return text + ", late: 0 points"
-    if policy.kind == "custom":
-        return text + f", late: {policy.function}"
-    unit = "hour" if policy.kind == "per_hour" else "day"
-    amount = f"{policy.percent:g}% of the points" if policy.percent is not None else f"{policy.points:g} points"
-    floor = f", never below {policy.floor:g}" if policy.floor is not None else ""
-    return text + f", late: {amount} off per started {unit}{floor}"
-
-
-def _check_sources(course: Course) -> None:
-    """Where the source notebooks are (the instructor's repository), each exercise's solution cell
-    must define the function course.yml names: a misspelled name fails here, not only at build.
-
-    A light read (JSON and def/class lines): `autograder build` validates the notebooks in full.
-    """
-    for a in course.assignments:
-        path = course.root / "source" / a.id / a.notebook
-        try:
-            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue   # no source here (a student bundle), or a notebook `autograder build` will name
-        sources = {}
-        for cell in cells:
-            gid = (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id") if isinstance(cell, dict) else None
-            src = cell.get("source", "") if isinstance(cell, dict) else ""
-            sources[gid] = "".join(src) if isinstance(src, list) else str(src)
-        for e in a.exercises:
-            cell_id = grade_id(e.id)
-            defined = re.findall(r"^\s*(?:def|class)\s+([A-Za-z_]\w*)", sources.get(cell_id, ""), flags=re.M)
-            if cell_id in sources and e.function not in defined:
-                raise ConfigError(f"course.yml: exercise {e.id}: function {e.function!r} is not defined in "
-                                  f"source/{a.id}/{a.notebook} (cell {cell_id!r})",
-                                  hint=(_did_you_mean(e.function, defined)
-                                        or f"the cell defines {', '.join(defined) or 'nothing'}"))

@@ -80,16 +80,16 @@ def test_the_reference_names_every_command_option_and_course_yml_key():
 
 def test_a_changed_parser_makes_the_cli_page_stale(monkeypatch):
     """The staleness test can fail: a new option of a command shows up as a stale page."""
-    from autograder import config
+    from autograder.commands import course
 
     generator = _generator()
-    before = config.add_arguments
+    before = course.add_arguments
 
     def more(parser):
         before(parser)
         parser.add_argument("--brand-new", help="an option no page mentions yet")
 
-    monkeypatch.setattr(config, "add_arguments", more)
+    monkeypatch.setattr(course, "add_arguments", more)
     assert generator.stale() == [generator.REFERENCE / "cli.md"]
     assert "`--brand-new`" in generator.cli_markdown()
 

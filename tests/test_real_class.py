@@ -344,7 +344,7 @@ def test_serve_takes_database_before_or_after_its_action_and_check_help_names_a_
 
 
 def test_autograder_course_shows_each_due_date_and_late_policy():
-    from autograder.config import _deadline_text
+    from autograder.commands.course import _deadline_text
 
     assert _deadline_text(LATE_COURSE, QKV.id) == ("due 2026-01-10T23:59:00+00:00 (" + (COURSE.timezone or "UTC")
                                                   + "), late: 50% of the points off per started day")

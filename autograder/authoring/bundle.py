@@ -44,6 +44,7 @@ if TYPE_CHECKING:   # build derives what the bundle is made of
 STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/__init__.py",
     "autograder/config.py",
+    "autograder/config_errors.py",    # (course.yml's problems in words: config raises them)
     "autograder/late_policy.py",      # (course.yml's late policies: config reads them)
     "autograder/clock.py",            # (course.yml's dates and time zone: config reads them)
     "autograder/roster.py",           # (course.yml's roster: config reads it where asked)

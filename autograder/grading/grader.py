@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: What the grader fingerprint covers: a change to any of these regrades on the next run. The engine's
 #: modules that decide a score (relative to the engine's folder), and the course's: course.yml, every
 #: assignment folder's checks, hidden checks and mistakes, and the references.
-ENGINE_FILES = ("catalog", "probes.py", "plain.py", "forbidden.py", "notebook.py", "points.py",
+ENGINE_FILES = ("catalog", "probes.py", "proxies.py", "plain.py", "forbidden.py", "notebook.py", "points.py",
                 "grading/source_scan.py", "grading/scan_vocabulary.py", "grading/scan_scopes.py",
                 "grading/cells.py", "grading/submission.py", "grading/earlier.py", "sandbox/stand_ins.py",
                 # What the student's code may do decides its outcome too: the cage and its limits.

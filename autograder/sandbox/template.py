@@ -38,7 +38,8 @@ TEMPLATE_MODULES = (
     "torch.linalg", "torch.fft", "torch.special", "torch.distributions", "torch.utils.data",
     "torch.testing", "torch._subclasses.schema_check_mode", "torch.profiler._cupti_monitor",
     "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
-    "autograder", "autograder.plain", "autograder.forbidden", "autograder.probes", "autograder.notebook",
+    "autograder", "autograder.plain", "autograder.forbidden", "autograder.probes", "autograder.proxies",
+    "autograder.notebook",
     "autograder.sandbox.cage",
     "autograder.text",
 )

@@ -226,18 +226,19 @@ class _ImportMisses:
 
 
 def _serve(chan: socket.socket, config: WorkerConfig, misses: _ImportMisses | None = None) -> None:
-    from autograder import plain, probes
+    from autograder import plain, probes, proxies
     from autograder.notebook import fresh_namespace
 
     # Bound before any cell runs: a cell that replaces attributes of autograder.sandbox.worker,
-    # autograder.probes or autograder.plain afterwards changes nothing this loop calls.
+    # autograder.probes, autograder.proxies or autograder.plain afterwards changes nothing this loop calls.
     # What the grader sends is decoded as trusted data (plain.decode_trusted): the checks of plain.decode
     # guard the grader against a worker, not a worker against its grader.
     # How long to read the channel awake before sleeping on it: what the grader's last frame said (it spins
     # too, where its lane has a CPU for each side; see autograder.sandbox.affinity), at most a hundredth.
     wait = _Wait()
     calls = _Calls(plain.decode_trusted, probes.Request, probes.Reply, probes.execute, config.output_bytes,
-                   _asker(chan, plain.encode, plain.decode_trusted, wait), probes.stand_in, probes.stand_in_module)
+                   _asker(chan, plain.encode, plain.decode_trusted, wait), proxies.stand_in,
+                   proxies.stand_in_module)
     send, recv, cell = send_frame, recv_frame, run_cell
     clock, loads = time.perf_counter, json.loads
     namespace = fresh_namespace()
@@ -286,7 +287,7 @@ class _Wait:
 
 
 def _asker(chan: socket.socket, encode: Any, decode: Any, wait: _Wait) -> Any:
-    """``ask(name, phase, payload)`` for :func:`autograder.probes.stand_in`: one ``stand_in`` frame to the
+    """``ask(name, phase, payload)`` for :func:`autograder.proxies.stand_in`: one ``stand_in`` frame to the
     grader in the middle of a call, and its answer (the grader alone decides what it answers, and for which
     call; a worker that asks for anything else has its call fail)."""
     send, recv = send_frame, recv_frame

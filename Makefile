@@ -7,7 +7,7 @@ DEMO_OUT ?= demo-out
 # Parallel test workers (pytest-xdist); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-fast lint build validate clean constraints docs
+.PHONY: setup demo test test-fast test-engine test-course lint build validate clean constraints docs
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +23,12 @@ test: setup
 test-fast: setup    # the edit loop: every test not marked slow (no notebook kernels, no batches)
 	python -m pytest -n $(TEST_WORKERS) -m "not slow"
 
+test-engine: setup    # the kit's own tests (autograder/), without the course's content
+	python -m pytest -n $(TEST_WORKERS) --ignore=tests/course
+
+test-course: setup    # the course's content (source/, solutions/): its catalogs, evidence, language, notebooks
+	python -m pytest -n $(TEST_WORKERS) tests/course
+
 lint: setup
 	ruff check
 	mypy
@@ -33,7 +39,7 @@ build: setup
 
 validate: setup
 	autograder validate
-	autograder validate --mutants    # every mutant of every reference (~3 min on 2 cores); CI: tests/test_mutants.py
+	autograder validate --mutants    # every mutant of every reference (~3 min on 2 cores); CI: tests/course/test_mutants.py
 
 docs: setup    # the documentation site into site/ (docs/reference/: scripts/docs_reference.py writes it)
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict -d site

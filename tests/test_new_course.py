@@ -363,7 +363,7 @@ def test_adding_an_exercise_end_to_end(course_root: Path, tmp_path: Path) -> Non
     env = {**os.environ, "AUTOGRADER_COURSE": str(course_root / "course.yml")}
     env.pop("AUTOGRADER_FINGERPRINTS", None)
     suite = subprocess.run([sys.executable, "-m", "pytest", "-v", "-x", "-p", "no:cacheprovider", "-m", "not slow",
-                            "tests/test_catalog_01_02.py", "tests/test_alternatives.py"], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=COMMAND_SECONDS)
+                            "tests/course/test_catalog_01_02.py", "tests/course/test_alternatives.py"], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=COMMAND_SECONDS)
     assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-2000:]
     assert "[2.5] PASSED" in suite.stdout, suite.stdout[-3000:]      # 2.5 among the parametrized exercises

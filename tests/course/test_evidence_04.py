@@ -13,7 +13,7 @@ import pytest
 
 from test_course_evidence import run_chapter
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = "04_multi_head_attention"
 pytestmark = pytest.mark.slow
 

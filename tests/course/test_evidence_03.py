@@ -14,7 +14,7 @@ import pytest
 from test_course_evidence import run_chapter
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from nbclient import NotebookClient
 
 from autograder.config import load_course
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COURSE = load_course()
 FACTS = {
     "01_rnn_decay": ["0.2610", "0.1452", "0.0493", "0.0021", "0.168", "0.457", "0.374"],

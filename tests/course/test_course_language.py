@@ -13,7 +13,7 @@ import yaml
 from autograder.authoring import build as B
 from autograder.config import load_course
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COURSE = load_course()
 GLOSSARY = yaml.safe_load((ROOT / "source" / "glossary.yml").read_text(encoding="utf-8"))["terms"]
 CJK = re.compile(r"[\u4e00-\u9fff]")

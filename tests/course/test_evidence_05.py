@@ -10,7 +10,7 @@ import pytest
 
 from test_course_evidence import run_chapter
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = "05_transformer_block"
 pytestmark = pytest.mark.slow
 

@@ -496,41 +496,6 @@ def load_course_text(data: bytes):
     return parse_course(yaml.safe_load(data.decode()))
 
 
-@pytest.mark.slow
-def test_student_bundle_installs_and_imports_check(course_root: Path, tmp_path: Path) -> None:
-    B.build(course_root)
-    with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
-        zf.extractall(tmp_path / "unzipped")
-    folder = tmp_path / "unzipped" / BUNDLE.BUNDLE_FOLDER
-    target = tmp_path / "site"
-    # --no-deps/--no-build-isolation: offline, torch and setuptools come from this environment.
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), "."], cwd=folder, check=True, capture_output=True)
-    probe = tmp_path / "probe.py"
-    probe.write_text(
-        "import pathlib, torch\n"
-        "import autograder\n"
-        "from autograder import check\n"
-        "from autograder.config import load_course\n"
-        "course = load_course(pathlib.Path(autograder.__file__).parent / 'data' / 'course.yml')\n"
-        "print(autograder.__file__, course.seed, callable(check), flush=True)\n"
-        "from autograder import catalog\n"
-        "print(catalog.hidden_available(), flush=True)\n"
-        "def scaled_dot_product_attention(Q, K, V):  # a known mistake: no 1/sqrt(d)\n"
-        "    w = torch.softmax(Q @ K.transpose(-2, -1), dim=-1)\n"
-        "    return w @ V, w\n"
-        "check('2.4', language='en')\n")
-    # -S: no .pth files, so the instructor kit's editable install cannot lend its modules.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]])}
-    out = subprocess.run([sys.executable, "-S", str(probe)], cwd=tmp_path, env=env, capture_output=True, text=True)
-    lines = out.stdout.splitlines()
-    assert lines[:2] == [f"{target / 'autograder' / '__init__.py'} 0 True", "False"], out.stderr
-    # check() reads course.yml where config looks: installed, that is the packaged copy.
-    assert out.returncode == 0 and "self-check itself failed" not in out.stdout, (
-        f"autograder/config.py should fall back to {BUNDLE.STUDENT_COURSE} when installed\n{out.stdout}{out.stderr}")
-    assert "looks like the 1/sqrt(d) scale is missing" in out.stdout  # named from fingerprints.json alone
-
-
 # -- nbgrader --------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_nbgrader_generate_assignment_writes_what_build_writes(course_root: Path) -> None:
@@ -652,6 +617,14 @@ def test_bundle_installed_in_a_fresh_venv_runs_its_autograder_check(course_root:
     where = subprocess.run([str(python), "-c", "import autograder, matplotlib; print(autograder.__file__)"],
                            env=env, capture_output=True, text=True, cwd=tmp_path)
     assert where.stdout.strip() == str(purelib / "autograder" / "__init__.py"), where.stderr
+    # Installed, the kit reads course.yml where config looks (the packaged copy: no course folder around it),
+    # and holds no hidden check.
+    probe = subprocess.run([str(python), "-c", "import autograder\nfrom autograder import catalog\n"
+                            "from autograder.config import load_course\ncourse = load_course()\n"
+                            "print(course.seed, catalog.hidden_available())"], env=env, capture_output=True,
+                           text=True, cwd=tmp_path)
+    assert probe.stdout.split() == ["0", "False"], (
+        f"config.py should fall back to {BUNDLE.STUDENT_COURSE} when installed\n{probe.stdout}{probe.stderr}")
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in (

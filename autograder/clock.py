@@ -244,3 +244,16 @@ def parse_duration(text: str, *, where: str) -> timedelta:
     if value <= timedelta(0):
         raise ConfigError(f"{where}: {shown!r} is not a positive duration ({_DURATION_HELP})")
     return value
+
+
+def time_or_after(text: str, base: datetime, *, where: str, default_tz: str | None = None) -> datetime:
+    """A moment given as a time (:func:`parse_time`) or as a duration after ``base`` ('3d', 'P2DT12H':
+    :func:`parse_duration`): an extension of three days past the due date, a token for thirty days from now."""
+    shown = str(text).strip()
+    if re.fullmatch(r"[+]?\s*(P.+|[\d.,]+\s*[wdhms].*)", shown, flags=re.IGNORECASE) and not re.match(r"\d{4}-", shown):
+        return as_utc(base) + parse_duration(shown.lstrip("+").strip(), where=where)
+    try:
+        return parse_time(shown, where=where, default_tz=default_tz)
+    except ConfigError:
+        raise ConfigError(f"{where}: {shown[:60]!r} is neither a time (2026-12-01T10:00+08:00, or 2026-12-01 10:00 "
+                          f"in the course's zone) nor a duration ({_DURATION_HELP})") from None

@@ -280,7 +280,8 @@ def course_yml_markdown() -> str:
 # == the HTTP API ===============================================================================================
 #: The authorization checks of autograder.service.auth, by function name, in words.
 CALLERS = {"api_caller": "a token (a student's or the staff's): `Authorization: Bearer TOKEN`",
-           "signed_page": "signed in (a student or the staff)", "staff_page": "signed in as staff"}
+           "signed_page": "signed in (a student or the staff)", "staff_page": "signed in as staff (a TA or an instructor)",
+           "instructor_page": "signed in as an instructor"}
 #: What a route outside the API's schema is for, where its function has no docstring to say it.
 PAGE_WORDS = {
     ("GET", "/openapi.json"): "the API's OpenAPI schema (this page's source)",
@@ -303,6 +304,15 @@ PAGE_WORDS = {
     ("POST", "/dashboard/requeue"): "grade again: one submission or a whole assignment",
     ("POST", "/dashboard/extensions"): "grant an extension (a new due date, applied at once to every view)",
     ("POST", "/dashboard/extensions/revoke"): "revoke an extension",
+    ("GET", "/dashboard/roster"): "the class with names, each student's state per assignment (not submitted, "
+                                  "waiting, graded, late)",
+    ("GET", "/dashboard/roster.csv"): "the same as CSV (e.g. who has not submitted an assignment: a list to mail)",
+    ("POST", "/dashboard/roster/remove"): "take a student off the roster (their tokens revoked, submissions kept)",
+    ("GET", "/dashboard/tokens"): "every token: number, holder, role, state (never the secret)",
+    ("POST", "/dashboard/tokens/revoke"): "revoke a token: it stops at once, and the pages signed in with it",
+    ("POST", "/dashboard/tokens/reissue"): "issue a holder's token again (the old one stops; the new one shown once)",
+    ("GET", "/dashboard/actions"): "what the staff did, who and when (of one student with `student`)",
+    ("GET", "/dashboard/actions.csv"): "the same as CSV",
     ("GET", "/dashboard/download/{name}"): "grades.csv, canvas.csv, moodle.csv, moodle-grades.csv, lms-skipped.csv, "
                                            "a zip of the feedback",
     ("GET", "/hub-login"): "sign in through the Hub's OAuth",

@@ -35,3 +35,28 @@ def serving(app: Any, port: int | None = None, **options: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def student_token(engine, student: str, name: str = "") -> str:
+    """A student's token as the service issues one: to a student on the roster (enrolled here first)."""
+    from autograder.roster import Member
+    from autograder.service import people, tokens
+
+    people.import_members(engine, [Member(student, name=name)], by="test")
+    return tokens.issue(engine, student, name=name)
+
+
+def cli_student_token(base: list[str], env: dict[str, str], folder: Any, student: str) -> str:
+    """A student's token through the command line, as an instructor gets one: ``serve roster`` on a one-line
+    class list (``base`` is ``autograder serve --database ...``), its token read back from the tokens file."""
+    import csv
+    import subprocess
+    from pathlib import Path
+
+    roster, out = Path(folder) / f"roster-{student}.csv", Path(folder) / f"tokens-{student}.csv"
+    roster.write_text(f"student\n{student}\n", encoding="utf-8")
+    subprocess.run([*base, "roster", str(roster), "-o", str(out)], env=env, capture_output=True, text=True,
+                   timeout=120, check=True)
+    with out.open(encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    return next(r["token"] for r in rows if r["student"] == student)

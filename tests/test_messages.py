@@ -17,7 +17,7 @@ TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", 
              "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds", "demo_seconds",
              "JSON", "UTF", "cell_type", "exercise", "Ctrl", "apt", "install", "fonts-noto-cjk",
              "Python", "torch", "NumPy", "IPython", "Jupyter", "Authorization", "Bearer", "AUTOGRADER_SERVER",
-             "AUTOGRADER_TOKEN", "server", "token", "submit"}
+             "AUTOGRADER_TOKEN", "server", "token", "submit", "CSV"}
 # (commands, paths, settings and functions a student types as they are; the names of the software)
 
 
@@ -129,6 +129,9 @@ def test_every_page_word_is_used_by_a_page():
         used |= set(re.findall(r"\bT\.(\w+)", source)) | set(re.findall(r"\bT\[\"(\w+)\"\]", source))
         used |= set(re.findall(r"UI\[[^\]]+\]\[\"(\w+)\"\]", source))
     used |= {"queued", "running", "done", "failed", "unknown"}     # T[s.state]: a job's state (listing.py)
+    from autograder.service.class_list import STATES
+
+    used |= set(STATES)                                  # T[c.state]: a student's state on an assignment (roster)
     page = {k.removeprefix("page.") for k in M.CATALOGUE if k.startswith("page.")}
     assert len(page) > 50
     assert page - used == set()

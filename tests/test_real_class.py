@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import func, select
 
 from support import make_samples
-from served import serving
+from served import serving, student_token
 from autograder.config import load_course
 from autograder.late_policy import LatePolicy
 from autograder.service import db, tokens
@@ -45,7 +45,7 @@ def service(tmp_path, request):
     course = getattr(request, "param", COURSE)
     engine = db.engine_for(str(tmp_path / "service.db"))
     db.upgrade(engine)
-    people = {"s04": tokens.issue(engine, "s04"), "s05": tokens.issue(engine, "s05"),
+    people = {"s04": student_token(engine, "s04"), "s05": student_token(engine, "s05"),
               "teacher": tokens.issue(engine, "teacher", role="instructor")}
     with serving(create_app(engine, course)) as url, httpx.Client(base_url=url, timeout=60) as client:
         yield client, engine, people, course
@@ -276,12 +276,11 @@ def test_a_changed_course_yml_reaches_the_running_service_and_an_invalid_one_is_
     import sys
     import time
 
-    from served import free_port
+    from served import cli_student_token, free_port
 
     env = dict(os.environ, AUTOGRADER_COURSE=str(course_root / "course.yml"))
     base = [sys.executable, "-m", "autograder", "serve", "--database", str(tmp_path / "s.db")]
-    token = subprocess.run([*base, "token", "--student", "s04"], env=env, capture_output=True, text=True,
-                           timeout=120, check=True).stdout.strip()
+    token = cli_student_token(base, env, tmp_path, "s04")
     port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:

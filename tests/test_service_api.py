@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import func, select
 
 from support import make_samples
-from served import free_port, serving
+from served import cli_student_token, free_port, serving, student_token
 from autograder import messages as M
 from autograder.config import load_course
 from autograder.errors import AutograderError
@@ -36,7 +36,7 @@ def service(tmp_path, request):
     """The app on a real uvicorn server (a thread of this process), and an HTTP client for it."""
     engine = db.engine_for(str(tmp_path / "service.db"))
     db.upgrade(engine)
-    people = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
+    people = {"ada": student_token(engine, "ada"), "ben": student_token(engine, "ben"),
               "teacher": tokens.issue(engine, "teacher", role="instructor")}
     options = getattr(request, "param", {})
     with serving(create_app(engine, COURSE, **options)) as url, httpx.Client(base_url=url, timeout=30) as client:
@@ -160,8 +160,7 @@ def test_autograder_serve_grades_an_upload_over_http(tmp_path):
     database = str(tmp_path / "service.db")
     env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
     base = [sys.executable, "-m", "autograder", "serve", "--database", database]
-    student = subprocess.run([*base, "token", "--student", "ada"], env=env, capture_output=True, text=True,
-                             timeout=120, check=True).stdout.strip()
+    student = cli_student_token(base, env, tmp_path, "ada")
     port = free_port()
     log = tmp_path / "serve.log"
     server = _start_serve(base, env, port, 1, log)
@@ -353,8 +352,7 @@ def test_a_service_killed_between_the_202_and_the_grade_grades_the_upload_once_s
     database = str(tmp_path / "service.db")
     env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
     base = [sys.executable, "-m", "autograder", "serve", "--database", database]
-    student = subprocess.run([*base, "token", "--student", "ada"], env=env, capture_output=True, text=True,
-                             timeout=120, check=True).stdout.strip()
+    student = cli_student_token(base, env, tmp_path, "ada")
     port, log = free_port(), tmp_path / "serve.log"
     server = _start_serve(base, env, port, 0, log)        # no workers: nothing can grade before the kill
     try:

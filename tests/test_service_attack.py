@@ -29,7 +29,7 @@ from sqlalchemy import func, select
 
 from support import make_samples, wait_for_job
 from processes import alive, descendants
-from served import free_port, serving
+from served import free_port, serving, student_token
 from autograder.config import load_course
 from autograder.errors import NotebookError
 from autograder.notebook import Bounds, read_notebook, scan_notebook
@@ -46,7 +46,7 @@ def service(tmp_path, request):
     """The app on the service's own server configuration (short header and body timeouts for the test)."""
     engine = db.engine_for(str(tmp_path / "service.db"))
     db.upgrade(engine)
-    people = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
+    people = {"ada": student_token(engine, "ada"), "ben": student_token(engine, "ben"),
               "teacher": tokens.issue(engine, "teacher", role="instructor")}
     options = dict(getattr(request, "param", {}))
     course = options.pop("course", COURSE)

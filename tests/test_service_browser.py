@@ -19,9 +19,9 @@ import nbformat
 import pytest
 
 from support import make_samples
+from served import student_token
 from test_browser import ARTIFACTS, CHROMIUM_FLAGS, browser_kit  # noqa: F401 - the fixture
 from test_service_pages import QKV, site  # noqa: F401 - the fixture
-from autograder.service import tokens
 
 pytestmark = pytest.mark.slow
 TIMEOUT_MS = 90_000
@@ -90,6 +90,65 @@ def test_a_student_watches_her_upload_get_graded_and_the_dashboard_manages_the_c
             chromium.close()
 
 
+def test_an_instructor_finds_who_has_not_submitted_edits_an_extension_and_revokes_a_token(site, browser_kit,  # noqa: F811
+                                                                                          tmp_path):
+    """Issue 50's flows in Chromium: the roster filtered to "not submitted"; an extension granted as a duration,
+    edited (granted again) and revoked; a token revoked from the tokens page signs its student out at once."""
+    from autograder.service import queue as Q
+
+    url, engine, who, database = site
+    Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb",
+            data=json.dumps(make_samples.submission(QKV, solved="all")).encode())
+    with browser_kit.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            ben = chromium.new_context(locale="zh-CN").new_page()
+            ben.set_default_timeout(TIMEOUT_MS)
+            _sign_in(ben, url, who["ben"])
+            assert ben.url.endswith("/me")
+            board = chromium.new_context(locale="en-GB").new_page()
+            board.set_default_timeout(TIMEOUT_MS)
+            _sign_in(board, url, who["teacher"])
+            board.goto(f"{url}/dashboard?lang=en")
+            board.click("#staff-nav a[href$='/dashboard/roster']")
+            board.select_option("#roster-filters select[name=assignment]", QKV.id)
+            board.select_option("#roster-filters select[name=show]", "missing")
+            board.click("#roster-filters button")
+            board.wait_for_url("**/dashboard/roster?*show=missing*")
+            rows = board.locator("#roster tbody tr")
+            assert rows.count() == 1 and rows.first.get_attribute("data-student") == "ben"
+            assert "not submitted" in rows.first.inner_text()
+            assert "show=missing" in board.locator("#roster-csv").get_attribute("href")
+            # An extension: three days past the due date, then changed to a date, then revoked.
+            board.goto(f"{url}/dashboard?lang=en")
+            for due in ("3d", "2100-01-05 12:00"):
+                board.fill("#extension-form input[name=student]", "ben")
+                board.select_option("#extension-form select[name=assignment]", QKV.id)
+                board.fill("#extension-form input[name=due]", due)
+                board.click("#extension-form button")
+                board.wait_for_selector("#notice")
+            assert "2100-01-05 12:00" in board.locator("#extensions").inner_text()
+            assert board.locator("#extensions li").count() == 1                  # the new grant replaced the old
+            board.click("#extensions form.revoke button")
+            board.wait_for_selector("#notice")
+            assert "revoked ben" in board.locator("#notice").inner_text()
+            assert board.locator("#extensions").count() == 0
+            # Ben's token, revoked from the tokens page: his open page is signed out on its next request.
+            board.click("#staff-nav a[href$='/dashboard/tokens']")
+            row = board.locator("#tokens tr[data-state=live]", has_text="ben")
+            row.locator("form.revoke-token button").click()
+            board.wait_for_selector("#notice")
+            assert "stop at once" in board.locator("#notice").inner_text()
+            assert board.locator("#tokens tr[data-state=revoked]", has_text="ben").count() == 1
+            ben.reload()
+            assert "/login" in ben.url
+            board.goto(f"{url}/dashboard/actions?lang=en")
+            log = board.locator("#actions").inner_text()
+            assert "token.revoke" in log and "extension.revoke" in log and "extension.grant" in log
+        finally:
+            chromium.close()
+
+
 EVIL_NAME = '<img src=x onerror="window.__pwned=1">"><script>window.__pwned=2</script>'
 EVIL_TEXT = '<img src=x onerror="window.__pwned=3"><script>window.__pwned=4</script>'
 
@@ -100,7 +159,7 @@ def test_html_and_script_in_a_students_name_file_and_notebook_are_shown_as_text(
     import httpx
 
     url, engine, who, database = site
-    evil = tokens.issue(engine, EVIL_NAME)
+    evil = student_token(engine, EVIL_NAME)
     nb = make_samples.submission(QKV, solved="all")
     nb.cells.append(nbformat.v4.new_markdown_cell(EVIL_TEXT))
     nb.cells.append(nbformat.v4.new_code_cell(f"raise RuntimeError({EVIL_TEXT!r})"))
@@ -115,7 +174,8 @@ def test_html_and_script_in_a_students_name_file_and_notebook_are_shown_as_text(
         try:
             for token, paths in ((evil, ["/me", "/me?lang=en"]),
                                  (who["teacher"], ["/dashboard", f"/dashboard/student?id={quote(EVIL_NAME, safe='')}",
-                                                   "/dashboard?sort=score", "/dashboard/report"])):
+                                                   "/dashboard?sort=score", "/dashboard/report", "/dashboard/roster",
+                                                   "/dashboard/tokens", "/dashboard/actions"])):
                 page = chromium.new_context().new_page()
                 page.set_default_timeout(TIMEOUT_MS)
                 dialogs: list[str] = []
@@ -127,7 +187,8 @@ def test_html_and_script_in_a_students_name_file_and_notebook_are_shown_as_text(
                     assert page.evaluate("typeof window.__pwned") == "undefined", path
                     assert page.locator("img[src=x]").count() == 0 and dialogs == [], path
                     # (the report fragment lists no student: it shows the numbers)
-                    if path.startswith("/dashboard/student") or path == "/dashboard" or path.startswith("/me"):
+                    if path.startswith(("/dashboard/student", "/dashboard/roster", "/dashboard/tokens", "/me")) \
+                            or path == "/dashboard":
                         assert "window.__pwned" in page.locator("body").inner_text(), path    # shown, as text
         finally:
             chromium.close()
@@ -150,7 +211,7 @@ def test_under_a_prefix_the_student_page_follows_its_upload_to_the_verdict(brows
     database = tmp_path / "service.db"
     engine = db.engine_for(str(database))
     db.upgrade(engine)
-    ada = tokens.issue(engine, "ada")
+    ada = student_token(engine, "ada")
     solved = tmp_path / QKV.notebook
     solved.write_text(nbformat.writes(make_samples.submission(QKV, solved="all")), encoding="utf-8")
     app = Starlette(routes=[Mount(PREFIX, app=create_app(engine, COURSE))])

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import func, select
 
 from support import make_samples
-from served import serving
+from served import serving, student_token
 from autograder.config import load_course
 from autograder.service import db, sessions, tokens
 from autograder.service.app import create_app
@@ -39,7 +39,7 @@ def site_for(folder, course):
     database = folder / "service.db"
     engine = db.engine_for(str(database))
     db.upgrade(engine)
-    people = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
+    people = {"ada": student_token(engine, "ada"), "ben": student_token(engine, "ben"),
               "teacher": tokens.issue(engine, "teacher", role="instructor")}
     try:
         with serving(create_app(engine, course)) as url:

@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import func, inspect, select
 
 from support import make_samples, wait_for_job
+from served import student_token
 from autograder.config import load_course
 from autograder.service import db
 from autograder.service import queue as Q
@@ -87,7 +88,7 @@ def test_the_schema_is_alembics_and_upgrading_twice_changes_nothing(engine):
         assert compare_metadata(MigrationContext.configure(conn), db.Base.metadata) == []
     db.upgrade(engine)
     with engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0004"]
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0005"]
         if engine.dialect.name == "sqlite":
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
@@ -335,12 +336,11 @@ def test_the_api_answers_again_after_postgresql_restarted(postgres_server, tmp_p
     import httpx
     import uvicorn
 
-    from autograder.service import tokens
     from autograder.service.app import create_app
 
     e = db.engine_for(postgres_server)
     db.upgrade(e)
-    token = tokens.issue(e, "ada")
+    token = student_token(e, "ada")
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(e, COURSE), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -405,9 +405,8 @@ def test_a_hostile_notebook_reaches_neither_the_database_nor_tokens_nor_other_su
     import socket
     import tempfile
 
-    from autograder.service import tokens
 
-    tokens.issue(engine, "ada")
+    student_token(engine, "ada")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from served import serving
+from served import serving, student_token
 from test_service_pages import browser, csrf_of, sign_in
 from autograder.config import load_course
 from autograder.service import auth, db, tokens
@@ -90,14 +90,22 @@ def test_a_new_route_without_a_check_is_found(tmp_path):
 
 def test_every_guarded_route_refuses_a_stranger_and_every_staff_route_a_student(tmp_path):
     engine, app = _app(tmp_path, hub=False)
-    ada = tokens.issue(engine, "ada")
+    ada = student_token(engine, "ada")
     guarded = [(m, p, r) for m, p, r in routes(app) if (m, p) not in auth.PUBLIC_ROUTES]
+    ta = tokens.issue(engine, "T. A.", role="ta")
     staff = [(m, p) for m, p, r in guarded if set(_calls(r.dependant)) & set(auth.STAFF_CHECKS)]
     assert ("POST", "/dashboard/extensions/revoke") in staff and len(staff) >= 8
+    instructor = [(m, p) for m, p, r in guarded if set(_calls(r.dependant)) & set(auth.INSTRUCTOR_CHECKS)]
+    assert ("POST", "/dashboard/tokens/revoke") in instructor and ("POST", "/dashboard/roster/remove") in instructor
     try:
-        with serving(app) as url, browser(url) as anonymous, browser(url) as student:
+        with serving(app) as url, browser(url) as anonymous, browser(url) as student, browser(url) as assistant:
             sign_in(student, ada)
             csrf = csrf_of(student.get("/me").text)
+            sign_in(assistant, ta)
+            ta_csrf = csrf_of(assistant.get("/dashboard").text)
+            for method, path in instructor:              # a TA: staff, but not an instructor
+                refused = assistant.request(method, path, data={"csrf": ta_csrf} if method == "POST" else None)
+                assert refused.status_code == 403, (method, path, refused.status_code)
             for method, path, _ in guarded:
                 for name, value in EXAMPLES.items():
                     path = path.replace(name, value)

@@ -2,9 +2,10 @@
 
 - :data:`Who` (the API): a valid Bearer token (the kit's, or JupyterHub's where the service runs inside a
   Hub), or a page's session whose writes carry its CSRF token in ``X-CSRF-Token``; else 401.
-- :data:`SignedPage` (a page for anyone signed in) and :data:`StaffPage` (the dashboard): the page's session;
-  without one the browser is sent to sign in (:class:`~autograder.service.errors.SignInRequired`), a student
-  on a staff page gets 403.
+- :data:`SignedPage` (a page for anyone signed in), :data:`StaffPage` (the dashboard: TAs and instructors) and
+  :data:`InstructorPage` (the roster's and the tokens' changes: instructors only): the page's session; without
+  one the browser is sent to sign in (:class:`~autograder.service.errors.SignInRequired`), a student on a staff
+  page gets 403, and so does a TA on an instructor's.
 
 Each, once the caller is known, tells the guard that the body may be read to the route's limit, and counts
 the request against the caller's rate limit; a refusal before that counts against the address
@@ -97,10 +98,19 @@ async def signed_page(request: Request) -> sessions.Signed:
 
 
 async def staff_page(request: Request) -> sessions.Signed:
-    """A staff page (the dashboard): an instructor's session; a student's gets 403."""
+    """A staff page (the dashboard): a TA's or an instructor's session; a student's gets 403."""
     signed = await signed_page(request)
-    if not signed.caller.instructor:
+    if not signed.caller.staff:
         raise ApiError(403, "service.instructors_only")
+    return signed
+
+
+async def instructor_page(request: Request) -> sessions.Signed:
+    """What only an instructor may do (change the roster, revoke or issue again a token): a TA's session gets
+    403 too."""
+    signed = await staff_page(request)
+    if not signed.caller.instructor:
+        raise ApiError(403, "service.instructor_only")
     return signed
 
 
@@ -115,6 +125,8 @@ async def form_checked(request: Request, signed: sessions.Signed) -> FormData:
 Who = Annotated[Caller, Depends(api_caller)]
 SignedPage = Annotated[sessions.Signed, Depends(signed_page)]
 StaffPage = Annotated[sessions.Signed, Depends(staff_page)]
+InstructorPage = Annotated[sessions.Signed, Depends(instructor_page)]
 #: The dependencies that say who is calling: every route not in PUBLIC_ROUTES depends on one of them.
-CHECKS = (api_caller, signed_page, staff_page)
-STAFF_CHECKS = (staff_page,)
+CHECKS = (api_caller, signed_page, staff_page, instructor_page)
+STAFF_CHECKS = (staff_page, instructor_page)
+INSTRUCTOR_CHECKS = (instructor_page,)

@@ -3,10 +3,11 @@
 ``autograder serve`` starts the worker processes (as many as the machine has CPUs, ``--workers``),
 then the HTTP API on 127.0.0.1 (``--host``, ``--port``); the database is one SQLite file in the
 course's ``service-data/`` folder unless ``--database`` names another (a PostgreSQL URL for a
-deployment). ``autograder serve roster ROSTER.csv -o TOKENS.csv`` issues a token per student;
+deployment). ``autograder serve roster ROSTER.csv -o TOKENS.csv`` imports the class list and issues a token to
+each student who has none (``--list``, ``--remove ID``); ``serve token`` issues, lists, revokes and re-issues;
 ``autograder serve export -o OUT`` writes the files ``autograder grade`` writes from its results;
 ``autograder serve regrade [--assignment A]`` queues every submission again (after a check changed);
-``autograder serve token --instructor NAME`` one for an instructor or TA. Put TLS in front of it (a
+``autograder serve token --instructor NAME`` (``--ta NAME``) one for the staff. Put TLS in front of it (a
 reverse proxy, or JupyterHub's proxy): it serves plain HTTP.
 """
 from __future__ import annotations
@@ -37,11 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="grading worker processes to start (default: one per CPU; 0: only the API)")
     roster = sub.add_parser("roster", help=(
-        "issue a token per student of a roster CSV (student[,name,email,section,canvas_id,moodle_id_number], or "
-        "Canvas' or Moodle's export as downloaded)"))
-    roster.add_argument("roster", type=Path, metavar="ROSTER.csv")
-    roster.add_argument("-o", "--out", type=Path, required=True, metavar="TOKENS.csv",
-                        help="where to write student,name,token (hand each student their row)")
+        "import the class list (student[,name,email,section,canvas_id,moodle_id_number], or Canvas' or Moodle's "
+        "export as downloaded: a student there is updated, a new one added and given a token), or list it, or "
+        "remove a student (their tokens revoked, their submissions kept)"))
+    roster.add_argument("roster", type=Path, metavar="ROSTER.csv", nargs="?", help="the CSV to import")
+    roster.add_argument("-o", "--out", type=Path, metavar="TOKENS.csv",
+                        help="where to write student,name,token of the tokens issued (hand each student their row; "
+                             "needed when the import issues any)")
+    roster.add_argument("--list", action="store_true", help="print the roster (a CSV, with each student's tokens)")
+    roster.add_argument("--remove", metavar="ID", help="take a student off the roster and revoke their tokens")
     regrade = sub.add_parser("regrade", help="grade every submission (of an assignment) again, e.g. after a "
                                              "check changed: a new job for each; their results are replaced")
     regrade.add_argument("--assignment", metavar="A", help="only this assignment's submissions")
@@ -49,9 +54,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("-o", "--out", type=Path, required=True, metavar="OUT")
     export.add_argument("--nbgrader", type=Path, metavar="COURSE",
                         help="also record the scores in this nbgrader course's gradebook.db (as grade --nbgrader)")
-    token = sub.add_parser("token", help="issue one token")
-    token.add_argument("--instructor", metavar="NAME", help="an instructor's or TA's token (reads everything)")
-    token.add_argument("--student", metavar="ID", help="a student's token")
+    token = sub.add_parser("token", help="issue a token, list them, revoke one, or issue one again")
+    token.add_argument("--instructor", metavar="NAME", help="an instructor's token (everything, the roster and "
+                                                            "tokens too)")
+    token.add_argument("--ta", metavar="NAME", help="a TA's token (reads everything, grades again, grants "
+                                                    "extensions; neither the roster nor tokens)")
+    token.add_argument("--student", metavar="ID", help="a student's token (only a student on the roster)")
+    token.add_argument("--expires", metavar="WHEN", help="the token stops then: a time (2027-01-31 23:59, in the "
+                                                        "course's zone) or a duration from now (30d, 12h)")
+    token.add_argument("--list", action="store_true", help="list the tokens (never their secret): number, role, "
+                                                           "holder, state")
+    token.add_argument("--revoke", metavar="N|ID", help="revoke token number N (from --list), or every live token "
+                                                        "of ID; it stops at once, pages signed in with it too")
+    token.add_argument("--reissue", metavar="ID", help="revoke ID's live tokens and print a new one with the same "
+                                                       "role")
     for action in (roster, regrade, export, token):     # `serve ACTION --database URL` as well as before ACTION
         action.add_argument("--database", metavar="URL", default=argparse.SUPPRESS,
                             help="the service's database (as before the action)")
@@ -67,8 +83,6 @@ def database_url(args: argparse.Namespace, course: Course) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from autograder.config import load_course
-    from autograder.errors import AutograderError
-    from autograder.service import tokens
     from autograder.service.db import engine_for, upgrade
 
     course = load_course()
@@ -76,13 +90,7 @@ def run(args: argparse.Namespace) -> int:
     engine = engine_for(url)
     upgrade(engine)
     if args.action == "roster":
-        rows = tokens.import_roster(engine, args.roster)
-        from autograder.atomic import atomic_write_text
-
-        atomic_write_text(args.out, tokens.tokens_csv(rows))
-        os.chmod(args.out, 0o600)
-        print(f"issued {len(rows)} tokens; wrote {args.out} (keep it private: each row is a student's key)")
-        return 0
+        return _roster(args, engine)
     if args.action == "regrade":
         from sqlalchemy import select
 
@@ -97,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
         with engine.connect() as conn:
             ids = list(conn.execute(query).scalars())
         jobs = Q.requeue(engine, ids, behind=course.service.queued_per_student or 0)    # behind new uploads
+        from autograder.service import audit
+
+        audit.note(engine, audit.COMMAND_LINE, "regrade", detail=f"{len(jobs)} submission(s)"
+                   + (f": assignment={args.assignment}" if args.assignment else ""))
         print(f"queued {len(jobs)} submissions to grade again; the workers replace each result as they go")
         return 0
     if args.action == "export":
@@ -109,12 +121,91 @@ def run(args: argparse.Namespace) -> int:
               "moodle-grades.csv, lms-skipped.csv")
         return 0
     if args.action == "token":
-        if bool(args.instructor) == bool(args.student):
-            raise AutograderError("serve token: give --instructor NAME or --student ID")
-        role, who = ("instructor", args.instructor) if args.instructor else ("student", args.student)
-        print(tokens.issue(engine, who, role=role))
-        return 0
+        return _token(args, engine, course)
     return _serve(args, course, url, engine)
+
+
+def _roster(args: argparse.Namespace, engine: Any) -> int:
+    from autograder.errors import AutograderError
+    from autograder.service import people, tokens
+
+    chosen = [bool(args.roster), args.list, bool(args.remove)]
+    if sum(chosen) != 1:
+        raise AutograderError("serve roster: give ROSTER.csv to import, or --list, or --remove ID")
+    if args.list:
+        import csv
+
+        held: dict[str, list[str]] = {}
+        for t in tokens.listing(engine):
+            held.setdefault(t.who, []).append(f"{t.id}:{t.state}")
+        writer = csv.writer(sys.stdout)
+        writer.writerow([*people.COLUMNS, "tokens"])
+        for row in people.people(engine):
+            writer.writerow([*row, " ".join(held.get(row.student, []))])
+        return 0
+    if args.remove:
+        gone, revoked = tokens.remove_student(engine, args.remove, by="cli")
+        if not gone:
+            raise AutograderError(f"serve roster --remove {args.remove}: not on the roster",
+                                  hint="autograder serve roster --list shows who is")
+        print(f"removed {args.remove} from the roster; {revoked} token(s) revoked; their submissions stay")
+        return 0
+    from autograder.roster import read_roster
+
+    members = read_roster(args.roster).members          # read whole first: a bad row changes nothing
+    held_now = tokens.holders(engine)
+    new = [m.student for m in members if m.student not in held_now]
+    if new and args.out is None:
+        raise AutograderError(f"serve roster {args.roster}: {len(new)} student(s) get a token ({', '.join(new[:3])}"
+                              f"{', ...' if len(new) > 3 else ''}): give -o TOKENS.csv to write them to")
+    rows = tokens.import_roster(engine, args.roster)
+    if args.out is not None:
+        from autograder.atomic import atomic_write_text
+
+        atomic_write_text(args.out, tokens.tokens_csv(rows))
+        os.chmod(args.out, 0o600)
+    print(f"roster: {len(members)} students read; issued {len(rows)} tokens"
+          + (f"; wrote {args.out} (keep it private: each row is a student's key)" if args.out is not None else "")
+          + "; the students who had a token keep it")
+    return 0
+
+
+def _token(args: argparse.Namespace, engine: Any, course: Course) -> int:
+    from autograder.clock import time_or_after
+    from autograder.errors import AutograderError
+    from autograder.service import tokens
+    from autograder.service.db import utcnow
+
+    issue = [(role, who) for role, who in (("instructor", args.instructor), ("ta", args.ta), ("student", args.student))
+             if who]
+    if len(issue) + bool(args.list) + bool(args.revoke) + bool(args.reissue) != 1:
+        raise AutograderError("serve token: give one of --instructor NAME, --ta NAME, --student ID, --list, "
+                              "--revoke N|ID, --reissue ID")
+    expires = time_or_after(args.expires, utcnow(), where="--expires", default_tz=course.timezone) \
+        if args.expires else None
+    if args.list:
+        print("number  role        state    holder  (issued, by; expires)")
+        for t in tokens.listing(engine):
+            print(f"{t.id:<7} {t.role:<11} {t.state:<8} {t.who}  ({t.created_at:%Y-%m-%d %H:%M}Z, {t.issued_by or '-'}"
+                  + (f"; expires {t.expires_at:%Y-%m-%d %H:%M}Z" if t.expires_at else "") + ")")
+        return 0
+    if args.revoke:
+        n = tokens.revoke(engine, token_id=int(args.revoke), by="cli") if args.revoke.isdigit() else 0
+        if not args.revoke.isdigit() or n == 0:
+            n = tokens.revoke(engine, who=args.revoke, by="cli") or n
+        if n == 0:
+            raise AutograderError(f"serve token --revoke {args.revoke}: no live token with that number or holder",
+                                  hint="autograder serve token --list")
+        print(f"revoked {n} token(s): they stop at once")
+        return 0
+    if args.reissue:
+        role, token = tokens.reissue(engine, args.reissue, by="cli", expires=expires)
+        print(token)
+        print(f"({role} token of {args.reissue}; the old one(s) stopped)", file=sys.stderr)
+        return 0
+    role, who = issue[0]
+    print(tokens.issue(engine, who, role=role, expires=expires))
+    return 0
 
 
 def _serve(args: argparse.Namespace, course: Course, url: str, engine: Any) -> int:

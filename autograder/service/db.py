@@ -121,17 +121,53 @@ class Result(Base):
 
 
 class Token(Base):
-    """Who may call the API: a student (their own submissions only) or an instructor/TA (everything).
-    Only the token's sha256 is kept; the token itself is shown once, when it is issued."""
+    """Who may call the API: a student (their own submissions only), a TA or an instructor (everything; only an
+    instructor changes the roster or revokes a token). Only the token's sha256 is kept; the token itself is shown
+    once, when it is issued. A revoked or expired token stops at once (the API's next call, the pages' next
+    request: :func:`autograder.service.sessions.find` checks the token a session was opened with)."""
 
     __tablename__ = "tokens"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     digest: Mapped[str] = mapped_column(String(64), unique=True)
-    role: Mapped[str] = mapped_column(String(16))          # student | instructor
+    role: Mapped[str] = mapped_column(String(16))          # student | ta | instructor
     who: Mapped[str] = mapped_column(String(200), index=True)
     name: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    issued_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    revoked_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+
+class Person(Base):
+    """One student of the class list (``autograder serve roster``): the ids the LMS knows them by, kept across
+    imports (a new import updates a row; tokens are never touched by it)."""
+
+    __tablename__ = "people"
+
+    student: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    email: Mapped[str] = mapped_column(String(200), default="")
+    section: Mapped[str] = mapped_column(String(100), default="")
+    canvas_id: Mapped[str] = mapped_column(String(100), default="")
+    moodle_id_number: Mapped[str] = mapped_column(String(100), default="")
+    added_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Action(Base):
+    """What the staff did, who and when: tokens issued and revoked, the roster imported or changed, extensions
+    granted and revoked, submissions queued again (``autograder.service.audit``)."""
+
+    __tablename__ = "actions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+    who: Mapped[str] = mapped_column(String(200))          # the staff member (or "cli" for the command line)
+    action: Mapped[str] = mapped_column(String(40))
+    target: Mapped[str] = mapped_column(String(200), default="", index=True)
+    detail: Mapped[str] = mapped_column(Text, default="")
 
 
 def private_folder(folder: Path) -> Path:
@@ -225,6 +261,8 @@ class WebSession(Base):
     csrf: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
     expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), index=True)
+    #: The kit token the session was opened with (None for a JupyterHub sign-in): revoked, the session ends too.
+    token_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
 
 
 class ExtensionGrant(Base):

@@ -7,6 +7,7 @@ from typing import Any
 from markupsafe import Markup
 
 from autograder.points import fmt
+from autograder.service import people
 from autograder.service import queue as Q
 from autograder.service import repository
 from autograder.service.context import Service
@@ -23,10 +24,11 @@ def listing(state: Service, who: Caller, lang: str, *, student: str | None = Non
     from autograder.reports.feedback import feedback_parts  # noqa: PLC0415 - loads yaml
 
     course = state.course
-    rows = repository.latest_rows(state.engine, student=(student or None) if who.instructor else who.who,
+    rows = repository.latest_rows(state.engine, student=(student or None) if who.staff else who.who,
                                   assignment=assignment, state=status, by_score=sort == "score")
     ahead = Q.positions(state.engine)               # (the order workers take them in, as the API says it)
     standing = standing or Standing(state.engine, course)     # the late policy as it is now: an extension since
+    names = people.names(state.engine) if who.staff else {}     # (the staff see the roster's names)
     out = []
     for r in rows:
         shown = None
@@ -36,7 +38,7 @@ def listing(state: Service, who: Caller, lang: str, *, student: str | None = Non
             shown = Markup("\n".join(feedback_parts(view, course, lang)))   # escaped by feedback_parts
         late = isinstance((now or {}).get("late"), dict) and (now or {})["late"].get("late") is True
         points = now.get("points") if now is not None else None
-        out.append({"id": r.id, "student": r.student, "assignment": r.assignment,
+        out.append({"id": r.id, "student": r.student, "name": names.get(r.student, ""), "assignment": r.assignment,
                     "received_iso": r.received_at.isoformat(),
                     "received_text": local_text(r.received_at, course),
                     "state": r.state if r.state in ("queued", "running", "done", "failed") else "unknown",
@@ -45,7 +47,7 @@ def listing(state: Service, who: Caller, lang: str, *, student: str | None = Non
                     "max_points": fmt(r.max_points) if r.max_points is not None else None, "late": late,
                     "feedback": shown, "open": False,
                     # (the staff's: an explanation of each exercise that lost points, hidden inputs and all)
-                    "lost": [e["exercise"] for e in (now or {}).get("exercises") or [] if who.instructor
+                    "lost": [e["exercise"] for e in (now or {}).get("exercises") or [] if who.staff
                              and float(e.get("points", 0)) < float(e.get("max_points", 0)) - 1e-9]})
     if sort == "score":         # (by the points as they are now, not as they were stored)
         out.sort(key=lambda row: (row["score"] is None, -(row["score"] or 0.0), -row["id"]))

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Engine, Row
 
-from autograder.service.db import ExtensionGrant, Job, Result, Submission, Token, writing
+from autograder.service import audit
+from autograder.service.db import ExtensionGrant, Job, Person, Result, Submission, Token, writing
 
 #: At most this many rows in a listing (the API's, a page's).
 API_ROWS = 10_000
@@ -45,7 +46,7 @@ def submissions(engine: Engine, *, student: str | None = None, assignment: str |
 
 
 def latest_rows(engine: Engine, *, student: str | None = None, assignment: str | None = None,
-                state: str | None = None, by_score: bool = False) -> Sequence[Row[Any]]:
+                state: str | None = None, by_score: bool = False, limit: int | None = PAGE_ROWS) -> Sequence[Row[Any]]:
     """Each submission with its latest job (id, state) and its stored result where graded: the pages' listing."""
     latest = (select(Job.submission_id, func.max(Job.id).label("job")).group_by(Job.submission_id).subquery())
     query = (select(Submission.id, Submission.student, Submission.assignment, Submission.received_at,
@@ -62,7 +63,7 @@ def latest_rows(engine: Engine, *, student: str | None = None, assignment: str |
     query = query.order_by(Result.points.desc().nulls_last(), Submission.id.desc()) if by_score \
         else query.order_by(Submission.id.desc())
     with engine.connect() as conn:
-        return conn.execute(query.limit(PAGE_ROWS)).all()
+        return conn.execute(query.limit(limit) if limit is not None else query).all()
 
 
 def submitted_since(engine: Engine, student: str, assignment: str, since: dt.datetime) -> int:
@@ -93,9 +94,10 @@ def submission_ids(engine: Engine, *, submission_id: int | None = None, assignme
 
 
 def known_students(engine: Engine) -> set[str]:
-    """The class as the service knows it: students with a token (the roster), or with a submission."""
+    """The class as the service knows it: the roster, students with a token, or with a submission."""
     with engine.connect() as conn:
-        known = set(conn.execute(select(Token.who).where(Token.role == "student")).scalars())
+        known = set(conn.execute(select(Person.student)).scalars())
+        known |= set(conn.execute(select(Token.who).where(Token.role == "student")).scalars())
         known |= set(conn.execute(select(Submission.student).distinct()).scalars())
     return known
 
@@ -105,11 +107,15 @@ def grant_extension(engine: Engine, *, student: str, assignment: str, due: dt.da
     with writing(engine).begin() as conn:
         conn.execute(insert(ExtensionGrant).values(student=student, assignment=assignment, due=due, reason=reason,
                                                    granted_by=granted_by))
+        audit.record(conn, granted_by, "extension.grant", target=student,
+                     detail=f"{assignment}: due {due.isoformat()}" + (f" ({reason})" if reason else ""))
 
 
-def revoke_extensions(engine: Engine, student: str, assignment: str) -> int:
+def revoke_extensions(engine: Engine, student: str, assignment: str, *, by: str) -> int:
     """Every grant of ``student`` on ``assignment`` removed: how many there were."""
     with writing(engine).begin() as conn:
-        gone = conn.execute(delete(ExtensionGrant).where(ExtensionGrant.student == student,
-                                                         ExtensionGrant.assignment == assignment))
-    return int(gone.rowcount or 0)
+        gone = int(conn.execute(delete(ExtensionGrant).where(ExtensionGrant.student == student,
+                                                             ExtensionGrant.assignment == assignment)).rowcount or 0)
+        if gone:
+            audit.record(conn, by, "extension.revoke", target=student, detail=f"{assignment}: {gone} grant(s)")
+    return gone

@@ -20,7 +20,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Engine
 
 from autograder.service.db import WebSession, utcnow, writing
-from autograder.service.tokens import Caller
+from autograder.service.tokens import Caller, live_token
 
 COOKIE = "autograder_session"
 LOGIN_CSRF_COOKIE = "autograder_login_csrf"
@@ -48,7 +48,7 @@ def start(engine: Engine, who: Caller) -> tuple[str, str]:
     with writing(engine).begin() as conn:
         conn.execute(delete(WebSession).where(WebSession.expires_at < now))
         conn.execute(insert(WebSession).values(digest=_digest(value), role=who.role, who=who.who, csrf=csrf,
-                                               created_at=now, expires_at=now + LIFETIME))
+                                               created_at=now, expires_at=now + LIFETIME, token_id=who.token_id))
     return value, csrf
 
 
@@ -59,11 +59,14 @@ def find(engine: Engine, value: str | None) -> Signed | None:
     wanted = _digest(value)
     with engine.connect() as conn:
         row = conn.execute(select(WebSession).where(WebSession.digest == wanted)).first()
-    if row is None or not hmac.compare_digest(row.digest, wanted):
-        return None
-    if row.expires_at < utcnow():
-        return None
-    return Signed(Caller(row.role, row.who), row.csrf)
+        if row is None or not hmac.compare_digest(row.digest, wanted):
+            return None
+        if row.expires_at < utcnow():
+            return None
+        # Opened with a kit token: the session holds only while the token does (revoked, expired: signed out).
+        if row.token_id is not None and not live_token(conn, row.token_id):
+            return None
+    return Signed(Caller(row.role, row.who, row.token_id), row.csrf)
 
 
 def end(engine: Engine, value: str | None) -> None:

@@ -105,9 +105,10 @@ def closes_form(handler: Callable[..., Any]) -> Callable[..., Any]:
     return closing
 
 
-def to_dashboard(request: Request, said: str) -> RedirectResponse:
-    """Back to the dashboard after one of its forms, saying what was done."""
-    return RedirectResponse(f"{base_path(request)}/dashboard?notice={quote(said)}", status_code=303)
+def to_dashboard(request: Request, said: str, page: str = "") -> RedirectResponse:
+    """Back to the dashboard (or its ``page``: roster, tokens) after one of its forms, saying what was done."""
+    where = f"/dashboard/{page}" if page else "/dashboard"
+    return RedirectResponse(f"{base_path(request)}{where}?notice={quote(said)}", status_code=303)
 
 
 def language(request: Request, course: Course) -> str:

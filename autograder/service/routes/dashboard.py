@@ -16,13 +16,14 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
-from autograder.clock import parse_time
+from autograder.clock import time_or_after
 from autograder.errors import AutograderError
+from autograder.service import audit
 from autograder.service import queue as Q
 from autograder.service import repository
 from autograder.service.auth import StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep
-from autograder.service.db import granted_extensions
+from autograder.service.db import granted_extensions, utcnow
 from autograder.service.errors import ApiError
 from autograder.service.explain_job import NOTEBOOK, REQUEST
 from autograder.service.export import counted
@@ -143,6 +144,8 @@ async def requeue(request: Request, signed: StaffPage, state: ServiceDep) -> Res
     def again() -> list[int]:
         found = repository.submission_ids(state.engine, **chosen)
         Q.requeue(state.engine, found, behind=state.course.service.queued_per_student or 0)   # behind new uploads
+        audit.note(state.engine, signed.caller.who, "regrade", detail=f"{len(found)} submission(s): "
+                   + ", ".join(f"{k}={v}" for k, v in chosen.items()))
         return found
 
     done = await run_in_threadpool(again)
@@ -163,7 +166,9 @@ async def grant(request: Request, signed: StaffPage, state: ServiceDep) -> Respo
         raise ApiError(422, "service.bad_extension", why=f"assignment: one of {', '.join(state.assignments)}")
     await run_in_threadpool(on_roster, state, student)
     try:
-        due = parse_time(str(form.get("due") or ""), where="due", default_tz=course.timezone or "UTC")
+        # A time, or a duration past the assignment's due date (3d: three days more).
+        base = course.deadline_of(assignment)[0] or utcnow()
+        due = time_or_after(str(form.get("due") or ""), base, where="due", default_tz=course.timezone or "UTC")
     except AutograderError as exc:
         raise ApiError(422, "service.bad_extension", why=str(exc)[:300]) from None
     await run_in_threadpool(lambda: repository.grant_extension(
@@ -192,6 +197,7 @@ def on_roster(state: Service, student: str) -> None:
 async def revoke(request: Request, signed: StaffPage, state: ServiceDep) -> Response:
     form = await form_checked(request, signed)
     student, assignment = str(form.get("student") or "")[:200], str(form.get("assignment") or "")[:100]
-    n = await run_in_threadpool(repository.revoke_extensions, state.engine, student, assignment)
+    n = await run_in_threadpool(lambda: repository.revoke_extensions(state.engine, student, assignment,
+                                                                     by=signed.caller.who))
     return to_dashboard(request, UI[language(request, state.course)]["revoked"].format(
         student=student, assignment=assignment, n=n))

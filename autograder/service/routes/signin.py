@@ -45,7 +45,7 @@ async def home(request: Request) -> Response:
     signed = await page_session(request)
     if signed is None:
         return to_login(request)
-    return RedirectResponse(f"{base_path(request)}/{'dashboard' if signed.caller.instructor else 'me'}",
+    return RedirectResponse(f"{base_path(request)}/{'dashboard' if signed.caller.staff else 'me'}",
                             status_code=303)
 
 

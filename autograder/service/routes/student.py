@@ -29,7 +29,7 @@ router = APIRouter(include_in_schema=False)
 
 @router.get("/me")
 async def me(request: Request, signed: SignedPage, state: ServiceDep) -> Response:
-    if signed.caller.instructor:
+    if signed.caller.staff:
         return RedirectResponse(f"{base_path(request)}/dashboard", status_code=303)
     lang = language(request, state.course)
     standing = await run_in_threadpool(Standing, state.engine, state.course)    # (one read of the deadlines)

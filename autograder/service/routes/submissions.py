@@ -84,7 +84,7 @@ async def one(submission_id: Annotated[int, Path(ge=1, le=MAX_ID)], who: Who, st
 
 def _read(state: Service, submission_id: int, who: Caller) -> dict[str, Any]:
     sub, job, result = repository.submission(state.engine, submission_id)
-    if sub is None or not (who.instructor or sub.student == who.who):
+    if sub is None or not (who.staff or sub.student == who.who):
         raise ApiError(404, "service.no_submission", submission=submission_id)
     shown = None
     if result is not None:
@@ -101,5 +101,5 @@ def _read(state: Service, submission_id: int, who: Caller) -> dict[str, Any]:
             response_model=SubmissionList)
 def many(who: Who, state: ServiceDep,
          assignment: Annotated[str | None, Query(max_length=100)] = None) -> dict[str, Any]:
-    rows = repository.submissions(state.engine, student=None if who.instructor else who.who, assignment=assignment)
+    rows = repository.submissions(state.engine, student=None if who.staff else who.who, assignment=assignment)
     return {"submissions": [{"submission": r.id, "student": r.student, "assignment": r.assignment} for r in rows]}

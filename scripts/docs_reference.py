@@ -280,8 +280,8 @@ def course_yml_markdown() -> str:
 # == the HTTP API ===============================================================================================
 #: The authorization checks of autograder.service.auth, by function name, in words.
 CALLERS = {"api_caller": "a token (a student's or the staff's): `Authorization: Bearer TOKEN`",
-           "signed_page": "signed in (a student or the staff)", "staff_page": "signed in as staff (a TA or an instructor)",
-           "instructor_page": "signed in as an instructor"}
+           "signed_page": "signed in (a student or the staff)",
+           "staff_page": "signed in as staff (a TA or an instructor)", "instructor_page": "signed in as an instructor"}
 #: What a route outside the API's schema is for, where its function has no docstring to say it.
 PAGE_WORDS = {
     ("GET", "/openapi.json"): "the API's OpenAPI schema (this page's source)",

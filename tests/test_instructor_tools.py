@@ -24,7 +24,7 @@ from test_service_pages import browser, csrf_of, sign_in
 from autograder.config import load_course
 from autograder.errors import AutograderError
 from autograder.roster import Member
-from autograder.service import audit, db, people, sessions, tokens
+from autograder.service import audit, db, history, people, sessions, tokens
 from autograder.service import queue as Q
 from autograder.service.app import create_app
 
@@ -268,6 +268,9 @@ def test_the_roster_page_shows_names_and_who_has_not_submitted_with_a_csv_to_mai
         everyone = {r["student"]: r for r in csv.DictReader(io.StringIO(ta.get("/dashboard/roster.csv").text))}
         assert everyone["ada"][f"{QKV.id} state"] == "graded" and everyone["ada"][f"{QKV.id} points"] == "8 / 8"
         assert everyone["ben"][f"{QKV.id} state"] == "waiting" and everyone["cat"][f"{QKV.id} state"] == "missing"
+        # The worker that graded Ada's upload recorded her counted score's first value.
+        assert [(r.old_points, r.new_points, r.why, r.who) for r in history.changes(_engine, student="ada")] == [
+            (None, QKV.points, "graded", "grader")]
         board = ta.get("/dashboard", params={"lang": "en"})                        # a TA sees the dashboard
         assert board.status_code == 200 and '<span class="name">Ada Lovelace</span>' in board.text
 
@@ -318,3 +321,107 @@ def test_a_ta_may_grade_and_extend_but_only_an_instructor_revokes_or_changes_the
         removed = prof.post("/dashboard/roster/remove", data={"csrf": csrf, "student": "ben"})
         assert removed.status_code == 303 and not people.on_roster(engine, "ben")
         assert prof.post("/dashboard/roster/remove", data={"csrf": csrf, "student": "ben"}).status_code == 404
+
+
+# -- the history of every counted score ----------------------------------------------------------------------
+def _changes(engine, student="ada"):
+    return [(r.old_points, r.new_points, r.why, r.who) for r in history.changes(engine, student=student)]
+
+
+def test_every_change_of_a_counted_score_is_recorded_with_why_who_and_when(engine, tmp_path):
+    """A late submission graded (50% off), an extension granted (full marks) and revoked, a regrade that moved the
+    score, course.yml's due date moved: each is one row, old and new, why and who; nothing else is."""
+    from test_real_class import LATE_COURSE, _late_result
+    from autograder.grading.deadlines import Deadlines, submitted_json
+    from autograder.grading.times import SubmittedAt
+    from autograder.service import repository
+    from autograder.service.export import export
+    import datetime as dt
+
+    _late_result(engine, "ada")
+    assert history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="graded", who=history.WORKER) == 1
+    assert history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="graded", who=history.WORKER) == 0   # no change
+    repository.grant_extension(engine, student="ada", assignment=QKV.id, reason="ill", granted_by="T. A.",
+                               due=dt.datetime(2026, 1, 12, tzinfo=dt.timezone.utc))
+    history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="extension", who="T. A.")
+    repository.revoke_extensions(engine, "ada", QKV.id, by="prof")
+    history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="extension", who="prof")
+    # Graded again (a check changed): 6 of 8 before the penalty, 2 after it (half the maximum off).
+    [sub] = [s.id for s in repository.submissions(engine, student="ada")]
+    Q.requeue(engine, [sub])
+    claimed = Q.claim(engine, "w", 60)
+    received = dt.datetime(2026, 1, 11, 12, 0, tzinfo=dt.timezone.utc)
+    result = {"student": "ada", "assignment": QKV.id, "points": 6.0, "max_points": QKV.points, "status": "graded",
+              "exercises": []}
+    Deadlines.load(LATE_COURSE).settle(result, submitted_json(SubmittedAt(received, "the service's receipt")))
+    assert Q.complete(engine, claimed.job, "w", result) == "regrade"
+    history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="regrade", who=history.WORKER)
+    # course.yml's due date moved past the submission: the late penalty goes.
+    later = LATE_COURSE.model_copy(update={"assignments": [
+        a.model_copy(update={"due": "2026-01-20T23:59:00+00:00"}) if a.id == QKV.id else a
+        for a in LATE_COURSE.assignments]})
+    assert history.settle_all(engine, later) == 1
+    assert _changes(engine) == [(None, 4.0, "graded", "grader"), (4.0, 8.0, "extension", "T. A."),
+                                (8.0, 4.0, "extension", "prof"), (4.0, 2.0, "regrade", "grader"),
+                                (2.0, 6.0, "late_policy", "course.yml")]
+    assert history.settle_all(engine, later) == 0
+    export(engine, later, tmp_path / "out")
+    sheet = list(csv.DictReader(io.StringIO((tmp_path / "out" / "score-history.csv").read_text(encoding="utf-8"))))
+    assert [(r["old_points"], r["new_points"], r["why"]) for r in sheet] == [
+        ("", "4.0", "graded"), ("4.0", "8.0", "extension"), ("8.0", "4.0", "extension"), ("4.0", "2.0", "regrade"),
+        ("2.0", "6.0", "late_policy")]
+
+
+def test_two_changes_at_once_record_one_step_each_never_the_same_twice(engine):
+    """Many notes of the same pair at once (threads, as two workers and a page would): one row, not many."""
+    import threading
+
+    from test_real_class import LATE_COURSE, _late_result
+
+    _late_result(engine, "ada")
+    counts: list[int] = []
+    threads = [threading.Thread(target=lambda: counts.append(history.note(
+        engine, LATE_COURSE, [("ada", QKV.id)], why="graded", who=history.WORKER))) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(counts) == [0, 0, 0, 0, 0, 1] and len(_changes(engine)) == 1
+
+
+def test_a_student_reads_her_own_score_history_and_the_staff_every_students(tmp_path):
+    from test_real_class import LATE_COURSE, _late_result
+    from autograder.service import repository
+    import datetime as dt
+
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    people.import_members(engine, [Member("ada"), Member("ben")], by="prof")
+    who = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
+           "prof": tokens.issue(engine, "prof", role="instructor")}
+    for student in ("ada", "ben"):
+        _late_result(engine, student)
+        history.note(engine, LATE_COURSE, [(student, QKV.id)], why="graded", who=history.WORKER)
+    try:
+        with serving(create_app(engine, LATE_COURSE)) as url:
+            with signed_in(url, who["prof"]) as prof:
+                page = prof.get("/dashboard", params={"lang": "en"})
+                granted = prof.post("/dashboard/extensions", data={
+                    "csrf": csrf_of(page.text), "student": "ada", "assignment": QKV.id, "due": "2d", "reason": ""})
+                assert granted.status_code == 303
+                mine = prof.get("/dashboard/student", params={"id": "ada", "lang": "en"})
+                assert 'data-why="extension"' in mine.text and "4 → 8 / 8" in mine.text
+                sheet = prof.get("/dashboard/download/score-history.csv").text
+                assert sheet.count("\n") == 4 and "extension" in sheet      # header, two grades, one extension
+            with signed_in(url, who["ada"]) as ada:
+                page = ada.get("/me", params={"lang": "en"})
+                assert "Score history" in page.text and 'data-why="extension"' in page.text
+                assert "4 → 8 / 8" in page.text and "ben" not in page.text
+            with signed_in(url, who["ben"]) as ben:
+                page = ben.get("/me", params={"lang": "zh"})
+                assert "成绩变化记录" in page.text and 'data-why="extension"' not in page.text
+                assert "评分程序" in page.text                       # the grader, in the student's language
+        assert repository.known_students(engine) >= {"ada", "ben"}
+        assert dt.datetime.now(dt.timezone.utc) > history.changes(engine)[-1].at
+    finally:
+        engine.dispose()

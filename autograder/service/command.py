@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         which = "best" if course.service.counts == "best" else "latest"
         print(f"exported {len(written)} results (the {which} graded submission of each student and assignment) "
               f"to {args.out}: grades.csv, results/, feedback/, submitted/, report.html, canvas.csv, moodle.csv, "
-              "moodle-grades.csv, lms-skipped.csv")
+              "moodle-grades.csv, lms-skipped.csv, score-history.csv")
         return 0
     if args.action == "token":
         return _token(args, engine, course)
@@ -232,8 +232,15 @@ def _serve(args: argparse.Namespace, course: Course, url: str, engine: Any) -> i
     from autograder.config import course_file
     from autograder.service.live import CourseWatch, LiveCourse
 
+    from autograder.service import history
+
+    def changed(new: Course) -> None:
+        workers.restart(new)
+        history.settle_all(engine, new)         # a changed due date or late policy moves counted scores
+
     live = LiveCourse(course)           # course.yml read again when it changes (validated first)
-    watch = CourseWatch(live, course.root / course_file().name, workers.restart)
+    watch = CourseWatch(live, course.root / course_file().name, changed)
+    history.settle_all(engine, course)  # course.yml may have changed while the service was down
     try:
         workers.watch()
         watch.start()

@@ -170,6 +170,26 @@ class Action(Base):
     detail: Mapped[str] = mapped_column(Text, default="")
 
 
+class ScoreChange(Base):
+    """A change of the score that counts for one student and assignment: old (None before the first grade) and
+    new, why (graded, regrade, extension, late_policy; manual and review later), who, when
+    (``autograder.service.history``)."""
+
+    __tablename__ = "score_changes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    student: Mapped[str] = mapped_column(String(200), index=True)
+    assignment: Mapped[str] = mapped_column(String(100))
+    old_points: Mapped[float | None] = mapped_column(Float, nullable=True)
+    new_points: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_points: Mapped[float | None] = mapped_column(Float, nullable=True)
+    why: Mapped[str] = mapped_column(String(20))
+    who: Mapped[str] = mapped_column(String(200))
+    submission_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+
 def private_folder(folder: Path) -> Path:
     """``folder``, made if missing, readable by its owner only (0700): the service's data folder."""
     folder.mkdir(mode=0o700, exist_ok=True)

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 
 from autograder.errors import AutograderError
 from autograder.service.db import Result, Submission
+from autograder.service.history import changes, history_csv, pick_counted
 from autograder.service.standing import Standing
 
 if TYPE_CHECKING:
@@ -55,12 +56,7 @@ def counted_submissions(engine: Engine, counts: str = "last", standing: Any = No
             now = {sid: float(standing.result(r).get("points") or 0.0) for sid, r in conn.execute(
                 select(Result.submission_id, Result.result))}
             rows = [(sid, student, assignment, now.get(sid, 0.0)) for sid, student, assignment, _ in rows]
-        chosen: dict[tuple[str, str], tuple[int, float]] = {}
-        for sid, student, assignment, points in rows:
-            earlier = chosen.get((student, assignment))
-            if counts == "best" and earlier is not None and earlier[1] > float(points or 0.0):
-                continue
-            chosen[(student, assignment)] = (sid, float(points or 0.0))
+        chosen = pick_counted(rows, counts)
         out = []
         for _key, (sid, _points) in sorted(chosen.items()):
             one = conn.execute(select(Result.result, Submission.data, Submission.received_at)
@@ -110,6 +106,8 @@ def export(engine: Engine, course: Course, out: Path, nbgrader: Path | None = No
     outputs.write_csv()
     outputs.report(written)
     write_lms_csv(written, course, out)
+    # Every change of a counted score, with why, who and when (the audit CSV).
+    atomic_write_text(out / "score-history.csv", history_csv(changes(engine, limit=10_000_000)))
     if nbgrader is not None:
         from autograder.exports.nbgrader import record_in_gradebook  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 

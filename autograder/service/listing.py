@@ -7,13 +7,13 @@ from typing import Any
 from markupsafe import Markup
 
 from autograder.points import fmt
-from autograder.service import people
+from autograder.service import history, people
 from autograder.service import queue as Q
 from autograder.service import repository
 from autograder.service.context import Service
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
-from autograder.service.ui import local_text
+from autograder.service.ui import UI, local_text
 from autograder.service.views import policy_view
 
 
@@ -54,3 +54,17 @@ def listing(state: Service, who: Caller, lang: str, *, student: str | None = Non
     if open_latest and out:
         out[0]["open"] = True
     return out
+
+
+def score_changes(state: Service, lang: str, student: str | None = None) -> list[dict[str, Any]]:
+    """The counted scores' history as the pages show it (one student's where ``student`` is given)."""
+    course = state.course
+    why = {"graded": UI[lang]["why_graded"], "regrade": UI[lang]["why_regrade"],
+           "extension": UI[lang]["why_extension"], "late_policy": UI[lang]["why_late_policy"],
+           "manual": UI[lang]["why_manual"], "review": UI[lang]["why_review"]}
+    return [{"at": local_text(r.at, course), "student": r.student, "assignment": r.assignment, "why": r.why,
+             "why_text": why.get(r.why, r.why), "who": UI[lang]["grader"] if r.who == history.WORKER else r.who,
+             "old": None if r.old_points is None else fmt(r.old_points),
+             "new": "—" if r.new_points is None else fmt(r.new_points),
+             "max": "—" if r.max_points is None else fmt(r.max_points)}
+            for r in history.changes(state.engine, student=student)]

@@ -86,7 +86,7 @@ def store(engine: Engine, *, student: str, assignment: str, filename: str, data:
     """Store a submission and queue its job, in one transaction: (submission id, job id). With
     ``admission``, its limits are counted in the same transaction (:class:`Refused` when one is reached)."""
     with Session(writing(engine)) as session, session.begin():
-        _lock_student(session, student)
+        lock_student(session, student)
         if admission is not None:
             _admit(session, student, assignment, admission)
         sub = Submission(student=student, assignment=assignment, filename=filename, data=data,
@@ -99,11 +99,12 @@ def store(engine: Engine, *, student: str, assignment: str, filename: str, data:
         return sub.id, job.id
 
 
-def _lock_student(session: Session, student: str) -> None:
-    """Serialize this student's admissions: PostgreSQL's transaction-scoped advisory lock on the student
-    (SQLite's BEGIN IMMEDIATE already lets one writer in at a time)."""
+def lock_student(session: Session, key: str) -> None:
+    """Serialize the transactions that take ``key`` (a student's admissions: their id; their score history:
+    ``history:`` and their id): PostgreSQL's transaction-scoped advisory lock (SQLite's BEGIN IMMEDIATE
+    already lets one writer in at a time)."""
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(sql("SELECT pg_advisory_xact_lock(hashtext(:who))"), {"who": student})
+        session.execute(sql("SELECT pg_advisory_xact_lock(hashtext(:who))"), {"who": key})
 
 
 def _admit(session: Session, student: str, assignment: str, admission: Admission) -> None:
@@ -210,26 +211,26 @@ def renew(engine: Engine, job: int, owner: str, lease_seconds: float) -> bool:
     return bool(done.rowcount)
 
 
-def complete(engine: Engine, job: int, owner: str, result: dict[str, Any]) -> bool:
-    """Record the result of ``owner``'s job: one row per submission; False (nothing written) when the
-    job is no longer ``owner``'s."""
+def complete(engine: Engine, job: int, owner: str, result: dict[str, Any]) -> str | None:
+    """Record the result of ``owner``'s job: one row per submission. "graded" (the submission's first result) or
+    "regrade" (it replaced one); None (nothing written) when the job is no longer ``owner``'s."""
     with Session(writing(engine)) as session, session.begin():
         now = utcnow()
         held = session.execute(update(Job).where(Job.id == job, Job.owner == owner, Job.state == "running")
                                .values(state="done", finished_at=now, lease_until=None,
                                        charged_until=_charged(session, job, now)))
         if not getattr(held, "rowcount", 0):       # (an UPDATE's result is a CursorResult)
-            return False
+            return None
         submission = session.execute(select(Job.submission_id).where(Job.id == job)).scalar_one()
         row = session.get(Result, submission)
         values = {"points": float(result.get("points") or 0.0), "max_points": float(result.get("max_points") or 0.0),
                   "status": str(result.get("status") or ""), "result": result, "graded_by": owner}
         if row is None:
             session.add(Result(submission_id=submission, **values))
-        else:
-            for key, value in values.items():
-                setattr(row, key, value)
-        return True
+            return "graded"
+        for key, value in values.items():
+            setattr(row, key, value)
+        return "regrade"
 
 
 def fail(engine: Engine, job: int, owner: str, error: str) -> bool:

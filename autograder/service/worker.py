@@ -30,6 +30,7 @@ from autograder import catalog as C
 from autograder.grading.process import prepare_grader_process, trusted_torch
 from autograder.grading.times import SubmittedAt
 from autograder.messages import say
+from autograder.service import history
 from autograder.service import queue as Q
 from autograder.service.db import engine_for, granted_extensions, upgrade
 
@@ -231,9 +232,17 @@ def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, sto
             continue
         finally:
             beat.job = None
-        if _again(Q.complete, engine, claimed.job, owner, result):
+        done = _again(Q.complete, engine, claimed.job, owner, result)
+        if done:
             graded += 1
+            # The counted score's history: a first grade or a regrade that moved it is recorded.
+            _again(_note_grade, engine, ctx.course, claimed, done)
     return graded
+
+
+def _note_grade(engine: Any, course: Any, claimed: Q.Claimed, why: str) -> int:
+    return history.note(engine, course, [(claimed.student, claimed.assignment)], why=why, who=history.WORKER,
+                        detail=f"submission {claimed.submission}")
 
 
 def _again(write: Any, *args: Any, seconds: float = 120.0) -> Any:

@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from autograder.clock import time_or_after
 from autograder.errors import AutograderError
 from autograder.service import audit
+from autograder.service import history as score_history
 from autograder.service import queue as Q
 from autograder.service import repository
 from autograder.service.auth import StaffPage, form_checked
@@ -27,7 +28,7 @@ from autograder.service.db import granted_extensions, utcnow
 from autograder.service.errors import ApiError
 from autograder.service.explain_job import NOTEBOOK, REQUEST
 from autograder.service.export import counted
-from autograder.service.listing import listing
+from autograder.service.listing import listing, score_changes
 from autograder.service.standing import Standing
 from autograder.service.ui import UI, closes_form, language, local_text, render, to_dashboard
 
@@ -78,8 +79,9 @@ async def history(request: Request, signed: StaffPage, state: ServiceDep, id: st
     student = id[:200]          # a query parameter: a student id may hold any character, "/" too
     lang = language(request, state.course)
     subs = await run_in_threadpool(lambda: listing(state, signed.caller, lang, student=student, open_latest=True))
+    changes = await run_in_threadpool(score_changes, state, lang, student)
     return render(request, state, "history", signed, title=UI[lang]["history"].format(student=student),
-                  student=student, submissions=subs)
+                  student=student, submissions=subs, changes=changes)
 
 
 @router.get("/explain")
@@ -174,6 +176,8 @@ async def grant(request: Request, signed: StaffPage, state: ServiceDep) -> Respo
     await run_in_threadpool(lambda: repository.grant_extension(
         state.engine, student=student, assignment=assignment, due=due, reason=str(form.get("reason") or "")[:500],
         granted_by=signed.caller.who))
+    await run_in_threadpool(lambda: score_history.note(state.engine, course, [(student, assignment)], why="extension",
+                                                 who=signed.caller.who))
     lang = language(request, course)
     said = UI[lang]["granted"].format(student=student, assignment=assignment, due=local_text(due, course))
     in_file = await run_in_threadpool(Deadlines.load, course)
@@ -199,5 +203,7 @@ async def revoke(request: Request, signed: StaffPage, state: ServiceDep) -> Resp
     student, assignment = str(form.get("student") or "")[:200], str(form.get("assignment") or "")[:100]
     n = await run_in_threadpool(lambda: repository.revoke_extensions(state.engine, student, assignment,
                                                                      by=signed.caller.who))
+    await run_in_threadpool(lambda: score_history.note(state.engine, state.course, [(student, assignment)],
+                                                 why="extension", who=signed.caller.who))
     return to_dashboard(request, UI[language(request, state.course)]["revoked"].format(
         student=student, assignment=assignment, n=n))

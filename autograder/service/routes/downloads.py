@@ -18,7 +18,8 @@ from autograder.service.export import export
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
-FILES = ("grades.csv", "canvas.csv", "moodle.csv", "moodle-grades.csv", "lms-skipped.csv", "feedback.zip")
+FILES = ("grades.csv", "canvas.csv", "moodle.csv", "moodle-grades.csv", "lms-skipped.csv", "score-history.csv",
+         "feedback.zip")
 
 
 @router.get("/download/{name}")

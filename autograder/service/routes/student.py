@@ -16,7 +16,7 @@ from autograder.service.auth import SignedPage
 from autograder.service.context import Service, ServiceDep
 from autograder.service.errors import base_path
 from autograder.service.intake import accept
-from autograder.service.listing import listing
+from autograder.service.listing import listing, score_changes
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
 from autograder.service.ui import UI, closes_form, language, local_text, render
@@ -35,7 +35,8 @@ async def me(request: Request, signed: SignedPage, state: ServiceDep) -> Respons
     standing = await run_in_threadpool(Standing, state.engine, state.course)    # (one read of the deadlines)
     mine = await run_in_threadpool(lambda: listing(state, signed.caller, lang, standing=standing))
     shown = await run_in_threadpool(student_assignments, state, signed.caller, mine, lang, standing)
-    return render(request, state, "me", signed, assignments=shown, title=UI[lang]["mine"])
+    changes = await run_in_threadpool(score_changes, state, lang, signed.caller.who)
+    return render(request, state, "me", signed, assignments=shown, title=UI[lang]["mine"], changes=changes)
 
 
 @router.post("/me/upload")

@@ -22,6 +22,7 @@ from support import make_samples
 from served import student_token
 from test_browser import ARTIFACTS, CHROMIUM_FLAGS, browser_kit  # noqa: F401 - the fixture
 from test_service_pages import QKV, site  # noqa: F401 - the fixture
+from autograder.service import tokens
 
 pytestmark = pytest.mark.slow
 TIMEOUT_MS = 90_000
@@ -147,6 +148,62 @@ def test_an_instructor_finds_who_has_not_submitted_edits_an_extension_and_revoke
             assert "token.revoke" in log and "extension.revoke" in log and "extension.grant" in log
         finally:
             chromium.close()
+
+
+def test_a_student_reads_why_her_grade_changed_after_an_extension_and_a_regrade(browser_kit, tmp_path):  # noqa: F811
+    """Issue 50: in Chromium, a late result (half off), then an extension granted on the dashboard and a regrade:
+    the student's page says each change, old and new, why and who, in her language."""
+    import datetime as dt
+
+    from served import serving
+    from test_real_class import LATE_COURSE, _late_result
+    from autograder.grading.deadlines import Deadlines, submitted_json
+    from autograder.grading.times import SubmittedAt
+    from autograder.service import db, history
+    from autograder.service import queue as Q
+    from autograder.service.app import create_app
+
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    ada = student_token(engine, "ada")
+    teacher = tokens.issue(engine, "teacher", role="instructor")
+    sub = _late_result(engine, "ada")
+    history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="graded", who=history.WORKER)
+    try:
+        with serving(create_app(engine, LATE_COURSE)) as url, browser_kit.sync_playwright() as pw:
+            chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
+            try:
+                board = chromium.new_context(locale="zh-CN").new_page()
+                board.set_default_timeout(TIMEOUT_MS)
+                _sign_in(board, url, teacher)
+                board.fill("#extension-form input[name=student]", "ada")
+                board.select_option("#extension-form select[name=assignment]", QKV.id)
+                board.fill("#extension-form input[name=due]", "2d")
+                board.click("#extension-form button")
+                board.wait_for_selector("#notice")
+                # Graded again after a check changed: 6 of 8, on time now.
+                Q.requeue(engine, [sub])
+                claimed = Q.claim(engine, "w", 60)
+                result = {"student": "ada", "assignment": QKV.id, "points": 6.0, "max_points": QKV.points,
+                          "status": "graded", "exercises": []}
+                received = dt.datetime(2026, 1, 11, 12, 0, tzinfo=dt.timezone.utc)
+                Deadlines.load(LATE_COURSE, more=db.granted_extensions(engine)).settle(
+                    result, submitted_json(SubmittedAt(received, "the service's receipt")))
+                assert Q.complete(engine, claimed.job, "w", result) == "regrade"
+                history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="regrade", who=history.WORKER)
+                page = chromium.new_context(locale="zh-CN").new_page()
+                page.set_default_timeout(TIMEOUT_MS)
+                _sign_in(page, url, ada)
+                rows = page.locator("#score-history tr[data-why]")
+                assert [rows.nth(i).get_attribute("data-why") for i in range(rows.count())] == [
+                    "graded", "extension", "regrade"]
+                assert "4 → 8 / 8" in rows.nth(1).inner_text() and "延期" in rows.nth(1).inner_text()
+                assert "teacher" in rows.nth(1).inner_text()
+                assert "8 → 6 / 8" in rows.nth(2).inner_text() and "重新评分" in rows.nth(2).inner_text()
+            finally:
+                chromium.close()
+    finally:
+        engine.dispose()
 
 
 EVIL_NAME = '<img src=x onerror="window.__pwned=1">"><script>window.__pwned=2</script>'

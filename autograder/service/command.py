@@ -133,15 +133,13 @@ def _roster(args: argparse.Namespace, engine: Any) -> int:
     if sum(chosen) != 1:
         raise AutograderError("serve roster: give ROSTER.csv to import, or --list, or --remove ID")
     if args.list:
-        import csv
+        from autograder.text import csv_rows
 
         held: dict[str, list[str]] = {}
         for t in tokens.listing(engine):
             held.setdefault(t.who, []).append(f"{t.id}:{t.state}")
-        writer = csv.writer(sys.stdout)
-        writer.writerow([*people.COLUMNS, "tokens"])
-        for row in people.people(engine):
-            writer.writerow([*row, " ".join(held.get(row.student, []))])
+        sys.stdout.write(csv_rows([[*people.COLUMNS, "tokens"]],
+                                  [[*row, " ".join(held.get(row.student, []))] for row in people.people(engine)]))
         return 0
     if args.remove:
         gone, revoked = tokens.remove_student(engine, args.remove, by="cli")

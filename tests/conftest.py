@@ -57,3 +57,34 @@ def course():
 
     C.load_catalog(hidden=True, mistakes=True)
     return load_course()
+
+
+@pytest.fixture(scope="module")
+def postgres_server():
+    """One PostgreSQL server for the module's tests (each test gets a database of its own: service_database)."""
+    import postgres
+
+    with postgres.server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def service_database(request, tmp_path) -> str:
+    """A fresh database's URL for the service: a SQLite file, or a new database on the module's PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "service.db")
+    import postgres
+
+    return postgres.fresh_database(request.getfixturevalue("postgres_server"),
+                                   f"t{abs(hash(request.node.nodeid)) % 10**9}")
+
+
+@pytest.fixture
+def service_engine(service_database):
+    """An engine on a fresh service database (SQLite, then PostgreSQL), migrated to the newest schema."""
+    from autograder.service import db
+
+    engine = db.engine_for(service_database)
+    db.upgrade(engine)
+    yield engine
+    engine.dispose()

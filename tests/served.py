@@ -60,3 +60,22 @@ def cli_student_token(base: list[str], env: dict[str, str], folder: Any, student
     with out.open(encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
     return next(r["token"] for r in rows if r["student"] == student)
+
+
+@contextlib.contextmanager
+def at_revision(engine: Any, revision: str) -> Iterator[Any]:
+    """A writing transaction on ``engine`` whose schema is Alembic's ``revision``: an older kit's database, to
+    fill before the newest migrations run over it."""
+    from pathlib import Path
+
+    from alembic import command
+    from alembic.config import Config
+
+    from autograder.service import db
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
+    with db.writing(engine).begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+        yield connection

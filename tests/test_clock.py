@@ -180,29 +180,9 @@ def test_the_kit_has_one_time_parser() -> None:
 # --- the service's time columns ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def postgres_server():
-    import postgres
-
-    with postgres.server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request, tmp_path):
-    from autograder.service import db
-
-    if request.param == "sqlite":
-        url = str(tmp_path / "service.db")
-    else:
-        import postgres
-
-        url = postgres.fresh_database(request.getfixturevalue("postgres_server"),
-                                      f"clock{abs(hash(request.node.nodeid)) % 10**9}")
-    e = db.engine_for(url)
-    db.upgrade(e)
-    yield e
-    e.dispose()
+@pytest.fixture
+def engine(service_engine):
+    return service_engine
 
 
 def test_utc_datetime_stores_the_moment_and_gives_back_aware_utc(engine) -> None:

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select, update
 
 from support import make_samples
-from served import serving
+from served import at_revision, serving
 from test_service_pages import browser, csrf_of, sign_in
 from autograder.config import load_course
 from autograder.errors import AutograderError
@@ -32,27 +32,9 @@ COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
 
 
-@pytest.fixture(scope="module")
-def postgres_server():
-    import postgres
-
-    with postgres.server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request, tmp_path):
-    if request.param == "sqlite":
-        url = str(tmp_path / "service.db")
-    else:
-        import postgres
-
-        url = postgres.fresh_database(request.getfixturevalue("postgres_server"),
-                                      f"i{abs(hash(request.node.nodeid)) % 10**9}")
-    e = db.engine_for(url)
-    db.upgrade(e)
-    yield e
-    e.dispose()
+@pytest.fixture
+def engine(service_engine):
+    return service_engine
 
 
 def roster_file(tmp_path, text: str):
@@ -158,16 +140,8 @@ def test_removing_a_student_revokes_their_tokens_and_keeps_their_submissions(eng
 
 def test_an_older_database_takes_its_token_holders_as_its_roster(tmp_path):
     """Migration 0005 on a database of 0004 with tokens: their students are the roster, their tokens still work."""
-    from alembic import command
-    from alembic.config import Config
-    from pathlib import Path
-
     engine = db.engine_for(str(tmp_path / "old.db"))
-    config = Config()
-    config.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
-    with db.writing(engine).begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0004")
+    with at_revision(engine, "0004") as connection:
         connection.exec_driver_sql("INSERT INTO tokens (digest, role, who, name, created_at) VALUES "
                                    f"('{tokens.digest('old-token')}', 'student', 'ada', 'Ada', '2026-09-01 08:00:00'),"
                                    f"('{tokens.digest('staff')}', 'instructor', 'prof', '', '2026-09-01 08:00:00')")

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import func, inspect, select
 
 from support import make_samples, wait_for_job
-from served import student_token
+from served import at_revision, student_token
 from autograder.config import load_course
 from autograder.service import db
 from autograder.service import queue as Q
@@ -33,24 +33,9 @@ QKV = COURSE.assignment("02_qkv_attention")
 UTC = dt.timezone.utc
 
 
-@pytest.fixture(scope="module")
-def postgres_server():
-    """One PostgreSQL server for the module's tests (each test gets a database of its own)."""
-    import postgres
-
-    with postgres.server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request, tmp_path) -> str:
-    """A fresh database's URL: a SQLite file, or a new database on the module's PostgreSQL server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "service.db")
-    import postgres
-
-    base = request.getfixturevalue("postgres_server")
-    return postgres.fresh_database(base, f"t{abs(hash(request.node.nodeid)) % 10**9}")
+@pytest.fixture
+def database(service_database) -> str:
+    return service_database
 
 
 @pytest.fixture
@@ -577,15 +562,8 @@ def test_the_database_files_are_private_from_creation_and_after_an_upgrade(tmp_p
 
 def test_an_older_databases_jobs_learn_their_student(tmp_path):
     """A database at the schema before fair share (0003): its jobs get their submission's student."""
-    from alembic import command
-    from alembic.config import Config
-
     engine = db.engine_for(str(tmp_path / "old.db"))
-    config = Config()
-    config.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
-    with db.writing(engine).begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0003")
+    with at_revision(engine, "0003") as connection:
         connection.exec_driver_sql("INSERT INTO submissions (id, student, assignment, filename, sha256, data, "
                                    "received_at) VALUES (1, 'ada', 'x', 'a.ipynb', '', x'00', '2026-01-01')")
         connection.exec_driver_sql("INSERT INTO jobs (id, submission_id, state, claims, created_at) "

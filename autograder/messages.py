@@ -455,6 +455,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "page.email": ("邮箱", "Email"),
     "page.section": ("班级", "Section"),
     "page.download_csv": ("下载 CSV", "Download CSV"),
+    "page.mail_them": ("给这 {n} 人写邮件（密送）", "Mail these {n} (blind copies)"),
     "page.remove_student": ("移出名单", "Remove from the roster"),
     "page.removed": ("已把 {student} 移出名单，撤销了 {n} 个令牌；提交记录保留", "removed {student} from the roster and revoked {n} token(s); their submissions stay"),
     "page.tokens": ("令牌", "Tokens"),

@@ -234,6 +234,9 @@ def test_the_roster_page_shows_names_and_who_has_not_submitted_with_a_csv_to_mai
         assert 'data-student="ada"' in page.text and "Remove from the roster" not in page.text   # (a TA's view)
         missing = ta.get("/dashboard/roster", params={"assignment": QKV.id, "show": "missing"})
         assert 'data-student="cat"' in missing.text and 'data-student="ada"' not in missing.text
+        assert 'id="mail-them"' not in missing.text                 # (cat has no email)
+        waiting = ta.get("/dashboard/roster", params={"assignment": QKV.id, "show": "graded", "lang": "en"})
+        assert 'href="mailto:?bcc=ada%40x.example"' in waiting.text and "Mail these 1" in waiting.text
         assert 'data-student="ben"' not in missing.text           # submitted, waiting for its grade
         sheet = ta.get("/dashboard/roster.csv", params={"assignment": QKV.id, "show": "missing"})
         assert sheet.status_code == 200 and sheet.headers["cache-control"] == "no-store"

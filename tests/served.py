@@ -24,7 +24,10 @@ def serving(app: Any, port: int | None = None, **options: Any) -> Iterator[str]:
     from autograder.service.server import server_config
 
     port = port or free_port()
-    server = uvicorn.Server(server_config(app, "127.0.0.1", port, **options))
+    config = server_config(app, "127.0.0.1", port, **options)
+    # A page left open holds a long poll (?wait=20): the test's server stops without waiting it out.
+    config.timeout_graceful_shutdown = 1
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

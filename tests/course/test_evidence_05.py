@@ -199,3 +199,11 @@ def test_05_says_equal_within_rounding_where_the_cells_show_rounding(chapter):
     nb = nbformat.read(ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "同一个种子抽两次" in code and "同一个 seed" not in code
+
+
+def test_05_shifting_k_positions_is_one_rotation_as_51_says(chapter):
+    """Issue 53, 8: 5.1 says moving k positions on is a rotation that depends on k alone; the facts cell rotates
+    each (sin, cos) pair of PE[t] by k * omega_i and gets PE[t + k] for every t."""
+    ns, _text = chapter
+    assert "只与 $k$ 有关的旋转" in cell("ex5-1-statement")
+    assert ns["shift"] == 7 and ns["relative_gap"] < 1e-5

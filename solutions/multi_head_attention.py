@@ -15,7 +15,7 @@ def split_heads(x, num_heads):
     if E % num_heads != 0:
         raise ValueError(f"E = {E} 不能被 num_heads = {num_heads} 整除")
     d = E // num_heads
-    # the reshape only cuts each token's features; the transpose then makes heads a batch dim
+    # `reshape` 只切开每个词元的特征；`transpose` 再把头变成一个批量维
     return x.reshape(B, T, num_heads, d).transpose(1, 2)   # (B, T, H, d) -> (B, H, T, d)
 
 
@@ -36,18 +36,18 @@ def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_b
     """
     E = query.shape[-1]
     W_q, W_k, W_v = in_proj_weight.chunk(3, dim=0)                   # each (E, E)
-    # None as no bias (what a module with bias=False holds), so any caller's None is 0
+    # None 表示没有偏置（bias=False 的模块里存的就是 None），所以调用者传 None 都按 0 算
     b_q, b_k, b_v = in_proj_bias.chunk(3, dim=0) if in_proj_bias is not None else (0.0,) * 3
     q = split_heads(query @ W_q.T + b_q, num_heads)                  # (B, Tq, E) -> (B, H, Tq, d)
     k = split_heads(key @ W_k.T + b_k, num_heads)                    # (B, Tk, E) -> (B, H, Tk, d)
     v = split_heads(value @ W_v.T + b_v, num_heads)                  # (B, Tk, E) -> (B, H, Tk, d)
     scores = q @ k.transpose(-2, -1) / math.sqrt(E // num_heads)     # (B, H, Tq, Tk)
     if key_padding_mask is not None:
-        scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))   # mask (B, 1, 1, Tk)
+        scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))   # 掩码 (B, 1, 1, Tk)
     row_max = scores.amax(dim=-1, keepdim=True)                      # (B, H, Tq, 1)
-    # a fully padded row has max -inf: shift it by 0 so that exp gives 0 instead of NaN
+    # 整行都是填充时最大值是 -inf：改成减 0，exp 得 0 而不是 NaN
     row_max = torch.where(torch.isinf(row_max), torch.zeros_like(row_max), row_max)
-    e = torch.exp(scores - row_max)                                  # exactly 0 at padded keys
+    e = torch.exp(scores - row_max)                                  # 填充的键上恰好为 0
     total = e.sum(dim=-1, keepdim=True)                              # (B, H, Tq, 1)
     weights = e / torch.where(total == 0, torch.ones_like(total), total)   # (B, H, Tq, Tk)
     out = merge_heads(weights @ v) @ out_proj_weight.T                    # (B, Tq, E)
@@ -73,16 +73,16 @@ class MultiHeadAttention(nn.Module):
         if bias:
             self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim))           # (3E,)
         else:
-            self.register_parameter("in_proj_bias", None)                           # as torch: no bias at all
+            self.register_parameter("in_proj_bias", None)                           # 与 torch 相同：完全没有偏置
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)                  # out_proj.weight (E, E)
-        # torch's initialization: xavier for in_proj_weight, both biases 0, out_proj.weight as nn.Linear's
+        # 与 torch 的初始化相同：in_proj_weight 用 xavier，两个偏置为 0，out_proj.weight 同 nn.Linear
         nn.init.xavier_uniform_(self.in_proj_weight)
         if bias:
             nn.init.zeros_(self.out_proj.bias)
 
     def forward(self, query, key, value, key_padding_mask=None):
         E = self.embed_dim
-        # without biases torch adds nothing: zeros keep 4.3's signature and give the same result
+        # 没有偏置时 torch 什么也不加：传 0 既保持 4.3 的签名，结果也相同
         in_bias = self.in_proj_bias if self.in_proj_bias is not None else query.new_zeros(3 * E)
         out_bias = self.out_proj.bias if self.out_proj.bias is not None else query.new_zeros(E)
         return multi_head_attention(query, key, value, self.num_heads, self.in_proj_weight, in_bias,

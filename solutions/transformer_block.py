@@ -12,7 +12,7 @@ def positional_encoding(positions, D):
     positions：(T,) 浮点张量（位置 0、1、2……）；返回 (T, D)，dtype 和设备与 positions 相同。
     """
     column = torch.arange(D, device=positions.device)                                  # (D,)
-    # columns 2i and 2i+1 share the frequency 10000^(-2i/D); for odd D the last column is a sin
+    # 第 2i 列和第 2i+1 列共用频率 10000^(-2i/D)；D 为奇数时最后一列是 sin
     frequency = 10000.0 ** (-(column - column % 2).to(positions.dtype) / D)            # (D,)
     angle = positions[:, None] * frequency                                              # (T, D)
     return torch.where(column % 2 == 0, torch.sin(angle), torch.cos(angle))             # (T, D)
@@ -21,8 +21,8 @@ def positional_encoding(positions, D):
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """练习 5.2：沿最后一维做层规范化，与 F.layer_norm(x, x.shape[-1:], weight, bias, eps) 相同。"""
     mean = x.mean(dim=-1, keepdim=True)                          # (..., 1)
-    centered = x - mean                                          # subtract first: stable for large offsets
-    variance = (centered * centered).mean(dim=-1, keepdim=True)  # biased, as F.layer_norm
+    centered = x - mean                                          # 先减均值：偏移很大时也稳定
+    variance = (centered * centered).mean(dim=-1, keepdim=True)  # 有偏估计，与 F.layer_norm 相同
     y = centered / torch.sqrt(variance + eps)
     if weight is not None:
         y = y * weight
@@ -59,7 +59,7 @@ def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_b
     """
     E = query.shape[-1]
     W_q, W_k, W_v = in_proj_weight.chunk(3, dim=0)                   # each (E, E)
-    # None as no bias (what a module with bias=False holds), so any caller's None is 0
+    # None 表示没有偏置（bias=False 的模块里存的就是 None），所以调用者传 None 都按 0 算
     b_q, b_k, b_v = in_proj_bias.chunk(3, dim=0) if in_proj_bias is not None else (0.0,) * 3
     q = split_heads(query @ W_q.T + b_q, num_heads)                  # (B, H, Tq, d)
     k = split_heads(key @ W_k.T + b_k, num_heads)                    # (B, H, Tk, d)
@@ -68,7 +68,7 @@ def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_b
     if key_padding_mask is not None:
         scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))   # (B, 1, 1, Tk)
     if attn_mask is not None:
-        scores = scores.masked_fill(attn_mask, float("-inf"))                            # (Tq, Tk) broadcasts
+        scores = scores.masked_fill(attn_mask, float("-inf"))                            # (Tq, Tk) 广播
     row_max = scores.amax(dim=-1, keepdim=True)
     row_max = torch.where(torch.isinf(row_max), torch.zeros_like(row_max), row_max)
     e = torch.exp(scores - row_max)
@@ -119,16 +119,16 @@ class TransformerBlock(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, num_heads)   # self_attn.in_proj_weight, ...
         self.linear1 = nn.Linear(d_model, d_ff)                   # linear1.weight (F, D)
         self.linear2 = nn.Linear(d_ff, d_model)                   # linear2.weight (D, F)
-        self.norm1 = nn.LayerNorm(d_model)                        # holds norm1.weight, norm1.bias
+        self.norm1 = nn.LayerNorm(d_model)                        # 含 norm1.weight、norm1.bias
         self.norm2 = nn.LayerNorm(d_model)
 
     def forward(self, x, key_padding_mask=None, attn_mask=None):
         h = layer_norm(x, self.norm1.weight, self.norm1.bias)                          # (B, T, D)
         attended, _ = self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
-        x = x + attended                                                                # residual 1
+        x = x + attended                                                                # 残差连接 1
         h = layer_norm(x, self.norm2.weight, self.norm2.bias)
         return x + feed_forward(h, self.linear1.weight, self.linear1.bias,
-                                self.linear2.weight, self.linear2.bias)                 # residual 2
+                                self.linear2.weight, self.linear2.bias)                 # 残差连接 2
 
 
 class TinyLM(nn.Module):
@@ -143,24 +143,24 @@ class TinyLM(nn.Module):
         super().__init__()
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.blocks = nn.ModuleList([TransformerBlock(d_model, num_heads, d_ff) for _ in range(num_layers)])
-        self.norm = nn.LayerNorm(d_model)                           # the final norm: norm.weight, norm.bias
+        self.norm = nn.LayerNorm(d_model)                           # 最后的规范化：norm.weight、norm.bias
 
     def forward(self, tokens, key_padding_mask=None):
         B, T = tokens.shape
         weight = self.token_embedding.weight                                             # (V, D)
         positions = torch.arange(T, dtype=weight.dtype, device=weight.device)             # (T,)
         x = self.token_embedding(tokens) + positional_encoding(positions, weight.shape[1])  # (B, T, D)
-        causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)        # True: a later key
+        causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)        # True：之后的键
         for block in self.blocks:
             x = block(x, key_padding_mask=key_padding_mask, attn_mask=causal)            # (B, T, D)
         x = layer_norm(x, self.norm.weight, self.norm.bias)
-        return x @ weight.T                                                              # tied: (B, T, V)
+        return x @ weight.T                                                              # 共用权重：(B, T, V)
 
 
 def masked_cross_entropy(logits, targets, ignore_index=-100):
     """第 03 章的练习 3.4：logits (B, T, C)，targets (B, T) int64；对 targets != ignore_index 的位置取平均。"""
     keep = targets != ignore_index                                               # (B, T)
-    safe = torch.where(keep, targets, torch.zeros_like(targets))                 # a valid index everywhere
+    safe = torch.where(keep, targets, torch.zeros_like(targets))                 # 处处是合法的下标
     top = logits.amax(dim=-1, keepdim=True)
     log_z = top.squeeze(-1) + torch.log(torch.exp(logits - top).sum(dim=-1))     # (B, T)
     picked = logits.gather(-1, safe.unsqueeze(-1)).squeeze(-1)                   # (B, T)
@@ -170,9 +170,9 @@ def masked_cross_entropy(logits, targets, ignore_index=-100):
 
 def lm_loss(logits, tokens, key_padding_mask=None):
     """练习 5.6：下一个词元的交叉熵。logits (B, T, V)，tokens (B, T) int64，key_padding_mask (B, T) bool 或 None。"""
-    targets = tokens[:, 1:]                                        # position t predicts token t + 1
+    targets = tokens[:, 1:]                                        # 位置 t 预测词元 t + 1
     if key_padding_mask is not None:
-        targets = targets.masked_fill(key_padding_mask[:, 1:], -100)   # a padded target does not count
+        targets = targets.masked_fill(key_padding_mask[:, 1:], -100)   # 填充的目标不算
     return masked_cross_entropy(logits[:, :-1], targets)
 
 
@@ -205,7 +205,7 @@ def cached_self_attention(x, cache, num_heads, in_proj_weight, in_proj_bias, out
         v = torch.cat([cache[1], v], dim=2)
     S = k.shape[2] - T_new
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)                 # (B, H, T_new, S + T_new)
-    # new position i is absolute position S + i: it may see keys 0 .. S + i
+    # 新的第 i 个位置就是绝对位置 S + i：它看得到键 0 .. S + i
     later = torch.arange(S + T_new, device=x.device)[None, :] > S + torch.arange(T_new, device=x.device)[:, None]
     weights = torch.softmax(scores.masked_fill(later, float("-inf")), dim=-1)
     out = merge_heads(weights @ v) @ out_proj_weight.T + out_proj_bias

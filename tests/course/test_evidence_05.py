@@ -207,3 +207,22 @@ def test_05_shifting_k_positions_is_one_rotation_as_51_says(chapter):
     ns, _text = chapter
     assert "只与 $k$ 有关的旋转" in cell("ex5-1-statement")
     assert ns["shift"] == 7 and ns["relative_gap"] < 1e-5
+
+
+def test_05_the_intros_table_of_substitutions_is_course_ymls_builds_on():
+    """Issue 53, 9: the intro's table (which function of yours stands behind which exercise, replaced by the
+    reference where it failed) says what course.yml's builds_on makes the grader do, row by row."""
+    import re
+
+    from autograder.config import load_course
+
+    course = load_course()
+    used_by: dict[str, set[str]] = {}
+    for exercise in course.assignment(ASSIGNMENT).exercises:
+        for earlier in exercise.builds_on or []:
+            used_by.setdefault(earlier, set()).add(exercise.id)
+    table = {}
+    for row in re.findall(r"^\| ([^|]+) \| ([\d.、]+) \|$", cell("intro"), flags=re.M):
+        for earlier in re.findall(r"(\d\.\d) `", row[0]):
+            table[earlier] = set(row[1].split("、"))
+    assert table == used_by

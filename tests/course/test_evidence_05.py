@@ -226,3 +226,17 @@ def test_05_the_intros_table_of_substitutions_is_course_ymls_builds_on():
         for earlier in re.findall(r"(\d\.\d) `", row[0]):
             table[earlier] = set(row[1].split("、"))
     assert table == used_by
+
+
+def test_05_learned_and_sinusoidal_positions_end_at_the_same_loss_here(chapter):
+    """Issue 53, 11: the same blocks and batches with a learned position table (CONTEXT rows) instead of the
+    sinusoidal one end within 0.001 of each other, as the note says; the learned table has CONTEXT * D more
+    parameters and no row past CONTEXT."""
+    ns, _text = chapter
+    sinusoidal, learned = (sum(ns[k][-20:]) / 20 for k in ("tf_losses", "learned_losses"))
+    assert abs(sinusoidal - learned) < 0.001 and "相差不到 0.001" in cell("positions-note")
+    assert len(ns["learned_losses"]) == ns["STEPS"]
+    model = ns["learned_model"]
+    assert model.positions.weight.shape == (ns["CONTEXT"], ns["WIDTH"])
+    extra = sum(p.numel() for p in model.parameters()) - ns["tf_params"]
+    assert extra == ns["CONTEXT"] * ns["WIDTH"]

@@ -156,7 +156,7 @@ def _roster(args: argparse.Namespace, engine: Any) -> int:
     if new and args.out is None:
         raise AutograderError(f"serve roster {args.roster}: {len(new)} student(s) get a token ({', '.join(new[:3])}"
                               f"{', ...' if len(new) > 3 else ''}): give -o TOKENS.csv to write them to")
-    rows = tokens.import_roster(engine, args.roster)
+    rows = tokens.enrol(engine, members, by="cli", source=args.roster.name)
     if args.out is not None:
         from autograder.atomic import atomic_write_text
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine, Row
 
 from autograder.roster import Member
@@ -75,7 +75,3 @@ def on_roster(engine: Engine, student: str) -> bool:
     with engine.connect() as conn:
         return conn.execute(select(Person.student).where(Person.student == student)).first() is not None
 
-
-def size(engine: Engine) -> int:
-    with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(Person)).scalar_one())

@@ -27,7 +27,7 @@ from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from autograder.errors import AutograderError
-from autograder.roster import read_roster
+from autograder.roster import Member, read_roster
 from autograder.text import csv_cell
 from autograder.service import audit, people
 from autograder.service.db import Person, Token, WebSession, utcnow, writing
@@ -205,8 +205,14 @@ def import_roster(engine: Engine, roster: Path, *, by: str = audit.COMMAND_LINE)
     as downloaded) and issue a token to each of its students who holds no live token yet: (student, name, token)
     rows, for the instructor to hand out. Errors name the file and row; nothing changes unless the whole file
     reads. A student already holding a token keeps it (``serve token --reissue`` gives a new one)."""
-    members = read_roster(roster).members
-    people.import_members(engine, members, by=by, source=roster.name)
+    return enrol(engine, read_roster(roster).members, by=by, source=roster.name)
+
+
+def enrol(engine: Engine, members: Sequence[Member], *, by: str = audit.COMMAND_LINE,
+          source: str = "") -> list[tuple[str, str, str]]:
+    """:func:`import_roster` of a class list already read: add or update each member, then a token for each
+    one who holds no live token yet."""
+    people.import_members(engine, members, by=by, source=source)
     have = holders(engine)
     with writing(engine).begin() as conn:
         return [(m.student, m.name, issue_in(conn, m.student, name=m.name, by=by)) for m in members

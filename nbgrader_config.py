@@ -18,7 +18,7 @@ if HERE not in sys.path:
 # never one found from the submission's folder.
 os.environ["AUTOGRADER_COURSE"] = os.path.join(HERE, "course.yml")
 
-from autograder.authoring.notebooks import NBGRADER_PREPROCESSORS, course_stub  # noqa: E402
+from autograder.authoring.notebooks import NBGRADER_PREPROCESSORS, course_stub, course_text_stub  # noqa: E402
 from autograder.config import COURSE_FILES  # noqa: E402
 from nbgrader.coursedir import CourseDirectory  # noqa: E402
 
@@ -35,6 +35,7 @@ c.CourseDirectory.ignore = [*CourseDirectory.class_traits()["ignore"].default(),
 
 # The stub names the exercise: ex2_4 -> 'raise NotImplementedError("Need to implement for exercise 2.4")'.
 c.ClearSolutions.code_stub = {"python": course_stub(HERE)}
+c.ClearSolutions.text_stub = course_text_stub(HERE)     # a written answer's cell, in the release
 # `nbgrader export` writes every score in hundredths, as grades.csv does (nbgrader's own sums are floats).
 c.ExportApp.plugin_class = "autograder.exports.nbgrader_export.HundredthsCsvExport"
 c.GenerateAssignment.preprocessors = NBGRADER_PREPROCESSORS

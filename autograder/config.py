@@ -23,6 +23,7 @@ from autograder.config_errors import did_you_mean, validation_message
 from autograder.errors import ConfigError, UnknownExercise
 from autograder.late_policy import LatePolicy
 from autograder.roster import read_roster
+from autograder.written import Question
 
 #: The engine's own folder (the ``autograder`` package). The course it grades is found, never assumed:
 #: see :func:`course_file`.
@@ -151,6 +152,9 @@ class Assignment(_Strict):
         "the assignment's name in the LMS gradebook, exactly as it is spelled there (canvas.csv's column "
         "header: Canvas adds a new assignment for a header it does not know); default: title"))
     exercises: list[Exercise] = Field(min_length=1)
+    questions: list[Question] = Field(default_factory=list, description=(
+        "written answers a person grades (autograder.written): each an nbgrader manually graded answer cell of "
+        "the notebook, with its points and rubric; automatic grading leaves them waiting, never 0"))
     due: str | datetime.datetime | None = Field(None, description=(
         "the due date, ISO 8601 (2026-12-08T23:59+08:00); without an offset, in the course's timezone"))
     late_until: str | datetime.datetime | None = Field(None, description=(
@@ -194,7 +198,15 @@ class Assignment(_Strict):
 
     @property
     def points(self) -> float:
+        """The points the automatic checks give (the exercises'); the written questions' are :attr:`manual_points`."""
         return sum(e.points for e in self.exercises)
+
+    @property
+    def manual_points(self) -> float:
+        return sum(q.points for q in self.questions)
+
+    def question(self, question_id: str) -> Question | None:
+        return next((q for q in self.questions if q.id == question_id), None)
 
     @property
     def gradebook_title(self) -> str:
@@ -221,6 +233,11 @@ class ServicePolicy(_Strict):
         "user with access to the service is a student, their Hub name their student id"))
     instructor_group: str | None = Field(default="instructors", description=(
         "a JupyterHub group whose members are instructors or TAs too (none: only the list)"))
+    blind_grading: bool = Field(default=False, description=(
+        "hand-grading pages hide the students' names and ids (each answer is shown by its submission number)"))
+    review_days: int = Field(default=7, ge=0, description=(
+        "days a student may ask for a review of a score, counted from the due date (from the grading, for an "
+        "assignment without one, or where the grading came later); 0: no reviews"))
 
     @field_validator("before_due")
     @classmethod
@@ -359,10 +376,10 @@ class Course(_Strict):
     def _unique_ids(self) -> Course:
         seen: dict[str, str] = {}
         for a in self.assignments:
-            for e in a.exercises:
-                if e.id in seen:
-                    raise ValueError(f"exercise ID {e.id!r} appears twice ({seen[e.id]} and {a.id})")
-                seen[e.id] = a.id
+            for eid in [e.id for e in a.exercises] + [q.id for q in a.questions]:
+                if eid in seen:
+                    raise ValueError(f"exercise ID {eid!r} appears twice ({seen[eid]} and {a.id})")
+                seen[eid] = a.id
         ids = [a.id for a in self.assignments]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from autograder.authoring.build import release_notebook  # noqa: E402
 from autograder.authoring.notebooks import BEGIN, END, Source, strip_markers  # noqa: E402
 from autograder.config import Assignment, Course, grade_id, load_course  # noqa: E402
+from autograder.written import answer_grade_id  # noqa: E402
 
 
 # -- the notebooks samples are made from ------------------------------------------------
@@ -114,12 +115,17 @@ def solution_code(assignment: Assignment, exercise_id: str, root: Path = ROOT) -
 
 def submission(assignment: Assignment, *, solved: tuple[str, ...] | str = (), code: dict[str, str] | None = None,
                extra_cells: dict[str, str] | None = None, root: Path = ROOT) -> NotebookNode:
-    """The student notebook with ``solved`` exercises (``"all"``) filled from the source, ``code``
-    cells (exercise ID -> code) written as given, and ``extra_cells`` (after grade_id -> code) added."""
+    """The student notebook with ``solved`` exercises (``"all"``: and the written answers) filled from the
+    source, ``code`` cells (exercise ID -> code) written as given, and ``extra_cells``
+    (after grade_id -> code) added."""
     nb = copy.deepcopy(student_notebook(assignment, root))
     wanted = [e.id for e in assignment.exercises] if solved == "all" else list(solved)
     for ex in wanted:
         _find(nb, grade_id(ex)).source = solution_code(assignment, ex, root)
+    if solved == "all":         # a written answer too: the source's model answer
+        for q in assignment.questions:
+            _find(nb, answer_grade_id(q.id)).source = _find(source_notebook(assignment, root),
+                                                            answer_grade_id(q.id)).source
     for ex, text in (code or {}).items():
         _find(nb, grade_id(ex)).source = text
     for after, text in (extra_cells or {}).items():

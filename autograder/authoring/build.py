@@ -66,6 +66,7 @@ from autograder.authoring.notebooks import (  # noqa: F401
 from autograder.catalog import COURSE_FILES
 from autograder.config import Course, course_root, load_course
 from autograder.errors import BuildError, StaleError
+from autograder.written import TEXT_STUBS
 from autograder.grading.references import module_name
 
 
@@ -81,7 +82,8 @@ def release_notebook(source: Source, language: str, assignment: str | None = Non
     notebook's metadata (:class:`autograder.authoring.notebooks.AssignmentMetadata`)."""
     stub = stub_for(language)
     exporter = NotebookExporter(config=Config({"Exporter": {"default_preprocessors": []},
-                                               "ExerciseStubs": {"code_stub": {"python": stub}}}))
+                                               "ExerciseStubs": {"code_stub": {"python": stub},
+                                                                 "text_stub": TEXT_STUBS[language]}}))
     for preprocessor in RELEASE_PREPROCESSORS:
         exporter.register_preprocessor(preprocessor)
     name = PurePosixPath(source.path).stem
@@ -173,7 +175,7 @@ def derive(root: Path, course: Course, outputs: bool = True) -> Derived:
     files: dict[str, bytes] = {"solutions/__init__.py": SOLUTIONS_INIT}
     sources = []
     for a in course.assignments:
-        source = read_source(root, a.id, [(e.id, e.function) for e in a.exercises])
+        source = read_source(root, a.id, [(e.id, e.function) for e in a.exercises], tuple(q.id for q in a.questions))
         sources.append(source)
         files[f"release/{a.id}/{a.notebook}"] = release_notebook(source, course.language, a.id)
         files.update(_extra_files(root, a.id))

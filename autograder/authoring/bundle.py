@@ -48,6 +48,7 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/late_policy.py",      # (course.yml's late policies: config reads them)
     "autograder/clock.py",            # (course.yml's dates and time zone: config reads them)
     "autograder/roster.py",           # (course.yml's roster: config reads it where asked)
+    "autograder/written.py",          # (course.yml's written questions: config reads them)
     "autograder/errors.py",
     "autograder/plain.py",
     "autograder/compact_json.py",

@@ -35,6 +35,7 @@ from autograder.config import Course, Exercise, exercise_of, grade_id
 from autograder.errors import AutograderError, BuildError
 from autograder.notebook import cell_grade_id
 from autograder.pyast import parse as parse_python
+from autograder.written import TEXT_STUBS, answer_grade_id
 
 
 #: What a solution region becomes, in course.yml's language; ``{exercise}`` is the cell's exercise ID
@@ -58,6 +59,11 @@ def _course_language(root: Path) -> str:
     except (OSError, yaml.YAMLError, AttributeError):
         return "zh"
     return language if language in STUBS else "zh"
+
+
+def course_text_stub(root: Path) -> str:
+    """What a written answer's cell holds in the release, in the course's language (nbgrader's text stub)."""
+    return TEXT_STUBS[_course_language(Path(root))]
 
 
 def course_stub(root: Path) -> str:
@@ -140,12 +146,19 @@ def _where(cell: NotebookNode, index: int) -> str:
     return f"cell {gid!r}" if gid else f"cell {index + 1} (id {cell.get('id', '?')!r})"
 
 
-def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]]) -> Source:
-    """Read and validate source/<a>/<a>.ipynb; ``exercises`` is [(exercise ID, function)]."""
+def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]],
+                questions: tuple[str, ...] = ()) -> Source:
+    """Read and validate source/<a>/<a>.ipynb; ``exercises`` is [(exercise ID, function)], ``questions`` the
+    written questions' IDs (each a Markdown answer cell, :mod:`autograder.written`)."""
     rel = f"source/{assignment_id}/{assignment_id}.ipynb"
     nb = _read_notebook(root / rel, rel)
     seen = _grade_ids(rel, nb)
-    solutions = _solution_cells(rel, nb, {grade_id(ex): (ex, fn) for ex, fn in exercises})
+    answers = {answer_grade_id(q): q for q in questions}
+    solutions = _solution_cells(rel, nb, {grade_id(ex): (ex, fn) for ex, fn in exercises}, answers)
+    for gid, q in answers.items():
+        if gid not in seen:
+            raise BuildError(f"{rel}: no answer cell {gid!r} for question {q}",
+                             hint="a Markdown cell, nbgrader's manually graded answer (grade and solution)")
     for ex, _function in exercises:
         if grade_id(ex) not in seen:
             raise BuildError(f"{rel}: no solution cell {grade_id(ex)!r} for exercise {ex}")
@@ -210,11 +223,14 @@ def _grade_ids(rel: str, nb: NotebookNode) -> dict[str, int]:
     return seen
 
 
-def _solution_cells(rel: str, nb: NotebookNode, wanted: dict[str, tuple[str, str]]) -> list[tuple[str, str]]:
+def _solution_cells(rel: str, nb: NotebookNode, wanted: dict[str, tuple[str, str]],
+                    answers: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """(grade_id, code without markers) of each solution cell, in notebook order; ``wanted``: grade_id ->
-    (exercise ID, function). A solution cell of no exercise, or one that does not define its function, is
-    an error, as is a solution region outside a solution cell."""
+    (exercise ID, function), ``answers``: grade_id -> question ID of the written answers' cells. A solution cell
+    of no exercise or question, or one that does not define its function, is an error, as is a solution region
+    outside a solution cell."""
     solutions: list[tuple[str, str]] = []
+    answers = answers or {}
     for index, cell in enumerate(nb.cells):
         where = _where(cell, index)
         meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -224,9 +240,14 @@ def _solution_cells(rel: str, nb: NotebookNode, wanted: dict[str, tuple[str, str
                 raise BuildError(f"{rel}: {where} holds a {BEGIN} region but is not a solution cell")
             continue
         gid = meta.get("grade_id", "")
+        if gid in answers:
+            if cell.cell_type != "markdown" or not meta.get("grade"):
+                raise BuildError(f"{rel}: {where} must be a Markdown cell graded by hand (grade and solution: "
+                                 f"nbgrader's manually graded answer) for question {answers[gid]}")
+            continue
         if gid not in wanted:
-            raise BuildError(f"{rel}: {where} is a solution cell of no exercise of this assignment",
-                             hint=f"solution cells are named {', '.join(sorted(wanted))}")
+            raise BuildError(f"{rel}: {where} is a solution cell of no exercise or question of this assignment",
+                             hint=f"solution cells are named {', '.join(sorted([*wanted, *answers]))}")
         if cell.cell_type != "code":
             raise BuildError(f"{rel}: {where} must be a code cell")
         _check_markers(rel, where, markers)
@@ -323,7 +344,8 @@ def test_cell(exercise: Exercise, language: Any = "zh") -> Any:
 
 
 def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
-    """Put each exercise's test cell right after its check cell, with course.yml's points.
+    """Put each exercise's test cell right after its check cell, with course.yml's points (and give each written
+    answer's cell its question's points).
 
     Returns one line per notebook that differs (``write=False``: would change).
     Every other cell is left byte for byte as it was.
@@ -345,6 +367,11 @@ def sync_test_cells(root: Path, course: Course, *, write: bool) -> list[str]:
             if at is None:
                 raise AutograderError(f"{rel}: no check cell {check_id!r} for exercise {ex.id}")
             nb.cells.insert(at + 1, want)
+        for q in a.questions:           # a written answer's cell carries course.yml's points too
+            for cell in nb.cells:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                if cell_grade_id(cell) == answer_grade_id(q.id) and meta.get("points") != _points(q.points):
+                    meta["points"] = _points(q.points)
         after = nbformat.writes(nb) + "\n"
         if after != before:
             changed.append(rel)

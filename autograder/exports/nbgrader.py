@@ -30,6 +30,7 @@ from autograder.points import fmt as fmt_points
 from autograder.points import hundredths
 from autograder.points import total as points_total
 from autograder.reports.feedback import check_lines, message_text
+from autograder.written import answer_grade_id
 from autograder.reports.files import atomic_write_text
 from autograder.reports.results import is_graded, load_results, newest_results
 from autograder.text import line
@@ -145,7 +146,8 @@ def ensure_assignment(coursedir: Any, course: Course, assignment_id: str) -> Non
 
     assignment = course.assignment(assignment_id)
     root = Path(coursedir.root)
-    source = read_source(root, assignment.id, [(e.id, e.function) for e in assignment.exercises])
+    source = read_source(root, assignment.id, [(e.id, e.function) for e in assignment.exercises],
+                         tuple(q.id for q in assignment.questions))
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         gb.update_or_create_assignment(assignment.id)
     exporter = NotebookExporter(config=Config({"Exporter": {"default_preprocessors": []}}))
@@ -176,7 +178,6 @@ def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, cours
     """
     from autograder.authoring.notebooks import tests_grade_id  # noqa: PLC0415 - loads nbformat and nbgrader
     from nbgrader.api import Gradebook
-
     coursedir = course_directory(course_root, db_url)
     record = GradebookRecord(coursedir.db_url)
     known = {a.id for a in course.assignments}
@@ -217,6 +218,17 @@ def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, cours
                 grade = gb.find_grade(tests_grade_id(ex.id), notebook, assignment_id, student)
                 grade.auto_score = min(points.get(ex.id, 0.0), float(ex.points))
                 grade.needs_manual_grade = False
+            # The written answers are nbgrader's manually graded cells: a score given in the service goes into
+            # nbgrader's own manual field (the formgrader shows it); one not given yet waits there too.
+            marks = {q.get("question"): q.get("points") for q in r.get("questions") or () if isinstance(q, dict)}
+            for q in assignment.questions:
+                grade = gb.find_grade(answer_grade_id(q.id), notebook, assignment_id, student)
+                given = marks.get(q.id)
+                if isinstance(given, (int, float)):
+                    grade.manual_score = min(max(float(given), 0.0), float(q.points))
+                    grade.needs_manual_grade = False
+                elif grade.manual_score is None:
+                    grade.needs_manual_grade = True
             # The kit's late penalty in nbgrader's own field: the formgrader and nbgrader export then show the
             # final score grades.csv shows (nbgrader subtracts it from the sum of the grades).
             late = r.get("late")

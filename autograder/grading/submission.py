@@ -22,6 +22,7 @@ from autograder.grading.timing import flat_profile
 from autograder.messages import as_dict, say
 from autograder.notebook import Bounds, read_notebook
 from autograder.points import total as points_total
+from autograder.written import answers
 from autograder.stopwatch import Stopwatch
 from autograder.text import line, scrub
 
@@ -164,6 +165,15 @@ def _notebook_notes(sub: Submission, nb: Any) -> tuple[list[str], list[dict[str,
     return notes, notes_msg
 
 
+def _written(result: dict[str, Any], nb: Any, assignment: Any, notes_msg: list[dict[str, str]]) -> None:
+    """The written answers, each listed as waiting for a person (never scored 0 here), and a note saying so."""
+    if assignment.questions:
+        result["questions"] = answers(nb, assignment.questions)
+        waiting = ", ".join(q.id for q in assignment.questions)
+        notes_msg.append(_said("submission.written_pending", questions=waiting,
+                               points=f"{assignment.manual_points:g}"))
+
+
 def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | None:
     """The result dict of one submission; None only when the batch is being stopped."""
     from autograder.grading import earlier as E  # noqa: PLC0415 - loads torch
@@ -256,6 +266,7 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
     if judged:
         result["pasted"] = list(judged.values())
     result["points"] = points_total(e["points"] for e in exercises)
+    _written(result, nb, assignment, notes_msg)
     result["notes"], result["notes_msg"] = notes, notes_msg
     result["status"] = "; ".join([R.GRADED, *notes])
     result["message"] = None

@@ -12,6 +12,7 @@ from autograder.points import fmt
 from autograder.reports import charts
 from autograder.reports.feedback import esc, exercise_title, fmt_points, html_page, message_text, status_text
 from autograder.reports.files import GRADED
+from autograder.written import pending
 from autograder.text import line
 
 # -- the class report ------------------------------------------------------------------------
@@ -226,6 +227,11 @@ def print_summary(console: Any, results: list[dict[str, Any]], course: Course, *
     mean = f", mean {stats['mean'] * 100:.1f}%" if stats["mean"] is not None else ""
     console.print(f"{stats['n']} submissions: {stats['graded']} graded, "
                   f"{stats['n'] - stats['graded']} not graded{mean}")
+    waiting = [r for r in results if pending(r)]
+    if waiting:
+        console.print(f"written answers wait for a person in {len(waiting)} submissions "
+                      f"({fmt_points(sum(pending(r) for r in waiting))} points, not in these scores, never 0): grade "
+                      "them in the service's dashboard (autograder serve) or nbgrader's formgrader")
     for assignment, counts in late_counts(results).items():
         console.print(_REPORT["en"]["late_row"].format(assignment=assignment, **counts))
 

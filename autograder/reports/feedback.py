@@ -66,6 +66,36 @@ def status_text(language: str, status: str) -> str:
 
 
 # -- feedback ---------------------------------------------------------------------------------
+def written_rows(result: dict[str, Any], course: Course, language: str) -> list[tuple[str, str, str, list[str]]]:
+    """Each written answer of the result: (question and title, score or "waiting", comment, rubric items ticked)."""
+    rows = []
+    for q in result.get("questions") or ():
+        if not isinstance(q, dict):
+            continue
+        title, items = str(q.get("question") or "?"), []
+        try:
+            question = course.assignment(str(result.get("assignment"))).question(str(q.get("question")))
+        except Exception:  # noqa: BLE001 - an assignment since removed from course.yml
+            question = None
+        if question is not None:
+            title = f"{question.id} {question.title_in(language)}"
+            items = [f"{fmt_points(i.points)}: {i.text_in(language)}" for i in question.rubric
+                     if i.id in (q.get("rubric") or ())]
+        score = (_label(language, "waiting") if q.get("points") is None
+                 else f"{fmt_points(q['points'])} / {fmt_points(q.get('max_points') or 0.0)}")
+        rows.append((title, score, str(q.get("comment") or ""), items))
+    return rows
+
+
+def adjusted_line(ex: dict[str, Any], language: str) -> str:
+    """The staff's adjustment of an exercise's automatic score, as the student reads it; "" without one."""
+    adj = ex.get("adjusted")
+    if not isinstance(adj, dict):
+        return ""
+    return text("label.adjusted", language, before=fmt_points(adj.get("from") or 0.0),
+                after=fmt_points(ex.get("points") or 0.0), reason=str(adj.get("reason") or ""))
+
+
 def _shown_checks(ex: dict[str, Any]) -> list[dict[str, Any]]:
     """Every check of the exercise with its points; one line for a not attempted / missing exercise."""
     checks = list(ex.get("checks", []))
@@ -149,6 +179,8 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
         lines.append(f"| {ex['exercise']} {exercise_title(course, ex['exercise'], language)} | "
                      f"{fmt_points(ex['points'])} / {fmt_points(ex['max_points'])} | "
                      f"{status_text(language, ex['status'])} |")
+    lines += [f"\n> {ex['exercise']}: {_md(adjusted_line(ex, language))}" for ex in result.get("exercises", [])
+              if adjusted_line(ex, language)]
     for ex in result.get("exercises", []):
         shown = _shown_checks(ex)
         if not shown:
@@ -165,6 +197,11 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
             lines.append(f"{head}: {_md(_text(c.get('message'), language))}")
             if c.get("mistake_message"):
                 lines.append(f"  - {L('diagnosis')}: {_md(_text(c['mistake_message'], language))}")
+    written = written_rows(result, course, language)
+    if written:
+        lines += ["", f"## {L('written')}", "", f"| {L('question')} | {L('score')} | {L('comment')} |", "|---|---|---|"]
+        lines += [f"| {_md(t)} | {_md(sc)} | {_md(' · '.join([*items, comment]) if items or comment else '')} |"
+                  for t, sc, comment, items in written]
     bad_cells = [c for c in result.get("cells", []) if c.get("status") not in ("ok", "skipped", None)]
     if bad_cells:
         lines += ["", f"## {L('cells')}", ""]
@@ -215,6 +252,8 @@ def feedback_parts(result: dict[str, Any], course: Course, language: str) -> lis
         for ex in result.get("exercises", []))
     body.append(f"<table><tr><th>{esc(L('exercise'))}</th><th>{esc(L('score'))}</th><th>{esc(L('status'))}</th></tr>"
                 f"{rows}</table>")
+    body += [f"<p class='note'>{esc(ex['exercise'])}: {esc(adjusted_line(ex, language))}</p>"
+             for ex in result.get("exercises", []) if adjusted_line(ex, language)]
     for ex in result.get("exercises", []):
         shown = _shown_checks(ex)
         if not shown:
@@ -236,6 +275,14 @@ def feedback_parts(result: dict[str, Any], course: Course, language: str) -> lis
                 item += f"<br><span class='diag'>{esc(L('diagnosis'))}: {esc(diagnosis)}</span>"
             body.append(item + "</li>")
         body.append("</ul>")
+    written = written_rows(result, course, language)
+    if written:
+        body.append(f"<h2>{esc(L('written'))}</h2><table><tr><th scope='col'>{esc(L('question'))}</th>"
+                    f"<th scope='col'>{esc(L('score'))}</th><th scope='col'>{esc(L('comment'))}</th></tr>")
+        body += [f"<tr><td>{esc(t)}</td><td>{esc(sc)}</td><td>"
+                 + "".join(f"<div>{esc(i)}</div>" for i in items) + (f"<div>{esc(comment)}</div>" if comment else "")
+                 + "</td></tr>" for t, sc, comment, items in written]
+        body.append("</table>")
     bad_cells = [c for c in result.get("cells", []) if c.get("status") not in ("ok", "skipped", None)]
     if bad_cells:
         body.append(f"<h2>{esc(L('cells'))}</h2><ul>")

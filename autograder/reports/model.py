@@ -77,6 +77,22 @@ class PastedRecord(_Open):
     stand_ins: list[StandIn] | None = None
 
 
+class QuestionRecord(_Open):
+    """A written answer (autograder.written): graded by a person, never by the checks. ``points`` is null until
+    someone grades it (the score then leaves it and its points out, and says so)."""
+
+    question: str
+    max_points: float
+    points: float | None = Field(None, description="null: waiting for a person")
+    status: str = Field("ungraded", description="ungraded or graded")
+    answer: str = Field("", description="the answer cell's text, cleaned and at most 20,000 characters")
+    sha256: str = Field("", description="the answer's fingerprint: a mark holds for every submission with it")
+    answered: bool = False
+    rubric: list[str] | None = Field(None, description="the rubric items ticked, by id")
+    comment: str | None = None
+    graded_by: str | None = None
+
+
 class CellRecord(_Open):
     index: int | None = None
     status: str | None = None
@@ -137,6 +153,8 @@ class Result(_Open):
     submitted: Submitted | None = None
     late: Late | None = None
     exercises: list[ExerciseRecord] = Field(default_factory=list)
+    questions: list[QuestionRecord] | None = Field(None, description=(
+        "the written answers, graded by a person (the service's hand-grading, nbgrader's formgrader)"))
     pasted: list[PastedRecord] | None = Field(None, description=(
         "answers pasted from earlier assignments, judged for no points (where an exercise builds on one)"))
     cells: list[CellRecord] = Field(default_factory=list)

@@ -17,7 +17,7 @@ TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", 
              "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds", "demo_seconds",
              "JSON", "UTF", "cell_type", "exercise", "Ctrl", "apt", "install", "fonts-noto-cjk",
              "Python", "torch", "NumPy", "IPython", "Jupyter", "Authorization", "Bearer", "AUTOGRADER_SERVER",
-             "AUTOGRADER_TOKEN", "server", "token", "submit", "CSV"}
+             "AUTOGRADER_TOKEN", "server", "token", "submit", "CSV", "Alt", "Tab"}
 # (commands, paths, settings and functions a student types as they are; the names of the software)
 
 

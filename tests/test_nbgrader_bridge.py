@@ -372,7 +372,7 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
     for student, result in kit.items():
         assert rows[student]["assignment"] == QKV.id
         assert rows[student]["score"] == P.fmt(result["points"]), student     # hundredths, as grades.csv
-        assert float(rows[student]["max_score"]) == QKV.points
+        assert float(rows[student]["max_score"]) == QKV.points + QKV.manual_points     # the written answer too
         assert rows[student]["timestamp"].startswith("2026-11-20 10:00:00")
 
     # The formgrader counts every kit-graded submission as autograded, with the kit's score ...
@@ -381,7 +381,8 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
     timings["formgrader view"] = time.perf_counter() - t
     assert sorted(shown) == sorted(kit)
     for student, result in kit.items():
-        assert shown[student]["autograded"] is True and shown[student]["needs_manual_grade"] is False, student
+        # (the written answer waits for a person in the formgrader, as in the service: never scored 0)
+        assert shown[student]["autograded"] is True and shown[student]["needs_manual_grade"] is True, student
         assert shown[student]["score"] == pytest.approx(result["points"], abs=1e-6), student
     mallory = nbformat.read(course / "autograded" / "mallory" / QKV.id / QKV.notebook, as_version=4)
     assert all(not c.get("outputs") for c in mallory.cells if _gid(c) is None), "student outputs are not kept"
@@ -393,7 +394,7 @@ def test_grade_record_export_and_nbgrader_autograde_agree(nbgrader_course: Path,
     for student, result in kit.items():
         page = (course / "feedback" / student / QKV.id / QKV.notebook.replace(".ipynb", ".html")).read_text(
             encoding="utf-8")
-        assert f"(Score: {float(result['points'])} / {float(QKV.points)})" in page, student  # Jinja's round(2)
+        assert f"(Score: {float(result['points'])} / {float(QKV.points + QKV.manual_points)})" in page, student
         ours = {e["exercise"]: e for e in result["exercises"]}
         for ex in QKV.exercises:   # each test cell shows the kit's points for it
             shown = f"{ex.id} {ex.title_in(COURSE.language)}: {P.fmt(ours[ex.id]['points'])} / {P.fmt(ex.points)}"
@@ -426,6 +427,8 @@ def test_nbgrader_validate_fails_untouched_stubs_and_passes_a_solved_notebook(nb
     for c in solved.cells:
         gid = _gid(c)
         if gid in HONEST["ada"]:
+            c.source = _solution(source, gid)
+        elif gid == "q2_Q1":            # the written answer: nbgrader's validate asks for one too
             c.source = _solution(source, gid)
     outcome = {}
     for name, nb in (("stubs", release), ("solved", solved)):
@@ -473,6 +476,24 @@ def test_record_in_gradebook_rules(nbgrader_course: Path) -> None:
 
 
 @pytest.mark.slow
+def test_written_answers_go_to_nbgraders_manual_fields(nbgrader_course: Path) -> None:
+    """A written answer graded in the service becomes the manual score of nbgrader's manually graded cell (the
+    formgrader shows it); one no one graded yet waits there as "needs manual grade", never 0."""
+    from nbgrader.api import Gradebook
+
+    graded, waiting = _result("ada", QKV.id, 8), _result("ben", QKV.id, 6)
+    graded["questions"] = [{"question": "2.Q1", "max_points": 2.0, "points": 1.5, "status": "graded"}]
+    waiting["questions"] = [{"question": "2.Q1", "max_points": 2.0, "points": None, "status": "ungraded"}]
+    NB.record_in_gradebook([graded, waiting], COURSE, nbgrader_course)
+    with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
+        ada = gb.find_grade("q2_Q1", QKV.id, QKV.id, "ada")
+        ben = gb.find_grade("q2_Q1", QKV.id, QKV.id, "ben")
+        assert (ada.manual_score, ada.max_score, ada.needs_manual_grade) == (1.5, 2.0, False)
+        assert (ben.manual_score, ben.needs_manual_grade) == (None, True)
+        assert gb.find_submission(QKV.id, "ada").score == pytest.approx(8 + 1.5)
+
+
+@pytest.mark.slow
 def test_an_unreadable_submission_shows_its_reason_not_the_release_stubs(nbgrader_course: Path) -> None:
     """nbgrader's generate_feedback shows autograded/ as the student's answers: for a notebook that could not
     be read, every answer cell says so (in the course's language) instead of holding the release's stub."""
@@ -503,7 +524,8 @@ def test_nbgrader_export_writes_hundredths(nbgrader_course: Path, tmp_path: Path
         assert sum(parts) != 4.39
         HundredthsCsvExport(to=str(dest)).export(gb)
     rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(dest.read_text(encoding="utf-8")))}
-    assert (rows["gus"]["score"], rows["gus"]["raw_score"], rows["gus"]["max_score"]) == ("4.39", "4.39", "8")
+    # (max: 8 and the written answer's 2)
+    assert (rows["gus"]["score"], rows["gus"]["raw_score"], rows["gus"]["max_score"]) == ("4.39", "4.39", "10")
     assert "HundredthsCsvExport" in (nbgrader_course / "nbgrader_config.py").read_text(encoding="utf-8")
 
 

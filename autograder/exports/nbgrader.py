@@ -309,8 +309,12 @@ def _answers_replaced(nb: Any, why: str, language: str) -> None:
 
     said = text("nbgrader.not_your_answer", language, why=why)
     for cell in nb.cells:
-        if cell.get("cell_type") == "code" and (cell.get("metadata", {}).get("nbgrader") or {}).get("solution"):
+        if not (cell.get("metadata", {}).get("nbgrader") or {}).get("solution"):
+            continue
+        if cell.get("cell_type") == "code":
             cell.source = "\n".join(f"# {part}" for part in said.splitlines())
+        else:                       # a written answer's cell
+            cell.source = f"**{said}**"
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"**{said}**"))
 
 

@@ -29,7 +29,8 @@ from autograder import __version__
 from autograder.service.context import Finished, RateLimit, Service
 from autograder.service.errors import install_error_handlers
 from autograder.service.guard import BODY_IDLE_SECONDS, Guard
-from autograder.service.routes import analytics, dashboard, downloads, roster, signin, student, submissions
+from autograder.service.routes import (analytics, dashboard, downloads, grading, reviews, roster, signin, student,
+                                       submissions)
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -64,7 +65,7 @@ def create_app(engine: Engine, course: Course, *, requests_per_minute: int = REQ
                                 uploads=RateLimit(uploads_per_minute), max_queued=max_queued,
                                 finished=Finished(engine))
     routers = [submissions.router, signin.router, student.router, dashboard.router, roster.router, downloads.router,
-               analytics.router]
+               analytics.router, grading.router, reviews.router]
     if hub is not None:
         routers.append(hub.router(signin.sign_in))
     for router in routers:

@@ -13,7 +13,7 @@ from autograder.service.db import Action, utcnow, writing
 
 #: The actions recorded, by name (the dashboard's audit page and the audit CSV show these names).
 ACTIONS = ("token.issue", "token.revoke", "roster.import", "roster.remove", "extension.grant", "extension.revoke",
-           "regrade")
+           "regrade", "mark.save", "score.adjust", "review.accept", "review.decline")
 #: The command line's name in the record (a shell on the server: whoever runs it is its own authority).
 COMMAND_LINE = "cli"
 

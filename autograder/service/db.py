@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
     create_engine,
     event,
     func,
@@ -188,6 +189,68 @@ class ScoreChange(Base):
     who: Mapped[str] = mapped_column(String(200))
     submission_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     detail: Mapped[str] = mapped_column(Text, default="")
+
+
+class Mark(Base):
+    """A person's grade of one written answer (``autograder.service.marks``): the rubric items ticked, the points
+    they give, a comment. It belongs to the answer's text (its sha256), so a submission with the same answer keeps
+    it; ``version`` counts its saves (two graders at once: the second save of the same version is refused)."""
+
+    __tablename__ = "marks"
+    __table_args__ = (UniqueConstraint("student", "assignment", "question", "answer_sha", name="uq_marks_answer"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student: Mapped[str] = mapped_column(String(200), index=True)
+    assignment: Mapped[str] = mapped_column(String(100))
+    question: Mapped[str] = mapped_column(String(20))
+    answer_sha: Mapped[str] = mapped_column(String(64))
+    points: Mapped[float] = mapped_column(Float)
+    rubric: Mapped[list[str]] = mapped_column(JSON)
+    comment: Mapped[str] = mapped_column(Text, default="")
+    graded_by: Mapped[str] = mapped_column(String(200))
+    graded_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class Adjustment(Base):
+    """The staff's change of an exercise's automatic points in one notebook (its sha256), with the reason the
+    student reads."""
+
+    __tablename__ = "adjustments"
+    __table_args__ = (UniqueConstraint("student", "assignment", "sha256", "exercise", name="uq_adjustments_exercise"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student: Mapped[str] = mapped_column(String(200), index=True)
+    assignment: Mapped[str] = mapped_column(String(100))
+    sha256: Mapped[str] = mapped_column(String(64))
+    exercise: Mapped[str] = mapped_column(String(20))
+    points: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str] = mapped_column(Text)
+    who: Mapped[str] = mapped_column(String(200))
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class Review(Base):
+    """A student's request for a review of one exercise or written answer, and the staff's answer (accepted with
+    new points, or declined with a reason)."""
+
+    __tablename__ = "reviews"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student: Mapped[str] = mapped_column(String(200), index=True)
+    assignment: Mapped[str] = mapped_column(String(100))
+    item: Mapped[str] = mapped_column(String(20))
+    submission_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str] = mapped_column(Text)
+    asked_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    state: Mapped[str] = mapped_column(String(12), default="open", index=True)     # open | accepted | declined
+    answer: Mapped[str] = mapped_column(Text, default="")
+    old_points: Mapped[float | None] = mapped_column(Float, nullable=True)
+    new_points: Mapped[float | None] = mapped_column(Float, nullable=True)
+    answered_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    answered_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
 
 
 def private_folder(folder: Path) -> Path:

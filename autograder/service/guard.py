@@ -26,9 +26,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
+from urllib.parse import parse_qs
 
 from autograder.messages import Msg, say
+from autograder.service.sessions import LANGUAGE_COOKIE
 
 log = logging.getLogger("autograder.service")
 
@@ -96,10 +99,35 @@ def refusal_body(scope: Any, status: int, msg: Msg, key: str, page: bool | None 
         return (json.dumps({"error": {"zh": msg.zh, "en": msg.en}, "code": key}, ensure_ascii=False).encode(),
                 b"application/json")
     back = html.escape(str(scope.get("root_path") or "").rstrip("/") + "/", quote=True)
-    text = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{status}</title></head>"
-            f"<body><p id='error' lang='zh'>{html.escape(msg.zh)}</p><p lang='en'>{html.escape(msg.en)}</p>"
-            f"<p><a href='{back}'>←</a></p></body></html>")
+    first = reader_language(scope)
+    other = "en" if first == "zh" else "zh"
+    said, home = {"zh": msg.zh, "en": msg.en}, say("service.home")
+    text = (f"<!DOCTYPE html><html lang='{first}'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width'><title>{status} · {html.escape(said[first])}</title>"
+            f"</head><body><main><h1 id='error'>{html.escape(said[first])}</h1>"
+            f"<p lang='{other}'>{html.escape(said[other])}</p>"
+            f"<p><a href='{back}'>← {html.escape(getattr(home, first))}</a></p></main></body></html>")
     return text.encode(), b"text/html; charset=utf-8"
+
+
+def reader_language(scope: Any) -> str:
+    """The language a refusal page speaks first: the request's ``?lang=``, else the pages' language cookie, else
+    Chinese (the page says it in the other language too)."""
+    scope = getattr(scope, "scope", scope)
+    asked = parse_qs(bytes(scope.get("query_string") or b"").decode("latin-1")).get("lang", [])
+    if asked and asked[-1] in ("zh", "en"):
+        return asked[-1]
+    for name, value in scope.get("headers") or ():
+        if name == b"cookie":
+            jar = SimpleCookie()
+            try:
+                jar.load(value.decode("latin-1"))
+            except CookieError:
+                continue
+            chosen = jar.get(LANGUAGE_COOKIE)
+            if chosen is not None and chosen.value in ("zh", "en"):
+                return chosen.value
+    return "zh"
 
 
 class _Refused(Exception):

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -47,6 +47,13 @@ label{margin-right:.8rem}section{margin:1.5rem 0}.state.queued,.state.running{co
 .explanation p{margin:.2rem 0;white-space:pre-wrap}.explanation .head{font-weight:bold}.explanation .fail{color:#b42318;
 margin-top:1rem}.explanation .pass{color:#1a7f37;margin-top:1rem}.explanation .mistake{color:#8e24aa}
 .explanation .said,.explanation .mistake{margin-left:1.5rem}.explanation .call{margin-left:3rem;font-family:monospace}
+header nav{display:inline}.not_attempted{color:#666}
+.answer-text{white-space:pre-wrap;border:1px solid #ccc;padding:.6rem;background:#fcfcfc;max-height:40rem;overflow:auto}
+fieldset div{margin:.3rem 0}
+:focus-visible{outline:3px solid #1d4ed8;outline-offset:2px}main:focus{outline:none}
+.skip{position:absolute;left:-100vw;top:.3rem}.skip:focus{left:.5rem;z-index:10;background:#fff;padding:.3rem .6rem}
+.sr-only{position:absolute;width:1px;height:1px;margin:-1px;padding:0;overflow:hidden;clip:rect(0 0 0 0);
+white-space:nowrap;border:0}
 """
 
 SCRIPT = r"""// Follows each unfinished submission to its verdict (long polls on the JSON API), then reloads the page;
@@ -123,6 +130,12 @@ def local_next(request: Request, text: str | None) -> str:
     return local_path(base, text) or base
 
 
+def language_links(request: Request) -> dict[str, str]:
+    """The language switch's links: this page (its query kept, less a one-time notice) in each language."""
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("lang", "notice")]
+    return {code: "?" + urlencode([*kept, ("lang", code)]) for code in UI}
+
+
 def render(request: Request, state: Service, name: str, signed: sessions.Signed | None, *, csrf: str | None = None,
            status: int = 200, **context: Any) -> HTMLResponse:
     """The page ``templates/NAME.html`` in the reader's language."""
@@ -130,8 +143,9 @@ def render(request: Request, state: Service, name: str, signed: sessions.Signed 
     lang = language(request, course)
     page = _ENV.get_template(f"{name}.html").render(
         lang=lang, T=UI[lang], base=base_path(request), course=course.name, who=signed.caller if signed else None,
+        switch=language_links(request),
         csrf=csrf or (signed.csrf if signed else ""), title=context.pop("title", course.name),
-        notice=request.query_params.get("notice", "")[:300] or None, **context)
+        notice=context.pop("notice", None) or request.query_params.get("notice", "")[:300] or None, **context)
     response = HTMLResponse(page, status_code=status)
     if request.query_params.get("lang") in UI:
         response.set_cookie(sessions.LANGUAGE_COOKIE, request.query_params["lang"], max_age=365 * 86400,

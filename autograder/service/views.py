@@ -51,7 +51,12 @@ def view(result: dict[str, Any], who: Caller) -> dict[str, Any]:
                    **({"message": c.get("message")} if c.get("audience") == "public" else {})}
                   for c in ex.get("checks") or []]
         exercises.append({"exercise": ex.get("exercise"), "points": ex.get("points"),
-                          "max_points": ex.get("max_points"), "status": ex.get("status"), "checks": checks})
+                          "max_points": ex.get("max_points"), "status": ex.get("status"), "checks": checks,
+                          **({"adjusted": ex["adjusted"]} if ex.get("adjusted") else {})})
+    # A person's marks of the written answers (points, rubric, comment) are theirs to read at once.
+    questions = [{k: q.get(k) for k in ("question", "max_points", "points", "status", "rubric", "comment")}
+                 for q in result.get("questions") or () if isinstance(q, dict)]
     return {"points": result.get("points"), "raw_points": result.get("raw_points"),
             "max_points": result.get("max_points"), "status": result.get("status"), "late": result.get("late"),
-            "message": result.get("message"), "exercises": exercises}
+            "message": result.get("message"), "exercises": exercises, "assignment": result.get("assignment"),
+            **({"questions": questions} if questions else {})}

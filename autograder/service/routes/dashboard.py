@@ -22,6 +22,7 @@ from autograder.service import audit
 from autograder.service import history as score_history
 from autograder.service import queue as Q
 from autograder.service import repository
+from autograder.service import reviews
 from autograder.service.auth import StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep
 from autograder.service.db import granted_extensions, utcnow
@@ -50,9 +51,10 @@ async def dashboard(request: Request, signed: StaffPage, state: ServiceDep, assi
                                                    feedback=False))
     report = await run_in_threadpool(report_html, state, lang)
     grants = await run_in_threadpool(extensions, state)
+    waiting = await run_in_threadpool(reviews.open_count, state.engine)
     return render(request, state, "dashboard", signed, title=UI[lang]["dashboard"], submissions=subs,
                   total=len(subs), report=report, f=filters, assignment_ids=list(state.assignments), states=STATES,
-                  extensions=grants, tz=course.timezone or "UTC")
+                  extensions=grants, tz=course.timezone or "UTC", open_reviews=waiting)
 
 
 def extensions(state: Service) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from autograder.service.context import Service, ServiceDep
 from autograder.service.errors import base_path
 from autograder.service.intake import accept
 from autograder.service.listing import listing, score_changes
+from autograder.service.routes.reviews import student_reviews
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
 from autograder.service.ui import UI, closes_form, language, local_text, render
@@ -36,7 +37,9 @@ async def me(request: Request, signed: SignedPage, state: ServiceDep) -> Respons
     mine = await run_in_threadpool(lambda: listing(state, signed.caller, lang, standing=standing))
     shown = await run_in_threadpool(student_assignments, state, signed.caller, mine, lang, standing)
     changes = await run_in_threadpool(score_changes, state, lang, signed.caller.who)
-    return render(request, state, "me", signed, assignments=shown, title=UI[lang]["mine"], changes=changes)
+    asked = await run_in_threadpool(student_reviews, state, signed.caller.who, lang, standing)
+    return render(request, state, "me", signed, assignments=shown, title=UI[lang]["mine"], changes=changes,
+                  reviews=asked)
 
 
 @router.post("/me/upload")

@@ -488,9 +488,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "page.save_only": ("只保存", "Save"),
     "page.previous": ("上一份", "Previous"),
     "page.next": ("下一份", "Next"),
-    "page.keys_hint": ("键盘：Tab 在细则之间移动，空格勾选，Alt+S 保存并批改下一份，Alt+N 下一份，Alt+P 上一份。",
-                       "Keyboard: Tab moves between the items, Space ticks one, Alt+S saves and goes to the next, "
-                       "Alt+N next, Alt+P previous."),
+    "page.keys_hint": ("键盘：Tab 在细则之间移动，空格勾选，在评语里按回车即保存并批改下一份；Alt+S 同样，Alt+N 下一份，"
+                       "Alt+P 上一份。",
+                       "Keyboard: Tab moves between the items, Space ticks one, Enter in the comment saves and goes "
+                       "to the next (Alt+S too); Alt+N next, Alt+P previous."),
     "page.mark_saved": ("已保存：{points} / {max} 分", "Saved: {points} / {max} points"),
     "page.mark_conflict": ("没有保存：在你打开这份答卷之后，{who} 于 {when} 保存了它的评分（下面显示的是他们的评分）。你的选择是：{mine}；"
                            "你的评语是：{comment}。核对后再保存一次即可。",

@@ -11,7 +11,6 @@ import json
 import pytest
 
 from served import serving, student_token
-from support import make_samples
 from test_service_pages import browser, csrf_of, sign_in
 from autograder.config import load_course
 from autograder.service import audit, db, history, marks
@@ -38,7 +37,7 @@ def _result(student: str, answer: str, *, points_24: float = 3.0, sha: str = "nb
 
 def _store(engine, student: str, answer: str, **kw) -> int:
     sub, job = Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb",
-                       data=json.dumps(make_samples.submission(QKV, solved="all")).encode())
+                       data=json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())
     assert Q.claim(engine, "w", 60).job == job and Q.complete(engine, job, "w", _result(student, answer, **kw))
     history.note(engine, COURSE, [(student, QKV.id)], why="graded", who=history.WORKER)
     return sub
@@ -240,3 +239,25 @@ def test_an_adjustment_from_the_dashboard_needs_a_reason_and_shows_on_the_studen
         assert "late-breaking typo in the check" in mine and "3 → 2" in mine
         assert [c.why for c in history.changes(engine, student="ada")][-1] == "manual"
         assert marks.Book.read(engine).adjustments
+
+
+def test_the_export_carries_the_marks_and_the_adjustments_beside_the_automatic_points(engine, tmp_path):
+    import csv
+
+    from autograder.service.export import export
+
+    _store(engine, "eli", "answer", points_24=1.0)
+    _store(engine, "fay", "other answer")
+    marks.save_mark(engine, COURSE, student="eli", assignment=QKV.id, question=QUESTION.id,
+                    answer_sha=answer_sha("answer"), rubric=["variance"], comment="", who="ta", version=0)
+    marks.save_adjustment(engine, COURSE, student="eli", assignment=QKV.id, sha256="nb-sha", exercise="2.4",
+                          points=2, reason="r", who="prof", version=0)
+    export(engine, COURSE, tmp_path / "out")
+    with open(tmp_path / "out" / "grades.csv", encoding="utf-8-sig") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    # eli: 2.4 adjusted 1 -> 2 (one point short of full), the written answer 1 of 2; fay's answer waits.
+    full = QKV.points
+    assert (rows["eli"]["2.4"], rows["eli"]["2.Q1"], rows["eli"]["total"], rows["eli"]["max"],
+            rows["eli"]["waiting"]) == ("2", "1", f"{full - 1 + 1:g}", f"{full + 2:g}", "")
+    assert (rows["fay"]["2.Q1"], rows["fay"]["total"], rows["fay"]["max"], rows["fay"]["waiting"]) == (
+        "", f"{full:g}", f"{full:g}", "2")

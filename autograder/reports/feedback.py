@@ -15,6 +15,7 @@ from autograder.messages import say, status_word, text
 from autograder.points import fmt as points_fmt
 from autograder.reports.files import GRADED
 from autograder.text import csv_rows
+from autograder.written import pending
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -311,6 +312,10 @@ def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
     with due dates), status, source."""
 
     columns = exercise_columns(course, results)
+    # The written answers: a column each (the points a person gave; empty while it waits) and "waiting", the
+    # points no one graded yet (not in total or max: see autograder.written).
+    present = {r.get("assignment") for r in results}
+    questions = [q.id for a in course.assignments if a.id in present for q in a.questions]
     # Lateness columns only for a course with due dates: total is the final score, raw what the notebook scored.
     dated = any(a.due is not None for a in course.assignments)
     rows = []
@@ -328,9 +333,13 @@ def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
             late = r.get("late") if isinstance(r.get("late"), dict) else {}
             lateness = [time_column(r), fmt_points(late.get("penalty") or 0.0) if late else "",
                         fmt_points(r.get("raw_points", r.get("points", 0.0)))]
-        rows.append([r.get("student") or "", r.get("assignment") or "", *cells,
-                     fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)), *lateness,
+        marks = {q.get("question"): q.get("points") for q in r.get("questions") or () if isinstance(q, dict)}
+        written = [fmt_points(marks[q]) if isinstance(marks.get(q), (int, float)) else "" for q in questions]
+        waiting = [fmt_points(pending(r)) if pending(r) else ""] if questions else []
+        rows.append([r.get("student") or "", r.get("assignment") or "", *cells, *written,
+                     fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)), *waiting, *lateness,
                      r.get("status", ""), r.get("source", "")])
     # Every cell through the CSV gate: a student folder named "=HYPERLINK(...)" stays text.
     extra = ["late", "penalty", "raw"] if dated else []
-    return csv_rows([["student", "assignment", *columns, "total", "max", *extra, "status", "source"]], rows)
+    return csv_rows([["student", "assignment", *columns, *questions, "total", "max",
+                      *(["waiting"] if questions else []), *extra, "status", "source"]], rows)

@@ -261,3 +261,16 @@ def test_the_export_carries_the_marks_and_the_adjustments_beside_the_automatic_p
             rows["eli"]["waiting"]) == ("2", "1", f"{full - 1 + 1:g}", f"{full + 2:g}", "")
     assert (rows["fay"]["2.Q1"], rows["fay"]["total"], rows["fay"]["max"], rows["fay"]["waiting"]) == (
         "", f"{full:g}", f"{full:g}", "2")
+
+
+def test_blind_grading_hides_the_students_names_on_the_grading_pages(tmp_path):
+    blind = COURSE.model_copy(update={"service": COURSE.service.model_copy(update={"blind_grading": True})})
+    with _site(tmp_path, blind) as (url, engine, who, subs), browser(url) as ta:
+        sign_in(ta, who["ta1"])
+        overview = ta.get("/dashboard/grading", params={"lang": "en"}).text
+        page = ta.get("/dashboard/grading/answer", params={"question": QUESTION.id, "submission": subs["ben"],
+                                                           "lang": "en"}).text
+        assert "Blind grading" in overview and f"Answer #{subs['ben']}" in page
+        for text in (overview, page):
+            main = text.split("<main", 1)[1]          # (the header names the signed-in TA, not a student)
+            assert ">ada<" not in main and ">ben<" not in main and "· ben" not in main

@@ -513,6 +513,69 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                              "Not saved: {who} adjusted this exercise meanwhile (because: {reason}). You wanted "
                              "{points} points, because: {mine}. Check, then save again."),
     "page.total_now": ("现在的总分：{points} / {max}", "total now: {points} / {max}"),
+    # LTI 1.3 (autograder.service.lti): the launches' refusals, the staff's LTI page, the deep-linking pages
+    "service.lti.login": ("LTI 登录缺少平台或用户信息：请从 LMS 里重新打开", "the LTI login lacks the platform or the user: "
+                          "open the tool from the LMS again"),
+    "service.lti.unknown_platform": ("没有登记这个 LMS：发行方 {issuer}，客户端 {client}（请教师先登记平台）",
+                                     "no LMS is registered with issuer {issuer} and client id {client} (the instructor "
+                                     "registers it first: autograder serve lti register)"),
+    "service.lti.state": ("这次 LTI 登录不是从这个浏览器开始的，或者已经超过 10 分钟：请从 LMS 里重新打开",
+                          "this LTI launch was not started in this browser, or is over 10 minutes old: open the tool "
+                          "from the LMS again"),
+    "service.lti.malformed": ("LMS 发来的登录凭据格式不对", "the LMS's launch token is malformed"),
+    "service.lti.bad_signature": ("LMS 发来的登录凭据签名不对", "the signature of the LMS's launch token does not hold"),
+    "service.lti.unknown_key": ("LMS 的公钥里没有编号为 {kid} 的密钥", "the LMS's JWKS holds no key with id {kid}"),
+    "service.lti.platform_away": ("LMS 没有应答（{url}）：请稍后再试", "the LMS did not answer ({url}): try again later"),
+    "service.lti.expired": ("LMS 发来的登录凭据已经过期：请从 LMS 里重新打开", "the LMS's launch token has expired: "
+                            "open the tool from the LMS again"),
+    "service.lti.future": ("LMS 发来的登录凭据的签发时间在将来：请检查 LMS 服务器的时钟",
+                           "the LMS's launch token was issued in the future: check the LMS server's clock"),
+    "service.lti.azp": ("LMS 发来的登录凭据不是给这个工具的", "the LMS's launch token is for another tool (azp)"),
+    "service.lti.nonce": ("LMS 发来的登录凭据不属于这次登录", "the LMS's launch token belongs to another login (nonce)"),
+    "service.lti.replayed": ("这份 LTI 登录凭据已经用过了：请从 LMS 里重新打开", "this LTI launch token was used already: "
+                             "open the tool from the LMS again"),
+    "service.lti.deployment": ("LMS 的部署 {deployment} 没有登记", "the LMS deployment {deployment} is not registered"),
+    "service.lti.message": ("不支持的 LTI 消息类型：{message}", "an LTI message type this tool does not take: {message}"),
+    "service.lti.version": ("不支持的 LTI 版本：{version}（需要 1.3.0）", "LTI version {version} is not supported "
+                            "(1.3.0 is)"),
+    "service.lti.no_role": ("LMS 没有给你学生、助教或教师的身份", "the LMS gives you no role of a learner, a teaching "
+                            "assistant or an instructor"),
+    "service.lti.staff_only": ("只有教师和助教可以在 LMS 里添加作业", "only instructors and teaching assistants add "
+                               "assignments from the LMS"),
+    "service.lti.not_on_roster": ("你（{who}）不在本课程的名单上：请联系教师", "you ({who}) are not on the course's "
+                                  "roster: ask the instructor"),
+    "service.lti.deep_link": ("添加作业的请求无效或已过期：请从 LMS 里重新添加", "the request to add an assignment is "
+                              "invalid or expired: add it from the LMS again"),
+    "page.lti": ("LTI 与 LMS", "LTI and the LMS"),
+    "page.lti_tool": ("在 LMS 里登记本工具时填写", "What to enter when registering this tool in the LMS"),
+    "page.lti_login_url": ("登录发起地址", "Login initiation URL"),
+    "page.lti_launch_url": ("启动与跳转地址", "Launch and redirect URL"),
+    "page.lti_jwks_url": ("公钥地址（JWKS）", "Public keys URL (JWKS)"),
+    "page.lti_platforms": ("已登记的 LMS", "Registered LMSs"),
+    "page.lti_issuer": ("发行方", "Issuer"),
+    "page.lti_client": ("客户端编号", "Client id"),
+    "page.lti_deployments": ("部署编号", "Deployment ids"),
+    "page.lti_none": ("还没有登记 LMS：autograder serve lti register", "no LMS registered yet: autograder serve lti "
+                      "register"),
+    "page.lti_courses": ("LMS 里的课程", "Courses in the LMS"),
+    "page.lti_course": ("课程", "Course"),
+    "page.lti_members": ("成员", "Members"),
+    "page.lti_grades": ("成绩回传", "Grade passback"),
+    "page.lti_names": ("成员名单", "Member list"),
+    "page.lti_sync": ("现在回传成绩", "Send grades now"),
+    "page.lti_roster": ("从 LMS 导入名单", "Import the roster from the LMS"),
+    "page.lti_passback": ("每位学生的成绩回传", "Each student's grade passback"),
+    "page.lti_sent": ("已回传", "Sent"),
+    "page.lti_pending": ("等待回传", "Waiting"),
+    "page.lti_error": ("上次的问题", "Last problem"),
+    "page.lti_synced": ("已回传 {sent} 个成绩；{failed} 个稍后重试", "{sent} grades sent; {failed} to try again later"),
+    "page.lti_pulled": ("从 LMS 读到 {read} 位成员；新加入名单 {added} 人", "{read} members read from the LMS; {added} "
+                        "added to the roster"),
+    "page.lti_pick": ("选择要添加到 LMS 的作业", "Choose the assignment to add to the LMS"),
+    "page.lti_pick_intro": ("作业", "Assignments"),
+    "page.lti_add": ("添加", "Add"),
+    "page.lti_returning": ("正在回到 LMS：{assignments}", "Back to the LMS: {assignments}"),
+    "page.lti_back": ("回到 LMS", "Back to the LMS"),
     "page.roster": ("名单", "Roster"),
     "page.roster_count": ("名单上 {n} 人", "{n} on the roster"),
     # Review requests (issue 51): the student's form and list on /me, the staff's queue (autograder/service/reviews.py).

@@ -17,7 +17,8 @@ TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", 
              "fingerprints.json", "check", "course", "yml", "call_seconds", "submission_seconds", "demo_seconds",
              "JSON", "UTF", "cell_type", "exercise", "Ctrl", "apt", "install", "fonts-noto-cjk",
              "Python", "torch", "NumPy", "IPython", "Jupyter", "Authorization", "Bearer", "AUTOGRADER_SERVER",
-             "AUTOGRADER_TOKEN", "server", "token", "submit", "CSV", "Alt", "Tab"}
+             "AUTOGRADER_TOKEN", "server", "token", "submit", "CSV", "Alt", "Tab", "LTI", "LMS", "JWKS",
+             "serve", "lti", "register"}
 # (commands, paths, settings and functions a student types as they are; the names of the software)
 
 

@@ -58,6 +58,7 @@ PAGES = [
     Page("teacher", "/dashboard/adjust?submission={sub}", shows="#adjustments"),
     Page("teacher", "/dashboard/reviews", shows="#reviews form.review-accept"),
     Page("ada", "/me", shows=".review-list .review-answer"),
+    Page("teacher", "/dashboard/lti", shows="#lti-urls"),
 ]
 
 

@@ -333,8 +333,9 @@ def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
             late = r.get("late") if isinstance(r.get("late"), dict) else {}
             lateness = [time_column(r), fmt_points(late.get("penalty") or 0.0) if late else "",
                         fmt_points(r.get("raw_points", r.get("points", 0.0)))]
-        marks = {q.get("question"): q.get("points") for q in r.get("questions") or () if isinstance(q, dict)}
-        written = [fmt_points(marks[q]) if isinstance(marks.get(q), (int, float)) else "" for q in questions]
+        marks: dict[Any, float] = {q.get("question"): float(q["points"]) for q in r.get("questions") or ()
+                                   if isinstance(q, dict) and isinstance(q.get("points"), (int, float))}
+        written = [fmt_points(marks[q]) if q in marks else "" for q in questions]
         waiting = [fmt_points(pending(r)) if pending(r) else ""] if questions else []
         rows.append([r.get("student") or "", r.get("assignment") or "", *cells, *written,
                      fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)), *waiting, *lateness,

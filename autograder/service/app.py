@@ -29,7 +29,8 @@ from autograder import __version__
 from autograder.service.context import Finished, RateLimit, Service
 from autograder.service.errors import install_error_handlers
 from autograder.service.guard import BODY_IDLE_SECONDS, Guard
-from autograder.service.routes import (analytics, dashboard, downloads, grading, reviews, roster, signin, student,
+from autograder.service.lti.tool import Tool
+from autograder.service.routes import (analytics, dashboard, downloads, grading, lti, reviews, roster, signin, student,
                                        submissions)
 
 if TYPE_CHECKING:
@@ -64,8 +65,9 @@ def create_app(engine: Engine, course: Course, *, requests_per_minute: int = REQ
                                 strangers=RateLimit(stranger_requests_per_minute),
                                 uploads=RateLimit(uploads_per_minute), max_queued=max_queued,
                                 finished=Finished(engine))
+    app.state.lti = Tool(engine, course.root)          # LTI 1.3: the tool's key, the platforms' keys and tokens
     routers = [submissions.router, signin.router, student.router, dashboard.router, roster.router, downloads.router,
-               analytics.router, grading.router, reviews.router]
+               analytics.router, grading.router, reviews.router, lti.router]
     if hub is not None:
         routers.append(hub.router(signin.sign_in))
     for router in routers:

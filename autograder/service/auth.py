@@ -27,11 +27,13 @@ from autograder.service.errors import ApiError, SignInRequired
 from autograder.service.guard import authenticated
 from autograder.service.tokens import Caller, caller
 
-#: (method, path) of the routes anyone may call: signing in, the pages' static files, the API's schema.
+#: (method, path) of the routes anyone may call: signing in, the pages' static files, the API's schema, and what an
+#: LMS calls (LTI's login initiation and launch, checked whole before anything is stored, and the tool's JWKS).
 PUBLIC_ROUTES = frozenset({
     ("GET", "/"), ("GET", "/login"), ("POST", "/login"), ("POST", "/logout"),
     ("GET", "/static/style.css"), ("GET", "/static/app.js"),
     ("GET", "/hub-login"), ("GET", "/oauth_callback"),
+    ("GET", "/lti/jwks.json"), ("GET", "/lti/login"), ("POST", "/lti/login"), ("POST", "/lti/launch"),
     ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/docs/oauth2-redirect"), ("GET", "/redoc"),
 })
 

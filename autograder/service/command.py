@@ -7,7 +7,8 @@ deployment). ``autograder serve roster ROSTER.csv -o TOKENS.csv`` imports the cl
 each student who has none (``--list``, ``--remove ID``); ``serve token`` issues, lists, revokes and re-issues;
 ``autograder serve export -o OUT`` writes the files ``autograder grade`` writes from its results;
 ``autograder serve regrade [--assignment A]`` queues every submission again (after a check changed);
-``autograder serve token --instructor NAME`` (``--ta NAME``) one for the staff. Put TLS in front of it (a
+``autograder serve token --instructor NAME`` (``--ta NAME``) one for the staff; ``serve lti register|sync|roster``
+the LMS as an LTI 1.3 platform (:mod:`autograder.service.lti.command`). Put TLS in front of it (a
 reverse proxy, or JupyterHub's proxy): it serves plain HTTP.
 """
 from __future__ import annotations
@@ -68,7 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                         "of ID; it stops at once, pages signed in with it too")
     token.add_argument("--reissue", metavar="ID", help="revoke ID's live tokens and print a new one with the same "
                                                        "role")
-    for action in (roster, regrade, export, token):     # `serve ACTION --database URL` as well as before ACTION
+    from autograder.service.lti.command import add_lti
+
+    lti = add_lti(sub)
+    for action in (roster, regrade, export, token, lti):     # `serve ACTION --database URL` as well as before ACTION
         action.add_argument("--database", metavar="URL", default=argparse.SUPPRESS,
                             help="the service's database (as before the action)")
 
@@ -122,6 +126,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.action == "token":
         return _token(args, engine, course)
+    if args.action == "lti":
+        from autograder.service.lti.command import run_lti
+
+        return run_lti(args, engine, course)
     return _serve(args, course, url, engine)
 
 
@@ -239,11 +247,15 @@ def _serve(args: argparse.Namespace, course: Course, url: str, engine: Any) -> i
     live = LiveCourse(course)           # course.yml read again when it changes (validated first)
     watch = CourseWatch(live, course.root / course_file().name, changed)
     history.settle_all(engine, course)  # course.yml may have changed while the service was down
+    from autograder.service.lti.outbox import Passback
+
+    # The live course stands in for a Course: every attribute read is the current course's.
+    app: Any = create_app(engine, cast("Course", live), hub=hub)
+    passback = Passback(app.state.lti, cast("Course", live))     # LTI: each changed score to the LMS
     try:
         workers.watch()
         watch.start()
-        # The live course stands in for a Course: every attribute read is the current course's.
-        app: Any = create_app(engine, cast("Course", live), hub=hub)
+        passback.start()
         if hub is not None:
             # The Hub's proxy passes its whole path (/services/NAME/...): the app is mounted under that prefix.
             from starlette.applications import Starlette
@@ -256,6 +268,7 @@ def _serve(args: argparse.Namespace, course: Course, url: str, engine: Any) -> i
               f"database {url})", flush=True)
         uvicorn.Server(config).run(sockets=[listening])
     finally:
+        passback.stop()
         watch.stop()
         workers.stop()
     return 0

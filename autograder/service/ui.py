@@ -87,6 +87,7 @@ SCRIPT = r"""// Follows each unfinished submission to its verdict (long polls on
   document.querySelectorAll("[data-submission]").forEach((c) => {
     if (c.dataset.state === "queued" || c.dataset.state === "running") follow(c);
   });
+  document.querySelectorAll("form[data-autosubmit]").forEach((f) => f.submit());   // LTI: back to the LMS
   const report = document.getElementById("report");
   if (report && report.dataset.refresh) {
     setInterval(async () => {

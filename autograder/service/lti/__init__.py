@@ -1,0 +1,17 @@
+"""The service as an LTI 1.3 Advantage tool: the course inside Canvas and Moodle, grades flowing back by themselves.
+
+- :mod:`.keys`: the tool's own RSA key pair (made once, 0600 beside the database) and its JWKS.
+- :mod:`.platforms`: the LMSs registered (``autograder serve lti register``), their members and courses.
+- :mod:`.launch`: OIDC third-party login initiation and the launch's ``id_token``, checked whole before anything
+  is stored; the launched user signed in to the pages with the role the LMS gives.
+- :mod:`.deep_linking`: an instructor picks the kit's assignment; exactly one line item per assignment.
+- :mod:`.ags`: Assignment and Grade Services: the platform's access token, line items, scores.
+- :mod:`.outbox`: every change of a counted score (:mod:`autograder.service.history`) sent once, in order, retried
+  with backoff from a table of the same database.
+- :mod:`.nrps`: Names and Role Provisioning Services: the LMS course's members into the roster.
+
+PyJWT (with ``cryptography``) signs and checks every JWT and fetches the platforms' JWKS (its ``PyJWKClient``
+caches them and fetches again for a key id it does not know: a platform's key rotation); httpx calls the platform's
+services. No LTI library is used: the ones for Python are framework adapters (Django, Flask) or unmaintained, and
+the protocol's checks are a page of code over PyJWT.
+"""

@@ -1,0 +1,93 @@
+"""``autograder serve lti``: register an LMS as an LTI 1.3 platform, send the pending scores, pull the members."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autograder.config import Course
+
+
+def add_lti(sub: Any) -> argparse.ArgumentParser:
+    """``serve lti ACTION``'s parser (under ``serve``'s subparsers ``sub``)."""
+    lti = sub.add_parser("lti", help="the course inside Canvas or Moodle (LTI 1.3): register the LMS, send the "
+                                     "pending scores, pull its members into the roster")
+    actions = lti.add_subparsers(dest="lti_action", metavar="ACTION", required=True)
+    register = actions.add_parser("register", help="record an LMS (its issuer, client id, deployments and URLs; "
+                                                   "again to change one) and print what to enter in the LMS")
+    register.add_argument("--issuer", required=True, help="the platform's issuer (Canvas: https://canvas."
+                                                          "instructure.com; Moodle: the site's URL)")
+    register.add_argument("--client-id", required=True, help="the client id the LMS gave the tool")
+    register.add_argument("--deployment", action="append", required=True, metavar="ID",
+                          help="a deployment id the LMS gave the tool")
+    register.add_argument("--auth-url", required=True, help="the platform's OIDC authorization URL")
+    register.add_argument("--token-url", required=True, help="the platform's OAuth2 token URL")
+    register.add_argument("--jwks-url", required=True, help="the platform's public keys (JWKS) URL")
+    register.add_argument("--token-audience", default="", metavar="URL",
+                          help="the aud of the tool's token requests where the LMS wants another than the token URL")
+    register.add_argument("--enrol", action="store_true", help="a student who launches and is not on the roster is "
+                                                               "added to it (else refused)")
+    register.add_argument("--url", default="", metavar="URL", help="the service's public URL, to print the tool's "
+                                                                   "URLs to enter in the LMS")
+    actions.add_parser("sync", help="send every pending score now (the service sends them by itself every few "
+                                    "seconds) and say what is still pending")
+    roster = actions.add_parser("roster", help="read each LMS course's members into the roster (names, emails, LMS "
+                                               "ids)")
+    roster.add_argument("-o", "--out", type=Path, metavar="TOKENS.csv",
+                        help="also issue a token to each student who has none and write student,name,token here")
+    parser: argparse.ArgumentParser = lti
+    return parser
+
+
+def run_lti(args: argparse.Namespace, engine: Any, course: Course) -> int:
+    from autograder.service.lti.tool import Tool  # noqa: PLC0415 - the service extra, loaded by the action
+
+    tool = Tool(engine, course.root)
+    try:
+        return _action(args, engine, course, tool)
+    finally:
+        tool.close()
+
+
+def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) -> int:
+    from autograder.errors import AutograderError  # noqa: PLC0415 - the service extra, loaded by the action
+    from autograder.service.lti import nrps, outbox  # noqa: PLC0415 - the service extra, loaded by the action
+    from autograder.service.lti import platforms as P  # noqa: PLC0415 - the service extra, loaded by the action
+    from autograder.service.lti.ags import PlatformError  # noqa: PLC0415 - the service extra, loaded by the action
+
+    if args.lti_action == "register":
+        platform = P.register(engine, issuer=args.issuer, client_id=args.client_id, deployments=args.deployment,
+                              auth_url=args.auth_url, token_url=args.token_url, jwks_url=args.jwks_url,
+                              token_audience=args.token_audience, enrol=args.enrol, by="cli")
+        key = tool.key              # made now (0600 beside the database) if it was not
+        print(f"registered {platform.issuer} (client {platform.client_id}; deployments "
+              f"{', '.join(platform.deployments)}); the tool's key: {tool.folder / 'lti-private-key.pem'} "
+              f"(key id {key.kid})")
+        base = args.url.rstrip("/") or "https://YOUR-SERVICE"
+        print(f"enter in the LMS:\n  login initiation URL  {base}/lti/login\n  redirect / launch URL {base}/lti/launch"
+              f"\n  public keys (JWKS)    {base}/lti/jwks.json")
+        return 0
+    if not P.platforms(engine):
+        raise AutograderError("serve lti: no LMS is registered", hint="autograder serve lti register --issuer ...")
+    if args.lti_action == "sync":
+        done = outbox.sync(tool, course)
+        print(f"lti sync: {done.sent} score(s) sent, {done.same} unchanged, {done.failed} to try again"
+              + (f" ({done.errors[0]})" if done.errors else ""))
+        return 0 if not done.failed else 1
+    try:
+        pulled = nrps.pull(tool, by="cli", issue_tokens=args.out is not None)
+    except PlatformError as exc:
+        raise AutograderError(f"serve lti roster: {exc}", hint="the LMS did not answer; try again later") from None
+    if args.out is not None:
+        from autograder.atomic import atomic_write_text  # noqa: PLC0415 - the service extra, loaded by the action
+        from autograder.service.tokens import tokens_csv  # noqa: PLC0415 - the service extra, loaded by the action
+
+        atomic_write_text(args.out, tokens_csv(pulled.issued))
+        os.chmod(args.out, 0o600)
+    print(f"lti roster: {pulled.read} member(s) read, {len(pulled.added)} student(s) added to the roster, "
+          f"{pulled.linked} linked, {pulled.staff} staff" + (f"; {len(pulled.issued)} token(s) written to {args.out}"
+                                                             if args.out is not None else ""), file=sys.stdout)
+    return 0

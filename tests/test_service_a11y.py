@@ -2,21 +2,23 @@
 (axe-core, bundled by axe-playwright-python, run in Debian's Chromium), in Chinese and with the English switch,
 and a student signs in and hands in a notebook with the keyboard alone.
 
-The audit signs in as a student and as the instructor and opens each page of :data:`PAGES` with ``?lang=zh`` and
-``?lang=en``: 0 violations of the rules tagged wcag2a, wcag2aa, wcag21a and wcag21aa, every closed <details> opened
-first (so the feedback inside is checked too), the page's <html lang> the language asked for. A violation's
-message names the page, the rule, its impact, the failing nodes' selectors and the rule's help page. Adding a page
-to the audit is one line of :data:`PAGES`.
+The audit signs in as a student and as the instructor (and an instructor launched from the simulated LMS of
+tests/lti_platform.py with a deep-linking request, for the LTI page that lists the assignments to add) and opens each
+page of :data:`PAGES` with ``?lang=zh`` and ``?lang=en``: 0 violations of the rules tagged wcag2a, wcag2aa, wcag21a
+and wcag21aa, every closed <details> opened first (so the feedback inside is checked too), the page's <html lang> the
+language asked for. A violation's message names the page, the rule, its impact, the failing nodes' selectors and the
+rule's help page. Adding a page to the audit is one line of :data:`PAGES`.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import NamedTuple
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 import pytest
 
+from lti_platform import INSTRUCTOR, Lms, lms_serving
 from support import make_samples
 from served import student_token
 from test_browser import CHROMIUM_FLAGS, browser_kit  # noqa: F401 - the fixture
@@ -28,7 +30,8 @@ WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 
 
 class Page(NamedTuple):
-    """One page of the audit: who is signed in ("" nobody), its path ({sub}: the graded submission's number),
+    """One page of the audit: who is signed in ("" nobody; "lms": by the LMS's deep-linking launch), its path ({sub}:
+    the graded submission's number, {request}: the deep-linking request the launch landed with),
     the HTTP status it answers, a selector it must show (so the audit sees what it claims to), and a button to
     press first ("" none: the page is the one the path opens)."""
     who: str
@@ -59,6 +62,7 @@ PAGES = [
     Page("teacher", "/dashboard/reviews", shows="#reviews form.review-accept"),
     Page("ada", "/me", shows=".review-list .review-answer"),
     Page("teacher", "/dashboard/lti", shows="#lti-urls"),
+    Page("lms", "/lti/deep-link?request={request}", shows="#deep-link input[name=assignment]"),
 ]
 
 
@@ -67,6 +71,36 @@ def _sign_in(page, url: str, token: str) -> None:
     page.fill("input[name=token]", token)
     page.click("form[action$='/login'] button")
     page.wait_for_load_state()
+
+
+#: The simulated LMS's auto-submitted form (what its page does with the id_token it signed): posted by the browser.
+FORM_POST = """([action, fields]) => {
+  const form = document.createElement("form");
+  form.method = "post";
+  form.action = action;
+  for (const [name, value] of Object.entries(fields)) {
+    const input = document.createElement("input");
+    input.type = "hidden"; input.name = name; input.value = value;
+    form.appendChild(input);
+  }
+  document.body.appendChild(form);
+  form.submit();
+}"""
+
+
+def _deep_linking_launch(page: Any, url: str, lms: Lms) -> str:
+    """An instructor's deep-linking launch from the simulated LMS, in this browser: the service's OIDC login (its
+    state cookie set here), the platform's signed answer, its form POST to /lti/launch; the browser signed in on the
+    page that lists the assignments. The signed request that page carries."""
+    hint = lms.prepare(lms.claims("t1", [INSTRUCTOR], message="LtiDeepLinkingRequest", email="prof@uni.example"))
+    login = f"{url}/lti/login?" + urlencode({"iss": lms.issuer, "login_hint": hint, "client_id": lms.client_id,
+                                             "lti_deployment_id": lms.deployment})
+    with page.expect_response(lambda r: r.url.startswith(f"{lms.url}/auth")) as seen:
+        page.goto(login)
+    answer = seen.value.json()
+    with page.expect_navigation(url="**/lti/deep-link?request=*"):
+        page.evaluate(FORM_POST, [answer["action"], {"id_token": answer["id_token"], "state": answer["state"]}])
+    return str(parse_qs(urlsplit(page.url).query)["request"][0])
 
 
 def _violations(found: dict, where: str) -> list[str]:
@@ -110,22 +144,28 @@ def _class_with_a_graded_submission(engine, database) -> int:
 def test_every_page_passes_the_wcag_21_aa_audit_in_both_languages(site, browser_kit):  # noqa: F811
     from axe_playwright_python.sync_playwright import Axe
 
+    from autograder.service.lti import platforms as P
+
     url, engine, who, database = site
     sub = _class_with_a_graded_submission(engine, database)
     axe, problems, audited = Axe(), [], 0
-    with browser_kit.sync_playwright() as pw:
+    with browser_kit.sync_playwright() as pw, lms_serving() as lms:
+        lms.tool_url = url
+        P.register(engine, **lms.registration(), by="test")
         chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
         try:
-            tabs = {}
+            tabs, request = {}, ""
             for person in dict.fromkeys(p.who for p in PAGES):
                 tabs[person] = chromium.new_context(locale="zh-CN", timezone_id="Asia/Shanghai").new_page()
                 tabs[person].set_default_timeout(TIMEOUT_MS)
-                if person:
+                if person == "lms":
+                    request = _deep_linking_launch(tabs[person], url, lms)
+                elif person:
                     _sign_in(tabs[person], url, who.get(person) or "")
             for spec in PAGES:
                 page = tabs[spec.who]
                 for lang in ("zh", "en"):
-                    path = spec.path.format(sub=sub)
+                    path = spec.path.format(sub=sub, request=request)
                     path += ("&" if "?" in path else "?") + f"lang={lang}"
                     where = f"{spec.who or 'anonymous'} {path}" + (f" then {spec.press}" if spec.press else "")
                     answer = page.goto(url + path)

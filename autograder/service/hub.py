@@ -15,6 +15,9 @@ given the same variables), ``autograder serve`` finds ``JUPYTERHUB_API_TOKEN`` a
   checks the state, exchanges the code for a token, asks the Hub whose it is and hands the caller
   to the pages' sign-in (a session cookie). ``next`` must be a page of this service.
 
+With the Hub's LTI 1.3 authenticator (ltiauthenticator), :meth:`Hub.auth_state` reads what the Hub kept of a user's
+launch, and the LTI passback links them to their LMS identity (:mod:`autograder.service.lti.hub_users`).
+
 Tokens are never logged nor put in an error message; a Hub that does not answer is a 503 with
 Retry-After (``submit()`` tries again), never a "wrong token".
 """
@@ -27,7 +30,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
@@ -155,6 +158,26 @@ class Hub:
         instructor = name in self.instructors or (self.instructor_group is not None and isinstance(groups, list)
                                                   and self.instructor_group in groups)
         return Caller("instructor" if instructor else "student", name)
+
+    def auth_state(self, name: str) -> dict[str, Any] | None:
+        """What the Hub's authenticator kept of user ``name``'s login (their ``auth_state``: LTI13Authenticator's
+        launch claims), or None: no such user, none kept (the Hub's ``enable_auth_state`` off) or not shown to this
+        service (its token needs ``admin:auth_state`` and ``read:users:name``). A Hub that does not answer raises
+        the API's 503 (``hub.unavailable``), as :meth:`api_caller` does. Synchronous."""
+        import httpx
+
+        url = f"{self.auth.api_url.rstrip('/')}/users/{quote(name, safe='')}"
+        try:
+            got = httpx.get(url, headers={"Authorization": f"token {self.auth.api_token}"}, timeout=10)
+        except httpx.HTTPError as exc:
+            log.warning("JupyterHub did not say what it keeps of a user: %s", type(exc).__name__)
+            raise ApiError(503, "hub.unavailable", retry_after=RETRY_AFTER) from None
+        if got.status_code >= 500:
+            log.warning("JupyterHub did not say what it keeps of a user: %s", got.status_code)
+            raise ApiError(503, "hub.unavailable", retry_after=RETRY_AFTER)
+        model = got.json() if got.status_code == 200 else None
+        state = model.get("auth_state") if isinstance(model, dict) else None
+        return state if isinstance(state, dict) else None
 
     # -- the pages' sign-in -------------------------------------------------------------------------
     def local_next(self, target: str | None) -> str | None:

@@ -9,6 +9,8 @@
 - :mod:`.outbox`: every change of a counted score (:mod:`autograder.service.history`) sent once, in order, retried
   with backoff from a table of the same database.
 - :mod:`.nrps`: Names and Role Provisioning Services: the LMS course's members into the roster.
+- :mod:`.hub_users`: a JupyterHub signing its users in with ltiauthenticator (LTI 1.3): each Hub user linked to their
+  LMS identity (the launch's claims the Hub keeps as their ``auth_state``), so their scores go back to the LMS too.
 
 PyJWT (with ``cryptography``) signs and checks every JWT and fetches the platforms' JWKS (its ``PyJWKClient``
 caches them and fetches again for a key id it does not know: a platform's key rotation); httpx calls the platform's

@@ -73,7 +73,9 @@ def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) ->
     if not P.platforms(engine):
         raise AutograderError("serve lti: no LMS is registered", hint="autograder serve lti register --issuer ...")
     if args.lti_action == "sync":
-        done = outbox.sync(tool, course)
+        from autograder.service.lti import hub_users  # noqa: PLC0415 - the service extra, loaded by the action
+
+        done = outbox.sync(tool, course, hub_users=hub_users.from_env(course, outbox.backfill))   # (as a Hub's service)
         print(f"lti sync: {done.sent} score(s) sent, {done.same} unchanged, {done.failed} to try again"
               + (f" ({done.errors[0]})" if done.errors else ""))
         return 0 if not done.failed else 1

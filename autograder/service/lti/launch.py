@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from autograder.service.db import LtiLineItem, LtiNonce, utcnow, writing
+from autograder.service.db import LtiNonce, utcnow, writing
 from autograder.service.lti import platforms as P
 from autograder.service.lti.tool import Tool
 from autograder.service.tokens import Caller
@@ -211,19 +211,7 @@ def accept(tool: Tool, launch: Launch, assignments: set[str]) -> Caller:
             else:
                 P.member(conn, launch.platform, context, who, P.staff_name(who))
                 caller = Caller(who.role, P.staff_name(who))
-            _line_item(conn, launch, context, assignments)
+            P.record_line_item(conn, launch.claims, context, assignments)
     except IntegrityError:
         raise Refused("service.lti.replayed", status=401) from None
     return caller
-
-
-def _line_item(conn: Any, launch: Launch, context: int, assignments: set[str]) -> None:
-    """A resource link's own line item (Canvas: the assignment the link is) for the assignment it carries."""
-    ags = launch.claims.get(P.AGS) or {}
-    url, assignment = ags.get("lineitem") if isinstance(ags, dict) else None, launch.custom.get("assignment")
-    if not isinstance(url, str) or len(url) > 500 or assignment not in assignments:
-        return
-    known = conn.execute(select(LtiLineItem.id).where(LtiLineItem.context_id == context,
-                                                     LtiLineItem.assignment == assignment)).first()
-    if known is None:
-        conn.execute(insert(LtiLineItem).values(context_id=context, assignment=assignment, url=url))

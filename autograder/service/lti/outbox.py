@@ -29,6 +29,7 @@ from autograder.service.lti.ags import PlatformError
 
 if TYPE_CHECKING:
     from autograder.config import Course
+    from autograder.service.lti.hub_users import HubUsers
     from autograder.service.lti.tool import Tool
 
 FIRST_DELAY = 10.0
@@ -207,8 +208,13 @@ def _forget_line_item(engine: Engine, context: int, assignment: str) -> None:
         conn.execute(delete(LtiLineItem).where(LtiLineItem.context_id == context, LtiLineItem.assignment == assignment))
 
 
-def sync(tool: Tool, course: Course, *, now: dt.datetime | None = None) -> Delivery:
-    """New changes into the outbox, then a round of deliveries."""
+def sync(tool: Tool, course: Course, *, now: dt.datetime | None = None, hub_users: HubUsers | None = None
+         ) -> Delivery:
+    """New changes into the outbox, then a round of deliveries; with ``hub_users`` (a JupyterHub's, where this is its
+    service), the students of the new changes are linked to their LMS identity first
+    (:mod:`autograder.service.lti.hub_users`)."""
+    if hub_users is not None:
+        hub_users.refresh(tool.engine, course)
     enqueue(tool.engine)
     return deliver(tool, course, now=now)
 
@@ -217,7 +223,11 @@ class Passback:
     """The service's passback: a thread that runs :func:`sync` every :data:`EVERY` seconds while the service runs."""
 
     def __init__(self, tool: Tool, course: Course, every: float = EVERY):
+        from autograder.service.lti import hub_users  # noqa: PLC0415 - (a module of this package)
+
         self.tool, self.course, self.every = tool, course, every
+        #: The Hub's users, where the service is a JupyterHub's (their LMS identity from their auth_state).
+        self.hub_users = hub_users.from_env(course, backfill)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lti-passback", daemon=True)
 
@@ -231,7 +241,7 @@ class Passback:
         while not self._stop.wait(self.every):
             try:
                 if P.platforms(self.tool.engine):
-                    done = sync(self.tool, self.course)
+                    done = sync(self.tool, self.course, hub_users=self.hub_users)
                     if done.failed:
                         log.warning("LTI passback: %d sent, %d to try again (%s)", done.sent, done.failed,
                                     done.errors[0])

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from autograder.errors import AutograderError
 from autograder.service import audit
-from autograder.service.db import LtiContext, LtiPlatform, LtiUser, Person, utcnow, writing
+from autograder.service.db import LtiContext, LtiLineItem, LtiPlatform, LtiUser, Person, utcnow, writing
 
 #: The LTI claims' common prefixes.
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
@@ -223,3 +223,18 @@ def add_student(conn: Connection, who: Identity, student: str, *, by: str) -> No
                                        moodle_id_number="", canvas_id=who.canvas_id, section="", added_at=now,
                                        updated_at=now))
     audit.record(conn, by, "lti.enrol", target=student, detail=f"LMS user {who.sub}"[:500])
+
+
+def record_line_item(conn: Any, claims: dict[str, Any], context: int, assignments: set[str]) -> None:
+    """A resource link's own line item (Canvas: the assignment the link is) for the assignment it carries (a launch's
+    claims: the tool's own, or the ones a JupyterHub kept, :mod:`.hub_users`)."""
+    ags = claims.get(AGS) or {}
+    custom = claims.get(LTI + "custom")
+    assignment = custom.get("assignment") if isinstance(custom, dict) else None
+    url = ags.get("lineitem") if isinstance(ags, dict) else None
+    if not isinstance(url, str) or len(url) > 500 or assignment not in assignments:
+        return
+    known = conn.execute(select(LtiLineItem.id).where(LtiLineItem.context_id == context,
+                                                     LtiLineItem.assignment == assignment)).first()
+    if known is None:
+        conn.execute(insert(LtiLineItem).values(context_id=context, assignment=assignment, url=url))

@@ -18,7 +18,7 @@ from autograder.service.context import ServiceDep, service
 from autograder.service.db import LtiContext, LtiScore, LtiUser
 from autograder.service.errors import ApiError, base_path
 from autograder.service.guard import SECURITY_HEADERS
-from autograder.service.lti import deep_linking, launch, nrps, outbox
+from autograder.service.lti import deep_linking, hub_users, launch, nrps, outbox
 from autograder.service.lti import platforms as P
 from autograder.service.lti.ags import PlatformError
 from autograder.service.lti.tool import Tool
@@ -183,7 +183,8 @@ async def lti_page(request: Request, signed: StaffPage, state: ServiceDep) -> Re
 async def sync_now(request: Request, signed: StaffPage, state: ServiceDep) -> Response:
     """send the pending scores to the LMS now"""
     await form_checked(request, signed)
-    done = await run_in_threadpool(outbox.sync, tool(request), state.course)
+    users = hub_users.from_env(state.course, outbox.backfill)   # inside a JupyterHub: its LTI students linked first
+    done = await run_in_threadpool(lambda: outbox.sync(tool(request), state.course, hub_users=users))
     said = UI[language(request, state.course)]["lti_synced"].format(sent=done.sent, failed=done.failed)
     return to_dashboard(request, said, "lti")
 

@@ -50,7 +50,8 @@ def generate(folder: Path, n: int, assignment_id: str) -> dict[str, int]:
         "stub": ms.student_notebook(a),
     }
     if assignment_id == "02_qkv_attention":
-        kinds["mistake"] = ms.submission(a, solved=tuple(ids[:-1]), code={ids[-1]: ms.NO_SCALE})
+        # 2.4 without the scale (a known mistake), every other exercise solved
+        kinds["mistake"] = ms.submission(a, solved=tuple(i for i in ids if i != "2.4"), code={"2.4": ms.NO_SCALE})
     order = ["correct", "partial", "correct", "mistake" if "mistake" in kinds else "correct", "stub"]
     counts: dict[str, int] = {}
     for i in range(n):

@@ -45,3 +45,14 @@ def scaled_dot_product_attention(Q, K, V):
     # 每个查询把注意力分给各个键：沿最后一维归一化。
     weights = softmax(attention_scores(Q, K), dim=-1)   # (..., Tq, Tk)
     return weights @ V, weights                         # (..., Tq, Tk) @ (..., Tk, Dv) -> (..., Tq, Dv)
+
+
+def softmax_jacobian(weights):
+    """练习 2.5：softmax 的雅可比，只用它的输出 weights 表示。
+
+    weights: (..., N)，沿最后一维是一行 softmax 的输出（非负、加和为 1）。
+    返回 (..., N, N)：[..., i, j] 处是 ∂p_i/∂x_j，dtype 与 weights 相同。
+    """
+    # i = j 时 p_i (1 - p_i)，i ≠ j 时 -p_i p_j：合起来是对角阵 diag(p) 减去外积 p p^T。
+    outer = weights.unsqueeze(-1) * weights.unsqueeze(-2)    # (..., N, N)：p_i p_j
+    return torch.diag_embed(weights) - outer

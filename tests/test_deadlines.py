@@ -27,6 +27,8 @@ from autograder.sandbox import Sandbox
 BASE = load_course()
 QKV = BASE.assignment("02_qkv_attention")
 FULL = QKV.points
+#: One started hour late under dated_course's default policy (10% per started hour): 10% of full marks.
+HOUR = FULL * 10 / 100
 DUE = "2026-12-08T23:59:00+08:00"          # 15:59:00 UTC
 
 
@@ -92,8 +94,8 @@ def test_each_time_source_and_the_boundaries(tmp_path, sandbox):
     grade(subs, course_root, out, sandbox, times=times)
     got = rows(out)
     # dan's folder is named for him, the file for Canvas: the marker is read from the file name.
-    expected = {"ada": ("no", 0.0), "ben": ("yes", 0.8), "cai": ("yes", 1.6), "dan": ("yes", 0.8),
-                "eve": ("unknown", 0.0), "fay": ("yes", 1.6), "gus": ("not accepted", FULL)}
+    expected = {"ada": ("no", 0.0), "ben": ("yes", HOUR), "cai": ("yes", 2 * HOUR), "dan": ("yes", HOUR),
+                "eve": ("unknown", 0.0), "fay": ("yes", 2 * HOUR), "gus": ("not accepted", FULL)}
     for student, (late, penalty) in expected.items():
         row = got[student]
         assert (row["late"], float(row["penalty"])) == (late, penalty), (student, row)
@@ -104,12 +106,12 @@ def test_each_time_source_and_the_boundaries(tmp_path, sandbox):
     assert result(out, "eve")["late"]["late"] is None
     # The feedback says, in the student's language, when it was due, how late and what it cost.
     ben = (out / "feedback" / f"ben__{QKV.id}.md").read_text(encoding="utf-8")
-    assert "截止时间 2026-12-08 23:59 +08:00" in ben and "迟交 1 秒" in ben and "迟交扣 0.8" in ben
+    assert "截止时间 2026-12-08 23:59 +08:00" in ben and "迟交 1 秒" in ben and f"迟交扣 {HOUR:g}" in ben
     gus = (out / "feedback" / f"gus__{QKV.id}.md").read_text(encoding="utf-8")
     assert "不予接收" in gus
     # The class report counts them per assignment.
     report = (out / "report.html").read_text(encoding="utf-8")
-    assert "5 份迟交（其中 1 份晚于迟交截止时间，不予接收），1 份提交时间未知，共扣 12.8 分" in report
+    assert f"5 份迟交（其中 1 份晚于迟交截止时间，不予接收），1 份提交时间未知，共扣 {6 * HOUR + FULL:g} 分" in report
 
 
 def test_an_extension_takes_effect_without_regrading_and_as_of_stands_in_for_an_unknown_time(tmp_path, sandbox):
@@ -226,17 +228,17 @@ def test_the_lms_files_take_the_final_score(tmp_path, sandbox):
 
     course_root = dated_course(tmp_path / "course")
     subs = tmp_path / "subs"
-    put(subs, "ben", "2026-12-08 16:30:00.000000 UTC")           # 31 min late: -0.8
+    put(subs, "ben", "2026-12-08 16:30:00.000000 UTC")           # 31 min late: one started hour
     out = tmp_path / "out"
     grade(subs, course_root, out, sandbox)
     course = load_course(course_root)
     settled = [result(out, "ben")]
     table = lms_table(settled, course)
-    assert table.rows == [("ben", {QKV.id: FULL - 0.8}, FULL - 0.8)]
+    assert table.rows == [("ben", {QKV.id: FULL - HOUR}, FULL - HOUR)]
     written = write_lms_csv(settled, course, tmp_path / "lms")
     canvas = next(p for p in written if p.name == "canvas.csv").read_text(encoding="utf-8-sig")
     ben = next(line for line in canvas.splitlines() if line.startswith("ben,"))
-    assert ben.endswith(f",{FULL - 0.8:g},{FULL - 0.8:g}"), canvas
+    assert ben.endswith(f",{FULL - HOUR:g},{FULL - HOUR:g}"), canvas
     # And the command's last lines count them.
     from rich.console import Console
 
@@ -245,7 +247,7 @@ def test_the_lms_files_take_the_final_score(tmp_path, sandbox):
     console = Console(record=True, width=300)
     print_summary(console, settled, course)
     assert (f"{QKV.id}: due {DUE}; 1 late (0 after the late window, not accepted), 0 with no trustworthy time, "
-            "0.8 points taken off in all") in console.export_text()
+            f"{HOUR:g} points taken off in all") in console.export_text()
 
 
 def test_nbgraders_word_comes_after_the_times_csv_and_after_the_extensions_file(tmp_path, sandbox):
@@ -270,7 +272,7 @@ def test_nbgraders_word_comes_after_the_times_csv_and_after_the_extensions_file(
     grade(subs, course_root, out, sandbox, gradebook=word)
     ada, ben = result(out, "ada"), result(out, "ben")
     assert ada["submitted"]["source"] == "nbgrader gradebook" and ada["late"]["extended"] is True
-    assert ada["late"]["penalty"] == pytest.approx(0.8)          # 31 min after the extended due date
+    assert ada["late"]["penalty"] == pytest.approx(HOUR)         # 31 min after the extended due date
     assert ben["late"]["late"] is False                          # the file's 2 h, not the gradebook's 30 min
 
 
@@ -287,6 +289,6 @@ def test_gradescope_run_autograder_scores_the_final_points_and_says_why(tmp_path
     (root / "submission_metadata.json").write_text(json.dumps(meta), encoding="utf-8")
     assert run_gradescope(root, QKV.id) == 0
     results = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
-    assert results["score"] == pytest.approx(FULL - 0.8)               # 31 min late: one started hour
+    assert results["score"] == pytest.approx(FULL - HOUR)              # 31 min late: one started hour
     assert sum(t["score"] for t in results["tests"]) == pytest.approx(FULL)   # each check keeps its points
     assert "迟交: 截止时间 2026-12-08 23:59 +08:00；迟交 31 分钟" in results["output"]

@@ -28,6 +28,8 @@ from autograder.sandbox import Sandbox   # the real one: a test that cannot impo
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
 FULL = QKV.points
+#: Full marks as grades.csv writes them (no trailing ".0").
+FULL_CSV = f"{FULL:g}"
 
 
 MS = make_samples
@@ -100,7 +102,7 @@ def test_correct_partial_mistake_and_stub(tmp_path, sandbox):
 
     table = rows(out)
     assert set(table) == {f"{s}/02_qkv_attention" for s in ("ada", "ben", "chen", "dana")}
-    assert table["ada/02_qkv_attention"]["total"] == "8" and table["ada/02_qkv_attention"]["max"] == "8"
+    assert table["ada/02_qkv_attention"]["total"] == FULL_CSV and table["ada/02_qkv_attention"]["max"] == FULL_CSV
     assert table["ben/02_qkv_attention"]["2.4"] == "0" and table["ben/02_qkv_attention"]["total"] == "5"
     for key in ("ada", "ben", "chen", "dana"):
         stored = json.loads((out / "results" / f"{key}__02_qkv_attention.json").read_text(encoding="utf-8"))
@@ -247,7 +249,7 @@ def test_hostile_submissions_get_named_rows_and_no_points(tmp_path, sandbox):
     table = rows(out)
     assert float(table["eve/02_qkv_attention"]["total"]) < 0.5
     assert {k: v["total"] for k, v in table.items() if not k.startswith("eve")} == {
-        "loop/02_qkv_attention": "5", "hog/02_qkv_attention": "5", "quit/02_qkv_attention": "8"}
+        "loop/02_qkv_attention": "5", "hog/02_qkv_attention": "5", "quit/02_qkv_attention": FULL_CSV}
 
 
 def test_discovery_problems_are_rows_too(tmp_path, sandbox):
@@ -500,7 +502,7 @@ def test_cli_grades_a_zip_with_a_traversal_attempt(tmp_path, capsys, warm_cli):
     assert main(["grade", str(archive), "-o", str(out), "-j", "2", "--language", "zh"]) == 0
     assert not (tmp_path.parent / "escape").exists()
     table = rows(out)
-    assert table["ada/02_qkv_attention"]["total"] == "8"
+    assert table["ada/02_qkv_attention"]["total"] == FULL_CSV
     assert table["bob/02_qkv_attention"]["status"].startswith("unreadable: invalid JSON")
     refused = [r for r in table.values() if r["status"].startswith("not extracted from the zip")]
     assert len(refused) == 1 and refused[0]["total"] == "0"
@@ -526,7 +528,7 @@ def test_cli_regrades_one_student_by_folder_or_by_name(tmp_path, capsys, warm_cl
     assert main(["grade", str(subs / "s04"), "-o", str(out), "-j", "1", "--force"]) == 0
     table = rows(out)
     assert set(table) == {"s04/02_qkv_attention", "s05/02_qkv_attention"}, table
-    assert table["s04/02_qkv_attention"]["total"] == "8"
+    assert table["s04/02_qkv_attention"]["total"] == FULL_CSV
     assert not (out / "results" / "unknown__02_qkv_attention__0badf00d.json").exists()
     skipped = (out / "lms-skipped.csv").read_text(encoding="utf-8-sig")
     assert "unknown student" not in skipped

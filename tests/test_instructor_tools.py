@@ -243,7 +243,8 @@ def test_the_roster_page_shows_names_and_who_has_not_submitted_with_a_csv_to_mai
         rows = list(csv.DictReader(io.StringIO(sheet.text)))
         assert [r["student"] for r in rows] == ["cat"] and rows[0]["name"] == "'=HYPERLINK(1)"  # no formula
         everyone = {r["student"]: r for r in csv.DictReader(io.StringIO(ta.get("/dashboard/roster.csv").text))}
-        assert everyone["ada"][f"{QKV.id} state"] == "graded" and everyone["ada"][f"{QKV.id} points"] == "8 / 8"
+        assert everyone["ada"][f"{QKV.id} state"] == "graded" and \
+            everyone["ada"][f"{QKV.id} points"] == f"{QKV.points:g} / {QKV.points:g}"
         assert everyone["ben"][f"{QKV.id} state"] == "waiting" and everyone["cat"][f"{QKV.id} state"] == "missing"
         # The worker that graded Ada's upload recorded her counted score's first value.
         assert [(r.old_points, r.new_points, r.why, r.who) for r in history.changes(_engine, student="ada")] == [
@@ -323,7 +324,7 @@ def test_every_change_of_a_counted_score_is_recorded_with_why_who_and_when(engin
     history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="extension", who="T. A.")
     repository.revoke_extensions(engine, "ada", QKV.id, by="prof")
     history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="extension", who="prof")
-    # Graded again (a check changed): 6 of 8 before the penalty, 2 after it (half the maximum off).
+    # Graded again (a check changed): 6 before the penalty, 6 - F/2 after it (half the maximum F off).
     [sub] = [s.id for s in repository.submissions(engine, student="ada")]
     Q.requeue(engine, [sub])
     claimed = Q.claim(engine, "w", 60)
@@ -338,15 +339,16 @@ def test_every_change_of_a_counted_score_is_recorded_with_why_who_and_when(engin
         a.model_copy(update={"due": "2026-01-20T23:59:00+00:00"}) if a.id == QKV.id else a
         for a in LATE_COURSE.assignments]})
     assert history.settle_all(engine, later) == 1
-    assert _changes(engine) == [(None, 4.0, "graded", "grader"), (4.0, 8.0, "extension", "T. A."),
-                                (8.0, 4.0, "extension", "prof"), (4.0, 2.0, "regrade", "grader"),
-                                (2.0, 6.0, "late_policy", "course.yml")]
+    full, half = float(QKV.points), QKV.points / 2
+    assert _changes(engine) == [(None, half, "graded", "grader"), (half, full, "extension", "T. A."),
+                                (full, half, "extension", "prof"), (half, 6 - half, "regrade", "grader"),
+                                (6 - half, 6.0, "late_policy", "course.yml")]
     assert history.settle_all(engine, later) == 0
     export(engine, later, tmp_path / "out")
     sheet = list(csv.DictReader(io.StringIO((tmp_path / "out" / "score-history.csv").read_text(encoding="utf-8"))))
     assert [(r["old_points"], r["new_points"], r["why"]) for r in sheet] == [
-        ("", "4.0", "graded"), ("4.0", "8.0", "extension"), ("8.0", "4.0", "extension"), ("4.0", "2.0", "regrade"),
-        ("2.0", "6.0", "late_policy")]
+        ("", str(half), "graded"), (str(half), str(full), "extension"), (str(full), str(half), "extension"),
+        (str(half), str(6 - half), "regrade"), (str(6 - half), "6.0", "late_policy")]
 
 
 def test_two_changes_at_once_record_one_step_each_never_the_same_twice(engine):
@@ -387,13 +389,14 @@ def test_a_student_reads_her_own_score_history_and_the_staff_every_students(tmp_
                     "csrf": csrf_of(page.text), "student": "ada", "assignment": QKV.id, "due": "2d", "reason": ""})
                 assert granted.status_code == 303
                 mine = prof.get("/dashboard/student", params={"id": "ada", "lang": "en"})
-                assert 'data-why="extension"' in mine.text and "4 → 8 / 8" in mine.text
+                assert 'data-why="extension"' in mine.text and \
+                    f"{QKV.points / 2:g} → {QKV.points:g} / {QKV.points:g}" in mine.text
                 sheet = prof.get("/dashboard/download/score-history.csv").text
                 assert sheet.count("\n") == 4 and "extension" in sheet      # header, two grades, one extension
             with signed_in(url, who["ada"]) as ada:
                 page = ada.get("/me", params={"lang": "en"})
                 assert "Score history" in page.text and 'data-why="extension"' in page.text
-                assert "4 → 8 / 8" in page.text and "ben" not in page.text
+                assert f"{QKV.points / 2:g} → {QKV.points:g} / {QKV.points:g}" in page.text and "ben" not in page.text
             with signed_in(url, who["ben"]) as ben:
                 page = ben.get("/me", params={"lang": "zh"})
                 assert "成绩变化记录" in page.text and 'data-why="extension"' not in page.text

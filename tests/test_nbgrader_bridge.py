@@ -211,7 +211,7 @@ def _rows(text: str) -> list[list[str]]:
 
 def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
     results = [
-        _result("ada", "01_rnn_decay", 10.5), _result("ada", "02_qkv_attention", 8),
+        _result("ada", "01_rnn_decay", 10.5), _result("ada", "02_qkv_attention", QKV.points),
         _result("ben", "02_qkv_attention", 3.25),
         _result("chen", "02_qkv_attention", 0, graded=False),                   # not a grade: blank, listed
         _result("ben", "02_qkv_attention", 1, graded=False, key="ben__dup"),     # a graded result wins
@@ -225,16 +225,17 @@ def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
                          COURSE.assignment("01_rnn_decay").gradebook_title,
                          COURSE.assignment("02_qkv_attention").gradebook_title, "Final Points"]
-    assert canvas[1] == ["Points Possible", "", "", "", "", "11", "8", "19"]
-    assert canvas[2:] == [["ada", "", "", "ada", "", "10.5", "8", "18.5"],
+    full = P.fmt(QKV.points)                                                  # 02's points possible
+    assert canvas[1] == ["Points Possible", "", "", "", "", "11", full, P.fmt(11 + QKV.points)]
+    assert canvas[2:] == [["ada", "", "", "ada", "", "10.5", full, P.fmt(10.5 + QKV.points)],
                           ["ben", "", "", "ben", "", "", "3.25", "3.25"],     # no 01 submission: blank, not 0
                           ["chen", "", "", "chen", "", "", "", "0"]]          # not graded: blank, not 0
 
     moodle = _rows((tmp_path / "moodle.csv").read_text(encoding="utf-8"))
     at = "2026-11-20T10:00:00+00:00"
     assert moodle == [["Identifier", "Full name", "Assignment", "Grade", "Maximum Grade", "Last modified (grade)"],
-                      ["", "ada", "01_rnn_decay", "10.5", "11", at], ["", "ada", "02_qkv_attention", "8", "8", at],
-                      ["", "ben", "02_qkv_attention", "3.25", "8", at], ["", "chen", "02_qkv_attention", "", "8", ""]]
+                      ["", "ada", "01_rnn_decay", "10.5", "11", at], ["", "ada", "02_qkv_attention", full, full, at],
+                      ["", "ben", "02_qkv_attention", "3.25", full, at], ["", "chen", "02_qkv_attention", "", full, ""]]
     skipped = _rows((tmp_path / "lms-skipped.csv").read_text(encoding="utf-8"))
     assert skipped == [["student", "assignment", "status", "source"],
                        ["", "02_qkv_attention", "graded", ""],
@@ -283,15 +284,15 @@ WRONG = {
               "    weights = softmax(attention_scores(Q, K), dim=-2)\n    return weights @ V, weights\n"),
 }
 HONEST = {
-    "ada": {"ex2_1": "ok", "ex2_2": "ok", "ex2_3": "ok", "ex2_4": "ok"},
+    "ada": {"ex2_1": "ok", "ex2_2": "ok", "ex2_3": "ok", "ex2_4": "ok", "ex2_5": "ok"},
     "ben": {},
     "chen": {"ex2_1": "ok", "ex2_2": "ok", "ex2_3": "wrong"},
-    "dana": {"ex2_1": "ok", "ex2_2": "wrong", "ex2_3": "ok", "ex2_4": "ok"},
-    "eve": {"ex2_1": "ok", "ex2_2": "ok", "ex2_3": "ok", "ex2_4": "wrong"},
+    "dana": {"ex2_1": "ok", "ex2_2": "wrong", "ex2_3": "ok", "ex2_4": "ok", "ex2_5": "ok"},
+    "eve": {"ex2_1": "ok", "ex2_2": "ok", "ex2_3": "ok", "ex2_4": "wrong", "ex2_5": "ok"},
 }
 #: Patches the grader in its own kernel: nbgrader's path believes it, the sandbox never runs it.
 TAMPER = ("import autograder.exports.nbgrader_cells as _t\n"
-          "_t.grade_exercise = lambda ex, **kw: {'2.1': 1, '2.2': 2, '2.3': 2, '2.4': 3}[ex]\n")
+          f"_t.grade_exercise = lambda ex, **kw: {({e.id: e.points for e in QKV.exercises})!r}[ex]\n")
 
 
 def _submit(course: Path) -> None:
@@ -446,12 +447,12 @@ def test_nbgrader_validate_fails_untouched_stubs_and_passes_a_solved_notebook(nb
 def test_record_in_gradebook_rules(nbgrader_course: Path) -> None:
     from nbgrader.api import Gradebook
 
-    results = [_result("ada", QKV.id, 8), _result("ben", QKV.id, 0, graded=False),
+    results = [_result("ada", QKV.id, QKV.points), _result("ben", QKV.id, 0, graded=False),
                _result("ben", QKV.id, 4, key="ben__late", at="2026-11-21T00:00:00+00:00"),
                _result("ada", QKV.id, 2, key="ada__old", at="2026-11-19T00:00:00+00:00"),
                _result("cat", "99_unknown", 1, graded=False)]
     record = NB.record_in_gradebook(results, COURSE, nbgrader_course)
-    assert sorted(record.recorded) == [("ada", QKV.id, 8.0), ("ben", QKV.id, 4.0)]
+    assert sorted(record.recorded) == [("ada", QKV.id, float(QKV.points)), ("ben", QKV.id, 4.0)]
     assert sorted(key for key, _ in record.skipped) == ["ada__old", "ben__02_qkv_attention", "cat__99_unknown"]
     with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
         grade = gb.find_grade("ex2_4_tests", QKV.id, QKV.id, "ada")
@@ -460,7 +461,7 @@ def test_record_in_gradebook_rules(nbgrader_course: Path) -> None:
         gb.db.commit()
     NB.record_in_gradebook(results, COURSE, nbgrader_course)  # idempotent; the override stays
     with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
-        assert gb.find_submission(QKV.id, "ada").score == pytest.approx(8 - 3 + 1.5)  # 2.4: 3 -> 1.5
+        assert gb.find_submission(QKV.id, "ada").score == pytest.approx(QKV.points - 3 + 1.5)  # 2.4: 3 -> 1.5
 
     # course.yml and the gradebook disagree on points: a clear error, nothing written
     import yaml
@@ -470,7 +471,7 @@ def test_record_in_gradebook_rules(nbgrader_course: Path) -> None:
     data = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))
     data["assignments"][1]["exercises"][3]["points"] = 5
     with pytest.raises(AutograderError, match="ex2_4_tests is worth 3 points, course.yml says 5"):
-        NB.record_in_gradebook([_result("zoe", QKV.id, 8)], parse_course(data), nbgrader_course)
+        NB.record_in_gradebook([_result("zoe", QKV.id, QKV.points)], parse_course(data), nbgrader_course)
     with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
         assert sorted(s.id for s in gb.students) == ["ada", "ben"]
 
@@ -515,33 +516,35 @@ def test_nbgrader_export_writes_hundredths(nbgrader_course: Path, tmp_path: Path
 
     from autograder.exports.nbgrader_export import HundredthsCsvExport
 
-    parts = [0.99, 1.1, 0.1, 2.2]                      # a float sum of these is not 4.39
+    parts = [0.99, 1.1, 0.1, 2.2, 0.0]                 # a float sum of these is not 4.39
     result = _result("gus", QKV.id, 4.39)
-    result["exercises"] = [{"exercise": e.id, "points": p} for e, p in zip(QKV.exercises, parts)]
+    result["exercises"] = [{"exercise": e.id, "points": p} for e, p in zip(QKV.exercises, parts, strict=True)]
     NB.record_in_gradebook([result], COURSE, nbgrader_course)
     dest = tmp_path / "export.csv"
     with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
         assert sum(parts) != 4.39
         HundredthsCsvExport(to=str(dest)).export(gb)
     rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(dest.read_text(encoding="utf-8")))}
-    # (max: 8 and the written answer's 2)
-    assert (rows["gus"]["score"], rows["gus"]["raw_score"], rows["gus"]["max_score"]) == ("4.39", "4.39", "10")
+    # (max: the exercises' points and the written answer's 2)
+    assert (rows["gus"]["score"], rows["gus"]["raw_score"], rows["gus"]["max_score"]) == \
+        ("4.39", "4.39", P.fmt(QKV.points + QKV.manual_points))
     assert "HundredthsCsvExport" in (nbgrader_course / "nbgrader_config.py").read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
 def test_a_late_penalty_reaches_nbgraders_own_field_and_export(nbgrader_course: Path, tmp_path: Path) -> None:
     """Issue 27: the kit's penalty is nbgrader's late_submission_penalty, so the formgrader and nbgrader export
-    show the final score grades.csv shows (raw 8, penalty 2.4, final 5.6)."""
+    show the final score grades.csv shows (raw: full marks, penalty 2.4, final: full marks - 2.4)."""
     from nbgrader.api import Gradebook
 
     from autograder.exports.nbgrader_export import HundredthsCsvExport
 
-    late = {**_result("hal", QKV.id, 5.6), "raw_points": 8.0,
+    raw = float(QKV.points)
+    late = {**_result("hal", QKV.id, raw - 2.4), "raw_points": raw,
             "late": {"due": "2026-12-08T23:59:00+08:00", "late": True, "seconds_late": 9000.0, "penalty": 2.4,
                      "accepted": True, "policy": "per_hour", "rule": {"zh": "", "en": ""}}}
     late["exercises"] = [{"exercise": e.id, "points": e.points} for e in QKV.exercises]
-    NB.record_in_gradebook([late, _result("ivy", QKV.id, 8)], COURSE, nbgrader_course)
+    NB.record_in_gradebook([late, _result("ivy", QKV.id, QKV.points)], COURSE, nbgrader_course)
     dest = tmp_path / "export.csv"
     with Gradebook(f"sqlite:///{nbgrader_course / 'gradebook.db'}") as gb:
         assert gb.find_submission(QKV.id, "hal").late_submission_penalty == pytest.approx(2.4)
@@ -549,7 +552,7 @@ def test_a_late_penalty_reaches_nbgraders_own_field_and_export(nbgrader_course: 
         HundredthsCsvExport(to=str(dest)).export(gb)
     rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(dest.read_text(encoding="utf-8")))}
     assert (rows["hal"]["raw_score"], rows["hal"]["late_submission_penalty"], rows["hal"]["score"]) == \
-        ("8", "2.4", "5.6")
+        (P.fmt(raw), "2.4", P.fmt(raw - 2.4))
 
 
 @pytest.mark.slow

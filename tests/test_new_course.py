@@ -162,16 +162,16 @@ def test_tiny_course_builds_validates_and_grades(tmp_path: Path) -> None:
 
 
 # -- adding an exercise to the real course -------------------------------------------------------
-STATEMENT_2_5 = ("## 练习 2.5　权重的行和\n"
+STATEMENT_2_6 = ("## 练习 2.6　权重的行和\n"
                  "\n"
                  "注意力权重的每一行都应当加和为 1：这是检查一个注意力实现最简单的办法。\n"
                  "\n"
                  "**任务**：写 `row_sums(weights)`：`weights` 形状 (..., Tq, Tk)；"
                  "返回形状 (..., Tq) 的张量，第 i 个元素是第 i 行（沿最后一维）的和，dtype 不变。")
 
-SOLUTION_2_5 = '''\
+SOLUTION_2_6 = '''\
 def row_sums(weights):
-    """Exercise 2.5: the sum of every row of weights.
+    """Exercise 2.6: the sum of every row of weights.
 
     weights: (..., Tq, Tk). Returns (..., Tq), in weights' dtype.
     """
@@ -179,10 +179,10 @@ def row_sums(weights):
     return weights.sum(dim=-1)   # each row is one query's weights over the keys
     ### END SOLUTION'''
 
-PUBLIC_2_5 = '''
+PUBLIC_2_6 = '''
 
-# -- 2.5 row_sums ------------------------------------------------------------------
-@check("2.5", "shape", P, Kind.SHAPE, zh="输出形状 (..., Tq)，dtype 不变",
+# -- 2.6 row_sums ------------------------------------------------------------------
+@check("2.6", "shape", P, Kind.SHAPE, zh="输出形状 (..., Tq)，dtype 不变",
        en="output shape (..., Tq) in the input's dtype")
 def _row_sums_shape(ctx: Context) -> None:
     B, Tq, Tk = ctx.sizes(3)
@@ -191,7 +191,7 @@ def _row_sums_shape(ctx: Context) -> None:
                           what="row_sums(weights)")
 
 
-@check("2.5", "shape-values", P, Kind.NUMERIC, zh="输出形状 (..., Tq)、dtype 不变，每个元素是一行的和",
+@check("2.6", "shape-values", P, Kind.NUMERIC, zh="输出形状 (..., Tq)、dtype 不变，每个元素是一行的和",
        en="output of shape (..., Tq) in the input's dtype, each element the sum of one row")
 def _row_sums_values(ctx: Context) -> None:
     B, Tq, Tk = ctx.sizes(3)
@@ -203,10 +203,10 @@ def _row_sums_values(ctx: Context) -> None:
         ctx.expect_close(got, want, dtype, what="row_sums(weights)")
 '''
 
-HIDDEN_2_5 = '''
+HIDDEN_2_6 = '''
 
-# -- 2.5 row_sums ------------------------------------------------------------------
-@check("2.5", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
+# -- 2.6 row_sums ------------------------------------------------------------------
+@check("2.6", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype：与参考答案一致",
        en="random sizes, batch dims, dtypes: agrees with the reference", same_as="shape-values")
 def _row_sums_reference(ctx: Context) -> None:
     for batch, dtype in zip(BATCHES, (torch.float64, torch.float32, torch.float64)):
@@ -217,36 +217,36 @@ def _row_sums_reference(ctx: Context) -> None:
             _expect_like(ctx, ctx.call(weights), want, dtype, f"row_sums (Tq={Tq}, Tk={Tk}, {dtype})")
 
 
-@check("2.5", "edge-one-key", H, Kind.EDGE, zh="Tk = 1：每行只有一个元素", en="Tk = 1: one element per row",
+@check("2.6", "edge-one-key", H, Kind.EDGE, zh="Tk = 1：每行只有一个元素", en="Tk = 1: one element per row",
        statement="第 i 个元素是第 i 行（沿最后一维）的和")
 def _row_sums_edge(ctx: Context) -> None:
     weights = ctx.randn(3, 4, 1)
     _expect_like(ctx, ctx.call(weights), ctx.reference(weights), torch.float64, "row_sums (Tk = 1)")
 
 
-@check("2.5", "gradients", H, Kind.GRADIENT, zh="梯度能传回输入", en="gradients reach the input",
+@check("2.6", "gradients", H, Kind.GRADIENT, zh="梯度能传回输入", en="gradients reach the input",
        statement="梯度要能从输出传回每个输入")
 def _row_sums_gradients(ctx: Context) -> Iterator[None]:
     yield from input_gradients(ctx, ("weights",), (0,), ctx.randn(2, 3, 4))
 
 
-near_answer("2.5", r"return\\w+\\.sum\\(dim=-1\\)")
+near_answer("2.6", r"return\\w+\\.sum\\(dim=-1\\)")
 '''
 
-ALTERNATIVES_2_5 = '''
+ALTERNATIVES_2_6 = '''
 
-# -- 2.5 row_sums ------------------------------------------------------------------
-@alternative("2.5", "einsum", zh="einsum 沿最后一维求和", en="einsum over the last dim")
+# -- 2.6 row_sums ------------------------------------------------------------------
+@alternative("2.6", "einsum", zh="einsum 沿最后一维求和", en="einsum over the last dim")
 def _row_sums_einsum(weights):
     return torch.einsum("...k->...", weights)
 
 
-@alternative("2.5", "times-ones", zh="乘以全 1 向量", en="a matmul with a vector of ones")
+@alternative("2.6", "times-ones", zh="乘以全 1 向量", en="a matmul with a vector of ones")
 def _row_sums_ones(weights):
     return weights @ weights.new_ones(weights.shape[-1])
 
 
-@alternative("2.5", "loop-over-keys", zh="对键逐个相加", en="adds the keys one by one")
+@alternative("2.6", "loop-over-keys", zh="对键逐个相加", en="adds the keys one by one")
 def _row_sums_loop(weights):
     total = torch.zeros_like(weights[..., 0])
     for k in range(weights.shape[-1]):
@@ -254,34 +254,34 @@ def _row_sums_loop(weights):
     return total
 '''
 
-MISTAKES_2_5 = '''
+MISTAKES_2_6 = '''
 
-# -- 2.5 row_sums ------------------------------------------------------------------
-@mistake("2.5", "sums-over-queries", zh="沿查询（倒数第二维）求了和：应沿最后一维（键）求和",
+# -- 2.6 row_sums ------------------------------------------------------------------
+@mistake("2.6", "sums-over-queries", zh="沿查询（倒数第二维）求了和：应沿最后一维（键）求和",
          en="sums over the queries (dim -2): sum along the last dim, the keys")
 def _row_sums_queries(weights):
     return weights.sum(dim=-2)
 
 
-@mistake("2.5", "mean-not-sum", zh="算的是每行的平均值，不是和", en="computes each row's mean, not its sum")
+@mistake("2.6", "mean-not-sum", zh="算的是每行的平均值，不是和", en="computes each row's mean, not its sum")
 def _row_sums_mean(weights):
     return weights.mean(dim=-1)
 '''
 
-MEAN_2_5 = "def row_sums(weights):\n    return weights.mean(dim=-1)\n"
+MEAN_2_6 = "def row_sums(weights):\n    return weights.mean(dim=-1)\n"
 QKV = "02_qkv_attention"
 
 
-def add_exercise_2_5(course: Path) -> None:
+def add_exercise_2_6(course: Path) -> None:
     """What docs/instructor/exercises.md tells an instructor: the notebook's cells, course.yml's entry, the checks."""
-    # (1) statement, solution and check cells after 2.4's test cell (the test cell comes from build).
+    # (1) statement, solution and check cells after 2.5's test cell (the test cell comes from build).
     path = course / "source" / QKV / f"{QKV}.ipynb"
     nb = nbformat.read(path, as_version=4)
-    at = next(i for i, c in enumerate(nb.cells) if gid(c) == "ex2_4_tests") + 1
+    at = next(i for i, c in enumerate(nb.cells) if gid(c) == "ex2_5_tests") + 1
     nb.cells[at:at] = [
-        nbgrader_cell("markdown", "ex2_5_statement", "ex2-5-statement", STATEMENT_2_5),
-        nbgrader_cell("code", "ex2_5", "ex2-5-solution", SOLUTION_2_5, solution=True),
-        nbgrader_cell("code", "ex2_5_check", "ex2-5-check", 'check("2.5")'),
+        nbgrader_cell("markdown", "ex2_6_statement", "ex2-6-statement", STATEMENT_2_6),
+        nbgrader_cell("code", "ex2_6", "ex2-6-solution", SOLUTION_2_6, solution=True),
+        nbgrader_cell("code", "ex2_6_check", "ex2-6-check", 'check("2.6")'),
     ]
     ids = [c.id for c in nb.cells]
     assert len(ids) == len(set(ids))
@@ -290,70 +290,71 @@ def add_exercise_2_5(course: Path) -> None:
     # (2) course.yml: one entry, edited as text so every comment stays.
     yml = course / "course.yml"
     text = yml.read_text(encoding="utf-8")
-    anchor = '      - {id: "2.4", function: scaled_dot_product_attention'
+    anchor = '      - {id: "2.5", function: softmax_jacobian'
     line = next(row for row in text.splitlines() if row.startswith(anchor))
-    entry = '      - {id: "2.5", function: row_sums, points: 1, title: "row sums", title_zh: "权重的行和"}'
+    entry = '      - {id: "2.6", function: row_sums, points: 1, title: "row sums", title_zh: "权重的行和"}'
     yml.write_text(text.replace(line + "\n", f"{line}\n{entry}\n", 1), encoding="utf-8")
     # (3) a public check, a hidden check, known mistakes.
-    for name, code in (("checks.py", PUBLIC_2_5), ("hidden.py", HIDDEN_2_5), ("mistakes.py", MISTAKES_2_5),
-                       ("alternatives.py", ALTERNATIVES_2_5)):
+    for name, code in (("checks.py", PUBLIC_2_6), ("hidden.py", HIDDEN_2_6), ("mistakes.py", MISTAKES_2_6),
+                       ("alternatives.py", ALTERNATIVES_2_6)):
         with open(course / "source" / QKV / name, "a", encoding="utf-8") as f:
             f.write(code)
 
 
 @pytest.mark.slow
 def test_adding_an_exercise_end_to_end(course_root: Path, tmp_path: Path) -> None:
-    add_exercise_2_5(course_root)
+    add_exercise_2_6(course_root)
     exercises = yaml.safe_load((course_root / "course.yml").read_text(encoding="utf-8"))["assignments"][1]
-    assert [e["id"] for e in exercises["exercises"]][-1] == "2.5"
+    assert [e["id"] for e in exercises["exercises"]][-1] == "2.6"
+    full = sum(e["points"] for e in exercises["exercises"])     # 02's points, 2.6's one among them
 
-    # (4) build: it writes 2.5's test cell from course.yml into the source, then derives the rest.
+    # (4) build: it writes 2.6's test cell from course.yml into the source, then derives the rest.
     built = ok(autograder(course_root, "build"))
     assert f"updated the test cells of source/{QKV}/{QKV}.ipynb from course.yml" in built
     source = nbformat.read(course_root / "source" / QKV / f"{QKV}.ipynb", as_version=4)
     order = [gid(c) for c in source.cells]
-    assert order[order.index("ex2_4_tests") + 1:order.index("ex2_4_tests") + 5] == \
-        ["ex2_5_statement", "ex2_5", "ex2_5_check", "ex2_5_tests"]
-    tests_cell = cell_of(source, "ex2_5_tests")
+    assert order[order.index("ex2_5_tests") + 1:order.index("ex2_5_tests") + 5] == \
+        ["ex2_6_statement", "ex2_6", "ex2_6_check", "ex2_6_tests"]
+    tests_cell = cell_of(source, "ex2_6_tests")
     assert tests_cell.metadata.nbgrader.points == 1 and tests_cell.metadata.nbgrader.grade
-    assert 'check("2.5", score=True)' in tests_cell.source
+    assert 'check("2.6", score=True)' in tests_cell.source
     release = nbformat.read(course_root / "release" / QKV / f"{QKV}.ipynb", as_version=4)
-    assert 'raise NotImplementedError("请完成练习 2.5")' in cell_of(release, "ex2_5").source
-    assert "weights.sum(dim=-1)" not in cell_of(release, "ex2_5").source
-    assert cell_of(release, "ex2_5_tests").metadata.nbgrader.points == 1
+    assert 'raise NotImplementedError("请完成练习 2.6")' in cell_of(release, "ex2_6").source
+    assert "weights.sum(dim=-1)" not in cell_of(release, "ex2_6").source
+    assert cell_of(release, "ex2_6_tests").metadata.nbgrader.points == 1
     assert "def row_sums(weights):" in (course_root / "solutions" / "qkv_attention.py").read_text(encoding="utf-8")
     fingerprints = json.loads((course_root / "dist" / "fingerprints.json").read_text(encoding="utf-8"))
-    assert set(fingerprints["exercises"]["2.5"]["mistakes"]) == {"sums-over-queries", "mean-not-sum"}
+    assert set(fingerprints["exercises"]["2.6"]["mistakes"]) == {"sums-over-queries", "mean-not-sum"}
     assert "autograder/data/02_qkv_attention/checks.py" in bundle_names(course_root)
     ok(autograder(course_root, "build", "--check"))                      # what the instructor commits is current
 
-    # (5) validate: the reference passes every check of 2.5, both mistakes lose points and are named.
-    validated = ok(autograder(course_root, "validate", "2.5"))
+    # (5) validate: the reference passes every check of 2.6, both mistakes lose points and are named.
+    validated = ok(autograder(course_root, "validate", "2.6"))
     assert "catalog fair and sound" in validated and "sums-over-queries" in validated and "mean-not-sum" in validated
     assert "3 correct alternatives; full marks on every seed: 3" in validated
 
-    # (6) self-check on a student's notebook with 2.5 solved (and nothing else): its public checks pass.
-    solved = submission(course_root, QKV, {"ex2_5": reference_code(course_root, QKV)["ex2_5"]})
+    # (6) self-check on a student's notebook with 2.6 solved (and nothing else): its public checks pass.
+    solved = submission(course_root, QKV, {"ex2_6": reference_code(course_root, QKV)["ex2_6"]})
     mine = tmp_path / "mine" / f"{QKV}.ipynb"
     mine.parent.mkdir()
     nbformat.write(solved, mine)
-    checked = autograder(course_root, "check", str(mine), "--exercise", "2.5", "--language", "en")
+    checked = autograder(course_root, "check", str(mine), "--exercise", "2.6", "--language", "en")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     # Its check named by its title (the student's words): "output of shape (..., Tq) in the input's dtype..."
     assert "output of shape (..., Tq)" in checked.stdout and "all passed" in checked.stdout
 
-    # (7) grade: a full submission gets 2.5's point, one with a known mistake less, the mistake named.
+    # (7) grade: a full submission gets 2.6's point, one with a known mistake less, the mistake named.
     everything = reference_code(course_root, QKV)
     subs = write_submissions(tmp_path / "subs", QKV, {
         "ada": submission(course_root, QKV, everything),
-        "ben": submission(course_root, QKV, {**everything, "ex2_5": MEAN_2_5}),
+        "ben": submission(course_root, QKV, {**everything, "ex2_6": MEAN_2_6}),
     })
     out = tmp_path / "out"
     ok(autograder(course_root, "grade", str(subs), "-o", str(out), "-j", "1", "--language", "en"))
     table = grades(out)
-    assert table["ada"]["2.5"] == "1" and table["ada"]["total"] == table["ada"]["max"] == "9"
-    assert float(table["ben"]["2.5"]) < 1 and table["ben"]["2.4"] == "3"
-    ada, ben = (exercise_result(out, s, QKV, "2.5") for s in ("ada", "ben"))
+    assert table["ada"]["2.6"] == "1" and table["ada"]["total"] == table["ada"]["max"] == f"{full:g}"
+    assert float(table["ben"]["2.6"]) < 1 and table["ben"]["2.4"] == "3"
+    ada, ben = (exercise_result(out, s, QKV, "2.6") for s in ("ada", "ben"))
     assert (ada["points"], ada["max_points"], ada["status"]) == (1, 1, "passed")
     assert ben["points"] < 1 and {c["mistake"] for c in ben["checks"] if c["mistake"]} == {"mean-not-sum"}
     feedback = (out / "feedback" / f"ben__{QKV}.md").read_text(encoding="utf-8")
@@ -366,4 +367,4 @@ def test_adding_an_exercise_end_to_end(course_root: Path, tmp_path: Path) -> Non
                             "tests/course/test_catalog_01_02.py", "tests/course/test_alternatives.py"], cwd=ROOT,
                            env=env, capture_output=True, text=True, timeout=COMMAND_SECONDS)
     assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-2000:]
-    assert "[2.5] PASSED" in suite.stdout, suite.stdout[-3000:]      # 2.5 among the parametrized exercises
+    assert "[2.6] PASSED" in suite.stdout, suite.stdout[-3000:]      # 2.6 among the parametrized exercises

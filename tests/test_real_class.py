@@ -358,7 +358,7 @@ def test_past_the_due_date_the_student_page_says_what_handing_in_now_costs(servi
         browser.post("/login", data={"token": who["s05"], "csrf": _csrf(page.text), "next": "/me"})
         mine = browser.get("/me").text
     section = mine.split(f'id="assignment-{QKV.id}"', 1)[1].split("</section>", 1)[0]
-    assert "迟交不设截止；现在交会扣 8 分（满分 8）" in section
+    assert f"迟交不设截止；现在交会扣 {QKV.points:g} 分（满分 {QKV.points:g}）" in section
     assert "现在交会扣" not in mine.split(f'id="assignment-{RNN.id}"', 1)[1].split("</section>", 1)[0]
 
 

@@ -181,7 +181,7 @@ def test_a_student_reads_why_her_grade_changed_after_an_extension_and_a_regrade(
                 board.fill("#extension-form input[name=due]", "2d")
                 board.click("#extension-form button")
                 board.wait_for_selector("#notice")
-                # Graded again after a check changed: 6 of 8, on time now.
+                # Graded again after a check changed: 6 of full marks, on time now.
                 Q.requeue(engine, [sub])
                 claimed = Q.claim(engine, "w", 60)
                 result = {"student": "ada", "assignment": QKV.id, "points": 6.0, "max_points": QKV.points,
@@ -197,9 +197,10 @@ def test_a_student_reads_why_her_grade_changed_after_an_extension_and_a_regrade(
                 rows = page.locator("#score-history tr[data-why]")
                 assert [rows.nth(i).get_attribute("data-why") for i in range(rows.count())] == [
                     "graded", "extension", "regrade"]
-                assert "4 → 8 / 8" in rows.nth(1).inner_text() and "延期" in rows.nth(1).inner_text()
+                full, half = f"{QKV.points:g}", f"{QKV.points / 2:g}"           # half off, then all of it
+                assert f"{half} → {full} / {full}" in rows.nth(1).inner_text() and "延期" in rows.nth(1).inner_text()
                 assert "teacher" in rows.nth(1).inner_text()
-                assert "8 → 6 / 8" in rows.nth(2).inner_text() and "重新评分" in rows.nth(2).inner_text()
+                assert f"{full} → 6 / {full}" in rows.nth(2).inner_text() and "重新评分" in rows.nth(2).inner_text()
             finally:
                 chromium.close()
     finally:

@@ -181,3 +181,47 @@ def _sdpa_float64(Q, K, V):
     q, k, v = (t.to(torch.float64) for t in (Q, K, V))
     weights = softmax(attention_scores(q, k), dim=-1)                       # the notebook's
     return (weights @ v).to(Q.dtype), weights.to(Q.dtype)
+
+
+# -- 2.5 softmax_jacobian ----------------------------------------------------------
+@alternative("2.5", "p-times-delta-minus-p", zh="直接按推导的式子 p_i(δ_ij - p_j)：p 乘以（单位阵减去 p）",
+             en="the derivation's own form p_i(delta_ij - p_j): p times (the identity less p)")
+def _jacobian_delta(weights):
+    # [..., i, j] = p_i * (delta_ij - p_j): a column of p times (I - a row of p), broadcast over the batch dims.
+    eye = torch.eye(weights.shape[-1], dtype=weights.dtype, device=weights.device)
+    return weights.unsqueeze(-1) * (eye - weights.unsqueeze(-2))
+
+
+@alternative("2.5", "einsum", zh="对角阵与外积都用 `torch.einsum`", en="the diagonal and the outer product with einsum")
+def _jacobian_einsum(weights):
+    # "...i,ij->...ij" puts p on the diagonal of the identity; "...i,...j->...ij" is the outer product p p^T.
+    eye = torch.eye(weights.shape[-1], dtype=weights.dtype, device=weights.device)
+    return torch.einsum("...i,ij->...ij", weights, eye) - torch.einsum("...i,...j->...ij", weights, weights)
+
+
+@alternative("2.5", "matmul-then-diagonal", zh="外积用矩阵乘法 (N, 1) @ (1, N)，再把 p 加到它的对角线上",
+             en="the outer product as a matmul (N, 1) @ (1, N), then p added onto its diagonal")
+def _jacobian_matmul(weights):
+    # -p p^T as a matmul of a column and a row; diagonal() is a view of the new matrix, add_ edits that matrix only.
+    jacobian = -(weights.unsqueeze(-1) @ weights.unsqueeze(-2))
+    jacobian.diagonal(dim1=-2, dim2=-1).add_(weights)
+    return jacobian
+
+
+@alternative("2.5", "loop-over-slices", zh="逐个切片循环：每个一维切片用 torch.diag 和 torch.outer",
+             en="a loop over the 1-D slices, each with torch.diag and torch.outer")
+def _jacobian_loop(weights):
+    # torch.diag and torch.outer take 1-D tensors: flatten the batch dims, one (N, N) per slice, stack, reshape.
+    N = weights.shape[-1]
+    rows = weights.reshape(-1, N)
+    if rows.shape[0] == 0:
+        return weights.new_zeros(*weights.shape, N)
+    return torch.stack([torch.diag(p) - torch.outer(p, p) for p in rows]).reshape(*weights.shape, N)
+
+
+@alternative("2.5", "float64-and-back", zh="在 float64 里计算，最后转回输入的 dtype",
+             en="computed in float64, cast back to the input's dtype")
+def _jacobian_float64(weights):
+    # More precision inside changes nothing but rounding; .to(weights.dtype) gives the input's dtype back.
+    p = weights.to(torch.float64)
+    return (torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)).to(weights.dtype)

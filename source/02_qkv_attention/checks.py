@@ -405,3 +405,98 @@ def _sdpa_torch(ctx: Context) -> None:
                              what="weights")
             ctx.expect_close(ctx.expect_tensor(out, (*batch, Tq, Dv), dtype, what="out"), want_out, dtype,
                              what="out")
+
+
+# -- 2.5 softmax_jacobian ----------------------------------------------------------
+#: What the statement of 2.5 says about the shapes and the value (quoted by the checks that enforce it).
+JACOBIAN_SHAPE = "返回形状 (..., N, N)、dtype 与 `weights` 相同的张量"
+JACOBIAN_VALUE = r"`[..., i, j]` 处是 $\partial p_i / \partial x_j$"
+JACOBIAN_BATCH = "必须支持批量维：前面的每个位置各有一个 (N, N) 的雅可比"
+JACOBIAN_TRUTH = "自查会拿你的结果和 `torch.autograd.functional.jacobian` 对 `F.softmax` 求出的雅可比对比"
+
+
+def softmax_rows(ctx: Context, *shape: int, dtype: torch.dtype, scale: float = 2.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scores, weights): scores of ``shape`` in float64 and their softmax along the last dim, in ``dtype``."""
+    scores = ctx.randn(*shape, scale=scale)
+    return scores, F.softmax(scores, dim=-1).to(dtype)
+
+
+def autograd_jacobian(scores: torch.Tensor) -> torch.Tensor:
+    """(..., N) -> (..., N, N) in float64: torch.autograd.functional.jacobian of F.softmax, one slice at a time."""
+    rows = scores.double().reshape(-1, scores.shape[-1])
+    jacobians = [torch.autograd.functional.jacobian(lambda row: F.softmax(row, dim=-1), row) for row in rows]
+    return torch.stack(jacobians).reshape(*scores.shape, scores.shape[-1])
+
+
+def jacobian_value(ctx: Context, weights: torch.Tensor, pending: Pending) -> Value:
+    """The value of ``pending`` (a call on ``weights``); one that raises only because of the batch dims (its first
+    1-D slice runs) gets a pointed message: torch.diag and torch.outer take 1-D tensors only."""
+    try:
+        return pending.value()
+    except CheckFailed as failed:
+        if failed.status is not Status.ERROR or weights.dim() < 2:
+            raise
+        if ctx.call_raw(weights.reshape(-1, weights.shape[-1])[0]).status != "ok":
+            raise
+        raise CheckFailed(Msg(
+            f"一维的 weights 可以运行，带批量维（{tuple(weights.shape)}）时却报错。如果用了 torch.diag 或 torch.outer："
+            f"它们只接受一维张量（torch.diag 遇到二维输入会取出对角线）；请用 torch.diag_embed，外积用 "
+            f"w.unsqueeze(-1) * w.unsqueeze(-2)。原错误：{failed.message.zh}",
+            f"works on 1-D weights but raises with batch dims ({tuple(weights.shape)}). If you used torch.diag or "
+            f"torch.outer: they take 1-D tensors only (torch.diag takes the diagonal out of a 2-D input); use "
+            f"torch.diag_embed, and w.unsqueeze(-1) * w.unsqueeze(-2) for the outer product. The error: "
+            f"{failed.message.en}"), status=Status.ERROR, error_type=failed.error_type) from None
+
+
+@check("2.5", "shape-dtype", P, Kind.SHAPE, zh="输出形状 (..., N, N)，dtype 不变（带批量维，float32 与 float64）",
+       en="output shape (..., N, N) in the input's dtype (batch dims, float32 and float64)",
+       statement=(JACOBIAN_SHAPE, JACOBIAN_BATCH))
+def _jacobian_shapes(ctx: Context) -> Iterator[None]:
+    B, H, N = ctx.sizes(3)
+    started = []
+    for dtype, batch in ((torch.float32, ()), (torch.float64, (B,)), (torch.float32, (B, H))):
+        _, weights = softmax_rows(ctx, *batch, N, dtype=dtype)
+        started.append((dtype, batch, weights, ctx.start(weights)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, batch, weights, pending in started:
+        with ctx.case(*batch_names(batch)):
+            ctx.expect_tensor(jacobian_value(ctx, weights, pending), (*batch, N, N), dtype,
+                              what="softmax_jacobian(weights)")
+
+
+@check("2.5", "matches-autograd", P, Kind.NUMERIC,
+       zh="与 torch.autograd.functional.jacobian 对 F.softmax 求出的雅可比一致（带批量维，float32 与 float64）",
+       en="agrees with torch.autograd.functional.jacobian of F.softmax (batch dims, float32 and float64)", weight=2,
+       statement=(JACOBIAN_VALUE, JACOBIAN_TRUTH, JACOBIAN_BATCH))
+def _jacobian_autograd(ctx: Context) -> Iterator[None]:
+    B, H, N = ctx.sizes(3)
+    started = []
+    for dtype, batch, scale in ((torch.float64, (), 2.0), (torch.float32, (B,), 1.0), (torch.float64, (B, H), 4.0)):
+        scores, weights = softmax_rows(ctx, *batch, N, dtype=dtype, scale=scale)
+        started.append((dtype, batch, scores, weights, ctx.start(weights)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, batch, scores, weights, pending in started:
+        with ctx.case(*batch_names(batch)):
+            want = autograd_jacobian(scores)
+            got = ctx.expect_tensor(jacobian_value(ctx, weights, pending), (*batch, N, N), dtype,
+                                    what="softmax_jacobian(weights)")
+            ctx.expect_close(got, want, dtype, what="softmax_jacobian(weights)")
+
+
+@check("2.5", "rows-sum-to-zero-symmetric", P, Kind.PROPERTY, zh="每行加和为 0，而且是对称矩阵",
+       en="every row sums to 0, and the matrix is symmetric")
+def _jacobian_property(ctx: Context) -> None:
+    B, N = ctx.sizes(2, 3, 9)
+    _, weights = softmax_rows(ctx, B, N, dtype=torch.float64, scale=3.0)
+    got = ctx.expect_tensor(jacobian_value(ctx, weights, ctx.start(weights)), (B, N, N), torch.float64,
+                            what="softmax_jacobian(weights)")
+    rtol, atol = ctx.tol(torch.float64)
+    worst = got.sum(dim=-1).abs().max().item()
+    ctx.expect(worst <= atol, f"每行应当加和为 0（整行分数加上同一个数，softmax 不变），实际最大偏离 {worst:.3g}",
+               f"every row should sum to 0 (adding one number to a whole row of scores leaves the softmax unchanged), "
+               f"the largest row sum is {worst:.3g}", diagnose=True)
+    asymmetry = (got - got.mT).abs().max().item()
+    ctx.expect(asymmetry <= atol + rtol * got.abs().max().item(),
+               f"雅可比应当是对称的（[i, j] 与 [j, i] 相等），实际最大相差 {asymmetry:.3g}：是不是有一项的下标用反了？",
+               f"the Jacobian should be symmetric ([i, j] equal to [j, i]), the largest difference is "
+               f"{asymmetry:.3g}: is one term's index the wrong way round?", diagnose=True)

@@ -13,7 +13,7 @@ import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer, not_graded
 from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
-from .checks import BATCHES, batch_names, batched_value, sizes_apart, spread_slices
+from .checks import BATCHES, batch_names, batched_value, jacobian_value, sizes_apart, softmax_rows, spread_slices
 
 H = Audience.HIDDEN
 
@@ -23,6 +23,9 @@ GRADIENTS_FLOW = "梯度要能从输出传回每个输入"
 #: What the statements of 2.2 and 2.4 say about large inputs.
 STABLE_2_2 = "输入在几千的量级时也不能出现 `inf` 或 `nan`，同一个切片里的值有正有负、相差几千（比如 `[3000, -3000]`）时也一样"
 STABLE_2_4 = "分数上万时结果也不能出现 `nan`"
+#: What the statement of 2.5 says about the edge cases and about gradients.
+EDGES_2_5 = "`N = 1` 时返回 `[[0.]]`（只有一个键，权重总是 1，分数怎么变都不影响它）；独热的 `weights`（一个 1，其余是 0）的雅可比全是 0"
+GRADIENTS_2_5 = "和本章其他函数一样，梯度要能从输出传回 `weights`"
 SCORES_2_3 = r"返回 $QK^\top / \sqrt{d_k}$，形状 (..., Tq, Tk)"
 
 
@@ -259,6 +262,43 @@ def _sdpa_forbidden(ctx: Context) -> None:
         ctx.call(ctx.randn(*batch, Tq, Dk), ctx.randn(*batch, Tk, Dk), ctx.randn(*batch, Tk, Dv))
 
 
+# -- 2.5 softmax_jacobian ------------------------------------------------------------
+@check("2.5", "reference-random", H, Kind.NUMERIC, zh="随机尺寸、批量维、dtype，平的和尖的权重：与参考答案一致",
+       en="random sizes, batch dims, dtypes, flat and peaked weights: agrees with the reference", weight=2,
+       same_as="matches-autograd")
+def _jacobian_reference(ctx: Context) -> Iterator[None]:
+    started = []
+    for batch, dtype, scale in zip(BATCHES, (torch.float32, torch.float64, torch.float32), (0.5, 3.0, 8.0)):
+        N = ctx.sizes(1, 2, 12)[0]
+        _, weights = softmax_rows(ctx, *batch, N, dtype=dtype, scale=scale)
+        started.append((batch, dtype, weights, ctx.start(weights)))
+    yield      # the next check begins here, while the worker runs these calls
+    for batch, dtype, weights, pending in started:
+        want = ctx.reference(weights)
+        batch_zh, batch_en = batch_names(batch)
+        N = weights.shape[-1]
+        _expect_like(ctx, jacobian_value(ctx, weights, pending), want, dtype,
+                     Msg(f"softmax_jacobian(weights)（{batch_zh}，N={N}，{dtype}）",
+                         f"softmax_jacobian(weights) ({batch_en}, N={N}, {dtype})"))
+
+
+@check("2.5", "edge-one-key-one-hot", H, Kind.EDGE, zh="N = 1（雅可比为 [[0.]]）与独热的权重（雅可比全为 0）",
+       en="N = 1 (the Jacobian is [[0.]]) and one-hot weights (the Jacobian is all 0)", statement=EDGES_2_5)
+def _jacobian_edge(ctx: Context) -> Iterator[None]:
+    B, N = ctx.sizes(2, 2, 9)
+    one_key = torch.ones(B, 1, dtype=torch.float32)
+    hot = torch.zeros(B, N, dtype=torch.float64)
+    hot[torch.arange(B), torch.randint(0, N, (B,), generator=ctx.generator)] = 1.0
+    started = [(("一个键（N = 1）", "one key (N = 1)"), one_key, ctx.start(one_key)),
+               (("独热的权重", "one-hot weights"), hot, ctx.start(hot))]
+    yield      # the next check begins here, while the worker runs these calls
+    for (zh, en), weights, pending in started:
+        with ctx.case(zh=zh, en=en):
+            want = ctx.reference(weights)
+            _expect_like(ctx, jacobian_value(ctx, weights, pending), want, weights.dtype,
+                         f"softmax_jacobian(weights {tuple(weights.shape)})")
+
+
 # -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------
 INPUTS_ZH, INPUTS_EN = "不修改传入的张量（没有对输入做原地操作）", "leaves the tensors it is given unchanged (no in-place op on an input)"
 GRAD_ZH, GRAD_EN = "梯度能传回每个输入，且与参考答案一致", "gradients reach every input and agree with the reference's"
@@ -320,8 +360,25 @@ def _sdpa_gradients(ctx: Context) -> Iterator[None]:
                      ctx.randn(2, Tk, Dv), outputs=("out", "weights"))
 
 
+@check("2.5", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
+       statement=INPUTS_UNCHANGED)
+def _jacobian_inputs(ctx: Context) -> Iterator[None]:
+    B, N = ctx.sizes(2, low=2, high=6)
+    _, weights = softmax_rows(ctx, B, N, dtype=torch.float64)
+    yield from inputs_unchanged(ctx, weights)
+
+
+@check("2.5", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENTS_2_5)
+def _jacobian_gradients(ctx: Context) -> Iterator[None]:
+    B, N = ctx.sizes(2, low=2, high=6)
+    _, weights = softmax_rows(ctx, B, N, dtype=torch.float64)
+    yield from input_gradients(ctx, ("weights",), (0,), weights)
+
+
 # -- near-answers: what `autograder build` refuses in the student bundle (autograder.catalog.NEAR_ANSWERS) --
 # 2.3 attention_scores: the scaled product itself
 near_answer("2.3", r"@[\w.()]*(transpose\(-2,-1\)|\.mT)\)?/(math|np|numpy|torch)\.sqrt\(")
 # 2.4 scaled_dot_product_attention: a softmax of the scaled scores
 near_answer("2.4", r"softmax\(.*@.*(transpose\(-2,-1\)|\.mT).*/")
+# 2.5 softmax_jacobian: the diagonal matrix less the outer product
+near_answer("2.5", r"diag_embed\(\w+\)-\w+\.unsqueeze\(-1\)\*\w+\.unsqueeze\(-2\)")

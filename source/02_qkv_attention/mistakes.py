@@ -303,3 +303,56 @@ def _scaled_after(Q, K, V):
 def _by_dv(Q, K, V):
     w = torch.softmax(_scores(Q, K, math.sqrt(V.shape[-1])), dim=-1)
     return w @ V, w
+
+
+# -- 2.5 softmax_jacobian ----------------------------------------------------------
+def _outer(p):
+    return p.unsqueeze(-1) * p.unsqueeze(-2)          # (..., N, N): p_i p_j
+
+
+def _eye_like(p):
+    return torch.eye(p.shape[-1], dtype=p.dtype, device=p.device)
+
+
+@mistake("2.5", "diagonal-only", zh="只有对角阵 diag(p)：少了减去的外积 p p^T（i ≠ j 时 ∂p_i/∂x_j = -p_i p_j，不是 0）",
+         en="only the diagonal matrix diag(p): the outer product p p^T is not subtracted (for i ≠ j, "
+            "dp_i/dx_j = -p_i p_j, not 0)")
+def _jacobian_diagonal_only(weights):
+    return torch.diag_embed(weights)
+
+
+@mistake("2.5", "outer-product-only", zh="只有 -p p^T：少了对角线上的 p_i（i = j 时 ∂p_i/∂x_i = p_i - p_i^2）",
+         en="only -p p^T: the p_i on the diagonal is missing (for i = j, dp_i/dx_i = p_i - p_i^2)")
+def _jacobian_outer_only(weights):
+    return -_outer(weights)
+
+
+@mistake("2.5", "sign-flipped", zh="符号反了：算成了 p p^T - diag(p)，应为 diag(p) - p p^T（对角线上 p_i(1 - p_i) 不会是负数）",
+         en="the sign is flipped: p p^T - diag(p), it is diag(p) - p p^T (the diagonal p_i(1 - p_i) is never "
+            "negative)")
+def _jacobian_sign_flipped(weights):
+    return _outer(weights) - torch.diag_embed(weights)
+
+
+@mistake("2.5", "diagonal-like-sigmoid",
+         zh="只算了对角线 p_i(1 - p_i)，像 sigmoid 的导数那样逐元素求导：softmax 的每个输出都依赖每个分数，"
+            "i ≠ j 处是 -p_i p_j，不是 0",
+         en="only the diagonal p_i(1 - p_i), an elementwise derivative like sigmoid's: every output of softmax "
+            "depends on every score, the entries i ≠ j are -p_i p_j, not 0")
+def _jacobian_like_sigmoid(weights):
+    return torch.diag_embed(weights * (1 - weights))
+
+
+@mistake("2.5", "log-softmax-jacobian",
+         zh="算成了 log softmax 的雅可比 δ_ij - p_j（I - 1 p^T）：∂log p_i/∂x_j 还要乘上 p_i 才是 ∂p_i/∂x_j",
+         en="the Jacobian of log softmax, delta_ij - p_j (I - 1 p^T): dlog p_i/dx_j times p_i is dp_i/dx_j")
+def _jacobian_of_log_softmax(weights):
+    return _eye_like(weights) - weights.unsqueeze(-2)
+
+
+@mistake("2.5", "log-softmax-jacobian-transposed",
+         zh="算成了 δ_ij - p_i（I - p 1^T，log softmax 的雅可比的转置）：∂p_i/∂x_j = p_i(δ_ij - p_j)，少了 p_i 这个因子",
+         en="delta_ij - p_i (I - p 1^T, the transpose of log softmax's Jacobian): dp_i/dx_j = p_i(delta_ij - p_j), "
+            "the factor p_i is missing")
+def _jacobian_of_log_softmax_transposed(weights):
+    return _eye_like(weights) - weights.unsqueeze(-1)

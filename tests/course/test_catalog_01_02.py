@@ -146,6 +146,34 @@ def test_chapter_facts_are_compared_at_printed_precision(course):
     assert "chapter-table" in failed(grade(course, "1.1", off, audiences=[C.Audience.PUBLIC]))
 
 
+def test_jacobian_with_1d_only_calls_is_told_to_use_diag_embed(course):
+    """torch.diag and torch.outer take 1-D tensors: right without batch dims, a pointed message with them."""
+    def softmax_jacobian(weights):
+        return torch.diag(weights) - torch.outer(weights, weights)
+
+    bad = failed(grade(course, "2.5", softmax_jacobian, audiences=[C.Audience.PUBLIC]))
+    assert {"shape-dtype", "matches-autograd", "rows-sum-to-zero-symmetric"} == set(bad)
+    for result in bad.values():
+        assert "torch.diag_embed" in result.message.en and "torch.diag_embed" in result.message.zh
+        assert "raises with batch dims" in result.message.en and "带批量维" in result.message.zh
+    assert bad["shape-dtype"].message.en.startswith("batch dims")    # its 1-D case passed before
+
+
+def test_jacobian_through_autograd_keeps_the_values_but_not_the_gradients(course):
+    """Why 2.5's statement asks for a formula in the weights: autograd of F.softmax at log(weights) gives the right
+    Jacobian, but as a function of the weights it is the Jacobian at weights / weights.sum(), so the gradient that
+    reaches the weights is not diag(p) - p p^T's (the chapter's convention: gradients reach every input)."""
+    jacobian = torch.func.vmap(torch.func.jacrev(lambda row: torch.softmax(row, dim=-1)))
+
+    def softmax_jacobian(weights):
+        rows = weights.reshape(-1, weights.shape[-1])
+        return jacobian(rows.log()).reshape(*weights.shape, weights.shape[-1])
+
+    result = grade(course, "2.5", softmax_jacobian)
+    assert set(failed(result)) == {"gradients"}
+    assert "gradient" in failed(result)["gradients"].message.en
+
+
 # -- fair to correct answers written differently ------------------------------------------
 def _tanh_derivative_cosh(z):
     if isinstance(z, torch.Tensor):

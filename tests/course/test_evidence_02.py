@@ -89,3 +89,66 @@ def test_02_summary_states_the_pitfall_and_uses_the_glossary(chapter_02):
     summary = text[text.index("## 小结"):]
     assert "注意力权重 ≠ 理解程度" in summary
     assert "one-hot" not in text and "独热" in summary
+
+
+def test_02_scaling_keeps_the_softmax_jacobian_only_where_the_numbers_say(chapter_02):
+    """Issue 53, item 5: demo_scale measures the softmax's Jacobian (the chapter's 2.5) with 8 and with 200 keys,
+    scaled and unscaled, at d = 64 and 1024; the findings, the 2.Q1 answer and the summary quote those numbers
+    and claim what they show: with few keys scaling keeps the gradient, with many it is not the same story."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    ns, text = chapter_02
+    norms, tops = ns["jacobian_norms"], ns["top_weights"]
+    assert set(norms) == set(tops) == {(8, 64), (8, 1024), (200, 64), (200, 1024)}
+
+    # The chapter's 2.5 is the Jacobian torch's autograd finds for F.softmax.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, dtype=torch.float64, generator=g) * 3
+    autograd = torch.stack([torch.autograd.functional.jacobian(lambda r: F.softmax(r, dim=-1), row) for row in x])
+    assert torch.allclose(ns["softmax_jacobian"](F.softmax(x, dim=-1)), autograd, atol=1e-12)
+
+    # The cell's numbers, re-derived from its seed and draws with torch's own softmax and its autograd Jacobian.
+    g = torch.Generator().manual_seed(1)
+    jacobian = torch.func.vmap(torch.func.jacrev(lambda row: F.softmax(row, dim=-1)))
+    for n_keys in (8, 200):
+        for d in (64, 1024):
+            q, k = torch.randn(200, d, generator=g), torch.randn(n_keys, d, generator=g)
+            raw = q @ k.T
+            for i, s in enumerate((raw, raw / math.sqrt(d))):
+                p = F.softmax(s, dim=-1)
+                assert math.isclose(tops[n_keys, d][i], p.amax(dim=-1).mean().item(), rel_tol=1e-4)
+                assert math.isclose(norms[n_keys, d][i], jacobian(s).norm(dim=(-2, -1)).mean().item(), rel_tol=1e-3)
+
+    # What the findings claim. Few keys: unscaled, the weights near one-hot as d grows and the Jacobian shrinks,
+    # below the scaled one at both widths; scaled, neither moves with d (either key count).
+    assert tops[8, 64][0] < tops[8, 1024][0] and norms[8, 64][0] > norms[8, 1024][0]
+    assert all(norms[8, d][0] < norms[8, d][1] for d in (64, 1024))
+    for n_keys in (8, 200):
+        assert abs(norms[n_keys, 64][1] - norms[n_keys, 1024][1]) < 0.03 * norms[n_keys, 64][1]
+    # Many keys: at d = 64 the unscaled Jacobian is the larger one, the scaled weights are flat (near the even
+    # split's Jacobian); at d = 1024 the unscaled one falls below.
+    flat = math.sqrt(1 / 200 - 1 / 200 ** 2)
+    assert norms[200, 64][0] > 2 * norms[200, 64][1] and tops[200, 64][1] < 0.1
+    assert flat < norms[200, 64][1] < 2 * flat
+    assert norms[200, 1024][0] < norms[200, 1024][1]
+
+    findings = text[text.index("上面打印的数说明了两件事"):text.index("## 书面问题 2.Q1")]
+    assert (f"最大权重的平均值从 $d = 64$ 的 {tops[8, 64][0]:.2f} 升到 $d = 1024$ 的 {tops[8, 1024][0]:.2f}，"
+            f"雅可比的大小从 {norms[8, 64][0]:.3f} 降到 {norms[8, 1024][0]:.3f}") in findings
+    assert (f"最大权重的平均值是 {tops[8, 64][1]:.2f} 和 {tops[8, 1024][1]:.2f}，"
+            f"雅可比的大小是 {norms[8, 64][1]:.3f} 和 {norms[8, 1024][1]:.3f}") in findings
+    assert f"不缩放的雅可比大（{norms[200, 64][0]:.3f} 对 {norms[200, 64][1]:.3f}）" in findings
+    assert f"最大的平均只有 {tops[200, 64][1]:.2f}" in findings and f"雅可比的大小也只有 {flat:.3f}" in findings
+    assert f"（{norms[200, 1024][0]:.3f} 对 {norms[200, 1024][1]:.3f}）" in findings
+
+    answer = text[text.index("## 书面问题 2.Q1"):text.index("## 小结")]
+    assert f"$d = 64$ 的 {norms[8, 64][0]:.3f} 降到 $d = 1024$ 的 {norms[8, 1024][0]:.3f}" in answer
+    assert f"{norms[8, 64][1]:.2f}" == f"{norms[8, 1024][1]:.2f}" == "0.36" and "两次都是 0.36 左右" in answer
+    assert f"（{norms[200, 64][0]:.3f} 对 {norms[200, 64][1]:.3f}）" in answer
+    summary = text[text.index("## 小结"):]
+    assert f"8 个键、$d = 1024$ 时雅可比的大小 {norms[8, 1024][0]:.3f}，缩放后 {norms[8, 1024][1]:.3f}" in summary
+    # The claims the demonstration never showed are gone (issue 53, item 5).
+    assert "其余权重和它们的梯度都接近 0" not in text and "梯度几乎消失" not in text

@@ -499,7 +499,7 @@ plain.Encoder.spec = lambda self, value, depth=0: {"t": "tensor", "k": ["a0"], "
 @pytest.mark.slow
 def test_grading_catches_dodges_and_a_patched_encoder_is_no_check_error(tmp_path, sandbox):
     qkv = COURSE.assignment("02_qkv_attention")
-    three = ("2.1", "2.3", "2.4")
+    others = tuple(e.id for e in qkv.exercises if e.id != "2.2")      # every exercise but the dodged softmax
     dodges = {
         "alias": "import torch\ndef softmax(x, dim=-1):\n    return torch.special.softmax(x, dim)\n",
         "disable": ("import torch, torch.nn.functional as F\ndef softmax(x, dim=-1):\n"
@@ -508,7 +508,7 @@ def test_grading_catches_dodges_and_a_patched_encoder_is_no_check_error(tmp_path
         "patcher": PATCH_THE_GRADER + "import torch\ndef softmax(x, dim=-1):\n    return torch.softmax(x, dim)\n",
     }
     subs = tmp_path / "subs"
-    notebooks = {name: make_samples.submission(qkv, solved=three, code={"2.2": code}) for name, code in dodges.items()}
+    notebooks = {name: make_samples.submission(qkv, solved=others, code={"2.2": code}) for name, code in dodges.items()}
     notebooks["encoder"] = make_samples.submission(qkv, solved="all", extra_cells={"imports": ENCODER})
     notebooks["honest"] = make_samples.submission(qkv, solved="all")
     for name, nb in notebooks.items():

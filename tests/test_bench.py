@@ -138,3 +138,31 @@ def test_the_roundtrip_benchmark_times_every_line_against_its_back_to_back_call(
         assert float(cells[3]) > 0 and float(cells[4]) > 0
         if cells[2] == "0 ms":
             assert cells[4] == "1.00"
+
+
+@pytest.mark.slow
+def test_the_lti_benchmark_times_launches_and_drains_every_changed_score_once_in_order(tmp_path: Path) -> None:
+    """bench/bench_lti.py end to end, small (issue 52): 3 students launched twice, 20 score changes of 5 LMS members
+    drained to the simulated platform, every one received once and in order (the real run: docs/)."""
+    spec = importlib.util.spec_from_file_location("bench_lti", ROOT / "bench" / "bench_lti.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "lti.md"
+    assert module.main(["--launches", "3", "--students", "5", "--changes", "20", "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    for row in ("first launch, POST to page", "launch again, the tool's part", "the plain page, signed in (baseline)"):
+        assert f"| {row} |" in text, row
+    # 2 tokens (line items, scores: cached after), each of the two line items looked for and made once, 20 scores.
+    assert "| requests to the platform | 26: 2 token, 2 line-item GET, 2 line-item POST, 20 score POST |" in text
+    assert "| token requests the platform counted | 2 |" in text
+    assert "| scores received / expected (the history's changes) | 20 / 20 |" in text
+    assert "| lost / duplicated / beyond the history | 0 / 0 / 0 |" in text
+    assert "| cells (student x line item) received in the order of the changes | 10 / 10 (timestamps in order: yes) |" \
+        in text and "| outbox rows still pending | 0 |" in text
+    # The checks the exit status rests on catch a lost, a duplicated or a reordered score.
+    good = {"passback": {"noted": 20, "changes": 20, "expected": 20, "received": 20, "sent": 20, "lost": 0,
+                         "duplicated": 0, "extra": 0, "failed": 0, "pending_after": 0, "cells_in_order": 10,
+                         "cells": 10, "timestamps_in_order": True}}
+    assert module.healthy(good)
+    for change in ({"lost": 1, "received": 19}, {"duplicated": 1}, {"cells_in_order": 9}):
+        assert not module.healthy({"passback": {**good["passback"], **change}}), change

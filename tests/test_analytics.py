@@ -240,7 +240,8 @@ def test_the_page_and_its_csv_for_the_staff_only(service_engine):
             assert sheet.status_code == 200 and sheet.headers["cache-control"] == "no-store"
             assert sheet.headers["content-type"].startswith("text/csv")
             rows = list(csv.DictReader(io.StringIO(sheet.text)))
-            assert [r["exercise"] for r in rows] == IDS
+            assert [r["exercise"] for r in rows] == IDS + [q.id for q in QKV.questions]   # the written one: n 0
+            assert rows[-1]["n"] == "0"
             assert rows[0]["median_seconds_to_full"] == "3600" and rows[1]["top_mistakes"] == "no_scale: 1"
             totals = list(csv.DictReader(io.StringIO(ta.get("/dashboard/analytics.csv", params={
                 "assignment": QKV.id, "table": "totals"}).text)))
@@ -248,10 +249,23 @@ def test_the_page_and_its_csv_for_the_staff_only(service_engine):
                 ("ada", "<script>alert(1)</script>"), ("ben", ""), ("cat", "'=HYPERLINK(1)")]
             empty = ta.get("/dashboard/analytics", params={"assignment": COURSE.assignments[2].id, "lang": "en"})
             assert empty.status_code == 200 and 'id="analytics-empty"' in empty.text and "<svg" not in empty.text
-            assert empty.text.count("<td>0</td>") == len(COURSE.assignments[2].exercises)   # no student on each
+            padding = COURSE.assignments[2]             # no student on any exercise or written question
+            assert empty.text.count("<td>0</td>") == len(padding.exercises) + len(padding.questions)
             unknown = ta.get("/dashboard/analytics", params={"assignment": "09_nope", "lang": "en"})
             assert unknown.status_code == 404 and "no assignment 09_nope" in unknown.text
             assert QKV.id in unknown.text                              # the ones there are, named
             assert ta.get("/dashboard/analytics.csv", params={"assignment": "09_nope"}).status_code == 404
             bad = ta.get("/dashboard/analytics.csv", params={"assignment": QKV.id, "table": "everything"})
             assert bad.status_code == 422 and "exercises, sections, totals" in bad.text
+
+
+def test_a_written_answer_a_person_graded_is_an_item_and_one_waiting_is_not():
+    """Issue 51: the written questions sit beside the exercises, from the marks given (one waiting: no item yet)."""
+    graded = [result(s, {e.id: e.points for e in QKV.exercises}) for s in ("a", "b", "c")]
+    for r, points in zip(graded, (2.0, 1.0, None)):
+        r["questions"] = [{"question": "2.Q1", "max_points": 2.0, "points": points}]
+    found = A.analyse(QKV.id, QKV.points, [(e.id, e.points) for e in QKV.exercises] + [("2.Q1", 2.0)], graded, [])
+    written = found.exercises[-1]
+    assert (written.exercise, written.n, written.full, written.mean) == ("2.Q1", 2, 1, 1.5)
+    assert written.distribution == [(1.0, 1), (2.0, 1)]
+

@@ -129,11 +129,15 @@ def is_full(points: float, max_points: float) -> bool:
 
 
 def exercise_points(result: dict[str, Any] | None) -> dict[str, tuple[float, float]]:
-    """exercise -> (points, max_points) of a stored result (nothing for a result without exercises)."""
+    """item -> (points, max_points) of a result: its exercises, and its written answers a person has graded (one
+    still waiting is no item of it yet); nothing for a result without exercises."""
     out: dict[str, tuple[float, float]] = {}
     for ex in (result or {}).get("exercises") or []:
         if isinstance(ex, dict) and isinstance(ex.get("exercise"), str):
             out[ex["exercise"]] = (float(ex.get("points") or 0.0), float(ex.get("max_points") or 0.0))
+    for q in (result or {}).get("questions") or []:
+        if isinstance(q, dict) and isinstance(q.get("question"), str) and isinstance(q.get("points"), (int, float)):
+            out[q["question"]] = (float(q["points"]), float(q.get("max_points") or 0.0))
     return out
 
 
@@ -329,5 +333,5 @@ def read(engine: Engine, course: Course, assignment: str) -> Analytics:
     chosen = next(a for a in course.assignments if a.id == assignment)
     results = counted(engine, course.service.counts, Standing(engine, course))
     roster = {r.student: (r.name, r.section) for r in people.people(engine)}
-    return analyse(assignment, chosen.points, [(e.id, e.points) for e in chosen.exercises], results,
-                   attempts_of(engine, assignment), roster)
+    items = [(e.id, e.points) for e in chosen.exercises] + [(q.id, q.points) for q in chosen.questions]
+    return analyse(assignment, chosen.points, items, results, attempts_of(engine, assignment), roster)

@@ -98,17 +98,26 @@ async def grading(request: Request, signed: StaffPage, state: ServiceDep) -> Res
                   blind=state.course.service.blind_grading)
 
 
-def _answer_page(state: Service, question_id: str, submission: int, lang: str) -> dict[str, Any]:
+def _locate(state: Service, question_id: str, submission: int) -> tuple[Any, Any, list[dict[str, Any]], int]:
+    """(assignment, question, its counted answers, where ``submission``'s is among them), or 404."""
     assignment, question = _question(state, question_id)
-    standing = Standing(state.engine, state.course)
-    got = answers(state, assignment, question, standing)
+    got = answers(state, assignment, question, Standing(state.engine, state.course))
     at = next((i for i, x in enumerate(got) if x["submission"] == submission), None)
     if at is None:
         raise ApiError(404, "service.no_answer", question=question.id, submission=str(submission))
+    return assignment, question, got, at
+
+
+def _next_waiting(got: list[dict[str, Any]], at: int) -> int | None:
+    """The first answer after ``at`` (going round) that no one has graded."""
+    return next((x["submission"] for x in got[at + 1:] + got[:at] if x["mark"] is None), None)
+
+
+def _answer_page(state: Service, question_id: str, submission: int, lang: str) -> dict[str, Any]:
+    assignment, question, got, at = _locate(state, question_id, submission)
     this = got[at]
     mark = this["mark"]
     ticked = set(mark.rubric or ()) if mark is not None else set()
-    waiting = [x["submission"] for x in got[at + 1:] + got[:at] if x["mark"] is None]
     return {"assignment": assignment.id, "question": question.id, "title": question.title_in(lang),
             "points": fmt(question.points), "submission": submission, "student": this["student"],
             "answer": this["answer"], "answered": this["answered"], "version": mark.version if mark is not None else 0,
@@ -120,7 +129,7 @@ def _answer_page(state: Service, question_id: str, submission: int, lang: str) -
                        for i in question.rubric],
             "previous": got[at - 1]["submission"] if at > 0 else None,
             "next": got[at + 1]["submission"] if at + 1 < len(got) else None,
-            "next_waiting": waiting[0] if waiting else None, "position": at + 1, "total": len(got),
+            "next_waiting": _next_waiting(got, at), "position": at + 1, "total": len(got),
             "comments": marks.earlier_comments(state.engine, question.id),
             "model": model_answer(str(state.course.root), assignment.id, question.id)}
 
@@ -152,12 +161,10 @@ def _form_text(form: FormData, name: str, limit: int = marks.TEXT_CHARS) -> str:
 
 
 def _save_mark(state: Service, who: str, question_id: str, submission: int, rubric: list[str], comment: str,
-               version: int) -> tuple[Any, dict[str, Any]]:
-    assignment, question = _question(state, question_id)
-    standing = Standing(state.engine, state.course)
-    this = next((x for x in answers(state, assignment, question, standing) if x["submission"] == submission), None)
-    if this is None:
-        raise ApiError(404, "service.no_answer", question=question.id, submission=str(submission))
+               version: int) -> tuple[Any, Any, int | None]:
+    """Save the mark of one counted answer: (the mark saved, its question, the next answer waiting)."""
+    assignment, question, got, at = _locate(state, question_id, submission)
+    this = got[at]
     try:
         saved = marks.save_mark(state.engine, state.course, student=this["student"], assignment=assignment.id,
                                 question=question.id, answer_sha=this["sha"], rubric=rubric, comment=comment,
@@ -168,7 +175,7 @@ def _save_mark(state: Service, who: str, question_id: str, submission: int, rubr
                f"{question.id} submission {submission}: {fmt(saved.points)} ({', '.join(saved.rubric) or '-'})")
     score_history.note(state.engine, state.course, [(this["student"], assignment.id)], why="manual", who=who,
                        detail=f"{question.id}: {fmt(saved.points)}")
-    return saved, this
+    return saved, question, _next_waiting(got, at)
 
 
 @router.post("/grading/answer")
@@ -182,8 +189,8 @@ async def save(request: Request, signed: StaffPage, state: ServiceDep) -> Respon
     rubric = [str(r)[:20] for r in form.getlist("rubric")][:50]
     comment = _form_text(form, "comment")
     try:
-        saved, _this = await run_in_threadpool(_save_mark, state, signed.caller.who, question, submission, rubric,
-                                               comment, version)
+        saved, asked, waiting = await run_in_threadpool(_save_mark, state, signed.caller.who, question, submission,
+                                                        rubric, comment, version)
     except marks.Conflict as conflict:
         page = await run_in_threadpool(_answer_page, state, question, submission, lang)
         current = conflict.current
@@ -193,9 +200,8 @@ async def save(request: Request, signed: StaffPage, state: ServiceDep) -> Respon
             mine=", ".join(rubric) or "—", comment=comment or "—")
         return render(request, state, "grading_answer", signed, status=409, a=page, notice=said,
                       title=f"{UI[lang]['grading']} · {page['question']}", blind=state.course.service.blind_grading)
-    page = await run_in_threadpool(_answer_page, state, question, submission, lang)
-    said = UI[lang]["mark_saved"].format(points=fmt(saved.points), max=page["points"])
-    then = page["next_waiting"] if form.get("then") == "next" else submission
+    said = UI[lang]["mark_saved"].format(points=fmt(saved.points), max=fmt(asked.points))
+    then = waiting if form.get("then") == "next" else submission
     target = (f"/dashboard/grading/answer?question={question}&submission={then}" if then is not None
               else "/dashboard/grading")
     joiner = "&" if "?" in target else "?"

@@ -422,10 +422,19 @@ def softmax_rows(ctx: Context, *shape: int, dtype: torch.dtype, scale: float = 2
 
 
 def autograd_jacobian(scores: torch.Tensor) -> torch.Tensor:
-    """(..., N) -> (..., N, N) in float64: torch.autograd.functional.jacobian of F.softmax, one slice at a time."""
-    rows = scores.double().reshape(-1, scores.shape[-1])
-    jacobians = [torch.autograd.functional.jacobian(lambda row: F.softmax(row, dim=-1), row) for row in rows]
-    return torch.stack(jacobians).reshape(*scores.shape, scores.shape[-1])
+    """(..., N) -> (..., N, N) in float64: the Jacobian of F.softmax by autograd, each slice's own.
+
+    torch.autograd.functional.jacobian of one slice backpropagates the one-hot vectors e_1 ... e_N through the
+    softmax, one at a time; here the N of them go through every slice in one batched backward pass
+    (``is_grads_batched``): the same operations on the same numbers, so the same bits (a test compares them
+    with torch.autograd.functional.jacobian slice by slice), in one pass instead of N per slice.
+    """
+    N = scores.shape[-1]
+    rows = scores.double().reshape(-1, N).detach().requires_grad_(True)
+    weights = F.softmax(rows, dim=-1)
+    one_hot = torch.eye(N, dtype=weights.dtype)[:, None, :].expand(N, rows.shape[0], N)
+    (grads,) = torch.autograd.grad(weights, rows, grad_outputs=one_hot, is_grads_batched=True)
+    return grads.permute(1, 0, 2).reshape(*scores.shape, N)   # grads[i, r, j] = d weights[r, i] / d rows[r, j]
 
 
 def jacobian_value(ctx: Context, weights: torch.Tensor, pending: Pending) -> Value:
@@ -477,7 +486,7 @@ def _jacobian_autograd(ctx: Context) -> Iterator[None]:
     yield      # the next check begins here, while the worker runs these calls
     for dtype, batch, scores, weights, pending in started:
         with ctx.case(*batch_names(batch)):
-            want = autograd_jacobian(scores)
+            want = ctx.expected(autograd_jacobian, scores)
             got = ctx.expect_tensor(jacobian_value(ctx, weights, pending), (*batch, N, N), dtype,
                                     what="softmax_jacobian(weights)")
             ctx.expect_close(got, want, dtype, what="softmax_jacobian(weights)")

@@ -159,6 +159,23 @@ def test_jacobian_with_1d_only_calls_is_told_to_use_diag_embed(course):
     assert bad["shape-dtype"].message.en.startswith("batch dims")    # its 1-D case passed before
 
 
+@pytest.mark.parametrize("shape", [(1,), (7,), (5, 8), (6, 9, 8), (3, 1), (2, 4, 2)])
+def test_2_5s_expected_jacobian_is_torchs_functional_jacobian_bit_for_bit(course, shape):
+    """2.5's statement names torch.autograd.functional.jacobian of F.softmax as the truth; the check computes it
+    in one batched backward pass, which must give the very same numbers, slice by slice."""
+    import importlib
+
+    checks = importlib.import_module(f"{C.COURSE_PACKAGE}.qkv_attention.checks")
+    scores = torch.randn(*shape, generator=torch.Generator().manual_seed(len(shape) * 7 + shape[-1]),
+                         dtype=torch.float64) * 4.0
+    rows = scores.reshape(-1, shape[-1])
+    functional = torch.stack([torch.autograd.functional.jacobian(lambda row: torch.nn.functional.softmax(row, dim=-1),
+                                                                 row) for row in rows])
+    got = checks.autograd_jacobian(scores)
+    assert got.shape == (*shape, shape[-1])
+    assert torch.equal(got.reshape(-1, shape[-1], shape[-1]), functional)
+
+
 def test_jacobian_through_autograd_keeps_the_values_but_not_the_gradients(course):
     """Why 2.5's statement asks for a formula in the weights: autograd of F.softmax at log(weights) gives the right
     Jacobian, but as a function of the weights it is the Jacobian at weights / weights.sum(), so the gradient that

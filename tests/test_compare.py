@@ -89,3 +89,53 @@ def test_compare_leaves_both_sides_as_they_were():
 def test_a_shape_mismatch_and_an_empty_tensor():
     assert "shape" in compare(torch.zeros(2), torch.zeros(3, dtype=torch.float64), 1e-6, 1e-8)[1]
     assert compare(torch.zeros(0), torch.zeros(0, dtype=torch.float64), 1e-6, 1e-8) is None
+
+
+def _normwise_one_by_one(pairs, rtol, atol) -> bool:
+    """Each pair as the checks compare a gradient: compare(got, want, rtol, atol + rtol * its largest finite |want|)."""
+    for got, want in pairs:
+        finite = want[torch.isfinite(want)].abs()
+        top = float(finite.max()) if finite.numel() else 0.0
+        if compare(got, want, rtol, atol + rtol * top) is not None:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_all_close_normwise_says_close_only_where_every_pair_is(seed):
+    """The batched test of many tensors at once (a model's gradients) is True exactly where each pair would pass
+    on its own, and never True where one would not: a difference just past one tensor's own bound, a NaN, an
+    infinity, a shape, mixed float dtypes."""
+    from autograder.catalog.comparison import all_close_normwise
+
+    g = torch.Generator().manual_seed(seed)
+    shapes = [tuple(int(s) for s in torch.randint(1, 6, (int(torch.randint(1, 4, (1,), generator=g)),), generator=g))
+              for _ in range(int(torch.randint(1, 8, (1,), generator=g)))]
+    wants = [torch.randn(*s, generator=g, dtype=torch.float64) * float(10 ** torch.randint(-3, 4, (1,), generator=g))
+             for s in shapes]
+    rtol, atol = 1e-4, 1e-6
+    gots = [(w + w.abs().max() * 1e-5 * torch.randn(w.shape, generator=g, dtype=torch.float64)).float() for w in wants]
+    kind = seed % 5
+    k = int(torch.randint(0, len(wants), (1,), generator=g))
+    if kind == 1:       # one element just past its own tensor's bound
+        top = float(wants[k].abs().max())
+        bound = atol + rtol * top + rtol * abs(float(wants[k].reshape(-1)[0]))
+        gots[k] = gots[k].double()
+        gots[k].reshape(-1)[0] = wants[k].reshape(-1)[0] + 1.01 * bound
+    elif kind == 2:
+        gots[k] = gots[k].clone()
+        gots[k].reshape(-1)[0] = float("nan")
+    elif kind == 3:
+        wants[k] = wants[k].clone()
+        wants[k].reshape(-1)[0] = float("inf")
+    elif kind == 4:
+        gots[k] = gots[k].reshape(-1)[:-1] if gots[k].numel() > 1 else gots[k].reshape(1, 1, 1)
+    pairs = list(zip(gots, wants))
+    batched = all_close_normwise(pairs, rtol, atol)
+    one_by_one = kind != 4 and _normwise_one_by_one(pairs, rtol, atol)
+    assert batched == one_by_one
+    if kind == 0:
+        assert batched and one_by_one
+    if kind in (1, 2, 3, 4):
+        assert not batched
+    assert all_close_normwise([], rtol, atol)

@@ -67,7 +67,8 @@ if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type
                                              CheckResult as CheckResult, ExerciseResult as ExerciseResult,
                                              Status as Status, brief as brief, hidden_message as hidden_message,
                                              number_free as number_free, safe_name as safe_name)
-    from autograder.catalog.comparison import (as_float64 as as_float64, compare as compare, mismatch as mismatch,
+    from autograder.catalog.comparison import (all_close_normwise as all_close_normwise, as_float64 as as_float64,
+                                               compare as compare, mismatch as mismatch,
                                                values_match as values_match)
     from autograder.catalog.context import (Context as Context, Diagnoser as Diagnoser, PUBLIC_SEED as PUBLIC_SEED,
                                             Pending as Pending, Runner as Runner, stable_seed as stable_seed)

@@ -114,6 +114,37 @@ OUTPUT = Msg("输出", "the output")
 RETURN_VALUE = Msg("返回值", "the return value")
 
 
+def all_close_normwise(pairs: list[tuple[Any, Any]], rtol: float, atol: float) -> bool:
+    """Whether every ``(got, want)`` pair passes ``compare(got, want, rtol, atol + rtol * top)``, ``top`` the
+    largest magnitude of that ``want``: the common case of many tensors (a model's gradients) in one batched
+    pass, a handful of operations in all instead of a dozen per tensor.
+
+    True only where each pair would pass on its own, by the same float64 operations element by element
+    (compare's first test, with every expected value finite). False says only "look at each pair": a
+    difference beyond its bound, a NaN, an infinity, an empty or mismatched tensor, anything not a tensor.
+    """
+    if not pairs:
+        return True
+    gots, wants, sizes = [], [], []
+    for got, want in pairs:
+        if type(got) is not torch.Tensor or type(want) is not torch.Tensor or got.shape != want.shape \
+                or not got.numel() or not got.is_floating_point() or not want.is_floating_point() \
+                or not got.is_cpu or not want.is_cpu:
+            return False
+        gots.append(got.detach().reshape(-1))
+        wants.append(want.detach().reshape(-1))
+        sizes.append(got.numel())
+    # float64 after joining (one conversion, exact from any float dtype), as compare converts each side
+    e = torch.cat(wants).double()
+    if not bool(torch.isfinite(e).all()):
+        return False
+    lengths = torch.tensor(sizes)
+    tops = torch.segment_reduce(e.abs(), "max", lengths=lengths)        # each want's largest magnitude
+    # atol + rtol * top, then |e| * rtol + that: compare's own operations on each element, in its order
+    bound = e.abs().mul_(rtol).add_(tops.mul_(rtol).add_(atol).repeat_interleave(lengths))
+    return bool((torch.cat(gots).double() - e).abs_().le_(bound).all())
+
+
 def label(what: str | Msg) -> tuple[str, str]:
     """(zh, en) of a value's name in messages: a :class:`Msg`, or a code expression the same in both."""
     if isinstance(what, Msg):

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Value, as_float64, check, not_graded,
-                                probe_module)
+from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Value, as_float64, check, not_graded
+from autograder.catalog.modules import torch_module
 from autograder.catalog.integrity import global_random_changed, input_gradients, inputs_unchanged
 from .checks import (attention_args, expect_close_normwise, block_case, block_request, cache_case, call_block, call_lm,
                      expect_probe_gradients, expect_step, expect_tokens, ffn_weights, lm_case, lm_request, loss_case,
@@ -162,10 +162,23 @@ def _ffn_edges(ctx: Context) -> None:
 
 
 # -- 5.4 TransformerBlock -----------------------------------------------------------------
+def reference_model(ctx: Context, *sizes: int) -> torch.nn.Module:
+    """The solution class built for ``sizes`` in float64, once per grading thread and sizes (torch_module: its own
+    initialization never moves the caller's random numbers); every use loads all its parameters (strict) first."""
+    cls = ctx.reference_function()
+    return torch_module(("reference", cls, *sizes), lambda: cls(*sizes).double())
+
+
 def block_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
-    """The solution class through the same "module" probe, on float64 copies."""
-    result = probe_module(ctx.reference_function(), *as_float64(block_request(args)))
-    return {"out": result["out"], "grads": result["grads"], "grad_x": result["input_grads"][0]}
+    """What the "module" probe returns, computed by the solution class on float64 copies: the same steps as the
+    probe (every parameter loaded, forward with both masks, grad_out backpropagated), on a model built once."""
+    D, Hn, Fw, state, x, mask, am, grad_out = as_float64(args)
+    model = reference_model(ctx, D, Hn, Fw)
+    model.load_state_dict(state, strict=True)
+    leaf = x.clone().requires_grad_(True)
+    out = model(leaf, key_padding_mask=mask, attn_mask=am)
+    (out * grad_out).sum().backward()
+    return {"out": out.detach(), "grads": {n: p.grad for n, p in model.named_parameters()}, "grad_x": leaf.grad}
 
 
 def without_none(request: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -236,8 +249,7 @@ def _block_forbidden(ctx: Context) -> Iterator[None]:
 def lm_reference(ctx: Context, args: tuple[Any, ...]) -> dict[str, Any]:
     """The solution model in float64: its logits and every parameter's gradient."""
     V, D, Hn, Fw, L, state, tokens, mask, grad_out = args
-    with torch.random.fork_rng(devices=[]):
-        model = ctx.reference_function()(V, D, Hn, Fw, L).double()
+    model = reference_model(ctx, V, D, Hn, Fw, L)
     model.load_state_dict({k: v.double() for k, v in state.items()}, strict=True)
     logits = model(tokens, key_padding_mask=mask)
     (logits * grad_out.double()).sum().backward()

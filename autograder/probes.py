@@ -31,6 +31,7 @@ byte the worker sends as hostile (:mod:`autograder.sandbox`).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -152,8 +153,10 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
     floating = next((t for t in (*args, *kwargs.values(), *state.values())
                      if type(t) is torch.Tensor and t.is_floating_point()), None)
     if first is not None or floating is not None:     # one pass over the module's tensors, not one each
-        module = module.to(device=None if first is None else first.device,
-                           dtype=None if floating is None else floating.dtype)
+        device = None if first is None else first.device
+        dtype = None if floating is None else floating.dtype
+        if not _placed(module, device, dtype):
+            module = module.to(device=device, dtype=dtype)
     named = dict(module.named_parameters())
     missing = [k for k in state if k not in named]
     unexpected = [k for k in module.state_dict() if k not in state]
@@ -168,6 +171,22 @@ def probe_module(cls: Callable, init_args: tuple, init_kwargs: dict, state: dict
     grads = {name: p.grad for name, p in module.named_parameters() if name in state}
     return {"out": out, "grads": grads, "input_grads": [leaf.grad for leaf in leaves], "missing": ",".join(missing),
             "unexpected": ",".join(unexpected)}
+
+
+def _placed(module: Any, device: Any, dtype: Any) -> bool:
+    """Whether ``module.to(device=device, dtype=dtype)`` would leave every tensor of it as it is: each parameter
+    and buffer a plain real tensor already on ``device`` (None: any) and, where floating, of ``dtype`` (None:
+    any). Then the probe skips the call (a walk over every submodule, and through the guards a torch function
+    per tensor); anything else (a complex or an unusual tensor, a module whose tensors cannot be listed) is
+    moved as before."""
+    try:
+        for t in itertools.chain(module.parameters(), module.buffers()):
+            if t.is_complex() or (device is not None and t.device != device) or \
+                    (dtype is not None and t.is_floating_point() and t.dtype != dtype):
+                return False
+    except Exception:  # noqa: BLE001 - a student's module whose tensors cannot be listed: .to() decides
+        return False
+    return True
 
 
 def _backpropagate(out: Any, grad_out: Any) -> None:

@@ -704,12 +704,22 @@ def test_a_spare_worker_forked_ahead_serves_the_next_submission_and_goes_with_th
     assert not running(unfit) and not running(last)
 
 
-def test_a_spare_is_kept_only_where_the_lanes_leave_a_core_for_it():
+def test_a_spare_is_kept_only_where_the_lanes_leave_a_core_for_it(monkeypatch):
+    """A lane with a CPU for each side (grader and worker) takes two: at -j 1 on 2 CPUs it leaves none, and the
+    spare's set-up would run on the lane's own CPUs in the middle of the next submission."""
+    from autograder.sandbox import affinity
     from autograder.sandbox.affinity import core_to_spare
 
-    cpus = len(os.sched_getaffinity(0))
-    assert not core_to_spare(cpus) and not core_to_spare(cpus + 1)
-    assert core_to_spare(cpus - 1) == (cpus > 1)
+    monkeypatch.delenv("AUTOGRADER_PIN", raising=False)
+    monkeypatch.delenv("AUTOGRADER_LANE_CPUS", raising=False)
+    monkeypatch.setattr(affinity, "_FREE", set())
+    for cpus, spare in ((2, {1: False, 2: False, 3: False}), (4, {1: True, 2: False, 3: True, 4: False, 5: False}),
+                        (8, {1: True, 3: True, 4: False, 5: True, 7: True, 8: False})):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=cpus: set(range(n)))
+        assert {jobs: core_to_spare(jobs) for jobs in spare} == spare, cpus
+    monkeypatch.setenv("AUTOGRADER_LANE_CPUS", "1")        # a CPU per lane: one lane on 2 CPUs leaves one
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert core_to_spare(1) and not core_to_spare(2)
 
 
 def test_the_templates_warm_up_runs_every_probe_and_changes_nothing_a_worker_sees(sandbox):

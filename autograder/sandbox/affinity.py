@@ -70,12 +70,19 @@ def lane_cpus(jobs: int) -> list[LaneCpus] | None:
 
 def core_to_spare(jobs: int) -> bool:
     """Whether ``jobs`` lanes leave a CPU of this process's unused (where a spare worker can set itself up
-    while the lanes grade, see Sandbox.keep_spare): fewer lanes than the CPUs it may use."""
+    while the lanes grade, see Sandbox.keep_spare): fewer CPUs taken by the lanes (two each where they have a
+    CPU for each side, see :func:`lane_cpus`) than it may use.
+
+    Where the lanes take every CPU, the spare's fork and cage (some 8 ms of CPU) ran on theirs, at the start of
+    the next submission: at -j 1 on 2 CPUs its first exercise took 11 to 18 ms instead of 7, its calls stalled
+    3 to 7 ms, and a notebook took longer than with its worker forked when it starts (bench/speed.md)."""
     try:
         allowed = len(_FREE) or len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         allowed = os.cpu_count() or 1
-    return jobs < allowed
+    lanes = lane_cpus(jobs)
+    taken = sum(2 if cpus.split else 1 for cpus in lanes) if lanes else jobs
+    return taken < allowed
 
 
 def pin_lane(cpus: LaneCpus | None) -> None:

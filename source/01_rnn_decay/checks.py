@@ -226,20 +226,26 @@ def autograd_tanh_grad(z: object) -> torch.Tensor:
 @check("1.1", "matches-torch", P, Kind.NUMERIC, zh="与 torch 自动求导给出的 tanh 导数一致（Tensor、ndarray、float）",
        en="agrees with the derivative of torch.tanh that autograd computes (Tensor, ndarray, float)", weight=2,
        statement=(r"\tanh'(z) = 1-\tanh^2(z)", r"写 `tanh_derivative(z)`，逐元素计算 $1-\tanh^2(z)$"))
-def _tanh_numeric(ctx: Context) -> None:
+def _tanh_numeric(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3)
+    tensors = []
     for dtype, shape in ((torch.float32, (a, b)), (torch.float64, (c, a, b))):
         z = ctx.randn(*shape, dtype=dtype, scale=2.0)
-        want = autograd_tanh_grad(z)
-        got = expect_kept_dtype(ctx, ctx.call(z), shape, dtype, what=tensor_input(dtype))
-        ctx.expect_close(got, want, dtype, what=tensor_input(dtype))
+        tensors.append((dtype, shape, z, ctx.start(z)))
     arr = ctx.randn(b, c, scale=2.0).numpy()
-    want = autograd_tanh_grad(arr)
-    got = expect_ndarray(ctx, ctx.call(arr), (b, c), "float64", what=NDARRAY_INPUT)
-    ctx.expect_close(got, want, torch.float64, what=NDARRAY_INPUT)
+    arr_pending = ctx.start(arr)
     x = float(ctx.randn(1, scale=2.0))
+    x_pending = ctx.start(x)
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, shape, z, pending in tensors:
+        want = autograd_tanh_grad(z)
+        got = expect_kept_dtype(ctx, pending.value(), shape, dtype, what=tensor_input(dtype))
+        ctx.expect_close(got, want, dtype, what=tensor_input(dtype))
+    want = autograd_tanh_grad(arr)
+    got = expect_ndarray(ctx, arr_pending.value(), (b, c), "float64", what=NDARRAY_INPUT)
+    ctx.expect_close(got, want, torch.float64, what=NDARRAY_INPUT)
     want_x = float(autograd_tanh_grad(x))
-    got_x = expect_float(ctx, ctx.call(x), what=f"tanh_derivative({x:.4g})")
+    got_x = expect_float(ctx, x_pending.value(), what=f"tanh_derivative({x:.4g})")
     ctx.expect_close(got_x, want_x, torch.float64, what=f"tanh_derivative({x:.4g})")
 
 
@@ -363,9 +369,11 @@ def _table_fact(ctx: Context) -> Iterator[None]:
        zh="按长度递增：第 0 列（RNN）严格下降，第 1 列（注意力）恒为 alpha",
        en="by increasing length: column 0 (RNN) strictly decreases, column 1 (attention) stays alpha",
        statement=("第 0 列：RNN 的残留", "第 1 列：注意力的残留"))
-def _table_property(ctx: Context) -> None:
+def _table_property(ctx: Context) -> Iterator[None]:
     lengths = sorted(ctx.sizes(5, 1, 30))
-    got = torch.from_numpy(expect_ndarray(ctx, ctx.call(lengths), (5, 2), what=f"decay_table({lengths})"))
+    pending = ctx.start(lengths)
+    yield      # the next check begins here, while the worker runs this call
+    got = torch.from_numpy(expect_ndarray(ctx, pending.value(), (5, 2), what=f"decay_table({lengths})"))
     column = [round(v, 4) for v in got[:, 0].tolist()]
     ctx.expect(bool((got[1:, 0] < got[:-1, 0]).all()),
                f"第 0 列应随长度 {lengths} 严格下降，实际是 {column}",
@@ -400,11 +408,15 @@ def _rnn_inputs(ctx: Context, B: int, T: int, D: int, H: int, dtype: torch.dtype
        en="returns (outputs (B, T, H), h_T (B, H)) in the input's dtype",
        statement=("返回元组 `(outputs, h_T)`：`outputs` 形状 (B, T, H)", "`h_T` 形状 (B, H)",
                   "结果与 `x` 同 dtype、同设备：不要在函数里调用 `.cuda()`、`.cpu()`、`.double()`"))
-def _layer_shapes(ctx: Context) -> None:
+def _layer_shapes(ctx: Context) -> Iterator[None]:
     B, T, D, H = ctx.sizes(4)
+    started = []
     for dtype in (torch.float32, torch.float64):
         a = _rnn_inputs(ctx, B, T, D, H, dtype)
-        out, h = ctx.expect_tuple(ctx.call(a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"]), 2)
+        started.append((dtype, ctx.start(a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"])))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        out, h = ctx.expect_tuple(pending.value(), 2)
         ctx.expect_tensor(out, (B, T, H), dtype, what="outputs")
         ctx.expect_tensor(h, (B, H), dtype, what="h_T")
 
@@ -431,11 +443,14 @@ def _layer_last(ctx: Context) -> Iterator[None]:
                   "`x` | (B, T, D) | 一批序列，批量维在前（`batch_first`）", "`W_xh` | (D, H) | 输入到隐状态",
                   "`W_hh` | (H, H) | 隐状态到隐状态", "`b` | (H,) | 偏置", "`h0` | (B, H) | 初始隐状态",
                   "第 $t$ 个位置是 $h_t$"))
-def _layer_numeric(ctx: Context) -> None:
+def _layer_numeric(ctx: Context) -> Iterator[None]:
     B, T, D, H = ctx.sizes(4)
+    started = []
     for dtype in (torch.float32, torch.float64):
         a = _rnn_inputs(ctx, B, T, D, H, dtype)
-        pending = ctx.start(a["x"], a["W_xh"], a["W_hh"], b=a["b"], h0=a["h0"])
+        started.append((dtype, a, ctx.start(a["x"], a["W_xh"], a["W_hh"], b=a["b"], h0=a["h0"])))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, a, pending in started:
         want_out, want_h = ctx.expected(torch_rnn, a["x"], a["W_xh"], a["W_hh"], a["b"], a["h0"])
         out, h = ctx.expect_tuple(pending.value(), 2)
         ctx.expect_close(ctx.expect_tensor(out, (B, T, H), dtype, what="outputs"), want_out, dtype, what="outputs")

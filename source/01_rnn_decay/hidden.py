@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Value, brief, check, near_answer, not_graded
-from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
+from autograder.catalog.integrity import input_gradients, inputs_unchanged
 from autograder.catalog.comparison import label
 from .checks import (expect_float, expect_kept_dtype, expect_ndarray, random_sequence,
                      random_weight, start_spread_cases, tensor_input)
@@ -67,29 +67,33 @@ def _tanh_reference(ctx: Context) -> Iterator[None]:
 @check("1.1", "edge-saturation-and-empty", H, Kind.EDGE, zh="±1e4 处趋于 0（无 NaN），空输入返回空输出",
        en="goes to 0 near ±1e4 (no NaN); an empty input gives an empty output",
        statement="空数组、空张量，以及 |z| 很大（比如 10^4）的 z 也是合法输入")
-def _tanh_edge(ctx: Context) -> None:
+def _tanh_edge(ctx: Context) -> Iterator[None]:
     n = ctx.sizes(1, 3, 9)[0]
+    tensors = []
     for dtype in (torch.float32, torch.float64):
+        z = ctx.randn(n, dtype=torch.float64, scale=5.0) + torch.where(torch.arange(n) % 2 == 0, 1e4, -1e4)
+        z = z.to(dtype)
+        tensors.append((dtype, z, ctx.start(z)))
+    arrays = [(np.dtype(np_dtype).name, arr, ctx.start(arr)) for np_dtype in (np.float64, np.float32)
+              for arr in [np.array([1e4, -1e4, 0.0], dtype=np_dtype)]]
+    empty = ctx.start(torch.zeros(0, dtype=torch.float64))
+    empty_array = ctx.start(np.zeros(0))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, z, pending in tensors:
         with ctx.case(zh=f"绝对值很大的 z（Tensor {dtype}）", en=f"z of large magnitude (Tensor {dtype})"):
-            z = ctx.randn(n, dtype=torch.float64, scale=5.0) + torch.where(torch.arange(n) % 2 == 0, 1e4, -1e4)
-            z = z.to(dtype)
-            pending = ctx.start(z)
             want = ctx.reference(z)
             got = expect_kept_dtype(ctx, pending.value(), (n,), dtype, what="tanh_derivative(z ~ ±1e4)")
             ctx.expect_close(got, want, dtype, what="tanh_derivative(z ~ ±1e4)")
-    for np_dtype in (np.float64, np.float32):
-        name = np.dtype(np_dtype).name
+    for name, arr, pending in arrays:
         with ctx.case(zh=f"绝对值很大的 z（ndarray {name}）", en=f"z of large magnitude (ndarray {name})"):
-            arr = np.array([1e4, -1e4, 0.0], dtype=np_dtype)
             want = ctx.reference(arr)
             what = Msg("tanh_derivative(z)（z 是 ±1e4 与 0 的 ndarray）", "tanh_derivative(z) (z an ndarray of ±1e4 and 0)")
-            ctx.expect_close(expect_ndarray(ctx, ctx.call(arr), (3,), name, what=what), want, name, what=what)
+            ctx.expect_close(expect_ndarray(ctx, pending.value(), (3,), name, what=what), want, name, what=what)
     with ctx.case(zh="空张量", en="an empty Tensor"):
-        empty = torch.zeros(0, dtype=torch.float64)
-        ctx.expect_tensor(ctx.call(empty), (0,), torch.float64,
+        ctx.expect_tensor(empty.value(), (0,), torch.float64,
                           what=Msg("tanh_derivative(z)（z 是空张量）", "tanh_derivative(z) (z an empty tensor)"))
     with ctx.case(zh="空数组", en="an empty ndarray"):
-        expect_ndarray(ctx, ctx.call(np.zeros(0)), (0,), "float64",
+        expect_ndarray(ctx, empty_array.value(), (0,), "float64",
                        what=Msg("tanh_derivative(z)（z 是空数组）", "tanh_derivative(z) (z an empty ndarray)"))
 
 
@@ -120,21 +124,23 @@ def _rnn_forward_reference(ctx: Context) -> Iterator[None]:
 @check("1.2", "edge-short-long-large", H, Kind.EDGE, zh="长度 1、空序列（h_0 = 0）、±1e4 的输入",
        en="length 1, an empty sequence (h_0 = 0), inputs near ±1e4",
        statement="空序列什么也没读，返回 h_0，也就是 0.0", same_as="matches-torch-rnn")
-def _rnn_forward_edge(ctx: Context) -> None:
+def _rnn_forward_edge(ctx: Context) -> Iterator[None]:
+    x = random_sequence(ctx, 1)
+    one = ctx.start(x)
+    empty = ctx.start([])
+    seq = [1e4 if v > 0 else -1e4 for v in random_sequence(ctx, 6)]
+    large = ctx.start(seq, 0.7, 0.3)
+    yield      # the next check begins here, while the worker runs these calls
     with ctx.case(zh="长度为 1 的序列", en="a sequence of length 1"):
-        x = random_sequence(ctx, 1)
-        pending = ctx.start(x)
         want = ctx.reference(x)
-        got = expect_float(ctx, pending.value(), what="rnn_forward([x])")
+        got = expect_float(ctx, one.value(), what="rnn_forward([x])")
         ctx.expect_close(got, want, torch.float64, what=Msg("rnn_forward([x])（长度为 1 的序列）", "rnn_forward(a sequence of 1)"))
     with ctx.case(zh="空序列", en="an empty sequence"):
-        got = expect_number(ctx, ctx.call([]), what="rnn_forward([])")
+        got = expect_number(ctx, empty.value(), what="rnn_forward([])")
         ctx.expect_close(got, 0.0, torch.float64, what=Msg("rnn_forward([])（应为 h_0 = 0）", "rnn_forward([]) (h_0 = 0)"))
     with ctx.case(zh="绝对值很大的输入", en="inputs of large magnitude"):
-        seq = [1e4 if v > 0 else -1e4 for v in random_sequence(ctx, 6)]
-        pending = ctx.start(seq, 0.7, 0.3)
         want = ctx.reference(seq, 0.7, 0.3)
-        got = expect_float(ctx, pending.value(), what="rnn_forward(seq ~ ±1e4)")
+        got = expect_float(ctx, large.value(), what="rnn_forward(seq ~ ±1e4)")
         ctx.expect_close(got, want, torch.float64,
                          what=Msg("rnn_forward(seq ~ ±1e4, W_hh, W_xh)（换了一组 W_hh 与 W_xh）",
                                   "rnn_forward(seq ~ ±1e4, other W_hh and W_xh)"))
@@ -201,25 +207,27 @@ def _residual_reference(ctx: Context) -> Iterator[None]:
 @check("1.3", "edge-short-large", H, Kind.EDGE, zh="长度 1 的序列、空序列（返回 0.0）、±1e4 的输入",
        en="a sequence of length 1, an empty sequence (0.0), inputs near ±1e4",
        statement="空序列返回 0.0", same_as="matches-closed-form")
-def _residual_edge(ctx: Context) -> None:
+def _residual_edge(ctx: Context) -> Iterator[None]:
+    empty, empty_alpha = ctx.start([]), ctx.start([], alpha=0.25)
+    x = random_sequence(ctx, 1)
+    one = ctx.start(x)
+    seq = [v * 1e4 for v in random_sequence(ctx, 5)]
+    large = ctx.start(seq, alpha=0.25)
+    yield      # the next check begins here, while the worker runs these calls
     with ctx.case(zh="空序列", en="an empty sequence"):
-        got = expect_number(ctx, ctx.call([]), what="attention_residual([])")
+        got = expect_number(ctx, empty.value(), what="attention_residual([])")
         ctx.expect_close(got, 0.0, torch.float64,
                          what=Msg("attention_residual([])（空序列应返回 0.0）", "attention_residual([]) (an empty sequence gives 0.0)"))
-        got = expect_number(ctx, ctx.call([], alpha=0.25), what="attention_residual([], alpha)")
+        got = expect_number(ctx, empty_alpha.value(), what="attention_residual([], alpha)")
         ctx.expect_close(got, 0.0, torch.float64,
                          what=Msg("attention_residual([], alpha)（换一个 alpha）", "attention_residual([], another alpha)"))
     with ctx.case(zh="长度为 1 的序列", en="a sequence of length 1"):
-        x = random_sequence(ctx, 1)
-        pending = ctx.start(x)
         want = ctx.reference(x)
-        ctx.expect_close(expect_float(ctx, pending.value(), what="attention_residual([x])"), want, torch.float64,
+        ctx.expect_close(expect_float(ctx, one.value(), what="attention_residual([x])"), want, torch.float64,
                          what=Msg("attention_residual([x])（长度为 1 的序列）", "attention_residual(a sequence of 1)"))
     with ctx.case(zh="绝对值很大的输入", en="inputs of large magnitude"):
-        seq = [v * 1e4 for v in random_sequence(ctx, 5)]
-        pending = ctx.start(seq, alpha=0.25)
         want = ctx.reference(seq, alpha=0.25)
-        ctx.expect_close(expect_float(ctx, pending.value(), what="attention_residual(seq ~ 1e4)"), want,
+        ctx.expect_close(expect_float(ctx, large.value(), what="attention_residual(seq ~ 1e4)"), want,
                          torch.float64, what=Msg("attention_residual(seq ~ 1e4, alpha)（换一个 alpha）",
                                                  "attention_residual(seq ~ 1e4, another alpha)"))
 
@@ -273,17 +281,20 @@ def _table_order_dtype(ctx: Context) -> Iterator[None]:
 @check("1.4", "edge-one-length", H, Kind.EDGE, zh="只有一个长度、长度为 1、很长的序列、没有长度",
        en="a single length, length 1, a long sequence, no lengths at all",
        statement="lengths 为空时也要返回形状 (0, 2) 的数组", same_as="matches-torch-rnn")
-def _table_edge(ctx: Context) -> None:
-    for lengths, en, zh in (([1], "a single length of 1", "只有一个长度，且长度为 1"),
-                            ([200], "a single long sequence", "只有一个长度，且序列很长"),
-                            ([1, 300], "length 1 and a long sequence", "长度 1 和一个很长的序列")):
+def _table_edge(ctx: Context) -> Iterator[None]:
+    started = [(lengths, en, zh, ctx.start(lengths))
+               for lengths, en, zh in (([1], "a single length of 1", "只有一个长度，且长度为 1"),
+                                       ([200], "a single long sequence", "只有一个长度，且序列很长"),
+                                       ([1, 300], "length 1 and a long sequence", "长度 1 和一个很长的序列"))]
+    empty = ctx.start([])
+    yield      # the next check begins here, while the worker runs these calls
+    for lengths, en, zh, pending in started:
         with ctx.case(zh=zh, en=en):
-            pending = ctx.start(lengths)
             want = ctx.reference(lengths)
             got = expect_ndarray(ctx, pending.value(), (len(lengths), 2), what="decay_table(lengths)")
             ctx.expect_close(got, want, got.dtype, what="decay_table(lengths)")
     with ctx.case(zh="lengths 为空", en="no lengths at all"):
-        expect_ndarray(ctx, ctx.call([]), (0, 2), what="decay_table([])")
+        expect_ndarray(ctx, empty.value(), (0, 2), what="decay_table([])")
 
 
 # -- 1.5 rnn_layer ---------------------------------------------------------------
@@ -385,15 +396,18 @@ def _weights_reference(ctx: Context) -> Iterator[None]:
 
 @check("1.6", "edge-one-key-one-dim", H, Kind.EDGE, zh="只有一个键（权重为 1）、D = 1",
        en="a single key (weight 1), D = 1", same_as="matches-torch")
-def _weights_edge(ctx: Context) -> None:
+def _weights_edge(ctx: Context) -> Iterator[None]:
     N, D = ctx.sizes(2, 2, 9)
-    for (query, keys), zh, en in (((ctx.randn(D), ctx.randn(1, D)), "只有一个键", "a single key"),
-                                  ((ctx.randn(1), ctx.randn(N, 1)), "D = 1", "D = 1")):
+    started = [(query, keys, zh, en, ctx.start(query, keys))
+               for (query, keys), zh, en in (((ctx.randn(D), ctx.randn(1, D)), "只有一个键", "a single key"),
+                                             ((ctx.randn(1), ctx.randn(N, 1)), "D = 1", "D = 1"))]
+    yield      # the next check begins here, while the worker runs these calls
+    for query, keys, zh, en, pending in started:
         with ctx.case(zh=zh, en=en):
             want = ctx.reference(query, keys)
             what = Msg(f"attention_weights(query, keys)（keys 的形状为 {tuple(keys.shape)}）",
                        f"attention_weights (keys {tuple(keys.shape)})")
-            got = ctx.expect_tensor(ctx.call(query, keys), (keys.shape[0],), torch.float64, what=what)
+            got = ctx.expect_tensor(pending.value(), (keys.shape[0],), torch.float64, what=what)
             ctx.expect_close(got, want, torch.float64, what=what)
 
 
@@ -428,10 +442,15 @@ GRAD_STATED = "梯度要能沿你的计算一路传回每个输入张量"
 
 @check("1.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_STATED)
-def _tanh_inputs(ctx: Context) -> None:
+def _tanh_inputs(ctx: Context) -> Iterator[None]:
     n = ctx.sizes(1)[0]
-    expect_inputs_unchanged(ctx, ctx.randn(n, dtype=torch.float32, scale=2.0))
-    expect_inputs_unchanged(ctx, ctx.randn(n, scale=2.0).numpy())
+    steps = [inputs_unchanged(ctx, ctx.randn(n, dtype=torch.float32, scale=2.0)),
+             inputs_unchanged(ctx, ctx.randn(n, scale=2.0).numpy())]
+    for step in steps:
+        next(step)              # its call begun (inputs_unchanged up to its yield)
+    yield      # the next check begins here, while the worker runs these calls
+    for step in steps:
+        next(step, None)        # its comparison (the rest of inputs_unchanged)
 
 
 @check("1.5", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,

@@ -84,13 +84,9 @@ def sizes_apart(ctx: Context, n: int, low: int = 2, high: int = 9) -> list[int]:
             return sizes
 
 
-def call_batched(ctx: Context, *args: torch.Tensor) -> Value:
-    """Call with batched inputs; a call that raises only because of the batch dims gets a pointed message."""
-    return batched_value(ctx, args, ctx.start(*args))
-
-
 def batched_value(ctx: Context, args: tuple[torch.Tensor, ...], pending: Pending) -> Value:
-    """:func:`call_batched`'s value for the call ``ctx.start(*args)`` began."""
+    """The value of the call ``ctx.start(*args)`` began, with batched inputs; a call that raises only because of
+    the batch dims gets a pointed message."""
     try:
         return pending.value()
     except CheckFailed as failed:
@@ -187,11 +183,12 @@ def _printed(got: torch.Tensor, expected: list[float], decimals: int) -> tuple[s
 
 
 @check("2.2", "sums-to-one", P, Kind.PROPERTY, zh="沿 dim 加和为 1，且没有负数", en="sums to 1 along dim, no negatives")
-def _softmax_property(ctx: Context) -> None:
+def _softmax_property(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3)
-    for dim in (-1, 0):
-        x = ctx.randn(a, b, c, scale=3.0)
-        got = ctx.expect_tensor(ctx.call(x, dim=dim), (a, b, c), torch.float64, what=f"softmax(x, dim={dim})")
+    started = [(dim, ctx.start(ctx.randn(a, b, c, scale=3.0), dim=dim)) for dim in (-1, 0)]
+    yield      # the next check begins here, while the worker runs these calls
+    for dim, pending in started:
+        got = ctx.expect_tensor(pending.value(), (a, b, c), torch.float64, what=f"softmax(x, dim={dim})")
         ctx.expect(bool(torch.isfinite(got).all()), "结果中有 NaN 或 inf", "the result holds NaN or inf", diagnose=True)
         ctx.expect(bool((got >= 0).all()), f"softmax 不应为负，实际最小 {got.min().item():.4g}",
                    f"softmax should not be negative, got min {got.min().item():.4g}", diagnose=True)
@@ -206,29 +203,36 @@ def _softmax_property(ctx: Context) -> None:
           "of either sign, give no inf/NaN and still agree with F.softmax (subtract the max along dim first)",
        statement=("做数值稳定的 softmax", "输入在几千的量级时也不能出现 `inf` 或 `nan`，同一个切片里的值有正有负、相差几千"
                   "（比如 `[3000, -3000]`）时也一样"))
-def _softmax_stable(ctx: Context) -> None:
+def _softmax_stable(ctx: Context) -> Iterator[None]:
     a, b = ctx.sizes(2, 3, 9)
+    near = []
     for dtype in (torch.float32, torch.float64):
+        # Rows near +1e4 overflow exp(); rows near -1e4 underflow it to 0/0.
+        x = ctx.randn(a, b, scale=2.0) + torch.where(torch.arange(a) % 2 == 0, 1e4, -1e4).unsqueeze(-1)
+        x = x.to(dtype)
+        near.append((dtype, x, ctx.start(x)))
+    # One slice spreads over thousands of both signs: only a shift by its max keeps every exponent <= 0.
+    spread = []
+    for dtype, dim, shape in ((torch.float32, -1, (a, b)), (torch.float64, 0, (b, a, 2))):
+        rows = spread_slices(ctx, a * (1 if dim == -1 else 2), b, dtype)      # (slices, values along dim)
+        x = rows if dim == -1 else rows.reshape(a, 2, b).permute(2, 0, 1).contiguous()
+        spread.append((dtype, dim, shape, x, ctx.start(x, dim=dim)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, x, pending in near:
         with ctx.case(zh=f"输入约为 ±1e4（{dtype}）", en=f"inputs near ±1e4 ({dtype})"):
-            # Rows near +1e4 overflow exp(); rows near -1e4 underflow it to 0/0.
-            x = ctx.randn(a, b, scale=2.0) + torch.where(torch.arange(a) % 2 == 0, 1e4, -1e4).unsqueeze(-1)
-            x = x.to(dtype)
             want = F.softmax(x.double(), dim=-1)
-            got = ctx.expect_tensor(ctx.call(x), (a, b), dtype, what="softmax(x)")
+            got = ctx.expect_tensor(pending.value(), (a, b), dtype, what="softmax(x)")
             n_bad = int((~torch.isfinite(got)).sum())
             ctx.expect(n_bad == 0,
                        f"出现了 {n_bad} 个 inf/NaN：exp 上溢成 inf，或整行下溢成 0/0 了；先减去每行自己的最大值",
                        f"{n_bad} inf/NaN values: exp overflowed to inf, or a whole row underflowed to 0/0; subtract "
                        f"each row's own max first", diagnose=True)
             ctx.expect_close(got, want, dtype, what="softmax(x)")
-    # One slice spreads over thousands of both signs: only a shift by its max keeps every exponent <= 0.
-    for dtype, dim, shape in ((torch.float32, -1, (a, b)), (torch.float64, 0, (b, a, 2))):
+    for dtype, dim, shape, x, pending in spread:
         with ctx.case(zh=f"同一切片里的值有正有负、相差几千（dim={dim}，{dtype}）",
                       en=f"slices spread over thousands of either sign (dim={dim}, {dtype})"):
-            rows = spread_slices(ctx, a * (1 if dim == -1 else 2), b, dtype)      # (slices, values along dim)
-            x = rows if dim == -1 else rows.reshape(a, 2, b).permute(2, 0, 1).contiguous()
             want = F.softmax(x.double(), dim=dim)
-            got = ctx.expect_tensor(ctx.call(x, dim=dim), shape, dtype, what=f"softmax(x, dim={dim})")
+            got = ctx.expect_tensor(pending.value(), shape, dtype, what=f"softmax(x, dim={dim})")
             n_bad = int((~torch.isfinite(got)).sum())
             ctx.expect(n_bad == 0,
                        f"出现了 {n_bad} 个 inf/NaN：减去的常数必须是沿 dim 的最大值；减去平均值或最小值，"
@@ -321,12 +325,17 @@ def _scores_numeric(ctx: Context) -> Iterator[None]:
 @check("2.3", "batch-dims", P, Kind.NUMERIC, zh="带批量维 (B, Tq, Dk) 与 (B, H, Tq, Dk) 也能用（K.T 不行）",
        en="works with batch dims (B, Tq, Dk) and (B, H, Tq, Dk) (K.T does not)", weight=2,
        statement="必须支持批量维")
-def _scores_batched(ctx: Context) -> None:
+def _scores_batched(ctx: Context) -> Iterator[None]:
     B, H, Tq, Tk, Dk = sizes_apart(ctx, 5)
+    started = []
     for dtype, batch in ((torch.float64, (B,)), (torch.float32, (B, H))):
         Q, K = ctx.randn(*batch, Tq, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dk, dtype=dtype)
+        started.append((dtype, batch, Q, K, ctx.start(Q, K)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, batch, Q, K, pending in started:
         with ctx.case(*batch_names(batch)):
-            got = ctx.expect_tensor(call_batched(ctx, Q, K), (*batch, Tq, Tk), dtype, what="attention_scores(Q, K)")
+            got = ctx.expect_tensor(batched_value(ctx, (Q, K), pending), (*batch, Tq, Tk), dtype,
+                                    what="attention_scores(Q, K)")
             _expect_scores(ctx, got, Q, K, dtype, "attention_scores(Q, K)")
 
 
@@ -363,13 +372,16 @@ def _sdpa_fact(ctx: Context) -> Iterator[None]:
 @check("2.4", "rows-sum-to-one", P, Kind.PROPERTY, zh="每行权重非负且加和为 1，分数上万时也没有 NaN",
        en="every row of weights is non-negative and sums to 1, with no NaN even for scores in the tens of thousands",
        statement="分数上万时结果也不能出现 `nan`")
-def _sdpa_rows(ctx: Context) -> None:
+def _sdpa_rows(ctx: Context) -> Iterator[None]:
     Tq, Tk, D = sizes_apart(ctx, 3)
-    for scale, case in ((1.0, ("普通大小的分数", "scores of ordinary size")),
-                        (100.0, ("上万的分数（Q、K 约为 100）", "scores in the tens of thousands (Q, K near 100)"))):
+    started = [(case, ctx.start(ctx.randn(Tq, D, scale=scale), ctx.randn(Tk, D, scale=scale), ctx.randn(Tk, D)))
+               for scale, case in ((1.0, ("普通大小的分数", "scores of ordinary size")),
+                                   (100.0, ("上万的分数（Q、K 约为 100）",
+                                            "scores in the tens of thousands (Q, K near 100)")))]
+    yield      # the next check begins here, while the worker runs these calls
+    for case, pending in started:
         with ctx.case(*case):
-            Q, K, V = ctx.randn(Tq, D, scale=scale), ctx.randn(Tk, D, scale=scale), ctx.randn(Tk, D)
-            _, weights = ctx.expect_tuple(ctx.call(Q, K, V), 2)
+            _, weights = ctx.expect_tuple(pending.value(), 2)
             w = ctx.expect_tensor(weights, (Tq, Tk), torch.float64, what="weights")
             n_bad = int((~torch.isfinite(w)).sum())
             ctx.expect(n_bad == 0, f"weights 中有 {n_bad} 个 NaN/inf：softmax 要先减去每行的最大值（2.2）",
@@ -388,19 +400,23 @@ def _sdpa_rows(ctx: Context) -> None:
                   r"\text{out} = \text{weights}\cdot V",
                   "写 `scaled_dot_product_attention(Q, K, V)`：`Q` (..., Tq, Dk)，`K` (..., Tk, Dk)，`V` (..., Tk, Dv)",
                   "自查会拿你的结果和 `F.scaled_dot_product_attention` 对比"))
-def _sdpa_torch(ctx: Context) -> None:
+def _sdpa_torch(ctx: Context) -> Iterator[None]:
     # The square case first: an answer whose shapes fit only there (V @ weights, say) gets its name here.
     n = sizes_apart(ctx, 1, 3, 9)[0]
     cases = [((2,), torch.float64, (n, n, n, n))] + [(batch, dtype, tuple(sizes_apart(ctx, 4))) for batch, dtype in
                                                      zip(BATCHES, (torch.float32, torch.float64, torch.float32))]
+    started = []
     for batch, dtype, (Tq, Tk, Dk, Dv) in cases:
+        Q = ctx.randn(*batch, Tq, Dk, dtype=dtype)
+        K, V = ctx.randn(*batch, Tk, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dv, dtype=dtype)
+        started.append((batch, dtype, (Tq, Tk, Dk, Dv), (Q, K, V), ctx.start(Q, K, V)))
+    yield      # the next check begins here, while the worker runs these calls
+    for batch, dtype, (Tq, Tk, Dk, Dv), (Q, K, V), pending in started:
         batch_zh, batch_en = batch_names(batch)
         with ctx.case(zh=f"{batch_zh}，Tq={Tq}、Tk={Tk}、Dk={Dk}、Dv={Dv}（{dtype}）",
                       en=f"{batch_en}, Tq={Tq}, Tk={Tk}, Dk={Dk}, Dv={Dv} ({dtype})"):
-            Q = ctx.randn(*batch, Tq, Dk, dtype=dtype)
-            K, V = ctx.randn(*batch, Tk, Dk, dtype=dtype), ctx.randn(*batch, Tk, Dv, dtype=dtype)
             want_out, want_w = reference_attention(Q, K, V)
-            out, weights = ctx.expect_tuple(call_batched(ctx, Q, K, V), 2)
+            out, weights = ctx.expect_tuple(batched_value(ctx, (Q, K, V), pending), 2)
             ctx.expect_close(ctx.expect_tensor(weights, (*batch, Tq, Tk), dtype, what="weights"), want_w, dtype,
                              what="weights")
             ctx.expect_close(ctx.expect_tensor(out, (*batch, Tq, Dv), dtype, what="out"), want_out, dtype,
@@ -494,10 +510,12 @@ def _jacobian_autograd(ctx: Context) -> Iterator[None]:
 
 @check("2.5", "rows-sum-to-zero-symmetric", P, Kind.PROPERTY, zh="每行加和为 0，而且是对称矩阵",
        en="every row sums to 0, and the matrix is symmetric")
-def _jacobian_property(ctx: Context) -> None:
+def _jacobian_property(ctx: Context) -> Iterator[None]:
     B, N = ctx.sizes(2, 3, 9)
     _, weights = softmax_rows(ctx, B, N, dtype=torch.float64, scale=3.0)
-    got = ctx.expect_tensor(jacobian_value(ctx, weights, ctx.start(weights)), (B, N, N), torch.float64,
+    pending = ctx.start(weights)
+    yield      # the next check begins here, while the worker runs this call
+    got = ctx.expect_tensor(jacobian_value(ctx, weights, pending), (B, N, N), torch.float64,
                             what="softmax_jacobian(weights)")
     rtol, atol = ctx.tol(torch.float64)
     worst = got.sum(dim=-1).abs().max().item()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer, not_graded
-from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
+from autograder.catalog.integrity import input_gradients, inputs_unchanged
 from .checks import BATCHES, batch_names, batched_value, jacobian_value, sizes_apart, softmax_rows, spread_slices
 
 H = Audience.HIDDEN
@@ -135,12 +135,14 @@ def _softmax_edge(ctx: Context) -> Iterator[None]:
        en="does not call torch.softmax / F.softmax / Tensor.softmax / log_softmax",
        statement="禁止调用**（评分器运行本题时一旦检测到，本题记 0 分，反馈里会写出调用名）：`torch.softmax`、`F.softmax`、"
                  "`Tensor.softmax`、`F.log_softmax`、`torch.log_softmax`")
-def _softmax_forbidden(ctx: Context) -> None:
-    # ctx.call records forbidden calls and fails the check (and the exercise) on the first one.
+def _softmax_forbidden(ctx: Context) -> Iterator[None]:
+    # A call's value records forbidden calls and fails the check (and the exercise) on the first one.
     a, b = ctx.sizes(2)
-    for dim in (-1, 0):
-        ctx.call(ctx.randn(a, b), dim=dim)
-    ctx.call(ctx.randn(b, a, dtype=torch.float32))
+    started = [ctx.start(ctx.randn(a, b), dim=dim) for dim in (-1, 0)]
+    started.append(ctx.start(ctx.randn(b, a, dtype=torch.float32)))
+    yield      # the next check begins here, while the worker runs these calls
+    for pending in started:
+        pending.value()
 
 
 not_graded("2.2", r"\frac{e^{x_i - c}}{\sum_j e^{x_j - c}}",
@@ -255,11 +257,15 @@ def _sdpa_edge(ctx: Context) -> Iterator[None]:
        en="does not call F.scaled_dot_product_attention / nn.MultiheadAttention / F.multi_head_attention_forward",
        statement=("禁止调用**（评分器运行本题时一旦检测到，本题记 0 分）：`F.scaled_dot_product_attention`、"
                   "`nn.MultiheadAttention`、`F.multi_head_attention_forward`", "但你的实现里不能用它"))
-def _sdpa_forbidden(ctx: Context) -> None:
-    # ctx.call records forbidden calls and fails the check (and the exercise) on the first one.
+def _sdpa_forbidden(ctx: Context) -> Iterator[None]:
+    # A call's value records forbidden calls and fails the check (and the exercise) on the first one.
+    started = []
     for batch in ((), (2,)):
         Tq, Tk, Dk, Dv = sizes_apart(ctx, 4)
-        ctx.call(ctx.randn(*batch, Tq, Dk), ctx.randn(*batch, Tk, Dk), ctx.randn(*batch, Tk, Dv))
+        started.append(ctx.start(ctx.randn(*batch, Tq, Dk), ctx.randn(*batch, Tk, Dk), ctx.randn(*batch, Tk, Dv)))
+    yield      # the next check begins here, while the worker runs these calls
+    for pending in started:
+        pending.value()
 
 
 # -- 2.5 softmax_jacobian ------------------------------------------------------------
@@ -320,10 +326,15 @@ def _project_gradients(ctx: Context) -> Iterator[None]:
 
 @check("2.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_UNCHANGED)
-def _softmax_inputs(ctx: Context) -> None:
+def _softmax_inputs(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3, low=2, high=6)
-    expect_inputs_unchanged(ctx, ctx.randn(a, b, c, scale=4.0), dim=1)
-    expect_inputs_unchanged(ctx, ctx.randn(b, a, dtype=torch.float32, scale=4.0))
+    steps = [inputs_unchanged(ctx, ctx.randn(a, b, c, scale=4.0), dim=1),
+             inputs_unchanged(ctx, ctx.randn(b, a, dtype=torch.float32, scale=4.0))]
+    for step in steps:
+        next(step)              # its call begun (inputs_unchanged up to its yield)
+    yield      # the next check begins here, while the worker runs these calls
+    for step in steps:
+        next(step, None)        # its comparison (the rest of inputs_unchanged)
 
 
 @check("2.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENTS_FLOW)

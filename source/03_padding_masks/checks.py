@@ -192,24 +192,30 @@ def expect_masked_weights(ctx: Context, weights: torch.Tensor, mask: torch.Tenso
 def _pad_shape(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
-    pending = ctx.start(lengths)
-    yield      # the next check begins here, while the worker runs this call
+    pending, longer = ctx.start(lengths), ctx.start(lengths, T + 3)
+    yield      # the next check begins here, while the worker runs these calls
     expect_bool(ctx, pending.value(), (B, T), what="padding_mask(lengths)")
-    expect_bool(ctx, ctx.call(lengths, T + 3), (B, T + 3), what=f"padding_mask(lengths, max_len={T + 3})")
+    expect_bool(ctx, longer.value(), (B, T + 3), what=f"padding_mask(lengths, max_len={T + 3})")
 
 
 @check("3.1", "matches-closed-form", P, Kind.NUMERIC, zh="与 torch 的 pad_sequence 填充的位置完全一致",
        en="True exactly where torch's pad_sequence pads", weight=2,
        statement=("padding_mask(lengths, max_len=None)", "max_len 默认取 lengths.max()；给定时按给定宽度生成",
                   "第 b 行第 t 列为 True 当且仅当 t >= lengths[b]"))
-def _pad_values(ctx: Context) -> None:
+def _pad_values(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=3)
     lengths = key_lengths(ctx, B, T)
-    expect_exact(ctx, expect_bool(ctx, ctx.call(lengths), (B, T), what="padding_mask(lengths)"),
+    pending = ctx.start(lengths)
+    # The second call's lengths in a tensor of their own: the first call's stay as they were sent (a call
+    # sent anew after a worker stopped is encoded again from its request; the diagnoser reads its arguments).
+    with_empty = lengths.clone()
+    with_empty[-1] = 0
+    longer = ctx.start(with_empty, max_len=T + 2)
+    yield      # the next check begins here, while the worker runs these calls
+    expect_exact(ctx, expect_bool(ctx, pending.value(), (B, T), what="padding_mask(lengths)"),
                  mask_from_lengths(lengths, T), "padding_mask(lengths)")
-    lengths[-1] = 0
-    want = mask_from_lengths(lengths, T + 2)
-    expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, max_len=T + 2), (B, T + 2),
+    want = mask_from_lengths(with_empty, T + 2)
+    expect_exact(ctx, expect_bool(ctx, longer.value(), (B, T + 2),
                                   what=f"padding_mask(lengths, max_len={T + 2})"), want,
                  f"padding_mask(lengths, max_len={T + 2})")
 
@@ -234,14 +240,17 @@ def _pad_counts(ctx: Context) -> Iterator[None]:
        en="an empty batch: shape (0, 0) without max_len, (0, max_len) with it",
        statement=("不给 max_len 时返回形状 (0, 0) 的掩码，给了 max_len 时形状是 (0, max_len)",
                   "注意空张量没有最大值，lengths.max() 在这里会报错，要单独处理"))
-def _pad_empty(ctx: Context) -> None:
+def _pad_empty(ctx: Context) -> Iterator[None]:
     T = ctx.sizes(1, low=2)[0]
-    for kwargs, shape, zh, en in (({}, (0, 0), "空批量、不给 max_len", "an empty batch, max_len left out"),
-                                  ({"max_len": T}, (0, T), "空批量、给了 max_len", "an empty batch with max_len")):
+    started = [(kwargs, shape, zh, en, ctx.start(torch.zeros(0, dtype=torch.int64), **kwargs))
+               for kwargs, shape, zh, en in (({}, (0, 0), "空批量、不给 max_len", "an empty batch, max_len left out"),
+                                             ({"max_len": T}, (0, T), "空批量、给了 max_len",
+                                              "an empty batch with max_len"))]
+    yield      # the next check begins here, while the worker runs these calls
+    for kwargs, shape, zh, en, pending in started:
         with ctx.case(zh=zh, en=en):
-            empty = torch.zeros(0, dtype=torch.int64)
             try:
-                value = ctx.call(empty, **kwargs)
+                value = pending.value()
             except CheckFailed as failed:
                 if failed.status is not Status.ERROR:
                     raise
@@ -399,13 +408,14 @@ def _msm_negative(ctx: Context) -> Iterator[None]:
 @check("3.2", "padded-scores-ignored", P, Kind.NUMERIC, zh="填充键位置上的分数再大（比有效键大上千）也不影响结果",
        en="the scores at padded keys change nothing, even a thousand above the real ones",
        statement="填充键位置上的分数可以是任何有限的数（比如比有效键大上千的垃圾值），都不能影响结果")
-def _msm_garbage(ctx: Context) -> None:
+def _msm_garbage(ctx: Context) -> Iterator[None]:
     B, Tq, Tk = ctx.sizes(3, low=3)
     scores, mask = garbage_padding(ctx, B, Tq, Tk)
-    for dtype in DTYPES[::-1]:                   # float64 first: its exp overflows later than float32's
+    # float64 first: its exp overflows later than float32's
+    started = [(dtype, s, ctx.start(s, mask)) for dtype in DTYPES[::-1] for s in [scores.to(dtype)]]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, s, pending in started:
         with ctx.case(f"{dtype}：填充键上是很大的垃圾值", f"{dtype}: large garbage at the padded keys"):
-            s = scores.to(dtype)
-            pending = ctx.start(s, mask)
             want = ctx.expected(torch_masked_softmax, s, mask)
             got = ctx.expect_tensor(pending.value(), (B, Tq, Tk), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask)
@@ -523,13 +533,14 @@ def negative_qkv(ctx: Context, kinds: tuple[str, ...], Tq: int, Tk: int, Dv: int
 @check("3.3", "very-negative-scores", P, Kind.NUMERIC, zh="分数本身很负（-1e4、-1e9）时填充键的权重仍恰好为 0",
        en="padded keys still get exactly 0 when the real scores are very negative themselves (-1e4, -1e9)", weight=2,
        statement="填充键的权重恰好为 0（有效键的分数本身很负时也一样）")
-def _mat_negative(ctx: Context) -> None:
+def _mat_negative(ctx: Context) -> Iterator[None]:
     # At most 32 elements an output (see 3.2's very-negative-scores)
     Tq, Tk, Dv = 2, ctx.sizes(1, low=3, high=4)[0], ctx.sizes(1, low=2, high=4)[0]
-    for dtype, kinds in NEGATIVE_QKV_CALLS:
+    started = [(dtype, kinds, (Q, K, V, mask), ctx.start(Q, K, V, mask)) for dtype, kinds in NEGATIVE_QKV_CALLS
+               for Q, K, V, mask in [negative_qkv(ctx, kinds, Tq, Tk, Dv, dtype)]]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, kinds, (Q, K, V, mask), pending in started:
         with ctx.case(*negative_case(dtype, kinds)):
-            Q, K, V, mask = negative_qkv(ctx, kinds, Tq, Tk, Dv, dtype)
-            pending = ctx.start(Q, K, V, mask)
             want_out, want_w = ctx.expected(torch_masked_attention, Q, K, V, mask)
             out, weights = ctx.expect_tuple(pending.value(), 2)
             w = ctx.expect_tensor(weights, (len(kinds), Tq, Tk), dtype, what="weights")
@@ -688,8 +699,8 @@ def torch_causal(T: int) -> torch.Tensor:
     return torch.isinf(nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64))
 
 
-def expect_causal(ctx: Context, T: int, diagnose: bool = True) -> torch.Tensor:
-    value = ctx.call(T)
+def expect_causal_value(ctx: Context, value: Value, T: int, diagnose: bool = True) -> torch.Tensor:
+    """The value of a call ``causal_mask(T)`` (begun with Context.start): a bool (T, T) mask."""
     device = value.spec.get("device") if value.kind == "tensor" else None
     # causal_mask(T) has no input tensor to follow: any device is fine.
     return expect_bool(ctx, value, (T, T), device=device, what=f"causal_mask({T})", diagnose=diagnose)
@@ -697,25 +708,31 @@ def expect_causal(ctx: Context, T: int, diagnose: bool = True) -> torch.Tensor:
 
 @check("3.5", "shape-dtype", P, Kind.SHAPE, zh="形状 (T, T)，dtype bool", en="shape (T, T), dtype bool",
        statement=("causal_mask(T)", "返回形状 (T, T) 的 bool 张量"))
-def _causal_shape(ctx: Context) -> None:
-    for T in ctx.sizes(3):
-        expect_causal(ctx, T)
+def _causal_shape(ctx: Context) -> Iterator[None]:
+    started = [(T, ctx.start(T)) for T in ctx.sizes(3)]
+    yield      # the next check begins here, while the worker runs these calls
+    for T, pending in started:
+        expect_causal_value(ctx, pending.value(), T)
 
 
 @check("3.5", "matches-torch", P, Kind.NUMERIC, zh="与 nn.Transformer.generate_square_subsequent_mask 一致",
        en="agrees with nn.Transformer.generate_square_subsequent_mask", weight=2,
        statement="[i, j] 为 True 当且仅当 j > i")
-def _causal_torch(ctx: Context) -> None:
-    for T in ctx.sizes(3):
-        expect_exact(ctx, expect_causal(ctx, T), torch_causal(T), f"causal_mask({T})")
+def _causal_torch(ctx: Context) -> Iterator[None]:
+    started = [(T, ctx.start(T)) for T in ctx.sizes(3)]
+    yield      # the next check begins here, while the worker runs these calls
+    for T, pending in started:
+        expect_exact(ctx, expect_causal_value(ctx, pending.value(), T), torch_causal(T), f"causal_mask({T})")
 
 
 @check("3.5", "sees-itself-and-past", P, Kind.PROPERTY, zh="每个位置看得见自己和之前的位置，第 i 行有 i+1 个可见",
        en="each position sees itself and the past: row i has i+1 visible keys",
        statement="对角线（看自己）是 False")
-def _causal_rows(ctx: Context) -> None:
+def _causal_rows(ctx: Context) -> Iterator[None]:
     T = ctx.sizes(1, low=4)[0]
-    mask = expect_causal(ctx, T)
+    pending = ctx.start(T)
+    yield      # the next check begins here, while the worker runs this call
+    mask = expect_causal_value(ctx, pending.value(), T)
     ctx.expect(not mask.diagonal().any(),
                "对角线应当是 False：每个位置都能看见自己（用 j > i，不是 j >= i）",
                "the diagonal should be False: every position sees itself (use j > i, not j >= i)", diagnose=True)

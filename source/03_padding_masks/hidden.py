@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import torch
 
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Pending, check, near_answer, not_graded
-from autograder.catalog.integrity import expect_inputs_unchanged, input_gradients, inputs_unchanged
-from .checks import (DTYPES, FINITE_ROWS, NEAR_1E4, NEGATIVE_CALLS, expect_bool, expect_causal, expect_exact,
+from autograder.catalog.integrity import input_gradients, inputs_unchanged
+from .checks import (DTYPES, FINITE_ROWS, NEAR_1E4, NEGATIVE_CALLS, expect_bool, expect_causal_value, expect_exact,
                      expect_loss, expect_masked_weights, key_lengths, key_mask_like, live, mask_from_lengths,
                      negative_case, negative_rows, padded_targets)
 
@@ -63,25 +63,27 @@ def _pad_reference(ctx: Context) -> Iterator[None]:
 @check("3.1", "edge-cases", H, Kind.EDGE, zh="T = 1、长度为 0 的行、max_len 等于最大长度、只有一句",
        en="T = 1, a row of length 0, max_len equal to the longest length, a batch of one sequence",
        statement=MASK_RULE)
-def _pad_edges(ctx: Context) -> None:
+def _pad_edges(ctx: Context) -> Iterator[None]:
     B = ctx.sizes(1, low=3)[0]
+    ones = ctx.start(torch.ones(B, dtype=torch.int64))
+    lengths = torch.tensor([3, 0, 1], dtype=torch.int64)
+    with_zero = ctx.start(lengths, max_len=3)
+    T = ctx.sizes(1, low=2, high=9)[0]
+    single = ctx.start(torch.tensor([T], dtype=torch.int64))
+    yield      # the next check begins here, while the worker runs these calls
     with ctx.case("每句长度都是 1", "every length 1"):
         # Several mistakes give the same all-True mask here (t >= length - 1, t < length): fail without naming one.
-        ones = torch.ones(B, dtype=torch.int64)
         what = Msg("padding_mask（每句长度都是 1）", "padding_mask(all lengths 1)")
-        expect_exact(ctx, expect_bool(ctx, ctx.call(ones), (B, 1), what=what), torch.zeros(B, 1, dtype=torch.bool),
+        expect_exact(ctx, expect_bool(ctx, ones.value(), (B, 1), what=what), torch.zeros(B, 1, dtype=torch.bool),
                      what, diagnose=False)
     with ctx.case("有长度为 0 的句子，max_len 等于最大长度", "a row of length 0, max_len the longest length"):
-        lengths = torch.tensor([3, 0, 1], dtype=torch.int64)
         what = Msg("padding_mask（有长度为 0 的句子，max_len 等于最大长度）",
                    "padding_mask(lengths with a 0, max_len = the longest length)")
-        expect_exact(ctx, expect_bool(ctx, ctx.call(lengths, max_len=3), (3, 3), what=what), ctx.reference(lengths, 3),
+        expect_exact(ctx, expect_bool(ctx, with_zero.value(), (3, 3), what=what), ctx.reference(lengths, 3),
                      what)
     with ctx.case("只有一句，不给 max_len", "a batch of one sequence, max_len left out"):
-        T = ctx.sizes(1, low=2, high=9)[0]
-        single = torch.tensor([T], dtype=torch.int64)
         what = Msg("padding_mask（只有一句）", "padding_mask(a batch of one sequence)")
-        expect_exact(ctx, expect_bool(ctx, ctx.call(single), (1, T), what=what), torch.zeros(1, T, dtype=torch.bool),
+        expect_exact(ctx, expect_bool(ctx, single.value(), (1, T), what=what), torch.zeros(1, T, dtype=torch.bool),
                      what)
 
 
@@ -122,21 +124,22 @@ def _msm_square(ctx: Context) -> Iterator[None]:
 
 
 @check("3.2", "edge-cases", H, Kind.EDGE, zh="一个查询、一个键", en="one query, one key", same_as="matches-torch")
-def _msm_edges(ctx: Context) -> None:
+def _msm_edges(ctx: Context) -> Iterator[None]:
     B, Tk = ctx.sizes(2, low=3)
+    scores = ctx.randn(B, 1, Tk)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
+    pending = ctx.start(scores, mask)
+    one_key, one_key_mask = ctx.randn(B, 2, 1), torch.zeros(B, 1, dtype=torch.bool)
+    one_key_pending = ctx.start(one_key, one_key_mask)
+    yield      # the next check begins here, while the worker runs these calls
     with ctx.case("Tq = 1，含整行填充的行", "Tq = 1, with a fully padded row"):
-        scores = ctx.randn(B, 1, Tk)
-        mask = mask_from_lengths(key_lengths(ctx, B, Tk, empty_row=True), Tk)
-        pending = ctx.start(scores, mask)
         want = ctx.reference(scores, mask)
         got = ctx.expect_tensor(pending.value(), (B, 1, Tk), torch.float64, what="masked_softmax")
         expect_masked_weights(ctx, got, mask, diagnose_dead=False)
         ctx.expect_close(got, want, torch.float64, what="masked_softmax (Tq = 1)")
     with ctx.case("Tk = 1：唯一的键权重为 1", "Tk = 1: the only key gets weight 1"):
-        scores, mask = ctx.randn(B, 2, 1), torch.zeros(B, 1, dtype=torch.bool)
-        pending = ctx.start(scores, mask)
-        want = ctx.reference(scores, mask)
-        got = ctx.expect_tensor(pending.value(), (B, 2, 1), torch.float64, what="masked_softmax")
+        want = ctx.reference(one_key, one_key_mask)
+        got = ctx.expect_tensor(one_key_pending.value(), (B, 2, 1), torch.float64, what="masked_softmax")
         ctx.expect_close(got, want, torch.float64, what="masked_softmax (Tk = 1)")
 
 
@@ -152,7 +155,6 @@ def _msm_large(ctx: Context) -> Iterator[None]:
         scores = scores.to(dtype)
         started.append((names, scores, mask, dtype, ctx.start(scores, mask)))
 
-    yield      # the next check begins here, while the worker runs these calls
     def run(scores: torch.Tensor, mask: torch.Tensor, dtype: torch.dtype, pending: Pending) -> None:
         want = ctx.reference(scores, mask)
         got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax")
@@ -176,6 +178,7 @@ def _msm_large(ctx: Context) -> Iterator[None]:
     for dtype in DTYPES[::-1]:
         begin((f"{dtype}：各行的分数相差上千", f"{dtype}: rows thousands apart"), offsets + ctx.randn(B, Tq, Tk), mask,
               dtype)
+    yield      # the next check begins here, while the worker runs these calls
     for (zh, en), scores, mask, dtype, pending in started:
         with ctx.case(zh, en):
             run(scores, mask, dtype, pending)
@@ -184,12 +187,13 @@ def _msm_large(ctx: Context) -> Iterator[None]:
 @check("3.2", "very-negative-random", H, Kind.EDGE, zh="有效键的分数非常负、有多个批量维时，填充键的权重仍恰好为 0",
        en="padded keys still get exactly 0 when the real scores are very negative, with several batch dims",
        same_as="very-negative-scores")
-def _msm_negative(ctx: Context) -> None:
+def _msm_negative(ctx: Context) -> Iterator[None]:
     Tq, Tk, Hn = ctx.sizes(3, low=2, high=6)
-    for dtype, kinds in NEGATIVE_CALLS:
+    started = [(dtype, kinds, (scores, mask, finite), ctx.start(scores, mask)) for dtype, kinds in NEGATIVE_CALLS
+               for scores, mask, finite in [negative_rows(ctx, kinds, Tq, Tk, dtype, lead=(Hn,))]]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, kinds, (scores, mask, finite), pending in started:
         with ctx.case(*negative_case(dtype, kinds, hidden=True)):
-            scores, mask, finite = negative_rows(ctx, kinds, Tq, Tk, dtype, lead=(Hn,))
-            pending = ctx.start(scores, mask)
             want = ctx.reference(scores, mask)
             got = ctx.expect_tensor(pending.value(), tuple(scores.shape), dtype, what="masked_softmax")
             expect_masked_weights(ctx, got, mask, scores=scores)
@@ -229,9 +233,11 @@ def _msm_inf_finite(ctx: Context) -> Iterator[None]:
 
 @check("3.2", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的 softmax", en="no library softmax",
        statement=FORBIDDEN_RULE)
-def _msm_forbidden(ctx: Context) -> None:
+def _msm_forbidden(ctx: Context) -> Iterator[None]:
     B, Tq, Tk = ctx.sizes(3)
-    ctx.call(ctx.randn(B, Tq, Tk), mask_from_lengths(key_lengths(ctx, B, Tk), Tk))
+    pending = ctx.start(ctx.randn(B, Tq, Tk), mask_from_lengths(key_lengths(ctx, B, Tk), Tk))
+    yield      # the next check begins here, while the worker runs this call
+    pending.value()
 
 
 # -- 3.3 masked_attention -------------------------------------------------------------
@@ -258,7 +264,7 @@ def _mat_reference(ctx: Context) -> Iterator[None]:
 
 
 @check("3.3", "edge-cases", H, Kind.EDGE, zh="一个查询、一个键", en="one query, one key", same_as="matches-torch")
-def _mat_edges(ctx: Context) -> None:
+def _mat_edges(ctx: Context) -> Iterator[None]:
     B, Tk, D = ctx.sizes(3, low=3)
     cases = [
         (ctx.randn(B, 1, D), ctx.randn(B, Tk, D), ctx.randn(B, Tk, D),
@@ -267,9 +273,10 @@ def _mat_edges(ctx: Context) -> None:
         (ctx.randn(B, 2, D), ctx.randn(B, 1, D), ctx.randn(B, 1, D), torch.zeros(B, 1, dtype=torch.bool),
          ("Tk = 1", "Tk = 1")),
     ]
-    for Q, K, V, mask, (zh, en) in cases:
+    started = [(Q, K, V, mask, names, ctx.start(Q, K, V, mask)) for Q, K, V, mask, names in cases]
+    yield      # the next check begins here, while the worker runs these calls
+    for Q, K, V, mask, (zh, en), pending in started:
         with ctx.case(zh, en):
-            pending = ctx.start(Q, K, V, mask)
             want_out, want_w = ctx.reference(Q, K, V, mask)
             out, weights = ctx.expect_tuple(pending.value(), 2)
             Tq, Tk_ = Q.shape[-2], K.shape[-2]
@@ -281,14 +288,15 @@ def _mat_edges(ctx: Context) -> None:
 
 @check("3.3", "large-scores", H, Kind.EDGE, zh="Q、K 数值很大，分数上千（正负都有）", en="large Q and K: scores in the "
        "thousands, of both signs", statement=STABLE_3_3)
-def _mat_large(ctx: Context) -> None:
+def _mat_large(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, D = ctx.sizes(4, low=3)
+    # Scores of order 900 (thousands apart within a row), none near -1e4, where a -1e4 fill would get weight
+    # whether or not its fully padded rows were patched, so that this check cannot tell those two apart.
+    Q, K, V = ctx.randn(B, Tq, D, scale=30.0), ctx.randn(B, Tk, D, scale=30.0), ctx.randn(B, Tk, D)
+    mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
+    pending = ctx.start(Q, K, V, mask)
+    yield      # the next check begins here, while the worker runs this call
     with ctx.case("分数上千（正负都有）", "scores in the thousands, of both signs"):
-        # Scores of order 900 (thousands apart within a row), none near -1e4, where a -1e4 fill would get weight
-        # whether or not its fully padded rows were patched, so that this check cannot tell those two apart.
-        Q, K, V = ctx.randn(B, Tq, D, scale=30.0), ctx.randn(B, Tk, D, scale=30.0), ctx.randn(B, Tk, D)
-        mask = mask_from_lengths(key_lengths(ctx, B, Tk), Tk)
-        pending = ctx.start(Q, K, V, mask)
         want_out, want_w = ctx.reference(Q, K, V, mask)
         out, weights = ctx.expect_tuple(pending.value(), 2)
         ctx.expect_close(ctx.expect_tensor(weights, (B, Tq, Tk), torch.float64, what="weights"), want_w,
@@ -299,10 +307,12 @@ def _mat_large(ctx: Context) -> None:
 
 @check("3.3", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的注意力或 softmax",
        en="no library attention or softmax", statement=FORBIDDEN_3_3)
-def _mat_forbidden(ctx: Context) -> None:
+def _mat_forbidden(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, D = ctx.sizes(4)
-    ctx.call(ctx.randn(B, Tq, D), ctx.randn(B, Tk, D), ctx.randn(B, Tk, D),
-             mask_from_lengths(key_lengths(ctx, B, Tk), Tk))
+    pending = ctx.start(ctx.randn(B, Tq, D), ctx.randn(B, Tk, D), ctx.randn(B, Tk, D),
+                        mask_from_lengths(key_lengths(ctx, B, Tk), Tk))
+    yield      # the next check begins here, while the worker runs this call
+    pending.value()
 
 
 # -- 3.4 masked_cross_entropy ---------------------------------------------------------
@@ -330,33 +340,42 @@ def _mce_reference(ctx: Context) -> Iterator[None]:
 
 @check("3.4", "edge-cases", H, Kind.EDGE, zh="只有一个目标计入、T = 1", en="a single counted target, T = 1",
        statement="只要至少有一个有效位置，就等于 F.cross_entropy")
-def _mce_edges(ctx: Context) -> None:
+def _mce_edges(ctx: Context) -> Iterator[None]:
     B, T, C = ctx.sizes(3, low=3)
+    targets = torch.full((B, T), -100, dtype=torch.int64)
+    targets[1, 2] = int(ctx.randint(0, C, 1))
+    logits = ctx.randn(B, T, C)
+    pending = ctx.start(logits, targets)
+    short_logits, short_targets = ctx.randn(B, 1, C), ctx.randint(0, C, B, 1)
+    short = ctx.start(short_logits, short_targets)
+    yield      # the next check begins here, while the worker runs these calls
     with ctx.case("只有一个目标计入", "a single counted target"):
-        targets = torch.full((B, T), -100, dtype=torch.int64)
-        targets[1, 2] = int(ctx.randint(0, C, 1))
-        logits = ctx.randn(B, T, C)
-        pending = ctx.start(logits, targets)
         want = ctx.reference(logits, targets)
         ctx.expect_close(expect_loss(ctx, pending.value(), torch.float64), want, torch.float64,
                          what=Msg("masked_cross_entropy（只有一个目标计入）", "masked_cross_entropy (one counted target)"))
     with ctx.case("T = 1", "T = 1"):
-        logits, targets = ctx.randn(B, 1, C), ctx.randint(0, C, B, 1)
-        pending = ctx.start(logits, targets)
-        want = ctx.reference(logits, targets)
-        ctx.expect_close(expect_loss(ctx, pending.value(), torch.float64), want, torch.float64,
+        want = ctx.reference(short_logits, short_targets)
+        ctx.expect_close(expect_loss(ctx, short.value(), torch.float64), want, torch.float64,
                          what="masked_cross_entropy (T = 1)")
 
 
 @check("3.4", "large-logits-edges", H, Kind.EDGE, zh="logits 在 1e4 附近、各位置的 logits 相差上千",
        en="logits near 1e4, positions whose logits are thousands apart", statement=STABLE_3_4)
-def _mce_large(ctx: Context) -> None:
+def _mce_large(ctx: Context) -> Iterator[None]:
     B, T, C = ctx.sizes(3, low=3)
     targets = padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100)
-    for dtype in DTYPES:
+    near = [(dtype, logits, ctx.start(logits, targets)) for dtype in DTYPES
+            for logits in [(1e4 + ctx.randn(B, T, C)).to(dtype)]]
+    # Each position's logits spread over hundreds and the positions thousands apart: only a shift by the
+    # max of each position's own row keeps every exp finite and non-zero (not the global max, the min, the
+    # mean). Every target counts, so a NaN or an inf cannot hide at an ignored position.
+    counted = ctx.randint(0, C, B, T)
+    offsets = (torch.arange(B * T, dtype=torch.float64).reshape(B, T, 1) % 3 - 1) * 3000.0
+    apart = [(dtype, logits, ctx.start(logits, counted)) for dtype in DTYPES[::-1]
+             for logits in [(ctx.randn(B, T, C, scale=400.0) + offsets).to(dtype)]]
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, logits, pending in near:
         with ctx.case(f"{dtype}：logits 在 1e4 附近", f"{dtype}: logits near 1e4"):
-            logits = (1e4 + ctx.randn(B, T, C)).to(dtype)
-            pending = ctx.start(logits, targets)
             want = ctx.reference(logits, targets)
             got = expect_loss(ctx, pending.value(), dtype)
             ctx.expect(bool(torch.isfinite(got)),
@@ -366,15 +385,8 @@ def _mce_large(ctx: Context) -> None:
                                                  "with logits near 1e4 the loss is inf or NaN: subtract each row's "
                                                  "max first"))
             ctx.expect_close(got, want, dtype, what=NEAR_1E4)
-    # Each position's logits spread over hundreds and the positions thousands apart: only a shift by the
-    # max of each position's own row keeps every exp finite and non-zero (not the global max, the min, the
-    # mean). Every target counts, so a NaN or an inf cannot hide at an ignored position.
-    counted = ctx.randint(0, C, B, T)
-    offsets = (torch.arange(B * T, dtype=torch.float64).reshape(B, T, 1) % 3 - 1) * 3000.0
-    for dtype in DTYPES[::-1]:
+    for dtype, logits, pending in apart:
         with ctx.case(f"{dtype}：各位置的 logits 相差上千", f"{dtype}: positions thousands apart"):
-            logits = (ctx.randn(B, T, C, scale=400.0) + offsets).to(dtype)
-            pending = ctx.start(logits, counted)
             want = ctx.reference(logits, counted)
             got = expect_loss(ctx, pending.value(), dtype)
             # Not diagnosed: several shifts give an infinite loss here, and values_match takes any loss as close
@@ -387,25 +399,32 @@ def _mce_large(ctx: Context) -> None:
 
 @check("3.4", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的交叉熵或 NLL", en="no library cross entropy or NLL",
        statement=FORBIDDEN_RULE)
-def _mce_forbidden(ctx: Context) -> None:
+def _mce_forbidden(ctx: Context) -> Iterator[None]:
     B, T, C = ctx.sizes(3)
-    ctx.call(ctx.randn(B, T, C), padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100))
+    pending = ctx.start(ctx.randn(B, T, C), padded_targets(ctx, B, T, C, key_lengths(ctx, B, T), -100))
+    yield      # the next check begins here, while the worker runs this call
+    pending.value()
 
 
 # -- 3.5 causal_mask ------------------------------------------------------------------
 @check("3.5", "reference-random", H, Kind.NUMERIC, zh="随机 T 与参考答案一致", en="agrees with the reference on random T",
        weight=2, same_as="matches-torch")
-def _causal_reference(ctx: Context) -> None:
-    for T in ctx.sizes(2, low=5, high=16):
-        expect_exact(ctx, expect_causal(ctx, T), ctx.reference(T), f"causal_mask({T})")
+def _causal_reference(ctx: Context) -> Iterator[None]:
+    started = [(T, ctx.start(T)) for T in ctx.sizes(2, low=5, high=16)]
+    yield      # the next check begins here, while the worker runs these calls
+    for T, pending in started:
+        expect_exact(ctx, expect_causal_value(ctx, pending.value(), T), ctx.reference(T), f"causal_mask({T})")
 
 
 # A constant all-False mask passes this too: its points need a correct output.
 @check("3.5", "edge-one-position", H, Kind.EDGE, zh="T = 1：[[False]]", en="T = 1: [[False]]", needs_output=True,
        statement="[i, j] 为 True 当且仅当 j > i")
-def _causal_one(ctx: Context) -> None:
+def _causal_one(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(1)
+    yield      # the next check begins here, while the worker runs this call
     # At T = 1 several mistakes give the same [[True]]: fail without naming one.
-    expect_exact(ctx, expect_causal(ctx, 1, diagnose=False), ctx.reference(1), "causal_mask(1)", diagnose=False)
+    expect_exact(ctx, expect_causal_value(ctx, pending.value(), 1, diagnose=False), ctx.reference(1), "causal_mask(1)",
+                 diagnose=False)
 
 
 # -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------
@@ -415,11 +434,15 @@ GRAD_ZH, GRAD_EN = "梯度能传回每个浮点输入，且与参考答案一致
 
 @check("3.1", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,
        statement=INPUTS_RULE)
-def _pad_inputs(ctx: Context) -> None:
+def _pad_inputs(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=2, high=9)
     lengths = ctx.randint(0, T + 1, B)
-    expect_inputs_unchanged(ctx, lengths)
-    expect_inputs_unchanged(ctx, lengths, T + 2)
+    steps = [inputs_unchanged(ctx, lengths), inputs_unchanged(ctx, lengths, T + 2)]
+    for step in steps:
+        next(step)          # its call begun
+    yield      # the next check begins here, while the worker runs these calls
+    for step in steps:
+        next(step, None)    # its comparison
 
 
 @check("3.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,

@@ -265,11 +265,13 @@ FORBIDDEN_STATEMENT = "禁止调用（评分器运行本题时一旦检测到，
 
 @check("4.3", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
        statement=FORBIDDEN_STATEMENT)
-def _mha_forbidden(ctx: Context) -> None:
+def _mha_forbidden(ctx: Context) -> Iterator[None]:
     B, Tq, Tk, Hn, d = ctx.sizes(5, low=2, high=6)
     E = Hn * d
     q, k, v = attention_inputs(ctx, B, Tq, Tk, E, torch.float64)
-    ctx.call(q, k, v, Hn, *functional_args(mha_state(ctx, E)))
+    pending = ctx.start(q, k, v, Hn, *functional_args(mha_state(ctx, E)))
+    yield      # the next check begins here, while the worker runs this call
+    pending.value()
 
 
 # -- 4.4 MultiHeadAttention -----------------------------------------------------------
@@ -411,26 +413,31 @@ def _module_forbidden(ctx: Context) -> Iterator[None]:
 @check("4.5", "reference-random", H, Kind.NUMERIC, zh="随机参数与参考答案一致（含很长的序列）",
        en="agrees with the reference on random arguments (very long sequences included)", weight=2,
        same_as="matches-torch")
-def _memory_reference(ctx: Context) -> None:
+def _memory_reference(ctx: Context) -> Iterator[None]:
     b, h, t = ctx.sizes(3, low=2, high=64)
+    started = [(nbytes, ctx.start(b, h, t, nbytes)) for nbytes in (1, 2, 8)]
+    long = ctx.start(b, h, 100_000)
+    yield      # the next check begins here, while the worker runs these calls
     # Labels name the case, not the sizes: the sizes are this check's hidden inputs.
-    for nbytes in (1, 2, 8):
-        expect_int(ctx, ctx.call(b, h, t, nbytes), ctx.reference(b, h, t, nbytes),
+    for nbytes, pending in started:
+        expect_int(ctx, pending.value(), ctx.reference(b, h, t, nbytes),
                    Msg(f"attention_memory(b, h, t, bytes_per_element={nbytes})，b、h、t 随机",
                        f"attention_memory(random b, h, t, bytes_per_element={nbytes})"))
     # 100k tokens: past 2**32, where a fixed-width integer would wrap
-    expect_int(ctx, ctx.call(b, h, 100_000), ctx.reference(b, h, 100_000),
+    expect_int(ctx, long.value(), ctx.reference(b, h, 100_000),
                Msg("attention_memory(b, h, 100000)，b、h 随机，序列有 10 万个词元",
                    "attention_memory(random b, h, a 100k-token sequence)"))
 
 
 @check("4.5", "edge-cases", H, Kind.EDGE, zh="一个词元、一个头、批量 1", en="one token, one head, batch 1",
        same_as="matches-torch")
-def _memory_edges(ctx: Context) -> None:
+def _memory_edges(ctx: Context) -> Iterator[None]:
+    ones, two_bytes = ctx.start(1, 1, 1), ctx.start(3, 1, 1, 2)
+    yield      # the next check begins here, while the worker runs these calls
     with ctx.case(zh="批量、头数、词元都是 1", en="batch, heads and tokens all 1"):
-        expect_int(ctx, ctx.call(1, 1, 1), ctx.reference(1, 1, 1), "attention_memory(1, 1, 1)")
+        expect_int(ctx, ones.value(), ctx.reference(1, 1, 1), "attention_memory(1, 1, 1)")
     with ctx.case(zh="一个头、一个词元，2 字节", en="one head, one token, 2 bytes"):
-        expect_int(ctx, ctx.call(3, 1, 1, 2), ctx.reference(3, 1, 1, 2), "attention_memory(3, 1, 1, 2)")
+        expect_int(ctx, two_bytes.value(), ctx.reference(3, 1, 1, 2), "attention_memory(3, 1, 1, 2)")
 
 
 # -- inputs left alone, gradients through (autograder.catalog.integrity) ---------------

@@ -163,12 +163,15 @@ def _ln_torch(ctx: Context) -> Iterator[None]:
 @check("5.2", "large-offset", P, Kind.NUMERIC, zh="输入在 1e4 附近、彼此只差几个单位（float32 也一样）：没有 NaN，与 F.layer_norm 一致",
        en="inputs near 1e4 a few units apart (float32 too): no NaN, agrees with F.layer_norm",
        statement="输入在 $10^4$ 附近、彼此只差几个单位时（float32 也一样）仍然一致，不出现 NaN")
-def _ln_offset(ctx: Context) -> None:
+def _ln_offset(ctx: Context) -> Iterator[None]:
     T, D = ctx.sizes(2, low=8, high=40)
+    started = []
     for dtype in (torch.float32, torch.float64):
+        x = (1e4 + ctx.randn(T, D, scale=3.0)).to(dtype)
+        started.append((dtype, x, ctx.start(x)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, x, pending in started:
         with ctx.case(zh=f"1e4 附近（{str(dtype)[6:]}）", en=f"near 1e4 ({str(dtype)[6:]})"):
-            x = (1e4 + ctx.randn(T, D, scale=3.0)).to(dtype)
-            pending = ctx.start(x)
             want = ctx.truth(torch_layer_norm, x)
             got = ctx.expect_tensor(pending.value(), (T, D), dtype, what="layer_norm(x)")
             ctx.expect(bool(torch.isfinite(got).all()),
@@ -202,23 +205,30 @@ def torch_ffn(x: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Ten
 
 @check("5.3", "shape-dtype", P, Kind.SHAPE, zh="(..., T, D) → (..., T, D)，dtype 不变", en="(..., T, D) -> (..., T, D), dtype kept",
        statement="`x`：`(..., T, D)`；`W1`：`(F, D)`，`b1`：`(F,)`；`W2`：`(D, F)`，`b2`：`(D,)`；返回 `(..., T, D)`，dtype 不变")
-def _ffn_shape(ctx: Context) -> None:
+def _ffn_shape(ctx: Context) -> Iterator[None]:
     B, T, D, Fw = ctx.sizes(4)
+    started = []
     for dtype in DTYPES:
         x = ctx.randn(B, T, D, dtype=dtype)
-        ctx.expect_tensor(ctx.call(x, *ffn_weights(ctx, D, Fw, dtype)), (B, T, D), dtype, what="feed_forward")
+        started.append((dtype, ctx.start(x, *ffn_weights(ctx, D, Fw, dtype))))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, pending in started:
+        ctx.expect_tensor(pending.value(), (B, T, D), dtype, what="feed_forward")
 
 
 @check("5.3", "matches-torch", P, Kind.NUMERIC, zh="与装上同样权重的 linear2(relu(linear1(x))) 一致",
        en="agrees with linear2(relu(linear1(x))) holding the same weights", weight=2,
        statement=("`feed_forward(x, W1, b1, W2, b2)`", FFN_FORMULA,
                   "与 `linear2(relu(linear1(x)))` 一致（`linear1 = nn.Linear(D, F)`、`linear2 = nn.Linear(F, D)`，装上同样的权重）"))
-def _ffn_torch(ctx: Context) -> None:
+def _ffn_torch(ctx: Context) -> Iterator[None]:
     B, T, D, Fw = ctx.sizes(4)
+    started = []
     for dtype in DTYPES:
         x = ctx.randn(B, T, D, dtype=dtype)
         weights = ffn_weights(ctx, D, Fw, dtype)
-        pending = ctx.start(x, *weights)
+        started.append((dtype, x, weights, ctx.start(x, *weights)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, x, weights, pending in started:
         want = ctx.truth(torch_ffn, x, *weights)
         got = ctx.expect_tensor(pending.value(), (B, T, D), dtype, what="feed_forward")
         ctx.expect_close(got, want, dtype, what="feed_forward")
@@ -578,20 +588,25 @@ def _sample_shape(ctx: Context) -> Iterator[None]:
        en="temperature = 0 (the default): exactly logits.argmax(dim=-1), a tie going to the lowest index",
        statement=("`sample_next_token(logits, temperature=0.0, seed=None)`",
                   "`temperature == 0`：返回 `logits.argmax(dim=-1)`（并列时取编号最小的那个，与 `argmax` 相同）"))
-def _sample_greedy(ctx: Context) -> None:
+def _sample_greedy(ctx: Context) -> Iterator[None]:
     B, V = ctx.sizes(2, low=3, high=12)
+    started = []
     for dtype in DTYPES:
         logits = ctx.randn(B, V, dtype=dtype)
-        got = expect_tokens(ctx, ctx.call(logits, 0.0), B, "sample_next_token(logits, 0.0)")
-        expect_exact(ctx, got, logits.argmax(dim=-1), "sample_next_token(logits, 0.0)")
-        # temperature's default is 0: greedy
-        got = expect_tokens(ctx, ctx.call(logits), B, "sample_next_token(logits)")
-        expect_exact(ctx, got, logits.argmax(dim=-1), "sample_next_token(logits)")
+        started.append((logits, ctx.start(logits, 0.0), ctx.start(logits)))
     # Ties: each row's top value twice (at two random places), the statement's rule is argmax's, the lower index.
     tied = ctx.randn(B, V, dtype=torch.float32)
     places = torch.stack([torch.randperm(V, generator=ctx.generator)[:2] for _ in range(B)])       # (B, 2)
     tied.scatter_(1, places, tied.abs().amax(dim=-1, keepdim=True).expand(B, 2) + 1.0)
-    got = expect_tokens(ctx, ctx.call(tied, 0.0), B, "sample_next_token(logits, 0.0)")
+    tied_pending = ctx.start(tied, 0.0)
+    yield      # the next check begins here, while the worker runs these calls
+    for logits, pending, default in started:
+        got = expect_tokens(ctx, pending.value(), B, "sample_next_token(logits, 0.0)")
+        expect_exact(ctx, got, logits.argmax(dim=-1), "sample_next_token(logits, 0.0)")
+        # temperature's default is 0: greedy
+        got = expect_tokens(ctx, default.value(), B, "sample_next_token(logits)")
+        expect_exact(ctx, got, logits.argmax(dim=-1), "sample_next_token(logits)")
+    got = expect_tokens(ctx, tied_pending.value(), B, "sample_next_token(logits, 0.0)")
     expect_exact(ctx, got, places.amin(dim=-1), Msg("sample_next_token(logits, 0.0)（每行最大值出现两次：取编号小的）",
                                                     "sample_next_token(logits, 0.0) (each row's top value twice: "
                                                     "the lower index)"))
@@ -786,8 +801,12 @@ def _kv_fact(ctx: Context) -> Iterator[None]:
 @check("5.9", "matches-torch", P, Kind.NUMERIC, zh="与 torch 在 `meta` 设备上分配的 (2, L, B, H, T, d) 张量字节数一致",
        en="equals the bytes of a (2, L, B, H, T, d) tensor torch allocates on the meta device", weight=2,
        statement=("`kv_cache_memory(batch, num_layers, num_heads, seq_len, head_dim, bytes_per_element=4)`", KV_FORMULA))
-def _kv_torch(ctx: Context) -> None:
+def _kv_torch(ctx: Context) -> Iterator[None]:
+    started = []
     for nbytes in (4, 2, 8):
         b, L, h, t, d = ctx.sizes(5, low=2, high=40)
-        expect_int(ctx, ctx.call(b, L, h, t, d, nbytes), meta_cache_bytes(b, L, h, t, d, nbytes),
+        started.append(((b, L, h, t, d, nbytes), ctx.start(b, L, h, t, d, nbytes)))
+    yield      # the next check begins here, while the worker runs these calls
+    for (b, L, h, t, d, nbytes), pending in started:
+        expect_int(ctx, pending.value(), meta_cache_bytes(b, L, h, t, d, nbytes),
                    f"kv_cache_memory({b}, {L}, {h}, {t}, {d}, {nbytes})")

@@ -36,13 +36,17 @@ def dtype_name(dtype: torch.dtype) -> str:
 @check("5.1", "reference-random", H, Kind.NUMERIC, zh="随机的位置（不从 0 开始）与参考答案一致",
        en="agrees with the reference on random positions (not starting at 0)", weight=2, same_as="matches-formula",
        statement=("5.8 之后逐个生成时，只编码新的位置", "第 `k` 行是位置 `positions[k]` 的编码"))
-def _pe_reference(ctx: Context) -> None:
+def _pe_reference(ctx: Context) -> Iterator[None]:
+    started = []
     for dtype in DTYPES:
         T, D = ctx.sizes(2, low=2, high=33)
         start = int(ctx.randint(1, 30, 1))      # not 0: the positions given, whatever they are
+        positions = torch.arange(start, start + T, dtype=dtype)
+        started.append((dtype, T, D, positions, ctx.start(positions, D)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, T, D, positions, pending in started:
         with ctx.case(zh=f"从某个位置开始的 T 个位置（{dtype_name(dtype)}）", en=f"T positions from start ({dtype_name(dtype)})"):
-            positions = torch.arange(start, start + T, dtype=dtype)
-            got = ctx.expect_tensor(ctx.call(positions, D), (T, D), dtype, what="positional_encoding")
+            got = ctx.expect_tensor(pending.value(), (T, D), dtype, what="positional_encoding")
             ctx.expect_close(got, ctx.reference(positions, D), dtype, what="positional_encoding")
 
 
@@ -114,10 +118,12 @@ def _ln_edges(ctx: Context) -> Iterator[None]:
 @check("5.2", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的层规范化", en="no library layer normalization",
        statement=("禁止调用（评分器运行本题时一旦检测到，本题记 0 分）：`F.layer_norm`、`nn.LayerNorm`",
                   "但你的实现里不能用"))
-def _ln_forbidden(ctx: Context) -> None:
+def _ln_forbidden(ctx: Context) -> Iterator[None]:
     T, D = ctx.sizes(2, low=3, high=12)
     weight, bias = norm_parameters(ctx, D, torch.float64)
-    ctx.call(ctx.randn(2, T, D), weight, bias)
+    pending = ctx.start(ctx.randn(2, T, D), weight, bias)
+    yield      # the next check begins here, while the worker runs this call
+    pending.value()
 
 
 # -- 5.3 feed_forward ---------------------------------------------------------------------
@@ -141,23 +147,26 @@ def _ffn_reference(ctx: Context) -> Iterator[None]:
 
 @check("5.3", "edge-cases", H, Kind.EDGE, zh="F = 1、一个位置、全部被 ReLU 截成 0（输出恰好是 b2）",
        en="F = 1, one position, everything cut to 0 by the ReLU (the output is exactly b2)", same_as="matches-torch")
-def _ffn_edges(ctx: Context) -> None:
+def _ffn_edges(ctx: Context) -> Iterator[None]:
     T, D = ctx.sizes(2, low=2, high=7)
+    started = []
     for (zh, en), (t, f) in ((("F = 1", "F = 1"), (T + 10, 1)), (("一个位置", "one position"), (1, 2 * D))):
+        x = ctx.randn(t, D)
+        weights = ffn_weights(ctx, D, f, torch.float64)
+        started.append(((zh, en), t, x, weights, ctx.start(x, *weights)))
+    x = ctx.randn(T, D)
+    W1, _b1, W2, b2 = ffn_weights(ctx, D, 2 * D, torch.float64)
+    b1 = -(x @ W1.T).abs().amax(dim=0) - 1.0                     # below every pre-activation
+    negative = ctx.start(x, W1, b1, W2, b2)
+    yield      # the next check begins here, while the worker runs these calls
+    for (zh, en), t, x_t, weights, pending in started:
         with ctx.case(zh=zh, en=en):
-            x = ctx.randn(t, D)
-            weights = ffn_weights(ctx, D, f, torch.float64)
-            pending = ctx.start(x, *weights)
-            want = ctx.reference(x, *weights)
+            want = ctx.reference(x_t, *weights)
             got = ctx.expect_tensor(pending.value(), (t, D), torch.float64, what="feed_forward")
             ctx.expect_close(got, want, torch.float64, what="feed_forward")
     with ctx.case(zh="第一层的输出全为负", en="every first-layer output negative"):
-        x = ctx.randn(T, D)
-        W1, _b1, W2, b2 = ffn_weights(ctx, D, 2 * D, torch.float64)
-        b1 = -(x @ W1.T).abs().amax(dim=0) - 1.0                     # below every pre-activation
-        pending = ctx.start(x, W1, b1, W2, b2)
         want = ctx.reference(x, W1, b1, W2, b2)
-        got = ctx.expect_tensor(pending.value(), (T, D), torch.float64, what="feed_forward")
+        got = ctx.expect_tensor(negative.value(), (T, D), torch.float64, what="feed_forward")
         ctx.expect_close(got, want, torch.float64, what="feed_forward")
 
 
@@ -314,10 +323,13 @@ def _lm_forbidden(ctx: Context) -> Iterator[None]:
 # -- 5.6 lm_loss -------------------------------------------------------------------------------
 @check("5.6", "reference-random", H, Kind.NUMERIC, zh="随机输入（带填充掩码）与参考答案一致",
        en="agrees with the reference on random inputs (with padding)", weight=2, same_as="matches-torch")
-def _loss_reference(ctx: Context) -> None:
+def _loss_reference(ctx: Context) -> Iterator[None]:
+    started = []
     for dtype in DTYPES:
         logits, tokens, mask = loss_case(ctx, dtype)
-        pending = ctx.start(logits, tokens, mask)
+        started.append((dtype, logits, tokens, mask, ctx.start(logits, tokens, mask)))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, logits, tokens, mask, pending in started:
         want = ctx.reference(logits, tokens, mask)
         got = ctx.expect_tensor(pending.value(), (), dtype, what="lm_loss")
         ctx.expect_close(got, want, dtype, what="lm_loss")
@@ -326,28 +338,29 @@ def _loss_reference(ctx: Context) -> None:
 @check("5.6", "edge-cases", H, Kind.EDGE, zh="T = 2（每个样本一个目标，不传 key_padding_mask）、只剩一个目标要算、logits 很大",
        en="T = 2 (one target per sample, no key_padding_mask passed), a single target left to count, large logits",
        statement=("`lm_loss(logits, tokens, key_padding_mask=None)`", "评分只用至少有一个目标要算的输入"))
-def _loss_edges(ctx: Context) -> None:
+def _loss_edges(ctx: Context) -> Iterator[None]:
     B, V = ctx.sizes(2, low=3, high=9)
     T = int(ctx.randint(3, 8, 1))
+    short_logits, short_tokens = ctx.randn(B, 2, V), ctx.randint(0, V, B, 2)
+    short = ctx.start(short_logits, short_tokens)       # key_padding_mask left to its default, as the notebook's training calls it
+    one_logits, one_tokens = ctx.randn(B, T, V), ctx.randint(0, V, B, T)
+    mask = torch.ones(B, T, dtype=torch.bool)
+    mask[0, :2] = False                                   # sample 0: two real tokens, one target
+    one = ctx.start(one_logits, one_tokens, mask)
+    large_logits, large_tokens = ctx.randn(B, T, V, scale=1000.0), ctx.randint(0, V, B, T)
+    large = ctx.start(large_logits, large_tokens, None)
+    yield      # the next check begins here, while the worker runs these calls
     with ctx.case(zh="T = 2，只传 logits 和 tokens", en="T = 2, logits and tokens alone"):
-        logits, tokens = ctx.randn(B, 2, V), ctx.randint(0, V, B, 2)
-        pending = ctx.start(logits, tokens)         # key_padding_mask left to its default, as the notebook's training calls it
-        want = ctx.reference(logits, tokens, None)
-        got = ctx.expect_tensor(pending.value(), (), torch.float64, what="lm_loss")
+        want = ctx.reference(short_logits, short_tokens, None)
+        got = ctx.expect_tensor(short.value(), (), torch.float64, what="lm_loss")
         ctx.expect_close(got, want, torch.float64, what="lm_loss")
     with ctx.case(zh="只剩一个目标要算", en="a single target left to count"):
-        logits, tokens = ctx.randn(B, T, V), ctx.randint(0, V, B, T)
-        mask = torch.ones(B, T, dtype=torch.bool)
-        mask[0, :2] = False                                   # sample 0: two real tokens, one target
-        pending = ctx.start(logits, tokens, mask)
-        want = ctx.reference(logits, tokens, mask)
-        got = ctx.expect_tensor(pending.value(), (), torch.float64, what="lm_loss")
+        want = ctx.reference(one_logits, one_tokens, mask)
+        got = ctx.expect_tensor(one.value(), (), torch.float64, what="lm_loss")
         ctx.expect_close(got, want, torch.float64, what="lm_loss")
     with ctx.case(zh="logits 在几千的量级", en="logits in the thousands"):
-        logits, tokens = ctx.randn(B, T, V, scale=1000.0), ctx.randint(0, V, B, T)
-        pending = ctx.start(logits, tokens, None)
-        want = ctx.reference(logits, tokens, None)
-        got = ctx.expect_tensor(pending.value(), (), torch.float64, what="lm_loss")
+        want = ctx.reference(large_logits, large_tokens, None)
+        got = ctx.expect_tensor(large.value(), (), torch.float64, what="lm_loss")
         ctx.expect(bool(torch.isfinite(got)), "logits 很大时损失是 inf 或 NaN", "inf or NaN loss for large logits",
                    diagnose=True, safe=True)
         ctx.expect_close(got, want, torch.float64, what="lm_loss")
@@ -355,8 +368,10 @@ def _loss_edges(ctx: Context) -> None:
 
 @check("5.6", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的交叉熵", en="no library cross entropy",
        statement="3.4 自己不许用的 `F.cross_entropy` 等，这里也不要用")
-def _loss_forbidden(ctx: Context) -> None:
-    ctx.call(*loss_case(ctx, torch.float64))
+def _loss_forbidden(ctx: Context) -> Iterator[None]:
+    pending = ctx.start(*loss_case(ctx, torch.float64))
+    yield      # the next check begins here, while the worker runs this call
+    pending.value()
 
 
 @check("5.6", "gradients", H, Kind.GRADIENT, zh="梯度能传回 logits，且与参考答案一致",
@@ -451,16 +466,21 @@ def _sample_unseeded(ctx: Context) -> None:
 @check("5.8", "reference-random", H, Kind.NUMERIC, zh="随机的缓存长度和新位置数下与参考答案一致",
        en="agrees with the reference on random cache lengths and numbers of new positions", weight=2,
        same_as="step-matches-torch")
-def _cache_reference(ctx: Context) -> None:
+def _cache_reference(ctx: Context) -> Iterator[None]:
+    started = []
     for dtype in DTYPES:
         S, T_new = int(ctx.randint(1, 9, 1)), int(ctx.randint(1, 5, 1))
         x_all, Hn, state = cache_case(ctx, dtype, S, T_new)
+        # the cache the call is given: the reference's, on the first S positions (no call of the student's)
+        cache = ctx.reference(x_all[:, :S], None, Hn, *attention_args(state))[1]
+        cache = tuple(t.to(dtype) for t in cache)
+        started.append((dtype, S, T_new, x_all, Hn, state, cache,
+                        ctx.start(x_all[:, S:], cache, Hn, *attention_args(state))))
+    yield      # the next check begins here, while the worker runs these calls
+    for dtype, S, T_new, x_all, Hn, state, cache, pending in started:
         B, total, E = x_all.shape
         with ctx.case(zh=f"缓存 S 个位置、新来 T_new 个（{dtype_name(dtype)}）",
                       en=f"a cache of S positions, T_new new ones ({dtype_name(dtype)})"):
-            cache = ctx.reference(x_all[:, :S], None, Hn, *attention_args(state))[1]
-            cache = tuple(t.to(dtype) for t in cache)
-            pending = ctx.start(x_all[:, S:], cache, Hn, *attention_args(state))
             want_out, (want_k, want_v) = ctx.reference(x_all[:, S:], cache, Hn, *attention_args(state))
             out, k, v = expect_step(ctx, pending.value(), B, Hn, T_new, total, E, dtype)
             ctx.expect_close(k, want_k, dtype, what=Msg("返回的 k", "the returned k"))
@@ -494,21 +514,26 @@ def _cache_inputs(ctx: Context) -> Iterator[None]:
 
 @check("5.8", "no-forbidden-calls", H, Kind.FORBIDDEN, zh="没有调用现成的多头注意力", en="no library multi-head attention",
        statement=FORBIDDEN_STATEMENT)
-def _cache_forbidden(ctx: Context) -> None:
+def _cache_forbidden(ctx: Context) -> Iterator[None]:
     x_all, Hn, state = cache_case(ctx, torch.float64, 0, 3)
-    ctx.call(x_all, None, Hn, *attention_args(state))
+    pending = ctx.start(x_all, None, Hn, *attention_args(state))
+    yield      # the next check begins here, while the worker runs this call
+    pending.value()
 
 
 # -- 5.9 kv_cache_memory -------------------------------------------------------------------
 @check("5.9", "reference-random", H, Kind.NUMERIC, zh="随机参数与参考答案一致（含很长的序列）",
        en="agrees with the reference on random arguments (very long sequences included)", weight=2, same_as="matches-torch")
-def _kv_reference(ctx: Context) -> None:
+def _kv_reference(ctx: Context) -> Iterator[None]:
     b, L, h, t, d = ctx.sizes(5, low=2, high=64)
-    for nbytes in (1, 2, 8):
-        expect_int(ctx, ctx.call(b, L, h, t, d, nbytes), ctx.reference(b, L, h, t, d, nbytes),
+    started = [(nbytes, ctx.start(b, L, h, t, d, nbytes)) for nbytes in (1, 2, 8)]
+    million = ctx.start(b, L, h, 1_000_000, d)
+    yield      # the next check begins here, while the worker runs these calls
+    for nbytes, pending in started:
+        expect_int(ctx, pending.value(), ctx.reference(b, L, h, t, d, nbytes),
                    Msg(f"kv_cache_memory(...)，参数随机，bytes_per_element={nbytes}",
                        f"kv_cache_memory(random arguments, bytes_per_element={nbytes})"))
-    expect_int(ctx, ctx.call(b, L, h, 1_000_000, d), ctx.reference(b, L, h, 1_000_000, d),
+    expect_int(ctx, million.value(), ctx.reference(b, L, h, 1_000_000, d),
                Msg("kv_cache_memory(...)，序列有 100 万个词元", "kv_cache_memory(a million-token sequence)"))
 
 

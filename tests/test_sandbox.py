@@ -704,6 +704,25 @@ def test_a_spare_worker_forked_ahead_serves_the_next_submission_and_goes_with_th
     assert not running(unfit) and not running(last)
 
 
+def test_a_spare_ordered_when_a_worker_closes_is_forked_between_submissions_not_during_one():
+    """keep_spare(when_closed=True) (lanes with a CPU for each side and none free): no spare is forked while a
+    submission's worker runs; closing it orders the next, which the next submission takes."""
+    with Sandbox(LIMITS) as sb:
+        sb.keep_spare(when_closed=True)
+        pids = []
+        for i in range(3):
+            with sb.open(cells(f"def f(x):\n    return x + {i}\n"), label=f"c{i}") as worker:
+                assert py(call(worker, "f", 1)) == 1 + i
+                with sb._spare_lock:        # none forked beside this submission's calls
+                    assert sb._spare is None and not sb._spare_busy
+                pids.append(worker.pid)
+            if i < 2:
+                spare = _the_spare(sb)      # forked once the worker closed
+                pids.append(spare)
+        assert sb.spares_used == 2 and pids[1] == pids[2] and pids[3] == pids[4]
+        assert len(set(pids)) == 3
+
+
 def test_a_spare_is_kept_only_where_the_lanes_leave_a_core_for_it(monkeypatch):
     """A lane with a CPU for each side (grader and worker) takes two: at -j 1 on 2 CPUs it leaves none, and the
     spare's set-up would run on the lane's own CPUs in the middle of the next submission."""

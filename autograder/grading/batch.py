@@ -27,7 +27,7 @@ from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Discovery, Submission, discover
 from autograder.grading.times import load_times_csv
-from autograder.sandbox.affinity import core_to_spare, lane_cpus, pin_lane
+from autograder.sandbox.affinity import core_to_spare, lane_cpus, pin_lane, split_lanes
 
 
 @dataclass
@@ -233,13 +233,16 @@ def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes
     remote = lanes.count if lanes is not None and lanes.alive else 0
     threads = max(1, jobs - remote)
     # Each next worker forked while this one's submission is graded, where the lanes leave a core for it to
-    # set itself up on (where they do not, it would only hold memory); the lanes are forked already. The
+    # set itself up on; where they leave none but each lane has a CPU for each side, ordered when a worker
+    # closes (its set-up then runs while the lane writes that result and reads the next notebook: see
+    # Sandbox.keep_spare); else none (it would only take the lanes' CPUs). The lanes are forked already. The
     # spare and its thread go when the batch ends; the lane processes are told in the config.
-    spares = core_to_spare(jobs) and len(queue) > 1
-    config = {**config, "spare": spares}
+    free_core = core_to_spare(jobs)
+    spares = len(queue) > 1 and (free_core or split_lanes(jobs))
+    config = {**config, "spare": spares, "spare_when_closed": spares and not free_core}
     spare = ctx.sandbox if spares and hasattr(ctx.sandbox, "keep_spare") else None
     if spare is not None:
-        spare.keep_spare()
+        spare.keep_spare(when_closed=not free_core)
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade",
                               initializer=_pinner(jobs, remote))
     pending: dict[Future[Any], tuple[Submission, bool]] = {}

@@ -165,7 +165,8 @@ def lane_grade(config: dict[str, Any], sub: dict[str, Any], notebook: bytes | No
     with _LANE_LOCK:
         ctx = _lane_context(config)
         if ctx.sandbox is not None and config.get("spare"):
-            ctx.sandbox.keep_spare()      # a lane grades one submission after another (see _local_results)
+            # a lane grades one submission after another (see _local_results)
+            ctx.sandbox.keep_spare(when_closed=bool(config.get("spare_when_closed")))
     fields = dict(sub)
     fields["path"] = Path(fields["path"])
     submission = Submission(**fields)

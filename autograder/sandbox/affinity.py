@@ -73,9 +73,10 @@ def core_to_spare(jobs: int) -> bool:
     while the lanes grade, see Sandbox.keep_spare): fewer CPUs taken by the lanes (two each where they have a
     CPU for each side, see :func:`lane_cpus`) than it may use.
 
-    Where the lanes take every CPU, the spare's fork and cage (some 8 ms of CPU) ran on theirs, at the start of
-    the next submission: at -j 1 on 2 CPUs its first exercise took 11 to 18 ms instead of 7, its calls stalled
-    3 to 7 ms, and a notebook took longer than with its worker forked when it starts (bench/speed.md)."""
+    Where the lanes take every CPU, a spare ordered when one is taken has its fork and cage (some 8 ms of CPU)
+    run on theirs, at the start of the next submission: at -j 1 on 2 CPUs 05's first exercise took 11 to 18 ms
+    instead of 7, single calls stalling 3 to 7 ms. There the batch orders it when a worker closes instead, or
+    keeps none (see grading.batch and Sandbox.keep_spare)."""
     try:
         allowed = len(_FREE) or len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -83,6 +84,12 @@ def core_to_spare(jobs: int) -> bool:
     lanes = lane_cpus(jobs)
     taken = sum(2 if cpus.split else 1 for cpus in lanes) if lanes else jobs
     return taken < allowed
+
+
+def split_lanes(jobs: int) -> bool:
+    """Whether ``jobs`` lanes each get a CPU for each side, grader and worker (see :func:`lane_cpus`)."""
+    lanes = lane_cpus(jobs)
+    return bool(lanes) and all(cpus.split for cpus in lanes)
 
 
 def pin_lane(cpus: LaneCpus | None) -> None:

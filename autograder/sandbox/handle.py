@@ -89,6 +89,7 @@ class WorkerHandle:
         self._closed = True
         self.stop(wait=False)
         self._sandbox.forget(self)
+        self._sandbox.worker_closed(self._limits, self._whole_template)
 
     @property
     def pid(self) -> int | None:

@@ -89,7 +89,7 @@ def core_to_spare(jobs: int) -> bool:
 def split_lanes(jobs: int) -> bool:
     """Whether ``jobs`` lanes each get a CPU for each side, grader and worker (see :func:`lane_cpus`)."""
     lanes = lane_cpus(jobs)
-    return bool(lanes) and all(cpus.split for cpus in lanes)
+    return lanes is not None and len(lanes) > 0 and all(cpus.split for cpus in lanes)
 
 
 def pin_lane(cpus: LaneCpus | None) -> None:

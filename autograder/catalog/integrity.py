@@ -97,6 +97,16 @@ def inputs_unchanged(ctx: Context, *args: Any, **kwargs: Any) -> Iterator[None]:
         raise CheckFailed(CHANGED, diagnose=True, hidden=CHANGED)
 
 
+def together(*steps: Iterator[None]) -> Iterator[None]:
+    """Several checks' steps (such as :func:`inputs_unchanged`'s) as one check's, ``yield from`` it: every step
+    begun in order up to its yield (each its calls sent), one yield, then the rest of each in the same order."""
+    for step in steps:
+        next(step)
+    yield
+    for step in steps:
+        next(step, None)
+
+
 def global_random_changed(ctx: Context, *args: Any, **kwargs: Any) -> bool:
     """Call through the ``random`` probe: whether torch's global random state changed across the call (a
     statement that says a function draws from a generator of its own). An unreadable answer fails the check."""

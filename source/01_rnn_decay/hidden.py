@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Value, brief, check, near_answer, not_graded
-from autograder.catalog.integrity import input_gradients, inputs_unchanged
+from autograder.catalog.integrity import input_gradients, inputs_unchanged, together
 from autograder.catalog.comparison import label
 from .checks import (expect_float, expect_kept_dtype, expect_ndarray, random_sequence,
                      random_weight, start_spread_cases, tensor_input)
@@ -444,13 +444,9 @@ GRAD_STATED = "梯度要能沿你的计算一路传回每个输入张量"
        statement=INPUTS_STATED)
 def _tanh_inputs(ctx: Context) -> Iterator[None]:
     n = ctx.sizes(1)[0]
-    steps = [inputs_unchanged(ctx, ctx.randn(n, dtype=torch.float32, scale=2.0)),
-             inputs_unchanged(ctx, ctx.randn(n, scale=2.0).numpy())]
-    for step in steps:
-        next(step)              # its call begun (inputs_unchanged up to its yield)
-    yield      # the next check begins here, while the worker runs these calls
-    for step in steps:
-        next(step, None)        # its comparison (the rest of inputs_unchanged)
+    # the next check begins at together's yield, while the worker runs these calls
+    yield from together(inputs_unchanged(ctx, ctx.randn(n, dtype=torch.float32, scale=2.0)),
+                        inputs_unchanged(ctx, ctx.randn(n, scale=2.0).numpy()))
 
 
 @check("1.5", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,

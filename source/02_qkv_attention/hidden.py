@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer, not_graded
-from autograder.catalog.integrity import input_gradients, inputs_unchanged
+from autograder.catalog.integrity import input_gradients, inputs_unchanged, together
 from .checks import BATCHES, batch_names, batched_value, jacobian_value, sizes_apart, softmax_rows, spread_slices
 
 H = Audience.HIDDEN
@@ -328,13 +328,9 @@ def _project_gradients(ctx: Context) -> Iterator[None]:
        statement=INPUTS_UNCHANGED)
 def _softmax_inputs(ctx: Context) -> Iterator[None]:
     a, b, c = ctx.sizes(3, low=2, high=6)
-    steps = [inputs_unchanged(ctx, ctx.randn(a, b, c, scale=4.0), dim=1),
-             inputs_unchanged(ctx, ctx.randn(b, a, dtype=torch.float32, scale=4.0))]
-    for step in steps:
-        next(step)              # its call begun (inputs_unchanged up to its yield)
-    yield      # the next check begins here, while the worker runs these calls
-    for step in steps:
-        next(step, None)        # its comparison (the rest of inputs_unchanged)
+    # the next check begins at together's yield, while the worker runs these calls
+    yield from together(inputs_unchanged(ctx, ctx.randn(a, b, c, scale=4.0), dim=1),
+                        inputs_unchanged(ctx, ctx.randn(b, a, dtype=torch.float32, scale=4.0)))
 
 
 @check("2.2", "gradients", H, Kind.GRADIENT, zh=GRAD_ZH, en=GRAD_EN, statement=GRADIENTS_FLOW)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import torch
 
 from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Pending, check, near_answer, not_graded
-from autograder.catalog.integrity import input_gradients, inputs_unchanged
+from autograder.catalog.integrity import input_gradients, inputs_unchanged, together
 from .checks import (DTYPES, FINITE_ROWS, NEAR_1E4, NEGATIVE_CALLS, expect_bool, expect_causal_value, expect_exact,
                      expect_loss, expect_masked_weights, key_lengths, key_mask_like, live, mask_from_lengths,
                      negative_case, negative_rows, padded_targets)
@@ -437,12 +437,8 @@ GRAD_ZH, GRAD_EN = "梯度能传回每个浮点输入，且与参考答案一致
 def _pad_inputs(ctx: Context) -> Iterator[None]:
     B, T = ctx.sizes(2, low=2, high=9)
     lengths = ctx.randint(0, T + 1, B)
-    steps = [inputs_unchanged(ctx, lengths), inputs_unchanged(ctx, lengths, T + 2)]
-    for step in steps:
-        next(step)          # its call begun
-    yield      # the next check begins here, while the worker runs these calls
-    for step in steps:
-        next(step, None)    # its comparison
+    # the next check begins at together's yield, while the worker runs these calls
+    yield from together(inputs_unchanged(ctx, lengths), inputs_unchanged(ctx, lengths, T + 2))
 
 
 @check("3.2", "inputs-unchanged", H, Kind.PROPERTY, zh=INPUTS_ZH, en=INPUTS_EN, needs_output=True,

@@ -35,8 +35,8 @@ from conftest import copy_course
 from lti_platform import INSTRUCTOR, LEARNER, Lms
 from served import free_port, serving
 from test_lti import LATE_COURSE, QKV, grade
-from test_service_hub import COURSE, HUB_START_S, PREFIX, PROXY, SETUP, RealHub, _env, _hub_config, _notebook, \
-    _stop_hub, fake_hub  # noqa: F401 - the fixture
+from test_service_hub import COURSE, PREFIX, PROXY, SETUP, RealHub, _env, _hub_config, _notebook, fake_hub, \
+    running_hub  # noqa: F401 - the fixture
 from autograder.roster import Member
 from autograder.service import db, people
 from autograder.service.errors import ApiError
@@ -242,28 +242,8 @@ def lti_hub(folder: Path, lms: HubLms) -> Iterator[tuple[RealHub, Path]]:
     url = f"http://127.0.0.1:{ports['proxy']}"
     lms.tool_url = f"{url}{PREFIX.rstrip('/')}"          # the service: its JWKS signs the passback's requests
     lms.hub_callback = f"{url}/hub/lti13/oauth_callback"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "AUTOGRADER_", "JPY_"))}
-    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-               JUPYTERHUB_CRYPT_KEY=secrets.token_hex(32))
-    log = folder / "jupyterhub.log"
-    with open(log, "wb") as sink:
-        process = subprocess.Popen([str(jupyterhub), "-f", str(config)], cwd=folder, env=env, stdout=sink,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    hub = RealHub(url, f"{url}/hub/api", admin, "", folder / "homes", log)
-    try:
-        deadline = time.monotonic() + HUB_START_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"jupyterhub exited with {process.returncode}:\n{hub.log_tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{hub.service}openapi.json", timeout=5).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"the Hub's service did not answer within {HUB_START_S} s:\n{hub.log_tail()}")
-            time.sleep(0.25)
+    with running_hub(jupyterhub, config, folder, url, admin, "", JUPYTERHUB_CRYPT_KEY=secrets.token_hex(32)) as hub:
         yield hub, folder / "service.db"
-    finally:
-        _stop_hub(process)
 
 
 def _wait(what: str, hub: RealHub, done: Any, seconds: float = 60) -> Any:

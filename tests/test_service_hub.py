@@ -599,13 +599,21 @@ def real_hub(tmp_path_factory) -> Iterator[RealHub]:
     config = _hub_config(folder, ports, admin, password, course)
     for user in USERS:
         (folder / "homes" / user).mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "AUTOGRADER_", "JPY_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    with running_hub(jupyterhub, config, folder, f"http://127.0.0.1:{ports['proxy']}", admin, password) as hub:
+        yield hub
+
+
+@contextlib.contextmanager
+def running_hub(jupyterhub: Path, config: Path, folder: Path, url: str, admin: str, password: str,
+                **env: str) -> Iterator[RealHub]:
+    """``jupyterhub -f config`` run in ``folder`` (its log there, ``env`` added to a scrubbed environment) until
+    its service answers at ``url``; stopped, with everything it started, on the way out."""
+    scrubbed = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "AUTOGRADER_", "JPY_"))}
+    scrubbed.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{scrubbed.get('PATH', '')}", **env)
     log = folder / "jupyterhub.log"
     with open(log, "wb") as sink:
-        process = subprocess.Popen([str(jupyterhub), "-f", str(config)], cwd=folder, env=env, stdout=sink,
+        process = subprocess.Popen([str(jupyterhub), "-f", str(config)], cwd=folder, env=scrubbed, stdout=sink,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{ports['proxy']}"
     hub = RealHub(url, f"{url}/hub/api", admin, password, folder / "homes", log)
     try:
         deadline = time.monotonic() + HUB_START_S

@@ -274,28 +274,15 @@ def bare_posts(total: int) -> float:
 # -- the run -------------------------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from autograder.config import load_course
-    from autograder.service import db
-    from autograder.service.app import create_app
-    from autograder.service.lti import platforms as P
 
-    from lti_platform import lms_serving
-    from served import serving
+    from lti_platform import tool_with_lms
 
     course = load_course(ROOT)
     load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="bench-lti-") as tmp:
-        engine = db.engine_for(str(Path(tmp) / "service.db"))
-        db.upgrade(engine)
-        app = create_app(engine, course)
-        try:
-            with serving(app) as url, lms_serving() as lms:
-                lms.tool_url = url
-                P.register(engine, **lms.registration(), enrol=True, by="bench")
-                launches = measure_launches(url, lms, args.launches)
-                passback = measure_passback(engine, course, lms, args.students, args.changes)
-        finally:
-            app.state.lti.close()
-            engine.dispose()
+    with tempfile.TemporaryDirectory(prefix="bench-lti-") as tmp, \
+            tool_with_lms(Path(tmp) / "service.db", course, "bench") as (url, lms, engine, _app):
+        launches = measure_launches(url, lms, args.launches)
+        passback = measure_passback(engine, course, lms, args.students, args.changes)
     passback["bare_seconds"] = bare_posts(args.changes)
     return {"launches": launches, "passback": passback, "load": load}
 

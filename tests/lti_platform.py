@@ -250,6 +250,27 @@ def lms_serving(**options: Any) -> Iterator[Lms]:
         yield lms
 
 
+@contextmanager
+def tool_with_lms(database: Any, course: Any, by: str) -> Iterator[tuple[str, Lms, Any, Any]]:
+    """The service (``course``, a SQLite file at ``database``) and the simulated LMS, each on a server, the LMS
+    registered as ``by`` (unknown students enrolled): (the tool's url, lms, engine, app); closed on the way out."""
+    from autograder.service import db
+    from autograder.service.app import create_app
+    from autograder.service.lti import platforms as P
+
+    engine = db.engine_for(str(database))
+    db.upgrade(engine)
+    app = create_app(engine, course)
+    try:
+        with serving(app) as url, lms_serving() as lms:
+            lms.tool_url = url
+            P.register(engine, **lms.registration(), enrol=True, by=by)
+            yield url, lms, engine, app
+    finally:
+        app.state.lti.close()
+        engine.dispose()
+
+
 def launch(browser: httpx.Client, lms: Lms, hint: str, *, post_to: httpx.Client | None = None) -> httpx.Response:
     """A browser launched from the LMS: the login initiation, the platform's answer, the launch's form POST (by
     ``post_to``: another browser, for a state that is not its own)."""

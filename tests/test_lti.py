@@ -22,7 +22,7 @@ import jwt
 import pytest
 from sqlalchemy import func, select
 
-from lti_platform import INSTRUCTOR, LEARNER, TA, launch, lms_serving
+from lti_platform import INSTRUCTOR, LEARNER, TA, launch, tool_with_lms
 from served import serving
 from test_real_class import LATE_COURSE, QKV
 from test_service_pages import browser, csrf_of
@@ -51,17 +51,8 @@ STUDENTS = 30
 def lti(tmp_path):
     """The service (LATE_COURSE, a SQLite file) and the simulated LMS, each on a server, the LMS registered:
     (tool's url, lms, engine, app)."""
-    engine = db.engine_for(str(tmp_path / "service.db"))
-    db.upgrade(engine)
-    app = create_app(engine, LATE_COURSE)
-    try:
-        with serving(app) as url, lms_serving() as lms:
-            lms.tool_url = url
-            P.register(engine, **lms.registration(), enrol=True, by="test")
-            yield url, lms, engine, app
-    finally:
-        app.state.lti.close()
-        engine.dispose()
+    with tool_with_lms(tmp_path / "service.db", LATE_COURSE, "test") as served:
+        yield served
 
 
 def said(response: httpx.Response, key: str) -> bool:

@@ -502,6 +502,17 @@ def _load(file: str, _mtime: int) -> Course:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    course = parse_course(data, source=path.name)
+    except ValueError as exc:
+        # PyYAML builds a value with Python's own constructors: a date that is no date (2026-13-01), an integer
+        # past int()'s limit of digits. Its own words, less the advice to raise that limit.
+        said = str(exc).split("; use sys.set_int_max_str_digits")[0][:200]
+        raise ConfigError(f"{path}: a value YAML cannot read ({said})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deep to read (lists or mappings inside one another, hundreds of "
+                          "levels)") from None
+    try:
+        course = parse_course(data, source=path.name)
+    except RecursionError:          # (nested just shallow enough for YAML, too deep for the checks)
+        raise ConfigError(f"{path}: nested too deep to check (lists or mappings inside one another)") from None
     course._root = path.parent  # noqa: SLF001 - Course's folder: set once, by its loader
     return course

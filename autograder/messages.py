@@ -526,6 +526,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "service.lti.bad_signature": ("LMS 发来的登录凭据签名不对", "the signature of the LMS's launch token does not hold"),
     "service.lti.unknown_key": ("LMS 的公钥里没有编号为 {kid} 的密钥", "the LMS's JWKS holds no key with id {kid}"),
     "service.lti.platform_away": ("LMS 没有应答（{url}）：请稍后再试", "the LMS did not answer ({url}): try again later"),
+    "service.lti.jwks_busy": ("正在向 LMS 取它的公钥（JWKS）：请 {seconds} 秒后再试",
+                              "the LMS's keys (JWKS) are being fetched: try again in {seconds} s"),
+    "service.lti.bad_jwks": ("LMS 的公钥地址（{url}）给出的不是可用的 JWKS（太大、格式不对或没有签名密钥）：请管理员检查平台登记",
+                             "the LMS's key set at {url} is not a usable JWKS (too large, malformed or without a "
+                             "signing key): the administrator checks the platform's registration"),
     "service.lti.expired": ("LMS 发来的登录凭据已经过期：请从 LMS 里重新打开", "the LMS's launch token has expired: "
                             "open the tool from the LMS again"),
     "service.lti.future": ("LMS 发来的登录凭据的签发时间在将来：请检查 LMS 服务器的时钟",
@@ -544,6 +549,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                "assignments from the LMS"),
     "service.lti.not_on_roster": ("你（{who}）不在本课程的名单上：请联系教师", "you ({who}) are not on the course's "
                                   "roster: ask the instructor"),
+    "service.lti.unbound_course": ("LMS 里的课程「{course}」没有绑定到本评分服务，所以这次进入被拒绝：请本服务的教师在"
+                                   "「LTI 与 LMS」页面上绑定它（课程编号 {context}）", "the LMS course \"{course}\" is not "
+                                   "bound to this grading service, so this launch is refused: the service's instructor "
+                                   "binds it on the \"LTI and the LMS\" page (course id {context})"),
     "service.lti.deep_link": ("添加作业的请求无效或已过期：请从 LMS 里重新添加", "the request to add an assignment is "
                               "invalid or expired: add it from the LMS again"),
     "page.lti": ("LTI 与 LMS", "LTI and the LMS"),
@@ -558,7 +567,21 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "page.lti_none": ("还没有登记 LMS：autograder serve lti register", "no LMS registered yet: autograder serve lti "
                       "register"),
     "page.lti_courses": ("LMS 里的课程", "Courses in the LMS"),
+    "page.lti_courses_intro": ("本服务只接受从已绑定的课程进入：同一个 Moodle 站点或 Canvas 账户里其他课程的教师和学生会被拒绝，"
+                               "他们的课程列在这里等待绑定。只绑定你自己的课程。",
+                               "The service takes launches only from the courses bound here: the teachers and students "
+                               "of other courses of the same Moodle site or Canvas account are refused, and their "
+                               "courses are listed here as asking. Bind only your own course."),
     "page.lti_course": ("课程", "Course"),
+    "page.lti_course_id": ("课程编号", "Course id"),
+    "page.lti_bound": ("状态", "State"),
+    "page.lti_is_bound": ("已绑定", "bound"),
+    "page.lti_asking": ("等待绑定（进入被拒绝）", "asking (launches refused)"),
+    "page.lti_bind": ("绑定", "Bind"),
+    "page.lti_unbind": ("解除绑定", "Unbind"),
+    "page.lti_bound_now": ("已绑定 LMS 课程 {course}", "LMS course {course} bound"),
+    "page.lti_unbound_now": ("已解除与 LMS 课程 {course} 的绑定：其成员的会话已结束", "LMS course {course} unbound: its "
+                             "members' sessions have ended"),
     "page.lti_members": ("成员", "Members"),
     "page.lti_grades": ("成绩回传", "Grade passback"),
     "page.lti_names": ("成员名单", "Member list"),

@@ -60,6 +60,7 @@ class Lms:
         self.tokens: dict[str, list[str]] = {}
         self.token_requests = 0
         self.member_pages = 0
+        self.members_asked: list[str] = []      # the LMS course of each page of members read
         self.down = False
         self.deep_links: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -72,18 +73,22 @@ class Lms:
 
     def claims(self, sub: str, roles: list[str], *, message: str = "LtiResourceLinkRequest",
                custom: dict[str, Any] | None = None, name: str = "", email: str = "", sourcedid: str = "",
-               lineitem: str | None = None) -> dict[str, Any]:
+               lineitem: str | None = None, context: str | None = None, title: str = "Attention 101"
+               ) -> dict[str, Any]:
+        """A launch's claims from the LMS course ``context`` (the platform's own course by default: another course
+        of the same deployment, a Moodle site's or a Canvas account's, with another)."""
+        context = context or self.context
         claims: dict[str, Any] = {
             "sub": sub, "name": name, "email": email, LTI + "roles": roles, LTI + "message_type": message,
             LTI + "version": "1.3.0", LTI + "deployment_id": self.deployment,
-            LTI + "context": {"id": self.context, "title": "Attention 101"},
+            LTI + "context": {"id": context, "title": title},
             LTI + "resource_link": {"id": "link-1"}, LTI + "target_link_uri": f"{self.tool_url}/lti/launch",
             LTI + "custom": custom or {}, LTI + "lis": {"person_sourcedid": sourcedid} if sourcedid else {},
             "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint": {
-                "scope": SCOPES[:2], "lineitems": f"{self.url}/{self.context}/lineitems",
+                "scope": SCOPES[:2], "lineitems": f"{self.url}/{context}/lineitems",
                 **({"lineitem": lineitem} if lineitem else {})},
             "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice": {
-                "context_memberships_url": f"{self.url}/{self.context}/members", "service_versions": ["2.0"]}}
+                "context_memberships_url": f"{self.url}/{context}/members", "service_versions": ["2.0"]}}
         if message == "LtiDeepLinkingRequest":
             claims[DL + "deep_linking_settings"] = {"deep_link_return_url": f"{self.url}/deep_link_return",
                                                     "accept_types": ["ltiResourceLink"], "accept_multiple": True,
@@ -205,6 +210,7 @@ class Lms:
             if not self._bearer(request, SCOPES[2]):
                 return Response(status_code=401)
             self.member_pages += 1
+            self.members_asked.append(context)
             body = {"id": f"{self.url}/{context}/members", "context": {"id": context},
                     "members": self.members[page * limit:(page + 1) * limit]}
             headers = {}
@@ -253,7 +259,8 @@ def lms_serving(**options: Any) -> Iterator[Lms]:
 @contextmanager
 def tool_with_lms(database: Any, course: Any, by: str) -> Iterator[tuple[str, Lms, Any, Any]]:
     """The service (``course``, a SQLite file at ``database``) and the simulated LMS, each on a server, the LMS
-    registered as ``by`` (unknown students enrolled): (the tool's url, lms, engine, app); closed on the way out."""
+    registered as ``by`` (unknown students enrolled) with its course bound: (the tool's url, lms, engine, app); closed
+    on the way out."""
     from autograder.service import db
     from autograder.service.app import create_app
     from autograder.service.lti import platforms as P
@@ -264,7 +271,7 @@ def tool_with_lms(database: Any, course: Any, by: str) -> Iterator[tuple[str, Lm
     try:
         with serving(app) as url, lms_serving() as lms:
             lms.tool_url = url
-            P.register(engine, **lms.registration(), enrol=True, by=by)
+            P.register(engine, **lms.registration(), enrol=True, courses=[lms.context], by=by)
             yield url, lms, engine, app
     finally:
         app.state.lti.close()

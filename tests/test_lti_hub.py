@@ -58,7 +58,7 @@ def linking(tmp_path):
     engine = db.engine_for(str(tmp_path / "service.db"))
     db.upgrade(engine)
     lms = Lms(free_port())
-    platform = P.register(engine, **lms.registration(), by="test")
+    platform = P.register(engine, **lms.registration(), courses=[lms.context], by="test")
     people.import_members(engine, [Member("s2026001", name="Ada", canvas_id="77"),
                                    Member("s2026002", name="Ben", email="ben@uni.example")], by="test")
     try:
@@ -264,7 +264,7 @@ def test_a_student_launched_from_the_lms_into_the_hub_submits_and_the_lms_gradeb
     with serving(lms.app, port=port), lti_hub(tmp_path, lms) as (hub, database):
         engine = db.engine_for(str(database))
         try:
-            P.register(engine, **lms.registration(), by="test")                    # serve lti register
+            P.register(engine, **lms.registration(), courses=[lms.context], by="test")   # serve lti register
             people.import_members(engine, [Member("s2026001", name="Ada", canvas_id="77")], by="test")
             # The LMS launches ada (a Canvas assignment link: its own column, the kit's assignment) into the Hub.
             claims = lms.claims("lms-ada", [LEARNER], name="Ada", email="ada@uni.example", lineitem=column,

@@ -18,7 +18,7 @@ TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", 
              "JSON", "UTF", "cell_type", "exercise", "Ctrl", "apt", "install", "fonts-noto-cjk",
              "Python", "torch", "NumPy", "IPython", "Jupyter", "Authorization", "Bearer", "AUTOGRADER_SERVER",
              "AUTOGRADER_TOKEN", "server", "token", "submit", "CSV", "Alt", "Tab", "LTI", "LMS", "JWKS",
-             "serve", "lti", "register"}
+             "serve", "lti", "register", "Moodle", "Canvas"}
 # (commands, paths, settings and functions a student types as they are; the names of the software)
 
 

@@ -151,7 +151,7 @@ def test_every_page_passes_the_wcag_21_aa_audit_in_both_languages(site, browser_
     axe, problems, audited = Axe(), [], 0
     with browser_kit.sync_playwright() as pw, lms_serving() as lms:
         lms.tool_url = url
-        P.register(engine, **lms.registration(), by="test")
+        P.register(engine, **lms.registration(), courses=[lms.context], by="test")
         chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
         try:
             tabs, request = {}, ""

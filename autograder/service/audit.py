@@ -1,6 +1,7 @@
 """What the staff did, who and when: one row per action (tokens issued and revoked, the roster imported or a
-student removed, extensions granted and revoked, submissions queued again), written in the same transaction as
-the action itself, so the record and the change are never apart."""
+student removed, extensions granted and revoked, submissions queued again, LMS courses bound and unbound), and the
+LTI launches refused because their LMS course is not bound; written in the same transaction as the action itself,
+so the record and the change are never apart."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -13,7 +14,8 @@ from autograder.service.db import Action, utcnow, writing
 
 #: The actions recorded, by name (the dashboard's audit page and the audit CSV show these names).
 ACTIONS = ("token.issue", "token.revoke", "roster.import", "roster.remove", "extension.grant", "extension.revoke",
-           "regrade", "mark.save", "score.adjust", "review.accept", "review.decline", "lti.register", "lti.enrol")
+           "regrade", "mark.save", "score.adjust", "review.accept", "review.decline", "lti.register", "lti.enrol",
+           "lti.bind", "lti.unbind", "lti.refused")
 #: The command line's name in the record (a shell on the server: whoever runs it is its own authority).
 COMMAND_LINE = "cli"
 

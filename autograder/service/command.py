@@ -278,6 +278,16 @@ def _exit_on_signal(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
+def _ended(code: int) -> str:
+    """How a process ended, from its return code (a signal Python has no name for is named by its number)."""
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:              # (a real-time signal: SIGRTMIN+3 is no member of signal.Signals)
+        return f"killed by signal {-code}"
+
+
 class Workers:
     """``autograder serve``'s grading processes: started before the server has any thread, watched by a thread of
     its own (a worker that exits while the service runs, killed or crashed, is named on stderr, its job is queued
@@ -302,31 +312,43 @@ class Workers:
             self._thread.start()
 
     def _watch(self) -> None:
-        from autograder.service import queue as Q
+        from autograder.service.loops import Rounds
 
         pause = [1.0] * self.count
+        # A look that raises (a worker that cannot be started now: no memory, no process left) is logged once per
+        # kind, and the next look tries again: the watch itself never stops while the service runs.
+        rounds = Rounds("serve: the watch over the workers")
         while not self._stopping.wait(1.0):
-            for i, proc in enumerate(self.procs):
-                code = proc.poll()
-                if code is None or self._stopping.is_set():
-                    continue
-                lived = time.monotonic() - self._started[i]
-                if proc.pid in self._restarting:    # it finished its job and stopped for the new course.yml
-                    self._restarting.discard(proc.pid)
-                    self.procs[i], self._started[i] = self._start(), time.monotonic()
-                    continue
-                pause[i] = 1.0 if lived > 60 else min(60.0, pause[i] * 2)
-                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
-                try:
-                    freed = Q.release(self.engine, f"{socket.gethostname()}:{proc.pid}")
-                except Exception:  # noqa: BLE001 - the database is away: the job's lease hands it on later
-                    freed = 0
-                print(f"serve: worker {proc.pid} stopped ({how}) after {lived:.0f} s; "
-                      f"{freed} job(s) queued again; a new worker starts"
-                      + (f" in {pause[i]:.0f} s" if pause[i] > 1 else ""), file=sys.stderr, flush=True)
-                if self._stopping.wait(pause[i] - 1.0 if pause[i] > 1 else 0):
+            for i in range(len(self.procs)):
+                if self._stopping.is_set():
                     return
-                self.procs[i], self._started[i] = self._start(), time.monotonic()
+                rounds.run(self._look, i, pause)
+
+    def _look(self, i: int, pause: list[float]) -> None:
+        """Worker ``i`` looked at: one that stopped is named and replaced (see the class's text)."""
+        from autograder.service import queue as Q
+
+        proc = self.procs[i]
+        code = proc.poll()
+        if code is None or self._stopping.is_set():
+            return
+        lived = time.monotonic() - self._started[i]
+        if proc.pid in self._restarting:    # it finished its job and stopped for the new course.yml
+            self.procs[i], self._started[i] = self._start(), time.monotonic()
+            self._restarting.discard(proc.pid)      # (only now: a start that failed is tried again at the next look)
+            return
+        pause[i] = 1.0 if lived > 60 else min(60.0, pause[i] * 2)
+        try:
+            freed = Q.release(self.engine, f"{socket.gethostname()}:{proc.pid}")
+        except Exception:  # noqa: BLE001 - the database is away: the job's lease hands it on later
+            freed = 0
+        print(f"serve: worker {proc.pid} stopped ({_ended(code)}) after {lived:.0f} s; "
+              f"{freed} job(s) queued again; a new worker starts"
+              + (f" in {pause[i]:.0f} s" if pause[i] > 1 else ""), file=sys.stderr, flush=True)
+        if self._stopping.wait(pause[i] - 1.0 if pause[i] > 1 else 0):
+            return
+        self._started[i] = time.monotonic()     # first: a start that fails is tried again after a longer pause
+        self.procs[i] = self._start()
 
     def restart(self, _course: Course | None = None) -> None:
         """Each worker finishes its job in hand and a new one takes its place (course.yml changed)."""

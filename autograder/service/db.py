@@ -28,6 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    false,
     func,
     select,
 )
@@ -347,6 +348,9 @@ class WebSession(Base):
     expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), index=True)
     #: The kit token the session was opened with (None for a JupyterHub sign-in): revoked, the session ends too.
     token_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    #: The LMS membership (``lti_users``) a launch opened the session with: gone, another role, its LMS course no longer
+    #: bound, or (a student) off the roster, the session ends too.
+    lti_member_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
 
 
 class ExtensionGrant(Base):
@@ -416,6 +420,11 @@ class LtiContext(Base):
     scopes: Mapped[list[str]] = mapped_column(JSON)
     memberships_url: Mapped[str] = mapped_column(String(500), default="")
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: The service serves this LMS course (its instructor bound it: ``serve lti register --course``, ``serve lti bind``
+    #: or the dashboard); a launch from a course not bound is refused and the course listed as asking.
+    bound: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    bound_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    bound_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class LtiUser(Base):

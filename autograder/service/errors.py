@@ -5,6 +5,11 @@ worded in both languages by :mod:`autograder.messages`) or, on a page whose call
 :class:`SignInRequired`; the handlers installed here turn them into the API's JSON error or a small page
 (:func:`autograder.service.guard.refusal_body`, the one renderer, which the guard and the Hub's sign-in use
 too), and a signed-out page visit into a redirect to the sign-in page that comes back to it.
+
+Every whole number a request gives (an id in a path, a query or a form; a form's version) is read here by one
+parser, :func:`parse_number` (ids: :func:`parse_id`, :func:`form_id`, and :func:`checked_id` for a parameter FastAPI
+declares): ASCII digits only, bounded, so that what reaches a query is a number the database holds. It trusts
+nothing of the request.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from urllib.parse import quote
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from pydantic import BeforeValidator
 
 from autograder.messages import Msg, say
 from autograder.service.guard import refusal_body
@@ -26,6 +32,51 @@ class ApiError(Exception):
     def __init__(self, status: int, key: str, retry_after: float | None = None, **params: Any):
         self.status, self.key, self.msg = status, key, say(key, **params)
         self.retry_after = retry_after
+
+
+#: The largest id a database holds (a signed 64-bit integer): past it a query fails (a 500), never "not found".
+MAX_ID = 2**63 - 1
+#: An id's digits, at most: every number of 18 digits is below :data:`MAX_ID`.
+ID_DIGITS = 18
+
+
+def parse_number(value: object, name: str, *, least: int = 0, digits: int = ID_DIGITS) -> int:
+    """A whole number from the request (``value``: a path's or a query's text, a form's field): 1 to ``digits`` ASCII
+    digits (spaces around them aside), at least ``least``; anything else (a sign, a point, another script's digits,
+    more digits, an uploaded file, nothing) is the service's 422 naming ``name``."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not (0 < len(text) <= digits and text.isascii() and text.isdigit()) or int(text) < least:
+        raise ApiError(422, "service.malformed", fields=name)
+    return int(text)
+
+
+def parse_id(value: object, name: str) -> int:
+    """An id (of a submission, a token, a review, an LMS course ...): 1 to :data:`MAX_ID`, in at most
+    :data:`ID_DIGITS` digits; else 422 naming ``name`` (:func:`parse_number`)."""
+    return parse_number(value, name, least=1)
+
+
+def form_id(form: Any, name: str) -> int:
+    """The id a form's field ``name`` holds (:func:`parse_id`)."""
+    return parse_id(form.get(name), name)
+
+
+class IdParameter:
+    """The check of a path or query parameter that is an id (:func:`checked_id`): its text through :func:`parse_id`."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, value: object) -> int:
+        return parse_id(value, self.name)
+
+
+def checked_id(name: str) -> BeforeValidator:
+    """For a path or query parameter that is an id, declared ``Annotated[int, Path(ge=1, le=MAX_ID),
+    checked_id("name")]`` (its schema says an integer in range): its text read by :func:`parse_id` before FastAPI's
+    own reading. (:class:`ApiError` is no ValueError: pydantic lets it through as it is, and it is answered as every
+    route's refusal is, a page on a page.)"""
+    return BeforeValidator(IdParameter(name))
 
 
 class SignInRequired(Exception):

@@ -4,8 +4,10 @@
 changed due date, late policy or service rule reaches every view at the next request. :class:`CourseWatch`
 looks at course.yml every two seconds (and at once on SIGHUP): a changed file is validated first; a valid one
 replaces the course and the workers are restarted to grade with it (each finishes its job in hand); an
-invalid one is named on stderr and the course in use stays. Nothing of the course is kept elsewhere in the
-web process (:class:`Assignments` is a live view of its assignments).
+invalid one is named on stderr and the course in use stays. Whatever a look raises (a course.yml the loader
+chokes on, the restart of the workers failing), the watch goes on and sees the next edit (:mod:`.loops`: each kind
+of failure logged once). Nothing of the course is kept elsewhere in the web process (:class:`Assignments` is a
+live view of its assignments).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autograder.errors import AutograderError
+from autograder.service.loops import Rounds
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -66,6 +69,7 @@ class CourseWatch:
         self._seen = self._stamp()
         self._now = threading.Event()
         self._stop = threading.Event()
+        self.rounds = Rounds(f"serve: the watch of {self.path}")
         self._thread = threading.Thread(target=self._run, name="course-watch", daemon=True)
 
     def start(self) -> None:
@@ -91,10 +95,13 @@ class CourseWatch:
             self._now.clear()
             if self._stop.is_set():
                 return
-            stamp = self._stamp()
-            if stamp != self._seen or asked:
-                self._seen = stamp
-                self.reload()
+            self.rounds.run(self._look, asked)
+
+    def _look(self, asked: bool) -> None:
+        stamp = self._stamp()
+        if stamp != self._seen or asked:
+            self._seen = stamp          # first: a file that fails is not read again until it changes again
+            self.reload()
 
     def reload(self) -> bool:
         """course.yml read and validated again; True when the new one is now in use."""

@@ -1,11 +1,13 @@
 """Sign-in for the service's pages: a session per browser, and CSRF tokens for every form.
 
-The cookie holds 32 random bytes; the database keeps only their sha256 (as for API tokens), with
-the caller and the session's CSRF token. The cookie is HttpOnly (no script reads it), SameSite=Lax
-(another site's form or fetch does not carry it), Secure behind HTTPS, scoped to the service's
-path. Every state-changing request from a page carries the CSRF token: a hidden form field, or the
-``X-CSRF-Token`` header for the pages' script; before sign-in, the login form's token is a
-double-submit cookie. Comparisons are constant-time.
+The cookie holds 32 random bytes; the database keeps only their sha256 (as for API tokens), with the caller, the
+session's CSRF token and the grant it was opened by: a kit token, an LMS membership (an LTI launch), or JupyterHub's
+word. Every request looks the grant up again: a revoked token, a student taken off the roster (whatever opened their
+session), a role the LMS changed or an LMS course unbound ends the session at once. The cookie is HttpOnly (no
+script reads it), SameSite=Lax (another site's form or fetch does not carry it), Secure behind HTTPS, scoped to the
+service's path. Every state-changing request from a page carries the CSRF token: a hidden form field, or the
+``X-CSRF-Token`` header for the pages' script; before sign-in, the login form's token is a double-submit cookie.
+Comparisons are constant-time.
 """
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, insert, select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
-from autograder.service.db import WebSession, utcnow, writing
+from autograder.service.db import LtiContext, LtiUser, Person, WebSession, utcnow, writing
 from autograder.service.tokens import Caller, live_token
 
 COOKIE = "autograder_session"
@@ -48,7 +50,8 @@ def start(engine: Engine, who: Caller) -> tuple[str, str]:
     with writing(engine).begin() as conn:
         conn.execute(delete(WebSession).where(WebSession.expires_at < now))
         conn.execute(insert(WebSession).values(digest=_digest(value), role=who.role, who=who.who, csrf=csrf,
-                                               created_at=now, expires_at=now + LIFETIME, token_id=who.token_id))
+                                               created_at=now, expires_at=now + LIFETIME, token_id=who.token_id,
+                                               lti_member_id=who.lti_member))
     return value, csrf
 
 
@@ -63,10 +66,23 @@ def find(engine: Engine, value: str | None) -> Signed | None:
             return None
         if row.expires_at < utcnow():
             return None
-        # Opened with a kit token: the session holds only while the token does (revoked, expired: signed out).
+        # The session holds only while its grant does: a kit token (revoked, expired: signed out), an LMS
+        # membership (gone, another role, its LMS course unbound, a student off the roster: signed out).
         if row.token_id is not None and not live_token(conn, row.token_id):
             return None
-    return Signed(Caller(row.role, row.who, row.token_id), row.csrf)
+        if row.lti_member_id is not None and not live_member(conn, row.lti_member_id, row.role, row.who):
+            return None
+    return Signed(Caller(row.role, row.who, row.token_id, row.lti_member_id), row.csrf)
+
+
+def live_member(conn: Connection, member: int, role: str, who: str) -> bool:
+    """The LMS membership ``member`` (:mod:`autograder.service.lti.platforms`) still grants ``role`` to ``who``:
+    recorded with that role, in an LMS course still bound, and (a student) still on the roster."""
+    query = (select(LtiUser.id).join(LtiContext, LtiContext.id == LtiUser.context_id)
+             .where(LtiUser.id == member, LtiUser.role == role, LtiUser.who == who, LtiContext.bound.is_(True)))
+    if role == "student":
+        query = query.join(Person, Person.student == LtiUser.who)
+    return conn.execute(query).first() is not None
 
 
 def end(engine: Engine, value: str | None) -> None:

@@ -38,11 +38,13 @@ STAFF = frozenset({"ta", "instructor"})
 
 @dataclass(frozen=True)
 class Caller:
-    """Who a valid token (or session) belongs to; ``token_id`` is the kit token's row, None for a Hub caller."""
+    """Who a valid token (or session) belongs to; the grant it holds by: ``token_id`` the kit token's row,
+    ``lti_member`` the LMS membership of an LTI launch (``lti_users``), neither for a JupyterHub caller."""
 
     role: str
     who: str
     token_id: int | None = field(default=None, compare=False)
+    lti_member: int | None = field(default=None, compare=False)
 
     @property
     def staff(self) -> bool:
@@ -149,12 +151,14 @@ def reissue(engine: Engine, who: str, *, by: str, expires: dt.datetime | None = 
 
 
 def remove_student(engine: Engine, student: str, *, by: str) -> tuple[bool, int]:
-    """Take ``student`` off the roster and revoke their tokens, in one transaction: (was on it, tokens revoked).
-    Their submissions and results stay."""
+    """Take ``student`` off the roster, revoke their tokens and end every page session of theirs (opened with a
+    token, by JupyterHub or by an LMS launch), in one transaction: (was on it, tokens revoked). Their submissions and
+    results stay."""
     with writing(engine).begin() as conn:
         gone = people.delete_in(conn, student)
         ids = list(conn.execute(select(Token.id).where(Token.who == student, Token.role == "student")).scalars())
         revoked = revoke_in(conn, ids, by=by)
+        conn.execute(delete(WebSession).where(WebSession.who == student, WebSession.role == "student"))
         if gone:
             audit.record(conn, by, "roster.remove", target=student, detail=f"{revoked} token(s) revoked")
     return gone, revoked

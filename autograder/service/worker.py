@@ -33,6 +33,7 @@ from autograder.messages import say
 from autograder.service import history
 from autograder.service import queue as Q
 from autograder.service.db import engine_for, granted_extensions, upgrade
+from autograder.service.loops import Rounds
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -151,11 +152,13 @@ def follow_parent() -> None:
 
 class _Heartbeat:
     """Renews the lease of the job in hand every third of the lease, from a thread of its own (it only
-    talks to the database: the worker never forks after it started)."""
+    talks to the database: the worker never forks after it started). A beat that fails (the database away) is
+    logged once per kind and the next beat tries again (:mod:`autograder.service.loops`)."""
 
     def __init__(self, engine: Any, owner: str, lease: float):
         self.engine, self.owner, self.lease = engine, owner, lease
         self.job: int | None = None
+        self.rounds = Rounds(f"worker {owner}: the lease heartbeat")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
         self._thread.start()
@@ -164,10 +167,7 @@ class _Heartbeat:
         while not self._stop.wait(self.lease / 3):
             job = self.job
             if job is not None:
-                try:
-                    Q.renew(self.engine, job, self.owner, self.lease)
-                except Exception:  # noqa: BLE001 - the database is away: the next beat tries again
-                    pass
+                self.rounds.run(Q.renew, self.engine, job, self.owner, self.lease)
 
     def close(self) -> None:
         self._stop.set()

@@ -30,8 +30,20 @@ def add_lti(sub: Any) -> argparse.ArgumentParser:
                           help="the aud of the tool's token requests where the LMS wants another than the token URL")
     register.add_argument("--enrol", action="store_true", help="a student who launches and is not on the roster is "
                                                                "added to it (else refused)")
+    register.add_argument("--course", action="append", default=[], metavar="CONTEXT_ID", dest="lms_courses",
+                          help="bind the LMS course with this LTI context id (Moodle: the course's id; repeat for "
+                               "several): only the courses bound are served, a launch from any other is refused")
     register.add_argument("--url", default="", metavar="URL", help="the service's public URL, to print the tool's "
                                                                    "URLs to enter in the LMS")
+    for action, what in (("bind", "serve the LMS course with this context id (one whose launch was refused is listed "
+                                  "by `serve lti courses`)"),
+                         ("unbind", "stop serving an LMS course: its launches are refused, its members' sessions end, "
+                                    "its scores wait")):
+        parser_ = actions.add_parser(action, help=what)
+        parser_.add_argument("--course", required=True, metavar="CONTEXT_ID", dest="lms_course",
+                             help="the LMS course's LTI context id")
+        parser_.add_argument("--issuer", default="", help="the platform's issuer, where several LMSs are registered")
+    actions.add_parser("courses", help="list the LMS courses: bound, or asking (a launch from them was refused)")
     actions.add_parser("sync", help="send every pending score now (the service sends them by itself every few "
                                     "seconds) and say what is still pending")
     roster = actions.add_parser("roster", help="read each LMS course's members into the roster (names, emails, LMS "
@@ -61,7 +73,7 @@ def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) ->
     if args.lti_action == "register":
         platform = P.register(engine, issuer=args.issuer, client_id=args.client_id, deployments=args.deployment,
                               auth_url=args.auth_url, token_url=args.token_url, jwks_url=args.jwks_url,
-                              token_audience=args.token_audience, enrol=args.enrol, by="cli")
+                              token_audience=args.token_audience, enrol=args.enrol, courses=args.lms_courses, by="cli")
         key = tool.key              # made now (0600 beside the database) if it was not
         print(f"registered {platform.issuer} (client {platform.client_id}; deployments "
               f"{', '.join(platform.deployments)}); the tool's key: {tool.folder / 'lti-private-key.pem'} "
@@ -69,9 +81,14 @@ def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) ->
         base = args.url.rstrip("/") or "https://YOUR-SERVICE"
         print(f"enter in the LMS:\n  login initiation URL  {base}/lti/login\n  redirect / launch URL {base}/lti/launch"
               f"\n  public keys (JWKS)    {base}/lti/jwks.json")
+        if not args.lms_courses:
+            print("no LMS course is bound yet: launches are refused until the course's instructor binds it (--course, "
+                  "serve lti bind, or the dashboard's LTI page, where a refused course is listed)")
         return 0
     if not P.platforms(engine):
         raise AutograderError("serve lti: no LMS is registered", hint="autograder serve lti register --issuer ...")
+    if args.lti_action in ("bind", "unbind", "courses"):
+        return _courses(args, engine)
     if args.lti_action == "sync":
         from autograder.service.lti import hub_users  # noqa: PLC0415 - the service extra, loaded by the action
 
@@ -92,4 +109,31 @@ def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) ->
     print(f"lti roster: {pulled.read} member(s) read, {len(pulled.added)} student(s) added to the roster, "
           f"{pulled.linked} linked, {pulled.staff} staff" + (f"; {len(pulled.issued)} token(s) written to {args.out}"
                                                              if args.out is not None else ""), file=sys.stdout)
+    return 0
+
+
+def _courses(args: argparse.Namespace, engine: Any) -> int:
+    """``serve lti courses`` (the list), ``bind`` and ``unbind``."""
+    from autograder.errors import AutograderError  # noqa: PLC0415 - the service extra, loaded by the action
+    from autograder.service.db import writing  # noqa: PLC0415 - the service extra, loaded by the action
+    from autograder.service.lti import platforms as P  # noqa: PLC0415 - the service extra, loaded by the action
+
+    if args.lti_action == "courses":
+        for c in P.courses(engine):
+            print(f"{'bound ' if c.bound else 'asking'}  {c.context_id}  {c.title or '-'}  ({c.issuer})")
+        return 0
+    found = [c for c in P.courses(engine) if c.context_id == args.lms_course and args.issuer in ("", c.issuer)]
+    platforms = [p for p in P.platforms(engine) if args.issuer in ("", p.issuer)]
+    if len(found) > 1 or (not found and len(platforms) > 1):
+        raise AutograderError(f"serve lti {args.lti_action}: --course {args.lms_course} could be of several LMSs",
+                              hint="name the LMS: --issuer ISSUER")
+    if found:
+        P.set_bound(engine, found[0].id, args.lti_action == "bind", by="cli")
+    elif args.lti_action == "bind" and platforms:
+        with writing(engine).begin() as conn:
+            P.bind_in(conn, platforms[0].id, args.lms_course, by="cli")
+    else:
+        raise AutograderError(f"serve lti {args.lti_action}: no LMS course {args.lms_course!r} is recorded"
+                              + (f" for {args.issuer}" if args.issuer else ""), hint="autograder serve lti courses")
+    print(f"lti {args.lti_action}: LMS course {args.lms_course} {'bound' if args.lti_action == 'bind' else 'unbound'}")
     return 0

@@ -10,8 +10,9 @@ outbox (:func:`autograder.service.lti.outbox.sync`): for each student whose coun
 looked at in the last :data:`RECHECK` seconds. :func:`link` then records the Hub user as the member of the LMS course
 the claims name, under their Hub name (the student id of a Hub user):
 
-- the claims must name a registered platform (``iss``, and its client id in ``aud``) and one of its deployments
-  (which ``LTI13Authenticator`` does not check), and the LMS must give the user the Learner role;
+- the claims must name a registered platform (``iss``, and its client id in ``aud``), one of its deployments
+  (which ``LTI13Authenticator`` does not check) and an LMS course the service is bound to (a course not bound is
+  listed as asking on the staff's LTI page), and the LMS must give the user the Learner role;
 - nothing is linked, and the log says why, where the LTI tables or the roster know that LMS user as another student
   (the member linked, ``canvas_id``, ``moodle_id_number``, the SIS id, the email:
   :func:`autograder.service.lti.platforms.student_of`) or where another LMS user of the platform is linked to this
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 
-from autograder.service.db import LtiPlatform, LtiUser, Person, ScoreChange, writing
+from autograder.service.db import LtiPlatform, LtiUser, ScoreChange, writing
 from autograder.service.lti import platforms as P
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ RECHECK = 300.0
 PER_ROUND = 200
 
 #: What :func:`link` did.
-LINKED, KNOWN, NOT_LTI, UNKNOWN_PLATFORM, DEPLOYMENT, NOT_LEARNER, CONFLICT = (
-    "linked", "known", "not_lti", "unknown_platform", "deployment", "not_learner", "conflict")
+LINKED, KNOWN, NOT_LTI, UNKNOWN_PLATFORM, DEPLOYMENT, UNBOUND, NOT_LEARNER, CONFLICT = (
+    "linked", "known", "not_lti", "unknown_platform", "deployment", "unbound", "not_learner", "conflict")
 
 
 def _audiences(claims: dict[str, Any]) -> list[str]:
@@ -98,9 +99,14 @@ def link(engine: Engine, name: str, state: Any, backfill: Backfill,
                         "Hub's user names the roster's ids: LTI13Authenticator.username_key)", name, who.sub,
                         platform.issuer, other)
             return CONFLICT
-        if platform.enrol and conn.execute(select(Person.student).where(Person.student == name)).first() is None:
-            P.add_student(conn, who, name, by=f"lti-hub:{platform.issuer}"[:200])
         context = P.context(conn, platform, claims, deployment)
+        if context is None:
+            log.warning("Hub user %s: their LMS course %s of %s is not bound to this service (its instructor binds it "
+                        "on the LTI page): not linked", name, P.context_of(claims, deployment)[0][:100],
+                        platform.issuer)
+            return UNBOUND
+        if platform.enrol and not P.on_roster(conn, name):
+            P.add_student(conn, who, name, by=f"lti-hub:{platform.issuer}"[:200])
         member, new = P.member(conn, platform, context, who, name)
         if new:
             backfill(conn, member)

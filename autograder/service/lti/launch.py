@@ -4,18 +4,24 @@ The login (``/lti/login``, GET or POST from the platform) stores nothing: it sen
 authorization URL with a random ``state``, set in a cookie of this browser (10 minutes), and a ``nonce`` derived from
 it with the tool's secret. The launch (``/lti/launch``, the platform's form POST) is refused unless, in this order:
 the ``state`` is this browser's; the token names a registered platform (``iss``, and the client id in ``aud``); its
-key id is in the platform's JWKS (fetched again once for an unknown one: key rotation); the RS256 signature holds;
+key id is in the platform's current key set (:mod:`autograder.service.lti.jwks`: fetched again every few minutes
+and, at most once per cooldown, for an unknown key id; a withdrawn key is refused from the next fetch on; while the
+LMS's JWKS is being fetched or does not answer, a launch is refused at once, 503 or 502, never left waiting on it);
+the RS256 signature holds;
 ``exp``/``iat`` hold within :data:`LEEWAY`; ``azp`` is the client id where there is one (it must be where ``aud``
 names several); the ``nonce`` is the one this login made; the deployment is registered; the message type is a
-resource link or a deep-linking request; the version is 1.3.0; the LMS gives a role. Then, in one transaction: the
-nonce is recorded (a token sent again is refused), the LMS course and the member are recorded, and the browser is
-signed in with the member's role (:mod:`autograder.service.lti.platforms`).
+resource link or a deep-linking request; the version is 1.3.0; the LMS gives a role; the LMS course (the ``context``
+claim) is one the service is bound to (else the course is listed as asking, the refusal recorded, and nobody signed
+in). Then, in one transaction: the nonce is recorded (a token sent again is refused), the LMS course and the member
+are recorded, a student is looked up on the roster again (never only by the stored LMS link), and the browser is
+signed in with the member's role, for as long as that membership holds (:mod:`autograder.service.lti.platforms`).
 """
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import hmac
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +31,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from autograder.service.db import LtiNonce, utcnow, writing
+from autograder.service.lti import jwks
 from autograder.service.lti import platforms as P
 from autograder.service.lti.tool import Tool
 from autograder.service.tokens import Caller
@@ -40,11 +47,12 @@ MAX_TOKEN = 15_000
 
 
 class Refused(Exception):
-    """A login or launch refused: ``status``, the message key and its parameters."""
+    """A login or launch refused: ``status``, the message key and its parameters (``retry_after``: seconds after
+    which trying again may help, a 503's Retry-After)."""
 
-    def __init__(self, key: str, status: int = 400, **params: Any):
+    def __init__(self, key: str, status: int = 400, retry_after: float | None = None, **params: Any):
         super().__init__(key)
-        self.key, self.status, self.params = key, status, params
+        self.key, self.status, self.params, self.retry_after = key, status, params, retry_after
 
 
 def cookie_name(state: str) -> str:
@@ -145,11 +153,17 @@ def _signed(tool: Tool, id_token: str) -> tuple[P.Platform, dict[str, Any], list
     if header.get("alg") != "RS256" or not isinstance(kid, str):
         raise Refused("service.lti.bad_signature", status=401)
     try:
-        key = tool.jwks(platform.jwks_url).get_signing_key(kid)
-    except jwt.PyJWKClientConnectionError:
-        raise Refused("service.lti.platform_away", status=502, url=platform.jwks_url) from None
-    except jwt.PyJWKClientError:
+        key = tool.jwks(platform.jwks_url).signing_key(kid)
+    except jwks.UnknownKey:
         raise Refused("service.lti.unknown_key", status=401, kid=kid[:80]) from None
+    except jwks.Busy as exc:
+        raise Refused("service.lti.jwks_busy", status=503, retry_after=exc.retry_after,
+                      seconds=math.ceil(exc.retry_after or 1)) from None
+    except jwks.Unusable:
+        raise Refused("service.lti.bad_jwks", status=502, url=platform.jwks_url) from None
+    except jwks.KeySetError as exc:
+        raise Refused("service.lti.platform_away", status=502, retry_after=exc.retry_after,
+                      url=platform.jwks_url) from None
     try:
         claims = jwt.decode(id_token, key.key, algorithms=["RS256"], audience=platform.client_id,
                             issuer=platform.issuer, leeway=LEEWAY,
@@ -180,12 +194,22 @@ def _identity(claims: dict[str, Any]) -> P.Identity:
     return who
 
 
+def _unbound(launch: Launch) -> Refused:
+    context_id, title = P.context_of(launch.claims, launch.deployment)
+    return Refused("service.lti.unbound_course", status=403, course=(title or context_id)[:100],
+                   context=context_id[:100])
+
+
 def accept(tool: Tool, launch: Launch, assignments: set[str]) -> Caller:
     """Record the launch (its nonce, its LMS course, its member; a student added to the roster where the platform
-    allows it) in one transaction, and the caller to sign in; :class:`Refused` (nothing stored) for a nonce seen
-    before or a student not on the roster."""
+    allows it) in one transaction, and the caller to sign in, holding by that membership; :class:`Refused` (nothing
+    stored but the refusal) for an LMS course the service is not bound to (:func:`.platforms.bound_context`), a
+    nonce seen before, or a student not on the roster (asked again at every launch: a student taken off it is
+    refused, or enrolled again where the platform enrols)."""
     from autograder.service.lti import outbox  # noqa: PLC0415 - (a module of this package)
 
+    if not P.bound_context(tool.engine, launch.platform, launch.claims, launch.deployment, launch.who):
+        raise _unbound(launch)
     digest = hashlib.sha256(str(launch.claims["nonce"]).encode()).hexdigest()
     expires = dt.datetime.fromtimestamp(float(launch.claims["exp"]) + LEEWAY, dt.timezone.utc)
     who = launch.who
@@ -197,20 +221,22 @@ def accept(tool: Tool, launch: Launch, assignments: set[str]) -> Caller:
                 raise Refused("service.lti.replayed", status=401)
             conn.execute(insert(LtiNonce).values(digest=digest, expires_at=expires))
             context = P.context(conn, launch.platform, launch.claims, launch.deployment)
+            if context is None:             # unbound since the check above
+                raise _unbound(launch)
             if who.role == "student":
                 student = P.student_of(conn, launch.platform.id, who)
-                if student is None:
+                if student is None or not P.on_roster(conn, student):
                     if not launch.platform.enrol:
                         raise Refused("service.lti.not_on_roster", status=403, who=P.staff_name(who))
-                    student = P.new_student_id(conn, who)
+                    student = student or P.new_student_id(conn, who)
                     P.add_student(conn, who, student, by=f"lti:{launch.platform.issuer}"[:200])
                 member, new = P.member(conn, launch.platform, context, who, student)
                 if new:
                     outbox.backfill(conn, member)
-                caller = Caller("student", student)
+                caller = Caller("student", student, lti_member=member)
             else:
-                P.member(conn, launch.platform, context, who, P.staff_name(who))
-                caller = Caller(who.role, P.staff_name(who))
+                member, _ = P.member(conn, launch.platform, context, who, P.staff_name(who))
+                caller = Caller(who.role, P.staff_name(who), lti_member=member)
             P.record_line_item(conn, launch.claims, context, assignments)
     except IntegrityError:
         raise Refused("service.lti.replayed", status=401) from None

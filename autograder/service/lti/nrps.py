@@ -1,4 +1,4 @@
-"""Names and Role Provisioning Services: the members of each LMS course the tool was launched in, into the roster.
+"""Names and Role Provisioning Services: the members of each LMS course the service is bound to, into the roster.
 
 ``autograder serve lti roster`` (and the dashboard's button) reads every page of each course's member list. An
 active Learner is the roster's student the LMS ids name (:func:`autograder.service.lti.platforms.student_of`) or a
@@ -39,7 +39,8 @@ def pull(tool: Tool, *, by: str, issue_tokens: bool = False) -> Pulled:
     done = Pulled()
     found = {p.id: p for p in P.platforms(tool.engine)}
     with tool.engine.connect() as conn:
-        contexts = conn.execute(select(LtiContext).where(LtiContext.memberships_url != "")).all()
+        contexts = conn.execute(select(LtiContext).where(LtiContext.memberships_url != "",
+                                                         LtiContext.bound.is_(True))).all()
     for ctx in contexts:
         platform = found[ctx.platform_id]
         listed = tool.services.members(platform, ctx.memberships_url)

@@ -9,10 +9,25 @@ earlier one of the same line item waits), a value equal to the last one sent is 
 failure is tried again after a backoff that doubles from :data:`FIRST_DELAY` to :data:`LAST_DELAY` and never gives
 up (a platform down for a day gets everything when it is back), and a platform that did not answer is not asked
 again in the same round. ``autograder serve`` runs a round every :data:`EVERY` seconds; ``serve lti sync`` runs one.
+
+Several senders may run at once (the service's round, the dashboard's "send now", ``serve lti sync`` in another
+process, another web process on the same database) and each reads the same rows: a row is sent only by the sender
+that claimed it, by a compare-and-set on the row's own columns (its ``next_try_at`` moved from the value the sender
+read to the end of a lease of :data:`LEASE` seconds, as :func:`autograder.service.queue.claim` claims a job), so a
+score reaches the platform once. A claimed row looks, to every other sender, like a row waiting its backoff, so the
+rows of a line item still go in order. A missing line item is made only by the sender that claimed it: its row is
+inserted first (the table's unique assignment per LMS course is the claim) with :data:`MAKING` and the lease's end in
+place of the URL, then the platform asked; another sender finds it claimed and leaves the score for a later round,
+so one assignment never gets a second column. A sender that died mid-send holds a row or a line item until its
+lease runs out, then the next round takes it over.
+
+What it trusts: the database (the rows, their claims); the platform's answers are checked by
+:mod:`autograder.service.lti.ags`.
 """
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,11 +36,13 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from autograder.clock import as_utc
 from autograder.points import hundredths
 from autograder.service.db import LtiContext, LtiLineItem, LtiPlatform, LtiScore, LtiUser, ScoreChange, utcnow, \
     writing
 from autograder.service.lti import platforms as P
 from autograder.service.lti.ags import PlatformError
+from autograder.service.loops import Rounds
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -38,6 +55,11 @@ LAST_DELAY = 3600.0
 EVERY = 5.0
 #: Rows looked at in one round, at most.
 ROUND = 2000
+#: Seconds a sender holds a row it sends (or a line item it makes): far past what a send takes (each call to the
+#: platform gives up after ags.HTTP_SECONDS), so only a sender that died loses its claim; then the next round sends.
+LEASE = 300.0
+#: The URL of a line item one sender is making, followed by the end of its claim (ISO 8601): see the module's text.
+MAKING = "making until "
 
 
 def _rows(conn: Connection, member: int, changes: list[Any]) -> int:
@@ -69,6 +91,14 @@ def enqueue(engine: Engine) -> int:
                                    .order_by(ScoreChange.id).limit(50_000)).all()
             if not changes:
                 continue
+            # The changes are this sender's to add once it moved the platform's mark from the value it read (a
+            # compare-and-set: two senders at once on PostgreSQL both read the old mark, and the second's update,
+            # waiting for the first's, then finds it moved and adds nothing: no row twice).
+            took = conn.execute(update(LtiPlatform).where(LtiPlatform.id == platform.id,
+                                                          LtiPlatform.changes_seen == platform.changes_seen)
+                                .values(changes_seen=changes[-1].id))
+            if not took.rowcount:
+                continue
             members: dict[str, list[int]] = {}
             for m in conn.execute(select(LtiUser.id, LtiUser.who).where(LtiUser.platform_id == platform.id,
                                                                         LtiUser.role == "student")):
@@ -76,19 +106,23 @@ def enqueue(engine: Engine) -> int:
             for c in changes:
                 for member in members.get(c.student, []):
                     added += _rows(conn, member, [c])
-            conn.execute(update(LtiPlatform).where(LtiPlatform.id == platform.id)
-                         .values(changes_seen=changes[-1].id))
     return added
 
 
 @dataclass
 class Delivery:
-    """What a round did: scores sent, found equal to the last one sent, failed (to be tried again)."""
+    """What a round did: scores sent, found equal to the last one sent, failed (to be tried again), and left to the
+    sender that holds them (their row, or the line item it is making: sent by it, or in a later round)."""
 
     sent: int = 0
     same: int = 0
     failed: int = 0
+    held: int = 0
     errors: list[str] = field(default_factory=list)
+
+
+class Held(Exception):
+    """Another sender holds the line item this score needs (it is making it): the score waits for a later round."""
 
 
 def _same(a: float | None, b: float | None) -> bool:
@@ -117,28 +151,69 @@ def score_body(sub: str, points: float | None, max_points: float | None, full: f
     return body
 
 
-def line_item(tool: Tool, platform: P.Platform, context: Any, course: Course, assignment: str) -> str:
+def line_item(tool: Tool, platform: P.Platform, context: Any, course: Course, assignment: str, *,
+              now: dt.datetime | None = None) -> str:
     """The line item of ``assignment`` in an LMS course: the one recorded, or found (by its resourceId) or created on
-    the platform and recorded."""
+    the platform and recorded, by this sender alone (its claim: see the module's text); :class:`Held` while another
+    sender is making it."""
+    now = now or utcnow()
     with tool.engine.connect() as conn:
         known = conn.execute(select(LtiLineItem.url).where(LtiLineItem.context_id == context.id,
                                                           LtiLineItem.assignment == assignment)).first()
-    if known is not None:
-        return str(known.url)
+    seen = None if known is None else str(known.url)
+    if seen is not None and not seen.startswith(MAKING):
+        return seen
     if not context.lineitems_url:
         raise PlatformError("the LMS course offers no Assignment and Grade Services (no line items URL)",
                             transient=False)
+    mine = MAKING + _lease_end(now).isoformat()
+    if not _claim_line_item(tool.engine, context.id, assignment, seen, mine, now):
+        raise Held(f"{assignment}: another sender is making its line item")
     a = course.assignment(assignment)
-    url = tool.services.find_or_create(platform, context.lineitems_url, assignment, a.lms_title or a.title,
-                                       a.points + a.manual_points)
     try:
-        with writing(tool.engine).begin() as conn:
-            conn.execute(insert(LtiLineItem).values(context_id=context.id, assignment=assignment, url=url))
-    except IntegrityError:          # recorded meanwhile (a deep link, a launch): that one is the line item
-        with tool.engine.connect() as conn:
-            url = conn.execute(select(LtiLineItem.url).where(LtiLineItem.context_id == context.id,
-                                                            LtiLineItem.assignment == assignment)).scalar_one()
-    return str(url)
+        url = str(tool.services.find_or_create(platform, context.lineitems_url, assignment, a.lms_title or a.title,
+                                               a.points + a.manual_points))
+    except Exception:
+        _forget_line_item(tool.engine, context.id, assignment, mine)       # the next round claims it again
+        raise
+    with writing(tool.engine).begin() as conn:
+        conn.execute(update(LtiLineItem).where(LtiLineItem.context_id == context.id, LtiLineItem.assignment ==
+                                               assignment, LtiLineItem.url == mine).values(url=url))
+    # (Nothing updated: this claim ran out and another sender took it over. It finds this line item on the platform
+    # by its resourceId, so it records the same one.)
+    return url
+
+
+def _claim_line_item(engine: Engine, context: int, assignment: str, seen: str | None, mine: str,
+                     now: dt.datetime) -> bool:
+    """Whether this sender now holds the making of the line item: its row inserted (the unique assignment per LMS
+    course: a second insert fails), or a claim that ran out (``seen``) replaced by a compare-and-set."""
+    if seen is None:
+        try:
+            with writing(engine).begin() as conn:
+                conn.execute(insert(LtiLineItem).values(context_id=context, assignment=assignment, url=mine))
+        except IntegrityError:      # another sender claimed it, or a launch or a deep link recorded it, meanwhile
+            return False
+        return True
+    if _claim_ends(seen) > now:
+        return False
+    with writing(engine).begin() as conn:
+        took = conn.execute(update(LtiLineItem).where(LtiLineItem.context_id == context, LtiLineItem.assignment ==
+                                                      assignment, LtiLineItem.url == seen).values(url=mine))
+    return bool(took.rowcount)
+
+
+def _lease_end(now: dt.datetime) -> dt.datetime:
+    """When a claim made now runs out: :data:`LEASE` after the round's ``now`` or the clock's, whichever is later (a
+    long round's ``now`` is minutes old by its last rows)."""
+    return max(now, utcnow()) + dt.timedelta(seconds=LEASE)
+
+
+def _claim_ends(url: str) -> dt.datetime:
+    try:
+        return as_utc(dt.datetime.fromisoformat(url[len(MAKING):]))
+    except ValueError:              # (not written by this module: taken as run out)
+        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
 
 
 def deliver(tool: Tool, course: Course, *, now: dt.datetime | None = None) -> Delivery:
@@ -147,8 +222,11 @@ def deliver(tool: Tool, course: Course, *, now: dt.datetime | None = None) -> De
     done = Delivery()
     known = {a.id for a in course.assignments}
     with tool.engine.connect() as conn:
+        # (the rows of an LMS course no longer bound wait, pending, until it is bound again: never sent there)
         rows = conn.execute(select(LtiScore, LtiUser.sub, LtiUser.context_id, LtiUser.platform_id)
-                            .join(LtiUser, LtiUser.id == LtiScore.member_id).where(LtiScore.state == "pending")
+                            .join(LtiUser, LtiUser.id == LtiScore.member_id)
+                            .join(LtiContext, LtiContext.id == LtiUser.context_id)
+                            .where(LtiScore.state == "pending", LtiContext.bound.is_(True))
                             .order_by(LtiScore.id).limit(ROUND)).all()
         contexts = {c.id: c for c in conn.execute(select(LtiContext))}
     found = {p.id: p for p in P.platforms(tool.engine)}
@@ -159,34 +237,56 @@ def deliver(tool: Tool, course: Course, *, now: dt.datetime | None = None) -> De
     for (member, assignment), queue in queues.items():
         last = _last_sent(tool.engine, member, assignment)
         for r in queue:
+            # (a row another sender holds is due at the end of its lease: it waits, and so do the rows after it)
             if r.next_try_at > now or r.platform_id in away:
                 break
+            held = _claim(tool.engine, r.id, r.next_try_at, now)
+            if held is None:                    # another sender took it since it was read: theirs, and the queue
+                done.held += 1
+                break
+            # (a row done gives its claim back: its next_try_at is again when it was due)
             if last is not ... and _same(last, r.points):
-                _mark(tool.engine, r.id, state="same")
+                _mark(tool.engine, r.id, state="same", next_try_at=r.next_try_at)
                 done.same += 1
                 continue
+            url = None
             try:
                 if assignment not in known:
                     raise PlatformError(f"{assignment}: not an assignment of course.yml", transient=False)
                 platform = found[r.platform_id]
-                url = line_item(tool, platform, contexts[r.context_id], course, assignment)
+                url = line_item(tool, platform, contexts[r.context_id], course, assignment, now=now)
                 a = course.assignment(assignment)
                 tool.services.score(platform, url, score_body(r.sub, r.points, r.max_points,
                                                               a.points + a.manual_points, r.changed_at))
+            except Held:                        # its line item is being made: the row due again as it was
+                _mark(tool.engine, r.id, held=held, next_try_at=r.next_try_at)
+                done.held += 1
+                break
             except PlatformError as exc:
-                if exc.status == 404:           # the line item was deleted in the LMS: found or made again next time
-                    _forget_line_item(tool.engine, r.context_id, assignment)
+                if exc.status == 404 and url is not None:   # the line item was deleted in the LMS: found or made
+                    _forget_line_item(tool.engine, r.context_id, assignment, url)     # again next time
                 if exc.transient:
                     away.add(r.platform_id)
-                _mark(tool.engine, r.id, attempts=r.attempts + 1, error=str(exc)[:500],
+                _mark(tool.engine, r.id, held=held, attempts=r.attempts + 1, error=str(exc)[:500],
                       next_try_at=now + dt.timedelta(seconds=delay(r.attempts + 1)))
                 done.failed += 1
                 done.errors.append(str(exc)[:300])
                 break
-            _mark(tool.engine, r.id, state="sent", sent_at=utcnow(), error="")
+            _mark(tool.engine, r.id, state="sent", sent_at=utcnow(), error="", next_try_at=r.next_try_at)
             done.sent += 1
             last = r.points
     return done
+
+
+def _claim(engine: Engine, row: int, seen: dt.datetime, now: dt.datetime) -> dt.datetime | None:
+    """The row held by this sender until the end of its lease (returned), if it is still pending and due as it was
+    read (``seen``): a compare-and-set, as a job is claimed; None when another sender changed it first. (The lease's
+    end is after ``now``, and a due row's ``seen`` is not: the claim always changes the row.)"""
+    until = _lease_end(now)
+    with writing(engine).begin() as conn:
+        took = conn.execute(update(LtiScore).where(LtiScore.id == row, LtiScore.state == "pending",
+                                                   LtiScore.next_try_at == seen).values(next_try_at=until))
+    return until if took.rowcount else None
 
 
 def _last_sent(engine: Engine, member: int, assignment: str) -> Any:
@@ -198,14 +298,21 @@ def _last_sent(engine: Engine, member: int, assignment: str) -> Any:
     return ... if row is None else row.points
 
 
-def _mark(engine: Engine, row: int, **values: Any) -> None:
+def _mark(engine: Engine, row: int, *, held: dt.datetime | None = None, **values: Any) -> None:
+    """The row's outcome written; with ``held``, only while this sender's claim still holds it (a claim that ran out
+    is another sender's now: its outcome is theirs to write). A row sent is marked whoever holds it: it was sent."""
+    where = [LtiScore.id == row]
+    if held is not None:
+        where += [LtiScore.state == "pending", LtiScore.next_try_at == held]
     with writing(engine).begin() as conn:
-        conn.execute(update(LtiScore).where(LtiScore.id == row).values(**values))
+        conn.execute(update(LtiScore).where(*where).values(**values))
 
 
-def _forget_line_item(engine: Engine, context: int, assignment: str) -> None:
+def _forget_line_item(engine: Engine, context: int, assignment: str, url: str) -> None:
+    """The line item recorded as ``url`` forgotten (never another sender's line item or claim recorded since)."""
     with writing(engine).begin() as conn:
-        conn.execute(delete(LtiLineItem).where(LtiLineItem.context_id == context, LtiLineItem.assignment == assignment))
+        conn.execute(delete(LtiLineItem).where(LtiLineItem.context_id == context, LtiLineItem.assignment == assignment,
+                                               LtiLineItem.url == url))
 
 
 def sync(tool: Tool, course: Course, *, now: dt.datetime | None = None, hub_users: HubUsers | None = None
@@ -229,24 +336,24 @@ class Passback:
         #: The Hub's users, where the service is a JupyterHub's (their LMS identity from their auth_state).
         self.hub_users = hub_users.from_env(course, backfill)
         self._stop = threading.Event()
+        # A round that raises (the database away a moment, anything else) is logged once per kind: the next round
+        # tries again (autograder.service.loops).
+        self.rounds = Rounds("LTI passback")
         self._thread = threading.Thread(target=self._run, name="lti-passback", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def _run(self) -> None:
-        import logging  # noqa: PLC0415
-
-        log = logging.getLogger("autograder.service.lti")
         while not self._stop.wait(self.every):
-            try:
-                if P.platforms(self.tool.engine):
-                    done = sync(self.tool, self.course, hub_users=self.hub_users)
-                    if done.failed:
-                        log.warning("LTI passback: %d sent, %d to try again (%s)", done.sent, done.failed,
-                                    done.errors[0])
-            except Exception as exc:  # noqa: BLE001 - the database is away a moment: the next round tries again
-                log.warning("LTI passback round failed: %s", type(exc).__name__)
+            self.rounds.run(self._round)
+
+    def _round(self) -> None:
+        if P.platforms(self.tool.engine):
+            done = sync(self.tool, self.course, hub_users=self.hub_users)
+            if done.failed:
+                logging.getLogger("autograder.service.lti").warning(
+                    "LTI passback: %d sent, %d to try again (%s)", done.sent, done.failed, done.errors[0])
 
     def stop(self) -> None:
         self._stop.set()

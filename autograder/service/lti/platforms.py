@@ -1,5 +1,12 @@
-"""The LMSs registered as LTI platforms, the LMS courses the tool was launched in, and their members: who each LMS
+"""The LMSs registered as LTI platforms, the LMS courses the service is bound to, and their members: who each LMS
 user is on the roster (by the LMS's ids), and the role the LMS gives them.
+
+A platform's deployment is a whole Moodle site or a whole Canvas account, with many courses and many teachers, so a
+launch's signature says only that some course of the LMS sent it. The service serves the LMS courses its
+instructor bound (:func:`bind`: ``serve lti register --course``, ``serve lti bind``, or the staff's LTI page, where a
+course whose launch was refused is listed as asking): a launch from any other course is refused before anyone is
+signed in, recorded, or given a role (:func:`bound_context`), and the refusal is in the record of actions. A page
+session a launch opened lasts only while its membership does (:func:`autograder.service.sessions.live_member`).
 
 A student is found on the roster by the ids the LMS sends: the member already linked (the same platform and user
 id), else the roster's ``canvas_id`` (Canvas' ``$Canvas.user.id``, sent as the custom field ``canvas_user_id``),
@@ -59,9 +66,10 @@ def _url(value: str, what: str) -> str:
 
 
 def register(engine: Engine, *, issuer: str, client_id: str, deployments: list[str], auth_url: str, token_url: str,
-             jwks_url: str, token_audience: str = "", enrol: bool = False, by: str = audit.COMMAND_LINE) -> Platform:
+             jwks_url: str, token_audience: str = "", enrol: bool = False, courses: list[str] | None = None,
+             by: str = audit.COMMAND_LINE) -> Platform:
     """Record a platform (or change the one with this issuer and client id): its deployments are added to those
-    already known."""
+    already known, and the LMS courses ``courses`` (their LTI context ids) bound."""
     if not client_id.strip() or len(client_id) > 200 or not deployments:
         raise AutograderError("serve lti register: --client-id and at least one --deployment are needed")
     values = {"issuer": _url(issuer, "--issuer"), "auth_url": _url(auth_url, "--auth-url"),
@@ -80,6 +88,8 @@ def register(engine: Engine, *, issuer: str, client_id: str, deployments: list[s
                                                                            f"{', '.join(deployments)}"[:500])
         found = conn.execute(select(LtiPlatform).where(LtiPlatform.issuer == issuer,
                                                        LtiPlatform.client_id == client_id)).one()
+        for course in courses or []:
+            bind_in(conn, found.id, course, by=by)
     return _platform(found)
 
 
@@ -166,6 +176,10 @@ def student_of(conn: Connection, platform_id: int, who: Identity) -> str | None:
     return None
 
 
+def on_roster(conn: Connection, student: str) -> bool:
+    return conn.execute(select(Person.student).where(Person.student == student)).first() is not None
+
+
 def new_student_id(conn: Connection, who: Identity) -> str:
     """The roster id of a student the LMS adds: its SIS id, else the email, else ``lti-`` and its user id."""
     for candidate in (who.sourcedid, who.email, f"lti-{who.sub}"[:200]):
@@ -179,28 +193,120 @@ def staff_name(who: Identity) -> str:
     return who.email or who.name or f"lti-{who.sub}"[:200]
 
 
-def context(conn: Connection, platform: Platform, claims: dict[str, Any], deployment: str) -> int:
-    """The LMS course of a launch (created or brought up to date from its claims): its row's id."""
-    ctx = claims.get(LTI + "context") or {}
+def context_of(claims: dict[str, Any], deployment: str) -> tuple[str, str]:
+    """(the LMS course's context id, its title) a launch's claims name; a launch without a context claim is its
+    deployment's (``deployment:ID``)."""
+    ctx = claims.get(LTI + "context")
+    ctx = ctx if isinstance(ctx, dict) else {}
+    return _fit(ctx.get("id"), 300) or f"deployment:{deployment}"[:300], _fit(ctx.get("title"), 300)
+
+
+def bind_in(conn: Connection, platform_id: int, context_id: str, *, by: str, title: str = "") -> int:
+    """Bind the LMS course ``context_id`` of a platform (recorded now where it was not), in the caller's
+    transaction: its row's id."""
+    context_id = _fit(context_id.strip(), 300)
+    if not context_id:
+        raise AutograderError("--course: the LMS course's context id (1 to 300 printable characters)")
+    row = conn.execute(select(LtiContext.id, LtiContext.bound).where(LtiContext.platform_id == platform_id,
+                                                                   LtiContext.context_id == context_id)).first()
+    now = utcnow()
+    if row is None:
+        pk = int(conn.execute(insert(LtiContext).values(
+            platform_id=platform_id, context_id=context_id, deployment_id="", title=title, lineitems_url="",
+            scopes=[], memberships_url="", updated_at=now, bound=True, bound_by=by[:200], bound_at=now)
+            .returning(LtiContext.id)).scalar_one())
+    elif not row.bound:
+        pk = int(row.id)
+        conn.execute(update(LtiContext).where(LtiContext.id == pk).values(bound=True, bound_by=by[:200], bound_at=now))
+    else:
+        return int(row.id)
+    audit.record(conn, by, "lti.bind", target=context_id, detail=f"LMS course {title or context_id} of platform "
+                                                                 f"{platform_id}"[:500])
+    return pk
+
+
+def set_bound(engine: Engine, context_pk: int, bound: bool, *, by: str) -> str | None:
+    """Bind (or unbind) the LMS course recorded as row ``context_pk``: its context id, or None for no such row.
+    Unbound, its members' page sessions end at once and its scores wait in the outbox."""
+    with writing(engine).begin() as conn:
+        row = conn.execute(select(LtiContext.platform_id, LtiContext.context_id, LtiContext.title, LtiContext.bound)
+                           .where(LtiContext.id == context_pk)).first()
+        if row is None:
+            return None
+        if bound:
+            bind_in(conn, row.platform_id, row.context_id, by=by, title=row.title)
+        elif row.bound:
+            conn.execute(update(LtiContext).where(LtiContext.id == context_pk).values(bound=False, bound_by=by[:200],
+                                                                                     bound_at=utcnow()))
+            audit.record(conn, by, "lti.unbind", target=row.context_id, detail=f"LMS course {row.title or '?'}"[:500])
+        return str(row.context_id)
+
+
+def bound_context(engine: Engine, platform: Platform, claims: dict[str, Any], deployment: str, who: Identity) -> bool:
+    """Whether the LMS course a launch comes from is bound; where it is not, the course is recorded as asking
+    (for the staff's LTI page) and the refused launch in the record of actions, both committed."""
+    context_id, title = context_of(claims, deployment)
+    with writing(engine).begin() as conn:
+        row = conn.execute(select(LtiContext.id, LtiContext.bound).where(LtiContext.platform_id == platform.id,
+                                                                       LtiContext.context_id == context_id)).first()
+        if row is not None and row.bound:
+            return True
+        if row is None:
+            conn.execute(insert(LtiContext).values(platform_id=platform.id, context_id=context_id,
+                                                   deployment_id=deployment[:300], title=title, lineitems_url="",
+                                                   scopes=[], memberships_url="", updated_at=utcnow()))
+        else:
+            conn.execute(update(LtiContext).where(LtiContext.id == row.id).values(title=title, updated_at=utcnow()))
+        audit.record(conn, f"lti:{platform.issuer}"[:200], "lti.refused", target=context_id,
+                     detail=f"a launch from LMS course {title or '?'} (not bound), LMS user {who.sub} ({who.role}"
+                            f"{', ' + who.email if who.email else ''})"[:500])
+    return False
+
+
+@dataclass(frozen=True)
+class Course:
+    """An LMS course as recorded: bound, or asking (a launch from it was refused)."""
+
+    id: int
+    issuer: str
+    context_id: str
+    title: str
+    bound: bool
+    memberships_url: str
+
+
+def courses(engine: Engine) -> list[Course]:
+    """Every LMS course recorded, bound first."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(LtiContext.id, LtiPlatform.issuer, LtiContext.context_id, LtiContext.title,
+                                   LtiContext.bound, LtiContext.memberships_url)
+                            .join(LtiPlatform, LtiPlatform.id == LtiContext.platform_id)
+                            .order_by(LtiContext.bound.desc(), LtiContext.id)).all()
+    return [Course(r.id, r.issuer, r.context_id, r.title, bool(r.bound), r.memberships_url) for r in rows]
+
+
+def context(conn: Connection, platform: Platform, claims: dict[str, Any], deployment: str) -> int | None:
+    """The LMS course of a launch's claims, recorded or brought up to date from them: its row's id where it is
+    bound, else None (a course new to the service is recorded as asking)."""
     ags = claims.get(AGS) or {}
     nrps = claims.get(NRPS) or {}
-    context_id = _fit(ctx.get("id"), 300) or f"deployment:{deployment}"
-    values = {"deployment_id": deployment[:300], "title": _fit(ctx.get("title"), 300),
+    context_id, title = context_of(claims, deployment)
+    values = {"deployment_id": deployment[:300], "title": title,
               "lineitems_url": _fit(ags.get("lineitems"), 500),
               "scopes": [s for s in ags.get("scope") or [] if isinstance(s, str)][:10],
               "memberships_url": _fit(nrps.get("context_memberships_url"), 500), "updated_at": utcnow()}
-    row = conn.execute(select(LtiContext.id, LtiContext.lineitems_url, LtiContext.memberships_url).where(
-        LtiContext.platform_id == platform.id, LtiContext.context_id == context_id)).first()
+    row = conn.execute(select(LtiContext.id, LtiContext.lineitems_url, LtiContext.memberships_url, LtiContext.bound)
+                       .where(LtiContext.platform_id == platform.id, LtiContext.context_id == context_id)).first()
     if row is None:
-        return int(conn.execute(insert(LtiContext).values(platform_id=platform.id, context_id=context_id, **values)
-                                .returning(LtiContext.id)).scalar_one())
+        conn.execute(insert(LtiContext).values(platform_id=platform.id, context_id=context_id, **values))
+        return None
     # A launch without the services' claims (a platform that sends them only sometimes) keeps what is known.
     values["lineitems_url"] = values["lineitems_url"] or row.lineitems_url
     values["memberships_url"] = values["memberships_url"] or row.memberships_url
     if not values["scopes"]:
         values.pop("scopes")
     conn.execute(update(LtiContext).where(LtiContext.id == row.id).values(**values))
-    return int(row.id)
+    return int(row.id) if row.bound else None
 
 
 def member(conn: Connection, platform: Platform, context_pk: int, who: Identity, name: str) -> tuple[int, bool]:

@@ -1,6 +1,8 @@
-"""What the LTI routes and the passback share in one process: the tool's key, a JWKS client per platform (PyJWKClient:
-the platform's keys cached, fetched again for a key id not seen yet), and the platform services' client with its
-access tokens cached until they expire."""
+"""What the LTI routes and the passback share in one process: the tool's key, each platform's key set
+(:class:`autograder.service.lti.jwks.KeySet`: the JWKS last fetched, fetched again after :data:`JWKS_SECONDS` or for a
+key id not in it, a withdrawn key gone with the first fetch that lacks it; one fetch in flight per set, a failure
+remembered :data:`JWKS_RETRY` seconds), and the platform services' client with its access tokens cached until they
+expire."""
 from __future__ import annotations
 
 import threading
@@ -9,13 +11,17 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from autograder.service.lti.jwks import KeySet
 from autograder.service.lti.keys import ToolKey, folder_for, load_or_make
 
-#: How long a platform's JWKS is kept before it is fetched again (a key id not in it is fetched at once).
+#: How long a platform's JWKS is used before it is fetched again: a key the platform withdrew is refused at most
+#: this long after (a key id not in it fetches it again sooner, see :data:`JWKS_COOLDOWN`).
 JWKS_SECONDS = 300
-#: Seconds after a fetch of a platform's JWKS before a key id not in it fetches it again (PyJWT's guard against a
+#: Seconds after a fetch of a platform's JWKS before a key id not in it fetches it again (the guard against a
 #: flood of made-up key ids): a platform's new key is taken at most this long after its first use.
 JWKS_COOLDOWN = 30.0
+#: Seconds a failed fetch of a platform's JWKS is remembered: the launches meanwhile are refused without one.
+JWKS_RETRY = 10.0
 #: Seconds the platform's JWKS may take to come.
 HTTP_SECONDS = 10
 
@@ -27,11 +33,11 @@ class Tool:
         self.engine = engine
         self.folder = folder_for(engine, course_root)
         self._key: ToolKey | None = None
-        self._jwks: dict[str, Any] = {}
+        self._jwks: dict[str, KeySet] = {}
         self._lock = threading.Lock()
         self._http = http
         self._services: Any = None
-        self.jwks_cooldown = JWKS_COOLDOWN
+        self.jwks_cooldown = JWKS_COOLDOWN              # (read when a platform's key set is made: tests shorten it)
 
     @property
     def key(self) -> ToolKey:
@@ -41,14 +47,12 @@ class Tool:
                 self._key = load_or_make(self.folder)
             return self._key
 
-    def jwks(self, url: str) -> Any:
-        """The PyJWKClient of the platform whose JWKS is at ``url``."""
-        import jwt  # noqa: PLC0415 - loads cryptography's backends
-
+    def jwks(self, url: str) -> KeySet:
+        """The key set of the platforms whose JWKS is at ``url``."""
         with self._lock:
             if url not in self._jwks:
-                self._jwks[url] = jwt.PyJWKClient(url, cache_keys=True, lifespan=JWKS_SECONDS,
-                                                  timeout=HTTP_SECONDS, cooldown_duration=self.jwks_cooldown)
+                self._jwks[url] = KeySet(url, lifespan=JWKS_SECONDS, cooldown=self.jwks_cooldown, retry=JWKS_RETRY,
+                                         timeout=HTTP_SECONDS)
             return self._jwks[url]
 
     def close(self) -> None:

@@ -9,9 +9,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
@@ -26,7 +26,7 @@ from autograder.service import reviews
 from autograder.service.auth import StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep
 from autograder.service.db import granted_extensions, utcnow
-from autograder.service.errors import ApiError
+from autograder.service.errors import MAX_ID, ApiError, checked_id, parse_id
 from autograder.service.explain_job import NOTEBOOK, REQUEST
 from autograder.service.export import counted
 from autograder.service.listing import listing, score_changes
@@ -87,7 +87,8 @@ async def history(request: Request, signed: StaffPage, state: ServiceDep, id: st
 
 
 @router.get("/explain")
-async def explain(request: Request, signed: StaffPage, state: ServiceDep, submission: int = 0,
+async def explain(request: Request, signed: StaffPage, state: ServiceDep,
+                  submission: Annotated[int, Query(ge=1, le=MAX_ID), checked_id("submission")],
                   exercise: str = "") -> Response:
     """`autograder explain` of one stored submission and exercise, in a process of its own (never this one's)."""
     lang = language(request, state.course)
@@ -137,9 +138,7 @@ async def requeue(request: Request, signed: StaffPage, state: ServiceDep) -> Res
     form = await form_checked(request, signed)
     submission, assignment = str(form.get("submission") or "").strip(), str(form.get("assignment") or "")
     if submission:
-        if not submission.isdigit() or len(submission) > 18:    # (a database integer: never a 500 from the query)
-            raise ApiError(422, "service.malformed", fields="submission")
-        chosen: dict[str, Any] = {"submission_id": int(submission)}
+        chosen: dict[str, Any] = {"submission_id": parse_id(submission, "submission")}
     elif assignment in state.assignments:
         chosen = {"assignment": assignment}
     else:

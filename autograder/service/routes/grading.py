@@ -6,10 +6,10 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
@@ -21,7 +21,7 @@ from autograder.service import history as score_history
 from autograder.service.auth import StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep
 from autograder.service.db import Result
-from autograder.service.errors import ApiError, base_path
+from autograder.service.errors import MAX_ID, ApiError, base_path, checked_id, form_id, parse_number
 from autograder.service.export import counted_submissions
 from autograder.service.standing import Standing
 from autograder.service.ui import UI, closes_form, language, local_text, render
@@ -134,18 +134,15 @@ def _answer_page(state: Service, question_id: str, submission: int, lang: str) -
             "model": model_answer(str(state.course.root), assignment.id, question.id)}
 
 
-def _number(value: Any, field: str, *, limit: int = 18) -> int:
-    text = str(value or "").strip()
-    if not text.isdigit() or len(text) > limit:
-        raise ApiError(422, "service.malformed", fields=field)
-    return int(text)
+#: A submission's id in a page's query (read by the service's one id parser).
+SubmissionQuery = Annotated[int, Query(ge=1, le=MAX_ID), checked_id("submission")]
 
 
 @router.get("/grading/answer")
-async def answer(request: Request, signed: StaffPage, state: ServiceDep, question: str = "",
-                 submission: str = "") -> Response:
+async def answer(request: Request, signed: StaffPage, state: ServiceDep, question: str = "", *,
+                 submission: SubmissionQuery) -> Response:
     lang = language(request, state.course)
-    page = await run_in_threadpool(_answer_page, state, question[:40], _number(submission, "submission"), lang)
+    page = await run_in_threadpool(_answer_page, state, question[:40], submission, lang)
     return render(request, state, "grading_answer", signed, title=f"{UI[lang]['grading']} · {page['question']}",
                   a=page, blind=state.course.service.blind_grading)
 
@@ -184,8 +181,8 @@ async def save(request: Request, signed: StaffPage, state: ServiceDep) -> Respon
     form = await form_checked(request, signed)
     lang = language(request, state.course)
     question = _form_text(form, "question", 40)
-    submission = _number(form.get("submission"), "submission")
-    version = _number(form.get("version"), "version", limit=9)
+    submission = form_id(form, "submission")
+    version = parse_number(form.get("version"), "version", digits=9)
     rubric = [str(r)[:20] for r in form.getlist("rubric")][:50]
     comment = _form_text(form, "comment")
     try:
@@ -235,9 +232,10 @@ def _adjust_page(state: Service, submission: int, lang: str) -> dict[str, Any]:
 
 
 @router.get("/adjust")
-async def adjust_page(request: Request, signed: StaffPage, state: ServiceDep, submission: str = "") -> Response:
+async def adjust_page(request: Request, signed: StaffPage, state: ServiceDep, submission: SubmissionQuery
+                      ) -> Response:
     lang = language(request, state.course)
-    page = await run_in_threadpool(_adjust_page, state, _number(submission, "submission"), lang)
+    page = await run_in_threadpool(_adjust_page, state, submission, lang)
     return render(request, state, "adjust", signed, title=UI[lang]["adjust"], a=page)
 
 
@@ -263,8 +261,8 @@ def _save_adjustment(state: Service, who: str, submission: int, exercise: str, p
 async def adjust(request: Request, signed: StaffPage, state: ServiceDep) -> Response:
     form = await form_checked(request, signed)
     lang = language(request, state.course)
-    submission = _number(form.get("submission"), "submission")
-    version = _number(form.get("version"), "version", limit=9)
+    submission = form_id(form, "submission")
+    version = parse_number(form.get("version"), "version", digits=9)
     exercise = _form_text(form, "exercise", 20)
     reason = _form_text(form, "reason")
     if not reason.strip():

@@ -16,7 +16,7 @@ from autograder.service import sessions
 from autograder.service.auth import InstructorPage, StaffPage, form_checked
 from autograder.service.context import ServiceDep, service
 from autograder.service.db import LtiContext, LtiScore, LtiUser
-from autograder.service.errors import ApiError, base_path
+from autograder.service.errors import ApiError, base_path, form_id
 from autograder.service.guard import SECURITY_HEADERS
 from autograder.service.lti import deep_linking, hub_users, launch, nrps, outbox
 from autograder.service.lti import platforms as P
@@ -34,12 +34,13 @@ def tool(request: Request) -> Tool:
 
 
 def _refusal(request: Request, refused: launch.Refused) -> ApiError:
-    """A refused login or launch, counted against the address (as every request whose caller is not known)."""
+    """A refused login or launch, counted against the address (as every request whose caller is not known); its
+    Retry-After where it has one (the LMS's key set being fetched or not answering)."""
     address = request.client.host if request.client else "?"
     wait = service(request).strangers.wait(address)
     if wait:
         return ApiError(429, "service.too_many", retry_after=wait, seconds=math.ceil(wait))
-    return ApiError(refused.status, refused.key, **refused.params)
+    return ApiError(refused.status, refused.key, retry_after=refused.retry_after, **refused.params)
 
 
 def _state_cookie(request: Request) -> dict[str, Any]:
@@ -148,10 +149,11 @@ async def deep_link(request: Request, signed: StaffPage, state: ServiceDep) -> R
 
 def _overview(state: Any) -> dict[str, Any]:
     with state.engine.connect() as conn:
-        contexts = conn.execute(select(LtiContext.title, LtiContext.context_id, LtiContext.lineitems_url,
-                                       LtiContext.memberships_url, func.count(LtiUser.id).label("members"))
+        contexts = conn.execute(select(LtiContext.id, LtiContext.title, LtiContext.context_id, LtiContext.bound,
+                                       LtiContext.lineitems_url, LtiContext.memberships_url,
+                                       func.count(LtiUser.id).label("members"))
                                 .join(LtiUser, LtiUser.context_id == LtiContext.id, isouter=True)
-                                .group_by(LtiContext.id).order_by(LtiContext.id)).all()
+                                .group_by(LtiContext.id).order_by(LtiContext.bound.desc(), LtiContext.id)).all()
         rows = conn.execute(select(LtiUser.who, LtiScore.assignment, LtiScore.state, LtiScore.points,
                                    LtiScore.error, LtiScore.attempts).join(LtiUser, LtiUser.id == LtiScore.member_id)
                             .order_by(LtiScore.id)).all()
@@ -176,6 +178,22 @@ async def lti_page(request: Request, signed: StaffPage, state: ServiceDep) -> Re
     urls = {"login": str(request.url_for("lti_login")), "launch": str(request.url_for("lti_launch")),
             "jwks": str(request.url_for("jwks"))}
     return render(request, state, "lti", signed, title=UI[lang]["lti"], urls=urls, **overview)
+
+
+@router.post("/dashboard/lti/bind")
+@closes_form
+async def bind(request: Request, signed: InstructorPage, state: ServiceDep) -> Response:
+    """bind an LMS course to the service (form: context, the course's row; bound: 1 to bind, 0 to unbind): a launch
+    from it is then taken (or refused, and its members' sessions end)"""
+    form = await form_checked(request, signed)
+    context = form_id(form, "context")
+    bound = str(form.get("bound") or "") == "1"
+    found = await run_in_threadpool(P.set_bound, state.engine, context, bound, by=signed.caller.who)
+    if found is None:
+        raise ApiError(404, "service.malformed", fields="context")
+    words = UI[language(request, state.course)]
+    said = (words["lti_bound_now"] if bound else words["lti_unbound_now"]).format(course=found)
+    return to_dashboard(request, said, "lti")
 
 
 @router.post("/dashboard/lti/sync")

@@ -16,7 +16,7 @@ from autograder.service import people, reviews
 from autograder.service.auth import SignedPage, StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep
 from autograder.service.db import utcnow
-from autograder.service.errors import ApiError, base_path
+from autograder.service.errors import ApiError, base_path, form_id, parse_number
 from autograder.service.standing import Standing
 from autograder.service.ui import UI, closes_form, language, local_text, render, to_dashboard
 
@@ -117,20 +117,13 @@ async def queue(request: Request, signed: StaffPage, state: ServiceDep) -> Respo
                   waiting=sum(r["state"] == "open" for r in rows), limit=reviews.MESSAGE_CHARS)
 
 
-def _number(form: Any, name: str, digits: int = 18) -> int:
-    text = str(form.get(name) or "").strip()
-    if not text.isdigit() or len(text) > digits:
-        raise ApiError(422, "service.malformed", fields=name)
-    return int(text)
-
-
 @router.post("/dashboard/reviews/answer")
 @closes_form
 async def answer(request: Request, signed: StaffPage, state: ServiceDep) -> Response:
     """answer a review request from the version the page showed: accept with new points (the score changes at once,
     recorded in the score history) or decline with a reason; a second answer to the same version is refused"""
     form = await form_checked(request, signed)
-    review_id, version = _number(form, "review"), _number(form, "version")
+    review_id, version = form_id(form, "review"), parse_number(form.get("version"), "version")
     decision = str(form.get("decision") or "")
     if decision not in ("accept", "decline"):
         raise ApiError(422, "service.malformed", fields="decision")

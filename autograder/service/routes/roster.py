@@ -13,7 +13,7 @@ from autograder.errors import AutograderError
 from autograder.service import audit, class_list, tokens
 from autograder.service.auth import InstructorPage, StaffPage, form_checked
 from autograder.service.context import ServiceDep
-from autograder.service.errors import ApiError
+from autograder.service.errors import ApiError, form_id
 from autograder.service.ui import UI, closes_form, language, local_text, render, to_dashboard
 from autograder.text import csv_rows
 
@@ -83,10 +83,8 @@ async def token_list(request: Request, signed: StaffPage, state: ServiceDep) -> 
 @closes_form
 async def revoke(request: Request, signed: InstructorPage, state: ServiceDep) -> Response:
     form = await form_checked(request, signed)
-    number = str(form.get("token") or "").strip()
-    if not number.isdigit() or len(number) > 18:
-        raise ApiError(422, "service.malformed", fields="token")
-    n = await run_in_threadpool(lambda: tokens.revoke(state.engine, token_id=int(number), by=signed.caller.who))
+    number = form_id(form, "token")
+    n = await run_in_threadpool(lambda: tokens.revoke(state.engine, token_id=number, by=signed.caller.who))
     return to_dashboard(request, UI[language(request, state.course)]["tokens_revoked"].format(n=n), "tokens")
 
 

@@ -11,14 +11,12 @@ from autograder.service import queue as Q
 from autograder.service import repository
 from autograder.service.auth import Who
 from autograder.service.context import Service, ServiceDep
-from autograder.service.errors import ApiError
+from autograder.service.errors import MAX_ID, ApiError, checked_id
 from autograder.service.intake import accept
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
 from autograder.service.views import policy_view
 
-#: A submission's id is a database integer: past this, not found (never a 500 from the query).
-MAX_ID = 2**63 - 1
 #: The longest a read may wait for its submission's verdict (``?wait=``).
 LONG_POLL_MAX = 30.0
 
@@ -69,7 +67,8 @@ async def submit(request: Request, who: Who, state: ServiceDep) -> dict[str, Any
 
 @router.get("/submissions/{submission_id}", summary="A submission's state and, once graded, its verdict",
             response_model=SubmissionState)
-async def one(submission_id: Annotated[int, Path(ge=1, le=MAX_ID)], who: Who, state: ServiceDep,
+async def one(submission_id: Annotated[int, Path(ge=1, le=MAX_ID), checked_id("submission_id")], who: Who,
+              state: ServiceDep,
               wait: Annotated[float, Query(ge=0, le=LONG_POLL_MAX, description=(
                   "seconds to wait for the verdict before answering (a long poll): the answer comes as soon "
                   "as the submission is graded, else after this long with its state"))] = 0.0

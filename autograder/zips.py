@@ -27,7 +27,7 @@ def source_time(folder: Path) -> ZipTime | None:
         except (OSError, subprocess.SubprocessError):
             return None
         epoch = done.stdout.strip() if done.returncode == 0 else ""
-    if not epoch.isdigit():
+    if not (epoch.isascii() and epoch.isdigit()) or len(epoch) > 18:
         return None
     when = dt.datetime.fromtimestamp(max(int(epoch), 315532800), dt.timezone.utc)   # not before 1980
     return (when.year, when.month, when.day, when.hour, when.minute, when.second - when.second % 2)

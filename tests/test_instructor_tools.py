@@ -185,6 +185,9 @@ def test_the_command_line_imports_lists_revokes_and_issues_again(tmp_path):
         assert tokens.caller(engine, reissued.stdout.strip()) is None
         nothing = run("token", "--revoke", "ada")
         assert nothing.returncode == 2 and "no live token" in nothing.stderr
+        for strange in ("²", str(2**70)):       # a digit int() refuses, a number no row holds: still one line
+            odd = run("token", "--revoke", strange)
+            assert odd.returncode == 2 and "no live token" in odd.stderr and "Traceback" not in odd.stderr
         bad = run("token", "--student", "ada", "--expires", "someday")
         assert bad.returncode == 2 and "--expires: 'someday' is neither a time" in bad.stderr
         gone = run("roster", "--remove", "ada")

@@ -535,3 +535,13 @@ def test_a_worker_killed_while_the_service_runs_is_replaced_and_its_job_queued_a
         server.wait(timeout=180)
         engine.dispose()
     assert len(family) >= 4 and not _gone(family)
+
+
+def test_a_declared_length_that_is_no_ascii_number_is_not_a_number():
+    """guard._content_length: "²" is a digit to str.isdigit and no number to int(): refused as malformed, never
+    a crash of the guard."""
+    from autograder.service.guard import _content_length
+
+    for value, length in ((b"12", 12), (b"\xb2", -1), (b"1" * 19, -1), (b"-1", -1), (b" 7 ", 7)):
+        assert _content_length({"headers": [(b"content-length", value)]}) == length
+    assert _content_length({"headers": []}) is None

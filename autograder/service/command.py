@@ -196,8 +196,9 @@ def _token(args: argparse.Namespace, engine: Any, course: Course) -> int:
                   + (f"; expires {t.expires_at:%Y-%m-%d %H:%M}Z" if t.expires_at else "") + ")")
         return 0
     if args.revoke:
-        n = tokens.revoke(engine, token_id=int(args.revoke), by="cli") if args.revoke.isdigit() else 0
-        if not args.revoke.isdigit() or n == 0:
+        number = args.revoke.isascii() and args.revoke.isdigit() and len(args.revoke) <= 18   # (not "²", not 2**70)
+        n = tokens.revoke(engine, token_id=int(args.revoke), by="cli") if number else 0
+        if not number or n == 0:
             n = tokens.revoke(engine, who=args.revoke, by="cli") or n
         if n == 0:
             raise AutograderError(f"serve token --revoke {args.revoke}: no live token with that number or holder",

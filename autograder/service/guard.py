@@ -270,7 +270,7 @@ def _content_length(scope: Any) -> int | None:
     for key, value in scope.get("headers") or ():
         if key == b"content-length":
             text = value.decode("latin-1").strip()
-            return int(text) if text.isdigit() and len(text) < 19 else -1
+            return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else -1
     return None
 
 

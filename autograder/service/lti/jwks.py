@@ -152,7 +152,7 @@ class KeySet:
                 if response.status_code != 200:
                     raise Unreachable(f"HTTP {response.status_code}")
                 declared = response.headers.get("content-length", "")
-                if declared.isdigit() and int(declared) > MAX_BYTES:
+                if declared.isascii() and declared.isdigit() and int(declared) > MAX_BYTES:
                     raise Unusable(f"{declared} bytes")
                 for chunk in response.iter_bytes():
                     body += chunk

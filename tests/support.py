@@ -16,9 +16,10 @@ BOTH = (C.Audience.PUBLIC, C.Audience.HIDDEN)
 
 
 def grade(course: Course, exercise_id: str, fn, audiences=BOTH, seed: int = 0) -> C.ExerciseResult:
-    """Score ``fn`` as a student's answer to one exercise, in-process, with diagnosis."""
+    """Score ``fn`` as a student's answer to one exercise, in-process, with diagnosis (the reference given, as
+    grading gives it: a diagnosis weighs the known mistakes against it, public checks' failures too)."""
     _, ex = course.exercise(exercise_id)
-    reference = solution_for(course, exercise_id) if C.Audience.HIDDEN in audiences else None
+    reference = solution_for(course, exercise_id)
     return C.run_exercise(ex, C.in_process_runner({ex.function: fn}),
                           audiences=audiences, tolerances=course.tolerances, seed_parts=("test", seed),
                           reference=reference, diagnoser=C.LiveDiagnoser(course.tolerances))

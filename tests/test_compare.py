@@ -139,3 +139,23 @@ def test_all_close_normwise_says_close_only_where_every_pair_is(seed):
     if kind in (1, 2, 3, 4):
         assert not batched
     assert all_close_normwise([], rtol, atol)
+
+
+def test_a_difference_past_six_digits_shows_in_the_message():
+    """Two values that agree to 8 significant digits printed to 6 read the same ("expected 0.00239768, got
+    0.00239768"): the message prints as many digits as it takes to tell them apart, and no more where 6 do."""
+    import re
+
+    from autograder.catalog.comparison import shown_apart
+
+    expected = torch.tensor([0.002397681234], dtype=torch.float64)
+    got = torch.tensor([0.002397681239], dtype=torch.float64)
+    assert f"{expected.item():.8g}" == f"{got.item():.8g}"            # equal to 8 significant digits
+    for text in compare(got, expected, 1e-12, 0.0):
+        want, seen = re.search(r"(?:期望|expected) ([-+.\de]+)[，,] ?(?:得到|got) ([-+.\de]+)", text).groups()
+        assert want != seen and float(want) != float(seen), text
+        assert float(want) == pytest.approx(expected.item(), rel=1e-8)
+        assert float(seen) == pytest.approx(got.item(), rel=1e-8)
+    assert shown_apart(0.5, 0.25) == ("0.5", "0.25")                  # 6 digits where they tell the two apart
+    assert shown_apart(1.0, 1.0 + 2 ** -52) == ("1", "1.0000000000000002")   # up to float64's 17
+    assert shown_apart(2.0, 2.0) == ("2", "2")

@@ -33,6 +33,7 @@ ATTENTION = ("F.scaled_dot_product_attention", "nn.MultiheadAttention", "F.multi
 MHA = ("nn.MultiheadAttention", "F.multi_head_attention_forward", "F.scaled_dot_product_attention")
 LOSS = ("F.cross_entropy", "nn.CrossEntropyLoss", "F.nll_loss", "nn.NLLLoss")
 LAYER_NORM = ("F.layer_norm", "nn.LayerNorm")
+SDPA = "F.scaled_dot_product_attention"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -312,6 +313,34 @@ def test_the_scan_finds_what_the_function_can_reach(sources, function, forbidden
     assert scan_exercise(sources, function, forbidden) == expected
 
 
+# A 4.3 that calls SDPA through a helper, and 4.4 built on it (issue 64, class 2).
+SDPA_43 = ["import torch.nn.functional as F\ndef attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)",
+           "def multi_head_attention(q, k, v):\n    return attend(q, k, v)"]
+
+
+@pytest.mark.parametrize("module, expected", [
+    ("class MultiHeadAttention:\n    def forward(self, q):\n        return multi_head_attention(q, q, q)", []),
+    ("class MultiHeadAttention:\n    def forward(self, q):\n        return multi_head_attention(q, q, q)\n"
+     "    def other(self, q):\n        return attend(q, q, q)", [SDPA]),
+    ("mine = multi_head_attention\nclass MultiHeadAttention:\n    def forward(self, q):\n        return mine(q, q, q)",
+     [SDPA]),
+    ("class MultiHeadAttention:\n    def forward(self, q, f=multi_head_attention):\n        return f(q, q, q)", [SDPA]),
+    ("class MultiHeadAttention:\n    call = staticmethod(multi_head_attention)\n"
+     "    def forward(self, q):\n        return self.call(q, q, q)", [SDPA]),
+], ids=["looked up when it runs", "reached another way too", "module-level alias", "default argument", "class body"])
+def test_the_scan_does_not_walk_into_a_function_a_stand_in_answers(module, expected):
+    """Issue 64, class 2: a function the grader's stand-in answers while the exercise runs (its earlier exercise
+    lost points) is not the student's code there: what only it reaches costs the exercise nothing. Where the
+    student's own function was captured before the stand-in took its name's place (an alias, a default, a class
+    body), it is the code that runs, and counts."""
+    sources = [*SDPA_43, module]
+    assert scan_exercise(sources, "MultiHeadAttention", MHA) == [SDPA]      # the student's own 4.3: it counts
+    assert scan_exercise(sources, "MultiHeadAttention", MHA, answered={"multi_head_attention"}) == expected
+    # the exercise's own function is never answered for it; nor does a stand-in elsewhere hide anything
+    assert scan_exercise(sources, "multi_head_attention", MHA, answered={"multi_head_attention"}) == [SDPA]
+    assert scan_exercise(sources, "MultiHeadAttention", MHA, answered={"split_heads"}) == [SDPA]
+
+
 REFLECTED = "a name fetched by reflection (pickle, attrgetter, vars, getattr as a value) in code the exercise runs"
 
 
@@ -394,6 +423,27 @@ def test_every_reference_notebook_scans_clean(course, assignment):
     scan = scan_notebook([to_python(c.source)[0] for c in nb.cells if c.cell_type == "code"])
     for e in a.exercises:
         assert scan.exercise(e.function, C.SPECS[e.id].forbidden if e.id in C.SPECS else ()) == [], e.id
+
+
+def test_no_stand_in_reaches_a_call_forbidden_to_the_exercises_built_on_it(course):
+    """A stand-in answers from the trusted side in the sandbox, where no guard sees it; the in-process routes
+    (nbgrader's test cells, validate's account of a loss) run the reference under the guards of the exercise that
+    calls it. Neither may then cost that exercise a point: no reference that stands in reaches a call forbidden
+    to an exercise built on it (the notebooks' 3.2 may forbid less than the 3.3 that calls it)."""
+    import inspect
+
+    from autograder.grading.earlier import answering, dependencies
+
+    checked = 0
+    for a in course.assignments:
+        for ex in a.exercises:
+            forbidden = C.SPECS[ex.id].forbidden if ex.id in C.SPECS else ()
+            for dep in dependencies(course, ex) if forbidden else ():
+                stand_in = answering(course, a, dep)
+                source = Path(inspect.getsourcefile(stand_in)).read_text(encoding="utf-8")
+                assert scan_exercise([source], dep.function, forbidden) == [], (ex.id, dep.id)
+                checked += 1
+    assert checked >= 10
 
 
 # -- the sandbox: patched grader, forged replies ----------------------------------------------------------

@@ -182,6 +182,9 @@ def row_sums(weights):
 PUBLIC_2_6 = '''
 
 # -- 2.6 row_sums ------------------------------------------------------------------
+precision(("2.6",), Precision.ONE_FLOAT32, statement=PRECISION_RULE)    # (the notebook's conventions say it)
+
+
 @check("2.6", "shape", P, Kind.SHAPE, zh="输出形状 (..., Tq)，dtype 不变",
        en="output shape (..., Tq) in the input's dtype")
 def _row_sums_shape(ctx: Context) -> None:
@@ -352,7 +355,10 @@ def test_adding_an_exercise_end_to_end(course_root: Path, tmp_path: Path) -> Non
     out = tmp_path / "out"
     ok(autograder(course_root, "grade", str(subs), "-o", str(out), "-j", "1", "--language", "en"))
     table = grades(out)
-    assert table["ada"]["2.6"] == "1" and table["ada"]["total"] == table["ada"]["max"] == f"{full:g}"
+    # (max: the assignment's maximum, its written question's points included: autograder.written.maximum)
+    written = sum(q["points"] for q in exercises.get("questions") or ())
+    assert table["ada"]["2.6"] == "1" and table["ada"]["total"] == f"{full:g}" and \
+        table["ada"]["max"] == f"{full + written:g}"
     assert float(table["ben"]["2.6"]) < 1 and table["ben"]["2.4"] == "3"
     ada, ben = (exercise_result(out, s, QKV, "2.6") for s in ("ada", "ben"))
     assert (ada["points"], ada["max_points"], ada["status"]) == (1, 1, "passed")

@@ -13,7 +13,7 @@ import torch
 
 from autograder import catalog as C
 from autograder.config import load_course
-from autograder.catalog.integrity import CHANGED, expect_input_gradients, expect_inputs_unchanged
+from autograder.catalog.integrity import CHANGED, expect_input_gradients, expect_inputs_unchanged, fixed_sum
 from autograder.probes import Request, execute, probe_grad, probe_inputs
 
 COURSE = load_course()
@@ -99,3 +99,58 @@ def test_a_detached_second_output_is_seen():
     with pytest.raises(C.CheckFailed) as failed:
         expect_input_gradients(ctx, ("Q", "K", "V"), (0, 1, 2), *args, outputs=("out", "weights"))
     assert "differs from the reference" in failed.value.hidden.en
+
+
+def jacobian(weights):
+    """2.5's formula: diag(p) - p p^T, p the weights (rows that sum to 1)."""
+    return torch.diag_embed(weights) - weights.unsqueeze(-1) * weights.unsqueeze(-2)
+
+
+def jacobian_renormalized(weights):
+    """The weights divided by their sum first: the same values on rows that sum to 1, another gradient along the
+    all-ones direction (the one direction such rows never move in)."""
+    p = weights / weights.sum(dim=-1, keepdim=True)
+    return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
+
+
+def jacobian_outer_constant(weights):
+    """Right values, the outer product taken as a constant: a gradient arrives, and differs in directions that keep
+    the rows' sums."""
+    p = weights.detach()
+    return torch.diag_embed(weights) - p.unsqueeze(-1) * p.unsqueeze(-2)
+
+
+def jacobian_zero_gradient(weights):
+    """Right values, a gradient of zero everywhere: the computation is cut off (0 * weights keeps a graph)."""
+    return jacobian(weights.detach()) + 0.0 * weights.unsqueeze(-1)
+
+
+def test_a_gradient_is_compared_in_the_directions_the_input_may_move():
+    """2.5's weights sum to 1 along their last dim: the answer that renormalizes them first keeps the gradient check
+    where the comparison leaves out the all-ones direction, and loses it where it does not (issue 64)."""
+    weights = torch.softmax(torch.randn(3, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64), -1)
+    rows = {"weights": fixed_sum(-1)}
+
+    def check(fn, **fixed):
+        expect_input_gradients(context(fn, jacobian, "softmax_jacobian"), ("weights",), (0,), weights, **fixed)
+
+    check(jacobian, fixed=rows)
+    check(jacobian_renormalized, fixed=rows)
+    with pytest.raises(C.CheckFailed) as raw:
+        check(jacobian_renormalized)          # compared in every direction: it differs along the all-ones one
+    assert "with respect to the input weights differs" in raw.value.hidden.en
+    with pytest.raises(C.CheckFailed) as other:
+        check(jacobian_outer_constant, fixed=rows)
+    said = other.value.hidden
+    assert "the input weights, in the directions that keep each row's sum, differs" in said.en
+    assert "保持每行之和不变的方向" in said.zh
+    # A gradient that arrived and differs was not cut off: no .detach() or no_grad is suggested.
+    for message in (said, raw.value.hidden, other.value.message):
+        assert "detach" not in message.en + message.zh and "no_grad" not in message.en + message.zh
+    with pytest.raises(C.CheckFailed) as zero:
+        check(jacobian_zero_gradient, fixed=rows)
+    assert "is zero everywhere" in zero.value.hidden.en and ".detach()" in zero.value.hidden.en
+    assert "torch.no_grad()" in zero.value.hidden.zh and "处处为 0" in zero.value.hidden.zh
+    with pytest.raises(ValueError, match="not among the inputs"):
+        check(jacobian, fixed={"w": fixed_sum(-1)})
+

@@ -393,3 +393,147 @@ def test_validate_grades_a_dependent_alternative_on_the_substitution_path_too(tm
         assert all(loss.startswith("4.4/") and "answered by the references" in loss for loss in unfair.lost)
     finally:
         C.load_catalog(load_course(), hidden=True, mistakes=True, alternatives=True)
+
+
+# -- a forbidden call in an earlier function (issue 64, class 2) ------------------------------------------
+def _softmax_reference(x):
+    """A reference that itself calls what the dependent exercise forbids: it runs on the trusted side."""
+    return torch.nn.functional.softmax(x, -1)
+
+
+def test_the_guards_see_the_students_own_earlier_function_and_never_a_stand_in(sandbox):
+    """A forbidden call inside the student's own earlier function, called from the exercise being graded, is that
+    exercise's (its call made it); a stand-in answers from the trusted side, where no guard sees anything."""
+    cells = ["import torch.nn.functional as F", "def g(x):\n    return F.softmax(x, -1)",
+             "def f(x):\n    return g(x) * 2"]
+    x = torch.tensor([1.0, 2.0, 3.0])
+    with sandbox.open([Cell(i, None, s, s, None) for i, s in enumerate(cells)], label="forbidden-earlier") as worker:
+        own = worker(Request("f", (x,), {}, forbidden=("F.softmax",)))
+        assert own.status == "ok" and own.forbidden == ["F.softmax"]
+        stood_in = worker(Request("f", (x,), {}, forbidden=("F.softmax",), stand_ins={"g": _softmax_reference}))
+        assert stood_in.status == "ok" and stood_in.forbidden == [], stood_in
+        assert torch.allclose(stood_in.value().tensor(), torch.softmax(x, -1) * 2)
+
+
+def _calls_sdpa_43() -> str:
+    """4.3's known mistake ``calls-sdpa`` as a student's cell: right values, F.scaled_dot_product_attention."""
+    from autograder import catalog as C
+    from autograder.authoring.alternatives import alternative_source
+
+    C.load_catalog(load_course(), hidden=True, mistakes=True)
+    mistake = next(m for m in C.MISTAKES["4.3"] if m.name == "calls-sdpa")
+    return alternative_source(mistake, "multi_head_attention")
+
+
+def _scanned(exercise: dict) -> list[dict]:
+    return [c for c in exercise["checks"] if c["check"] == "source-scan"]
+
+
+def test_a_forbidden_call_in_an_earlier_function_costs_its_points_once(tmp_path, course_root):
+    """Issue 64, class 2: a 4.3 that calls SDPA loses 4.3's points (its checks and the static scan), and 4.4, graded
+    with the reference 4.3 standing in, keeps all of its own: the scan reads only the code that ran for 4.4."""
+    course = load_course(course_root / "course.yml")
+    with GradingSession(course, tmp_path / "work") as session:
+        nb = session.notebooks.notebook("04_multi_head_attention", "4.3", "multi_head_attention", _calls_sdpa_43())
+        result = session.grade("04_multi_head_attention", "ada", nb)
+        by = _by_exercise(result)
+        assert _lost(by) == {"4.3": 0.0}, by
+        assert by["4.3"]["status"] == "forbidden"
+        assert _scanned(by["4.3"])[0]["forbidden"] == ["F.scaled_dot_product_attention"]
+        assert {c["mistake"] for c in by["4.3"]["checks"] if c["check"] != "source-scan"} == {"calls-sdpa"}
+        assert by["4.4"]["points"] == by["4.4"]["max_points"] == 3 and by["4.4"]["status"] == "passed"
+        assert by["4.4"]["stand_ins"] == [{"exercise": "4.3", "function": "multi_head_attention"}]
+        assert not _scanned(by["4.4"])
+        assert result["points"] == result["max_points"] - by["4.3"]["max_points"]
+
+
+# The 05 notebook's own multi_head_attention (it takes an attn_mask), pasted with SDPA computing the heads' output:
+# the guards see it when it runs; the fast path for long inputs is never run by a check: only the static scan sees it.
+SDPA_PASTED = '''import torch.nn.functional as F
+
+
+def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_bias,
+                         out_proj_weight, out_proj_bias, key_padding_mask=None, attn_mask=None):
+    E = query.shape[-1]
+    W_q, W_k, W_v = in_proj_weight.chunk(3, dim=0)
+    b_q, b_k, b_v = in_proj_bias.chunk(3, dim=0) if in_proj_bias is not None else (0.0,) * 3
+    q = split_heads(query @ W_q.T + b_q, num_heads)
+    k = split_heads(key @ W_k.T + b_k, num_heads)
+    v = split_heads(value @ W_v.T + b_v, num_heads)
+    hidden = torch.zeros(q.shape[0], 1, q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
+    if key_padding_mask is not None:
+        hidden = hidden | key_padding_mask[:, None, None, :]
+    if attn_mask is not None:
+        hidden = hidden | attn_mask
+    dead = hidden.all(dim=-1, keepdim=True)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(E // num_heads)).masked_fill(hidden, float("-inf"))
+    weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(hidden, 0.0)
+    if LONG:
+        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden | dead).masked_fill(dead, 0.0)
+    else:
+        heads = weights @ v
+    out = merge_heads(heads) @ out_proj_weight.T
+    return (out + out_proj_bias if out_proj_bias is not None else out), weights
+'''
+
+
+@pytest.mark.parametrize("when, failed_by", [("True", "checks"), ("query.shape[1] > 100_000", "source-scan")],
+                         ids=["the guards see it", "only the scan sees it"])
+def test_a_forbidden_call_in_an_answer_pasted_from_04_costs_nothing_in_05(tmp_path, course_root, when, failed_by):
+    """Issue 64, class 2: SDPA inside the multi_head_attention pasted into 05 fails that pasted answer's own
+    judgement (4.3's checks, or the static scan read for 4.3), for no points; 5.4 and 5.5 are graded with the
+    reference 4.3 in its place, and the scan, which reads only the code that ran for them, finds nothing there
+    (it zeroed 5.4 and 5.5 before: 0 of 3 and 0 of 2)."""
+    course = load_course(course_root / "course.yml")
+    with GradingSession(course, tmp_path / "work") as session:
+        nb = session.notebooks.notebook("05_transformer_block", "5.4", "multi_head_attention",
+                                        SDPA_PASTED.replace("if LONG:", f"if {when}:"))
+        result = session.grade("05_transformer_block", "ada", nb)
+        by = _by_exercise(result)
+        assert _lost(by) == {} and result["points"] == result["max_points"] == 14, by
+        assert not any(_scanned(e) for e in by.values())
+        for e in ("5.4", "5.5"):
+            assert {"exercise": "4.3", "function": "multi_head_attention"} in by[e]["stand_ins"], e
+        judged = {p["exercise"]: p for p in result["pasted"]}
+        assert [e for e, p in judged.items() if not p["passed"]] == ["4.3"]
+        assert judged["4.3"]["status"] == "forbidden"
+        scan_rows = [c for c in judged["4.3"]["failed"] if c["check"] == "source-scan"]
+        assert scan_rows and scan_rows[0]["forbidden"] == ["F.scaled_dot_product_attention"]
+        if failed_by == "source-scan":       # every check of it passed: the scan alone failed it
+            assert [c["check"] for c in judged["4.3"]["failed"]] == ["source-scan"]
+        else:
+            assert {c["status"] for c in judged["4.3"]["failed"]} == {"forbidden"} and len(judged["4.3"]["failed"]) > 1
+        assert "没有通过 4.3 自己的检查" in feedback_markdown(result, course, "zh")
+
+
+def test_the_in_kernel_routes_follow_the_same_rule(monkeypatch, course):
+    """nbgrader's test cells grade 4.4 with the reference 4.3 in place of the one that calls SDPA (in the kernel: the
+    reference runs under 4.4's guards and calls nothing 4.4 forbids); the self-check, which holds no reference to
+    substitute, shows the call 4.4 made through the student's 4.3 and says to fix 4.3 first."""
+    from autograder.exports import nbgrader_cells
+    from autograder.exports.nbgrader_cells import grade_exercise
+    from autograder.selfcheck.kernel import self_check
+
+    monkeypatch.setenv("AUTOGRADER_COURSE", str(course.root / "course.yml"))
+    assignment = course.assignment("04_multi_head_attention")
+    ns: dict = {}              # as a kernel holds them: every function looks its helpers up in this namespace
+    exec(compile((course.root / "solutions" / f"{assignment.module}.py").read_text(encoding="utf-8"), "solution",
+                 "exec"), ns)
+    exec(compile(_calls_sdpa_43(), "student", "exec"), ns)
+    nbgrader_cells._LOST.clear()
+    nbgrader_cells._JUDGED.clear()
+    try:
+        own = grade_exercise("4.3", namespace=ns, student="ada")
+        assert own.points == 0 and own.result.status.value == "forbidden"
+        built_on = grade_exercise("4.4", namespace=ns, student="ada")
+        assert built_on.points == 3, built_on.result
+        assert "同一个错误只扣一次" in built_on._repr_html_()          # the note: 4.3 answered by the reference
+    finally:
+        nbgrader_cells._LOST.clear()
+        nbgrader_cells._JUDGED.clear()
+
+    checked = self_check(ns, "4.4", language="en", course=course, fingerprints={})
+    (result,) = checked.exercises
+    assert result.status.value == "forbidden"
+    assert any("calls your multi_head_attention (exercise 4.3), which fails its own public checks" in n.message.en
+               for n in checked.notes), checked.notes

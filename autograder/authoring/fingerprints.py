@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from autograder.catalog import (
     values_match,
 )
 from autograder.catalog.comparison import same_kinds
+from autograder.catalog.runners import Outputs
 from autograder.catalog.fingerprints import (
     F32_ATOL,
     F32_RTOL,
@@ -173,15 +174,15 @@ def _exercise_fingerprints(course: Course, ex: Any, mistakes: list[Mistake]) -> 
 def _mistake_outputs(ex: Any, reference: Any, mistakes: list[Mistake], request: Request, tolerances: Any,
                      values: dict[str, Any]) -> list[list[str]]:
     """[mistake name, value key] for each mistake whose output on this request differs from the
-    reference's; the outputs go into ``values``."""
-    ref_reply = execute({ex.function: reference}, copied(request))
-    ref_value = ref_reply.value() if ref_reply.status == "ok" else None
+    reference's; the outputs go into ``values``. Each runs as the live diagnoser runs it (from the same state of
+    torch's global generator); an output that depends on that state (an unseeded draw) is no fingerprint."""
+    outputs = Outputs()
+    ref_value = outputs.value(reference, request)
     matches: list[list[str]] = []
     for m in mistakes:
-        reply = execute({ex.function: m.fn}, copied(request))
-        if reply.status != "ok":
+        value = outputs.value(m.fn, request)
+        if value is None or outputs.random(m.fn, request):
             continue
-        value = reply.value()
         if ref_value is not None and _same_value(value, ref_value, tolerances):
             continue
         packed = pack_value(value, ref_value)
@@ -203,10 +204,14 @@ def verify_fingerprints(data: dict[str, Any], course: Course | None = None,
     for ex in course.exercises:
         if (wanted is not None and ex.id not in wanted) or not checks_for(ex.id, [Audience.PUBLIC]):
             continue
+        reference = _reference(course, ex.id)
         for m in C.MISTAKES.get(ex.id, []):
             # One run per mistake: the live diagnosis decides, the stored one is compared with it.
-            def both(exercise_id: str, request: Request, got: plain.Value, m: Mistake = m) -> Mistake | None:
-                a, b = live(exercise_id, request, got), stored(exercise_id, request, got)
+            def both(exercise_id: str, request: Request, got: plain.Value, *, m: Mistake = m,
+                     reference: Callable[..., Any] | None = None,
+                     evidence: Sequence[tuple[Request, plain.Value]] = ()) -> Mistake | None:
+                a = live(exercise_id, request, got, reference=reference, evidence=evidence)
+                b = stored(exercise_id, request, got, evidence=evidence)
                 if (a and a.name) != (b and b.name):
                     problems.append(f"{exercise_id} with mistake {m.name}: live diagnosis {a.name if a else 'none'}, "
                                     f"fingerprints {b.name if b else 'none'}")
@@ -214,7 +219,7 @@ def verify_fingerprints(data: dict[str, Any], course: Course | None = None,
 
             run_exercise(ex, copying_runner({ex.function: m.fn}),
                          audiences=[Audience.PUBLIC], tolerances=course.tolerances, seed_parts=(PUBLIC_SEED,),
-                         diagnoser=both)
+                         reference=reference, diagnoser=both)
     return problems
 
 def _same_value(a: plain.Value, b: plain.Value, tolerances: Any) -> bool:

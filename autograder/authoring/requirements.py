@@ -88,8 +88,8 @@ def statement_texts(course: Course) -> dict[str, str]:
 
 
 def requirement_gaps(course: Course, exercises: list[str] | None = None) -> list[str]:
-    """One line per hidden check whose requirement is missing or not found, and per public check or
-    alternative whose ``statement=`` is not found."""
+    """One line per hidden check whose requirement is missing or not found, per public check or alternative whose
+    ``statement=`` is not found, and per exercise whose precision is not declared or whose words are not found."""
     texts = statement_texts(course)
     gaps: list[str] = []
     for ex in course.exercises:
@@ -106,6 +106,12 @@ def requirement_gaps(course: Course, exercises: list[str] | None = None) -> list
                             f"(they are: {', '.join(sorted(public)) or 'none'})")
         quoting = [(c.name, c.statements) for c in C.CHECKS.get(ex.id, [])] + \
             [(f"alternative {a.name}", a.statements) for a in C.ALTERNATIVES.get(ex.id, [])]
+        declared = C.PRECISIONS.get(ex.id)
+        if declared is None:
+            gaps.append(f"{ex.id}: declares no precision (precision([...], Precision.ONE_FLOAT32 or FLOAT64, "
+                        f"statement= the words of the notebook that teach it) in checks.py)")
+        else:
+            quoting.append((f"precision {declared.precision.value}", (declared.statement,)))
         for name, statements in quoting:
             for words in statements:
                 if normalized(words) not in said:

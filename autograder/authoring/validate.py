@@ -8,8 +8,13 @@
   reads or is a public check; and every requirement sentence of every statement is enforced by a check
   (or shown by an alternative, or declared not graded with a reason) (:mod:`autograder.authoring.requirements`);
 * every known mistake loses points on at least one check and is diagnosed as
-  itself (not as another mistake, not undiagnosed); graded in the sandbox inside an otherwise correct
-  notebook, on every seed, it loses points on its own exercise and nowhere else (``only-loses``).
+  itself (not as another mistake, not undiagnosed), and its diagnosis fires on no other known mistake and no
+  correct alternative (:mod:`autograder.authoring.diagnoses`); graded in the sandbox inside an otherwise correct
+  notebook, on every seed, it loses points on its own exercise and nowhere else (``only-loses``);
+* every exercise declares the precision its checks ask of float64 calls, in words the student reads, and the
+  answers that differ from the reference only in what the statement does not teach keep full marks: the reference
+  with float32 scalars and tables (where the precision is one float32 intermediate), and each dependency's answer
+  at the edge of its own tolerance inside the exercise built on it (:mod:`autograder.authoring.precision`).
 
 Prints tables (alternatives: fair; mistakes: caught / diagnosed) and exits non-zero on any gap.
 """
@@ -26,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from autograder import catalog as C
+from autograder.authoring import precision
 from autograder.authoring.alternatives import grade_alternatives, grade_mistakes
+from autograder.authoring.diagnoses import misdiagnoses
 from autograder.authoring.requirements import requirement_coverage, requirement_gaps
 from autograder.config import Course, load_course
 from autograder.grading.references import reference
@@ -53,13 +60,15 @@ class Validation:
     only_loses: list[Any] = field(default_factory=list)       # alternatives.OnlyLosesVerdict: mistakes as notebooks
     coverage: list[Any] = field(default_factory=list)         # requirements.Requirement: each sentence, its checks
     unenforced: list[str] = field(default_factory=list)       # requirement sentences nothing enforces
+    precision: list[Any] = field(default_factory=list)        # precision.PrecisionVerdict: full marks expected
+    misdiagnosed: list[Any] = field(default_factory=list)     # diagnoses.Misdiagnosis: a diagnosis on another answer
 
     @property
     def ok(self) -> bool:
         return not self.reference_failures and not self.missing and not self.requirements and not \
             self.unenforced and all(
             v.caught and v.diagnosed for v in self.verdicts) and all(a.fair for a in self.alternatives) and all(
-            m.ok for m in self.only_loses)
+            m.ok for m in self.only_loses) and all(p.fair for p in self.precision) and not self.misdiagnosed
 
 
 def solution_for(course: Course, exercise_id: str):
@@ -122,8 +131,10 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
                 only_loses = grade_mistakes(course, wrong, seeds=len(seeds), jobs=jobs, workdir=Path(tmp),
                                             progress=progress)
     coverage, unenforced = requirement_coverage(course, exercises)
+    proofs = precision.prove(course, exercises, seeds, diagnoser)
     return Validation(ref_fail, verdicts, missing, graded, requirement_gaps(course, exercises), only_loses,
-                      coverage, unenforced)
+                      coverage, unenforced, proofs,
+                      misdiagnosed=misdiagnoses(course, exercises, ("validate", seeds[0])))
 
 
 def print_report(v: Validation, console: Any = None) -> None:
@@ -133,6 +144,8 @@ def print_report(v: Validation, console: Any = None) -> None:
     if v.alternatives:
         _print_alternatives(v, console)
     _print_mistakes(v, console)
+    _print_misdiagnoses(v, console)
+    _print_precision(v, console)
     for line in v.reference_failures:
         console.print(f"[red]reference solution fails[/] {line}")
     for line in v.missing:
@@ -183,6 +196,34 @@ def _print_mistakes(v: Validation, console: Any) -> None:
                       "their own exercise only")
         for m in bad:
             console.print(f"[red]mistake {m.exercise}/{m.name} graded as a notebook[/] {escape(m.said)}")
+
+
+def _print_precision(v: Validation, console: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    if not v.precision:
+        return
+    table = Table(title="Precision: what each exercise asks of float64 calls, and the answers it must accept")
+    for col in ("exercise", "declared precision", "answer", "fair", "score"):
+        table.add_column(col)
+    for p in v.precision:
+        table.add_row(p.exercise, p.precision, p.kind, "yes" if p.fair else "[red]NO[/]",
+                      f"{p.points:.2f}/{p.max_points:g}")
+    console.print(table)
+    console.print(f"{len(v.precision)} answers within the precision taught (float32 intermediates, dependencies at "
+                  f"the edge of their tolerance); full marks on every seed: {sum(p.fair for p in v.precision)}")
+    for p in v.precision:
+        for lost in p.lost[:6]:
+            console.print(f"[red]{p.exercise} with {p.kind} loses points[/] {escape(lost)}")
+
+
+def _print_misdiagnoses(v: Validation, console: Any) -> None:
+    from rich.markup import escape
+
+    console.print(f"diagnoses that fire on another known mistake or a correct alternative: {len(v.misdiagnosed)}")
+    for m in v.misdiagnosed:
+        console.print(f"[red]misdiagnosis[/] {escape(str(m))}")
 
 
 def _print_requirements(v: Validation, console: Any) -> None:
@@ -300,7 +341,13 @@ def html_report(v: Validation, course: Course) -> str:
                    [f"reference solution fails {x}" for x in v.reference_failures] + v.missing +
                    [f"unstated requirement {x}" for x in v.requirements] +
                    [f"unenforced requirement {x}" for x in v.unenforced] +
-                   [f"mistake {m.exercise}/{m.name} graded as a notebook: {m.said}" for m in v.only_loses if not m.ok])
+                   [f"mistake {m.exercise}/{m.name} graded as a notebook: {m.said}" for m in v.only_loses if not m.ok]
+                   + [f"{p.exercise} with {p.kind} loses points: {lost}" for p in v.precision for lost in p.lost[:3]]
+                   + [f"misdiagnosis {m}" for m in v.misdiagnosed])
+    proofs = "".join(
+        f"<tr><td>{e(p.exercise)}</td><td>{e(p.precision)}</td><td>{e(p.kind)}</td>{yes(p.fair)}"
+        f"<td>{p.points:.2f}/{p.max_points:g}</td><td>{'<br>'.join(e(x) for x in p.lost[:6])}</td></tr>"
+        for p in v.precision)
     requirements = "".join(
         f"<tr><td>{e(r.exercise)}</td><td lang='zh'>{e(r.sentence)}</td>"
         f"<td{'' if r.enforced else ' class=bad'}>{'<br>'.join(e(x) for x in r.enforcers()) or 'NOTHING'}</td></tr>"
@@ -322,6 +369,13 @@ student's notebook (every public and hidden check) on several seeds; the whole n
 <th>points lost</th></tr>{alternatives}</table>
 <h2>Known mistakes ({sum(m.caught and m.diagnosed for m in v.verdicts)}/{len(v.verdicts)} caught and named)</h2>
 <table><tr><th>exercise</th><th>mistake</th><th>caught</th><th>named</th><th>score</th></tr>{mistakes}</table>
+<h2>Precision ({sum(p.fair for p in v.precision)}/{len(v.precision)} at full marks)</h2>
+<p>What each exercise's checks ask of float64 calls (its declared precision, in words its notebook says), and the
+answers that differ from the reference only in what the statement does not teach: the reference with float32
+scalars and tables, and each dependency at the edge of its own tolerance inside the exercise built on it. Each
+must keep full marks on every seed.</p>
+<table><tr><th>exercise</th><th>declared precision</th><th>answer</th><th>fair</th><th>score</th>
+<th>points lost</th></tr>{proofs}</table>
 <h2>Requirements ({sum(r.enforced for r in v.coverage)}/{len(v.coverage)} enforced)</h2>
 <p>Each sentence of each statement's task, requirements and forbidden calls, each formula and each signature,
 with the checks that enforce it.</p>

@@ -17,7 +17,9 @@ A check is a function ``run(ctx)`` on the trusted side. It builds inputs, asks
 sandbox worker for grading), gets back a :class:`plain.Value`, and compares with
 ``ctx.expect_*``. A failed expectation raises :class:`CheckFailed` with a message
 in zh and en; when the failure is numerical, the framework compares the
-student's output with each known mistake on the same inputs and names a match.
+student's output with each known mistake on the same inputs and names one whose
+signature matches: the mistake departs from the reference there, the student's output
+matches it, and the student's other outputs do not contradict it (:mod:`~autograder.catalog.runners`).
 
 Points: an exercise's points come from course.yml and are shared among its
 checks by ``weight``; a forbidden call anywhere in an exercise scores it 0.
@@ -59,10 +61,12 @@ if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type
                                                  ExerciseSpec as ExerciseSpec, Kind as Kind, MISTAKES as MISTAKES,
                                                  Mistake as Mistake, NEAR_ANSWERS as NEAR_ANSWERS,
                                                  NOT_GRADED as NOT_GRADED, NotGraded as NotGraded,
-                                                 OUTPUT_KINDS as OUTPUT_KINDS, SPECS as SPECS,
-                                                 alternative as alternative, check as check, checks_for as checks_for,
-                                                 exercise as exercise, mistake as mistake, near_answer as near_answer,
-                                                 not_graded as not_graded)
+                                                 OUTPUT_KINDS as OUTPUT_KINDS, PRECISIONS as PRECISIONS,
+                                                 Precision as Precision, PrecisionSpec as PrecisionSpec,
+                                                 SPECS as SPECS, alternative as alternative, check as check,
+                                                 checks_for as checks_for, exercise as exercise, mistake as mistake,
+                                                 near_answer as near_answer, not_graded as not_graded,
+                                                 precision as precision, precision_of as precision_of)
     from autograder.catalog.outcomes import (BRIEF_LIMIT as BRIEF_LIMIT, CheckFailed as CheckFailed,
                                              CheckResult as CheckResult, ExerciseResult as ExerciseResult,
                                              Status as Status, brief as brief, hidden_message as hidden_message,

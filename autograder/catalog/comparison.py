@@ -80,10 +80,7 @@ def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool =
         idx = tuple(int(i) for i in bad_nan.nonzero()[0])
         return (f"出现 NaN（位置 {idx}，期望 {e[idx].item():.6g}）",
                 f"NaN at index {idx} (expected {e[idx].item():.6g})")
-    same_inf = torch.isinf(e) & (g == e)
-    diff = torch.where(same_inf, torch.zeros_like(g), (g - e).abs())
-    limit = atol + rtol * e.abs().nan_to_num(posinf=0.0, neginf=0.0) + extra
-    over = (diff > limit) | (torch.isnan(diff) & ~torch.isnan(e))
+    diff, over = _over(g, e, rtol, atol, extra)
     if not over.any():
         return None
     flat = int(torch.argmax(torch.where(over, diff.nan_to_num(nan=math.inf), torch.zeros_like(diff))))
@@ -103,10 +100,37 @@ def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool =
         return (f"与参考答案不符：{where[0]}超出容差{'（含 inf）' if inf else ''}（形状 {tuple(g.shape)}）",
                 f"differs from the reference in {where[1]}{' (inf among them)' if inf else ''} "
                 f"(shape {tuple(g.shape)})")
-    return (f"{n_bad}/{g.numel()} 个元素不符，最大差 {diff[idx].item():.3g} 在位置 {idx}：期望 {e[idx].item():.6g}，"
-            f"得到 {g[idx].item():.6g}（形状 {tuple(g.shape)}）",
+    want, seen = shown_apart(e[idx].item(), g[idx].item())
+    return (f"{n_bad}/{g.numel()} 个元素不符，最大差 {diff[idx].item():.3g} 在位置 {idx}：期望 {want}，"
+            f"得到 {seen}（形状 {tuple(g.shape)}）",
             f"{n_bad}/{g.numel()} elements differ, largest difference {diff[idx].item():.3g} at {idx}: "
-            f"expected {e[idx].item():.6g}, got {g[idx].item():.6g} (shape {tuple(g.shape)})")
+            f"expected {want}, got {seen} (shape {tuple(g.shape)})")
+
+
+#: Significant digits a number in a message gets at least, and at most (17 tell any two float64 apart).
+SHOWN_DIGITS, MOST_DIGITS = 6, 17
+
+
+def shown_apart(expected: float, got: float) -> tuple[str, str]:
+    """Two numbers as a message prints them: :data:`SHOWN_DIGITS` significant digits, or as many more as it
+    takes for two different numbers to read differently ("expected 0.00239768, got 0.00239768" says nothing;
+    "expected 0.0023976812, got 0.0023976849" does)."""
+    digits = SHOWN_DIGITS
+    while True:
+        a, b = f"{expected:.{digits}g}", f"{got:.{digits}g}"
+        if a != b or digits >= MOST_DIGITS or expected == got or math.isnan(expected) or math.isnan(got):
+            return a, b
+        digits += 1
+
+
+def _over(g: torch.Tensor, e: torch.Tensor, rtol: float, atol: float,
+          extra: torch.Tensor | float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(|g - e|, where it is beyond the bound): :func:`compare`'s rule element by element (an infinite expected value
+    met only by the same infinity, an expected NaN by anything, a NaN never close to a number)."""
+    same_inf = torch.isinf(e) & (g == e)
+    diff = torch.where(same_inf, torch.zeros_like(g), (g - e).abs())
+    limit = atol + rtol * e.abs().nan_to_num(posinf=0.0, neginf=0.0) + extra
+    return diff, (diff > limit) | (torch.isnan(diff) & ~torch.isnan(e))
 
 
 #: What the expectations call a value they were not told the name of.
@@ -163,13 +187,19 @@ def mismatch(problem: tuple[str, str], got: Any, expected: Any, rtol: float, ato
                        hidden=Msg(f"{what_zh}：{hidden_zh}", f"{what_en}: {hidden_en}"))
 
 
+#: The loosest a diagnosis compares (the course's tolerance where it is looser): a known mistake computed
+#: another way (torch's softmax against the student's own) still matches.
+DIAGNOSIS_RTOL, DIAGNOSIS_ATOL = 1e-6, 1e-7
+#: The kinds of plain value that hold numbers: a float and a 0-d tensor count as the same value.
+NUMERIC = frozenset({"tensor", "ndarray", "float", "int"})
+
+
 def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:
     """Structural and numerical match of two plain values (diagnosis of known mistakes)."""
     a, b = got.spec, other.spec
     if a["t"] != b["t"]:
         # a float vs a 0-d tensor etc. still counts as the same mistake
-        numeric = {"tensor", "ndarray", "float", "int"}
-        if not (a["t"] in numeric and b["t"] in numeric):
+        if not (a["t"] in NUMERIC and b["t"] in NUMERIC):
             return False
     t = a["t"]
     if t in ("tuple", "list"):
@@ -193,7 +223,52 @@ def values_match(got: plain.Value, other: plain.Value, tolerances: Any) -> bool:
         return False
     if got.kind == "tensor" and ga.numel() and not ga.is_floating_point():
         return bool((ga == gb).all())
-    return compare(ga, gb, max(tol.rtol, 1e-6), max(tol.atol, 1e-7)) is None
+    return compare(ga, gb, max(tol.rtol, DIAGNOSIS_RTOL), max(tol.atol, DIAGNOSIS_ATOL)) is None
+
+
+def departures(got: plain.Value, expected: plain.Value | None, tolerances: Any) -> list[torch.Tensor]:
+    """Where ``got`` departs from ``expected``, element by element, at the tolerance :func:`values_match` judges a
+    match by (the dtype of ``expected``'s element): one flat bool tensor per leaf of ``got`` (a tensor or an array
+    element by element; a number, a string, a bool or None as one element), in ``got``'s order. A leaf that
+    ``expected`` lacks, or holds in another shape or kind, departs everywhere; so does every leaf when
+    ``expected`` is None (no value: the reference raised).
+
+    What a diagnosis weighs: a known mistake explains a student's failure only where the mistake departs from
+    the reference too (see :class:`autograder.catalog.runners.LiveDiagnoser`).
+    """
+    out: list[torch.Tensor] = []
+    _departures(got, expected, tolerances, out)
+    return out
+
+
+def _departures(got: plain.Value, expected: plain.Value | None, tolerances: Any, out: list[torch.Tensor]) -> None:
+    t = got.kind
+    if t in ("tuple", "list"):
+        items = got.items()
+        theirs: list[plain.Value | None] = [None] * len(items)
+        if expected is not None and expected.kind in ("tuple", "list") and len(expected.spec["items"]) == len(items):
+            theirs = list(expected.items())
+        for mine, other in zip(items, theirs):
+            _departures(mine, other, tolerances, out)
+        return
+    if t == "dict":
+        keyed = expected.spec["items"] if expected is not None and expected.kind == "dict" else {}
+        for k, spec in got.spec["items"].items():
+            other = plain.Value(keyed[k], expected.arrays) if expected is not None and k in keyed else None
+            _departures(plain.Value(spec, got.arrays), other, tolerances, out)
+        return
+    size = int(np.prod(got.spec["shape"])) if t in ("tensor", "ndarray") else 1
+    if expected is None or t not in NUMERIC or expected.kind not in NUMERIC:
+        same = expected is not None and values_match(got, expected, tolerances)
+        out.append(torch.full((size,), not same, dtype=torch.bool))
+        return
+    g, e = _to_double(got).reshape(-1), _to_double(expected).reshape(-1)
+    shapes = [list(v.spec["shape"]) for v in (got, expected) if v.kind in ("tensor", "ndarray")]
+    if g.numel() != e.numel() or (len(shapes) == 2 and shapes[0] != shapes[1]):
+        out.append(torch.ones(size, dtype=torch.bool))
+        return
+    tol = tolerances.for_dtype(expected.spec.get("dtype", got.spec.get("dtype", "float64")))
+    out.append(_over(g, e, max(tol.rtol, DIAGNOSIS_RTOL), max(tol.atol, DIAGNOSIS_ATOL))[1])
 
 
 def kinds(spec: Any) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,7 +16,7 @@ import torch
 
 from autograder import plain
 from autograder.catalog.comparison import OUTPUT, RETURN_VALUE, as_float64, compare, label, mismatch
-from autograder.catalog.declarations import Audience, Mistake
+from autograder.catalog.declarations import Audience, Mistake, Precision
 from autograder.catalog.outcomes import CheckFailed, Status, brief, number_free
 from autograder.forbidden import GUARD_OFF
 from autograder.messages import Msg, say
@@ -32,9 +32,13 @@ class Runner(Protocol):
 
 
 class Diagnoser(Protocol):
-    """Finds the known mistake whose output on ``request`` matches the student's ``got``."""
+    """Finds the known mistake whose output on ``request`` matches the student's ``got``: ``reference`` is the
+    exercise's reference where the grader has it, ``evidence`` the student's outputs on the exercise's other calls
+    ((request, value) of each check's last), which a named mistake must not contradict."""
 
-    def __call__(self, exercise_id: str, request: Request, got: plain.Value) -> Mistake | None: ...
+    def __call__(self, exercise_id: str, request: Request, got: plain.Value, *,
+                 reference: Callable[..., Any] | None = None,
+                 evidence: Sequence[tuple[Request, plain.Value]] = ()) -> Mistake | None: ...
 
 
 def stable_seed(*parts: Any) -> int:
@@ -62,6 +66,11 @@ def _eps(dtype: Any) -> float:
 SENSITIVE_SCALE = 10.0
 #: How many times the measured movement a comparison allows (two random roundings underestimate the worst).
 SLACK_FACTOR = 16.0
+#: How many times course.yml's relative tolerance an exercise that builds on others allows (Context.tol): an
+#: answer of a dependency its own checks accept may be off by up to that tolerance, and what is computed from it
+#: (a softmax of scores, a sum over heads) moves by a few times that.
+DEPENDENCY_SHARE = 16.0
+FLOAT32_EPS = float(torch.finfo(torch.float32).eps)
 
 
 def _tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
@@ -75,22 +84,26 @@ def _tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
     return []
 
 
-def _rounded(value: Any, generator: torch.Generator) -> Any:
-    """Every floating tensor and array moved by one rounding unit of its own dtype, each element up or down."""
+def _rounded(value: Any, generator: torch.Generator, relative: Callable[[Any], float]) -> Any:
+    """Every floating tensor and array moved by ``relative(its dtype)`` of its own magnitude, each element up or
+    down (one rounding unit of its dtype, the precision of one float32 intermediate, a dependency's tolerance)."""
     if isinstance(value, torch.Tensor) and value.is_floating_point():
         sign = torch.randint(0, 2, value.shape, generator=generator).to(torch.float64).mul_(2).sub_(1)
-        eps = torch.finfo(value.dtype).eps
-        return value.detach().double().add(value.detach().double().abs() * eps * sign)
+        return value.detach().double().add(value.detach().double().abs() * relative(value.dtype) * sign)
     if isinstance(value, np.ndarray) and value.dtype.kind == "f":
         signs = torch.randint(0, 2, value.shape, generator=generator).numpy() * 2 - 1
-        return value.astype(np.float64) + np.abs(value).astype(np.float64) * np.finfo(value.dtype).eps * signs
+        return value.astype(np.float64) + np.abs(value).astype(np.float64) * relative(value.dtype) * signs
     if isinstance(value, tuple):
-        return tuple(_rounded(v, generator) for v in value)
+        return tuple(_rounded(v, generator, relative) for v in value)
     if isinstance(value, list):
-        return [_rounded(v, generator) for v in value]
+        return [_rounded(v, generator, relative) for v in value]
     if isinstance(value, dict):
-        return {k: _rounded(v, generator) for k, v in value.items()}
+        return {k: _rounded(v, generator, relative) for k, v in value.items()}
     return value
+
+
+def _float64(dtype: Any) -> bool:
+    return "64" in str(dtype)
 
 
 def copied(request: Request) -> Request:
@@ -196,11 +209,18 @@ class Context:
     reference_fn: Callable[..., Any] | None = None   # hidden checks: the solution
     last_request: Request | None = None
     last_value: plain.Value | None = None
+    #: Every call whose value the check took, in order: the evidence a diagnosis is weighed against.
+    values: list[tuple[Request, plain.Value]] = field(default_factory=list)
     forbidden_seen: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timer: Stopwatch = OFF                    # where the time goes (see run_exercise); measures nothing by default
     calls: int = 0                            # calls made so far: the n in each request's site
     audience: Audience = Audience.PUBLIC      # whose check this is (a hidden one shows CheckFailed.hidden only)
+    #: What the exercise's checks ask of float64 calls (the statement's precision: see :meth:`truth`).
+    precision: Precision = Precision.ONE_FLOAT32
+    #: The exercise builds on others (course.yml's builds_on): a dependency's answer within its own tolerance
+    #: must not cost this exercise points (see :meth:`truth`).
+    builds_on: bool = False
 
     def __post_init__(self) -> None:
         self.generator = torch.Generator().manual_seed(self.seed)
@@ -276,6 +296,7 @@ class Context:
                 raise CheckFailed(Msg(f"返回值无法读取：{exc}", f"the return value could not be read: {exc}"),
                                   hidden=Msg("返回值无法读取", "the return value could not be read")) from None
             self.last_value = value
+            self.values.append((request, value))
             return value
         raise _reply_failure(reply, self.function)
 
@@ -339,17 +360,32 @@ class Context:
         """``fn`` (the reference, or torch's own function in a public check) on CPU float64 copies of the
         arguments: the expected value.
 
-        Where the inputs are large (a magnitude of :data:`SENSITIVE_SCALE` or more), how far rounding the
-        arguments alone moves each element of the answer is measured too: ``fn`` again on arguments moved
-        by one rounding unit of their dtype, with random signs, twice. A numerically sound method is about
-        that far off (logsumexp against max-shift, the order of a sum, scores of products of large
-        inputs), so :meth:`expect_close` allows :data:`SLACK_FACTOR` times it for the tensors returned here.
+        Where the inputs are large (a magnitude of :data:`SENSITIVE_SCALE` or more), how far the answer may
+        honestly move there is measured too, each element on its own: ``fn`` again on the arguments with every
+        floating element moved up or down (random signs, twice), and :meth:`expect_close` allows
+        :data:`SLACK_FACTOR` times the widest movement for the tensors returned here. Each argument moves by the
+        most of: one rounding unit of its dtype (a numerically sound method is about that far off: logsumexp
+        against max-shift, the order of a sum, scores of products of large inputs); float32's unit for a float64
+        argument where the exercise's precision is one float32 intermediate (a float32 scale or table moves
+        large scores that far); and, where the exercise builds on others, the part of course.yml's relative
+        tolerance of its dtype that an answer of a dependency may be off (:data:`DEPENDENCY_SHARE`). On ordinary
+        inputs the same allowances are the floors of :meth:`tol`.
         """
         with self.timer.section("reference"):
             value = fn(*as_float64(args), **as_float64(kwargs))
             if magnitude((args, kwargs)) >= SENSITIVE_SCALE:
                 self._measure_slack(fn, value, args, kwargs)
             return value
+
+    def _moves(self, dtype: Any) -> float:
+        """How far (relative) rounding, the precision declared and the dependencies move an argument of ``dtype``
+        on large inputs (see :meth:`truth`)."""
+        move = _eps(dtype)
+        if self.precision is Precision.ONE_FLOAT32 and _float64(dtype):
+            move = max(move, FLOAT32_EPS)
+        if self.builds_on:
+            move = max(move, DEPENDENCY_SHARE * self.tolerances.for_dtype(dtype).rtol / SLACK_FACTOR)
+        return move
 
     def expected(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` as it is: an expected value that a check computes its own way (torch's own
@@ -367,7 +403,8 @@ class Context:
         widest = [torch.zeros_like(t, dtype=torch.float64) for t in outputs]
         for _ in range(2):
             try:
-                moved = fn(*as_float64(_rounded(args, generator)), **as_float64(_rounded(kwargs, generator)))
+                moved = fn(*as_float64(_rounded(args, generator, self._moves)),
+                           **as_float64(_rounded(kwargs, generator, self._moves)))
             except Exception:  # noqa: BLE001 - a function that refuses the moved inputs gives no slack
                 return
             again = _tensors(moved)
@@ -387,18 +424,34 @@ class Context:
 
     # expectations ---------------------------------------------------------
     def tol(self, dtype: Any) -> tuple[float, float]:
-        """(rtol, atol) for outputs computed in ``dtype``: course.yml's, made scale-aware.
+        """(rtol, atol) for outputs computed in ``dtype``: course.yml's, made scale-aware, at least the floors of
+        the precision the exercise declares.
 
         Rounding an input of magnitude S moves it by about S * eps(dtype), and a softmax, a log-sum
         or a difference of such inputs moves by that much relative to itself, whichever numerically
         sound method computes it (max shift or logsumexp, a loop or a matmul). So the relative
         tolerance is at least :data:`SCALE_ULPS` * eps * S, S the largest finite magnitude among the
         floating inputs of the last call (negligible for inputs of order 1; 4.8e-3 in float32 at 1e4).
+
+        For float64 where the exercise's precision is one float32 intermediate, both are at least
+        :data:`SLACK_FACTOR` float32 units; where it builds on others, at least :data:`DEPENDENCY_SHARE` times
+        course.yml's relative tolerance of ``dtype``: what an answer of a dependency within its own tolerance moves
+        an answer made from it.
         """
         t = self.tolerances.for_dtype(dtype)
         scale = input_scale(self.last_request)
         rtol = max(t.rtol, SCALE_ULPS * _eps(dtype) * scale) if scale > 1 else t.rtol
-        return rtol, t.atol
+        atol = t.atol
+        # The floors of the precision the statement teaches (see truth for large inputs, where the allowance is
+        # measured): within what one float32 scalar or table inside a float64 call moves the answer, and what a
+        # dependency's accepted answer moves it; relative to each element, and absolute for elements near 0 (a sum
+        # that cancels). Not relative to the inputs' magnitude: inputs of 1e9 are where a fill of -1e9 shows.
+        if self.precision is Precision.ONE_FLOAT32 and _float64(dtype):
+            rtol, atol = max(rtol, SLACK_FACTOR * FLOAT32_EPS), max(atol, SLACK_FACTOR * FLOAT32_EPS)
+        if self.builds_on:
+            share = DEPENDENCY_SHARE * t.rtol
+            rtol, atol = max(rtol, share), max(atol, share)
+        return rtol, atol
 
     @contextlib.contextmanager
     def case(self, zh: str, en: str) -> Any:

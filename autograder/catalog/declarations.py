@@ -1,5 +1,6 @@
 """What a course declares: checks (``@check``), known mistakes (``@mistake``), per-exercise facts
-(``exercise(..., forbidden=...)``) and near-answers (``near_answer``), in the registries the engine reads.
+(``exercise(..., forbidden=...)``), the precision checks ask of float64 calls (``precision``) and near-answers
+(``near_answer``), in the registries the engine reads.
 """
 from __future__ import annotations
 
@@ -79,6 +80,11 @@ class Mistake:
     name: str
     message: Msg
     fn: Callable[..., Any]
+    #: The forbidden calls (as :mod:`autograder.forbidden` names them) that *are* this mistake: one whose
+    #: values are right and which only calls what the exercise forbids (SDPA in 4.3). Every check of it fails
+    #: as a forbidden call before any value is compared, so it is named by those calls, not by its output
+    #: (see :func:`mistake_by_calls`).
+    calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,27 @@ class NotGraded:
     why: str
 
 
+class Precision(str, enum.Enum):
+    """The precision an exercise's checks ask of a call on float64 inputs (float32 calls: course.yml's float32
+    tolerance, whatever is declared here). What the statement and the chapter's conventions teach decides it."""
+
+    #: Agreement within what one float32-rounded intermediate can produce: a float32 scalar or table inside a
+    #: float64 call (``torch.sqrt(torch.tensor(d))``, a frequency table in the default dtype) is correct.
+    ONE_FLOAT32 = "one float32 intermediate"
+    #: Agreement to float64's own precision: the statement teaches float64 throughout (its hint leads there, and
+    #: a known mistake names a float32 intermediate).
+    FLOAT64 = "float64"
+
+
+@dataclass(frozen=True)
+class PrecisionSpec:
+    """An exercise's declared precision, and the words of its notebook that teach it."""
+
+    exercise: str
+    precision: Precision
+    statement: str
+
+
 @dataclass(frozen=True)
 class ExerciseSpec:
     """Per-exercise facts the catalog owns (the rest is in course.yml)."""
@@ -128,6 +155,10 @@ SPECS: dict[str, ExerciseSpec] = {}
 
 
 ALTERNATIVES: dict[str, list[Alternative]] = {}
+
+
+#: exercise -> the precision its checks ask of float64 calls (hidden.py; see :func:`precision`).
+PRECISIONS: dict[str, PrecisionSpec] = {}
 
 
 #: exercise -> the requirement sentences declared not graded (hidden.py; see :class:`NotGraded`).
@@ -163,17 +194,33 @@ def check(exercise: str, name: str, audience: Audience, kind: Kind, zh: str, en:
     return register
 
 
-def mistake(exercise: str, name: str, zh: str, en: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: declare a known mistake of ``exercise`` (same signature as the student's function)."""
+def mistake(exercise: str, name: str, zh: str, en: str, *,
+            calls: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: declare a known mistake of ``exercise`` (same signature as the student's function).
+    ``calls``: the forbidden calls that are the mistake, where it is the use of a call the exercise forbids
+    (see :attr:`Mistake.calls`); each must be an entry of :mod:`autograder.forbidden`."""
+    named = tuple(calls)
+    wrong = unknown(named)
+    if wrong:
+        raise ValueError(f"mistake {exercise}/{name}: calls {', '.join(map(repr, wrong))} are not in "
+                         f"autograder/forbidden.py (known: {', '.join(NAMES)})")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         existing = MISTAKES.setdefault(exercise, [])
         if any(m.name == name for m in existing):
             raise ValueError(f"mistake {exercise}/{name} declared twice")
-        existing.append(Mistake(exercise, name, Msg(zh, en), fn))
+        existing.append(Mistake(exercise, name, Msg(zh, en), fn, named))
         return fn
 
     return register
+
+
+def mistake_by_calls(exercise_id: str, used: Iterable[str]) -> Mistake | None:
+    """The first known mistake of ``exercise_id`` that is the use of forbidden calls (:attr:`Mistake.calls`), all of
+    which are among the calls a check saw (``used``); None where none is. A check stopped by a forbidden call
+    compares no value, so the value diagnosis cannot name it."""
+    seen = set(used)
+    return next((m for m in MISTAKES.get(exercise_id, []) if m.calls and seen.issuperset(m.calls)), None)
 
 
 def alternative(exercise: str, name: str, zh: str, en: str, *,
@@ -204,6 +251,24 @@ def exercise(exercise_id: str, forbidden: Iterable[str] = ()) -> None:
         raise ValueError(f"exercise {exercise_id}: forbidden calls {', '.join(map(repr, wrong))} are not in "
                          f"autograder/forbidden.py (known: {', '.join(NAMES)})")
     SPECS[exercise_id] = ExerciseSpec(exercise_id, names)
+
+
+def precision(exercises: Iterable[str], level: Precision, *, statement: str) -> None:
+    """Declare the precision the checks of ``exercises`` ask of float64 calls (:class:`Precision`), with the words of
+    the notebook that teach it (the chapter's conventions, or the exercise's statement): ``autograder validate``
+    finds them in what the student reads, proves the declared precision fair (the reference with float32
+    intermediates keeps full marks where it is :attr:`Precision.ONE_FLOAT32`) and lists it per exercise."""
+    for exercise_id in exercises:
+        if exercise_id in PRECISIONS:
+            raise ValueError(f"exercise {exercise_id}: precision declared twice")
+        PRECISIONS[exercise_id] = PrecisionSpec(exercise_id, Precision(level), statement)
+
+
+def precision_of(exercise_id: str) -> Precision:
+    """The precision declared for ``exercise_id`` (one float32 intermediate where nothing is declared: the fair
+    default, which validate reports as undeclared)."""
+    spec = PRECISIONS.get(exercise_id)
+    return spec.precision if spec is not None else Precision.ONE_FLOAT32
 
 
 def not_graded(exercise_id: str, words: str, why: str) -> None:

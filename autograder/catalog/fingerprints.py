@@ -7,7 +7,9 @@ is fixed), so the instructor's build can run every public check once, record eac
 function, and store what every known mistake *returns* on those arguments.
 Self-check looks the failing call up by its *site* (which check, which of its
 calls; see ``probes.Request.site``) and compares the student's output with the
-stored outputs within the course's tolerances.
+stored outputs within the course's tolerances; a mistake stored for one of the
+student's other calls whose output there the student's does not match is not named
+(the live diagnoser's evidence, :class:`autograder.catalog.runners.LiveDiagnoser`).
 
 A call is keyed by its site and the structure of its arguments (dtypes, shapes,
 exact ints and strings), never by the bits of a float: the same seeded call gives
@@ -41,7 +43,8 @@ places, and its full shape must match. Floating elements are stored as float32
 when that loses less than the diagnosis tolerance (``values_match`` never
 compares tighter than rtol 1e-6). A mistake whose output equals the
 reference's on a call is not stored for that call: it cannot explain a failure
-there. :func:`autograder.authoring.fingerprints.verify_fingerprints` proves that nothing the live
+there; nor is one whose output there depends on the state of torch's global
+generator (an unseeded draw). :func:`autograder.authoring.fingerprints.verify_fingerprints` proves that nothing the live
 diagnoser would name is lost.
 
 This module is the student's side (it ships in the bundle): the format, reading the file and naming a
@@ -55,6 +58,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -238,7 +242,12 @@ class FingerprintDiagnoser:
         self.data = fingerprints if fingerprints is not None else load_fingerprints(course=course)
         self._values: dict[tuple[str, str], Stored] = {}
 
-    def __call__(self, exercise_id: str, request: Request, got: plain.Value) -> Mistake | None:
+    def __call__(self, exercise_id: str, request: Request, got: plain.Value, *,
+                 reference: Callable[..., Any] | None = None,
+                 evidence: Sequence[tuple[Request, plain.Value]] = ()) -> Mistake | None:
+        """As the live diagnoser names a mistake, from what is stored: only mistakes whose output departs from the
+        reference's on this call are stored for it (``reference`` is not needed, and never shipped), and one that
+        a call of ``evidence`` contradicts is not named (see :meth:`_consistent`)."""
         try:
             entry = self.data["exercises"][exercise_id]
             candidates = list(entry["requests"].get(request_key(request), []))
@@ -249,7 +258,8 @@ class FingerprintDiagnoser:
             try:
                 name, vkey = candidate
                 stored = self._value(exercise_id, entry, vkey)
-                if stored_matches(got, stored, self.tolerances):
+                if stored_matches(got, stored, self.tolerances) and self._consistent(exercise_id, entry, name,
+                                                                                     evidence):
                     msg = entry.get("mistakes", {}).get(name, {})
                     found = Mistake(exercise_id, name, Msg(msg.get("zh", name), msg.get("en", name)), _not_shipped)
                     # As the live diagnoser: the same kinds and dtypes first, then values alone.
@@ -259,6 +269,17 @@ class FingerprintDiagnoser:
             except Exception:  # noqa: BLE001 - a damaged entry must not break self-check
                 continue
         return loose
+
+    def _consistent(self, exercise_id: str, entry: dict[str, Any], name: str,
+                    evidence: Sequence[tuple[Request, plain.Value]]) -> bool:
+        """No call of ``evidence`` contradicts mistake ``name``: where its output was stored for a call (it departs
+        from the reference's there), the student's output matches one stored for it."""
+        for request, seen in evidence:
+            stored = [vkey for n, vkey in entry["requests"].get(request_key(request), []) if n == name]
+            if stored and not any(stored_matches(seen, self._value(exercise_id, entry, vkey), self.tolerances)
+                                  for vkey in stored):
+                return False
+        return True
 
     def _value(self, exercise_id: str, entry: dict[str, Any], vkey: str) -> Stored:
         cached = self._values.get((exercise_id, vkey))

@@ -12,12 +12,16 @@ says about itself is believed):
   a seeded ``grad_out``; the reference's are computed here, in float64, through the same
   probe function in-process. A ``.detach()`` or ``torch.no_grad()`` gives the right values
   but stops training, and these functions are the building blocks of the module 4.4 trains.
+  An input whose domain fixes something (a softmax's output sums to 1 along its last dim) is
+  compared in the directions it may move only (:class:`Fixed`): two answers equal on every
+  allowed input may differ in their gradients along a direction no allowed input moves.
 
 Messages name an argument by its parameter name and say what went wrong, never a value.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -117,6 +121,42 @@ def global_random_changed(ctx: Context, *args: Any, **kwargs: Any) -> bool:
     return bool(changed.spec["v"])
 
 
+@dataclass(frozen=True)
+class Fixed:
+    """What the domain of an input holds fixed, for the gradient comparison (:func:`input_gradients`).
+
+    ``project`` maps a gradient (float64, the input's shape) to its part in the directions the input may move;
+    ``where`` says which those are, in the messages ("in the directions that keep each row's sum"). Two answers
+    that agree on every allowed input may have gradients that differ in a direction no allowed input moves
+    (2.5's weights divided by their sum first: the same values on rows that sum to 1, another gradient along
+    the all-ones direction); that difference is nothing the student can be asked to get "right".
+    """
+
+    project: Callable[[torch.Tensor], torch.Tensor]
+    where: Msg
+
+
+def fixed_sum(dim: int = -1) -> Fixed:
+    """An input whose slices along ``dim`` have a fixed sum (a softmax's output: each row sums to 1). Its gradient is
+    compared with the slice's mean taken out: the all-ones direction along ``dim`` is the one such an input
+    never moves in, and every direction orthogonal to it keeps the sum."""
+    def project(grad: torch.Tensor) -> torch.Tensor:
+        return grad - grad.mean(dim=dim, keepdim=True)
+
+    if dim == -1:
+        return Fixed(project, Msg("在保持每行之和不变的方向上", "in the directions that keep each row's sum"))
+    return Fixed(project, Msg(f"在保持沿 dim={dim} 之和不变的方向上",
+                              f"in the directions that keep the sums along dim={dim}"))
+
+
+def _measured(name: str, fixed: Fixed | None) -> Msg:
+    """What a gradient comparison measured, as the messages name it."""
+    if fixed is None:
+        return Msg(f"对输入 {name} 的梯度", f"the gradient with respect to the input {name}")
+    return Msg(f"对输入 {name} 的梯度（{fixed.where.zh}）",
+               f"the gradient with respect to the input {name}, {fixed.where.en},")
+
+
 def _no_gradient(name: str) -> Msg:
     return Msg(f"梯度没有传回输入 {name}：路径上是否有 .detach()、torch.no_grad()、转成 NumPy/Python 数，"
                f"或新建的张量？这个函数是要训练的模型的一部分，梯度必须能流回它的输入",
@@ -125,30 +165,46 @@ def _no_gradient(name: str) -> Msg:
                f"that is trained: gradients must flow back to its inputs")
 
 
-def _wrong_gradient(name: str) -> Msg:
-    return Msg(f"对输入 {name} 的梯度与参考答案不符（前向的值是对的）：是否有一部分计算被 .detach() 或 torch.no_grad() "
-               f"挡住了，或者某个输出没有连到计算图上？",
-               f"the gradient with respect to the input {name} differs from the reference's (the forward values "
-               f"are right): is part of the computation cut off by .detach() or torch.no_grad(), or is one of the "
-               f"outputs not connected to the graph?")
+def _zero_gradient(measured: Msg) -> Msg:
+    """The gradient came back all zero where the reference's is not: cut off on the way."""
+    return Msg(f"{measured.zh}处处为 0，而参考答案的不是（前向的值是对的）：路径上是否有 .detach()、torch.no_grad()、"
+               f"转成 NumPy/Python 数或新建的张量，把梯度挡住了？",
+               f"{measured.en} is zero everywhere and the reference's is not (the forward values are right): is "
+               f"there a .detach(), torch.no_grad(), a conversion to NumPy or Python numbers, or a newly built "
+               f"tensor on the way that stops the gradient?")
+
+
+def _wrong_gradient(measured: Msg) -> Msg:
+    """The gradient arrived and differs: nothing was cut off, so no .detach() is suggested."""
+    return Msg(f"{measured.zh}与参考答案不符（前向的值是对的）：输入到输出之间的某一步，"
+               f"算出的值对，导数却不是公式的导数",
+               f"{measured.en} differs from the reference's (the forward values are right): some step between the "
+               f"inputs and the outputs computes the right values with another derivative than the formula's")
 
 
 def expect_input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int | str], *args: Any,
-                     outputs: Sequence[str] | None = None, **kwargs: Any) -> None:
+                           outputs: Sequence[str] | None = None, fixed: Mapping[str, Fixed] | None = None,
+                           **kwargs: Any) -> None:
     """Gradients reach the inputs ``wrt`` (named ``names``) and agree with the reference's.
 
     The inputs should be float64 (the comparison uses float64's tolerance). A seeded
     ``grad_out`` of each floating output's shape (``outputs`` names them when there are
     several; None: a single output) is backpropagated through every output at once.
+    ``fixed``: by input name, what that input's domain holds fixed (:func:`fixed_sum`): its gradient
+    is compared in the directions the input may move only.
     """
-    for _ in input_gradients(ctx, names, wrt, *args, outputs=outputs, **kwargs):
+    for _ in input_gradients(ctx, names, wrt, *args, outputs=outputs, fixed=fixed, **kwargs):
         pass
 
 
 def input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int | str], *args: Any,
-                    outputs: Sequence[str] | None = None, **kwargs: Any) -> Iterator[None]:
+                    outputs: Sequence[str] | None = None, fixed: Mapping[str, Fixed] | None = None,
+                    **kwargs: Any) -> Iterator[None]:
     """:func:`expect_input_gradients` as a check's steps, ``yield from`` it: the call begun, one yield (the
     next check begins there: see scoring.run_exercise), then the expected gradients and the comparison."""
+    unknown = sorted(set(fixed or {}) - set(names))
+    if unknown:
+        raise ValueError(f"fixed names {unknown}, which are not among the inputs {list(names)}")
     ref_args, ref_kwargs = as_float64(args), as_float64(kwargs)
     want_plain = ctx.reference(*args, **kwargs)
     want_outs = tuple(want_plain) if outputs is not None else (want_plain,)
@@ -188,7 +244,14 @@ def input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int | str]
                           f"the gradient with respect to the input {name} has the wrong shape")
             raise CheckFailed(message, hidden=message)
         rtol, atol = ctx.tol(dtype)
-        problem = compare(g.tensor(), w, rtol, atol)
+        constraint = (fixed or {}).get(name)
+        got_grad, want_grad = g.tensor().double(), w.detach().double()
+        if constraint is not None:
+            got_grad, want_grad = constraint.project(got_grad), constraint.project(want_grad)
+        problem = compare(got_grad, want_grad, rtol, atol)
         if problem is not None:
-            message = _wrong_gradient(name)
+            measured = _measured(name, constraint)
+            # Only a gradient that came back all zero was stopped on the way; one that differs arrived.
+            zero = bool((got_grad.abs() <= atol).all())
+            message = _zero_gradient(measured) if zero else _wrong_gradient(measured)
             raise CheckFailed(Msg(f"{message.zh}（{problem[0]}）", f"{message.en} ({problem[1]})"), hidden=message)

@@ -9,7 +9,8 @@ import sys
 import types
 from typing import Any
 
-from autograder.catalog.declarations import ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, NOT_GRADED, SPECS
+from autograder.catalog.declarations import (ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, NOT_GRADED, PRECISIONS,
+                                             SPECS)
 from autograder.config import ALTERNATIVES_FILE, Course, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE, load_course
 from autograder.errors import ConfigError
 
@@ -50,6 +51,7 @@ def _forget_course() -> None:
     SPECS.clear()
     NEAR_ANSWERS.clear()
     NOT_GRADED.clear()
+    PRECISIONS.clear()
     _LOADED.clear()
 
 

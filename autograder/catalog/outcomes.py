@@ -41,16 +41,20 @@ class CheckFailed(Exception):
     (shapes, dtypes, :func:`brief` and which property or output are fine). None: a
     hidden check shows a generic sentence naming the check (see :func:`hidden_message`).
     ``error_type``: for ``Status.ERROR``, the class name of what the student's code raised.
+    ``mistake``: the known mistake the check itself recognised, by name, where its signature is nothing an
+    output shows (what an error's message says): no output comparison can name it, since a diagnosis is
+    given only where the mistake's output departs from the reference's.
     """
 
     def __init__(self, message: Msg, *, diagnose: bool = False, status: Status = Status.FAILED,
-                 hidden: Msg | None = None, error_type: str = ""):
+                 hidden: Msg | None = None, error_type: str = "", mistake: str | None = None):
         super().__init__(message.en)
         self.message = message
         self.diagnose = diagnose
         self.status = status
         self.hidden = hidden
         self.error_type = error_type
+        self.mistake = mistake
         #: The case that failed, set by ``with ctx.case(...)``: messages start with it.
         self.case: Msg | None = None
 

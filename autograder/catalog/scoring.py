@@ -12,7 +12,8 @@ import torch
 
 from autograder import plain
 from autograder.catalog.context import Context, Diagnoser, Runner, stable_seed
-from autograder.catalog.declarations import OUTPUT_KINDS, SPECS, Audience, Check, ExerciseSpec, checks_for
+from autograder.catalog.declarations import (MISTAKES, OUTPUT_KINDS, SPECS, Audience, Check, ExerciseSpec,
+                                             checks_for, mistake_by_calls, precision_of)
 from autograder.catalog.outcomes import CheckFailed, CheckResult, ExerciseResult, Status, hidden_message, with_case
 from autograder.messages import Msg
 from autograder.points import shares as share_points
@@ -41,6 +42,7 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
     if not checks:
         raise ValueError(f"no checks declared for exercise {exercise_id}")
     spec = SPECS.get(exercise_id, ExerciseSpec(exercise_id))
+    precision = precision_of(exercise_id)
     # Each check's share in hundredths of a point, adding up to max_points exactly (autograder.points).
     check_shares = share_points(max_points, [c.weight for c in checks])
     results: list[CheckResult] = []
@@ -58,10 +60,15 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
         return CheckResult(exercise_id, c.name, c.audience.value, c.kind.value, c.title, stop_status, 0.0, share,
                            message=results[-1].message)
 
+    # Failures that asked for a diagnosis, named once every check ran: every other call is evidence.
+    asked: list[tuple[CheckResult, Context]] = []
+    concluded: list[Context] = []
+
     def conclude(begun: _Begun) -> None:
         nonlocal stop_status
-        result = _result(begun, exercise_id, diagnoser, timer)
+        result = _result(begun, exercise_id, diagnoser, timer, asked)
         results.append(result)
+        concluded.append(begun.ctx)
         if result.status in (Status.NOT_ATTEMPTED, Status.MISSING):
             stop_status = result.status
 
@@ -71,7 +78,8 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
             continue
         ctx = Context(exercise_id, function, c.name, runner, tolerances,
                       stable_seed(*seed_parts, exercise_id, c.name), spec.forbidden, device, reference,
-                      timer=timer, audience=c.audience)
+                      timer=timer, audience=c.audience, precision=precision,
+                      builds_on=bool(getattr(exercise, "builds_on", None)))
         if ahead is not None and not isgeneratorfunction(c.run):
             # A plain check waits for its calls at once, and for those in flight before them: the one
             # ahead finishes first, its expected values computed while the worker still runs its calls.
@@ -94,6 +102,8 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
             ahead = begun
     if ahead is not None:
         conclude(ahead)
+    if diagnoser is not None:
+        _diagnose(asked, concluded, diagnoser, reference, timer)
     _withhold_without_output(checks, results)
     points, overall = _score(results, stop_status)
     return ExerciseResult(exercise_id, function, points, max_points, overall, results)
@@ -182,21 +192,28 @@ def _begin(c: Check, share: float, ctx: Context) -> _Begun:
     return begun
 
 
-def _result(begun: _Begun, exercise_id: str, diagnoser: Diagnoser | None, timer: Stopwatch) -> CheckResult:
-    """The check's result: it finishes first where it yielded."""
+def _result(begun: _Begun, exercise_id: str, diagnoser: Diagnoser | None, timer: Stopwatch,
+            asked: list[tuple[CheckResult, Context]]) -> CheckResult:
+    """The check's result: it finishes first where it yielded. A failure that asks for a diagnosis joins
+    ``asked`` (:func:`_diagnose` names its mistake)."""
     begun.finish()
     c, ctx, share, error = begun.check, begun.ctx, begun.share, begun.error
     hidden = c.audience is Audience.HIDDEN
-    status, message, found, detail = Status.PASSED, None, None, None
+    status, message, found, detail, ask = Status.PASSED, None, None, None, False
     if isinstance(error, CheckFailed):
         failed = error
         status, message = failed.status, with_case(failed.message, failed.case)
         if hidden:
             detail, message = message, with_case(hidden_message(c, failed), failed.case, hidden=True)
-        if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
+        if failed.mistake is not None and diagnoser is not None:
+            # recognised by the check itself (an error's message): named as declared, where the catalog holds it
+            found = next((m for m in MISTAKES.get(exercise_id, []) if m.name == failed.mistake), None)
+        elif failed.diagnose and diagnoser is not None and ctx.last_request is not None \
                 and ctx.last_value is not None:
-            with timer.section("diagnose"):
-                found = diagnoser(exercise_id, ctx.last_request, ctx.last_value)
+            ask = True
+        elif failed.status is Status.FORBIDDEN and diagnoser is not None:
+            # stopped by a forbidden call before any value was compared: a known mistake that is that call
+            found = mistake_by_calls(exercise_id, ctx.forbidden_seen)
     elif isinstance(error, plain.PlainDataError):
         # The text describes the student's value (describe()): hidden checks keep it as detail.
         status, message = Status.FAILED, Msg(f"返回值不对：{error}", f"wrong return value: {error}")
@@ -211,11 +228,29 @@ def _result(begun: _Begun, exercise_id: str, diagnoser: Diagnoser | None, timer:
             kind = type(error).__name__
             detail, message = message, Msg(f"检查程序本身出错（{kind}），请告诉助教",
                                            f"the check itself failed ({kind}); tell the teaching staff")
-    return CheckResult(
+    result = CheckResult(
         ctx.exercise, c.name, c.audience.value, c.kind.value, c.title, status,
         share if status is Status.PASSED else 0.0, share, message=message,
         mistake=found.name if found else None, mistake_message=found.message if found else None,
         forbidden=list(ctx.forbidden_seen), seconds=ctx.seconds, detail=detail)
+    if ask:
+        asked.append((result, ctx))
+    return result
+
+
+def _diagnose(asked: list[tuple[CheckResult, Context]], concluded: list[Context], diagnoser: Diagnoser,
+              reference: Callable[..., Any] | None, timer: Stopwatch) -> None:
+    """Name the known mistake behind each failure that asked for one, on its failing call, with every other call of
+    the exercise's checks as evidence: a mistake the student's other outputs contradict is not named."""
+    calls = [call for ctx in concluded for call in ctx.values]
+    for result, ctx in asked:
+        request, value = ctx.last_request, ctx.last_value
+        assert request is not None and value is not None        # (asked only with both)
+        evidence = [(q, v) for q, v in calls if q is not request]
+        with timer.section("diagnose"):
+            found = diagnoser(result.exercise, request, value, reference=reference, evidence=evidence)
+        if found is not None:
+            result.mistake, result.mistake_message = found.name, found.message
 
 
 WITHHELD = Msg("这一项要和正确的输出一起才得分：本练习还没有一项比较输出数值的检查通过",

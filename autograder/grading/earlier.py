@@ -10,6 +10,10 @@ followed through (4.4 calls 4.3, which calls 4.1: a mistake in 4.1 is answered f
 A pasted answer is judged in the notebook it was pasted into, by its own exercise's checks, public and hidden,
 for no points (:func:`judge_pasted`), when an exercise that calls it lost points (:func:`grade_exercise`): one
 that fails joins the lost ones, the exercise is graded again, and its result says so.
+
+The batch's static scan (:mod:`autograder.grading.source_scan`) follows the same rule: it reads, for an
+exercise, only the code that ran for it, never the student's function a stand-in answered (a 4.3 that calls
+SDPA costs 4.3 its points, not 4.4 as well), and it is one of a pasted answer's own checks.
 """
 from __future__ import annotations
 
@@ -119,7 +123,8 @@ def pasted_message(judged: dict[str, Any], most: int = 3) -> Msg:
 def grade_exercise(course: Course, assignment: Any, exercise: Any, lost: set[str], judged: dict[str, dict[str, Any]],
                    run: Callable[[dict[str, StandIn]], Any], judge: Callable[[list[str]], list[dict[str, Any]]]
                    ) -> tuple[Any, dict[str, StandIn]]:
-    """``exercise``'s result (``run(stand_ins)``: an ExerciseResult) and the stand-ins it was graded with.
+    """``exercise``'s result (``run(stand_ins)``: an ExerciseResult, or anything with its ``points``: the batch
+    adds the static scan's findings) and the stand-ins it was graded with.
 
     The earlier exercises that lost points (``lost``) are answered by their references. The answers pasted from
     an earlier assignment that it calls are judged (``judge(ids)``, see :func:`judge_pasted`: into ``lost``, and
@@ -144,11 +149,15 @@ def grade_exercise(course: Course, assignment: Any, exercise: Any, lost: set[str
 
 def judge_pasted(course: Course, assignment: Any, runner: Runner, lost: set[str], *, seed_parts: tuple[Any, ...],
                  tolerances: Any, device: str = "cpu", diagnoser: Diagnoser | None = None,
-                 timer: Stopwatch = OFF, among: Iterable[str] | None = None) -> list[dict[str, Any]]:
+                 timer: Stopwatch = OFF, among: Iterable[str] | None = None,
+                 scan: Callable[[Any, dict[str, StandIn]], list[dict[str, Any]]] | None = None
+                 ) -> list[dict[str, Any]]:
     """Judge each answer pasted into ``assignment``'s notebook from an earlier assignment (those of ``among``
     only, when given) by its own exercise's checks (public and hidden, this notebook's seeds), for no points:
     one that does not pass them all joins ``lost``. One summary per pasted exercise (its failed checks as a
-    result's checks read them)."""
+    result's checks read them). ``scan(exercise, stand_ins)``: the failed check rows of what the static scan
+    finds in the code that ran for it (the batch's; none where nothing is found): one fails it too, as it
+    would in its own notebook."""
     wanted = None if among is None else set(among)
     judged = []
     for dep in pasted(course, assignment):
@@ -158,11 +167,12 @@ def judge_pasted(course: Course, assignment: Any, runner: Runner, lost: set[str]
         outcome = run_exercise(dep, with_stand_ins(runner, stand_ins), audiences=(Audience.PUBLIC, Audience.HIDDEN),
                                tolerances=tolerances, seed_parts=seed_parts, device=device,
                                reference=reference(course, dep.id), diagnoser=diagnoser, timer=timer)
-        passed = outcome.points >= dep.points - 1e-9
+        found = scan(dep, stand_ins) if scan is not None else []
+        passed = outcome.points >= dep.points - 1e-9 and not found
         if not passed:
             lost.add(dep.id)
-        failed = [c.to_json() for c in outcome.checks if not c.passed]   # (their points count nowhere)
+        failed = [c.to_json() for c in outcome.checks if not c.passed] + found   # (their points count nowhere)
         judged.append({"exercise": dep.id, "function": dep.function, "passed": passed,
-                       "status": outcome.status.value, "failed": failed,
+                       "status": "forbidden" if found else outcome.status.value, "failed": failed,
                        **({"stand_ins": stood_in_json(stand_ins)} if stand_ins else {})})
     return judged

@@ -13,7 +13,9 @@ notebook can switch it off. For one exercise it reports:
   ``getattr(F, "softmax")``, ``torch.ops.aten._softmax``, aliases such as
   ``torch.special.softmax`` and method calls (``x.softmax(-1)`` is
   ``Tensor.softmax``); code that monkeypatches a module (``torch.exp = ...``)
-  counts as reachable from every exercise;
+  counts as reachable from every exercise. An earlier exercise's function that the
+  grader's stand-in answers while this one runs is not the student's code here and
+  is not walked into (:meth:`NotebookScan.exercise`'s ``answered``);
 * tampering anywhere in the notebook, the same entries for every exercise:
   touching the grader (``import autograder.probes``, ``sys.modules``), turning
   torch's function or dispatch modes off (``DisableTorchFunction``,
@@ -106,6 +108,9 @@ class _Summary:
 
     hits: set[str] = field(default_factory=set)        # qualified names, and "method:<name>"
     refs: set[str] = field(default_factory=set)        # module-level names it uses
+    # Of refs, those read when the definition or statement itself runs (a decorator, a default, a class body, a
+    # module-level value), not when a function defined in it is called: the value they hold then is kept.
+    early: set[str] = field(default_factory=set)
     hidden: set[str] = field(default_factory=set)      # what it does that the scan cannot read
 
 
@@ -251,10 +256,21 @@ class NotebookScan:
             self._roots.append(statement)
 
     # per exercise ---------------------------------------------------------------------------
-    def exercise(self, function: str, forbidden: Iterable[str]) -> list[str]:
+    def exercise(self, function: str, forbidden: Iterable[str], answered: Iterable[str] = ()) -> list[str]:
         """The forbidden names ``function`` can reach, in ``forbidden``'s order, then the notebook's
-        tampering and uninspectable findings. Empty: nothing found."""
+        tampering and uninspectable findings. Empty: nothing found.
+
+        ``answered``: the functions (or classes) of earlier exercises that the grader's stand-ins answer while
+        this exercise runs (``earlier_mistakes: substitute``, :mod:`autograder.grading.earlier`). The worker
+        puts a stand-in in the namespace in place of each for the call, so where the code looks one of these
+        names up when it runs (inside a function body), the student's definition is not the code that ran
+        and is not walked into, nor what only it reaches: a mistake there cost its own exercise's points,
+        never this one's. Where the name is read earlier (a default argument, a decorator, a class body, a
+        module-level alias ``attend = multi_head_attention``), the student's own function was captured
+        before any stand-in and it is walked as usual.
+        """
         wanted = list(dict.fromkeys(forbidden))
+        answered = frozenset(answered) - {function}
         hits: set[str] = set()
         hidden: set[str] = set()
         seen_names: set[str] = set()
@@ -266,7 +282,8 @@ class NotebookScan:
                 summary = self.summary(nodes.pop())
                 hits |= summary.hits
                 hidden |= summary.hidden
-                queue.extend(summary.refs - seen_names)
+                queue.extend(name for name in summary.refs - seen_names
+                             if name not in answered or name in summary.early)
             if not queue:
                 break
             name = queue.pop()
@@ -384,13 +401,7 @@ class _Walker:
     # one node -----------------------------------------------------------------------------------
     def _visit(self, node: ast.AST, scopes: tuple[Scope, ...], summary: _Summary, root: ast.AST) -> None:
         if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load) and self._local(node.id, scopes) is None:
-                summary.refs.add(node.id)
-                if node.id in REFLECTION_BUILTINS and id(node) not in self._called \
-                        and not self.scan.active(node.id):
-                    summary.hidden.add(REFLECTION_REASON)       # getattr as a value: reduce(getattr, ...)
-            if self.tamper and node.id in TAMPER_NAMES:
-                self.scan.note(f"{TAMPERING}uses {node.id}")
+            self._visit_name(node, scopes, summary)
         elif isinstance(node, ast.Attribute):
             qualified = self.qualify(node, scopes)
             summary.hits |= qualified
@@ -413,6 +424,17 @@ class _Walker:
             self.scan.note(f"{TAMPERING}names the grader's module {node.value[:60]!r}")
         if self.tamper and isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             self._tampering_assignment(node, scopes, root)
+
+    def _visit_name(self, node: ast.Name, scopes: tuple[Scope, ...], summary: _Summary) -> None:
+        if isinstance(node.ctx, ast.Load) and self._local(node.id, scopes) is None:
+            summary.refs.add(node.id)
+            if not any(not s.is_class and not s.is_comprehension for s in scopes):
+                summary.early.add(node.id)      # outside any function body: read when the code runs, not later
+            if node.id in REFLECTION_BUILTINS and id(node) not in self._called \
+                    and not self.scan.active(node.id):
+                summary.hidden.add(REFLECTION_REASON)       # getattr as a value: reduce(getattr, ...)
+        if self.tamper and node.id in TAMPER_NAMES:
+            self.scan.note(f"{TAMPERING}uses {node.id}")
 
     def _tampering_assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete,
                               scopes: tuple[Scope, ...], root: ast.AST) -> None:
@@ -495,19 +517,22 @@ def scan_notebook(sources: Sequence[str], unparsed: Iterable[int] = ()) -> Noteb
     return NotebookScan(sources, unparsed)
 
 
-def scan_exercise(sources: Sequence[str], function: str, forbidden: Iterable[str]) -> list[str]:
+def scan_exercise(sources: Sequence[str], function: str, forbidden: Iterable[str],
+                  answered: Iterable[str] = ()) -> list[str]:
     """What the static scan finds for one exercise; empty when nothing.
 
     ``sources``: the code of the notebook's code cells, in order (``Cell.code`` of the
     cells the worker runs). ``function``: the exercise's function or class name.
     ``forbidden``: its forbidden calls as exercises.md spells them (``"F.softmax"``).
+    ``answered``: the earlier exercises' functions the grader's stand-ins answer while it
+    runs (see :meth:`NotebookScan.exercise`).
 
     Returns the forbidden names the function can reach, as spelled in ``forbidden``
     and in its order, then notebook-wide findings: ``"tampering: ..."`` (the same for
     every exercise of the notebook) and ``"uninspectable: ..."`` (too large, too deeply
     nested). Never raises for anything in ``sources``.
     """
-    return scan_notebook(sources).exercise(function, forbidden)
+    return scan_notebook(sources).exercise(function, forbidden, answered)
 
 
 # TAMPERING and UNINSPECTABLE are scan_vocabulary's: re-exported, as they begin what the scan returns.

@@ -5,8 +5,10 @@ of a submission is caught in one place (:func:`grade_or_fail`) and becomes its r
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 from autograder import catalog as C
@@ -16,7 +18,7 @@ from autograder.config import Course
 from autograder.errors import AutograderError, NotebookError
 from autograder.grading.cells import submission_cells
 from autograder.grading.grader import GradingContext
-from autograder.grading.source_scan import scan_notebook
+from autograder.grading.source_scan import NotebookScan, scan_notebook
 from autograder.grading.submissions import Submission
 from autograder.grading.timing import flat_profile
 from autograder.messages import as_dict, say
@@ -84,21 +86,61 @@ def _scan(cells: list[Any], outcomes: list[Any], early: Any = None) -> Any:
     return scan_notebook([c.code for c in ran], unparsed)
 
 
+@dataclass(frozen=True)
+class _Scanned:
+    """An exercise's checks' result (an ExerciseResult) and what the static scan found for it, the functions its
+    stand-ins answered not walked into: any finding scores the exercise 0. Its ``points`` are what
+    :func:`autograder.grading.earlier.grade_exercise` weighs: what the code that ran reaches counts there, so that
+    a finding reached only through an earlier answer that fails its own checks (a pasted 4.3 calling SDPA, read
+    for 5.4) is graded again with the reference in that answer's place, as a failed check is; the notebook-wide
+    tampering does not (no stand-in changes it, and it zeroes every exercise anyway)."""
+
+    outcome: Any
+    findings: list[str]     # everything found: zeroes the exercise
+    reached: list[str]      # of which, what the code that ran for it reaches
+
+    @property
+    def points(self) -> float:
+        return 0.0 if self.reached else float(self.outcome.points)
+
+
+def _source_scan_check(exercise: str, findings: list[str]) -> dict[str, Any]:
+    """The check row that says what the static scan found in an exercise's code (it is worth no points: the
+    exercise's own rows are zeroed)."""
+    found = line(", ".join(findings), 300)
+    return {
+        "exercise": exercise, "check": "source-scan", "audience": "public", "kind": "forbidden",
+        "title": {"zh": "代码中没有禁止的调用", "en": "no forbidden call in the code"}, "status": "forbidden",
+        "passed": False, "points": 0.0, "max_points": 0.0,
+        "message": {"zh": f"评分程序读代码时发现：{found}（整道题记 0 分）",
+                    "en": f"reading the code, the grader found: {found} (the exercise scores 0)"},
+        "mistake": None, "mistake_message": None, "forbidden": [f for f in findings if ":" not in f],
+        "seconds": 0.0, "withheld": False}
+
+
+def _scan_for(scanned: NotebookScan, outcome: Any, ex: Any, stand_ins: dict[str, Any]) -> _Scanned:
+    """``outcome`` with what the static scan (``scanned``: the submission's
+    :class:`~autograder.grading.source_scan.NotebookScan`) finds for ``ex``: a function a stand-in answered is not
+    the student's code there."""
+    findings = scanned.exercise(ex.function, C.SPECS[ex.id].forbidden if ex.id in C.SPECS else (),
+                                answered=stand_ins)
+    return _Scanned(outcome, findings, [f for f in findings if f not in scanned.findings])
+
+
+def _scan_rows(scanned: NotebookScan, ex: Any, stand_ins: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the code that ran for a pasted answer (``ex``) reaches, as the failed check rows of its judgement
+    (none where nothing is found)."""
+    reached = _scan_for(scanned, None, ex, stand_ins).reached
+    return [_source_scan_check(ex.id, reached)] if reached else []
+
+
 def _forbidden_in_source(ex_json: dict[str, Any], findings: list[str]) -> None:
     """Zero an exercise whose code, read on the trusted side, reaches a forbidden call or tampers with
     the grader; one more check row says what was found."""
     for check in ex_json["checks"]:
         check["points"] = 0.0
     ex_json["points"], ex_json["status"] = 0.0, "forbidden"
-    found = line(", ".join(findings), 300)
-    ex_json["checks"].append({
-        "exercise": ex_json["exercise"], "check": "source-scan", "audience": "public", "kind": "forbidden",
-        "title": {"zh": "代码中没有禁止的调用", "en": "no forbidden call in the code"}, "status": "forbidden",
-        "passed": False, "points": 0.0, "max_points": 0.0,
-        "message": {"zh": f"评分程序读代码时发现：{found}（整道题记 0 分）",
-                    "en": f"reading the code, the grader found: {found} (the exercise scores 0)"},
-        "mistake": None, "mistake_message": None, "forbidden": [f for f in findings if ":" not in f],
-        "seconds": 0.0, "withheld": False})
+    ex_json["checks"].append(_source_scan_check(ex_json["exercise"], findings))
 
 
 #: What a memory limit raises in the student's code (RLIMIT_AS: Python's MemoryError, torch's allocator error).
@@ -218,26 +260,26 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
         def judge(ids: list[str]) -> list[dict[str, Any]]:
             return E.judge_pasted(ctx.course, assignment, worker, lost, among=ids, seed_parts=seed_parts,
                                   tolerances=ctx.course.tolerances, device=ctx.device, diagnoser=ctx.diagnoser,
-                                  timer=timer)
+                                  timer=timer, scan=functools.partial(_scan_rows, scanned))
 
         for ex in assignment.exercises:
             t1 = time.perf_counter()
 
-            def run(stand_ins: dict[str, Any], ex: Any = ex) -> Any:
-                return C.run_exercise(
+            def run(stand_ins: dict[str, Any], ex: Any = ex) -> _Scanned:
+                outcome = C.run_exercise(
                     ex, E.with_stand_ins(worker, stand_ins), audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
                     tolerances=ctx.course.tolerances, seed_parts=seed_parts,
                     device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, timer=timer)
+                return _scan_for(scanned, outcome, ex, stand_ins)
 
             seen = len(judged)
             with timer.section("checks"):
-                outcome, stand_ins = E.grade_exercise(ctx.course, assignment, ex, lost, judged, run, judge)
+                graded, stand_ins = E.grade_exercise(ctx.course, assignment, ex, lost, judged, run, judge)
             notes_msg.extend(as_dict(E.pasted_message(j)) for j in list(judged.values())[seen:] if not j["passed"])
             t2 = time.perf_counter()
-            ex_json = outcome.to_json()
-            findings = scanned.exercise(ex.function, C.SPECS[ex.id].forbidden if ex.id in C.SPECS else ())
-            if findings:
-                _forbidden_in_source(ex_json, findings)
+            ex_json = graded.outcome.to_json()
+            if graded.findings:
+                _forbidden_in_source(ex_json, graded.findings)
             if ex_json["points"] < ex.points - 1e-9:
                 lost.add(ex.id)
             if stand_ins:

@@ -16,9 +16,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Value, brief, check, compare
+from autograder.catalog import Precision, precision, Audience, CheckFailed, Context, Kind, Msg, Value, brief, check, compare
 from autograder.catalog.comparison import OUTPUT, RETURN_VALUE, label
 from autograder.catalog.modules import torch_module
+
+#: What the notebook's conventions say of precision (its introduction): a float32 scalar or table inside a float64
+#: call is correct (autograder.catalog.Precision.ONE_FLOAT32).
+PRECISION_RULE = "输入是 float64 时，结果要与参考答案在 float64 下一致，但允许一个 float32 的中间量带来的误差"
+precision(("1.1", "1.2", "1.3", "1.4", "1.5", "1.6"), Precision.ONE_FLOAT32, statement=PRECISION_RULE)
 
 P = Audience.PUBLIC
 

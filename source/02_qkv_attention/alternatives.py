@@ -136,6 +136,15 @@ def _scores_scale_both(Q, K):
     return (Q / s) @ (K / s).transpose(-2, -1)
 
 
+@alternative("2.3", "float32-sqrt-tensor", zh="除以 `torch.sqrt(torch.tensor(d_k))`：一个 float32 的标量（教程里最常见的写法）",
+             en="divided by torch.sqrt(torch.tensor(d_k)): a float32 scalar (the tutorials' usual idiom)",
+             statement="允许一个 float32 的中间量带来的误差")
+def _scores_float32_scale(Q, K):
+    # torch.tensor(d_k) is float32 (the default dtype): the scale is rounded to float32, the result stays float64.
+    d_k = Q.size(-1)
+    return Q @ K.transpose(-2, -1) / torch.sqrt(torch.tensor(d_k))
+
+
 # -- 2.4 scaled_dot_product_attention --------------------------------------------
 @alternative("2.4", "calls-by-name-broadcast-sum", zh="调用 2.2、2.3 的函数，out 用广播相乘再求和",
              en="calls 2.2's and 2.3's functions; out as a broadcast product summed over the keys")
@@ -225,3 +234,12 @@ def _jacobian_float64(weights):
     # More precision inside changes nothing but rounding; .to(weights.dtype) gives the input's dtype back.
     p = weights.to(torch.float64)
     return (torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)).to(weights.dtype)
+
+
+@alternative("2.5", "renormalized-first", zh="先把 weights 除以每行的和（重新归一化），再算 diag(p) - p p^T",
+             en="weights divided by each row's sum first (renormalized), then diag(p) - p p^T")
+def _jacobian_renormalized(weights):
+    # Rows that sum to 1 divided by their sum are the same rows: the same values on every input the statement
+    # allows; the gradient differs from the reference's only along the all-ones direction, which no such row moves in.
+    p = weights / weights.sum(dim=-1, keepdim=True)
+    return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)

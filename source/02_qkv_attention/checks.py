@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
-from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Pending, Status, Value, check, compare,
+from autograder.catalog import (Precision, precision, Audience, CheckFailed, Context, Kind, Msg, Pending, Status, Value, check, compare,
                                 exercise)
 
 P = Audience.PUBLIC
@@ -26,6 +26,11 @@ ATTENTION_FORBIDDEN = ("F.scaled_dot_product_attention", "nn.MultiheadAttention"
 
 exercise("2.2", forbidden=SOFTMAX_FORBIDDEN)
 exercise("2.4", forbidden=ATTENTION_FORBIDDEN)
+
+#: What the notebook's conventions say of precision (its introduction): a float32 scalar or table inside a float64
+#: call is correct (autograder.catalog.Precision.ONE_FLOAT32).
+PRECISION_RULE = "输入是 float64 时，结果要与参考答案在 float64 下一致，但允许一个 float32 的中间量带来的误差"
+precision(("2.1", "2.2", "2.3", "2.4", "2.5"), Precision.ONE_FLOAT32, statement=PRECISION_RULE)
 
 #: The chapter's softmax example (scores of query [0, 1] over 我/love/猫).
 FACT_SCORES = [0.0, 1.0, 0.8]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import torch
 
 from autograder.catalog import Audience, Context, Kind, Msg, check, near_answer, not_graded
-from autograder.catalog.integrity import input_gradients, inputs_unchanged, together
+from autograder.catalog.integrity import fixed_sum, input_gradients, inputs_unchanged, together
 from .checks import BATCHES, batch_names, batched_value, jacobian_value, sizes_apart, softmax_rows, spread_slices
 
 H = Audience.HIDDEN
@@ -379,7 +379,9 @@ def _jacobian_inputs(ctx: Context) -> Iterator[None]:
 def _jacobian_gradients(ctx: Context) -> Iterator[None]:
     B, N = ctx.sizes(2, low=2, high=6)
     _, weights = softmax_rows(ctx, B, N, dtype=torch.float64)
-    yield from input_gradients(ctx, ("weights",), (0,), weights)
+    # weights is a softmax's output: each row sums to 1, so no allowed input moves along the all-ones direction,
+    # and an answer that divides by the row sum first (the same values on every such input) may differ there only.
+    yield from input_gradients(ctx, ("weights",), (0,), weights, fixed={"weights": fixed_sum(-1)})
 
 
 # -- near-answers: what `autograder build` refuses in the student bundle (autograder.catalog.NEAR_ANSWERS) --

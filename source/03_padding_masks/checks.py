@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 
-from autograder.catalog import Audience, CheckFailed, Context, Kind, Msg, Status, Value, check, exercise
+from autograder.catalog import Precision, precision, Audience, CheckFailed, Context, Kind, Msg, Status, Value, check, exercise
 from autograder.catalog.comparison import label
 
 P = Audience.PUBLIC
@@ -31,6 +31,11 @@ LOSS_FORBIDDEN = ("F.cross_entropy", "nn.CrossEntropyLoss", "F.nll_loss", "nn.NL
 exercise("3.2", forbidden=SOFTMAX_FORBIDDEN)
 exercise("3.3", forbidden=ATTENTION_FORBIDDEN + SOFTMAX_FORBIDDEN)
 exercise("3.4", forbidden=LOSS_FORBIDDEN)
+
+#: What the notebook's conventions say of precision (its introduction): a float32 scalar or table inside a float64
+#: call is correct (autograder.catalog.Precision.ONE_FLOAT32).
+PRECISION_RULE = "输入是 float64 时，结果要与参考答案在 float64 下一致，但允许一个 float32 的中间量带来的误差"
+precision(("3.1", "3.2", "3.3", "3.4", "3.5"), Precision.ONE_FLOAT32, statement=PRECISION_RULE)
 
 DTYPES = (torch.float32, torch.float64)
 #: What a mask is called in a message when no code expression names it.

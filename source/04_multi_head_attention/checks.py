@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from autograder.catalog import (Audience, CheckFailed, Context, Kind, Msg, Pending, Value, brief, check, compare,
+from autograder.catalog import (Precision, precision, Audience, CheckFailed, Context, Kind, Msg, Pending, Value, brief, check, compare,
                                 exercise, mismatch)
 from autograder.catalog.comparison import label
 from autograder.catalog.modules import torch_module
@@ -35,6 +35,11 @@ P = Audience.PUBLIC
 MHA_FORBIDDEN = ("nn.MultiheadAttention", "F.multi_head_attention_forward", "F.scaled_dot_product_attention")
 exercise("4.3", forbidden=MHA_FORBIDDEN)
 exercise("4.4", forbidden=MHA_FORBIDDEN)
+
+#: What the notebook's conventions say of precision (its introduction): a float32 scalar or table inside a float64
+#: call is correct (autograder.catalog.Precision.ONE_FLOAT32).
+PRECISION_RULE = "输入是 float64 时，结果要与参考答案在 float64 下一致，但允许一个 float32 的中间量带来的误差"
+precision(("4.1", "4.2", "4.3", "4.4", "4.5"), Precision.ONE_FLOAT32, statement=PRECISION_RULE)
 
 PARAMETERS = ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
 

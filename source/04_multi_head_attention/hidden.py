@@ -78,8 +78,8 @@ def _split_error_values(ctx: Context) -> None:
     E = Hn * d + int(ctx.randint(1, Hn, 1))             # not a multiple of Hn; E > 9 > Hn, no number inside the other
     # The failing call's (B, T) = (2, 1): neither is E or num_heads, so a message that shows x.shape must
     # still name num_heads.
-    # First a call that may succeed: it is the call a failure is diagnosed on (an error has no output to compare),
-    # and only when it is right, so that the one known mistake right there is named: its ValueError says no values.
+    # First a call that may succeed: only an answer right there, whose ValueError says no values, is the known
+    # mistake error-without-values (an error has no output to compare: this check names it itself).
     x = ctx.randn(2, 3, Hn * d)         # T > 1, H > 1, d > 1: every known mistake of 4.1 is wrong here
     try:
         ok = ctx.call(x, Hn)
@@ -91,15 +91,15 @@ def _split_error_values(ctx: Context) -> None:
     reply = ctx.call_raw(ctx.randn(2, 1, E), Hn)
     if reply.status != "error" or reply.error_type != "ValueError":
         return          # no ValueError at all: value-error says so; this check reads the message of one
-    ctx.expect(_says(reply.error, E) and _says(reply.error, Hn),
-               f"split_heads(x, {Hn}) 在 E = {E} 时抛出的 ValueError 应当写明 E = {E} 和 num_heads = {Hn}，"
-               f"实际的信息是：{reply.error}",
-               f"the ValueError of split_heads(x, {Hn}) with E = {E} should give E = {E} and num_heads = {Hn}, "
-               f"its message is: {reply.error}",
-               diagnose=right,
-               hidden=Msg("E 不能被 num_heads 整除时，ValueError 的信息里要写明 E 和 num_heads 这两个值",
-                          "when E is not divisible by num_heads, the ValueError's message must give both values, "
-                          "E and num_heads"))
+    if not (_says(reply.error, E) and _says(reply.error, Hn)):
+        raise CheckFailed(Msg(f"split_heads(x, {Hn}) 在 E = {E} 时抛出的 ValueError 应当写明 E = {E} 和 num_heads = {Hn}，"
+                              f"实际的信息是：{reply.error}",
+                              f"the ValueError of split_heads(x, {Hn}) with E = {E} should give E = {E} and "
+                              f"num_heads = {Hn}, its message is: {reply.error}"),
+                          mistake="error-without-values" if right else None,
+                          hidden=Msg("E 不能被 num_heads 整除时，ValueError 的信息里要写明 E 和 num_heads 这两个值",
+                                     "when E is not divisible by num_heads, the ValueError's message must give both "
+                                     "values, E and num_heads"))
 
 
 @check("4.2", "reference-random", H, Kind.NUMERIC, zh="随机输入与参考答案完全一致", en="agrees exactly with the reference",

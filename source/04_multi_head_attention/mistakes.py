@@ -3,7 +3,10 @@
 Functions for 4.1-4.3 and 4.5 have the student's signature; for 4.4 they are
 nn.Module classes with the student's constructor, diagnosed through the same
 "module" probe. Each makes one realistic mistake and is right otherwise.
-4.3 forbids no softmax, so these may use torch.softmax.
+4.3 forbids no softmax, so these may use torch.softmax. One mistake of 4.3 is a
+forbidden call itself (``calls-sdpa``: right values, F.scaled_dot_product_attention):
+it is named by that call, and validate proves that it costs 4.3 its points and 4.4,
+which builds on 4.3, none.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from autograder.catalog import mistake
 
@@ -340,6 +344,32 @@ def _mha_fill_1e4_patched(*args, **kwargs):
             "-1e9 the padded keys share the weight; every finite number has scores below it, fill with -inf")
 def _mha_fill_1e9_patched(*args, **kwargs):
     return _mha(*args, **kwargs, normalize=_filled_with(-1e9, patch_dead_rows=True))
+
+
+# Last of 4.3's: its values are the reference's, so it never matches a wrong output before a value mistake does.
+@mistake("4.3", "calls-sdpa", calls=("F.scaled_dot_product_attention",),
+         zh="各头的输出是用 F.scaled_dot_product_attention 算的：本题禁止调用它，分数、掩码、softmax 和加权求和都要亲手写"
+            "（权重本来就要自己算出来返回），用了它整道题记 0 分",
+         en="the heads' output is computed with F.scaled_dot_product_attention: this exercise forbids it; write the "
+            "scores, the mask, the softmax and the weighted sum by hand (the weights you return are yours anyway); "
+            "with it the whole exercise scores 0")
+def _mha_sdpa(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+              key_padding_mask=None):
+    E = query.shape[-1]
+    W_q, W_k, W_v = in_proj_weight.chunk(3, dim=0)
+    b_q, b_k, b_v = in_proj_bias.chunk(3, dim=0)
+    q, k, v = (_split(x @ W.T + b, num_heads) for x, W, b in ((query, W_q, b_q), (key, W_k, b_k), (value, W_v, b_v)))
+    mask4 = None if key_padding_mask is None else key_padding_mask[:, None, None, :]     # (B, 1, 1, Tk)
+    weights = _masked(q @ k.transpose(-2, -1) / math.sqrt(E // num_heads), mask4)       # SDPA returns none
+    attend = dead = None
+    if mask4 is not None:
+        # SDPA's bool mask says where to attend; a fully padded row attends everywhere, then is zeroed (no NaN)
+        dead = mask4.all(dim=-1, keepdim=True)                                          # (B, 1, 1, 1)
+        attend = ~mask4 | dead
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=attend)                   # (B, H, Tq, d)
+    if dead is not None:
+        heads = heads.masked_fill(dead, 0.0)
+    return _merge(heads) @ out_proj_weight.T + out_proj_bias, weights
 
 
 # -- 4.4 MultiHeadAttention -----------------------------------------------------------

@@ -53,6 +53,28 @@ def _pe_loop(positions, D):
     return torch.stack(columns, dim=-1).to(positions.dtype)
 
 
+@alternative("5.1", "hint-default-dtype", zh="照着公式：`j = torch.arange(D)`，频率 `10000 ** (-(j - j % 2) / D)` 在默认 dtype（float32）里算",
+             en="the formula as written: j = torch.arange(D), the frequencies 10000 ** (-(j - j % 2) / D) in the default "
+                "dtype (float32)", statement="允许一个 float32 的中间量带来的误差")
+def _pe_default_dtype(positions, D):
+    j = torch.arange(D, device=positions.device)
+    frequency = 10000 ** (-(j - j % 2) / D)                      # (D,) float32: the default dtype
+    angle = positions[:, None] * frequency                       # (T, D) in positions' dtype
+    return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle))
+
+
+@alternative("5.1", "d2l-float32-table", zh="d2l-zh 的写法：`torch.pow(10000, torch.arange(0, D, 2, dtype=torch.float32) / D)` 的 float32 频率表",
+             en="d2l-zh's idiom: a float32 table torch.pow(10000, torch.arange(0, D, 2, dtype=torch.float32) / D)",
+             statement="允许一个 float32 的中间量带来的误差")
+def _pe_d2l(positions, D):
+    X = positions.reshape(-1, 1) / torch.pow(10000, torch.arange(0, D, 2, dtype=torch.float32,
+                                                                 device=positions.device) / D)
+    P = torch.zeros(positions.shape[0], D, dtype=positions.dtype, device=positions.device)
+    P[:, 0::2] = torch.sin(X)
+    P[:, 1::2] = torch.cos(X[:, :D // 2])
+    return P
+
+
 # -- 5.2 layer_norm ----------------------------------------------------------------------
 @alternative("5.2", "var-mean-rsqrt", zh="torch.var_mean(correction=0) 一次求出方差和均值，再乘 `torch.rsqrt`",
              en="torch.var_mean(correction=0) for both moments, then a multiplication by rsqrt")

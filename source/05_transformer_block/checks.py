@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder.catalog import Audience, CheckFailed, all_close_normwise, Context, Kind, Msg, Pending, Value, check, exercise
+from autograder.catalog import Precision, precision, Audience, CheckFailed, all_close_normwise, Context, Kind, Msg, Pending, Value, check, exercise
 from autograder.catalog.modules import torch_module
 from ..multi_head_attention.checks import BYTES_DTYPE, MHA_FORBIDDEN, expect_close_normwise, expect_int, field, mha_state
 from ..padding_masks.checks import DTYPES, LOSS_FORBIDDEN, expect_exact, key_lengths, mask_from_lengths
@@ -37,6 +37,11 @@ exercise("5.4", forbidden=MHA_FORBIDDEN)
 exercise("5.5", forbidden=MHA_FORBIDDEN)
 exercise("5.6", forbidden=LOSS_FORBIDDEN)
 exercise("5.8", forbidden=MHA_FORBIDDEN)
+
+#: What the notebook's conventions say of precision (its introduction): a float32 scalar or table inside a float64
+#: call is correct (autograder.catalog.Precision.ONE_FLOAT32).
+PRECISION_RULE = "输入是 float64 时，结果要与参考答案在 float64 下一致，但允许一个 float32 的中间量带来的误差"
+precision(("5.1", "5.2", "5.3", "5.4", "5.5", "5.6", "5.7", "5.8", "5.9"), Precision.ONE_FLOAT32, statement=PRECISION_RULE)
 
 #: The statements' display formulas, as the checks that enforce them quote them (statement=).
 PE_FORMULA = (r"PE[t, 2i] = \sin\!\left(\frac{t}{10000^{2i/D}}\right), \qquad "

@@ -176,19 +176,27 @@ def test_2_5s_expected_jacobian_is_torchs_functional_jacobian_bit_for_bit(course
     assert torch.equal(got.reshape(-1, shape[-1], shape[-1]), functional)
 
 
-def test_jacobian_through_autograd_keeps_the_values_but_not_the_gradients(course):
-    """Why 2.5's statement asks for a formula in the weights: autograd of F.softmax at log(weights) gives the right
-    Jacobian, but as a function of the weights it is the Jacobian at weights / weights.sum(), so the gradient that
-    reaches the weights is not diag(p) - p p^T's (the chapter's convention: gradients reach every input)."""
+def _jacobian_renormalized(weights):
+    p = weights / weights.sum(dim=-1, keepdim=True)
+    return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
+
+
+def test_jacobians_of_the_renormalized_weights_keep_full_marks(course):
+    """Issue 64: 2.5's weights sum to 1 along their last dim, and an answer that divides them by that sum first has
+    the reference's values on every such input; its gradient differs from the reference's only along the all-ones
+    direction, which no such input moves in, and the gradient check compares the directions that keep each row's
+    sum. Autograd of F.softmax at log(weights) is that same function of the weights (the Jacobian at
+    weights / weights.sum()), so it keeps full marks too: no check of values or gradients can tell the two apart
+    (the statement's "no torch.autograd" sentence is not what it enforces)."""
     jacobian = torch.func.vmap(torch.func.jacrev(lambda row: torch.softmax(row, dim=-1)))
 
-    def softmax_jacobian(weights):
+    def through_autograd(weights):
         rows = weights.reshape(-1, weights.shape[-1])
         return jacobian(rows.log()).reshape(*weights.shape, weights.shape[-1])
 
-    result = grade(course, "2.5", softmax_jacobian)
-    assert set(failed(result)) == {"gradients"}
-    assert "gradient" in failed(result)["gradients"].message.en
+    for softmax_jacobian in (_jacobian_renormalized, through_autograd):
+        result = grade(course, "2.5", softmax_jacobian)
+        assert failed(result) == {} and result.points == result.max_points
 
 
 # -- fair to correct answers written differently ------------------------------------------

@@ -14,6 +14,8 @@ reader (and the student bundle with it) can use it. Nothing here reads the clock
   datetime, or a :class:`~autograder.errors.ConfigError` naming where the text came from.
 * :func:`parse_duration`: ``3d``, ``36h``, ``2d12h``, ``P2DT12H``: elapsed time (a day is 24 hours).
 * :func:`as_utc`: any datetime in UTC, a naive one taken as UTC already (what SQLite and nbgrader store).
+* :func:`readable`: a moment as people read it, the one format of every page, feedback, report and message:
+  ``2026-12-10 23:59 +08:00``, the wall-clock time in the course's zone with its UTC offset.
 
 Time is compared and subtracted as real elapsed time, in UTC: Python compares and subtracts two datetimes
 that share one ``tzinfo`` by their wall-clock readings, which is wrong across a daylight-saving change (01:30
@@ -28,7 +30,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from autograder.errors import ConfigError
 from autograder.text import line
 
-__all__ = ["UTC", "BadTime", "as_utc", "offset_text", "parse_duration", "parse_time", "place", "read_time", "zone"]
+__all__ = ["UTC", "BadTime", "as_utc", "offset_text", "parse_duration", "parse_time", "place", "read_time", "readable",
+           "zone"]
 
 UTC = timezone.utc
 
@@ -104,6 +107,18 @@ def offset_text(delta: timedelta) -> str:
     minutes = int(delta.total_seconds() // 60)
     sign = "-" if minutes < 0 else "+"
     return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def readable(value: datetime, where: tzinfo | None = None) -> str:
+    """A moment as people read it, one format everywhere (pages, feedback, the class report, late rules):
+    ``2026-12-10 23:59 +08:00``, the wall-clock time in the zone ``where`` (the course's; the value's own when
+    None), to the minute (its seconds too when it has some), and the zone's UTC offset then: never an
+    abbreviation (``CST``: China, Cuba or US Central), never the reader's own zone. A naive value is taken as UTC
+    (:func:`as_utc`). Files for machines keep ISO 8601 (``isoformat``)."""
+    shown = as_utc(value).astimezone(where) if where is not None else \
+        (value if value.utcoffset() is not None else as_utc(value))
+    stamp = shown.strftime("%Y-%m-%d %H:%M" + (":%S" if shown.second else ""))
+    return f"{stamp} {offset_text(shown.utcoffset() or timedelta(0))}"
 
 
 # --- ISO 8601 text -------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from autograder.clock import as_utc, offset_text
+from autograder.clock import as_utc, readable
 # (re-exported for the callers that read --as-of and the dashboard's due dates from here: the parser is clock's)
 from autograder.errors import ConfigError
 from autograder.late_policy import UNITS, Deadline, LatePolicy, close_hint, require_aware
@@ -62,9 +62,9 @@ def _num(x: float | Decimal) -> str:
 
 
 def _when(value: datetime) -> str:
-    """'2026-12-01 10:00 +08:00': the wall-clock time in its own zone, with the offset."""
-    stamp = value.strftime("%Y-%m-%d %H:%M" + (":%S" if value.second else ""))
-    return f"{stamp} {offset_text(value.utcoffset() or timedelta(0))}"
+    """'2026-12-01 10:00 +08:00': the wall-clock time in its own zone (a batch's and the service's deadlines are in
+    the course's), in the one format people read (:func:`autograder.clock.readable`)."""
+    return readable(value)
 
 
 def _span(seconds: float) -> tuple[str, str]:

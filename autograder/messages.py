@@ -13,6 +13,7 @@ course's, bilingual where they are declared; this catalogue is the engine's.
 """
 from __future__ import annotations
 
+import re
 import string
 from typing import Any, NamedTuple
 
@@ -142,12 +143,15 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "label.note": ("说明", "Note"),
     "label.written": ("书面问题（人工批改）", "Written answers (graded by a person)"),
     "label.question": ("问题", "Question"),
-    "label.waiting": ("等待批改，未计入总分", "waiting for a person, not in the total"),
+    "label.waiting": ("等待批改，尚未计分", "waiting for a person, not scored yet"),
+    "label.max_waiting": ("其中 {points} 分的书面问题等待批改：{questions}",
+                          "{points} points of written answers wait for a person: {questions}"),
     "label.rubric": ("评分细则", "Rubric"),
     "label.comment": ("评语", "Comment"),
     "label.adjusted": ("教师调整了自动得分：{before} → {after}，理由：{reason}",
                        "the automatic score was adjusted by the staff: {before} → {after}, because: {reason}"),
     "label.late": ("迟交", "Late submission"),
+    "label.due": ("提交期限", "Deadline"),
     "label.late_total": ("扣分前 {raw}，迟交扣 {penalty}", "{raw} before the late penalty of {penalty}"),
     "label.what_now": ("请检查你提交的文件（正确的 .ipynb 笔记本、文件名与作业对应），然后重新提交。",
                        "Check the file you submitted (a valid .ipynb notebook named for the assignment) and "
@@ -393,10 +397,26 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "selfcheck.demo_stopped": ("第 {cell} 个单元格（{first}，本章的演示单元格）运行超过 {seconds} 秒（course.yml 的 limits.demo_seconds），已停止{where}；后面的单元格照常运行",
                                "cell {cell} ({first}, a demonstration cell of the chapter) was still running after {seconds} s (course.yml limits.demo_seconds) and was stopped{where}; the cells after it ran as usual"),
     "selfcheck.demo_stopped_in": ("，停止时它正在调用你的 {function}", ", while it was calling your {function}"),
-    "selfcheck.interrupted": ("自检被中断了（停止按钮或 Ctrl-C）：只显示中断前完成的检查",
-                              "the self-check was interrupted (the stop button or Ctrl-C): only the checks finished "
-                              "before it are shown"),
+    "selfcheck.interrupted": ("自检被中断了（停止按钮或 Ctrl-C）：中断前还没检查的练习标为未检查",
+                              "the self-check was interrupted (the stop button or Ctrl-C): the exercises it had not "
+                              "checked yet are marked so"),
     "selfcheck.cell_raised": ("第 {cell} 个单元格出错并被跳过：{kind}: {detail}", "cell {cell} raised and was skipped: {kind}: {detail}"),
+    "selfcheck.cell_out_of_time": ("第 {cell} 个单元格（{first}）运行了 {seconds} 秒后被停止{where}：笔记本分到的时间用完了（{share} 秒：course.yml 的 limits.submission_seconds 减去留给检查的 {checks} 秒）",
+                                   "cell {cell} ({first}) was stopped after {seconds} s{where}: the notebook's share of "
+                                   "the time ran out ({share} s: course.yml limits.submission_seconds less the "
+                                   "{checks} s kept for the checks)"),
+    "selfcheck.cells_skipped_time": ("第 {cells} 个单元格没有运行：笔记本分到的 {share} 秒已经用完（course.yml 的 limits.submission_seconds 减去留给检查的 {checks} 秒）",
+                                     "cells {cells} were not run: the notebook's share of the time, {share} s, was "
+                                     "spent (course.yml limits.submission_seconds less the {checks} s kept for the "
+                                     "checks)"),
+    "selfcheck.cell_killed": ("{what}运行超过 {seconds} 秒仍未结束，而且无法中断（卡在一次很长的调用里）：自检只好停在这里",
+                              "{what} was still running after {seconds} s and could not be interrupted (stuck in "
+                              "one long call): the self-check stopped there"),
+    "selfcheck.not_checked": ("未检查：{why}", "not checked: {why}"),
+    "selfcheck.why.checks_time": ("留给检查的 {seconds} 秒已经用完", "the {seconds} s kept for the checks were spent"),
+    "selfcheck.why.stopped": ("自检停在了{what}", "the self-check was stopped in {what}"),
+    "selfcheck.why.died": ("运行{what}时自检进程意外退出", "the self-check process ended while running {what}"),
+    "selfcheck.why.interrupted": ("自检被中断了", "the self-check was interrupted"),
     # -- the service as a JupyterHub service (autograder/service/hub.py) and submit() inside the Hub -----------
     "hub.bad_next": ("登录后只能回到评分服务自己的页面（以 {prefix} 开头的地址）", "after signing in, only a page of the grading service (an address starting with {prefix}) can be returned to"),
     "hub.bad_state": ("这次登录不是从本页面开始的，或者已经过期：请重新登录", "this sign-in did not start from here, or it expired: sign in again"),
@@ -705,7 +725,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "page.revoked": ("已撤销 {student} 在 {assignment} 上的延期（{n} 条）", "revoked {student}'s extension on {assignment} ({n})"),
     "page.late_until": ("迟交截止到 {when}", "late submissions taken until {when}"),
     "page.late_open": ("迟交不设截止", "late submissions taken"),
-    "page.late_costs": ("；现在交会扣 {penalty} 分（满分 {points}）", "; handing in now costs {penalty} of {points} points"),
+    "page.late_costs": ("；现在交会扣 {penalty} 分（按满分 {points} 分计）", "; handing in now costs {penalty} points (computed on the maximum of {points})"),
+    "page.history_waiting": ("其中 {points} 分等待批改", "{points} of it waiting for a person"),
     "page.late_closed": ("迟交时间也已过：现在交不计分", "the late window is over too: a submission now scores nothing"),
     "page.edit_hint": ("要修改一条延期，用上面的表单为同一位学生和作业再批准一次：新的取代旧的。", "To change an extension, grant one again for the same student and assignment: the new one replaces the old."),
     "page.explain": ("练习 {exercise} 为什么扣分", "why {exercise} lost points"),
@@ -738,3 +759,23 @@ def status_word(status: str, language: Any) -> str:
 
 def as_dict(msg: Msg) -> dict[str, str]:
     return {"zh": msg.zh, "en": msg.en}
+
+
+def is_said(message: Any, key: str) -> bool:
+    """Whether ``message`` (a result's {"zh", "en"}, a :class:`Msg` or a string) is the catalogue's ``key``, with
+    any parameters: a note kept in a result is found again by what it says (the feedback leaves out one that no
+    longer holds)."""
+    if isinstance(message, dict):
+        said = [message.get(language) for language in LANGUAGES]
+    elif isinstance(message, Msg):
+        said = [message.zh, message.en]
+    else:
+        said = [message]
+    for template, value in zip(CATALOGUE[key], said):
+        if not isinstance(value, str):
+            continue
+        pattern = "".join(re.escape(literal) + ("(?s:.*?)" if name is not None else "")
+                          for literal, name, _, _ in string.Formatter().parse(template))
+        if re.fullmatch(pattern, value):
+            return True
+    return False

@@ -6,11 +6,17 @@ nbgrader's "manually graded answer" cell: a Markdown cell with ``grade: true, so
 ``grade_id`` (:func:`answer_grade_id`), so nbgrader's formgrader grades it as it grades any other course's, and
 the service's hand-grading pages (:mod:`autograder.service.marks`) read the same cell. The automatic grader never
 scores it: a result lists it as waiting for a person (:func:`pending`), never as 0.
+
+An assignment's maximum is :func:`maximum`'s, the one place it is made: its exercises' points and its written
+questions' points, graded or not, with what still waits for a person said beside it. Every view, file and export
+reads it there (the feedback, grades.csv, the class report, the LMS files, the service's pages and the LTI
+score), so a score is never "12 / 10" in one place and "12 / 12" in another.
 """
 from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -141,3 +147,81 @@ def pending(result: dict[str, Any]) -> float:
     """The points of a result's questions that no person has graded yet."""
     return float(sum(q.get("max_points") or 0.0 for q in result.get("questions") or ()
                      if isinstance(q, dict) and q.get("points") is None))
+
+
+# -- an assignment's maximum ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Maximum:
+    """An assignment's maximum: the exercises' points (``automatic``, what the checks give) and the written
+    questions' (``written``), graded or not; ``waiting``, of those, the points of a result's answers no person
+    has graded yet (``questions``: which)."""
+
+    automatic: float
+    written: float = 0.0
+    waiting: float = 0.0
+    questions: tuple[str, ...] = ()
+
+    @property
+    def points(self) -> float:
+        """The maximum: automatic and written points together."""
+        return _total((self.automatic, self.written))
+
+    def beside(self, language: Any) -> str:
+        """What still waits, said beside a score ("" when nothing does)."""
+        from autograder.messages import text  # noqa: PLC0415 - course.yml's reader (which imports this) needs none
+        from autograder.points import fmt  # noqa: PLC0415 - (the same)
+
+        if not self.waiting:
+            return ""
+        return text("label.max_waiting", language, points=fmt(self.waiting), questions=", ".join(self.questions))
+
+    def fraction(self, points: float, language: Any) -> str:
+        """``10 / 12``, with what still waits beside it: ``10 / 12 (2 points of written answers wait ...)``."""
+        from autograder.points import fmt  # noqa: PLC0415 - course.yml's reader (which imports this) needs none
+
+        said = self.beside(language)
+        shown = f"{fmt(points)} / {fmt(self.points)}"
+        if not said:
+            return shown
+        return f"{shown}（{said}）" if str(getattr(language, "value", language)) == "zh" else f"{shown} ({said})"
+
+
+def _total(values: Any) -> float:
+    from autograder.points import total  # noqa: PLC0415 - course.yml's reader (which imports this) needs none
+
+    return total(values)
+
+
+def maximum(assignment: Any, result: dict[str, Any] | None = None) -> Maximum:
+    """The maximum of ``assignment`` (course.yml's Assignment): its exercises' and its questions' points, and,
+    for ``result`` (one of its results), which of its written answers still wait for a person: every question a
+    graded result holds no person's points for (a result that is no grade, an unreadable notebook say, has none
+    waiting: nobody will grade it). Without a result every question waits. ``assignment`` None (a result of an
+    assignment course.yml no longer has): the maximum its result's own parts give."""
+    if assignment is not None:
+        automatic = float(assignment.points)
+        written = float(assignment.manual_points)
+        if result is None:
+            return Maximum(automatic, written, written, tuple(q.id for q in assignment.questions))
+        if not str(result.get("status") or "").startswith("graded"):
+            return Maximum(automatic, written)
+        given = {q.get("question") for q in result.get("questions") or ()
+                 if isinstance(q, dict) and isinstance(q.get("points"), (int, float))}
+        left = [q for q in assignment.questions if q.id not in given]
+        return Maximum(automatic, written, _total(float(q.points) for q in left), tuple(q.id for q in left))
+    else:       # the result's own parts: its exercises' maxima, else its maximum less its questions'
+        parts = [e for e in (result or {}).get("exercises") or () if isinstance(e, dict)]
+        written = _total(float(q.get("max_points") or 0.0) for q in (result or {}).get("questions") or ()
+                               if isinstance(q, dict))
+        automatic = _total(float(e.get("max_points") or 0.0) for e in parts) if parts else \
+            max(0.0, _total((float((result or {}).get("max_points") or 0.0), -written)))
+    waiting = [q for q in (result or {}).get("questions") or () if isinstance(q, dict) and q.get("points") is None]
+    return Maximum(automatic, written, _total(float(q.get("max_points") or 0.0) for q in waiting),
+                   tuple(str(q.get("question")) for q in waiting))
+
+
+def maximum_of(course: Any, result: dict[str, Any]) -> Maximum:
+    """:func:`maximum` of a result, its assignment found in ``course`` (none where course.yml no longer has it)."""
+    wanted = result.get("assignment")
+    found = next((a for a in getattr(course, "assignments", ()) if a.id == wanted), None)
+    return maximum(found, result)

@@ -229,11 +229,12 @@ def test_the_page_and_its_csv_for_the_staff_only(service_engine):
             row = re.search(r'<tr data-exercise="2.1">.*?</tr>', text, re.S).group(0)
             assert '<td class="pass-rate">67%</td>' in row and "<code>off_by_one</code> × 1" in row
             assert "1.5 <small>(2 of 3 reached it)</small>" in row and '<td class="time">1 h</td>' in row
-            # The histogram: this assignment's three totals (100%, 37.5%, 62.5%), not 01's 0 among them.
+            # The histogram: this assignment's three totals of its maximum, 12 with its written answer (67%, 25%,
+            # 42%), not 01's 0 among them.
             svg = re.search(r"<svg role='img' aria-label='Totals of 02_qkv_attention'.*?</svg>", text, re.S).group(0)
             assert "<title>Totals of 02_qkv_attention</title>" in svg
-            assert "<title>0–10: 0</title>" in svg and "<title>30–40: 1</title>" in svg
-            assert "<title>60–70: 1</title>" in svg and "<title>90–100: 1</title>" in svg
+            assert "<title>0–10: 0</title>" in svg and "<title>20–30: 1</title>" in svg
+            assert "<title>40–50: 1</title>" in svg and "<title>60–70: 1</title>" in svg
             zh = ta.get("/dashboard/analytics", params={"assignment": QKV.id, "lang": "zh"})
             assert "校正后的题目与总分相关" in zh.text and "2/3 人拿到满分" in zh.text
             sheet = ta.get("/dashboard/analytics.csv", params={"assignment": QKV.id})

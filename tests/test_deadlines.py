@@ -23,12 +23,14 @@ from autograder.errors import AutograderError, ConfigError
 from autograder.exports.gradescope import settle_gradescope
 from autograder.grading.archives import opened
 from autograder.sandbox import Sandbox
+from autograder.written import maximum
 
 BASE = load_course()
 QKV = BASE.assignment("02_qkv_attention")
 FULL = QKV.points
-#: One started hour late under dated_course's default policy (10% per started hour): 10% of full marks.
-HOUR = FULL * 10 / 100
+#: One started hour late under dated_course's default policy (10% per started hour): 10% of the assignment's
+#: maximum, its written answer's points included (autograder.written.maximum), whether graded or not.
+HOUR = round(maximum(QKV).points * 10 / 100, 2)
 DUE = "2026-12-08T23:59:00+08:00"          # 15:59:00 UTC
 
 
@@ -246,7 +248,8 @@ def test_the_lms_files_take_the_final_score(tmp_path, sandbox):
 
     console = Console(record=True, width=300)
     print_summary(console, settled, course)
-    assert (f"{QKV.id}: due {DUE}; 1 late (0 after the late window, not accepted), 0 with no trustworthy time, "
+    assert (f"{QKV.id}: due 2026-12-08 23:59 +08:00; 1 late (0 after the late window, not accepted), 0 with no "
+            f"trustworthy time, "
             f"{HOUR:g} points taken off in all") in console.export_text()
 
 

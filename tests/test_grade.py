@@ -30,6 +30,8 @@ QKV = COURSE.assignment("02_qkv_attention")
 FULL = QKV.points
 #: Full marks as grades.csv writes them (no trailing ".0").
 FULL_CSV = f"{FULL:g}"
+#: 02's maximum (autograder.written.maximum): FULL and its written answer's points, graded or not.
+MAX = QKV.points + QKV.manual_points
 
 
 MS = make_samples
@@ -102,7 +104,7 @@ def test_correct_partial_mistake_and_stub(tmp_path, sandbox):
 
     table = rows(out)
     assert set(table) == {f"{s}/02_qkv_attention" for s in ("ada", "ben", "chen", "dana")}
-    assert table["ada/02_qkv_attention"]["total"] == FULL_CSV and table["ada/02_qkv_attention"]["max"] == FULL_CSV
+    assert table["ada/02_qkv_attention"]["total"] == FULL_CSV and table["ada/02_qkv_attention"]["max"] == f"{MAX:g}"
     assert table["ben/02_qkv_attention"]["2.4"] == "0" and table["ben/02_qkv_attention"]["total"] == "5"
     for key in ("ada", "ben", "chen", "dana"):
         stored = json.loads((out / "results" / f"{key}__02_qkv_attention.json").read_text(encoding="utf-8"))
@@ -203,7 +205,7 @@ def test_malformed_notebooks_each_get_a_row(tmp_path, sandbox):
         assert table[f"{student}/02_qkv_attention"]["status"] == r["status"]
         assert (out / "feedback" / f"{student}__02_qkv_attention.html").exists()
     for student in ("inv", "empty", "list"):
-        assert results[student]["points"] == 0 and results[student]["max_points"] == FULL
+        assert results[student]["points"] == 0 and results[student]["max_points"] == MAX
         assert "/tmp" not in results[student]["status"]  # named by the submission, not our temp path
     for student in ("deleted", "renamed"):
         ex = by_exercise(results[student])

@@ -30,6 +30,8 @@ from autograder.service.app import create_app
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
+#: 02's maximum (autograder.written.maximum): its automatic points and its written answer's, graded or not.
+MAX = QKV.points + QKV.manual_points
 
 
 @pytest.fixture
@@ -247,7 +249,7 @@ def test_the_roster_page_shows_names_and_who_has_not_submitted_with_a_csv_to_mai
         assert [r["student"] for r in rows] == ["cat"] and rows[0]["name"] == "'=HYPERLINK(1)"  # no formula
         everyone = {r["student"]: r for r in csv.DictReader(io.StringIO(ta.get("/dashboard/roster.csv").text))}
         assert everyone["ada"][f"{QKV.id} state"] == "graded" and \
-            everyone["ada"][f"{QKV.id} points"] == f"{QKV.points:g} / {QKV.points:g}"
+            everyone["ada"][f"{QKV.id} points"] == f"{QKV.points:g} / {MAX:g}"
         assert everyone["ben"][f"{QKV.id} state"] == "waiting" and everyone["cat"][f"{QKV.id} state"] == "missing"
         # The worker that graded Ada's upload recorded her counted score's first value.
         assert [(r.old_points, r.new_points, r.why, r.who) for r in history.changes(_engine, student="ada")] == [
@@ -327,12 +329,13 @@ def test_every_change_of_a_counted_score_is_recorded_with_why_who_and_when(engin
     history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="extension", who="T. A.")
     repository.revoke_extensions(engine, "ada", QKV.id, by="prof")
     history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="extension", who="prof")
-    # Graded again (a check changed): 6 before the penalty, 6 - F/2 after it (half the maximum F off).
+    # Graded again (a check changed): 8 before the penalty, 8 - M/2 after it (half the maximum M off, its written
+    # answer's points included).
     [sub] = [s.id for s in repository.submissions(engine, student="ada")]
     Q.requeue(engine, [sub])
     claimed = Q.claim(engine, "w", 60)
     received = dt.datetime(2026, 1, 11, 12, 0, tzinfo=dt.timezone.utc)
-    result = {"student": "ada", "assignment": QKV.id, "points": 6.0, "max_points": QKV.points, "status": "graded",
+    result = {"student": "ada", "assignment": QKV.id, "points": 8.0, "max_points": QKV.points, "status": "graded",
               "exercises": []}
     Deadlines.load(LATE_COURSE).settle(result, submitted_json(SubmittedAt(received, "the service's receipt")))
     assert Q.complete(engine, claimed.job, "w", result) == "regrade"
@@ -342,16 +345,19 @@ def test_every_change_of_a_counted_score_is_recorded_with_why_who_and_when(engin
         a.model_copy(update={"due": "2026-01-20T23:59:00+00:00"}) if a.id == QKV.id else a
         for a in LATE_COURSE.assignments]})
     assert history.settle_all(engine, later) == 1
-    full, half = float(QKV.points), QKV.points / 2
+    full, off = float(QKV.points), MAX / 2
+    half = full - off
     assert _changes(engine) == [(None, half, "graded", "grader"), (half, full, "extension", "T. A."),
-                                (full, half, "extension", "prof"), (half, 6 - half, "regrade", "grader"),
-                                (6 - half, 6.0, "late_policy", "course.yml")]
+                                (full, half, "extension", "prof"), (half, 8 - off, "regrade", "grader"),
+                                (8 - off, 8.0, "late_policy", "course.yml")]
     assert history.settle_all(engine, later) == 0
     export(engine, later, tmp_path / "out")
     sheet = list(csv.DictReader(io.StringIO((tmp_path / "out" / "score-history.csv").read_text(encoding="utf-8"))))
     assert [(r["old_points"], r["new_points"], r["why"]) for r in sheet] == [
         ("", str(half), "graded"), (str(half), str(full), "extension"), (str(full), str(half), "extension"),
-        (str(half), str(6 - half), "regrade"), (str(6 - half), "6.0", "late_policy")]
+        (str(half), str(8 - off), "regrade"), (str(8 - off), "8.0", "late_policy")]
+    # Each score out of the maximum it was out of: the assignment's, its written answer waiting (issue 66).
+    assert {(r["max_points"], r["waiting_points"]) for r in sheet} == {(str(MAX), "2.0")}
 
 
 def test_two_changes_at_once_record_one_step_each_never_the_same_twice(engine):
@@ -393,13 +399,14 @@ def test_a_student_reads_her_own_score_history_and_the_staff_every_students(tmp_
                 assert granted.status_code == 303
                 mine = prof.get("/dashboard/student", params={"id": "ada", "lang": "en"})
                 assert 'data-why="extension"' in mine.text and \
-                    f"{QKV.points / 2:g} → {QKV.points:g} / {QKV.points:g}" in mine.text
+                    f"{QKV.points - MAX / 2:g} → {QKV.points:g} / {MAX:g}" in mine.text
                 sheet = prof.get("/dashboard/download/score-history.csv").text
                 assert sheet.count("\n") == 4 and "extension" in sheet      # header, two grades, one extension
             with signed_in(url, who["ada"]) as ada:
                 page = ada.get("/me", params={"lang": "en"})
                 assert "Score history" in page.text and 'data-why="extension"' in page.text
-                assert f"{QKV.points / 2:g} → {QKV.points:g} / {QKV.points:g}" in page.text and "ben" not in page.text
+                assert f"{QKV.points - MAX / 2:g} → {QKV.points:g} / {MAX:g} (2 of it waiting for a person)" \
+                    in page.text and "ben" not in page.text
             with signed_in(url, who["ben"]) as ben:
                 page = ben.get("/me", params={"lang": "zh"})
                 assert "成绩变化记录" in page.text and 'data-why="extension"' not in page.text

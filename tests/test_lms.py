@@ -28,6 +28,8 @@ from autograder.grading.submissions import discover
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
 FULL = QKV.points
+#: The assignment's maximum (autograder.written.maximum): FULL and its written answer's points, graded or not.
+MAX = QKV.points + QKV.manual_points
 LIMITS = COURSE.limits.model_copy(update={"call_seconds": 4.0, "submission_seconds": 60.0})
 
 OLD = (2026, 1, 10, 9, 0, 0)       # zip member times (local time, as zip stores them)
@@ -107,7 +109,7 @@ def test_canvas_download_keeps_user_ids_blanks_the_ungraded_and_grades_one_dupli
     # The column is the assignment's name in the gradebook (course.yml lms_title, else its title).
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", QKV.gradebook_title,
                          "Final Points"]
-    assert canvas[1] == ["Points Possible", "", "", "", "", f"{FULL:g}", f"{FULL:g}"]
+    assert canvas[1] == ["Points Possible", "", "", "", "", f"{MAX:g}", f"{MAX:g}"]
     assert canvas[2:] == [["alicesmith", "12345", "", "", "", f"{FULL:g}", f"{FULL:g}"],
                           ["bobjones", "23456", "", "", "", f"{bob:g}", f"{bob:g}"],
                           ["carolwu", "34567", "", "", "", "", "0"],      # unreadable: blank, not 0
@@ -167,11 +169,11 @@ def test_moodle_download_matches_by_participant_id_and_grades_the_newest_copy(tm
                                "Last modified (grade)"]
     part = by_student["Li Wei_4646"]["points"]
     assert [(r["Identifier"], r["Full name"], r["Assignment"], r["Grade"], r["Maximum Grade"]) for r in moodle] == [
-        ("Participant 4242", "Ada Lovelace", QKV.id, f"{FULL:g}", f"{FULL:g}"),
-        ("Participant 4343", "Ben Ng", QKV.id, "", f"{FULL:g}"),                     # unreadable: blank
-        ("Participant 4444", "Cy Ho", QKV.id, f"{FULL:g}", f"{FULL:g}"),
-        ("Participant 4545", "Li Wei_4545", QKV.id, f"{FULL:g}", f"{FULL:g}"),
-        ("Participant 4646", "Li Wei_4646", QKV.id, f"{part:g}", f"{FULL:g}")]
+        ("Participant 4242", "Ada Lovelace", QKV.id, f"{FULL:g}", f"{MAX:g}"),
+        ("Participant 4343", "Ben Ng", QKV.id, "", f"{MAX:g}"),                      # unreadable: blank
+        ("Participant 4444", "Cy Ho", QKV.id, f"{FULL:g}", f"{MAX:g}"),
+        ("Participant 4545", "Li Wei_4545", QKV.id, f"{FULL:g}", f"{MAX:g}"),
+        ("Participant 4646", "Li Wei_4646", QKV.id, f"{part:g}", f"{MAX:g}")]
     graded = {r["Full name"]: r["Last modified (grade)"] for r in moodle}
     assert graded["Ada Lovelace"] == by_student["Ada Lovelace"]["graded_at"] and graded["Ben Ng"] == ""
     assert [r["student"] for r in _dicts(out / "lms-skipped.csv")] == ["Ben Ng"]
@@ -258,3 +260,52 @@ def test_an_lms_is_one_module_that_declares_its_format(tmp_path, monkeypatch):
         assert _csv(tmp_path / "out" / "madeup.csv")[1] == ["777", "zoe", "3"]
     finally:
         L.formats.cache_clear()
+
+
+def test_the_services_export_names_students_by_the_services_roster_then_course_yml_s(tmp_path, course_root):
+    """Issue 66, item 2b: students imported with ``serve roster`` (e-mails, Canvas ids, Moodle ID numbers) hand in;
+    ``serve export``'s canvas.csv and moodle-grades.csv carry those ids (they once read only course.yml's
+    ``roster:`` file: every id empty, and the rows no LMS could match not listed in lms-skipped.csv). A student the
+    service's roster does not have is named by course.yml's."""
+    from autograder.roster import Member
+    from autograder.service import db, people
+    from autograder.service import queue as Q
+    from autograder.service.export import export
+    from autograder.written import maximum
+
+    (course_root / "roster.csv").write_text("student,name,email,canvas_id\ncat,Cat from course.yml,cat@uni.example,"
+                                            "303\nada,Ada from course.yml,old@uni.example,999\n", encoding="utf-8")
+    text = (course_root / "course.yml").read_text(encoding="utf-8")
+    (course_root / "course.yml").write_text(text + "\nroster: roster.csv\n", encoding="utf-8")
+    course = load_course(course_root)
+    qkv = course.assignment(QKV.id)
+    engine = db.engine_for(str(tmp_path / "service.db"))
+    db.upgrade(engine)
+    try:
+        people.import_members(engine, [Member("ada", "Ada Lovelace", "ada@uni.example", "S1", "101", "M-101"),
+                                       Member("ben", "Ben", "", "S1", "", "")], by="test")
+        for student in ("ada", "ben", "cat"):
+            sub, job = Q.store(engine, student=student, assignment=qkv.id, filename="a.ipynb", data=b"{}")
+            assert Q.claim(engine, "w", 60).job == job and Q.complete(engine, job, "w", {
+                "student": student, "assignment": qkv.id, "status": "graded", "points": qkv.points,
+                "max_points": qkv.points, "exercises": []})
+        export(engine, course, tmp_path / "out")
+    finally:
+        engine.dispose()
+
+    def rows(name: str) -> list[dict[str, str]]:
+        return list(csv.DictReader(io.StringIO((tmp_path / "out" / name).read_text(encoding="utf-8-sig"))))
+
+    canvas = {r["SIS Login ID"] or r["ID"]: r for r in rows("canvas.csv") if r["Student"] != "Points Possible"}
+    assert (canvas["101"]["Student"], canvas["101"]["Section"]) == ("Ada Lovelace", "S1")   # the service's, not 999
+    assert canvas["303"]["Student"] == "Cat from course.yml"           # not on the service's roster: course.yml's
+    assert canvas["ben"]["ID"] == ""
+    grades = {r["Full name"]: (r["Email address"], r["ID number"]) for r in rows("moodle-grades.csv")}
+    assert grades == {"Ada Lovelace": ("ada@uni.example", "M-101"), "Ben": ("", ""),
+                      "Cat from course.yml": ("cat@uni.example", "")}
+    # ben has no id of either LMS: each says it cannot match his graded row; ada and cat are matched.
+    skipped = [(r["student"], r["status"]) for r in rows("lms-skipped.csv")]
+    assert sorted(s for s, _ in skipped) == ["ben", "ben"]
+    assert sorted("Canvas" in why for _, why in skipped) == [False, True]
+    assert sorted("Moodle" in why for _, why in skipped) == [False, True]
+    assert {r["Maximum Grade"] for r in rows("moodle.csv")} == {f"{maximum(qkv).points:g}"}

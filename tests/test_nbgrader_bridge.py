@@ -32,6 +32,7 @@ from autograder import points as P
 from autograder.config import load_course
 from autograder.errors import AutograderError
 from autograder.exports.nbgrader_cells import autograde_identity, grade_exercise
+from autograder.written import maximum
 from support import ROOT
 
 COURSE = load_course()
@@ -225,8 +226,11 @@ def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
                          COURSE.assignment("01_rnn_decay").gradebook_title,
                          COURSE.assignment("02_qkv_attention").gradebook_title, "Final Points"]
-    full = P.fmt(QKV.points)                                                  # 02's points possible
-    assert canvas[1] == ["Points Possible", "", "", "", "", "11", full, P.fmt(11 + QKV.points)]
+    full = P.fmt(QKV.points)                                                  # ada's 02: full automatic marks
+    # Points possible: each assignment's maximum, its written question's points included (autograder.written).
+    most = {a: P.fmt(maximum(COURSE.assignment(a)).points) for a in ("01_rnn_decay", "02_qkv_attention")}
+    assert canvas[1] == ["Points Possible", "", "", "", "", most["01_rnn_decay"], most["02_qkv_attention"],
+                         P.fmt(maximum(COURSE.assignment("01_rnn_decay")).points + maximum(QKV).points)]
     assert canvas[2:] == [["ada", "", "", "ada", "", "10.5", full, P.fmt(10.5 + QKV.points)],
                           ["ben", "", "", "ben", "", "", "3.25", "3.25"],     # no 01 submission: blank, not 0
                           ["chen", "", "", "chen", "", "", "", "0"]]          # not graded: blank, not 0
@@ -234,8 +238,10 @@ def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
     moodle = _rows((tmp_path / "moodle.csv").read_text(encoding="utf-8"))
     at = "2026-11-20T10:00:00+00:00"
     assert moodle == [["Identifier", "Full name", "Assignment", "Grade", "Maximum Grade", "Last modified (grade)"],
-                      ["", "ada", "01_rnn_decay", "10.5", "11", at], ["", "ada", "02_qkv_attention", full, full, at],
-                      ["", "ben", "02_qkv_attention", "3.25", full, at], ["", "chen", "02_qkv_attention", "", full, ""]]
+                      ["", "ada", "01_rnn_decay", "10.5", most["01_rnn_decay"], at],
+                      ["", "ada", "02_qkv_attention", full, most["02_qkv_attention"], at],
+                      ["", "ben", "02_qkv_attention", "3.25", most["02_qkv_attention"], at],
+                      ["", "chen", "02_qkv_attention", "", most["02_qkv_attention"], ""]]
     skipped = _rows((tmp_path / "lms-skipped.csv").read_text(encoding="utf-8"))
     assert skipped == [["student", "assignment", "status", "source"],
                        ["", "02_qkv_attention", "graded", ""],

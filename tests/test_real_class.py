@@ -28,6 +28,9 @@ from autograder.service.app import create_app
 COURSE = load_course()
 RNN = COURSE.assignment("01_rnn_decay")
 QKV = COURSE.assignment("02_qkv_attention")
+#: 02's maximum (autograder.written.maximum): its automatic points and its written answer's; the late policy's
+#: percentage is of it.
+MAX = QKV.points + QKV.manual_points
 UTC = dt.timezone.utc
 
 
@@ -139,7 +142,7 @@ def test_an_extension_granted_on_the_dashboard_reaches_every_view_at_once_and_a_
     client, engine, who, _ = service
     sub = _late_result(engine, "s04")
     before = client.get(f"/api/submissions/{sub}", headers=auth(who["s04"])).json()["result"]
-    assert before["points"] == QKV.points / 2 and before["late"]["extended"] is False
+    assert before["points"] == QKV.points - MAX / 2 and before["late"]["extended"] is False
     assert before["raw_points"] == QKV.points          # the late line's score before the penalty (item 7)
     with httpx.Client(base_url=str(client.base_url), timeout=60) as board:
         page = board.get("/login")
@@ -160,12 +163,12 @@ def test_an_extension_granted_on_the_dashboard_reaches_every_view_at_once_and_a_
             page = ada.get("/login")
             ada.post("/login", data={"token": who["s04"], "csrf": _csrf(page.text), "next": "/me"})
             mine = ada.get("/me").text
-        assert f"{QKV.points:g} / {QKV.points:g}" in mine and f"{QKV.points:g} / {QKV.points:g} · 迟交" not in mine
+        assert f"{QKV.points:g} / {MAX:g}" in mine and f"{QKV.points:g} / {MAX:g} · 迟交" not in mine
         revoked = board.post("/dashboard/extensions/revoke", data={"csrf": csrf, "student": "s04",
                                                                     "assignment": QKV.id})
         assert revoked.status_code == 303 and "已撤销" in board.get(revoked.headers["location"]).text
     again = client.get(f"/api/submissions/{sub}", headers=auth(who["s04"])).json()["result"]
-    assert again["points"] == QKV.points / 2 and again["late"]["extended"] is False
+    assert again["points"] == QKV.points - MAX / 2 and again["late"]["extended"] is False
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(db.Job)).scalar_one() == 1     # never regraded
 
@@ -345,7 +348,7 @@ def test_serve_takes_database_before_or_after_its_action_and_check_help_names_a_
 def test_autograder_course_shows_each_due_date_and_late_policy():
     from autograder.commands.course import _deadline_text
 
-    assert _deadline_text(LATE_COURSE, QKV.id) == ("due 2026-01-10T23:59:00+00:00 (" + (COURSE.timezone or "UTC")
+    assert _deadline_text(LATE_COURSE, QKV.id) == ("due 2026-01-10 23:59 +00:00 (" + (COURSE.timezone or "UTC")
                                                   + "), late: 50% of the points off per started day")
     assert _deadline_text(LATE_COURSE, RNN.id) == "no due date"
 
@@ -358,7 +361,8 @@ def test_past_the_due_date_the_student_page_says_what_handing_in_now_costs(servi
         browser.post("/login", data={"token": who["s05"], "csrf": _csrf(page.text), "next": "/me"})
         mine = browser.get("/me").text
     section = mine.split(f'id="assignment-{QKV.id}"', 1)[1].split("</section>", 1)[0]
-    assert f"迟交不设截止；现在交会扣 {QKV.points:g} 分（满分 {QKV.points:g}）" in section
+    # (the penalty is of the maximum, 02's written answer's points included, and says so: issue 66)
+    assert f"迟交不设截止；现在交会扣 {MAX:g} 分（按满分 {MAX:g} 分计）" in section
     assert "现在交会扣" not in mine.split(f'id="assignment-{RNN.id}"', 1)[1].split("</section>", 1)[0]
 
 

@@ -1,6 +1,9 @@
 """The instructor's class report and the students' feedback speak the course's language."""
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import io
 import re
 import warnings
 
@@ -30,6 +33,11 @@ def _result(student: str, points: float, passed: bool) -> dict:
 
 
 RESULTS = [_result("ada", 2.0, True), _result("ben", 1.33, False)]
+#: The course these results are of: 02 as one exercise, 2.2, of 2 points (an assignment's maximum is course.yml's,
+#: autograder.written.maximum).
+ONE_EXERCISE = COURSE.model_copy(update={"assignments": [
+    a.model_copy(update={"exercises": [e for e in a.exercises if e.id == "2.2"], "questions": []})
+    if a.id == "02_qkv_attention" else a for a in COURSE.assignments]})
 
 
 def test_the_class_report_is_chinese_for_a_chinese_course_and_draws_without_a_warning():
@@ -59,7 +67,7 @@ def test_the_charts_are_svg_in_the_report_s_language_whatever_fonts_the_grader_h
     monkeypatch.setattr(R, "cjk_font", lambda: None)
     ben = _result("ben", 1.33, False)
     ben["exercises"][0]["checks"][1]["mistake"] = "no-max-subtraction"
-    page = R.class_report_html([RESULTS[0], ben], COURSE, "zh")
+    page = R.class_report_html([RESULTS[0], ben], ONE_EXERCISE, "zh")
     charts = _charts(page)
     assert len(charts) == 3
     texts = ["".join(c.itertext()) for c in charts]
@@ -153,3 +161,48 @@ def test_every_result_is_the_result_model_and_the_schema_file_is_derived_from_it
         model.parse(bad)
     path.write_text(json.dumps(bad), encoding="utf-8")
     assert files.load_result(path) is None
+
+
+def test_the_batch_report_and_feedback_give_the_assignments_due_date_in_the_courses_zone_and_one_maximum():
+    """Issue 66, items 1 and 2: the class report's due date is the assignment's (not the first result's extension,
+    not UTC, not ISO); an on-time result's feedback is not labelled late; a graded written answer no longer waits,
+    and every total is out of the assignment's maximum (its written answers' points included)."""
+    from autograder.grading.deadlines import Deadlines, submitted_json
+    from autograder.grading.times import SubmittedAt
+    from autograder.late_policy import Extension
+    from autograder.messages import say
+    from autograder.written import answers, maximum
+
+    qkv = COURSE.assignment("02_qkv_attention")
+    course = COURSE.model_copy(update={"timezone": "Asia/Shanghai", "assignments": [
+        a.model_copy(update={"due": "2026-12-08T23:59:00+08:00"}) if a.id == qkv.id else a
+        for a in COURSE.assignments]})
+    extended = Deadlines(course, [Extension(student="ada", assignment=qkv.id,
+                                            due=dt.datetime(2026, 12, 10, 15, 59, tzinfo=dt.timezone.utc))])
+    results = []
+    for student, day in (("ada", 9), ("ben", 8)):
+        nb = {"cells": [{"cell_type": "markdown", "source": "because",
+                         "metadata": {"nbgrader": {"grade_id": "q2_Q1", "grade": True, "solution": True}}}]}
+        result = {"key": f"{student}__{qkv.id}", "student": student, "assignment": qkv.id, "status": "graded",
+                  "points": qkv.points, "max_points": qkv.points, "exercises": [],
+                  "questions": answers(nb, qkv.questions),
+                  "notes_msg": [dict(zip(("zh", "en"), say("submission.written_pending", questions="2.Q1",
+                                                           points="2")))]}
+        if student == "ada":                                       # a person graded ada's answer: 1 of 2
+            result["questions"][0].update(points=1.0, status="graded")
+            result["raw_points"] = qkv.points + 1
+        received = dt.datetime(2026, 12, day, 1, 0, tzinfo=dt.timezone.utc)
+        results.append(extended.settle(result, submitted_json(SubmittedAt(received, "test"))))
+    full = maximum(qkv).points
+    assert [r["max_points"] for r in results] == [full, full]
+    report = R.class_report_html(results, course, "zh")
+    assert "截止 2026-12-08 23:59 +08:00" in report and "2026-12-10" not in report and "T15:59" not in report
+    assert f"{qkv.points + 1:g} / {full:g}" in report
+    ada, ben = (R.feedback_markdown(r, course, "zh") for r in results)
+    assert "提交期限: 截止时间 2026-12-10 23:59 +08:00（已延期）；按时提交" in ada and "迟交:" not in ada
+    assert f"**总分: {qkv.points + 1:g} / {full:g}**" in ada and "等待" not in ada
+    assert f"**总分: {qkv.points:g} / {full:g}（其中 2 分的书面问题等待批改：2.Q1）**" in ben
+    assert "书面问题等待助教批改" not in ben                      # (said once, beside the total)
+    rows = {r["student"]: r for r in csv.DictReader(io.StringIO(R.grades_csv(results, course)))}
+    assert (rows["ada"]["max"], rows["ada"]["waiting"], rows["ben"]["max"], rows["ben"]["waiting"]) == (
+        f"{full:g}", "", f"{full:g}", "2")

@@ -283,6 +283,37 @@ def test_cpu_and_submission_time_limits(sandbox):
         assert third.status == "timeout" and "submission" in third.error and worker.calls._seq == sent
 
 
+#: A busy machine as the CPU limit sees it: processes that each run a fraction of a millisecond and sleep, so
+#: they run between the scheduler's ticks, and the CPU-bound worker, running at each tick, is charged for their
+#: time too (killed at its 1 s of ticks after some 0.6 s of its own), and plain busy loops beside them.
+BURSTS = ("import time\nwhile True:\n    t = time.perf_counter()\n    while time.perf_counter() - t < 0.0003:\n"
+          "        pass\n    time.sleep(0.0002)\n")
+
+
+def test_a_cpu_limit_kill_is_named_so_on_a_busy_machine(sandbox):
+    """Under load the kernel's RLIMIT_CPU kill (a SIGKILL: the worker is its PID namespace's init) comes when rusage
+    shows well under the limit, since the limit counts ticks: still named the CPU limit, never "not one of the
+    sandbox's own limits" (issue 66, item 3b)."""
+    import subprocess
+    import sys
+
+    burn = cells("def burn():\n    while True:\n        pass\n")
+    cpu = Limits(call_seconds=60.0, cpu_seconds=1, memory_mb=512, file_mb=1)
+    cores = min(len(os.sched_getaffinity(0)), 4)     # (a busy 2-core CI runner is where it failed)
+    hogs = [subprocess.Popen([sys.executable, "-c", BURSTS]) for _ in range(6 * cores)]
+    hogs += [subprocess.Popen([sys.executable, "-c", "while True:\n    pass\n"]) for _ in range(cores)]
+    try:
+        for n in range(3):
+            with sandbox.open(burn, label=f"burner-{n}", limits=cpu) as worker:
+                reply = call(worker, "burn")
+                assert (reply.status, reply.error) == ("crashed", "killed by SIGXCPU (CPU time limit)"), (n, reply)
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()
+
+
 # -- resources ------------------------------------------------------------------------------
 def test_allocating_far_past_the_memory_limit_is_an_error_not_a_crash(sandbox):
     src = cells("import torch, numpy as np\n"

@@ -474,13 +474,133 @@ def test_cli_stops_a_call_stuck_in_c_and_names_the_exercise(tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_cli_whole_run_bound(tmp_path, monkeypatch, capsys):
-    """Many short cells, none over call_seconds, still stop at submission_seconds."""
+    """Many short cells, none over call_seconds, still stop within submission_seconds: the notebook's share of it
+    (what the checks' own time leaves) is spent, the cell running then is stopped, the cells left are skipped and
+    named, and the checks still run."""
     short_limits(tmp_path, monkeypatch, call_seconds=3, submission_seconds=4)
     path = notebook(tmp_path / "02_qkv_attention.ipynb", CORRECT, *["import time\ntime.sleep(1)"] * 30)
     assert cli.main(["check", str(path), "--language", "en"]) == 1
     out = capsys.readouterr().out
-    assert "did not finish within 4 s (course.yml limits.submission_seconds)" in out, out
-    assert re.search(r"cell \d+ \(import time\)", out), out           # the cell it was running, or had just run
+    flat = " ".join(out.replace("│", " ").split())
+    assert re.search(r"cell \d+ \(import time\) was stopped after [\d.]+ s: the notebook's share of the time ran "
+                     r"out \(2 s: course.yml limits.submission_seconds less the 2 s kept for the checks\)", flat), out
+    assert re.search(r"cells [\d, ]+, 32 were not run: the notebook's share of the time, 2 s, was spent", flat), out
+    assert "2.4 output shapes and dtype ✓ passed" in flat, out          # checked in the checks' own time
+
+
+def table_rows(out: str) -> dict[str, list[tuple[str, str]]]:
+    """The self-check table's rows per exercise: (result, message), a message wrapped over lines joined again."""
+    rows: dict[str, list[tuple[str, str]]] = {}
+    last: list[tuple[str, str]] = []
+    for line in out.splitlines():
+        cols = [c.strip() for c in line.split("│")]
+        if len(cols) != 7:
+            continue
+        if cols[1]:
+            last = rows.setdefault(cols[1], [])
+            last.append((cols[3], cols[4]))
+        elif last and cols[4]:
+            last[-1] = (last[-1][0], f"{last[-1][1]} {cols[4]}")
+    return rows
+
+
+def solved_02(edits: dict[str, str]) -> nbformat.NotebookNode:
+    """02's notebook with the solutions filled in, each cell whose nbgrader id ``edits`` names given its source."""
+    from autograder.authoring.session import Notebooks
+
+    nb = nbformat.reads(Notebooks(load_course(ROOT / "course.yml")).notebook("02_qkv_attention").decode(),
+                        as_version=4)
+    for cell in nb.cells:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid in edits:
+            cell.source = edits[gid].replace("{first}", cell.source.splitlines()[0])
+    return nb
+
+
+EXERCISES_02 = [e.id for e in COURSE.assignment("02_qkv_attention").exercises]
+#: 2.3 as a student who loops forever writes it.
+LOOPING_2_3 = "def attention_scores(Q, K):\n    while True:\n        pass\n"
+#: 2.4 stuck in one long C call (see C_LOOP) when it is given batch dimensions, as the checks do and the chapter's
+#: demonstration cells (one sequence each) do not: only the parent's clock can stop it, during the checks.
+C_LOOP_2_4 = CORRECT.replace("def scaled_dot_product_attention(Q, K, V):\n",
+                             "def scaled_dot_product_attention(Q, K, V):\n    if Q.dim() > 2:\n"
+                             "        sum(range(10 ** 12))\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["example cell", "demo calls a loop", "exercise stuck in C"])
+def test_cli_a_loop_anywhere_leaves_every_exercise_listed_and_the_others_checked(case, tmp_path, monkeypatch, capsys):
+    """Issue 66, item 3: a demonstration cell's own time (demo_seconds) as long as the whole run's
+    (submission_seconds), as course.yml has them. A loop in the chapter's example cell, in a demonstration cell that
+    calls the student's looping 2.3, or in one long C call of 2.4 that only the parent can stop: the table lists
+    every exercise of 02, the loop named, every other exercise checked, and those not checked said so and why."""
+    short_limits(tmp_path, monkeypatch, call_seconds=1, submission_seconds=30, demo_seconds=30)
+    edits = {"example cell": {"facts_attention": "{first}\nwhile True:\n    pass\n"},
+             "demo calls a loop": {"ex2_3": LOOPING_2_3},
+             "exercise stuck in C": {"ex2_4": C_LOOP_2_4}}[case]
+    path = tmp_path / "02_qkv_attention.ipynb"
+    nbformat.write(solved_02(edits), path)
+    assert cli.main(["check", str(path), "--language", "en"]) == 1
+    out = capsys.readouterr().out
+    flat = " ".join(out.replace("│", " ").split())
+    rows = table_rows(out)
+    assert sorted(rows) == EXERCISES_02, out
+    passed = {ex for ex, results in rows.items() if all(r == "✓ passed" for r, _ in results)}
+    if case == "example cell":
+        # The example cell is stopped when the notebook's share runs out (never the checks' time): the cells
+        # after it that need its variables raise, and every exercise is checked.
+        assert re.search(r"cell 21 \(# 本章的例子[^)]*\) was stopped after [\d.]+ s: the notebook's share of the "
+                         r"time ran out \(20 s: course.yml limits.submission_seconds less the 10 s kept for the "
+                         r"checks\)", flat), out
+        assert passed == set(EXERCISES_02), out
+    elif case == "demo calls a loop":
+        assert re.search(r"cell 21 \(# 本章的例子[^)]*\) was stopped after [\d.]+ s, while it was calling your "
+                         r"attention_scores: the notebook's share of the time ran out", flat), out
+        assert passed == {"2.1", "2.2", "2.5"}, out
+        assert "attention_scores was still running after 1 s (course.yml limits.call_seconds)" in rows["2.3"][0][1]
+        assert "scaled_dot_product_attention was still running after 1 s (course.yml limits.call_seconds) and was " \
+               "stopped inside your function attention_scores" in rows["2.4"][0][1], out
+    else:
+        # The parent had to kill the child: what the child had checked comes with it, the rest is said not checked.
+        assert "✗ exercise 2.4 (a call to scaled_dot_product_attention) was still running after 1 s" in out, out
+        assert passed == {"2.1", "2.2", "2.3"}, out
+        assert rows["2.4"] == rows["2.5"] == [("✗ timed out", "not checked: the self-check was stopped in exercise "
+                                                             "2.4 (a call to scaled_dot_product_attention)")], out
+
+
+def test_checks_past_their_own_time_list_every_exercise_as_not_checked():
+    """The checks' own time spent (a deadline already past): every exercise is listed, not checked, and why."""
+    from autograder.selfcheck.kernel import ChecksTime, run_public
+
+    namespace = _namespace(SOLUTIONS_02)
+    exercises = COURSE.assignment("02_qkv_attention").exercises
+    got = []
+    results = run_public(namespace, list(exercises), COURSE, notes=[], on_result=got.append,
+                         time_left=ChecksTime(time.monotonic(), 12))
+    assert [r.exercise for r in results] == [r.exercise for r in got] == EXERCISES_02
+    assert {r.status.value for r in results} == {"timeout"}
+    assert {c.message.en for r in results for c in r.checks} == {"not checked: the 12 s kept for the checks were spent"}
+
+
+def test_in_kernel_check_stopped_part_way_lists_every_exercise(monkeypatch):
+    """check() of the whole notebook, stopped (the stop button) during 2.3: 2.1 and 2.2 with their results, 2.3 to
+    2.5 listed as not checked, and why."""
+    from autograder.selfcheck import kernel
+
+    namespace = _namespace(SOLUTIONS_02)
+
+    def attention_scores(Q, K):
+        raise KeyboardInterrupt
+
+    namespace.update(attention_scores=attention_scores, __session__="02_qkv_attention.ipynb")
+    monkeypatch.setattr(kernel, "caller_namespace", lambda depth: namespace)
+    monkeypatch.setattr(kernel, "_show", lambda result: None)
+    result = kernel.check(language="en")
+    assert not result.passed and "interrupted" in result.notes[0].message.en
+    assert statuses(result) == {"2.1": "passed", "2.2": "passed", "2.3": "timeout", "2.4": "timeout",
+                                "2.5": "timeout"}
+    for exercise in result.exercises[2:]:
+        assert [c.message.en for c in exercise.checks] == ["not checked: the self-check was interrupted"]
 
 
 # -- a real kernel ------------------------------------------------------------------------
@@ -512,3 +632,34 @@ def test_in_a_real_kernel(tmp_path, fingerprints_file, monkeypatch):
     assert 'data-mistake="no-scale"' in mistake and "1/√d" in mistake
     assert 'data-status="not_attempted"' in stub and "尚未作答" in stub
     assert 'data-status="forbidden"' in forbidden and "F.scaled_dot_product_attention" in forbidden
+
+
+def test_fingerprints_weigh_the_students_other_calls_as_the_live_diagnoser_does(fingerprints_file):
+    """A stored mistake whose output the student's other calls contradict (the mistake departs from the reference
+    there, the student's output does not) is not named; the same calls showing the mistake leave it named."""
+    from autograder import catalog as C
+    from autograder.catalog.fingerprints import copying_runner
+    from autograder.grading.references import reference
+    from autograder.probes import execute
+
+    data = load_fingerprints(fingerprints_file)
+    stored = FingerprintDiagnoser(COURSE.tolerances, data)
+    C.load_catalog(COURSE, hidden=False, mistakes=True)
+    no_scale = next(m for m in C.MISTAKES["2.4"] if m.name == "no-scale")
+    calls = []
+
+    def recording(request):
+        reply = copying_runner({"scaled_dot_product_attention": no_scale.fn})(request)
+        if reply.status == "ok":
+            calls.append((request, reply.value()))
+        return reply
+
+    _, ex = COURSE.exercise("2.4")
+    C.run_exercise(ex, recording, audiences=[C.Audience.PUBLIC], tolerances=COURSE.tolerances,
+                   seed_parts=(C.PUBLIC_SEED,))
+    named = [(request, value) for request, value in calls if stored("2.4", request, value) is not None]
+    assert len(named) >= 2
+    (first, value), (other, shown) = named[0], named[-1]
+    right = execute({"scaled_dot_product_attention": reference(COURSE, "2.4")}, C.copied(other)).value()
+    assert stored("2.4", first, value, evidence=[(other, shown)]).name == "no-scale"
+    assert stored("2.4", first, value, evidence=[(other, right)]) is None

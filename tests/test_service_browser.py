@@ -66,7 +66,9 @@ def test_a_student_watches_her_upload_get_graded_and_the_dashboard_manages_the_c
             page.wait_for_selector("[data-submission][data-state=done]")
             assert "已评分" in page.locator("[data-submission]").first.inner_text()
             verdict = section.locator("details[open]")
-            assert f"{QKV.points:g} / {QKV.points:g}" in verdict.inner_text() and "隐藏" in verdict.inner_text()
+            # (out of 02's maximum, its written answer's points included: autograder.written.maximum)
+            most = QKV.points + QKV.manual_points
+            assert f"{QKV.points:g} / {most:g}" in verdict.inner_text() and "隐藏" in verdict.inner_text()
             page.screenshot(path=str(ARTIFACTS / "service-student.png"), full_page=True)
 
             board = chromium.new_context(locale="zh-CN").new_page()
@@ -197,10 +199,13 @@ def test_a_student_reads_why_her_grade_changed_after_an_extension_and_a_regrade(
                 rows = page.locator("#score-history tr[data-why]")
                 assert [rows.nth(i).get_attribute("data-why") for i in range(rows.count())] == [
                     "graded", "extension", "regrade"]
-                full, half = f"{QKV.points:g}", f"{QKV.points / 2:g}"           # half off, then all of it
-                assert f"{half} → {full} / {full}" in rows.nth(1).inner_text() and "延期" in rows.nth(1).inner_text()
+                # Half the maximum off (its written answer's points included), then none of it; each score out of
+                # the maximum (autograder.written.maximum).
+                most = QKV.points + QKV.manual_points
+                full, half, top = f"{QKV.points:g}", f"{QKV.points - most / 2:g}", f"{most:g}"
+                assert f"{half} → {full} / {top}" in rows.nth(1).inner_text() and "延期" in rows.nth(1).inner_text()
                 assert "teacher" in rows.nth(1).inner_text()
-                assert f"{full} → 6 / {full}" in rows.nth(2).inner_text() and "重新评分" in rows.nth(2).inner_text()
+                assert f"{full} → 6 / {top}" in rows.nth(2).inner_text() and "重新评分" in rows.nth(2).inner_text()
             finally:
                 chromium.close()
     finally:

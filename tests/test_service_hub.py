@@ -647,7 +647,9 @@ def test_a_hub_users_token_submits_through_the_hubs_proxy_and_reads_only_its_own
         assert got.status_code == 200, got.text
         state = got.json()
     assert state["state"] == "done", (state, real_hub.log_tail())
-    assert state["student"] == "ada" and state["result"]["points"] == state["result"]["max_points"] > 0, state
+    # Full automatic marks, out of 02's maximum (its written answer's points included, waiting for a person).
+    assert state["student"] == "ada" and state["result"]["points"] == QKV.points > 0, state
+    assert state["result"]["max_points"] == QKV.points + QKV.manual_points, state
     other = httpx.get(f"{api}/{number}", headers={"Authorization": f"Bearer {ben}"}, timeout=30)
     assert other.status_code == 404 and other.json()["code"] == "service.no_submission", other.text
     seen = httpx.get(f"{api}/{number}", headers={"Authorization": f"Bearer {teacher}"}, timeout=30)
@@ -742,9 +744,10 @@ def test_a_student_signs_in_to_the_hub_and_submits_from_her_notebook(real_hub, c
         assert "全部通过" in text and "course.yml" not in text and "ConfigError" not in text, text
         # The whole notebook, the submit() cell in it, graded: full marks (the grader's scan lets the
         # notebook import autograder.submit as it lets it import autograder.check).
-        full = f"评分完成：{QKV.points:g} / {QKV.points:g} 分"
+        most = QKV.points + QKV.manual_points          # 02's maximum, its written answer's points included
+        full = f"评分完成：{QKV.points:g} / {most:g} 分"
         assert full in text, text
-        assert f": done, {QKV.points:g} / {QKV.points:g}>" in text, text     # submit()'s value: one line
+        assert f": done, {QKV.points:g} / {most:g}>" in text, text     # submit()'s value: one line
         cell.evaluate("node => node.scrollIntoView({block: 'center'})")
         page.mouse.move(0, 0)
         page.screenshot(path=str(shot))

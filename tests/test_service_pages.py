@@ -212,3 +212,74 @@ def test_an_extension_from_the_dashboard_says_when_the_courses_extensions_file_w
             said[student] = unquote(made.headers["location"])
     assert "extensions.csv" in said["ada"] and "以文件为准" in said["ada"]
     assert "extensions.csv" not in said["ben"]
+
+
+# -- issue 66, item 2: one date format, in the course's zone -----------------------------------------------------------
+#: A date as people read it, the one format (autograder.clock.readable): "2026-01-08 23:59 +08:00".
+ONE_FORMAT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}(?::\d{2})? [+-]\d{2}:\d{2}")
+
+
+def _dates(page: str) -> list[str]:
+    """Every date a page's text shows (its attributes, for machines, left out), with what follows it."""
+    import html as html_module
+
+    text = html_module.unescape(re.sub(r"<[^>]+>", " ", page))
+    return [text[m.start():m.start() + 40] for m in re.finditer(r"\d{4}[-年/]\d{1,2}[-月/]\d{1,2}", text)]
+
+
+def test_every_page_writes_dates_one_way_in_the_courses_zone_and_the_report_gives_the_assignments_due_date(tmp_path):
+    """The class report once gave the first student's extended due date as the assignment's, in UTC
+    ("2026-12-10T15:59:00+00:00"); the pages wrote dates four ways (年月日 by the script, "CST", "+08:00", ISO);
+    an on-time result's feedback was labelled "迟交"."""
+    import datetime as dt
+
+    from autograder.grading.deadlines import Deadlines, submitted_json
+    from autograder.grading.times import SubmittedAt
+    from autograder.late_policy import LatePolicy
+    from autograder.service import queue as Q
+
+    course = COURSE.model_copy(update={"timezone": "Asia/Shanghai", "assignments": [
+        a.model_copy(update={"due": "2026-12-08T23:59:00+08:00", "late": LatePolicy(kind="per_day", percent=10)})
+        if a.id == QKV.id else a for a in COURSE.assignments]})
+    utc = dt.timezone.utc
+    with site_for(tmp_path, course) as (url, engine, who, _database):
+        # ada's extension, granted on the dashboard (kept in UTC): two days more; both hand in on time.
+        with browser(url) as teacher:
+            sign_in(teacher, who["teacher"])
+            granted = teacher.post("/dashboard/extensions", data={
+                "csrf": csrf_of(teacher.get("/dashboard").text), "student": "ada", "assignment": QKV.id,
+                "due": "2026-12-10T23:59", "reason": "ill"})
+            assert granted.status_code == 303
+        assert db.granted_extensions(engine)[0].due == dt.datetime(2026, 12, 10, 15, 59, tzinfo=utc)
+        for student, received in (("ada", dt.datetime(2026, 12, 9, 20, 0, tzinfo=utc)),
+                                  ("ben", dt.datetime(2026, 12, 8, 12, 0, tzinfo=utc))):
+            sub, job = Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb", data=notebook(),
+                               received_at=received)
+            result = {"student": student, "assignment": QKV.id, "points": QKV.points, "max_points": QKV.points,
+                      "status": "graded", "exercises": []}
+            Deadlines.load(course).settle(result, submitted_json(SubmittedAt(received, "the service's receipt")))
+            assert Q.claim(engine, "w", 60).job == job and Q.complete(engine, job, "w", result)
+        with browser(url) as teacher, browser(url) as ada:
+            sign_in(teacher, who["teacher"])
+            sign_in(ada, who["ada"])
+            report = teacher.get("/dashboard/report").text
+            # The assignment's due date, in the course's zone: not ada's extension, not UTC, not ISO.
+            assert "截止 2026-12-08 23:59 +08:00" in report
+            assert "2026-12-10" not in report and "T15:59" not in report and "+00:00" not in report
+            mine = ada.get("/me").text
+            assert ">2026-12-10 23:59 +08:00</time>" in mine                         # her own due date
+            assert "截止时间 2026-12-10 23:59 +08:00（已延期）；按时提交" in mine      # in the course's zone
+            assert "提交期限: 截止时间" in mine and "迟交: 截止时间" not in mine       # on time: not labelled late
+            pages = {"/me": mine, "/dashboard/report": report}
+            for path in ("/dashboard", "/dashboard/student?id=ada", "/dashboard/actions", "/dashboard/tokens",
+                         "/dashboard/roster"):
+                pages[path] = teacher.get(path).text
+            for path, page in pages.items():
+                shown = _dates(page)
+                assert all(ONE_FORMAT.match(d) for d in shown), (path, [d for d in shown if not ONE_FORMAT.match(d)])
+                assert "CST" not in page, path
+            assert sum(len(_dates(p)) for p in pages.values()) >= 6
+            # The pages' script leaves the dates as the page wrote them (it once rewrote them in the reader's zone,
+            # 年月日 in Chinese).
+            script = ada.get("/static/app.js").text
+            assert "toLocaleString" not in script

@@ -73,7 +73,7 @@ def test_the_schema_is_alembics_and_upgrading_twice_changes_nothing(engine):
         assert compare_metadata(MigrationContext.configure(conn), db.Base.metadata) == []
     db.upgrade(engine)
     with engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0009"]
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0010"]
         if engine.dialect.name == "sqlite":
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 

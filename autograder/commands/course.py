@@ -10,6 +10,7 @@ import argparse
 import json
 import re
 
+from autograder.clock import readable
 from autograder.config import Course, course_file, grade_id, load_course
 from autograder.config_errors import did_you_mean
 from autograder.errors import ConfigError
@@ -46,9 +47,9 @@ def _deadline_text(course: Course, assignment_id: str) -> str:
     if due is None:
         return "no due date"
     zone = course.timezone or "UTC"
-    text = f"due {due.isoformat()} ({zone})"
+    text = f"due {readable(due, course.zone)} ({zone})"
     if last is not None:
-        text += f", late until {last.isoformat()}"
+        text += f", late until {readable(last, course.zone)}"
     if policy.kind == "none":
         return text + ", no late penalty"
     if policy.kind == "zero":

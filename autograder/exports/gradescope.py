@@ -42,6 +42,7 @@ from autograder.messages import say, text
 from autograder.points import hundredths, shares
 from autograder.reports.feedback import cell_message, cell_number, message_text
 from autograder.sandbox.launch import take_early_launch
+from autograder.written import maximum
 from autograder.zips import deterministic_zip
 
 #: Where each audience's checks show, and when (Gradescope's visibility values:
@@ -169,7 +170,8 @@ def planned_checks(assignment: Assignment) -> list[PlannedCheck]:
 #: results.json's words -> the message catalogue's keys.
 _KEYS = {"hidden": "label.hidden", "diagnosis": "label.diagnosis", "not_graded": "label.not_graded",
          "forbidden_note": "label.forbidden_note", "public": "label.public_summary", "note": "label.note",
-         "cell": "label.cell", "cells": "label.cells", "what_now": "label.what_now", "late": "label.late"}
+         "cell": "label.cell", "cells": "label.cells", "what_now": "label.what_now", "late": "label.late",
+         "due": "label.due"}
 
 
 def say_in(language: str, key: str, **kw: Any) -> str:
@@ -224,12 +226,14 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
             tests.append(_check_test(titles.get(p.exercise, p.exercise), check, passed=False, output=why,
                                      language=language, score=0.0, max_score=p.points))
     public = [t for t in tests if t["extra_data"]["audience"] == "public"]
+    most = maximum(assignment, result)
     lines = [f"{assignment.id} · {assignment.title_in(language)}"]
     if graded:
         lines.append(say_in(language, "public", passed=sum(t["status"] == "passed" for t in public), total=len(public)))
         late = result.get("late")
-        if isinstance(late, dict):
-            lines.append(f"{say_in(language, 'late')}: {message_text(late.get('rule'), language)}")
+        if isinstance(late, dict):       # (one on time or of unknown time: its due date, not "late")
+            label = say_in(language, "late" if late.get("late") is True else "due")
+            lines.append(f"{label}: {message_text(late.get('rule'), language)}")
         for note in result.get("notes_msg") or []:
             lines.append(f"{say_in(language, 'note')}: {message_text(note, language)}")
         bad = [c for c in result.get("cells") or [] if c.get("status") not in ("ok", "skipped", None)]
@@ -255,7 +259,10 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
         # stdout carries the instructor's full feedback, hidden checks included.
         "stdout_visibility": "hidden",
         "extra_data": {"kit": __version__, "assignment": assignment.id, "grader": result.get("grader"),
-                       "status": result.get("status"), "max_points": hundredths(assignment.points)},
+                       "status": result.get("status"),
+                       # The assignment's maximum (autograder.written.maximum): the autograder's part, and the
+                       # written answers', which are Gradescope's manually graded questions, not this score's.
+                       "max_points": hundredths(most.automatic), "written_points": hundredths(most.written)},
         "tests": tests,
     }
 

@@ -15,6 +15,7 @@ from autograder.config import Assignment, Course, grade_id
 from autograder.exports.gradescope import PlannedCheck, gradescope_files, planned_checks
 from autograder.exports.targets import ExportTarget
 from autograder.reports.feedback import message_text
+from autograder.written import maximum
 
 
 OTTER_KIT = "kit"
@@ -59,8 +60,10 @@ def otter_files(course: Course, assignment: Assignment, *, language: str | None 
         "show_hidden": True,
         "force_public_test_summary": True,
         "show_stdout": False,
-        # A top-level score: Otter's total over the assignment's points, i.e. the kit's score.
-        "points_possible": assignment.points,
+        # A top-level score: Otter's total over the assignment's points, i.e. the kit's score. Otter scales its total
+        # to this: the autograder's part of the assignment's maximum (autograder.written.maximum), its written
+        # answers being graded by hand apart.
+        "points_possible": maximum(assignment).automatic,
     }
     files["otter_config.json"] = (json.dumps(config, indent=2) + "\n").encode("utf-8")
     return files

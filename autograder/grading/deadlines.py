@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from autograder import lateness
+from autograder.clock import readable
 from autograder.config import Course
 from autograder.errors import ConfigError
 from autograder.extensions import load_extensions
 from autograder.grading.times import NONE, SubmittedAt
 from autograder.late_policy import Deadline, Extension, deadline_for
+from autograder.written import maximum_of
 
 #: The extensions file, beside course.yml (the first that exists).
 EXTENSION_FILES = ("extensions.csv", "extensions.yml", "extensions.yaml")
@@ -97,7 +99,13 @@ class Deadlines:
                             policy=policy)
         if due is None:
             return None
-        return deadline_for(student, assignment, due=due, last=last, policy=policy, extensions=self.extensions)
+        found = deadline_for(student, assignment, due=due, last=last, policy=policy, extensions=self.extensions)
+        if found is None:
+            return None
+        # In the course's time zone, as every page and message shows a time (an extension granted on the dashboard
+        # is stored in UTC).
+        return found.model_copy(update={"due": self._local(found.due),
+                                        "last": self._local(found.last) if found.last is not None else None})
 
     def _local(self, value: datetime) -> datetime:
         return value.astimezone(self.course.zone)
@@ -105,12 +113,16 @@ class Deadlines:
     def settle(self, result: dict[str, Any], submitted: dict[str, Any] | None) -> dict[str, Any]:
         """``result`` with its submission time, its lateness and its final score (in place, and returned).
 
-        ``raw_points`` keeps what the notebook scored; ``points`` is the score after the late policy.
-        A custom policy that fails raises ConfigError naming it: nothing is written wrongly.
+        ``raw_points`` keeps what the notebook scored; ``points`` is the score after the late policy, which is
+        computed on the assignment's maximum (:func:`autograder.written.maximum`: its written answers' points
+        included, graded or not), the ``max_points`` written. A custom policy that fails raises ConfigError
+        naming it: nothing is written wrongly.
         """
         raw = result.get("raw_points")
         raw = float(raw if isinstance(raw, (int, float)) else result.get("points") or 0.0)
         result["raw_points"] = raw
+        if any(a.id == result.get("assignment") for a in self.course.assignments):
+            result["max_points"] = maximum_of(self.course, result).points
         if submitted is not None:
             result["submitted"] = submitted
         submitted = result.get("submitted")
@@ -133,9 +145,10 @@ class Deadlines:
                               raw=raw, max_points=float(result.get("max_points") or 0.0), course_root=self.course.root,
                               unknown_late="on_time" if self.course.late_marker == "on_time" else "late_unknown")
         rule_en, rule_zh = late.rule, late.rule_zh
-        if as_of_used:
-            rule_en += f" (no trustworthy submission time: taken as --as-of {_iso(self.as_of)})"
-            rule_zh += f"（没有可信的提交时间：按 --as-of {_iso(self.as_of)} 计）"
+        if as_of_used and self.as_of is not None:
+            shown = readable(self.as_of, self.course.zone)
+            rule_en += f" (no trustworthy submission time: taken as --as-of {shown})"
+            rule_zh += f"（没有可信的提交时间：按 --as-of {shown} 计）"
         result["late"] = {"due": _iso(deadline.due), "last": _iso(deadline.last), "late": late.late,
                           "seconds_late": late.seconds_late, "penalty": late.penalty, "accepted": late.accepted,
                           "extended": deadline.extension is not None, "policy": deadline.policy.kind,

@@ -156,7 +156,8 @@ def _row(result: dict[str, Any]) -> dict[str, Any]:
     keep = ("key", "student", "assignment", "points", "max_points", "status", "source", "origin", "raw_points",
             "late")
     return {**{k: result.get(k) for k in keep},
-            "exercises": [{"exercise": e["exercise"], "points": e["points"]} for e in result.get("exercises", [])],
+            "exercises": [{"exercise": e["exercise"], "points": e["points"], "max_points": e.get("max_points")}
+                          for e in result.get("exercises", [])],
             "questions": [{"question": q.get("question"), "points": q.get("points"), "max_points": q.get("max_points")}
                           for q in result.get("questions") or () if isinstance(q, dict)]}
 

@@ -3,23 +3,28 @@ and the terminal summary at the end of a batch.
 """
 from __future__ import annotations
 
+import datetime as dt
 import statistics
 from collections import Counter
 from typing import Any
 
+from autograder.clock import readable
 from autograder.config import Course
 from autograder.points import fmt
 from autograder.reports import charts
-from autograder.reports.feedback import esc, exercise_title, fmt_points, html_page, message_text, status_text
+from autograder.reports.feedback import (esc, exercise_title, fmt_points, html_page, message_text, notes,
+                                         status_text)
 from autograder.reports.files import GRADED
-from autograder.written import pending
 from autograder.text import line
+from autograder.written import maximum_of
 
 # -- the class report ------------------------------------------------------------------------
 def class_stats(results: list[dict[str, Any]], course: Course) -> dict[str, Any]:
     """Numbers behind the report and the terminal summary."""
     graded = [r for r in results if r.get("status", "").startswith(GRADED)]
-    fractions = [r["points"] / r["max_points"] for r in graded if r.get("max_points")]
+    # Out of the assignment's maximum (autograder.written.maximum: its written answers', graded or not).
+    maxima = [(r, maximum_of(course, r).points) for r in graded]
+    fractions = [float(r.get("points") or 0.0) / most for r, most in maxima if most]
     per_exercise: dict[str, dict[str, Any]] = {}
     mistakes: Counter[tuple[str, str]] = Counter()
     mistake_text: dict[tuple[str, str], Any] = {}
@@ -88,15 +93,34 @@ def cjk_font() -> str | None:
     return next((name for name in CJK_FONTS if name in names), None)
 
 
-def late_counts(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per assignment with a due date: how many submissions came late, were refused or have no known time."""
+def assignment_due(course: Course, assignment: str, stored: Any = None) -> str:
+    """The assignment's own due date (course.yml's, not a student's extension) as people read it, in the course's
+    zone (:func:`autograder.clock.readable`); for an assignment course.yml no longer has, ``stored`` (a result's
+    ISO text), shown the same way."""
+    due = None
+    if any(a.id == assignment for a in course.assignments):
+        due = course.deadline_of(assignment)[0]
+    elif isinstance(stored, str):
+        try:
+            due = dt.datetime.fromisoformat(stored)
+        except ValueError:
+            return stored
+    return readable(due, course.zone) if due is not None else ""
+
+
+def late_counts(results: list[dict[str, Any]], course: Course) -> dict[str, dict[str, Any]]:
+    """Per assignment with a due date: its due date (the assignment's), how many submissions came late, were
+    refused or have no known time."""
     out: dict[str, dict[str, Any]] = {}
     for r in results:
         late = r.get("late")
         if not isinstance(late, dict) or not r.get("assignment"):
             continue
-        counts = out.setdefault(str(r["assignment"]), {"due": late.get("due"), "late": 0, "refused": 0,
-                                                       "unknown": 0, "penalty": 0.0})
+        assignment = str(r["assignment"])
+        if assignment not in out:
+            out[assignment] = {"due": assignment_due(course, assignment, late.get("due")), "late": 0, "refused": 0,
+                               "unknown": 0, "penalty": 0.0}
+        counts = out[assignment]
         counts["late"] += late.get("late") is True
         counts["refused"] += late.get("accepted") is False
         counts["unknown"] += late.get("late") is None
@@ -125,7 +149,7 @@ def class_report_parts(results: list[dict[str, Any]], course: Course, language: 
         summary += T["mean"].format(mean=stats["mean"] * 100, median=stats["median"] * 100)
     body = [f"<h1>{esc(T['title'].format(name=course.name))}</h1>"] if title else []
     body.append(f"<p>{esc(summary)}。</p>" if language == "zh" else f"<p>{esc(summary)}.</p>")
-    lateness = late_counts(results)
+    lateness = late_counts(results, course)
     if lateness:
         body.append(f"<h2>{esc(T['lateness'])}</h2><ul>" + "".join(
             f"<li>{esc(T['late_row'].format(assignment=a, **counts))}</li>" for a, counts in lateness.items())
@@ -170,7 +194,7 @@ def class_report_parts(results: list[dict[str, Any]], course: Course, language: 
         return body
     rows = "".join(
         f"<tr><td>{esc(r.get('student') or '')}</td><td>{esc(r.get('assignment') or '')}</td>"
-        f"<td>{esc(fmt_points(r.get('points', 0)))} / {esc(fmt_points(r.get('max_points', 0)))}</td>"
+        f"<td>{esc(maximum_of(course, r).fraction(float(r.get('points') or 0.0), language))}</td>"
         f"<td>{esc(_status_cell(r, language, T))}</td>"
         f"<td><a href='feedback/{esc(r['key'])}.html'>{esc(T['feedback'])}</a></td></tr>"
         for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))))
@@ -182,8 +206,8 @@ def class_report_parts(results: list[dict[str, Any]], course: Course, language: 
 def _status_cell(result: dict[str, Any], language: str, T: dict[str, str]) -> str:
     """A result's status in the report's language: graded (and its notes), or why it was not, whole."""
     if str(result.get("status", "")).startswith(GRADED):
-        notes = [message_text(n, language) for n in result.get("notes_msg") or []]
-        return "；".join([T["graded"], *notes]) if language == "zh" else "; ".join([T["graded"], *notes])
+        kept = notes(result, language)
+        return "；".join([T["graded"], *kept]) if language == "zh" else "; ".join([T["graded"], *kept])
     said = message_text(result.get("message"), language)
     return said or str(result.get("status", ""))
 
@@ -201,7 +225,7 @@ def print_summary(console: Any, results: list[dict[str, Any]], course: Course, *
         for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))):
             ok = r.get("status") == GRADED
             table.add_row(_esc(r.get("student") or "?"), _esc(r.get("assignment") or "?"),
-                          f"{fmt_points(r.get('points', 0))}/{fmt_points(r.get('max_points', 0))}",
+                          f"{fmt_points(r.get('points', 0))}/{fmt_points(maximum_of(course, r).points)}",
                           _esc(r.get("status", "")) if ok else f"[yellow]{_esc(r.get('status', ''))}[/]")
         console.print(table)
     else:
@@ -227,12 +251,13 @@ def print_summary(console: Any, results: list[dict[str, Any]], course: Course, *
     mean = f", mean {stats['mean'] * 100:.1f}%" if stats["mean"] is not None else ""
     console.print(f"{stats['n']} submissions: {stats['graded']} graded, "
                   f"{stats['n'] - stats['graded']} not graded{mean}")
-    waiting = [r for r in results if pending(r)]
+    waiting = [(r, maximum_of(course, r).waiting) for r in results]
+    waiting = [(r, w) for r, w in waiting if w]
     if waiting:
         console.print(f"written answers wait for a person in {len(waiting)} submissions "
-                      f"({fmt_points(sum(pending(r) for r in waiting))} points, not in these scores, never 0): grade "
-                      "them in the service's dashboard (autograder serve) or nbgrader's formgrader")
-    for assignment, counts in late_counts(results).items():
+                      f"({fmt_points(sum(w for _, w in waiting))} points: in the maximum, not yet in these scores, "
+                      "never 0): grade them in the service's dashboard (autograder serve) or nbgrader's formgrader")
+    for assignment, counts in late_counts(results, course).items():
         console.print(_REPORT["en"]["late_row"].format(assignment=assignment, **counts))
 
 

@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from autograder.config import Course
-from autograder.messages import say, status_word, text
+from autograder.messages import is_said, say, status_word, text
 from autograder.points import fmt as points_fmt
 from autograder.reports.files import GRADED
 from autograder.text import csv_rows
-from autograder.written import pending
+from autograder.written import maximum_of
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -145,6 +145,25 @@ def time_column(result: dict[str, Any]) -> str:
     return "yes" if value is True else "no" if value is False else "unknown"
 
 
+def _late_label(result: dict[str, Any], language: str) -> str:
+    """The late line's label: "Late submission" for a late one, "Due date" for one on time or of unknown time."""
+    late = result.get("late")
+    return _label(language, "late" if isinstance(late, dict) and late.get("late") is True else "due")
+
+
+def notes(result: dict[str, Any], language: str) -> list[str]:
+    """The result's notes in ``language``, less the grading's "written answers wait" (the total says what waits
+    now, :func:`total_text`: a note kept from grading time would still say so once a person graded them)."""
+    return [_text(n, language) for n in result.get("notes_msg") or []
+            if not is_said(n, "submission.written_pending")]
+
+
+def total_text(result: dict[str, Any], course: Course, language: str) -> str:
+    """``10 / 12``: the score out of the assignment's maximum (:func:`autograder.written.maximum`), with what
+    still waits for a person beside it."""
+    return maximum_of(course, result).fraction(float(result.get("points") or 0.0), language)
+
+
 def _late_line(result: dict[str, Any], language: str) -> str:
     """When it was due, when it came, the penalty and why (grading/deadlines.py), in the student's language."""
     late = result.get("late")
@@ -169,12 +188,12 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
     if result.get("status") != GRADED and not result.get("exercises"):
         lines += [f"**{L('not_graded')}**: {_md(_text(result.get('message'), language))}", "", L("what_now"), ""]
         return "\n".join(lines)
-    lines += [f"**{L('total')}: {fmt_points(result['points'])} / {fmt_points(result['max_points'])}**", ""]
+    lines += [f"**{L('total')}: {_md(total_text(result, course, language))}**", ""]
     late = _late_line(result, language)
     if late:
-        lines += [f"> {L('late')}: {_md(late)}", ""]
-    for note in result.get("notes_msg", []):
-        lines.append(f"> {L('note')}: {_md(_text(note, language))}")
+        lines += [f"> {_late_label(result, language)}: {_md(late)}", ""]
+    for note in notes(result, language):
+        lines.append(f"> {L('note')}: {_md(note)}")
     lines += ["", f"| {L('exercise')} | {L('score')} | {L('status')} |", "|---|---|---|"]
     for ex in result.get("exercises", []):
         lines.append(f"| {ex['exercise']} {exercise_title(course, ex['exercise'], language)} | "
@@ -239,13 +258,12 @@ def feedback_parts(result: dict[str, Any], course: Course, language: str) -> lis
     if result.get("status") != GRADED and not result.get("exercises"):
         return [f"<p class='note'><b>{esc(L('not_graded'))}</b>: {esc(_text(result.get('message'), language))}</p>",
                 f"<p>{esc(L('what_now'))}</p>"]
-    body.append(f"<p><b>{esc(L('total'))}: {esc(fmt_points(result['points']))} / "
-                f"{esc(fmt_points(result['max_points']))}</b></p>")
+    body.append(f"<p><b>{esc(L('total'))}: {esc(total_text(result, course, language))}</b></p>")
     late = _late_line(result, language)
     if late:
-        body.append(f"<p class='note'>{esc(L('late'))}: {esc(late)}</p>")
-    for note in result.get("notes_msg", []):
-        body.append(f"<p class='note'>{esc(L('note'))}: {esc(_text(note, language))}</p>")
+        body.append(f"<p class='note'>{esc(_late_label(result, language))}: {esc(late)}</p>")
+    for note in notes(result, language):
+        body.append(f"<p class='note'>{esc(L('note'))}: {esc(note)}</p>")
     rows = "".join(
         f"<tr><td>{esc(ex['exercise'])} {esc(exercise_title(course, ex['exercise'], language))}</td>"
         f"<td>{esc(fmt_points(ex['points']))} / {esc(fmt_points(ex['max_points']))}</td>"
@@ -313,7 +331,7 @@ def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
 
     columns = exercise_columns(course, results)
     # The written answers: a column each (the points a person gave; empty while it waits) and "waiting", the
-    # points no one graded yet (not in total or max: see autograder.written).
+    # points no one graded yet (in max, not in total: max is the assignment's, autograder.written.maximum).
     present = {r.get("assignment") for r in results}
     questions = [q.id for a in course.assignments if a.id in present for q in a.questions]
     # Lateness columns only for a course with due dates: total is the final score, raw what the notebook scored.
@@ -336,9 +354,10 @@ def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
         marks: dict[Any, float] = {q.get("question"): float(q["points"]) for q in r.get("questions") or ()
                                    if isinstance(q, dict) and isinstance(q.get("points"), (int, float))}
         written = [fmt_points(marks[q]) if q in marks else "" for q in questions]
-        waiting = [fmt_points(pending(r)) if pending(r) else ""] if questions else []
+        most = maximum_of(course, r)
+        waiting = [fmt_points(most.waiting) if most.waiting else ""] if questions else []
         rows.append([r.get("student") or "", r.get("assignment") or "", *cells, *written,
-                     fmt_points(r.get("points", 0.0)), fmt_points(r.get("max_points", 0.0)), *waiting, *lateness,
+                     fmt_points(r.get("points", 0.0)), fmt_points(most.points), *waiting, *lateness,
                      r.get("status", ""), r.get("source", "")])
     # Every cell through the CSV gate: a student folder named "=HYPERLINK(...)" stays text.
     extra = ["late", "penalty", "raw"] if dated else []

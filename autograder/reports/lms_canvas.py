@@ -6,8 +6,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from autograder.points import fmt as fmt_points
+from autograder.points import total as points_total
 from autograder.reports.lms import LmsFormat
 from autograder.text import csv_rows
+from autograder.written import maximum
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -40,12 +42,13 @@ def canvas_csv(table: Any, course: Course | None = None) -> str:
     the roster's (its ``canvas_id``, or Canvas' own export's ``ID``); without one, the student goes to
     ``SIS Login ID``. ``Student`` and ``Section`` are the roster's name and section where it has them.
     A blank cell (no graded notebook) leaves Canvas' grade as it is. The "Points Possible" row sets the points of
-    assignments the import creates; Canvas ignores "Final Points" (read-only, it computes its own).
+    assignments the import creates: each assignment's maximum (:func:`autograder.written.maximum`, its written
+    answers' points included); Canvas ignores "Final Points" (read-only, it computes its own).
     Each assignment's column is its name in the gradebook (course.yml ``lms_title``, else its title).
     """
     header = [*CANVAS_STUDENT_COLUMNS, *(a.gradebook_title for a in table.assignments), CANVAS_TOTAL]
-    possible = ["Points Possible", "", "", "", "", *(fmt_points(a.points) for a in table.assignments),
-                fmt_points(sum(a.points for a in table.assignments))]
+    maxima = [maximum(a).points for a in table.assignments]
+    possible = ["Points Possible", "", "", "", "", *(fmt_points(m) for m in maxima), fmt_points(points_total(maxima))]
     rows = []
     ids = table.user_ids("canvas")
     for student, scores, total in table.rows:

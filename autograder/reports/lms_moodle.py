@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from autograder.points import fmt as fmt_points
 from autograder.reports.lms import LmsFormat
 from autograder.text import csv_rows
+from autograder.written import maximum
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -46,9 +47,10 @@ def moodle_csv(table: Any, course: Course | None = None) -> str:
     (``Ada Lovelace_12345_assignsubmission_file_``). Participant ids belong to one assignment:
     uploaded to an assignment, the rows of other assignments match nobody and are skipped. A row
     without an id (not from a Moodle download) or without a grade (a blank cell) is skipped too.
-    ``Last modified (grade)`` is when the kit graded: Moodle keeps a grade changed after it.
+    ``Last modified (grade)`` is when the kit graded: Moodle keeps a grade changed after it. ``Maximum Grade`` is
+    the assignment's maximum (:func:`autograder.written.maximum`: its written answers' points included).
     """
-    maxima = {a.id: a.points for a in (course.assignments if course is not None else table.assignments)}
+    maxima = {a.id: maximum(a).points for a in (course.assignments if course is not None else table.assignments)}
     rows = [[MOODLE_PARTICIPANT + e.ids["moodle"] if e.ids.get("moodle") else "", e.student, e.assignment,
              "" if e.points is None else fmt_points(e.points),
              fmt_points(maxima[e.assignment]) if e.assignment in maxima else "",

@@ -257,15 +257,23 @@ def _template_reap(children: dict[int, tuple[int, int, str | None]], leftover: l
         leftover[:] = [g for g in leftover if not _MEMORY["groups"].remove(g)]
     while True:
         try:
-            pid, status, usage = os.wait4(-1, os.WNOHANG)
+            # Found, not reaped yet: a zombie's CPU clock can still be read (see _named_status).
+            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return
+        if ended is None or ended.si_pid == 0:
+            return
+        charged = _cpu_charged(ended.si_pid)
+        try:
+            pid, status, usage = os.wait4(ended.si_pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
         if pid == 0:
             return
         entry = children.pop(pid, None)
         if entry is not None:
             fd, cpu_limit, group = entry
-            status = _named_status(status, usage, cpu_limit)
+            status = _named_status(status, usage, cpu_limit, charged)
             report: dict[str, Any] = {"pid": pid, "status": status}
             if group is not None:
                 report["memory"] = _MEMORY["groups"].oom_killed(group)
@@ -452,15 +460,39 @@ def _memory_group(config: WorkerConfig) -> tuple[str | None, str, bool]:
         return None, f"{groups.describe()}: {exc.strerror or exc}", False
 
 
-def _named_status(status: int, usage: Any, cpu_limit: int) -> int:
+def _named_status(status: int, usage: Any, cpu_limit: int, charged: float | None = None) -> int:
     """The wait status to report. The PID-namespace init a caged worker is ignores SIGXCPU, so its
-    CPU limit is a SIGKILL at the limit (see _setup): one that used up its CPU time is reported as
-    killed by SIGXCPU, which is what stopped it. (The kernel fires the limit from its CPU timer, while
-    rusage is sampled at the scheduler's tick: on a busy machine the two differ by tenths of a second.)"""
-    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL \
-            and usage.ru_utime + usage.ru_stime >= 0.9 * cpu_limit - 0.05:
-        return int(signal.SIGXCPU)
-    return status
+    CPU limit is a SIGKILL at the limit (see worker._limits): a worker killed by SIGKILL whose CPU time
+    reached the limit is reported as killed by SIGXCPU, which is what stopped it.
+
+    ``charged``: the CPU time the kernel held against RLIMIT_CPU when the worker died (:func:`_cpu_charged`),
+    the very number the kernel compared with the limit, so the verdict holds whatever the load. rusage
+    cannot stand in for it: it is the scheduler's exact run time, while the limit counts the ticks at which
+    the worker was running, and on a machine busy with short-lived tasks (which run between ticks) a CPU-bound
+    worker is charged for theirs too: killed at 1 s of ticks after 0.6 s of its own. Only where that clock
+    could not be read does rusage decide, from half the limit on (a guess: under load it fell 40 % short)."""
+    if not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
+        return status
+    if charged is not None:
+        spent = charged >= cpu_limit
+    else:
+        spent = usage.ru_utime + usage.ru_stime >= 0.5 * cpu_limit
+    return int(signal.SIGXCPU) if spent else status
+
+
+def _cpu_charged(pid: int) -> float | None:
+    """Seconds of CPU time process ``pid`` (a child that ended, not reaped yet) was charged against its
+    RLIMIT_CPU: its CPUCLOCK_PROF clock (user plus system time as sampled at the scheduler tick), which
+    clock_gettime reads for any process by a clock id made of its pid (the kernel's make_process_cpuclock);
+    None where it cannot be read."""
+    try:
+        return time.clock_gettime((~pid << 3) | _CPUCLOCK_PROF)
+    except (OSError, OverflowError):
+        return None
+
+
+#: The kernel's process CPU clock that RLIMIT_CPU counts (include/linux/posix-timers_types.h).
+_CPUCLOCK_PROF = 0
 
 
 def _template_sweep(ctrl: socket.socket, request: dict[str, Any]) -> None:

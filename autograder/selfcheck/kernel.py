@@ -1,6 +1,10 @@
 """``check("2.4")`` in a student's notebook: find the student's functions in the kernel, run the public
 checks on copies of their inputs, name a known mistake from the self-check data, show the result;
 and ``check("2.4", score=True)``, the exercise's nbgrader test cell.
+
+A self-check stopped part way (the stop button, the checks' own time in ``autograder check``) still lists
+every exercise it was to check: those it checked with their results, the others as not checked and why
+(:class:`Progress`).
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,6 +103,39 @@ class SelfCheckResult:
                 "notes": [{"level": n.level, **n.message._asdict()} for n in self.notes]}
 
 
+@dataclass
+class Progress:
+    """How far a self-check got: the exercises it was to check (course.yml Exercise objects, or anything with
+    their ``id``, ``function`` and ``points``), in order, under ``title``, and the results so far."""
+
+    exercises: list[Any] = field(default_factory=list)
+    title: str = ""
+    results: list[Any] = field(default_factory=list)
+
+    def listed(self, why: Msg, status: str = "timeout") -> list[Any]:
+        """Every exercise, in order: its result where it was checked, else a row saying it was not, and ``why``."""
+        done = {r.exercise: r for r in self.results}
+        return [done[ex.id] if ex.id in done else not_checked(ex, why, status) for ex in self.exercises]
+
+
+@dataclass(frozen=True)
+class ChecksTime:
+    """The checks' own time in ``autograder check``: ``seconds`` in all, until ``deadline`` (time.monotonic())."""
+
+    deadline: float
+    seconds: float
+
+
+class ChecksOutOfTime(BaseException):
+    """The checks' own time (:class:`ChecksTime`) ran out during a call: the exercise it was checking and every one
+    after it are not checked. A BaseException: the catalog's checks catch ``Exception`` from the student's code."""
+
+
+def not_checked(ex: Any, why: Msg, status: str = "timeout") -> Any:
+    """The result of an exercise the self-check did not check (0 points, one row saying so, and ``why``)."""
+    return _whole_exercise(C, ex, C.Status(status), say("selfcheck.not_checked", why=why))
+
+
 # -- the notebook entry point ------------------------------------------------------
 @contextlib.contextmanager
 def one_thread():
@@ -121,15 +159,18 @@ def check(exercise: Any = None, *, language: str | None = None, _depth: int = 1)
     start = time.perf_counter()
     namespace = caller_namespace(_depth + 1)
     sink = io.StringIO()
+    progress = Progress()
     try:
         # Student code may print or warn; nbgrader scores a cell that writes to stderr 0.
         with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink), warnings.catch_warnings(), \
                 one_thread():
             warnings.simplefilter("ignore")
-            result = self_check(namespace, exercise, language=language)
+            result = self_check(namespace, exercise, language=language, progress=progress)
     except KeyboardInterrupt:
-        # The stop button: a note, not a traceback through the kit's modules.
-        result = SelfCheckResult([], language_of(language, None), [Note("error", say("selfcheck.interrupted"))])
+        # The stop button (a call stuck in C, which no time limit can stop): a note, not a traceback through the
+        # kit's modules, and every exercise listed, those checked before it with their results.
+        result = SelfCheckResult(progress.listed(say("selfcheck.why.interrupted")), language_of(language, None),
+                                 [Note("error", say("selfcheck.interrupted"))], title=progress.title)
     except ConfigError as exc:
         # No course here (a student's home on a JupyterHub set up without its course): one sentence saying so.
         said = say("selfcheck.no_course") if "no course.yml" in exc.message else say(
@@ -205,8 +246,8 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
 
 def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str | None = None,
                notebook: str | None = None, course: Course | None = None,
-               fingerprints: dict[str, Any] | None = None) -> SelfCheckResult:
-    """The work of :func:`check` without the display: resolve, run, collect."""
+               fingerprints: dict[str, Any] | None = None, progress: Progress | None = None) -> SelfCheckResult:
+    """The work of :func:`check` without the display: resolve, run, collect (into ``progress`` as it goes)."""
     from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     course = course or load_course()
@@ -216,17 +257,23 @@ def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str
         notes.append(Note("info", say("selfcheck.unknown_language", language=repr(language), using=lang)))
     chosen, title, more = resolve(course, exercise, namespace, notebook or notebook_name(namespace))
     notes.extend(more)
-    results = run_public(namespace, chosen, course, fingerprints=fingerprints, notes=notes)
+    progress = progress if progress is not None else Progress()
+    progress.exercises, progress.title = list(chosen), title
+    results = run_public(namespace, chosen, course, fingerprints=fingerprints, notes=notes,
+                         on_result=progress.results.append)
     return SelfCheckResult(results, lang, notes, title=title)
 
 
 def run_public(namespace: dict[str, Any], exercises: list[Any], course: Course, *,
                fingerprints: dict[str, Any] | None = None, notes: list[Note] | None = None,
-               on_call: Any = None) -> list[Any]:
+               on_call: Any = None, on_result: Callable[[Any], None] | None = None,
+               time_left: ChecksTime | None = None) -> list[Any]:
     """Run the public checks of ``exercises`` (course.yml Exercise objects) over ``namespace``.
 
     ``on_call`` (for ``autograder check``'s clock) is told ("call", exercise ID, function)
-    before each call into the student's code and None when it returns.
+    before each call into the student's code and None when it returns; ``on_result`` is given each
+    exercise's result as soon as it is known. ``time_left``: the checks' own time; an exercise it runs out on,
+    and every one after it, is reported as not checked.
     """
     from autograder.catalog.fingerprints import FingerprintDiagnoser, copying_runner  # noqa: PLC0415 - loads torch
 
@@ -235,27 +282,43 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Course, 
     C.load_catalog(course, hidden=False, mistakes=False)
     # Copies of the inputs, as the sandbox would pass: an in-place edit cannot fool a check. A call still
     # running after limits.call_seconds is stopped and named, and the function is not called again.
+    deadline = time_left.deadline if time_left is not None else None
     runner = time_limited(copying_runner(namespace), course.limits.call_seconds, namespace,
-                          {e.function for e in course.exercises})
+                          {e.function for e in course.exercises}, deadline=deadline)
     diagnoser = FingerprintDiagnoser(course.tolerances, fingerprints, course=course)
+    out_of_time = say("selfcheck.why.checks_time", seconds=f"{time_left.seconds:g}" if time_left else "")
     results = []
+    spent = False
+    unchecked: set[str] = set()
     for ex in exercises:
         if not C.checks_for(ex.id, [C.Audience.PUBLIC]):
             if notes is not None:
                 notes.append(Note("info", say("selfcheck.no_public_checks", exercise=ex.id)))
             continue
-        try:
-            results.append(C.run_exercise(ex, _timed(runner, ex, on_call),
-                                          audiences=[C.Audience.PUBLIC],
-                                          tolerances=course.tolerances, seed_parts=(C.PUBLIC_SEED,),
-                                          diagnoser=diagnoser))
-        except SystemExit:
-            results.append(_whole_exercise(C, ex, C.Status.ERROR, say("selfcheck.exit")))
-        except Exception as exc:  # noqa: BLE001 - a check broken by an odd return value
-            results.append(_whole_exercise(C, ex, C.Status.ERROR, say(
-                "selfcheck.unfinished", kind=type(exc).__name__, detail=exc)))
+        if spent or (deadline is not None and time.monotonic() >= deadline):
+            spent = True
+            unchecked.add(ex.id)
+            result = not_checked(ex, out_of_time)
+        else:
+            try:
+                result = C.run_exercise(ex, _timed(runner, ex, on_call), audiences=[C.Audience.PUBLIC],
+                                        tolerances=course.tolerances, seed_parts=(C.PUBLIC_SEED,),
+                                        diagnoser=diagnoser)
+            except ChecksOutOfTime:
+                spent = True
+                unchecked.add(ex.id)
+                result = not_checked(ex, out_of_time)
+            except SystemExit:
+                result = _whole_exercise(C, ex, C.Status.ERROR, say("selfcheck.exit"))
+            except Exception as exc:  # noqa: BLE001 - a check broken by an odd return value
+                result = _whole_exercise(C, ex, C.Status.ERROR, say(
+                    "selfcheck.unfinished", kind=type(exc).__name__, detail=exc))
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
     if notes is not None:
-        _earlier_first(C, namespace, exercises, results, course, runner, diagnoser, notes)
+        _earlier_first(C, namespace, exercises, [r for r in results if r.exercise not in unchecked], course,
+                       runner, diagnoser, notes)
     if notes is not None and not diagnoser.data.get("exercises") \
             and any(r.status is not C.Status.PASSED for r in results):
         notes.append(Note("info", say("selfcheck.no_fingerprints")))
@@ -281,7 +344,7 @@ def _earlier_first(C: Any, namespace: dict[str, Any], exercises: list[Any], resu
                 status[exercise_id] = C.run_exercise(dep, runner, audiences=[C.Audience.PUBLIC],
                                                      tolerances=course.tolerances, seed_parts=(C.PUBLIC_SEED,),
                                                      diagnoser=diagnoser).status
-            except (Exception, SystemExit):  # noqa: BLE001 - it cannot tell: say nothing of it
+            except (Exception, SystemExit, ChecksOutOfTime):  # noqa: BLE001 - it cannot tell: say nothing of it
                 return None
         return status[exercise_id] is C.Status.PASSED
 
@@ -297,10 +360,11 @@ def _earlier_first(C: Any, namespace: dict[str, Any], exercises: list[Any], resu
 
 
 def time_limited(runner: Any, seconds: float, namespace: dict[str, Any] | None = None,
-                 functions: set[str] | None = None) -> Any:
+                 functions: set[str] | None = None, deadline: float | None = None) -> Any:
     """``runner`` with each call stopped after ``seconds`` (:func:`~autograder.selfcheck.timelimit.time_limit`):
     a timeout reply naming the function (and the student's function among ``functions`` it was stopped in,
-    2.3's inside 2.4's), and every later call of it answered without running it."""
+    2.3's inside 2.4's), and every later call of it answered without running it. A call that ``deadline``
+    (time.monotonic()) stops, or one made after it, raises :class:`ChecksOutOfTime` instead."""
     from autograder.probes import Reply  # noqa: PLC0415 - loads torch
 
     slow: dict[str, Any] = {}
@@ -310,10 +374,17 @@ def time_limited(runner: Any, seconds: float, namespace: dict[str, Any] | None =
         function = str(getattr(request, "function", ""))
         if function in slow:
             return Reply("timeout", message=slow[function])
+        budget = seconds
+        if deadline is not None:
+            budget = min(seconds, deadline - time.monotonic())
+            if budget <= 0:
+                raise ChecksOutOfTime
         try:
-            with time_limit(seconds):
+            with time_limit(budget):
                 return runner(request)
         except TimeLimitExceeded as exc:
+            if budget < seconds:          # the checks' time ran out, not this call's: no verdict on the function
+                raise ChecksOutOfTime from None
             slow[function] = say("sandbox.slow_again", function=function, seconds=limit)
             inner = stopped_in(exc, functions or set(), namespace)
             if inner and inner != function:

@@ -34,6 +34,7 @@ from autograder.service.db import Result, Submission
 from autograder.service.export import counted
 from autograder.service.standing import Standing
 from autograder.text import csv_rows
+from autograder.written import maximum
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -273,6 +274,8 @@ def analyse(assignment: str, max_points: float, exercises: Sequence[tuple[str, f
     for r in mine:
         student = str(r.get("student") or "")
         name, section = roster.get(student, ("", ""))
+        # (out of the result's maximum: the assignment's, autograder.written.maximum, which the late policy's
+        # settling writes into every result the service shows)
         totals.append(Total(student, name, section, float(r.get("points") or 0.0),
                             float(r.get("max_points") or max_points)))
     totals.sort(key=lambda t: t.student)
@@ -334,4 +337,4 @@ def read(engine: Engine, course: Course, assignment: str) -> Analytics:
     results = counted(engine, course.service.counts, Standing(engine, course))
     roster = {r.student: (r.name, r.section) for r in people.people(engine)}
     items = [(e.id, e.points) for e in chosen.exercises] + [(q.id, q.points) for q in chosen.questions]
-    return analyse(assignment, chosen.points, items, results, attempts_of(engine, assignment), roster)
+    return analyse(assignment, maximum(chosen).points, items, results, attempts_of(engine, assignment), roster)

@@ -16,6 +16,7 @@ from autograder.text import csv_rows
 from autograder.service import people, repository
 from autograder.service.context import Service
 from autograder.service.standing import Standing
+from autograder.written import Maximum, maximum_of
 
 #: A student's state on one assignment: no submission; submitted, no grade yet; graded; graded and late.
 STATES = ("missing", "waiting", "graded", "late")
@@ -26,11 +27,19 @@ class Cell:
     state: str = "missing"
     submissions: int = 0
     points: float | None = None
-    max_points: float | None = None
+    most: Maximum | None = None          # the assignment's maximum, with what still waits for a person
+
+    @property
+    def max_points(self) -> float | None:
+        return self.most.points if self.most is not None else None
 
     @property
     def text(self) -> str:
         return f"{fmt(self.points)} / {fmt(self.max_points or 0.0)}" if self.points is not None else ""
+
+    def fraction(self, language: str) -> str:
+        """The page's: :attr:`text` with what still waits for a person beside it."""
+        return self.most.fraction(self.points, language) if self.points is not None and self.most else self.text
 
 
 @dataclass
@@ -71,7 +80,7 @@ def class_list(state: Service) -> list[Member]:
         points = float(now.get("points") or 0.0)
         if best and cell.points is not None and cell.points > points:
             continue
-        cell.points, cell.max_points = points, float(now.get("max_points") or r.max_points or 0.0)
+        cell.points, cell.most = points, maximum_of(course, now)
         cell.state = "late" if _late(now) else "graded"
     for member in members.values():
         for a in assignments:

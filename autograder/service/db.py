@@ -186,7 +186,11 @@ class ScoreChange(Base):
     assignment: Mapped[str] = mapped_column(String(100))
     old_points: Mapped[float | None] = mapped_column(Float, nullable=True)
     new_points: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: The maximum the new score was out of: the assignment's (autograder.written.maximum), its written answers'
+    #: points included, graded or not (a row from before revision 0010: the graded part's).
     max_points: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Of that maximum, the written answers' points no person had graded yet (None: a row from before 0010).
+    waiting_points: Mapped[float | None] = mapped_column(Float, nullable=True)
     why: Mapped[str] = mapped_column(String(20))
     who: Mapped[str] = mapped_column(String(200))
     submission_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -479,6 +483,7 @@ class LtiScore(Base):
     change_id: Mapped[int] = mapped_column(Integer)
     points: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_points: Mapped[float | None] = mapped_column(Float, nullable=True)
+    waiting_points: Mapped[float | None] = mapped_column(Float, nullable=True)     # (as its score change's)
     changed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     state: Mapped[str] = mapped_column(String(8), default="pending", index=True)    # pending | sent | same
     attempts: Mapped[int] = mapped_column(Integer, default=0)

@@ -3,7 +3,8 @@
 For each student and assignment one graded submission counts (course.yml's service.counts: last,
 or best, the highest score); OUT gets results/, feedback/, grades.csv, report.html and the LMS
 CSVs, written by the same writer as a batch's (the late policy applied again from each submission's receipt time, so an
-extension added since takes effect), and ``submitted/STUDENT/ASSIGNMENT/NOTEBOOK`` with the notebook
+extension added since takes effect; the LMS files' names and ids from the service's roster, course.yml's where it
+has none), and ``submitted/STUDENT/ASSIGNMENT/NOTEBOOK`` with the notebook
 each counted result graded and a ``timestamp.txt`` of the server's receipt time (nbgrader collect's
 layout). With ``--nbgrader COURSE`` the scores are recorded in that nbgrader course's gradebook as
 ``autograder grade --nbgrader`` records them (the formgrader then shows each student's notebook).
@@ -19,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from autograder.errors import AutograderError
+from autograder.service import people
 from autograder.service.db import Result, Submission
 from autograder.service.history import changes, history_csv, pick_counted
 from autograder.service.standing import Standing
@@ -105,7 +107,9 @@ def export(engine: Engine, course: Course, out: Path, nbgrader: Path | None = No
         written.append(result)
     outputs.write_csv()
     outputs.report(written)
-    write_lms_csv(written, course, out)
+    # The LMS files name students as the service knows them (serve roster: e-mails, Canvas ids, Moodle ID
+    # numbers), course.yml's roster for a student the service's does not have.
+    write_lms_csv(written, course, out, roster=people.roster(engine, course))
     # Every change of a counted score, with why, who and when (the audit CSV).
     atomic_write_text(out / "score-history.csv", history_csv(changes(engine, limit=10_000_000)))
     if nbgrader is not None:

@@ -22,6 +22,7 @@ from autograder.service import queue as Q
 from autograder.service.db import Result, ScoreChange, Submission, utcnow, writing
 from autograder.service.standing import Standing
 from autograder.text import csv_rows
+from autograder.written import Maximum, maximum_of
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -46,9 +47,11 @@ def pick_counted(rows: Iterable[tuple[int, str, str, float]], counts: str) -> di
 
 
 def counted_now(session: Session, standing: Standing, counts: str, student: str,
-                assignment: str) -> tuple[float | None, float | None, int | None]:
-    """(points, max_points, submission) of the result that counts now for ``student`` on ``assignment``, the late
-    policy as it is now; (None, None, None) before any result."""
+                assignment: str) -> tuple[float | None, Maximum | None, int | None]:
+    """(points, maximum, submission) of the result that counts now for ``student`` on ``assignment``, the late
+    policy as it is now: the maximum the points are out of, the assignment's (:func:`autograder.written.maximum`,
+    its written answers' points whether graded or not, with those still waiting); (None, None, None) before any
+    result."""
     rows = session.execute(select(Submission.id, Result.result).join(Result, Result.submission_id == Submission.id)
                            .where(Submission.student == student, Submission.assignment == assignment)
                            .order_by(Submission.id)).all()
@@ -58,7 +61,7 @@ def counted_now(session: Session, standing: Standing, counts: str, student: str,
     if chosen is None:
         return None, None, None
     sid, points = chosen
-    return points, float(settled[sid].get("max_points") or 0.0), sid
+    return points, maximum_of(standing.course, settled[sid]), sid
 
 
 def _same(a: float | None, b: float | None) -> bool:
@@ -80,12 +83,13 @@ def note(engine: Engine, course: Course, pairs: Iterable[tuple[str, str]], *, wh
                 ScoreChange.student == student, ScoreChange.assignment == assignment)
                 .order_by(ScoreChange.id.desc()).limit(1)).first()
             old = last.new_points if last is not None else None
-            points, max_points, sid = counted_now(session, standing, course.service.counts, student, assignment)
+            points, most, sid = counted_now(session, standing, course.service.counts, student, assignment)
             if _same(old, points):
                 continue
             session.add(ScoreChange(at=utcnow(), student=student, assignment=assignment, old_points=old,
-                                    new_points=points, max_points=max_points, why=why, who=who[:200],
-                                    submission_id=sid, detail=detail[:500]))
+                                    new_points=points, max_points=most.points if most is not None else None,
+                                    waiting_points=most.waiting if most is not None else None, why=why,
+                                    who=who[:200], submission_id=sid, detail=detail[:500]))
             recorded += 1
     return recorded
 
@@ -122,10 +126,12 @@ def changes(engine: Engine, *, student: str | None = None, limit: int = 10_000) 
 
 
 def history_csv(rows: Sequence[Any]) -> str:
-    """The audit CSV: at, student, assignment, old, new, max, why, who, submission, detail."""
-    return csv_rows([["at", "student", "assignment", "old_points", "new_points", "max_points", "why", "who",
-                      "submission", "detail"]],
+    """The audit CSV: at, student, assignment, old, new, max (the maximum the new score was out of), waiting (of
+    it, the written answers' points no person had graded yet), why, who, submission, detail."""
+    return csv_rows([["at", "student", "assignment", "old_points", "new_points", "max_points", "waiting_points", "why",
+                      "who", "submission", "detail"]],
                     [[r.at.isoformat(), r.student, r.assignment, "" if r.old_points is None else r.old_points,
                       "" if r.new_points is None else r.new_points, "" if r.max_points is None else r.max_points,
+                      "" if r.waiting_points is None else r.waiting_points,
                       r.why, r.who, "" if r.submission_id is None else r.submission_id, r.detail] for r in rows])
 

@@ -15,6 +15,7 @@ from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
 from autograder.service.ui import UI, local_text
 from autograder.service.views import policy_view
+from autograder.written import maximum_of
 
 
 def listing(state: Service, who: Caller, lang: str, *, student: str | None = None, assignment: str | None = None,
@@ -38,13 +39,16 @@ def listing(state: Service, who: Caller, lang: str, *, student: str | None = Non
             shown = Markup("\n".join(feedback_parts(view, course, lang)))   # escaped by feedback_parts
         late = isinstance((now or {}).get("late"), dict) and (now or {})["late"].get("late") is True
         points = now.get("points") if now is not None else None
+        most = maximum_of(course, now) if now is not None else None      # the assignment's (its written answers')
         out.append({"id": r.id, "student": r.student, "name": names.get(r.student, ""), "assignment": r.assignment,
                     "received_iso": r.received_at.isoformat(),
                     "received_text": local_text(r.received_at, course),
                     "state": r.state if r.state in ("queued", "running", "done", "failed") else "unknown",
                     "position": ahead.get(r.job), "points": fmt(points) if points is not None else None,
                     "score": float(points) if points is not None else None,
-                    "max_points": fmt(r.max_points) if r.max_points is not None else None, "late": late,
+                    "max_points": fmt(most.points) if most is not None else None,
+                    "score_text": most.fraction(float(points or 0.0), lang) if most is not None else None,
+                    "late": late,
                     "feedback": shown, "open": False,
                     # (the staff's: an explanation of each exercise that lost points, hidden inputs and all)
                     "lost": [e["exercise"] for e in (now or {}).get("exercises") or [] if who.staff
@@ -66,5 +70,13 @@ def score_changes(state: Service, lang: str, student: str | None = None) -> list
              "why_text": why.get(r.why, r.why), "who": UI[lang]["grader"] if r.who == history.WORKER else r.who,
              "old": None if r.old_points is None else fmt(r.old_points),
              "new": "—" if r.new_points is None else fmt(r.new_points),
-             "max": "—" if r.max_points is None else fmt(r.max_points)}
+             "max": "—" if r.max_points is None else fmt(r.max_points),
+             # (the written answers' points that still waited: in the maximum, not yet in the score)
+             "waiting": _beside(UI[lang]["history_waiting"].format(points=fmt(r.waiting_points)), lang)
+             if r.waiting_points else ""}
             for r in history.changes(state.engine, student=student)]
+
+
+def _beside(said: str, lang: str) -> str:
+    """``said`` in brackets after what it is said of, as each language writes them."""
+    return f"（{said}）" if lang == "zh" else f" ({said})"

@@ -64,8 +64,10 @@ class Book:
 def apply(result: dict[str, Any], book: Book) -> dict[str, Any]:
     """``result`` (a copy the caller owns) with its marks and adjustments: each written answer's points, rubric and
     comment; each adjusted exercise's points, with ``adjusted`` (the automatic points, the reason); ``raw_points``
-    and ``max_points`` made again from the parts (a question no one graded yet is left out of both). A result
-    with nothing to apply is returned unchanged."""
+    made again from the parts (a question no one graded yet adds nothing). The maximum is not this function's:
+    it is the assignment's, graded or not (:func:`autograder.written.maximum`, which the late policy's
+    :meth:`~autograder.grading.deadlines.Deadlines.settle` writes). A result with nothing to apply is returned
+    unchanged."""
     if not str(result.get("status") or "").startswith("graded"):
         return result
     student, assignment, sha = str(result.get("student") or ""), str(result.get("assignment") or ""), \
@@ -90,8 +92,6 @@ def apply(result: dict[str, Any], book: Book) -> dict[str, Any]:
     exercises = result.get("exercises") or ()
     result["raw_points"] = points_total([*(float(e.get("points") or 0.0) for e in exercises),
                                          *(float(q["points"]) for q in graded)])
-    result["max_points"] = points_total([*(float(e.get("max_points") or 0.0) for e in exercises),
-                                         *(float(q.get("max_points") or 0.0) for q in graded)])
     result["points"] = result["raw_points"]
     return result
 

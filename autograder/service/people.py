@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine, Row
 
-from autograder.roster import Member
+from autograder.roster import Member, Roster
 from autograder.service import audit
 from autograder.service.db import Person, utcnow, writing
+
+if TYPE_CHECKING:
+    from autograder.config import Course
 
 #: The columns a roster row shows, in order (the CSV download's too).
 COLUMNS = ("student", "name", "email", "section", "canvas_id", "moodle_id_number")
@@ -75,3 +78,15 @@ def on_roster(engine: Engine, student: str) -> bool:
     with engine.connect() as conn:
         return conn.execute(select(Person.student).where(Person.student == student)).first() is not None
 
+
+
+def roster(engine: Engine, course: Course | None = None) -> Roster | None:
+    """The class list the service's files name students by (the LMS files' names, e-mails and LMS ids): the
+    service's own roster (``serve roster``), and course.yml's ``roster:`` for a student the service's does not
+    have; None when neither has anyone."""
+    members = [Member(**{c: getattr(r, c) or "" for c in COLUMNS}) for r in people(engine)]
+    ours = {m.student for m in members}
+    listed = course.roster_members() if course is not None and hasattr(course, "roster_members") else None
+    if listed is not None:
+        members += [m for m in listed.members if m.student not in ours]
+    return Roster(tuple(members), where="the service's roster") if members else None

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Engine, Row
 
+from autograder.clock import readable
 from autograder.service import audit
 from autograder.service.db import ExtensionGrant, Job, Person, Result, Submission, Token, writing
 
@@ -103,12 +104,14 @@ def known_students(engine: Engine) -> set[str]:
 
 
 def grant_extension(engine: Engine, *, student: str, assignment: str, due: dt.datetime, reason: str,
-                    granted_by: str) -> None:
+                    granted_by: str, zone: dt.tzinfo | None = None) -> None:
+    """Grant ``student`` a new due date; the audit's line says it as people read dates (in ``zone``, the
+    course's)."""
     with writing(engine).begin() as conn:
         conn.execute(insert(ExtensionGrant).values(student=student, assignment=assignment, due=due, reason=reason,
                                                    granted_by=granted_by))
         audit.record(conn, granted_by, "extension.grant", target=student,
-                     detail=f"{assignment}: due {due.isoformat()}" + (f" ({reason})" if reason else ""))
+                     detail=f"{assignment}: due {readable(due, zone)}" + (f" ({reason})" if reason else ""))
 
 
 def revoke_extensions(engine: Engine, student: str, assignment: str, *, by: str) -> int:

@@ -24,6 +24,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from autograder.clock import readable
 from autograder.points import fmt
 from autograder.service import audit, history, marks
 from autograder.service import queue as Q
@@ -85,8 +86,8 @@ def items(course: Course, assignment: str, lang: str = "en") -> list[Item]:
 
 
 def local(when: dt.datetime, course: Course) -> str:
-    """A time in the course's zone, to the minute (as the pages write it)."""
-    return when.astimezone(course.zone).strftime("%Y-%m-%d %H:%M %Z")
+    """A time in the course's zone, as the pages write it (:func:`autograder.clock.readable`)."""
+    return readable(when, course.zone)
 
 
 def counted(engine: Engine, course: Course, standing: Standing, student: str, assignment: str) -> Counted | None:

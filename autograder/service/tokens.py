@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from autograder.clock import readable
 from autograder.errors import AutograderError
 from autograder.roster import Member, read_roster
 from autograder.text import csv_cell
@@ -87,7 +88,7 @@ def issue_in(conn: Connection, who: str, *, role: str = "student", name: str = "
     token = secrets.token_urlsafe(32)
     conn.execute(insert(Token).values(digest=digest(token), role=role, who=who, name=name, created_at=utcnow(),
                                       issued_by=by[:200], expires_at=expires))
-    audit.record(conn, by, "token.issue", target=who, detail=role + (f", expires {expires.isoformat()}"
+    audit.record(conn, by, "token.issue", target=who, detail=role + (f", expires {readable(expires)}"
                                                                    if expires else ""))
     return token
 

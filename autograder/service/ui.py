@@ -20,6 +20,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from autograder.clock import readable
 from autograder.messages import CATALOGUE
 from autograder.service import sessions
 from autograder.service.context import Service
@@ -57,14 +58,11 @@ white-space:nowrap;border:0}
 """
 
 SCRIPT = r"""// Follows each unfinished submission to its verdict (long polls on the JSON API), then reloads the page;
-// shows due dates in the reader's time zone with the time left; refreshes the dashboard's class report.
+// shows the time left to each due date (the dates themselves are the page's, in the course's zone);
+// refreshes the dashboard's class report.
 (function () {
   const meta = (name) => (document.querySelector(`meta[name="${name}"]`) || {}).content || "";
   const base = meta("base"), zh = meta("lang") === "zh";
-  document.querySelectorAll("time[datetime]").forEach((t) => {
-    const d = new Date(t.getAttribute("datetime"));
-    if (!isNaN(d)) t.textContent = d.toLocaleString(zh ? "zh-CN" : "en-GB", {dateStyle: "medium", timeStyle: "short"});
-  });
   const left = () => document.querySelectorAll("[data-due]").forEach((el) => {
     const ms = new Date(el.dataset.due) - new Date();
     if (ms <= 0) { el.textContent = zh ? "已过截止时间" : "past the due date"; return; }
@@ -156,5 +154,6 @@ def render(request: Request, state: Service, name: str, signed: sessions.Signed 
 
 
 def local_text(when: dt.datetime, course: Course) -> str:
-    """A time as the pages write it: in the course's zone, to the minute, with the zone's name."""
-    return when.astimezone(course.zone).strftime("%Y-%m-%d %H:%M %Z")
+    """A time as the pages write it: the one format people read (:func:`autograder.clock.readable`), in the
+    course's zone (``2026-12-10 23:59 +08:00``): the same on every page, whatever the reader's own zone."""
+    return readable(when, course.zone)

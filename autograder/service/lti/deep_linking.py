@@ -21,6 +21,7 @@ from autograder.service.db import LtiContext, LtiLineItem, writing
 from autograder.service.lti import platforms as P
 from autograder.service.lti.ags import TAG, PlatformError
 from autograder.service.lti.launch import Launch, Refused
+from autograder.written import maximum
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -101,7 +102,7 @@ def response(tool: Tool, course: Course, request: dict[str, Any], chosen: list[s
         except PlatformError:
             linked = False          # the services did not answer: the platform makes the column with the link
         if not linked:
-            item["lineItem"] = {"scoreMaximum": a.points + a.manual_points, "label": a.lms_title or a.title,
+            item["lineItem"] = {"scoreMaximum": maximum(a).points, "label": a.lms_title or a.title,
                                 "resourceId": a.id, "tag": TAG}
         items.append(item)
     now = int(time.time())

@@ -43,6 +43,7 @@ from autograder.service.db import LtiContext, LtiLineItem, LtiPlatform, LtiScore
 from autograder.service.lti import platforms as P
 from autograder.service.lti.ags import PlatformError
 from autograder.service.loops import Rounds
+from autograder.written import maximum
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -65,7 +66,8 @@ MAKING = "making until "
 def _rows(conn: Connection, member: int, changes: list[Any]) -> int:
     for c in changes:
         conn.execute(insert(LtiScore).values(member_id=member, assignment=c.assignment, change_id=c.id,
-                                             points=c.new_points, max_points=c.max_points, changed_at=c.at,
+                                             points=c.new_points, max_points=c.max_points,
+                                             waiting_points=c.waiting_points, changed_at=c.at,
                                              state="pending", attempts=0, next_try_at=utcnow(), error=""))
     return len(changes)
 
@@ -135,10 +137,11 @@ def delay(attempts: int) -> float:
 
 
 def score_body(sub: str, points: float | None, max_points: float | None, full: float,
-               at: dt.datetime) -> dict[str, Any]:
-    """An AGS Score: the counted points out of the assignment's whole maximum (the line item's, written answers
-    included), at the time of the change; ``PendingManual`` while written answers wait for a person (the result's
-    maximum is then below the whole one)."""
+               at: dt.datetime, waiting: float | None = None) -> dict[str, Any]:
+    """An AGS Score: the counted points out of the assignment's whole maximum (``full``, the line item's:
+    :func:`autograder.written.maximum`, written answers included), at the time of the change; ``PendingManual``
+    while written answers wait for a person (``waiting``, the score change's; a change recorded before it was kept
+    says so by a maximum below the whole one)."""
     when = at.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds")
     body: dict[str, Any] = {"userId": sub, "timestamp": when, "activityProgress": "Completed",
                             "gradingProgress": "FullyGraded"}
@@ -146,7 +149,8 @@ def score_body(sub: str, points: float | None, max_points: float | None, full: f
         body.update(activityProgress="Initialized", gradingProgress="NotReady")
         return body
     body.update(scoreGiven=round(points, 4), scoreMaximum=round(full, 4))
-    if max_points is not None and hundredths(max_points) < hundredths(full):
+    if (hundredths(waiting) > 0) if waiting is not None else \
+            (max_points is not None and hundredths(max_points) < hundredths(full)):
         body["gradingProgress"] = "PendingManual"
     return body
 
@@ -172,7 +176,7 @@ def line_item(tool: Tool, platform: P.Platform, context: Any, course: Course, as
     a = course.assignment(assignment)
     try:
         url = str(tool.services.find_or_create(platform, context.lineitems_url, assignment, a.lms_title or a.title,
-                                               a.points + a.manual_points))
+                                               maximum(a).points))
     except Exception:
         _forget_line_item(tool.engine, context.id, assignment, mine)       # the next round claims it again
         raise
@@ -256,8 +260,8 @@ def deliver(tool: Tool, course: Course, *, now: dt.datetime | None = None) -> De
                 platform = found[r.platform_id]
                 url = line_item(tool, platform, contexts[r.context_id], course, assignment, now=now)
                 a = course.assignment(assignment)
-                tool.services.score(platform, url, score_body(r.sub, r.points, r.max_points,
-                                                              a.points + a.manual_points, r.changed_at))
+                tool.services.score(platform, url, score_body(r.sub, r.points, r.max_points, maximum(a).points,
+                                                              r.changed_at, r.waiting_points))
             except Held:                        # its line item is being made: the row due again as it was
                 _mark(tool.engine, r.id, held=held, next_try_at=r.next_try_at)
                 done.held += 1

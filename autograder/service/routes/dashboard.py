@@ -176,7 +176,7 @@ async def grant(request: Request, signed: StaffPage, state: ServiceDep) -> Respo
         raise ApiError(422, "service.bad_extension", why=str(exc)[:300]) from None
     await run_in_threadpool(lambda: repository.grant_extension(
         state.engine, student=student, assignment=assignment, due=due, reason=str(form.get("reason") or "")[:500],
-        granted_by=signed.caller.who))
+        granted_by=signed.caller.who, zone=course.zone))
     await run_in_threadpool(lambda: score_history.note(state.engine, course, [(student, assignment)], why="extension",
                                                  who=signed.caller.who))
     lang = language(request, course)

@@ -26,7 +26,7 @@ from autograder.service.export import counted_submissions
 from autograder.service.standing import Standing
 from autograder.service.ui import UI, closes_form, language, local_text, render
 from autograder.text import clean
-from autograder.written import answer_grade_id
+from autograder.written import answer_grade_id, maximum_of
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
@@ -227,8 +227,11 @@ def _adjust_page(state: Service, submission: int, lang: str) -> dict[str, Any]:
                      "max_value": float(ex_now.get("max_points") or 0.0),
                      "reason": adj.reason if adj is not None else "", "by": adj.who if adj is not None else "",
                      "version": adj.version if adj is not None else 0})
+    most = maximum_of(state.course, now)          # the assignment's, with what still waits for a person beside it
+    waiting = most.beside(lang)
     return {"submission": submission, "student": student, "assignment": assignment, "exercises": rows,
-            "points": fmt(now.get("points") or 0.0), "max_points": fmt(now.get("max_points") or 0.0)}
+            "points": fmt(now.get("points") or 0.0), "max_points": fmt(most.points),
+            "waiting": (f"（{waiting}）" if lang == "zh" else f" ({waiting})") if waiting else ""}
 
 
 @router.get("/adjust")

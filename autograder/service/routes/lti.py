@@ -191,8 +191,8 @@ async def bind(request: Request, signed: InstructorPage, state: ServiceDep) -> R
     found = await run_in_threadpool(P.set_bound, state.engine, context, bound, by=signed.caller.who)
     if found is None:
         raise ApiError(404, "service.malformed", fields="context")
-    words = UI[language(request, state.course)]
-    said = (words["lti_bound_now"] if bound else words["lti_unbound_now"]).format(course=found)
+    lang = language(request, state.course)
+    said = (UI[lang]["lti_bound_now"] if bound else UI[lang]["lti_unbound_now"]).format(course=found)
     return to_dashboard(request, said, "lti")
 
 

@@ -21,6 +21,7 @@ from autograder.service.routes.reviews import student_reviews
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
 from autograder.service.ui import UI, closes_form, language, local_text, render
+from autograder.written import maximum
 
 if TYPE_CHECKING:
     from autograder.config import Course
@@ -69,18 +70,19 @@ def student_assignments(state: Service, who: Caller, mine: list[dict[str, Any]],
 
 
 def late_now(course: Course, deadline: Any, assignment: Any, T: dict[str, str]) -> str | None:
-    """Past the due date: what handing in now would cost (the late policy on full marks), until when it is
-    taken at all; None before the due date."""
+    """Past the due date: what handing in now would cost (the late policy on full marks: the assignment's maximum,
+    its written answers' points included, which the penalty is computed on and the sentence names), until when it
+    is taken at all; None before the due date."""
     now = dt.datetime.now(dt.timezone.utc)
     if deadline is None or now <= deadline.due:
         return None
     if deadline.last is not None and now > deadline.last:
         return T["late_closed"]
-    cost = L.apply(deadline, submitted=now, late_marker=False, raw=assignment.points,
-                   max_points=assignment.points, course_root=course.root)
+    full = maximum(assignment).points
+    cost = L.apply(deadline, submitted=now, late_marker=False, raw=full, max_points=full, course_root=course.root)
     window = (T["late_until"].format(when=local_text(deadline.last, course)) if deadline.last is not None
               else T["late_open"])
-    return window + T["late_costs"].format(penalty=fmt(cost.penalty), points=fmt(assignment.points))
+    return window + T["late_costs"].format(penalty=fmt(cost.penalty), points=fmt(full))
 
 
 def attempts_text(state: Service, who: Caller, assignment: str, used: int, T: dict[str, str]) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import html
 import tempfile
 import time
+from types import SimpleNamespace
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -139,7 +140,7 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
         if want.status != got.status or (want.status == "error" and want.error_type != got.error_type):
             differences.append(f"{request.site or ex.function}: reference {want.status} {want.error_type}, "
                                f"mutant {got.status} {got.error_type} {got.error}".strip())
-        elif want.status == "ok" and not _same(want.value(), got.value(), course):
+        elif want.status == "ok" and not _same(want.value(), got.value(), course, ex):
             differences.append(f"{request.site or ex.function}: different values")
         return want
 
@@ -149,14 +150,30 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
     return differences
 
 
-def _same(a: Any, b: Any, course: Course) -> bool:
+class _Floored:
+    """course.yml's tolerances, at least the floors of the precision an exercise's statement teaches
+    (:func:`autograder.catalog.context.precision_floors`): what its checks allow is what is equivalent."""
+
+    def __init__(self, tolerances: Any, exercise: Any):
+        self.tolerances, self.exercise = tolerances, exercise
+
+    def for_dtype(self, dtype: Any) -> Any:
+        from autograder.catalog.context import precision_floors  # noqa: PLC0415 - loads torch
+
+        rtol, atol = precision_floors(self.tolerances, dtype, C.precision_of(self.exercise.id),
+                                      builds_on=bool(self.exercise.builds_on))
+        return SimpleNamespace(rtol=rtol, atol=atol)
+
+
+def _same(a: Any, b: Any, course: Course, exercise: Any) -> bool:
     """Equal values: the same structure and dtypes, numbers equal within the course's tolerance of their dtype
-    (a float32 result may round differently from the reference's float32 result, never by more)."""
+    (a float32 result may round differently from the reference's float32 result, never by more), at least the
+    floors of the precision the exercise's statement teaches (a float32 table inside a float64 call)."""
     from autograder.catalog import values_match  # noqa: PLC0415 - loads torch
 
     if a.spec.get("dtype") != b.spec.get("dtype"):
         return False
-    return values_match(a, b, course.tolerances)
+    return values_match(a, b, _Floored(course.tolerances, exercise))
 
 
 # -- grading mutants as submissions ----------------------------------------------------------------

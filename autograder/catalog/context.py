@@ -106,6 +106,23 @@ def _float64(dtype: Any) -> bool:
     return "64" in str(dtype)
 
 
+def precision_floors(tolerances: Any, dtype: Any, precision: Precision, *, builds_on: bool = False
+                     ) -> tuple[float, float]:
+    """The least (rtol, atol) a comparison of ``dtype`` allows, whatever the inputs (see :meth:`Context.tol`): the
+    floors of the precision the statement teaches (one float32 scalar or table inside a float64 call moves the
+    answer this far) and of what a dependency's accepted answer moves it; relative to each element, and absolute
+    for elements near 0 (a sum that cancels). Not relative to the inputs' magnitude: inputs of 1e9 are where a
+    fill of -1e9 shows."""
+    t = tolerances.for_dtype(dtype)
+    rtol, atol = t.rtol, t.atol
+    if precision is Precision.ONE_FLOAT32 and _float64(dtype):
+        rtol, atol = max(rtol, SLACK_FACTOR * FLOAT32_EPS), max(atol, SLACK_FACTOR * FLOAT32_EPS)
+    if builds_on:
+        share = DEPENDENCY_SHARE * t.rtol
+        rtol, atol = max(rtol, share), max(atol, share)
+    return rtol, atol
+
+
 def copied(request: Request) -> Request:
     """The request with fresh copies of its tensors and arrays, as a sandbox would see them.
 
@@ -441,17 +458,8 @@ class Context:
         t = self.tolerances.for_dtype(dtype)
         scale = input_scale(self.last_request)
         rtol = max(t.rtol, SCALE_ULPS * _eps(dtype) * scale) if scale > 1 else t.rtol
-        atol = t.atol
-        # The floors of the precision the statement teaches (see truth for large inputs, where the allowance is
-        # measured): within what one float32 scalar or table inside a float64 call moves the answer, and what a
-        # dependency's accepted answer moves it; relative to each element, and absolute for elements near 0 (a sum
-        # that cancels). Not relative to the inputs' magnitude: inputs of 1e9 are where a fill of -1e9 shows.
-        if self.precision is Precision.ONE_FLOAT32 and _float64(dtype):
-            rtol, atol = max(rtol, SLACK_FACTOR * FLOAT32_EPS), max(atol, SLACK_FACTOR * FLOAT32_EPS)
-        if self.builds_on:
-            share = DEPENDENCY_SHARE * t.rtol
-            rtol, atol = max(rtol, share), max(atol, share)
-        return rtol, atol
+        floor_rtol, floor_atol = precision_floors(self.tolerances, dtype, self.precision, builds_on=self.builds_on)
+        return max(rtol, floor_rtol), max(t.atol, floor_atol)
 
     @contextlib.contextmanager
     def case(self, zh: str, en: str) -> Any:

@@ -7,7 +7,7 @@ DEMO_OUT ?= demo-out
 # Parallel test workers (pytest-xdist); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-fast test-engine test-course lint build validate clean constraints docs
+.PHONY: setup demo test test-fast test-engine test-course lint build validate clean constraints docs docs-serve
 
 setup:
 	@bash scripts/setup.sh
@@ -43,6 +43,9 @@ validate: setup
 
 docs: setup    # the documentation site into site/ (docs/reference/: scripts/docs_reference.py writes it)
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict -d site
+
+docs-serve: setup    # the site at http://127.0.0.1:8000, rebuilt on each edit (site/index.html needs no server; search does)
+	NO_MKDOCS_2_WARNING=1 mkdocs serve --strict
 
 clean:
 	rm -rf $(DEMO_OUT) dist .pytest_cache

@@ -78,6 +78,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                    "assignments are {known}"),
     "service.too_large": ("文件太大：笔记本最大 {limit} MiB", "the file is too large: a notebook is at most {limit} MiB"),
     "service.not_a_notebook": ("这不是 Jupyter 笔记本（.ipynb 的 JSON）", "this is not a Jupyter notebook (.ipynb JSON)"),
+    "service.unreadable_notebook": ("这不是 Jupyter 笔记本（.ipynb 的 JSON）：{why}", "this is not a Jupyter notebook "
+                                    "(.ipynb JSON): {why}"),
     "service.no_submission": ("找不到提交 {submission}", "no submission {submission}"),
     "service.too_many": ("请求太频繁：请 {seconds} 秒后再试", "too many requests: try again in {seconds} s"),
     "service.queue_full": ("评分队列已满：你的作业没有收下，请稍后再交（不会丢失已收下的作业）",
@@ -124,6 +126,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "service.not_graded": ("提交 {submission} 还没有评分结果", "submission {submission} has no grade yet"),
     "service.too_long": ("{field} 太长：最多 {n} 个字符", "{field} is too long: at most {n} characters"),
     "service.reason_needed": ("调整分数要写理由：学生会看到它", "an adjustment needs a reason: the student reads it"),
+    "service.not_double": ("书面问题 {question} 不是双人评分的题", "written question {question} is not double-marked"),
+    "service.not_both_marks": ("提交 {submission} 对 {question} 的答卷还没有两份评分：没有可裁定的", "the answer of "
+                               "submission {submission} to {question} has not both its marks yet: nothing to decide"),
     "submit.no_settings": ('不知道把作业交到哪里：请设置环境变量 AUTOGRADER_SERVER 和 AUTOGRADER_TOKEN，或在 {config} 里写上 {{"server": ..., "token": ...}}（地址和令牌由课程提供）', 'no grading service to submit to: set AUTOGRADER_SERVER and AUTOGRADER_TOKEN, or write {{"server": ..., "token": ...}} into {config} (the course gives you both)'),
     "submit.unsaved": ('注意：磁盘上的 {name} 比你最后一次运行单元格还旧，提交的是磁盘上的版本；请先保存（Ctrl+S）再提交', 'note: {name} on disk is older than your last cell run; the file on disk is what is sent: save the notebook (Ctrl+S) first'),
     "submit.no_assignment": ('不知道 {name} 是哪一次作业：请写 submit("作业编号")，作业有：{known}', 'which assignment is {name}? write submit("assignment id"); the assignments are {known}'),
@@ -131,6 +136,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "submit.queued": ('已提交（第 {submission} 号），前面还有 {position} 份', 'submitted (number {submission}), {position} ahead in the queue'),
     "submit.running": ('正在评分……', 'grading...'),
     "submit.done": ('评分完成：{points} / {max_points} 分', 'graded: {points} / {max_points} points'),
+    "submit.done_waiting": ('评分完成：{points} / {max_points} 分；书面问题 {questions}（{waiting} 分）等待助教批改，还没有计入',
+                            'graded: {points} / {max_points} points; the written answers {questions} ({waiting} '
+                            'points) wait for a TA to grade them and are not counted yet'),
     "submit.failed": ('评分程序出错，请联系助教', 'the grader failed; please tell the staff'),
     "submit.waiting": ('还没有评完；稍后再看：提交编号 {submission}', 'not graded yet; look again later: submission {submission}'),
     "submit.passed": ('通过', 'passed'),
@@ -533,6 +541,67 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                              "Not saved: {who} adjusted this exercise meanwhile (because: {reason}). You wanted "
                              "{points} points, because: {mine}. Check, then save again."),
     "page.total_now": ("现在的总分：{points} / {max}", "total now: {points} / {max}"),
+    # Hand grading at class size (issue 66): every unanswered answer given 0 in one action, double marking.
+    "page.unanswered": ("未作答的答卷", "Unanswered answers"),
+    "page.unanswered_link": ("有 {n} 份未作答的答卷还没有评分：列出来，一次给 0 分", "{n} unanswered answers wait: list them "
+                             "and give them all 0"),
+    "page.unanswered_intro": ("下面这些答卷仍是模板文字或为空，也还没有人评分。确认后每份记 0 分，评语是“{comment}”，和其他评分一样记录（评分历史、操作记录）；"
+                              "在你确认之前有变化的答卷（学生重新提交了，或有人评了分）不会被记 0 分。",
+                              "These answers still hold the template text or are empty, and no one has marked them. "
+                              "Confirm, and each is given 0 with the comment \"{comment}\", recorded as any mark is "
+                              "(the score history, the actions); an answer that changes before you confirm (handed in "
+                              "again, or marked by someone) is left out."),
+    "page.unanswered_none": ("没有未作答又未评分的答卷。", "No unanswered answer waits for a mark."),
+    "page.unanswered_more": ("这里列出的是 {total} 份中的前 {n} 份：记 0 分后，这一页会列出其余的。", "These are the first {n} of "
+                             "{total}: once they are given 0, this page lists the rest."),
+    "page.unanswered_confirm": ("给这 {n} 份答卷记 0 分", "Give these {n} answers 0"),
+    "page.unanswered_comment": ("未作答：答卷里仍是模板文字或为空。", "Unanswered: the answer cell still held the template "
+                                "text or was empty."),
+    "page.unanswered_done": ("已给 {n} 份未作答的答卷记 0 分；{left} 份有变化，没有记分", "{n} unanswered answers given 0; "
+                             "{left} left out (changed or marked meanwhile)"),
+    "page.question": ("问题", "Question"),
+    "page.cell_text": ("答卷里的文字", "What the cell holds"),
+    "page.empty_cell": ("（空）", "(empty)"),
+    "page.double_marking": ("双人评分：两位评分人各自独立评分，互相看不到对方的评分；两人的总分相差不超过 {threshold} 分时取平均分，否则由教师裁定。",
+                            "Double marking: two markers mark each answer, neither seeing the other's mark; where "
+                            "their totals are at most {threshold} points apart their mean counts, else an "
+                            "instructor decides."),
+    "page.double_count": ("已有 {n} / 2 份评分", "{n} of 2 marks"),
+    "page.double_yours": ("（其中一份是你的）", "(one is yours)"),
+    "page.double_none_left": ("没有等你评分的答卷了", "nothing left for you to mark"),
+    "page.double_moderation": ("两份评分都已给出，相差太大：等教师裁定", "both marks are in and differ: an instructor "
+                               "decides"),
+    "page.double_slot": ("你给出的是第 {n} 份评分（共 2 份）；另一位评分人的评分不显示。", "You give mark {n} of 2; the other "
+                         "marker's is not shown."),
+    "page.double_mine": ("你的评分：{points} 分（{when}）", "your mark: {points} points ({when})"),
+    "page.double_decided": ("计分的评分：{points} 分，{who}", "the mark that counts: {points} points, {who}"),
+    "page.double_saved": ("已保存你的评分：{points} / {max} 分（第 {n} 份，共 2 份）。", "Saved your mark: {points} / {max} "
+                          "points (mark {n} of 2)."),
+    "page.double_agreed": ("两份评分一致：计分的是平均分 {points} 分。", "The two marks agree: their mean, {points}, counts."),
+    "page.double_differ": ("两份评分相差超过 {threshold} 分：由教师裁定。", "The two marks are more than {threshold} points "
+                           "apart: an instructor decides."),
+    "page.double_conflict": ("没有保存：在你打开这份答卷之后，别人保存了第 {n} 份评分。你的选择是：{mine}；你的评语是：{comment}。核对后再保存一次即可。",
+                             "Not saved: someone saved mark {n} of this answer after you opened it. Yours was: "
+                             "{mine}; your comment: {comment}. Check, then save again."),
+    "page.double_closed": ("没有保存：这份答卷的两份评分都已给出（或已裁定），不能再改。你的选择是：{mine}；你的评语是：{comment}。",
+                           "Not saved: both marks of this answer are in (or its mark is decided), and they no longer "
+                           "change. Yours was: {mine}; your comment: {comment}."),
+    "page.double_same": ("没有保存：这份答卷的另一份评分是你给的，两份评分要由两个人给出。你的选择是：{mine}；你的评语是：{comment}。",
+                         "Not saved: you gave this answer's other mark, and its two marks are two people's. Yours "
+                         "was: {mine}; your comment: {comment}."),
+    "page.moderate": ("裁定评分", "Moderation"),
+    "page.moderate_link": ("裁定", "Decide"),
+    "page.moderation_waiting": ("{n} 份答卷等教师裁定", "{n} answers wait for an instructor's decision"),
+    "page.moderate_intro": ("这份答卷的两份评分相差太大，或还没有裁定。你的裁定就是计分的评分，学生会看到评语。",
+                            "The two marks of this answer; your decision is the mark that counts, and the student "
+                            "reads its comment."),
+    "page.marker": ("第 {n} 份评分：{who}，{when}，{points} 分", "Mark {n}: {who}, {when}, {points} points"),
+    "page.marks_gap": ("两份总分相差 {gap} 分（一致的上限是 {threshold} 分）", "the totals are {gap} points apart (agreement: "
+                       "at most {threshold})"),
+    "page.moderate_points": ("分数（留空则按细则相加）", "Points (empty: the items' sum)"),
+    "page.moderate_save": ("保存裁定", "Save the decision"),
+    "page.moderated": ("已裁定：{points} / {max} 分", "Decided: {points} / {max} points"),
+    "page.next_to_decide": ("下一份待裁定", "Next to decide"),
     # LTI 1.3 (autograder.service.lti): the launches' refusals, the staff's LTI page, the deep-linking pages
     "service.lti.login": ("LTI 登录缺少平台或用户信息：请从 LMS 里重新打开", "the LTI login lacks the platform or the user: "
                           "open the tool from the LMS again"),
@@ -580,6 +649,20 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "page.lti_login_url": ("登录发起地址", "Login initiation URL"),
     "page.lti_launch_url": ("启动与跳转地址", "Launch and redirect URL"),
     "page.lti_jwks_url": ("公钥地址（JWKS）", "Public keys URL (JWKS)"),
+    "page.lti_deep_link_url": ("深度链接地址", "Deep linking URL"),
+    "page.lti_placements": ("放置位置", "Placements"),
+    "page.lti_canvas_placements": ("Canvas：{placements}（深度链接：教师从列表里选作业），窗口设为在新标签页打开",
+                                   "Canvas: {placements} (deep linking: the instructor picks the assignment from a "
+                                   "list), their window set to open in a new tab"),
+    "page.lti_moodle_placements": ("Moodle：勾选 {option}，内容选择地址填深度链接地址，默认启动容器选新窗口",
+                                   "Moodle: tick {option}, the Content Selection URL is the deep linking URL, the "
+                                   "default launch container New window"),
+    "page.lti_custom_fields": ("自定义参数（Canvas）", "Custom fields (Canvas)"),
+    "page.lti_no_public_url": ("course.yml 里没有设置 {setting}：下面是打开这个页面所用的地址，LMS 未必访问得到。请把它设为 LMS "
+                               "和浏览器访问本服务的地址",
+                               "{setting} is not set in course.yml: the URLs below are the ones this page was opened "
+                               "at, which the LMS may not reach. Set it to the address the LMS and the browsers reach "
+                               "the service at"),
     "page.lti_platforms": ("已登记的 LMS", "Registered LMSs"),
     "page.lti_issuer": ("发行方", "Issuer"),
     "page.lti_client": ("客户端编号", "Client id"),
@@ -659,6 +742,25 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "service.review_points": ("新得分应为 0 到 {max} 之间的数", "the new points are a number from 0 to {max}"),
     "service.review_reason": ("请写下答复：学生会看到它", "write an answer: the student reads it"),
     "service.review_score_changed": ("{item} 的得分刚被别人改过：你的答复没有保存，复查申请仍待处理，请刷新页面", "the score of {item} was changed meanwhile: your answer was not saved and the request is still open; reload the page"),
+    # -- e-mail to a student (autograder.service.mail): the words of their page, no more ---------------------------
+    "mail.verdict.subject": ("{course}：作业 {assignment} 的提交 {submission} 已评分",
+                             "{course}: your submission {submission} of {assignment} is graded"),
+    "mail.verdict.body": ("你在 {received} 提交的作业 {assignment}（提交 {submission}）已评分，得分：{score}。",
+                          "Your submission {submission} of {assignment}, received {received}, is graded: {score}."),
+    "mail.hand_grade.subject": ("{course}：作业 {assignment} 的书面题 {question} 已评分",
+                                "{course}: your written answer {question} of {assignment} is graded"),
+    "mail.hand_grade.body": ("老师已为你在作业 {assignment} 中的书面题 {question}（{title}）评分。",
+                             "A person graded your written answer {question} ({title}) of {assignment}."),
+    "mail.review.subject": ("{course}：你对作业 {assignment} 中 {item} 的复查申请已有答复",
+                            "{course}: your review request of {item} in {assignment} is answered"),
+    "mail.review.accepted": ("你对 {item}（{title}）的复查申请已被接受：得分从 {old} 改为 {new}。",
+                             "Your review request of {item} ({title}) was accepted: its points went from {old} to {new}."),
+    "mail.review.declined": ("你对 {item}（{title}）的复查申请未被接受：得分不变。",
+                             "Your review request of {item} ({title}) was declined: the points stay as they were."),
+    "mail.see_page": ("详情见你的页面：{url}", "The details are on your page: {url}"),
+    "mail.see_page_unlinked": ("详情见你的页面：登录评分服务后打开 /me。",
+                               "The details are on your page: sign in to the grading service and open /me."),
+    "mail.footer": ("这封邮件由课程 {course} 的评分服务自动发出。", "This mail was sent by the grading service of {course}."),
     "page.analytics": ("作业分析", "Analytics"),
     "page.analytics_show": ("查看", "Show"),
     "page.analytics_counted": ("{n} 名学生有计入成绩的结果（作业满分 {points} 分）", "{n} students with a counted result (the assignment has {points} points)"),

@@ -486,6 +486,82 @@ def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root
     (folder / "stale.py").write_text("left from an older build")
     B.build(course_root)
     assert not (folder / "stale.py").exists() and (folder / "fingerprints.json").is_file()
+    # 6. dist/student-jupyter/ (JupyterHub's JUPYTER_CONFIG_PATH): the students' Jupyter configuration, readable by all.
+    jupyter = course_root / BUNDLE.STUDENT_JUPYTER_DIR
+    assert {p.relative_to(jupyter).as_posix(): p.read_bytes() for p in jupyter.rglob("*") if p.is_file()} == \
+        BUNDLE.student_jupyter_files()
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in jupyter.rglob("*") if p.is_file())
+
+
+def _jupyterlab(home: Path, config_path: Path | None) -> tuple[list[str], int]:
+    """A JupyterLab server of .venv's (as a single-user server runs it), with ``JUPYTER_CONFIG_PATH`` at
+    ``config_path``: (the plugins its page says are disabled, the status of its /formgrader page)."""
+    import httpx
+
+    from served import free_port
+
+    port, token = free_port(), "student-jupyter-test"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_", "JUPYTERHUB_"))}
+    env.update(HOME=str(home), PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
+    if config_path is not None:
+        env["JUPYTER_CONFIG_PATH"] = str(config_path)
+    argv = [str(VENV_BIN / "jupyter"), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+            f"--IdentityProvider.token={token}", *(["--allow-root"] if os.geteuid() == 0 else [])]
+    with subprocess.Popen(argv, cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as lab:
+        try:
+            url = f"http://127.0.0.1:{port}"
+            for _ in range(240):
+                assert lab.poll() is None, lab.stderr.read() if lab.stderr else lab.returncode
+                try:
+                    if httpx.get(f"{url}/api/status", params={"token": token}, timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                import time
+
+                time.sleep(0.5)
+            page = httpx.get(f"{url}/lab", params={"token": token}, timeout=30)
+            assert page.status_code == 200, page.text[:500]
+            found = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', page.text,
+                              re.S)
+            assert found, page.text[:500]
+            disabled = list(json.loads(found.group(1)).get("disabledExtensions") or [])
+            formgrader = httpx.get(f"{url}/formgrader", params={"token": token}, timeout=30).status_code
+        finally:
+            lab.terminate()
+            try:
+                lab.wait(30)
+            except subprocess.TimeoutExpired:
+                lab.kill()
+    return disabled, formgrader
+
+
+@pytest.mark.slow
+def test_the_student_jupyter_config_turns_nbgrader_staff_tools_off_in_jupyterlab(tmp_path: Path) -> None:
+    """Issue 66, item 8: on a Hub that runs the instructor's kit, students saw nbgrader's "Create Assignment" and
+    formgrader. A JupyterLab that reads dist/student-jupyter/ first (the Hub's JUPYTER_CONFIG_PATH) disables the
+    staff's lab plugins and has no formgrader pages; the assignment list and validation stay; without it (the
+    instructor's own JupyterLab) the formgrader is there. The plugin names are nbgrader's own: each is in the
+    installed extension's code (a renamed plugin fails here, not silently in a student's browser)."""
+    import importlib.util
+
+    code = "".join(p.read_text(encoding="utf-8", errors="replace")
+                   for p in (VENV_BIN.parent / "share" / "jupyter" / "labextensions" / "@jupyter" / "nbgrader"
+                             / "static").glob("*.js"))
+    for plugin in (*BUNDLE.STAFF_LAB_PLUGINS, "@jupyter/nbgrader:assignment-list"):
+        assert f'"{plugin}"' in code, plugin
+    for module in BUNDLE.STAFF_SERVER_EXTENSIONS:
+        assert importlib.util.find_spec(module) is not None, module
+    folder = tmp_path / "student-jupyter"
+    B._write_folder(folder, BUNDLE.student_jupyter_files())
+    home = tmp_path / "home"
+    home.mkdir()
+    disabled, formgrader = _jupyterlab(home, folder)
+    assert set(BUNDLE.STAFF_LAB_PLUGINS) <= set(disabled), disabled
+    assert not [p for p in disabled if p.endswith((":assignment-list", ":validate-assignment"))], disabled
+    assert formgrader == 404
+    disabled, formgrader = _jupyterlab(home, None)
+    assert not set(BUNDLE.STAFF_LAB_PLUGINS) & set(disabled) and formgrader in (200, 302), (disabled, formgrader)
 
 
 def load_course_text(data: bytes):

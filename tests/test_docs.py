@@ -2,7 +2,9 @@
 
 - The reference pages (docs/reference/) are what scripts/docs_reference.py writes from the code today: the
   commands' parsers, course.yml's model, the service's OpenAPI schema.
-- ``mkdocs build --strict`` passes: no broken link or anchor, no page left out of the navigation.
+- ``mkdocs build --strict`` passes: no broken link or anchor, no page left out of the navigation; and the site it
+  builds works from the file system (``site/index.html``, as the README says): every link of every built page,
+  its assets' too, leads to a file, never to a folder (issue 66: with directory URLs each one showed a listing).
 - Every command block a guide marks ``<!-- runnable -->`` (or ``<!-- runnable: slow -->``) right before it runs
   in bash, in a copy of the course (with the repository's samples/), and exits 0.
 - README.md keeps the two commands and every link it has into docs/ leads to a page.
@@ -15,7 +17,9 @@ import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -95,13 +99,71 @@ def test_a_changed_parser_makes_the_cli_page_stale(monkeypatch):
 
 
 # -- the site ------------------------------------------------------------------------------------------------------
-def test_mkdocs_build_strict_passes(tmp_path):
-    done = _mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The site as `make docs` builds it (mkdocs.yml as it is), into a folder of its own: (the folder, the build)."""
+    site = tmp_path_factory.mktemp("docs") / "site"
+    return site, _mkdocs_build(ROOT / "mkdocs.yml", site)
+
+
+def test_mkdocs_build_strict_passes(built):
+    site, done = built
     assert done.returncode == 0, done.stdout + done.stderr
-    for page in ("index.html", "student/index.html", "student.en/index.html", "instructor/index.html",
-                 "ta/index.html", "admin/service/index.html", "reference/cli/index.html",
-                 "reference/course-yml/index.html", "reference/http-api/index.html"):
-        assert (tmp_path / "site" / page).is_file(), page
+    for page in ("index.html", "student.html", "student.en.html", "instructor/index.html", "ta.html",
+                 "admin/service.html", "reference/cli.html", "reference/course-yml.html", "reference/http-api.html"):
+        assert (site / page).is_file(), page
+
+
+class _Links(HTMLParser):
+    """Every href and src of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.links += [value for name, value in attrs if name in ("href", "src") and value]
+
+
+def site_links(site: Path) -> tuple[int, dict[str, list[str]]]:
+    """How many links of the built ``site`` point inside it, and those that lead to no file: link -> the pages
+    that have it. A link is followed as a browser opening the site from the file system follows it: relative to
+    its page, a path from ``/`` relative to the site's folder (404.html's), the query and the fragment dropped."""
+    broken: dict[str, list[str]] = {}
+    count = 0
+    for page in sorted(site.rglob("*.html")):
+        parser = _Links()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for link in parser.links:
+            parts = urlsplit(link)
+            if parts.scheme or parts.netloc or not parts.path:      # another site, mailto:, data:, a fragment alone
+                continue
+            count += 1
+            path = unquote(parts.path)
+            target = ((site / path.lstrip("/")) if path.startswith("/") else page.parent / path).resolve()
+            if not target.is_file() or site.resolve() not in target.parents:
+                broken.setdefault(link, []).append(page.relative_to(site).as_posix())
+    return count, broken
+
+
+def test_every_link_of_the_built_site_leads_to_a_file(built):
+    """Opened from the file system, a link to a folder shows the folder's listing: every page, stylesheet, script
+    and image a built page links to is a file of the site (`use_directory_urls: false` in mkdocs.yml)."""
+    site, done = built
+    assert done.returncode == 0, done.stdout + done.stderr
+    count, broken = site_links(site)
+    assert count > 500, count                       # (the pages' navigation alone has more: the parser found them)
+    assert broken == {}, {link: pages[:3] for link, pages in list(broken.items())[:20]}
+
+
+def test_the_link_check_finds_a_link_to_a_folder(tmp_path):
+    """The check can fail: a page that links to a folder (as directory URLs do) or to no file is named."""
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "index.html").write_text("<a href='#top'>top</a>", encoding="utf-8")
+    (tmp_path / "index.html").write_text("<a href='guide/'>a folder</a> <img src='gone.png'> "
+                                         "<a href='guide/index.html#x'>fine</a> <a href='https://example.org/'>web</a>",
+                                         encoding="utf-8")
+    assert site_links(tmp_path) == (3, {"guide/": ["index.html"], "gone.png": ["index.html"]})
 
 
 def test_a_broken_link_fails_the_strict_build(tmp_path):
@@ -115,6 +177,37 @@ def test_a_broken_link_fails_the_strict_build(tmp_path):
     assert done.returncode != 0
     said = done.stdout + done.stderr
     assert "admin/nowhere.md" in said and "no-such-heading" in said, said
+
+
+# -- what each role reads ------------------------------------------------------------------------------------------
+def _words(page: str) -> str:
+    """A page's text with every run of white space one space (a phrase may break across lines)."""
+    return " ".join((DOCS / page).read_text(encoding="utf-8").split())
+
+
+def test_the_student_guides_and_the_tas_guide_say_how_to_ask_for_and_answer_a_review():
+    """Issue 66, item 6: review requests were only in docs/admin/service.md. Each student guide says, in its language
+    and with the labels of the page (/me) in that language, where to ask, the window's default length and the
+    message's limit (both read from the code); the TA's guide where the queue is, its two answers, and the
+    analytics, each with its link into the service's page."""
+    from autograder.config import ServicePolicy
+    from autograder.messages import CATALOGUE
+    from autograder.service.reviews import MESSAGE_CHARS
+
+    days = ServicePolicy.model_fields["review_days"].default
+    for page, lang, window in (("student.md", 0, f"默认 {days} 天"), ("student.en.md", 1, f"({days} by default)")):
+        text = _words(page)
+        labels = [CATALOGUE[key][lang] for key in ("page.reviews", "page.review_item", "page.review_ask",
+                                                     "page.review_accepted", "page.review_declined")]
+        labels.append(CATALOGUE["page.review_message"][lang].format(n=MESSAGE_CHARS))
+        missing = [said for said in ["`/me`", "`service.review_days`", window, *labels] if said not in text]
+        assert missing == [], (page, missing)
+    ta = _words("ta.md")
+    for said in ("`/dashboard/reviews`", CATALOGUE["page.reviews_link"][1].format(n="N"),
+                 CATALOGUE["page.review_accept"][1], CATALOGUE["page.review_decline"][1], "`service.review_days`",
+                 "(admin/service.md#answering-review-requests)", "`/dashboard/analytics?assignment=ID`",
+                 "(admin/service.md#reading-the-analytics)"):
+        assert said in ta, said
 
 
 # -- the runnable blocks -------------------------------------------------------------------------------------------

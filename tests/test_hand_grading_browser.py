@@ -1,13 +1,15 @@
 """Issue 51 in a real browser (Debian's Chromium, driven by Playwright): a TA grades three written answers one
 after another with the rubric, a comment and the keyboard; two TAs grade the same answer at once and the second is
 told, nothing overwritten; a student asks for a review from her page, the TA answers it from the queue, and the
-student reads the answer and her new score."""
+student reads the answer and her new score. Issue 66, item 11: the model answer rendered on the server within the
+page's Content-Security-Policy, the unanswered answers given 0 from their list, the review queue's link to the
+answer."""
 from __future__ import annotations
 
 import pytest
 
 from test_browser import CHROMIUM_FLAGS, browser_kit  # noqa: F401 - the fixture
-from test_hand_grading import QUESTION, QKV, _site
+from test_hand_grading import COURSE, QUESTION, QKV, _site
 from autograder.service import history, marks
 from autograder.written import answer_sha
 
@@ -85,5 +87,50 @@ def test_a_ta_grades_three_answers_two_graders_meet_and_a_student_asks_for_a_rev
             ada.goto(f"{url}/me?lang=en")
             assert "yes, the second paragraph says it" in ada.inner_text(".review-list .review-answer")
             assert [c.why for c in history.changes(engine, student="ada")][-1] == "review"
+        finally:
+            chromium.close()
+
+
+def test_the_model_answer_renders_within_the_policy_unanswered_answers_get_0_and_reviews_link_to_answers(
+        tmp_path, browser_kit):  # noqa: F811
+    """Issue 66, item 11, in Chromium: the model answer is HTML made on the server (paragraphs, formulas kept as their
+    source) and the page's Content-Security-Policy reports nothing; the unanswered answers are listed and given 0 with
+    one button; the review queue's request links to the answer it is about."""
+    with _site(tmp_path) as (url, engine, who, subs), browser_kit.sync_playwright() as pw:
+        from autograder.service import reviews
+
+        chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            ta = chromium.new_context(locale="en-GB").new_page()
+            ta.set_default_timeout(TIMEOUT_MS)
+            refused = []
+            ta.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+            _sign_in(ta, url, who["ta1"])
+            ta.goto(f"{url}/dashboard/grading/answer?question={QUESTION.id}&submission={subs['ada']}&lang=en")
+            ta.click("#model-answer summary")
+            model = ta.locator("#model-answer .model-text")
+            assert model.is_visible() and model.locator("p").count() == 2           # the source's two paragraphs
+            formulas = model.locator(".math")
+            assert formulas.count() > 5 and formulas.first.inner_text() == "$q \\cdot k = \\sum_{i=1}^{d_k} q_i k_i$"
+
+            ta.goto(f"{url}/dashboard/grading?lang=en")
+            with ta.expect_navigation():
+                ta.click("#unanswered-link")
+            assert ta.locator("#unanswered tbody tr").count() == 1 and "ben" in ta.inner_text("#unanswered")
+            with ta.expect_navigation():
+                ta.click("#zero-unanswered")
+            assert "1 unanswered answers given 0; 0 left out" in ta.inner_text("#notice")
+            assert marks.Book.read(engine).mark("ben", QKV.id, QUESTION.id, answer_sha("")).points == 0.0
+            assert "No unanswered answer" in ta.goto(f"{url}/dashboard/grading/unanswered?lang=en").text()
+
+            ada = "<script>alert(1)</script> Var = d_k"
+            marks.save_mark(engine, COURSE, student="ada", assignment=QKV.id, question=QUESTION.id,
+                            answer_sha=answer_sha(ada), rubric=["variance"], comment="", who="ta1", version=0)
+            reviews.ask(engine, COURSE, "ada", QKV.id, QUESTION.id, "please look again")
+            ta.goto(f"{url}/dashboard/reviews?lang=en")
+            with ta.expect_navigation():
+                ta.click("#reviews a.review-target")
+            assert f"submission={subs['ada']}" in ta.url and "Var = d_k" in ta.inner_text("#answer")
+            assert refused == []
         finally:
             chromium.close()

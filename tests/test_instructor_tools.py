@@ -154,6 +154,33 @@ def test_an_older_database_takes_its_token_holders_as_its_roster(tmp_path):
 
 
 # -- the command line ------------------------------------------------------------------------------------------
+def test_serve_roster_writes_the_tokens_into_the_services_folder_and_never_over_an_earlier_file(course_root,
+                                                                                                   tmp_path):
+    """Issue 66, item 5: without -o the tokens go to service-data/ (0700, ignored by git), not into the checkout;
+    a later import's newcomers get a file of their own there, the earlier one kept (its tokens exist nowhere else)."""
+    def run(*args: str):
+        return subprocess.run([sys.executable, "-m", "autograder", "--course", str(course_root / "course.yml"),
+                               "serve", *args], cwd=course_root, env=dict(os.environ, HOME=str(tmp_path)),
+                              capture_output=True, text=True, timeout=120)
+
+    before = {p.name for p in course_root.iterdir()}
+    first = run("roster", str(roster_file(tmp_path, "student,name\nada,Ada\n")))
+    data = course_root / "service-data"
+    assert first.returncode == 0 and "issued 1 tokens" in first.stdout, first.stderr
+    assert str(data / "tokens.csv") in first.stdout
+    assert {p.name for p in course_root.iterdir()} - before == {"service-data"}
+    assert data.stat().st_mode & 0o777 == 0o700 and (data / "tokens.csv").stat().st_mode & 0o777 == 0o600
+    kept = (data / "tokens.csv").read_text(encoding="utf-8")
+    assert [r["student"] for r in csv.DictReader(io.StringIO(kept))] == ["ada"]
+    second = run("roster", str(roster_file(tmp_path, "student,name\nada,Ada\nben,Ben\n")))
+    assert second.returncode == 0 and str(data / "tokens-2.csv") in second.stdout, second.stderr
+    assert (data / "tokens.csv").read_text(encoding="utf-8") == kept
+    assert [r["student"] for r in csv.DictReader(io.StringIO((data / "tokens-2.csv").read_text(encoding="utf-8")))
+            ] == ["ben"] and (data / "tokens-2.csv").stat().st_mode & 0o777 == 0o600
+    again = run("roster", str(roster_file(tmp_path, "student,name\nada,Ada\nben,Ben\n")))   # nobody new: no file
+    assert again.returncode == 0 and "issued 0 tokens" in again.stdout and not (data / "tokens-3.csv").exists()
+
+
 def test_the_command_line_imports_lists_revokes_and_issues_again(tmp_path):
     env = dict(os.environ, AUTOGRADER_COURSE=str(COURSE.root / "course.yml"))
     base = [sys.executable, "-m", "autograder", "serve", "--database", str(tmp_path / "s.db")]
@@ -164,8 +191,6 @@ def test_the_command_line_imports_lists_revokes_and_issues_again(tmp_path):
     refused = run("token", "--student", "nobody99")
     assert refused.returncode == 2 and "nobody99: not on the roster" in refused.stderr and not refused.stdout
     roster = roster_file(tmp_path, "student,name\nada,Ada\n")
-    missing_out = run("roster", str(roster))
-    assert missing_out.returncode == 2 and "give -o TOKENS.csv" in missing_out.stderr
     made = run("roster", str(roster), "-o", str(tmp_path / "tokens.csv"))
     assert made.returncode == 0 and "issued 1 tokens" in made.stdout
     token = next(csv.DictReader(io.StringIO((tmp_path / "tokens.csv").read_text(encoding="utf-8"))))["token"]

@@ -187,9 +187,45 @@ def test_two_staff_answer_the_same_version_the_first_stands_the_second_is_told(s
             "accepted", "prof", 2.0, "yes: both halves are there")
         book = marks.Book.read(engine)
         mark = book.mark("ada", QKV.id, "2.Q1", answer_sha(ANSWER))
-        assert (mark.points, mark.rubric, mark.comment) == (2.0, ["variance"], "say why the variance matters")
+        assert (mark.points, mark.rubric, mark.comment) == (2.0, ["variance"], "yes: both halves are there")
         assert counted_points(engine) == sum(EXERCISE_POINTS.values()) + 2.0
         assert [r.action for r in audit.entries(engine) if r.action.startswith("review.")] == ["review.accept"]
+
+
+def test_an_accepted_review_replaces_the_old_comment_and_the_queue_links_to_the_answer(site):
+    """Issue 66, item 11: the mark's old comment ("say why the variance matters", about 1 point) no longer stands
+    beside the new 2 points: the review's answer is the mark's comment now, on the student's page and in the feedback.
+    Each request on the queue links to what it is about: a written answer's grading page, an exercise's adjustment
+    page, of the result that counts."""
+    url, engine, who = site
+    with signed_in(url, who["ada"]) as ada, signed_in(url, who["ta"]) as ta:
+        mine = ada.get("/me").text
+        for item in ("2.Q1", "2.2"):
+            assert ada.post("/me/reviews", data={"csrf": csrf_of(mine), "assignment": QKV.id, "item": item,
+                                                 "message": "please look again"}).status_code == 303
+        written, exercise = stored_reviews(engine)
+        queue = _queue(ta)
+        row = queue.split(f'id="review-{written.id}"')[1].split("</tr>")[0]
+        link = f'href="/dashboard/grading/answer?question=2.Q1&amp;submission={written.submission_id}"'
+        assert link in row
+        assert f'href="/dashboard/adjust?submission={exercise.submission_id}"' in \
+            queue.split(f'id="review-{exercise.id}"')[1].split("</tr>")[0]
+        answer_page = ta.get(f"/dashboard/grading/answer?question=2.Q1&submission={written.submission_id}")
+        assert answer_page.status_code == 200 and html.escape(ANSWER) in answer_page.text
+        assert ta.post("/dashboard/reviews/answer", data={**_form_of(queue, written.id), "decision": "accept",
+                                                          "points": "2", "reason": "the second half is there too"}
+                       ).status_code == 303
+        mark = marks.Book.read(engine).mark("ada", QKV.id, "2.Q1", answer_sha(ANSWER))
+        assert (mark.points, mark.comment) == (2.0, "the second half is there too")
+        page = ada.get("/me", params={"lang": "en"}).text
+        assert "say why the variance matters" not in page and "the second half is there too" in page
+        with engine.connect() as conn:
+            stored = conn.execute(select(db.Result.result).where(db.Result.submission_id == written.submission_id)
+                                  ).scalar_one()
+        shown = Standing(engine, COURSE).result(stored)
+        assert [(q["points"], q["comment"]) for q in shown["questions"]] == [(2.0, "the second half is there too")]
+        # Answered, the request still links to the answer.
+        assert link in _queue(ta).split(f'id="review-{written.id}"')[1].split("</tr>")[0]
 
 
 # -- refusals: a clear message, nothing stored -------------------------------------------------------------------

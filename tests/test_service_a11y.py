@@ -58,6 +58,7 @@ PAGES = [
     Page("teacher", "/dashboard/analytics?assignment=02_qkv_attention", shows="#analytics-exercises"),
     Page("teacher", "/dashboard/grading", shows="#question-2\\.Q1"),
     Page("teacher", "/dashboard/grading/answer?question=2.Q1&submission={sub}", shows="#mark-form"),
+    Page("teacher", "/dashboard/grading/unanswered", shows="main h1"),
     Page("teacher", "/dashboard/adjust?submission={sub}", shows="#adjustments"),
     Page("teacher", "/dashboard/reviews", shows="#reviews form.review-accept"),
     Page("ada", "/me", shows=".review-list .review-answer"),

@@ -379,3 +379,85 @@ def test_a_service_killed_between_the_202_and_the_grade_grades_the_upload_once_s
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(db.Result)).scalar_one() == 1
     engine.dispose()
+
+
+# -- issue 66, item 12: what a newcomer tripped on ----------------------------------------------------------------
+@pytest.mark.parametrize("graded", [False, True], ids=["answers-waiting", "answers-graded"])
+def test_the_listing_gives_each_submissions_state_and_score_in_pages(tmp_path, graded):
+    """GET /api/submissions gave ids only. Each row now has its state and its score as the submission's own answer
+    gives it (the late policy as it is now, the assignment's one maximum, the written answers that wait), a
+    student's rows as the staff's, oldest first, in pages; the OpenAPI schema says so."""
+    from test_maximum import FULL, _class
+
+    from autograder.service import queue as Q
+    from autograder.service.repository import API_ROWS
+
+    with _class(tmp_path, graded) as (_app, url, engine, who, subs), httpx.Client(base_url=url, timeout=30) as client:
+        queued, _ = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
+        staff = client.get("/api/submissions", headers=auth(who["prof"])).json()
+        rows = {r["submission"]: r for r in staff["submissions"]}
+        assert staff["next"] is None and list(rows) == sorted([subs["ada"], subs["ben"], queued])
+        assert rows[queued]["state"] == "queued" and rows[queued]["score"] is None
+        for student in ("ada", "ben"):
+            row = rows[subs[student]]
+            one = client.get(f"/api/submissions/{subs[student]}", headers=auth(who["prof"])).json()
+            assert row["state"] == "done" and row["score"] == one["score"], (row, one["score"])
+            assert row["score"]["points"] == one["result"]["points"] and row["score"]["max_points"] == FULL
+            assert row["score"]["written_waiting"] is not graded
+            assert (row["score"]["waiting_points"], row["score"]["waiting_questions"]) == \
+                ((0.0, []) if graded else (2.0, ["2.Q1"]))
+        assert rows[subs["ben"]]["score"]["points"] < rows[subs["ada"]]["score"]["points"]    # (ben was late)
+        # A student: her own rows, as the staff see them.
+        mine = client.get("/api/submissions", headers=auth(who["ada"])).json()
+        assert mine == {"next": None, "submissions": [rows[subs["ada"]], rows[queued]]}
+        # Pages: ?limit= rows, then on from the answer's next.
+        first = client.get("/api/submissions", params={"limit": 2}, headers=auth(who["prof"])).json()
+        assert first == {"next": subs["ben"], "submissions": [rows[subs["ada"]], rows[subs["ben"]]]}
+        rest = client.get("/api/submissions", params={"limit": 2, "after": first["next"]},
+                          headers=auth(who["prof"])).json()
+        assert rest == {"next": None, "submissions": [rows[queued]]}
+        for limit in (0, API_ROWS + 1):
+            assert client.get("/api/submissions", params={"limit": limit},
+                              headers=auth(who["prof"])).status_code == 422
+        schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    assert {"submission", "state", "score"} <= set(schemas["SubmissionRow"]["properties"])
+    assert {"points", "max_points", "written_waiting"} <= set(schemas["Score"]["properties"])
+
+
+def test_a_broken_json_upload_names_its_line_and_column(service):
+    """The service said only "this is not a Jupyter notebook" of a notebook cut short or edited by hand; the batch
+    grader names where its JSON breaks, and so does the upload's refusal now, in both languages."""
+    client, engine, who = service
+    got = submit(client, who["ada"], data=b'{\n "nbformat": 4,\n "cells": [,]\n}')
+    assert got.status_code == 415, got.text
+    error = got.json()["error"]
+    assert "第 3 行第 12 列" in error["zh"] and "line 3, column 12" in error["en"], error
+    assert "Jupyter" in error["en"] and stored(engine) == 0
+
+
+@pytest.mark.parametrize("graded", [False, True], ids=["answers-waiting", "answers-graded"])
+def test_submits_verdict_says_the_written_answers_wait_for_a_ta(tmp_path, graded):
+    """submit()'s verdict said "10 / 12" of a notebook whose written answer (2 points) waits for a TA: it reads as
+    two points lost. It says what waits now (from the service's score; from the result's own written answers with
+    a service that gives none)."""
+    from test_maximum import FULL, QKV as QKV_02, _class
+
+    from autograder.selfcheck import submit as S
+
+    said = {}
+    with _class(tmp_path, graded) as (_app, url, _engine, who, subs), \
+            httpx.Client(base_url=url, headers=auth(who["ada"]), timeout=30) as client:
+        for language in ("zh", "en"):
+            lines: list[str] = []
+            verdict = S._wait_for_verdict(client, subs["ada"], language, 30, lines.append)
+            said[language] = lines[0]
+    assert verdict is not None and verdict["state"] == "done"
+    if graded:
+        assert said == {"zh": f"评分完成：{FULL:g} / {FULL:g} 分", "en": f"graded: {FULL:g} / {FULL:g} points"}
+        return
+    points = QKV_02.points
+    assert said["zh"] == f"评分完成：{points:g} / {FULL:g} 分；书面问题 2.Q1（2 分）等待助教批改，还没有计入"
+    assert said["en"].startswith(f"graded: {points:g} / {FULL:g} points; the written answers 2.Q1 (2 points) "
+                                 "wait for a TA"), said["en"]
+    # A service without the score: the result's own written answers say the same.
+    assert S.verdict_lines(verdict["result"], "en")[0] == said["en"]

@@ -454,7 +454,8 @@ class RealHub:
 
 
 #: What the jupyterhub_config.py of docs/admin/jupyterhub.md names for a site, and what this test's site has instead.
-DOC_PLACES = ("/srv/course", "http://127.0.0.1:10101", "postgresql+psycopg://grader@/autograder", "/srv/grader",
+DOC_PLACES = ("/srv/course", "http://127.0.0.1:10101",
+              "postgresql+psycopg://grader@/autograder?host=/var/run/postgresql&port=5433", "/srv/grader",
               "https://hub.example.edu/services/autograder")
 
 
@@ -604,19 +605,20 @@ def real_hub(tmp_path_factory) -> Iterator[RealHub]:
 
 
 @contextlib.contextmanager
-def running_hub(jupyterhub: Path, config: Path, folder: Path, url: str, admin: str, password: str,
-                **env: str) -> Iterator[RealHub]:
-    """``jupyterhub -f config`` run in ``folder`` (its log there, ``env`` added to a scrubbed environment) until
-    its service answers at ``url``; stopped, with everything it started, on the way out."""
+def running_hub(jupyterhub: Path, config: Path, folder: Path, url: str, admin: str, password: str, *,
+                argv: list[str] | None = None, start_s: float = HUB_START_S, **env: str) -> Iterator[RealHub]:
+    """``jupyterhub -f config`` (or ``argv``, a command that ends by running it: the docs' lines) run in ``folder``
+    (its log there, ``env`` added to a scrubbed environment) until its service answers at ``url`` (within
+    ``start_s``); stopped, with everything it started, on the way out."""
     scrubbed = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "AUTOGRADER_", "JPY_"))}
     scrubbed.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{scrubbed.get('PATH', '')}", **env)
     log = folder / "jupyterhub.log"
     with open(log, "wb") as sink:
-        process = subprocess.Popen([str(jupyterhub), "-f", str(config)], cwd=folder, env=scrubbed, stdout=sink,
+        process = subprocess.Popen(argv or [str(jupyterhub), "-f", str(config)], cwd=folder, env=scrubbed, stdout=sink,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     hub = RealHub(url, f"{url}/hub/api", admin, password, folder / "homes", log)
     try:
-        deadline = time.monotonic() + HUB_START_S
+        deadline = time.monotonic() + start_s
         while True:
             if process.poll() is not None:
                 pytest.fail(f"jupyterhub exited with {process.returncode}:\n{hub.log_tail()}")
@@ -624,7 +626,7 @@ def running_hub(jupyterhub: Path, config: Path, folder: Path, url: str, admin: s
                 if httpx.get(f"{hub.service}openapi.json", timeout=5).status_code == 200:
                     break
             if time.monotonic() > deadline:
-                pytest.fail(f"the Hub's service did not answer within {HUB_START_S} s:\n{hub.log_tail()}")
+                pytest.fail(f"the Hub's service did not answer within {start_s} s:\n{hub.log_tail()}")
             time.sleep(0.25)
         yield hub
     finally:

@@ -73,7 +73,7 @@ def test_the_schema_is_alembics_and_upgrading_twice_changes_nothing(engine):
         assert compare_metadata(MigrationContext.configure(conn), db.Base.metadata) == []
     db.upgrade(engine)
     with engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0010"]
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0012"]
         if engine.dialect.name == "sqlite":
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
@@ -139,6 +139,32 @@ def test_a_worker_grades_stored_notebooks_as_autograder_grade_does(engine, tmp_p
     assert rows[ids["cai"]].points == 0.0 and "unreadable" in rows[ids["cai"]].status
     ada = rows[ids["ada"]].result
     assert ada["student"] == "ada" and ada["submitted"]["source"] == "the service's receipt"
+
+
+def test_the_workers_last_line_says_the_time_it_spent_grading_not_its_uptime(engine, monkeypatch):
+    """Issue 66, item 12: "graded 3 submission(s) in 3600.0 s" was the worker's uptime, an idle queue's wait
+    included. It counts the graded jobs and the time their grading took (on the tally's clock, here one that
+    moves 4 s a grade); a job the grader failed on is neither; the uptime is said apart, as such."""
+    from autograder.service import worker as W
+
+    for name in ("ada", "ben", "cai"):
+        Q.store(engine, student=name, assignment=QKV.id, filename=f"{name}.ipynb", data=notebook("all"))
+    now = [1000.0]
+    real = W.grade_claimed
+
+    def timed(claimed, *args):
+        now[0] += 4.0
+        if claimed.student == "cai":
+            raise RuntimeError("the grader's own fault")
+        return real(claimed, *args)
+
+    monkeypatch.setattr(W, "grade_claimed", timed)
+    tally = W.Tally(clock=lambda: now[0])
+    assert serve(url_of(engine), once=True, owner="w", tally=tally) == 2
+    assert (tally.graded, tally.seconds) == (2, 8.0)
+    assert W.stopped(tally, 3600.0) == "worker: graded 2 submission(s) in 8.0 s of grading (uptime 3600.0 s)"
+    with engine.connect() as conn:
+        assert sorted(conn.execute(select(db.Job.state)).scalars()) == ["done", "done", "failed"]
 
 
 @pytest.mark.slow

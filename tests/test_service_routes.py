@@ -107,6 +107,8 @@ def test_every_guarded_route_refuses_a_stranger_and_every_staff_route_a_student(
     assert ("POST", "/dashboard/extensions/revoke") in staff and len(staff) >= 8
     instructor = [(m, p) for m, p, r in guarded if set(_calls(r.dependant)) & set(auth.INSTRUCTOR_CHECKS)]
     assert ("POST", "/dashboard/tokens/revoke") in instructor and ("POST", "/dashboard/roster/remove") in instructor
+    assert {("GET", "/dashboard/grading/moderate"), ("POST", "/dashboard/grading/moderate")} <= set(instructor)
+    assert ("POST", "/dashboard/grading/unanswered") in staff
     try:
         with serving(app) as url, browser(url) as anonymous, browser(url) as student, browser(url) as assistant:
             sign_in(student, ada)
@@ -195,7 +197,10 @@ def test_every_id_a_route_reads_is_found_and_every_int_parameter_is_bounded(tmp_
                     ("GET", "/dashboard/grading/answer", "query", "submission"),
                     ("POST", "/dashboard/requeue", "form", "submission"),
                     ("POST", "/dashboard/tokens/revoke", "form", "token"),
-                    ("POST", "/dashboard/reviews/answer", "form", "review")]:
+                    ("POST", "/dashboard/reviews/answer", "form", "review"),
+                    ("POST", "/dashboard/grading/unanswered", "form", "answers"),
+                    ("GET", "/dashboard/grading/moderate", "query", "submission"),
+                    ("POST", "/dashboard/grading/moderate", "form", "submission")]:
             assert one in found, (one, found)
         # A parameter FastAPI reads as an int is an id (through the parser) or has an upper bound: never a number
         # the database cannot hold.

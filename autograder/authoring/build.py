@@ -15,6 +15,8 @@
 * ``dist/student-course/``: the bundle's course data as a folder (course.yml without the seed,
   public checks, fingerprints), for single-user servers that run the instructor's kit (JupyterHub:
   ``AUTOGRADER_COURSE`` points at it).
+* ``dist/student-jupyter/``: those servers' Jupyter configuration, nbgrader's staff menus and formgrader off
+  (JupyterHub: ``JUPYTER_CONFIG_PATH`` points at it).
 
 release/ and solutions/ are committed: built in memory first, deterministically
 (no timestamps, sorted entries, no computed float), so ``--check`` compares them
@@ -44,10 +46,12 @@ from autograder.authoring.bundle import (
     BUNDLE,
     FINGERPRINTS,
     STUDENT_COURSE_DIR,
+    STUDENT_JUPYTER_DIR,
     bundle_files,
     bundle_inputs_missing,
     student_course,
     student_course_files,
+    student_jupyter_files,
     zip_bytes,
 )
 from autograder.authoring.notebooks import (  # noqa: F401
@@ -259,9 +263,11 @@ def build(root: Path | None = None) -> list[str]:
         _write(root / rel, data)
     _write(root / BUNDLE, bundle)
     _write_folder(root / STUDENT_COURSE_DIR, student)
+    _write_folder(root / STUDENT_JUPYTER_DIR, student_jupyter_files())
     return ([f"updated the test cells of {rel} from course.yml" for rel in synced]
             + [f"wrote {rel}" for rel in written] + [f"removed {rel}" for rel in removed]
-            + [f"wrote {rel}" for rel in derived.outputs] + [f"wrote {BUNDLE}", f"wrote {STUDENT_COURSE_DIR}/"])
+            + [f"wrote {rel}" for rel in derived.outputs]
+            + [f"wrote {BUNDLE}", f"wrote {STUDENT_COURSE_DIR}/", f"wrote {STUDENT_JUPYTER_DIR}/"])
 
 
 def _write_folder(folder: Path, files: dict[str, bytes]) -> None:

@@ -84,6 +84,20 @@ BUNDLE_FOLDER = "student-bundle"
 #: servers run the instructor's kit points ``AUTOGRADER_COURSE`` at it, so a student's ``check()`` finds
 #: its course without reading the instructor's folder (hidden checks, solutions, the seed).
 STUDENT_COURSE_DIR = "dist/student-course"
+#: The Jupyter configuration of the students' servers on a JupyterHub whose single-user servers run the
+#: instructor's kit: its Python holds nbgrader, whose JupyterLab shows the staff's "Create Assignment" panel and
+#: the formgrader to everyone. The Hub's spawner points ``JUPYTER_CONFIG_PATH`` at this folder (the first place
+#: Jupyter reads its configuration from: above the kit's own and the user's): those plugins and the formgrader's
+#: pages are off in the students' servers. ``autograder build`` writes it (:func:`student_jupyter_files`).
+STUDENT_JUPYTER_DIR = "dist/student-jupyter"
+#: nbgrader 0.9's JupyterLab plugins for the staff (``jupyter labextension disable`` names them so); a student keeps
+#: ``@jupyter/nbgrader:assignment-list`` (nbgrader's fetch and submit, for a course that uses its exchange),
+#: ``validate-assignment`` (the notebook's Validate button) and ``menu`` (it shows only what is left).
+STAFF_LAB_PLUGINS: tuple[str, ...] = ("@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:formgrader",
+                                      "@jupyter/nbgrader:course-list")
+#: ... and the server extensions behind them (the formgrader's pages and API, the course list's).
+STAFF_SERVER_EXTENSIONS: tuple[str, ...] = ("nbgrader.server_extensions.formgrader",
+                                            "nbgrader.server_extensions.course_list")
 #: The student course, inside the package so a non-editable install finds it too: course.yml and
 #: ``<assignment>/checks.py`` (:func:`autograder.config.course_file` falls back to it).
 STUDENT_DATA = "autograder/data"
@@ -254,6 +268,16 @@ def student_course_files(course: Course, derived: Derived) -> dict[str, bytes]:
     if FINGERPRINTS in derived.outputs:
         files[PurePosixPath(BUNDLED_FINGERPRINTS).name] = derived.outputs[FINGERPRINTS]
     return files
+
+
+def student_jupyter_files() -> dict[str, bytes]:
+    """The files of :data:`STUDENT_JUPYTER_DIR`, relative to it: JupyterLab's page config with the staff's nbgrader
+    plugins disabled (what ``jupyter labextension disable`` writes) and the server's config with their extensions
+    off (what ``jupyter server extension disable`` writes)."""
+    page = {"disabledExtensions": {name: True for name in STAFF_LAB_PLUGINS}}
+    server = {"ServerApp": {"jpserver_extensions": {name: False for name in STAFF_SERVER_EXTENSIONS}}}
+    return {"labconfig/page_config.json": (json.dumps(page, indent=2) + "\n").encode(),
+            "jupyter_server_config.json": (json.dumps(server, indent=2) + "\n").encode()}
 
 
 def bundle_files(course: Course, derived: Derived) -> dict[str, bytes]:

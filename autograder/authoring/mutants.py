@@ -261,9 +261,11 @@ class MutationRun:
 
 def run_mutants(course: Course | None = None, *, exercises: list[str] | None = None, per_exercise: int = 0,
                 seed: int = 0, jobs: int = 2, equivalents_file: Path | None = None,
-                progress: Callable[[Verdict], None] | None = None) -> MutationRun:
+                progress: Callable[[Verdict], None] | None = None,
+                planned: Callable[[int], None] | None = None) -> MutationRun:
     """Make, grade and judge the mutants of ``exercises`` (default all); ``per_exercise`` > 0 draws a seeded
-    subset of that many per exercise (every declared equivalent must still exist; those drawn are confirmed)."""
+    subset of that many per exercise (every declared equivalent must still exist; those drawn are confirmed).
+    ``progress`` is called with each verdict (from the grading threads), ``planned`` once before with how many."""
     course = course or load_course()
     equivalents_file = equivalents_file if equivalents_file is not None else course.root / MUTANTS_NAME
     start = time.perf_counter()
@@ -288,6 +290,8 @@ def run_mutants(course: Course | None = None, *, exercises: list[str] | None = N
         if differences:
             problems.append(f"{ex} {mid}: declared equivalent, but it differs from the reference on "
                             f"{len(differences)} calls, first: {differences[0]}")
+    if planned:
+        planned(len(todo))
     with tempfile.TemporaryDirectory(prefix="autograder-mutants-") as tmp:
         verdicts = grade_mutants(course, todo, jobs=jobs, workdir=Path(tmp), progress=progress)
     for v in verdicts:

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import html
 import os
+import sys
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from autograder import catalog as C
 from autograder.authoring import precision
@@ -77,9 +81,12 @@ def solution_for(course: Course, exercise_id: str):
 
 def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
              exercises: list[str] | None = None, min_mistakes: int = 2, min_alternatives: int = 3, *,
-             alternatives: bool = True, jobs: int = 2, progress: Callable[[Any], None] | None = None) -> Validation:
+             alternatives: bool = True, jobs: int = 2, progress: Callable[[Any], None] | None = None,
+             planned: Callable[[int], None] | None = None) -> Validation:
     """``alternatives``: grade every correct alternative in the sandbox on ``len(seeds)`` seeds (the slow
-    part: a few seconds per alternative); without, the references, requirements and mistakes only."""
+    part: a few seconds per alternative); without, the references, requirements and mistakes only.
+    ``progress`` is called with each verdict of the sandbox (from the grading threads), ``planned`` once before
+    with how many there will be."""
     course = course or load_course()
     C.load_catalog(course, hidden=True, mistakes=True, alternatives=True)
     audiences = (C.Audience.PUBLIC, C.Audience.HIDDEN)
@@ -121,11 +128,13 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
     if alternatives:
         chosen = [ex for ex in course.exercises if not exercises or ex.id in exercises]
         todo = [a for ex in chosen for a in C.ALTERNATIVES.get(ex.id, [])]
+        wrong = [m for ex in chosen for m in C.MISTAKES.get(ex.id, [])]
+        if planned:
+            planned(len(todo) + len(wrong))
         if todo:
             with tempfile.TemporaryDirectory(prefix="autograder-alternatives-") as tmp:
                 graded = grade_alternatives(course, todo, seeds=len(seeds), jobs=jobs, workdir=Path(tmp),
                                             progress=progress)
-        wrong = [m for ex in chosen for m in C.MISTAKES.get(ex.id, [])]
         if wrong:
             with tempfile.TemporaryDirectory(prefix="autograder-mistakes-") as tmp:
                 only_loses = grade_mistakes(course, wrong, seeds=len(seeds), jobs=jobs, workdir=Path(tmp),
@@ -304,14 +313,12 @@ def run(args: argparse.Namespace) -> int:
     if args.mutants:
         return run_mutants_command(args)
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console()
-    columns = (TextColumn("in the sandbox"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("alternatives", total=None)
+    with shown_progress(console, "in the sandbox", "validate",
+                        "notebooks graded in the sandbox (correct alternatives, known mistakes)") as (advance, plan):
         result = validate(seeds=tuple(range(args.seeds)), exercises=args.exercises or None,
-                          alternatives=args.alternatives, jobs=args.jobs, progress=lambda _v: bar.advance(task))
+                          alternatives=args.alternatives, jobs=args.jobs, progress=advance, planned=plan)
     print_report(result, console)
     page = args.html or Path("validate.html")
     page.write_text(html_report(result, load_course()), encoding="utf-8")
@@ -320,6 +327,56 @@ def run(args: argparse.Namespace) -> int:
         args.requirements.write_text(requirements_markdown(result, load_course()), encoding="utf-8")
         console.print(f"wrote {args.requirements}")
     return 0 if result.ok else 1
+
+
+class LogProgress:
+    """Progress for a log (stdout no terminal, where rich's transient bar shows nothing: a CI job's log, ``> log``):
+    a line at the start, every ``every`` items, when ``seconds`` have passed since the last line, and at the end,
+    e.g. ``validate: 40/127 notebooks graded in the sandbox``."""
+
+    def __init__(self, prefix: str, what: str, *, every: int = 10, seconds: float = 30.0,
+                 stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic):
+        self.prefix, self.what, self.every, self.seconds = prefix, what, every, seconds
+        self.stream, self.clock = stream, clock
+        self.done: int = 0
+        self.total: int | None = None       # (once planned)
+        self._said_at = clock()
+        self._lock = threading.Lock()       # (items are counted from the grading threads)
+
+    def plan(self, total: int) -> None:
+        """How many items there will be (said at once, so the log shows the slow part began)."""
+        with self._lock:
+            self.total = total
+            self._say()
+
+    def advance(self, _item: Any = None) -> None:
+        with self._lock:
+            self.done += 1
+            if self.done % self.every == 0 or self.done == self.total or \
+                    self.clock() - self._said_at >= self.seconds:
+                self._say()
+
+    def _say(self) -> None:
+        of = f"/{self.total}" if self.total is not None else ""
+        print(f"{self.prefix}: {self.done}{of} {self.what}", file=self.stream or sys.stdout, flush=True)
+        self._said_at = self.clock()
+
+
+@contextlib.contextmanager
+def shown_progress(console: Any, title: str, prefix: str, what: str
+                   ) -> Iterator[tuple[Callable[[Any], None], Callable[[int], None]]]:
+    """(advance, plan) of the progress shown: on a terminal rich's bar (``title``, gone when done), else a
+    :class:`LogProgress` line now and then."""
+    if not console.is_terminal or console.is_dumb_terminal:       # (where rich's live display draws nothing)
+        lines = LogProgress(prefix, what)
+        yield lines.advance, lines.plan
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn(title), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(title, total=None)
+        yield (lambda _item: bar.advance(task)), (lambda _total: None)    # (the bar as it was: no total)
 
 
 def html_report(v: Validation, course: Course) -> str:
@@ -391,16 +448,12 @@ def run_mutants_command(args: argparse.Namespace) -> int:
     from autograder.authoring import mutants as M  # noqa: PLC0415 - loads libcst
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 
     course = load_course()
     console = Console()
-    columns = (TextColumn("mutants"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("mutants", total=None)
+    with shown_progress(console, "mutants", "validate --mutants", "mutants graded") as (advance, plan):
         result = M.run_mutants(course, exercises=args.exercises or None, per_exercise=args.sample,
-                               seed=args.sample_seed, jobs=args.jobs, progress=lambda v: progress.advance(task))
+                               seed=args.sample_seed, jobs=args.jobs, progress=advance, planned=plan)
     M.print_mutants_report(result, course, console)
     page = args.html or Path("validate-mutants.html")
     page.write_text(M.html_report(result, course), encoding="utf-8")

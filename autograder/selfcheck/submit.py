@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from autograder.errors import ConfigError
 from autograder.messages import say, text
-from autograder.points import fmt
+from autograder.points import fmt, total
 from autograder.selfcheck import kernel
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def _wait_for_verdict(client: Any, submission: Any, language: str, timeout: floa
             raise SubmitError(_error(got, language))
         state = got.json()
         if state["state"] == "done":
-            for line in verdict_lines(state.get("result") or {}, language):
+            for line in verdict_lines(state.get("result") or {}, language, state.get("score")):
                 say(line)
             return Verdict(state)
         if state["state"] == "failed":
@@ -176,10 +176,17 @@ def _error(response: Any, language: str) -> str:
         return f"HTTP {response.status_code}"
 
 
-def verdict_lines(result: dict[str, Any], language: str) -> list[str]:
-    """The verdict as the service shows it to a student: the score, then each check's title and result."""
-    lines = [_say(language, "submit.done", points=fmt(result.get("points") or 0.0),
-                  max_points=fmt(result.get("max_points") or 0.0))]
+def verdict_lines(result: dict[str, Any], language: str, score: dict[str, Any] | None = None) -> list[str]:
+    """The verdict as the service shows it to a student: the score, with the written answers that still wait for a
+    TA (in the maximum, not yet in the points: "10 / 12" alone reads as two points lost), then each check's title
+    and result. ``score``: the service's answer's own (the API's ``score``)."""
+    score = score if isinstance(score, dict) else {}
+    points = fmt(score.get("points", result.get("points")) or 0.0)
+    most = fmt(score.get("max_points", result.get("max_points")) or 0.0)
+    waiting, questions = _waiting(result, score)
+    lines = [_say(language, "submit.done_waiting", points=points, max_points=most, waiting=fmt(waiting),
+                  questions=", ".join(questions)) if questions else
+             _say(language, "submit.done", points=points, max_points=most)]
     late = result.get("late")
     if isinstance(late, dict) and isinstance(late.get("rule"), dict):
         lines.append(str(late["rule"].get(language) or late["rule"].get("en")))
@@ -193,6 +200,17 @@ def verdict_lines(result: dict[str, Any], language: str) -> list[str]:
             verdict = _say(language, "submit.passed" if c.get("passed") else "submit.not_passed")
             lines.append(f"  {mark} {title} ({kind}, {verdict})")
     return lines
+
+
+def _waiting(result: dict[str, Any], score: dict[str, Any]) -> tuple[float, list[str]]:
+    """(points, questions) of the written answers that wait for a TA: as the service's score says, else (a service
+    older than its score) as the result's own written answers do, where the caller's view of it has them."""
+    if "written_waiting" in score:
+        return float(score.get("waiting_points") or 0.0), [str(q) for q in score.get("waiting_questions") or ()]
+    if not str(result.get("status") or "").startswith("graded"):
+        return 0.0, []
+    left = [q for q in result.get("questions") or () if isinstance(q, dict) and q.get("points") is None]
+    return total(float(q.get("max_points") or 0.0) for q in left), [str(q.get("question")) for q in left]
 
 
 def submit(assignment: str | None = None, *, language: str | None = None, wait: bool = True) -> dict[str, Any] | None:

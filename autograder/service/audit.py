@@ -14,8 +14,8 @@ from autograder.service.db import Action, utcnow, writing
 
 #: The actions recorded, by name (the dashboard's audit page and the audit CSV show these names).
 ACTIONS = ("token.issue", "token.revoke", "roster.import", "roster.remove", "extension.grant", "extension.revoke",
-           "regrade", "mark.save", "score.adjust", "review.accept", "review.decline", "lti.register", "lti.enrol",
-           "lti.bind", "lti.unbind", "lti.refused")
+           "regrade", "mark.save", "mark.double", "mark.moderate", "score.adjust", "review.accept", "review.decline",
+           "lti.register", "lti.enrol", "lti.bind", "lti.unbind", "lti.refused")
 #: The command line's name in the record (a shell on the server: whoever runs it is its own authority).
 COMMAND_LINE = "cli"
 

@@ -3,11 +3,13 @@
 ``autograder serve`` starts the worker processes (as many as the machine has CPUs, ``--workers``),
 then the HTTP API on 127.0.0.1 (``--host``, ``--port``); the database is one SQLite file in the
 course's ``service-data/`` folder unless ``--database`` names another (a PostgreSQL URL for a
-deployment). ``autograder serve roster ROSTER.csv -o TOKENS.csv`` imports the class list and issues a token to
-each student who has none (``--list``, ``--remove ID``); ``serve token`` issues, lists, revokes and re-issues;
+deployment). ``autograder serve roster ROSTER.csv`` imports the class list and issues a token to each student who
+has none, written to ``service-data/tokens.csv`` (``-o TOKENS.csv`` elsewhere; ``--list``, ``--remove ID``);
+``serve token`` issues, lists, revokes and re-issues;
 ``autograder serve export -o OUT`` writes the files ``autograder grade`` writes from its results;
 ``autograder serve regrade [--assignment A]`` queues every submission again (after a check changed);
-``autograder serve token --instructor NAME`` (``--ta NAME``) one for the staff; ``serve lti register|sync|roster``
+``autograder serve token --instructor NAME`` (``--ta NAME``) one for the staff; ``serve mail send`` the e-mail to
+students still waiting (:mod:`autograder.service.mail`); ``serve lti register|sync|roster``
 the LMS as an LTI 1.3 platform (:mod:`autograder.service.lti.command`). Put TLS in front of it (a
 reverse proxy, or JupyterHub's proxy): it serves plain HTTP.
 """
@@ -45,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     roster.add_argument("roster", type=Path, metavar="ROSTER.csv", nargs="?", help="the CSV to import")
     roster.add_argument("-o", "--out", type=Path, metavar="TOKENS.csv",
                         help="where to write student,name,token of the tokens issued (hand each student their row; "
-                             "needed when the import issues any)")
+                             "default: service-data/tokens.csv in the course's folder, or tokens-2.csv, ... there "
+                             "when it exists: an earlier file is never overwritten)")
     roster.add_argument("--list", action="store_true", help="print the roster (a CSV, with each student's tokens)")
     roster.add_argument("--remove", metavar="ID", help="take a student off the roster and revoke their tokens")
     regrade = sub.add_parser("regrade", help="grade every submission (of an assignment) again, e.g. after a "
@@ -72,17 +75,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from autograder.service.lti.command import add_lti
 
     lti = add_lti(sub)
-    for action in (roster, regrade, export, token, lti):     # `serve ACTION --database URL` as well as before ACTION
+    mail = sub.add_parser("mail", help=(
+        "e-mail to students (course.yml's service.email): send now every mail still waiting, those waiting to be "
+        "tried again too (autograder serve sends them by itself every few seconds)"))
+    mail.add_argument("mail_action", choices=("send",), metavar="send", help="send the waiting mail now")
+    for action in (roster, regrade, export, token, lti, mail): # `serve ACTION --database URL` as well as before ACTION
         action.add_argument("--database", metavar="URL", default=argparse.SUPPRESS,
                             help="the service's database (as before the action)")
+
+
+def data_folder(course: Course) -> Path:
+    """The service's own folder, ``service-data/`` in the course's folder (0700, ignored by git): its SQLite
+    database and the class's secrets (the tokens, the roster's names and e-mails) go there, never into the
+    checkout beside the course's files."""
+    from autograder.service.db import private_folder
+
+    return private_folder(course.root / "service-data")
 
 
 def database_url(args: argparse.Namespace, course: Course) -> str:
     if args.database:
         return str(args.database)
-    from autograder.service.db import private_folder
+    return str(data_folder(course) / "service.db")
 
-    return str(private_folder(course.root / "service-data") / "service.db")
+
+def _new_tokens_file(course: Course) -> Path:
+    """``service-data/tokens.csv``, or the first of tokens-2.csv, tokens-3.csv, ... not there yet, made empty and
+    0600 to claim it: an earlier file holds tokens that exist nowhere else (the database keeps their digests)."""
+    folder = data_folder(course)
+    n = 1
+    while True:
+        path = folder / ("tokens.csv" if n == 1 else f"tokens-{n}.csv")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            return path
+        except FileExistsError:
+            n += 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     engine = engine_for(url)
     upgrade(engine)
     if args.action == "roster":
-        return _roster(args, engine)
+        return _roster(args, engine, course)
     if args.action == "regrade":
         from sqlalchemy import select
 
@@ -130,10 +158,12 @@ def run(args: argparse.Namespace) -> int:
         from autograder.service.lti.command import run_lti
 
         return run_lti(args, engine, course)
+    if args.action == "mail":
+        return _mail(engine, course)
     return _serve(args, course, url, engine)
 
 
-def _roster(args: argparse.Namespace, engine: Any) -> int:
+def _roster(args: argparse.Namespace, engine: Any, course: Course) -> int:
     from autograder.errors import AutograderError
     from autograder.service import people, tokens
 
@@ -161,19 +191,37 @@ def _roster(args: argparse.Namespace, engine: Any) -> int:
     members = read_roster(args.roster).members          # read whole first: a bad row changes nothing
     held_now = tokens.holders(engine)
     new = [m.student for m in members if m.student not in held_now]
-    if new and args.out is None:
-        raise AutograderError(f"serve roster {args.roster}: {len(new)} student(s) get a token ({', '.join(new[:3])}"
-                              f"{', ...' if len(new) > 3 else ''}): give -o TOKENS.csv to write them to")
-    rows = tokens.enrol(engine, members, by="cli", source=args.roster.name)
-    if args.out is not None:
-        from autograder.atomic import atomic_write_text
+    out: Path | None = args.out
+    if new and out is None:
+        out = _new_tokens_file(course)      # claimed before any token is issued: none is left without its file
+    try:
+        rows = tokens.enrol(engine, members, by="cli", source=args.roster.name)
+    except BaseException:
+        if out is not None and args.out is None:
+            out.unlink(missing_ok=True)
+        raise
+    if out is not None:
+        from autograder.atomic import atomic_write_bytes
 
-        atomic_write_text(args.out, tokens.tokens_csv(rows))
-        os.chmod(args.out, 0o600)
+        atomic_write_bytes(out, tokens.tokens_csv(rows).encode("utf-8"), mode=0o600)    # 0600 from the start
     print(f"roster: {len(members)} students read; issued {len(rows)} tokens"
-          + (f"; wrote {args.out} (keep it private: each row is a student's key)" if args.out is not None else "")
+          + (f"; wrote {out} (keep it private: each row is a student's key)" if out is not None else "")
           + "; the students who had a token keep it")
     return 0
+
+
+def _mail(engine: Any, course: Course) -> int:
+    from autograder.errors import AutograderError
+    from autograder.service import mail
+
+    if mail.settings_of(course) is None:
+        raise AutograderError("serve mail send: course.yml sends no mail (it has no service.email)",
+                              hint="see docs/admin/service.md, E-mail to students")
+    done = mail.send(engine, course, due_only=False)
+    print(f"mail: {done.sent} sent, {done.skipped} skipped (no address, or nothing left to tell of), {done.refused} "
+          f"refused for good, {done.failed} to try again" + (f" ({done.errors[0]})" if done.errors else "")
+          + (f", {done.held} being sent by another sender" if done.held else ""))
+    return 1 if done.failed else 0
 
 
 def _token(args: argparse.Namespace, engine: Any, course: Course) -> int:
@@ -253,10 +301,14 @@ def _serve(args: argparse.Namespace, course: Course, url: str, engine: Any) -> i
     # The live course stands in for a Course: every attribute read is the current course's.
     app: Any = create_app(engine, cast("Course", live), hub=hub)
     passback = Passback(app.state.lti, cast("Course", live))     # LTI: each changed score to the LMS
+    from autograder.service.mail import Mailer
+
+    mailer = Mailer(engine, cast("Course", live))       # e-mail to students, when course.yml turns it on
     try:
         workers.watch()
         watch.start()
         passback.start()
+        mailer.start()
         if hub is not None:
             # The Hub's proxy passes its whole path (/services/NAME/...): the app is mounted under that prefix.
             from starlette.applications import Starlette
@@ -270,6 +322,7 @@ def _serve(args: argparse.Namespace, course: Course, url: str, engine: Any) -> i
         uvicorn.Server(config).run(sockets=[listening])
     finally:
         passback.stop()
+        mailer.stop()
         watch.stop()
         workers.stop()
     return 0

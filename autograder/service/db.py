@@ -218,6 +218,30 @@ class Mark(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
 
 
+class DoubleMark(Base):
+    """One of the two blind marks of a written answer of a double-marked question (course.yml's
+    ``service.double_marking``; :mod:`autograder.service.double_marking`): ``marker`` 1 or 2, each by a different
+    person. It counts for nothing itself: the mark that counts is the :class:`Mark` the two make together (their
+    mean, where they agree) or an instructor's decision. ``version`` as a mark's (compare-and-set)."""
+
+    __tablename__ = "double_marks"
+    __table_args__ = (UniqueConstraint("student", "assignment", "question", "answer_sha", "marker",
+                                       name="uq_double_marks_answer"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student: Mapped[str] = mapped_column(String(200), index=True)
+    assignment: Mapped[str] = mapped_column(String(100))
+    question: Mapped[str] = mapped_column(String(20))
+    answer_sha: Mapped[str] = mapped_column(String(64))
+    marker: Mapped[int] = mapped_column(Integer)
+    points: Mapped[float] = mapped_column(Float)
+    rubric: Mapped[list[str]] = mapped_column(JSON)
+    comment: Mapped[str] = mapped_column(Text, default="")
+    graded_by: Mapped[str] = mapped_column(String(200))
+    graded_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
 class Adjustment(Base):
     """The staff's change of an exercise's automatic points in one notebook (its sha256), with the reason the
     student reads."""
@@ -490,3 +514,29 @@ class LtiScore(Base):
     next_try_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
     error: Mapped[str] = mapped_column(Text, default="")
     sent_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class MailOut(Base):
+    """The mail outbox (``autograder.service.mail``): one e-mail to a student, queued in the transaction of what it
+    tells of (a first result, a mark saved, a review answered) and sent by ``autograder serve``'s mail loop; its text
+    is written when it is sent, from the rows it names (``item``, ``ref``). pending until the SMTP server took it
+    (sent), or it cannot be sent (skipped: no address, the thing it tells of gone; failed: the server refused it for
+    good); held by one sender until ``held_until``; retried with backoff (``next_try_at``) meanwhile."""
+
+    __tablename__ = "mail_outbox"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))            # verdict | hand_grade | review_answer
+    student: Mapped[str] = mapped_column(String(200), index=True)
+    assignment: Mapped[str] = mapped_column(String(100))
+    #: What it tells of, as the pages name it: a submission's number, a written question, a review request's number.
+    item: Mapped[str] = mapped_column(String(40), default="")
+    #: The row it tells of: the submission (verdict), the mark (hand_grade), the review request (review_answer).
+    ref: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    state: Mapped[str] = mapped_column(String(12), default="pending", index=True)  # pending|sent|skipped|failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_try_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    held_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    sent_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    error: Mapped[str] = mapped_column(Text, default="")

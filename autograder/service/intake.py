@@ -45,6 +45,8 @@ async def accept(request: Request, state: Service, who: Caller, csrf: str | None
             raise ApiError(413, "service.too_large", limit=f"{course.limits.notebook_mb:g}") from None
         if kind == "bound":
             raise ApiError(422, "service.notebook_refused", why=refused.notebook.said) from None
+        if refused.notebook.said is not None:       # (where the JSON breaks, line and column, as the grader says it)
+            raise ApiError(415, "service.unreadable_notebook", why=refused.notebook.said) from None
         raise ApiError(415, "service.not_a_notebook") from None
     if csrf is not None and not same(upload.fields.get("csrf"), csrf):
         raise ApiError(403, "service.bad_csrf")

@@ -12,11 +12,12 @@ save from a version that is no longer the current one is refused (:class:`Confli
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from autograder.points import total as points_total
@@ -98,10 +99,12 @@ def apply(result: dict[str, Any], book: Book) -> dict[str, Any]:
 
 # -- writing ---------------------------------------------------------------------------------------------
 def save_mark(engine: Engine, course: Course, *, student: str, assignment: str, question: str, answer_sha: str,
-              rubric: list[str], comment: str, who: str, version: int, points: float | None = None) -> Any:
+              rubric: list[str], comment: str, who: str, version: int, points: float | None = None,
+              also: Callable[[Connection, Any], object] | None = None) -> Any:
     """Save a mark (``version``: the one the grader started from, 0 for none); the rubric's items give the points
     unless ``points`` is given (a review's new score). :class:`Conflict` when another save came first; ValueError
-    for a rubric item or question the course does not have."""
+    for a rubric item or question the course does not have. ``also``: called with the transaction and the mark saved,
+    before it commits (the student's mail of it: :func:`autograder.service.mail.on_mark`)."""
     q = course.assignment(assignment).question(question)
     if q is None:
         raise ValueError(f"assignment {assignment} has no question {question!r}")
@@ -114,7 +117,7 @@ def save_mark(engine: Engine, course: Course, *, student: str, assignment: str, 
     key = (Mark.student == student, Mark.assignment == assignment, Mark.question == question,
            Mark.answer_sha == answer_sha)
     return _save(engine, Mark, key, version, values,
-                 {"student": student, "assignment": assignment, "question": question, "answer_sha": answer_sha})
+                 {"student": student, "assignment": assignment, "question": question, "answer_sha": answer_sha}, also)
 
 
 def save_adjustment(engine: Engine, course: Course, *, student: str, assignment: str, sha256: str, exercise: str,
@@ -134,7 +137,7 @@ def save_adjustment(engine: Engine, course: Course, *, student: str, assignment:
 
 
 def _save(engine: Engine, table: Any, key: tuple[Any, ...], version: int, values: dict[str, Any],
-          identity: dict[str, Any]) -> Any:
+          identity: dict[str, Any], also: Callable[[Connection, Any], object] | None = None) -> Any:
     """Insert (``version`` 0) or update the row at ``version``; the row as saved. Compare-and-set: the UPDATE
     names the version, so two saves from the same version cannot both succeed."""
     try:
@@ -149,7 +152,10 @@ def _save(engine: Engine, table: Any, key: tuple[Any, ...], version: int, values
                                     .values(**values, version=version + 1))
                 if done.rowcount != 1:
                     raise Conflict(current)
-            return conn.execute(select(table).where(*key)).one()
+            saved = conn.execute(select(table).where(*key)).one()
+            if also is not None:
+                also(conn, saved)
+            return saved
     except IntegrityError:           # a new mark inserted by someone else at the same moment
         with engine.connect() as conn:
             raise Conflict(conn.execute(select(table).where(*key)).first()) from None

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,9 +212,11 @@ def renew(engine: Engine, job: int, owner: str, lease_seconds: float) -> bool:
     return bool(done.rowcount)
 
 
-def complete(engine: Engine, job: int, owner: str, result: dict[str, Any]) -> str | None:
+def complete(engine: Engine, job: int, owner: str, result: dict[str, Any],
+             first: Callable[[Session, int], object] | None = None) -> str | None:
     """Record the result of ``owner``'s job: one row per submission. "graded" (the submission's first result) or
-    "regrade" (it replaced one); None (nothing written) when the job is no longer ``owner``'s."""
+    "regrade" (it replaced one); None (nothing written) when the job is no longer ``owner``'s. ``first``: called with
+    the transaction and the submission when its first result is recorded (the student's mail queued in it)."""
     with Session(writing(engine)) as session, session.begin():
         now = utcnow()
         held = session.execute(update(Job).where(Job.id == job, Job.owner == owner, Job.state == "running")
@@ -227,6 +230,8 @@ def complete(engine: Engine, job: int, owner: str, result: dict[str, Any]) -> st
                   "status": str(result.get("status") or ""), "result": result, "graded_by": owner}
         if row is None:
             session.add(Result(submission_id=submission, **values))
+            if first is not None:
+                first(session, submission)
             return "graded"
         for key, value in values.items():
             setattr(row, key, value)

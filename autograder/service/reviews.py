@@ -8,10 +8,10 @@ grading where the assignment has no due date or the grading came later. One open
 Nothing is lost or silently overwritten: each answer names the request's version it was made from
 (compare-and-set); an accepted request first claims that version (a second answer to it is refused), then
 changes the score through :mod:`autograder.service.marks` (an exercise: an adjustment whose reason is the staff's
-answer; a written answer: its mark with the same rubric and comment and the new points), itself compare-and-set
-against the mark or adjustment the page showed, and last records the answer and its audit row in one
-transaction and the changed counted score in the score history (``why="review"``). A score changed by someone
-else in between refuses the answer and leaves the request open.
+answer; a written answer: its mark with the same rubric, the new points and the staff's answer as its comment,
+the old comment being about the old points), itself compare-and-set against the mark or adjustment the page showed,
+and last records the answer and its audit row in one transaction and the changed counted score in the score history
+(``why="review"``). A score changed by someone else in between refuses the answer and leaves the request open.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from autograder.clock import readable
 from autograder.points import fmt
-from autograder.service import audit, history, marks
+from autograder.service import audit, history, mail, marks
 from autograder.service import queue as Q
 from autograder.service.db import Result, Review, utcnow, writing
 from autograder.service.errors import ApiError
@@ -203,6 +203,8 @@ def answer(engine: Engine, course: Course, review_id: int, who: str, accept: boo
                 raise _conflict(engine, review_id)
             audit.record(conn, who, "review.decline", review.student,
                          f"{review.assignment} {review.item} (request {review_id}): {text}")
+            mail.add(conn, course, "review_answer", student=review.student, assignment=review.assignment,
+                     item=review.item, ref=review_id)          # (the student's mail of it, if course.yml sends one)
         return get(engine, review_id)
     if new_points is None or not math.isfinite(new_points) or not 0.0 <= new_points <= found.max_points:
         raise ApiError(422, "service.review_points", max=fmt(found.max_points))
@@ -225,6 +227,8 @@ def answer(engine: Engine, course: Course, review_id: int, who: str, accept: boo
         audit.record(conn, who, "review.accept", review.student,
                      f"{review.assignment} {review.item} (request {review_id}): "
                      f"{'—' if old is None else fmt(old)} → {fmt(new_points)}: {text}")
+        mail.add(conn, course, "review_answer", student=review.student, assignment=review.assignment,
+                 item=review.item, ref=review_id)
     history.note(engine, course, [(review.student, review.assignment)], why="review", who=who,
                  detail=f"{review.item} (request {review_id})")
     return get(engine, review_id)
@@ -245,10 +249,11 @@ def _change_score(engine: Engine, course: Course, standing: Standing, now_counte
     entry = next((q for q in stored.get("questions") or () if str(q.get("question")) == review.item), None)
     sha = str((entry or {}).get("sha256") or "")
     mark = standing.book.mark(review.student, review.assignment, review.item, sha)
+    # The comment becomes the review's answer: the old one explained the old points, and beside the new ones it
+    # would say the opposite of the decision.
     marks.save_mark(engine, course, student=review.student, assignment=review.assignment, question=review.item,
-                    answer_sha=sha, rubric=list(mark.rubric or ()) if mark is not None else [],
-                    comment=mark.comment if mark is not None else "", who=who,
-                    version=mark.version if mark is not None else 0, points=new_points)
+                    answer_sha=sha, rubric=list(mark.rubric or ()) if mark is not None else [], comment=reason,
+                    who=who, version=mark.version if mark is not None else 0, points=new_points)
 
 
 # -- reading ---------------------------------------------------------------------------------------------------

@@ -50,6 +50,8 @@ margin-top:1rem}.explanation .pass{color:#1a7f37;margin-top:1rem}.explanation .m
 .explanation .said,.explanation .mistake{margin-left:1.5rem}.explanation .call{margin-left:3rem;font-family:monospace}
 header nav{display:inline}.not_attempted{color:#666}
 .answer-text{white-space:pre-wrap;border:1px solid #ccc;padding:.6rem;background:#fcfcfc;max-height:40rem;overflow:auto}
+.model-text{border:1px solid #ccc;padding:0 .6rem;background:#fcfcfc;max-height:40rem;overflow:auto}
+.math{font-family:monospace;white-space:pre-wrap}
 fieldset div{margin:.3rem 0}
 :focus-visible{outline:3px solid #1d4ed8;outline-offset:2px}main:focus{outline:none}
 .skip{position:absolute;left:-100vw;top:.3rem}.skip:focus{left:.5rem;z-index:10;background:#fff;padding:.3rem .6rem}

@@ -21,6 +21,8 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,7 @@ from autograder import catalog as C
 from autograder.grading.process import prepare_grader_process, trusted_torch
 from autograder.grading.times import SubmittedAt
 from autograder.messages import say
-from autograder.service import history
+from autograder.service import history, mail
 from autograder.service import queue as Q
 from autograder.service.db import engine_for, granted_extensions, upgrade
 from autograder.service.loops import Rounds
@@ -52,6 +54,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parent", type=int, default=None, metavar="PID",
                         help="stop (after the job in hand) when this process ends: autograder serve starts its "
                              "workers with it, so none outlives the service")
+
+
+@dataclass
+class Tally:
+    """What a worker did: how many jobs it graded and the time spent grading them, on ``clock`` (its shutdown line
+    says both; the time it was up is another thing, mostly an empty queue waited on)."""
+
+    graded: int = 0
+    seconds: float = 0.0
+    clock: Callable[[], float] = time.perf_counter
+
+
+def stopped(tally: Tally, uptime: float) -> str:
+    """The line a worker prints when it stops."""
+    return f"worker: graded {tally.graded} submission(s) in {tally.seconds:.1f} s of grading (uptime {uptime:.1f} s)"
 
 
 def lease_seconds(course: Course) -> float:
@@ -176,9 +193,9 @@ class _Heartbeat:
 
 def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float = 0.2,
           owner: str | None = None, stop: threading.Event | StopFlag | None = None, lease: float | None = None,
-          parent: int | None = None) -> int:
+          parent: int | None = None, tally: Tally | None = None) -> int:
     """Claim and grade jobs until told to stop (or, with ``once``, until the queue is empty; with ``parent``,
-    until that process has ended): how many."""
+    until that process has ended): how many (``tally``, where given, counts them and the time they took)."""
     prepare_grader_process()       # before numpy and torch load
     from autograder.config import load_course  # noqa: PLC0415 - after prepare_grader_process, as all below
     from autograder.grading.cells import demo_cells  # noqa: PLC0415
@@ -192,23 +209,22 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
     owner = owner or f"{socket.gethostname()}:{os.getpid()}"
     stop = stop or threading.Event()
     lease = lease or lease_seconds(course)
-    graded = 0
+    tally = tally or Tally()
     with Sandbox(course.limits, device) as sandbox, tempfile.TemporaryDirectory(prefix="autograder-worker-") as tmp:
         references = check_catalog(course, {a.id for a in course.assignments})
         ctx = GradingContext(course, sandbox, device, grader_fingerprint(device, course), references,
                              C.LiveDiagnoser(course.tolerances), demo_cells(course), "service")
         beat = _Heartbeat(engine, owner, lease)
         try:
-            graded = _loop(engine, ctx, owner, lease, beat, stop, once, poll, Path(tmp), parent)
+            _loop(engine, ctx, owner, lease, beat, stop, once, poll, Path(tmp), tally, parent)
         finally:
             beat.close()
     engine.dispose()
-    return graded
+    return tally.graded
 
 
 def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, stop: threading.Event | StopFlag,
-          once: bool, poll: float, tmp: Path, parent: int | None = None) -> int:
-    graded = 0
+          once: bool, poll: float, tmp: Path, tally: Tally, parent: int | None = None) -> None:
     while not stop.is_set() and (parent is None or os.getppid() == parent):
         try:
             claimed = Q.claim(engine, owner, lease)
@@ -221,6 +237,7 @@ def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, sto
             stop.wait(poll)
             continue
         beat.job = claimed.job
+        began = tally.clock()
         try:
             # The extensions granted from the dashboard as they are now (the course's extensions file wins).
             result = grade_claimed(claimed, ctx, tmp, granted_extensions(engine))
@@ -232,12 +249,20 @@ def _loop(engine: Any, ctx: Any, owner: str, lease: float, beat: _Heartbeat, sto
             continue
         finally:
             beat.job = None
-        done = _again(Q.complete, engine, claimed.job, owner, result)
+        done = _again(Q.complete, engine, claimed.job, owner, result, verdict_mail(ctx.course, claimed))
         if done:
-            graded += 1
+            # (the grade and its recording: a job released or failed is not one graded)
+            tally.graded, tally.seconds = tally.graded + 1, tally.seconds + (tally.clock() - began)
             # The counted score's history: a first grade or a regrade that moved it is recorded.
             _again(_note_grade, engine, ctx.course, claimed, done)
-    return graded
+
+
+def verdict_mail(course: Any, claimed: Q.Claimed) -> Any:
+    """What records a first result also queues its student's mail of it, in that transaction (:mod:`.mail`)."""
+    def queue_it(session: Any, submission: int) -> bool:
+        return mail.add(session, course, "verdict", student=claimed.student, assignment=claimed.assignment,
+                        item=str(submission), ref=submission)
+    return queue_it
 
 
 def _note_grade(engine: Any, course: Any, claimed: Q.Claimed, why: str) -> int:
@@ -263,8 +288,8 @@ def run(args: argparse.Namespace) -> int:
     stop = _Stop()
     if args.parent is not None:
         follow_parent()
-    start = time.perf_counter()
-    graded = serve(args.database, once=args.once, device=args.device, poll=args.poll, stop=stop.event,
-                   lease=args.lease, parent=args.parent)
-    print(f"worker: graded {graded} submission(s) in {time.perf_counter() - start:.1f} s")
+    start, tally = time.perf_counter(), Tally()
+    serve(args.database, once=args.once, device=args.device, poll=args.poll, stop=stop.event, lease=args.lease,
+          parent=args.parent, tally=tally)
+    print(stopped(tally, time.perf_counter() - start))
     return 0

@@ -137,3 +137,52 @@ def test_validate_writes_its_page(tmp_path, monkeypatch, capsys):
     text = page.read_text(encoding="utf-8")
     assert code == 0, capsys.readouterr().out
     assert "Known mistakes" in text and "Correct alternatives" in text and "Catalog fair and sound" in text
+
+
+def test_validates_progress_in_a_log_is_a_line_now_and_then():
+    """Issue 66, item 12: rich's bar is transient and draws nothing where stdout is no terminal (a CI log): there
+    validate says its progress in a line at the start, every N items, after a while without one, and at the end;
+    on a terminal the bar stays as it was (no such line)."""
+    import io
+
+    from rich.console import Console
+
+    from autograder.authoring.validate import LogProgress, shown_progress
+
+    out, now = io.StringIO(), [0.0]
+    lines = LogProgress("validate", "notebooks graded", every=3, seconds=60.0, stream=out, clock=lambda: now[0])
+    lines.plan(7)
+    for _ in range(7):
+        lines.advance(object())
+    assert out.getvalue().splitlines() == [f"validate: {n}/7 notebooks graded" for n in (0, 3, 6, 7)]
+    out = io.StringIO()
+    slow = LogProgress("validate", "notebooks graded", every=100, seconds=60.0, stream=out, clock=lambda: now[0])
+    slow.advance()                                  # (no total planned: the count alone)
+    now[0] += 61.0
+    slow.advance()
+    slow.advance()
+    assert out.getvalue().splitlines() == ["validate: 2 notebooks graded"]
+    terminal = io.StringIO()
+    with shown_progress(Console(file=terminal, force_terminal=True), "in the sandbox", "validate", "graded") \
+            as (advance, plan):
+        plan(2)
+        advance(object())
+    assert "validate:" not in terminal.getvalue()
+
+
+@pytest.mark.slow
+def test_validate_without_a_terminal_prints_its_progress(catalog, tmp_path, monkeypatch, capsys):
+    """One real run where stdout is no terminal (pytest's capture): 5.2, the exercise with the fewest notebooks to
+    grade in the sandbox, on one seed."""
+    from autograder.cli import main
+
+    monkeypatch.chdir(Path(COURSE.root))
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):          # (either can make rich call the capture a terminal)
+        monkeypatch.delenv(name, raising=False)
+    total = len(catalog["5.2"]) + len(C.MISTAKES["5.2"])
+    code = main(["validate", "5.2", "--seeds", "1", "-j", "2", "--html", str(tmp_path / "validate.html")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    said = [line for line in out.splitlines() if line.startswith("validate: ")]
+    assert said[0] == f"validate: 0/{total} notebooks graded in the sandbox (correct alternatives, known mistakes)"
+    assert said[-1].startswith(f"validate: {total}/{total} "), said

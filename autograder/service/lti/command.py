@@ -1,4 +1,5 @@
-"""``autograder serve lti``: register an LMS as an LTI 1.3 platform, send the pending scores, pull the members."""
+"""``autograder serve lti``: register an LMS as an LTI 1.3 platform, send the pending scores, pull the members, check
+the running service as an LMS would (``selftest``: :mod:`autograder.service.lti.selftest`)."""
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,9 @@ def add_lti(sub: Any) -> argparse.ArgumentParser:
     register.add_argument("--course", action="append", default=[], metavar="CONTEXT_ID", dest="lms_courses",
                           help="bind the LMS course with this LTI context id (Moodle: the course's id; repeat for "
                                "several): only the courses bound are served, a launch from any other is refused")
-    register.add_argument("--url", default="", metavar="URL", help="the service's public URL, to print the tool's "
-                                                                   "URLs to enter in the LMS")
+    register.add_argument("--url", default="", metavar="URL", help="the service's URL, to print the tool's URLs to "
+                                                                   "enter in the LMS (default: course.yml's "
+                                                                   "service.public_url)")
     for action, what in (("bind", "serve the LMS course with this context id (one whose launch was refused is listed "
                                   "by `serve lti courses`)"),
                          ("unbind", "stop serving an LMS course: its launches are refused, its members' sessions end, "
@@ -44,6 +46,16 @@ def add_lti(sub: Any) -> argparse.ArgumentParser:
                              help="the LMS course's LTI context id")
         parser_.add_argument("--issuer", default="", help="the platform's issuer, where several LMSs are registered")
     actions.add_parser("courses", help="list the LMS courses: bound, or asking (a launch from them was refused)")
+    selftest = actions.add_parser("selftest", help="check the running service as an LMS would, without one: a "
+                                                   "platform of its own for the test's duration plays login, launch, "
+                                                   "deep linking and a score sent back; one line per step, exit "
+                                                   "status 0 only when every step passed")
+    selftest.add_argument("--url", default="", metavar="URL",
+                          help="the running service's URL (default: course.yml's service.public_url, else "
+                               "http://127.0.0.1:PORT, PORT serve's --port)")
+    selftest.add_argument("--platform-host", default="127.0.0.1", metavar="HOST",
+                          help="the address the test's platform listens on, which the service calls back (its "
+                               "keys, its access tokens, its gradebook; default 127.0.0.1: the service's machine)")
     actions.add_parser("sync", help="send every pending score now (the service sends them by itself every few "
                                     "seconds) and say what is still pending")
     roster = actions.add_parser("roster", help="read each LMS course's members into the roster (names, emails, LMS "
@@ -78,13 +90,18 @@ def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) ->
         print(f"registered {platform.issuer} (client {platform.client_id}; deployments "
               f"{', '.join(platform.deployments)}); the tool's key: {tool.folder / 'lti-private-key.pem'} "
               f"(key id {key.kid})")
-        base = args.url.rstrip("/") or "https://YOUR-SERVICE"
-        print(f"enter in the LMS:\n  login initiation URL  {base}/lti/login\n  redirect / launch URL {base}/lti/launch"
-              f"\n  public keys (JWKS)    {base}/lti/jwks.json")
+        _print_values(args.url or course.service.public_url or "")
         if not args.lms_courses:
             print("no LMS course is bound yet: launches are refused until the course's instructor binds it (--course, "
                   "serve lti bind, or the dashboard's LTI page, where a refused course is listed)")
         return 0
+    if args.lti_action == "selftest":
+        from autograder.service.lti import selftest  # noqa: PLC0415 - the service extra, loaded by the action
+
+        url = args.url or course.service.public_url or f"http://127.0.0.1:{args.port or 8765}"
+        passed = selftest.run(engine, url, platform_host=args.platform_host, out=print,
+                              assignment=course.assignments[0].id)
+        return 0 if passed else 1
     if not P.platforms(engine):
         raise AutograderError("serve lti: no LMS is registered", hint="autograder serve lti register --issuer ...")
     if args.lti_action in ("bind", "unbind", "courses"):
@@ -110,6 +127,27 @@ def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) ->
           f"{pulled.linked} linked, {pulled.staff} staff" + (f"; {len(pulled.issued)} token(s) written to {args.out}"
                                                              if args.out is not None else ""), file=sys.stdout)
     return 0
+
+
+def _print_values(url: str) -> None:
+    """What to enter in the LMS: the tool's URLs under ``url`` (the service's public URL), its placements and custom
+    fields."""
+    from autograder.config import public_url  # noqa: PLC0415 - (loaded with the action, as the rest)
+    from autograder.service.lti import tool  # noqa: PLC0415 - the service extra, loaded by the action
+
+    found = tool.urls(url or "https://YOUR-SERVICE")
+    print(f"enter in the LMS:\n  login initiation URL  {found['login']}\n  redirect / launch URL {found['launch']}"
+          f"\n  public keys (JWKS)    {found['jwks']}\n  deep-link URL         {found['deep_link']}"
+          f"\n  placements            Canvas: {', '.join(tool.CANVAS_PLACEMENTS)} (open in a new tab); Moodle: tick "
+          f"{tool.MOODLE_DEEP_LINKING!r}, Content Selection URL the deep-link URL"
+          f"\n  custom fields         {' '.join(tool.CUSTOM_FIELDS)} (Canvas)")
+    if not url:
+        print("the service's URL is not known: set service.public_url in course.yml (or give --url) to print it")
+        return
+    try:
+        public_url(url)                 # (a --url for a trial may be what course.yml refuses: said, not refused)
+    except ValueError as exc:
+        print(f"note: an LMS elsewhere may not take these URLs: {exc}")
 
 
 def _courses(args: argparse.Namespace, engine: Any) -> int:

@@ -244,6 +244,8 @@ def deliver(tool: Tool, course: Course, *, now: dt.datetime | None = None) -> De
             # (a row another sender holds is due at the end of its lease: it waits, and so do the rows after it)
             if r.next_try_at > now or r.platform_id in away:
                 break
+            if r.platform_id not in found or r.context_id not in contexts:
+                break       # (removed since its rows were read: a self-test's platform, serve lti selftest)
             held = _claim(tool.engine, r.id, r.next_try_at, now)
             if held is None:                    # another sender took it since it was read: theirs, and the queue
                 done.held += 1

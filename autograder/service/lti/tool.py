@@ -2,7 +2,8 @@
 (:class:`autograder.service.lti.jwks.KeySet`: the JWKS last fetched, fetched again after :data:`JWKS_SECONDS` or for a
 key id not in it, a withdrawn key gone with the first fetch that lacks it; one fetch in flight per set, a failure
 remembered :data:`JWKS_RETRY` seconds), and the platform services' client with its access tokens cached until they
-expire."""
+expire; and the tool's URLs as an LMS is given them (:func:`urls`), with the placements and custom fields it is
+set up with."""
 from __future__ import annotations
 
 import threading
@@ -24,6 +25,21 @@ JWKS_COOLDOWN = 30.0
 JWKS_RETRY = 10.0
 #: Seconds the platform's JWKS may take to come.
 HTTP_SECONDS = 10
+#: Canvas' placements of the tool: both deep linking (an instructor picks the kit's assignment from a list).
+CANVAS_PLACEMENTS = ("Assignment Selection", "Link Selection")
+#: Moodle's setting for deep linking (then its Content Selection URL is the deep-link URL).
+MOODLE_DEEP_LINKING = "Supports Deep Linking (Content-Item Message)"
+#: The custom fields the tool reads (Canvas': the roster's canvas_id finds a student by the first).
+CUSTOM_FIELDS = ("canvas_user_id=$Canvas.user.id",)
+
+
+def urls(base: str) -> dict[str, str]:
+    """The tool's URLs under the service's address ``base`` (its public URL): login initiation, launch (the
+    redirect URI and target link URI), its keys (JWKS), and the deep-link URL (the launch's: a deep-linking request
+    is a launch of its own message type)."""
+    base = base.rstrip("/")
+    return {"login": f"{base}/lti/login", "launch": f"{base}/lti/launch", "jwks": f"{base}/lti/jwks.json",
+            "deep_link": f"{base}/lti/launch"}
 
 
 class Tool:

@@ -21,7 +21,8 @@ from autograder.service.guard import SECURITY_HEADERS
 from autograder.service.lti import deep_linking, hub_users, launch, nrps, outbox
 from autograder.service.lti import platforms as P
 from autograder.service.lti.ags import PlatformError
-from autograder.service.lti.tool import Tool
+from autograder.service.lti.tool import CANVAS_PLACEMENTS, CUSTOM_FIELDS, MOODLE_DEEP_LINKING, Tool
+from autograder.service.lti.tool import urls as tool_urls
 from autograder.service.routes.signin import sign_in
 from autograder.service.ui import UI, closes_form, language, render, to_dashboard
 
@@ -175,9 +176,13 @@ async def lti_page(request: Request, signed: StaffPage, state: ServiceDep) -> Re
     tool's URLs"""
     lang = language(request, state.course)
     overview = await run_in_threadpool(_overview, state)
-    urls = {"login": str(request.url_for("lti_login")), "launch": str(request.url_for("lti_launch")),
-            "jwks": str(request.url_for("jwks"))}
-    return render(request, state, "lti", signed, title=UI[lang]["lti"], urls=urls, **overview)
+    public = state.course.service.public_url
+    # The public URL where course.yml gives it: what the LMS reaches, never the address this page was opened at (an
+    # SSH tunnel's 127.0.0.1, a proxy's inner address). Without it, the page's own URLs, and the page says so.
+    urls = tool_urls(public or str(request.url_for("jwks")).removesuffix("/lti/jwks.json"))
+    return render(request, state, "lti", signed, title=UI[lang]["lti"], urls=urls, public_url=public,
+                  canvas_placements=", ".join(CANVAS_PLACEMENTS), moodle_option=MOODLE_DEEP_LINKING,
+                  custom_fields=CUSTOM_FIELDS, **overview)
 
 
 @router.post("/dashboard/lti/bind")

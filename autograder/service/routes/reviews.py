@@ -84,25 +84,39 @@ async def ask(request: Request, signed: SignedPage, state: ServiceDep) -> Respon
                             status_code=303)
 
 
+def _link(item: reviews.Item | None, submission: int | None) -> str:
+    """The page of what a request is about (the path below the service's), "" where there is none: a written
+    answer's grading page, an exercise's adjustment page."""
+    if item is None or submission is None:
+        return ""
+    if item.kind == "question":
+        return f"/dashboard/grading/answer?question={quote(item.id)}&submission={submission}"
+    return f"/dashboard/adjust?submission={submission}"
+
+
 def queue_rows(state: Service, lang: str) -> list[dict[str, Any]]:
-    """The staff's queue: the open requests, oldest first, each with the item's points now; then the answered."""
+    """The staff's queue: the open requests, oldest first, each with the item's points now; then the answered. Each
+    links to the answer it is about, in the result that counts now (else the one it was asked about)."""
     course = state.course
     titles = _titles(state, lang)
     names = people.names(state.engine)
     standing = Standing(state.engine, course)
     seen: dict[tuple[str, str], Any] = {}
-    maxima = {(a.id, i.id): i.max_points for a in course.assignments for i in reviews.items(course, a.id)}
+    found = {(a.id, i.id): i for a in course.assignments for i in reviews.items(course, a.id)}
     out = []
     for r in reviews.requests(state.engine):
         row = _row(state, r, lang, titles)
         row["name"] = names.get(r.student, "")
-        row["max"] = fmt(maxima.get((r.assignment, r.item), 0.0))
+        item = found.get((r.assignment, r.item))
+        row["max"] = fmt(item.max_points if item is not None else 0.0)
+        key = (r.student, r.assignment)
+        if key not in seen:
+            seen[key] = reviews.counted(state.engine, course, standing, r.student, r.assignment)
+        now = seen[key]
         if r.state == "open":
-            key = (r.student, r.assignment)
-            if key not in seen:
-                seen[key] = reviews.counted(state.engine, course, standing, r.student, r.assignment)
-            points = seen[key].points(r.item) if seen[key] is not None else None
+            points = now.points(r.item) if now is not None else None
             row["current"] = "—" if points is None else fmt(points)
+        row["link"] = _link(item, now.submission if now is not None else r.submission_id)
         out.append(row)
     return out
 

@@ -222,3 +222,29 @@ def test_the_lti_page_shows_the_public_url_never_the_address_it_was_opened_at(tm
     bare = _lti_page(tmp_path / "bare.db", LATE_COURSE)
     assert 'id="lti-no-public-url"' in bare and "service.public_url" in bare
     assert "http://127.0.0.1:" in bare and "/lti/jwks.json</code>" in bare
+
+
+def test_the_logins_redirect_uri_is_the_public_urls_launch_not_the_address_the_request_came_to(tmp_path):
+    """Behind a proxy that passes neither scheme nor host on, the request's own URL is the inner address: the LMS
+    would refuse a redirect URI it was never given. With service.public_url set, the login names the public one."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from lti_platform import lms_serving
+    from autograder.service.lti import platforms as P
+
+    public = LATE_COURSE.model_copy(update={"service": LATE_COURSE.service.model_copy(update={"public_url": PUBLIC})})
+    for course, want in ((public, f"{PUBLIC}/lti/launch"), (LATE_COURSE, None)):
+        engine = db.engine_for(str(tmp_path / f"{'public' if want else 'bare'}.db"))
+        db.upgrade(engine)
+        app = create_app(engine, course)
+        try:
+            with serving(app) as url, lms_serving() as lms, browser(url) as client:
+                P.register(engine, **lms.registration(), courses=[lms.context], by="test")
+                started = client.get("/lti/login", params={"iss": lms.issuer, "login_hint": "x",
+                                                           "client_id": lms.client_id})
+                assert started.status_code == 302
+                redirect = parse_qs(urlsplit(started.headers["location"]).query)["redirect_uri"][0]
+                assert redirect == (want or f"{url}/lti/launch")
+        finally:
+            app.state.lti.close()
+            engine.dispose()

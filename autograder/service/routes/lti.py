@@ -34,6 +34,14 @@ def tool(request: Request) -> Tool:
     return found
 
 
+def launch_url(request: Request) -> str:
+    """The tool's launch URL as the LMS knows it (the login's redirect URI, a deep link's target): under course.yml's
+    ``service.public_url`` where it is set (behind a proxy that does not pass the scheme and host on, the request's
+    own URL would be the inner address and the LMS would refuse it), else the request's."""
+    public = service(request).course.service.public_url
+    return tool_urls(public)["launch"] if public else str(request.url_for("lti_launch"))
+
+
 def _refusal(request: Request, refused: launch.Refused) -> ApiError:
     """A refused login or launch, counted against the address (as every request whose caller is not known); its
     Retry-After where it has one (the LMS's key set being fetched or not answering)."""
@@ -72,7 +80,7 @@ async def login(request: Request) -> Response:
         params.update({k: str(v) for k, v in (await request.form()).items()})
     try:
         target, state = await run_in_threadpool(launch.login, tool(request), params,
-                                                str(request.url_for("lti_launch")))
+                                                launch_url(request))
     except launch.Refused as refused:
         raise _refusal(request, refused) from None
     response = RedirectResponse(target, status_code=302)
@@ -135,7 +143,7 @@ async def deep_link(request: Request, signed: StaffPage, state: ServiceDep) -> R
     if not asked["multiple"]:
         chosen = chosen[:1]
     signed_response = await run_in_threadpool(deep_linking.response, tool(request), state.course, asked, chosen,
-                                              str(request.url_for("lti_launch")))
+                                              launch_url(request))
     lang = language(request, state.course)
     page = render(request, state, "lti_return", signed, title=UI[lang]["lti_pick"], return_url=asked["return"],
                   jwt=signed_response, chosen=chosen)

@@ -48,7 +48,7 @@ PORT = "8765"
 DOCS = ROOT / "docs"
 #: The page that holds each walkthrough (every other page that shows it must show the same commands).
 HOMES = {"instructor": "walkthrough.md", "student": "walkthrough.md", "ta": "walkthrough.md",
-         "postgres": "admin/service.md", "hub": "admin/jupyterhub.md"}
+         "postgres": "admin/service.md", "hub": "admin/jupyterhub.md", "lti-selftest": "admin/lti.md"}
 
 
 def _blocks(role: str, text: str) -> list[str]:
@@ -76,7 +76,7 @@ def walkthrough(role: str) -> str:
 def test_every_guide_shows_its_roles_walkthrough_as_the_walkthrough_page_does():
     """Each role's guide repeats its block (checked against the page the slow test runs), in both languages."""
     for role, pages in {"instructor": ["instructor/index.md"], "student": ["student.md", "student.en.md"],
-                        "ta": ["ta.md"], "postgres": ["admin/setup.md"], "hub": []}.items():
+                        "ta": ["ta.md"], "postgres": ["admin/setup.md"], "hub": [], "lti-selftest": []}.items():
         walkthrough(role)
         for page in pages:
             assert len(_blocks(role, (DOCS / page).read_text(encoding="utf-8"))) == 1, (page, role)
@@ -338,3 +338,30 @@ c.JupyterHub.load_roles.append({{"name": "test-admin", "scopes": ["admin:users",
         mine = httpx.get(f"{hub.service}api/submissions", headers={"Authorization": token["Authorization"].replace(
             "token ", "Bearer ")}, timeout=30)
         assert mine.status_code == 200 and mine.json()["submissions"] == [], mine.text
+
+
+@pytest.mark.slow
+def test_the_lti_self_test_runs_as_printed(tmp_path):
+    """Issue 66, item 9: the self-test of docs/admin/lti.md, run as printed against a running service (its database
+    and the service's address put in): every step passes, and it says so."""
+    from served import serving
+    from autograder.service import db
+    from autograder.service.app import create_app
+
+    database = tmp_path / "service.db"
+    engine = db.engine_for(str(database))
+    db.upgrade(engine)
+    app = create_app(engine, load_course())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOGRADER_", "JUPYTERHUB_"))}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", HOME=str(tmp_path))
+    groups: list[int] = []
+    try:
+        with serving(app) as url:
+            said = run_block("lti-selftest", ROOT, env, groups, **{
+                "postgresql+psycopg://grader@db/grader": str(database), "lti selftest": f"lti selftest --url {url}"})
+        assert "lti selftest: 5 of 5 steps passed" in said, said
+        assert said.count("  passed  ") == 5, said
+    finally:
+        _stop(groups)
+        app.state.lti.close()
+        engine.dispose()

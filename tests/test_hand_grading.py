@@ -454,7 +454,7 @@ def test_double_marking_on_the_pages_blind_then_the_mean_or_the_moderators_decis
                                                 answer_sha("<script>alert(1)</script> Var = d_k"))
         assert (counted.points, counted.graded_by) == (1.75, "ta1 + ta2")
         assert [(c.why, c.detail) for c in history.changes(engine, student="ada")][-1] == (
-            "manual", f"{QUESTION.id}: 1.75 (double marking)")
+            "manual", f"{QUESTION.id}: 1.75 (two markers agree)")
         decided = ta3.get("/dashboard/grading/answer", params=ada_page).text
         assert "the mark that counts: 1.75 points, ta1 + ta2" in decided and 'id="mark-form"' not in decided
         assert "Mark 1: ta1" in decided and "Mark 2: ta2" in decided

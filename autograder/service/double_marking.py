@@ -201,7 +201,7 @@ def settle(engine: Engine, course: Course, pair: Pair, also: Callable[[Connectio
                f"{a.question}: {fmt(saved.points)}, the mean of two marks that agree "
                f"({fmt(pair.first.points)}, {fmt(pair.second.points)})")
     history.note(engine, course, [(a.student, a.assignment)], why="manual", who=made["who"],
-                 detail=f"{a.question}: {fmt(saved.points)} (double marking)")
+                 detail=f"{a.question}: {fmt(saved.points)} (two markers agree)")
     return saved
 
 

@@ -53,8 +53,8 @@ def answers(state: Service, assignment: Any, question: Any, standing: Standing, 
     its fingerprint, its mark (None while no mark counts) and, for a double-marked question, its two marks so far
     (``pair``; None for any other question). ``counted`` and ``pairs``: the counted submissions and the double marks,
     where the caller read them already (a page of every question reads them once, not once a question)."""
-    double = double_marking.is_double(state.course, question.id)
-    if double and pairs is None:
+    two_markers = double_marking.is_double(state.course, question.id)
+    if two_markers and pairs is None:
         pairs = double_marking.read(state.engine)
     out = []
     for one in counted if counted is not None else counted_submissions(state.engine, state.course.service.counts,
@@ -67,7 +67,8 @@ def answers(state: Service, assignment: Any, question: Any, standing: Standing, 
             continue
         student, sha = str(r.get("student") or ""), str(entry.get("sha256") or "")
         mark = standing.book.mark(student, assignment.id, question.id, sha)
-        pair = (pairs or {}).get((student, assignment.id, question.id, sha), double_marking.Pair()) if double else None
+        key = (student, assignment.id, question.id, sha)
+        pair = (pairs or {}).get(key, double_marking.Pair()) if two_markers else None
         out.append({"submission": one.submission, "student": student, "answer": str(entry.get("answer") or ""),
                     "sha": sha, "answered": bool(entry.get("answered")), "mark": mark, "pair": pair})
     return out
@@ -131,7 +132,7 @@ def _overview(state: Service, lang: str, who: str) -> list[dict[str, Any]]:
                          "next": waiting[0]["submission"] if waiting else (got[0]["submission"] if got else None),
                          "next_words": T["grade_next"] if waiting else T["all_graded"] if graded == len(got)
                          else T["double_none_left"],
-                         "double": double_marking.is_double(state.course, q.id),
+                         "two_markers": double_marking.is_double(state.course, q.id),
                          "decide": [x["submission"] for x in got
                                     if x["mark"] is None and x["pair"] is not None and x["pair"].complete],
                          "unanswered": sum(unanswered(x) for x in got),
@@ -194,9 +195,9 @@ def _double_view(state: Service, this: dict[str, Any], question: Any, who: str, 
 def _answer_page(state: Service, question_id: str, submission: int, lang: str, who: str = "") -> dict[str, Any]:
     assignment, question, got, at = _locate(state, question_id, submission)
     this = got[at]
-    double = None
+    two_markers = None
     if this["pair"] is not None:
-        double, mark, version = _double_view(state, this, question, who, lang)
+        two_markers, mark, version = _double_view(state, this, question, who, lang)
     else:
         mark = this["mark"]
         version = mark.version if mark is not None else 0
@@ -213,7 +214,7 @@ def _answer_page(state: Service, question_id: str, submission: int, lang: str, w
             "previous": got[at - 1]["submission"] if at > 0 else None,
             "next": got[at + 1]["submission"] if at + 1 < len(got) else None,
             "next_waiting": _next_waiting(got, at, who), "position": at + 1, "total": len(got),
-            "comments": marks.earlier_comments(state.engine, question.id), "double": double,
+            "comments": marks.earlier_comments(state.engine, question.id), "two_markers": two_markers,
             "model": markdown_html(model_answer(str(state.course.root), assignment.id, question.id))}
 
 

@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import NoReturn
 
-from autograder.errors import finish, run_command, use_course
+from autograder.core.errors import finish, run_command, use_course
 
 #: subcommand -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The ``autograder`` console script: :func:`main`, then :func:`autograder.errors.finish`."""
+    """The ``autograder`` console script: :func:`main`, then :func:`autograder.core.errors.finish`."""
     finish(main())
 
 

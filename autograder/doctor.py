@@ -1,6 +1,6 @@
 """``autograder doctor``: what this machine offers the grader, one table.
 
-For each cage mode (see :mod:`autograder.sandbox.cage`) it starts a real sandbox limited to
+For each cage mode (see :mod:`autograder.inside.cage`) it starts a real sandbox limited to
 that mode and one empty worker, exactly as ``autograder grade`` would, and says
 which layers held or why the mode was refused. Then CUDA and the CPUs. Exit 1 when
 ``autograder grade`` would refuse to run (no cage at all).
@@ -11,8 +11,8 @@ import argparse
 import os
 from typing import Any
 
-from autograder.errors import AutograderError
-from autograder.sandbox.cage import LANDLOCK_GAPS, filter_summary, landlock_abi
+from autograder.core.errors import AutograderError
+from autograder.inside.cage import LANDLOCK_GAPS, filter_summary, landlock_abi
 
 #: What each layer keeps from the student's code, for the table.
 LAYERS = {
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def probe_modes(device: str = "cpu") -> list[dict[str, Any]]:
     """One row per cage mode this user could get: works (with its layers) or refused (and why)."""
-    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
     from autograder.sandbox import Sandbox, cage_modes  # noqa: PLC0415 - loads torch
 
     limits = load_course().limits
@@ -111,7 +111,7 @@ def seccomp_line(mode: str, device: str) -> str:
 
 def memory_line() -> str:
     """How memory that no rlimit counts is kept in check here."""
-    from autograder.sandbox import memcg  # noqa: PLC0415 - loads torch
+    from autograder.inside import memcg  # noqa: PLC0415 - loads torch
 
     groups, where = memcg.find()
     bounded = ("refused by the filter (memfd, socket pairs, SysV and POSIX IPC, pipe buffers past 64 KiB) "

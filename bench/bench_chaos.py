@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from bench_peers import generate
 
-    from autograder.config import load_course
+    from autograder.course.config import load_course
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)       # 500 held connections and the clients'
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autograder import grading as G  # noqa: E402
-from autograder.config import load_course  # noqa: E402
+from autograder.course.config import load_course  # noqa: E402
 
 
 def _make_samples():

@@ -273,7 +273,7 @@ def bare_posts(total: int) -> float:
 
 # -- the run -------------------------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from autograder.config import load_course
+    from autograder.course.config import load_course
 
     from lti_platform import tool_with_lms
 

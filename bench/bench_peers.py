@@ -471,7 +471,7 @@ def gradebook_points(course: Path, subset: list[Sub]) -> dict[str, dict[str, flo
 
     from nbgrader.api import Gradebook
 
-    from autograder.config import load_course
+    from autograder.course.config import load_course
     from autograder.authoring.notebooks import tests_grade_id
 
     c = load_course()
@@ -488,7 +488,7 @@ def gradebook_points(course: Path, subset: list[Sub]) -> dict[str, dict[str, flo
 
 def otter_runs(work: Path, subs_dir: Path, subset: list[Sub]) -> tuple[Row, dict[str, dict[str, float]], float]:
     from autograder import cli
-    from autograder.config import load_course
+    from autograder.course.config import load_course
 
     course = load_course()
     zips = work / "otter-zips"
@@ -717,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.n < 1 or args.repeats < 1:
         parser.error("-n and --repeats must be at least 1")
 
-    from autograder.config import load_course
+    from autograder.course.config import load_course
     from autograder.grading.timing import PROFILE_SECTIONS
 
     started = time.perf_counter()

@@ -41,9 +41,9 @@ def lane(mode: str, n: int) -> list[dict]:
     """Every (arguments, gap) line for one lane layout, in this process (``mode``: ``split`` or ``one``)."""
     import torch
 
-    from autograder.config import Limits
-    from autograder.notebook import Cell
-    from autograder.probes import Request
+    from autograder.course.config import Limits
+    from autograder.course.notebook import Cell
+    from autograder.inside.probes import Request
     from autograder.sandbox import Sandbox, affinity
 
     cpus = sorted(os.sched_getaffinity(0))

@@ -6,7 +6,7 @@ answer part of the same question. This measures both on the course's notebooks: 
 notebooks and the four of samples/submissions/ada (a complete submission), the code the worker runs
 (``Cell.code`` of the cells not skipped), best of ``--repeat`` runs, in milliseconds:
 
-* ast parse: every cell through :func:`autograder.pyast.parse`;
+* ast parse: every cell through :func:`autograder.core.pyast.parse`;
 * ast scan: :func:`scan_notebook` and ``exercise()`` for each exercise of the assignment, with its
   forbidden calls: all the scan costs a submission today;
 * libcst parse: every cell through ``libcst.parse_module``;
@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder import catalog as C  # noqa: E402
-from autograder.config import load_course  # noqa: E402
+from autograder.course.config import load_course  # noqa: E402
 from autograder.grading.source_scan import scan_notebook  # noqa: E402
-from autograder.notebook import code_cells, read_notebook  # noqa: E402
-from autograder.pyast import parse  # noqa: E402
+from autograder.course.notebook import code_cells, read_notebook  # noqa: E402
+from autograder.core.pyast import parse  # noqa: E402
 
 
 class _Names(cst.CSTVisitor):

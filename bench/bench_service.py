@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from bench_peers import generate
 
-    from autograder.config import load_course
+    from autograder.course.config import load_course
 
     course = load_course(ROOT)
     env = dict(os.environ, AUTOGRADER_COURSE=str(ROOT / "course.yml"))

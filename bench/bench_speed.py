@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from autograder.config import load_course
+    from autograder.course.config import load_course
 
     course = load_course(args.checkout)
     jobs = [ONE] + ([Setting(1, (("AUTOGRADER_LANE_CPUS", "1"),))] if args.one_cpu else []) \

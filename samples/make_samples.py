@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from autograder.authoring.build import release_notebook  # noqa: E402
 from autograder.authoring.notebooks import BEGIN, END, Source, strip_markers  # noqa: E402
-from autograder.config import Assignment, Course, grade_id, load_course  # noqa: E402
-from autograder.written import answer_grade_id  # noqa: E402
+from autograder.course.config import Assignment, Course, grade_id, load_course  # noqa: E402
+from autograder.course.written import answer_grade_id  # noqa: E402
 
 
 # -- the notebooks samples are made from ------------------------------------------------

@@ -5,8 +5,8 @@
 
 - ``cli.md``: every ``autograder`` command and its options, from the parsers themselves: ``autograder.cli``'s
   ``COMMANDS`` table and each command module's ``add_arguments`` (subcommands such as ``serve roster`` included).
-- ``course-yml.md``: every field of course.yml, from the typed model in ``autograder/config.py`` (pydantic's JSON
-  Schema of :class:`~autograder.config.Course`: types, bounds, defaults and each field's description).
+- ``course-yml.md``: every field of course.yml, from the typed model in ``autograder/course/config.py`` (pydantic's JSON
+  Schema of :class:`~autograder.course.config.Course`: types, bounds, defaults and each field's description).
 - ``http-api.md``: the grading service's HTTP API, from the OpenAPI schema of the app
   :func:`autograder.service.app.create_app` builds, and its pages (which the schema leaves out), each with the
   authorization check that guards it.
@@ -243,12 +243,12 @@ def _models(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], list[
 
 def course_yml_markdown() -> str:
     """docs/reference/course-yml.md: each model of course.yml, each field's type, default and meaning."""
-    from autograder.config import Course
+    from autograder.course.config import Course
 
     schema = Course.model_json_schema()
     defs = schema.get("$defs", {})
-    lines = [NOTICE.format(source="autograder/config.py"), "# course.yml", "",
-             "Every key of a course's `course.yml`, as `autograder/config.py` declares it. An unknown key is an "
+    lines = [NOTICE.format(source="autograder/course/config.py"), "# course.yml", "",
+             "Every key of a course's `course.yml`, as `autograder/course/config.py` declares it. An unknown key is an "
              "error with a \"did you mean ...\" hint; a bad value names the file, the field and what was expected "
              "(`course.yml: exercise 2.2 (assignments[1].exercises[1]): points: missing`). `autograder course` "
              "validates the file and shows the course; `autograder course --json` prints it as read, every "
@@ -325,7 +325,7 @@ HUB_ENV = {"JUPYTERHUB_API_TOKEN": "t" * 32, "JUPYTERHUB_SERVICE_PREFIX": "/serv
 
 def _apps() -> tuple[dict[str, Any], list[tuple[str, str, str, str, bool]]]:
     """The service's OpenAPI schema, and (method, path, caller, summary, hub only) of each route outside it."""
-    from autograder.config import load_course
+    from autograder.course.config import load_course
     from autograder.service import auth, db
     from autograder.service.app import app_routes, create_app
     from autograder.service.hub import Hub

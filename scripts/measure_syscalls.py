@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("strace") is None:
         parser.error("strace is not installed (Debian: apt-get install strace)")
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from autograder.sandbox import cage
+    from autograder.inside import cage
 
     with tempfile.TemporaryDirectory(prefix="syscalls-") as folder:
         done = subprocess.run(["strace", "-ff", "-qq", "-o", os.path.join(folder, "t"), *command],

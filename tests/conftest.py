@@ -53,7 +53,7 @@ def one_thread():
 def course():
     """The course with the whole catalog (public, hidden, mistakes) loaded."""
     from autograder import catalog as C
-    from autograder.config import load_course
+    from autograder.course.config import load_course
 
     C.load_catalog(hidden=True, mistakes=True)
     return load_course()

@@ -14,7 +14,7 @@ os.environ.update(GRADER_ENV)
 import torch
 torch.set_num_threads(1)
 from autograder import grading as G
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.grading.lanes import ForkedLanes, fork_problem
 from autograder.sandbox import Sandbox
 

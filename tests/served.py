@@ -42,7 +42,7 @@ def serving(app: Any, port: int | None = None, **options: Any) -> Iterator[str]:
 
 def student_token(engine, student: str, name: str = "") -> str:
     """A student's token as the service issues one: to a student on the roster (enrolled here first)."""
-    from autograder.roster import Member
+    from autograder.course.roster import Member
     from autograder.service import people, tokens
 
     people.import_members(engine, [Member(student, name=name)], by="test")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.config import Course
+from autograder.course.config import Course
 
 #: Words of ASCII letters a Chinese sentence of this course may hold: names of the things it computes
 #: with, as the field writes them (Chinese technical prose keeps them), and units.

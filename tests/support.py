@@ -6,7 +6,7 @@ from pathlib import Path
 from types import ModuleType
 
 from autograder import catalog as C
-from autograder.config import Course
+from autograder.course.config import Course
 from autograder.authoring.validate import solution_for
 
 #: The repository: the course and the engine, side by side.

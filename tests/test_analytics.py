@@ -19,8 +19,8 @@ from sqlalchemy import insert
 
 from served import serving
 from test_service_pages import browser, sign_in
-from autograder.config import load_course
-from autograder.roster import Member
+from autograder.course.config import load_course
+from autograder.course.roster import Member
 from autograder.service import analytics as A
 from autograder.service import db, people, tokens
 from autograder.service.app import create_app

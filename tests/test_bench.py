@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.config import load_course
+from autograder.course.config import load_course
 from support import ROOT
 
 COURSE = load_course()

@@ -32,7 +32,7 @@ import nbformat
 import pytest
 
 from autograder.authoring import build
-from autograder.config import load_course
+from autograder.course.config import load_course
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"

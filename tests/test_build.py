@@ -21,8 +21,8 @@ from autograder.authoring import build as B
 from autograder.authoring import bundle as BUNDLE
 from autograder import catalog as C
 from autograder.cli import main
-from autograder.config import grade_id, load_course
-from autograder.errors import BuildError, StaleError
+from autograder.course.config import grade_id, load_course
+from autograder.core.errors import BuildError, StaleError
 from support import ROOT
 
 VENV_BIN = Path(sys.executable).parent
@@ -567,7 +567,7 @@ def test_the_student_jupyter_config_turns_nbgrader_staff_tools_off_in_jupyterlab
 def load_course_text(data: bytes):
     import yaml
 
-    from autograder.config import parse_course
+    from autograder.course.config import parse_course
 
     return parse_course(yaml.safe_load(data.decode()))
 
@@ -696,7 +696,7 @@ def test_bundle_installed_in_a_fresh_venv_runs_its_autograder_check(course_root:
     # Installed, the kit reads course.yml where config looks (the packaged copy: no course folder around it),
     # and holds no hidden check.
     probe = subprocess.run([str(python), "-c", "import autograder\nfrom autograder import catalog\n"
-                            "from autograder.config import load_course\ncourse = load_course()\n"
+                            "from autograder.course.config import load_course\ncourse = load_course()\n"
                             "print(course.seed, catalog.hidden_available())"], env=env, capture_output=True,
                            text=True, cwd=tmp_path)
     assert probe.stdout.split() == ["0", "False"], (
@@ -722,7 +722,7 @@ def test_bundle_installed_in_a_fresh_venv_runs_its_autograder_check(course_root:
 def test_the_bundle_is_dated_as_its_sources_never_1980(tmp_path, monkeypatch):
     """JupyterLab shows a notebook unzipped from the bundle as modified when its entry says: the sources'
     time ($SOURCE_DATE_EPOCH, else the git commit), the same wherever the same commit is built."""
-    from autograder.zips import source_time
+    from autograder.core.zips import source_time
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
     assert source_time(tmp_path) == (2025, 12, 1, 0, 0, 0)

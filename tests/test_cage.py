@@ -26,7 +26,7 @@ import yaml
 
 from conftest import copy_course
 from support import make_samples as MS
-from autograder.config import load_course
+from autograder.course.config import load_course
 import unprivileged
 
 COURSE = load_course()

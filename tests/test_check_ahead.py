@@ -18,9 +18,9 @@ import torch
 
 from autograder import catalog as C
 from autograder.catalog.declarations import Audience, Check, Kind
-from autograder.config import Limits, load_course
-from autograder.notebook import Cell
-from autograder.probes import Request
+from autograder.course.config import Limits, load_course
+from autograder.course.notebook import Cell
+from autograder.inside.probes import Request
 from autograder.sandbox import Sandbox
 
 COURSE = load_course()

@@ -1,4 +1,4 @@
-"""autograder.clock: the one reader of times, zones and durations, and the one daylight-saving rule; and the
+"""autograder.course.clock: the one reader of times, zones and durations, and the one daylight-saving rule; and the
 service's time columns (UTCDateTime), which store UTC and give back aware UTC times on SQLite and PostgreSQL."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from autograder import clock
-from autograder.clock import BadTime, as_utc, offset_text, parse_duration, parse_time, place, read_time, zone
-from autograder.config import load_course
-from autograder.errors import ConfigError
+from autograder.course import clock
+from autograder.course.clock import BadTime, as_utc, offset_text, parse_duration, parse_time, place, read_time, zone
+from autograder.course.config import load_course
+from autograder.core.errors import ConfigError
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -169,7 +169,7 @@ def test_durations_are_elapsed_time_and_months_are_refused() -> None:
 
 def test_the_kit_has_one_time_parser() -> None:
     """clock holds the one parser; lateness, times and deadlines keep none of their own, nor a re-export."""
-    from autograder import lateness
+    from autograder.course import lateness
     from autograder.grading import times
 
     assert not hasattr(lateness, "parse_time") and times.clock is clock

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autograder.config import load_course, parse_course
-from autograder.errors import ConfigError
+from autograder.course.config import load_course, parse_course
+from autograder.core.errors import ConfigError
 from support import ROOT
 
 COURSE_FILE = ROOT / "course.yml"
@@ -97,8 +97,8 @@ def test_cli_shows_the_course():
 
 
 def test_an_unknown_assignment_lists_the_known_ones() -> None:
-    from autograder.config import load_course
-    from autograder.errors import UnknownExercise
+    from autograder.course.config import load_course
+    from autograder.core.errors import UnknownExercise
 
     course = load_course()
     with pytest.raises(UnknownExercise) as caught:

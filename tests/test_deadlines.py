@@ -18,18 +18,18 @@ import yaml
 from conftest import copy_course
 from support import make_samples
 from autograder import grading as G
-from autograder.config import load_course
-from autograder.errors import AutograderError, ConfigError
+from autograder.course.config import load_course
+from autograder.core.errors import AutograderError, ConfigError
 from autograder.exports.gradescope import settle_gradescope
 from autograder.grading.archives import opened
 from autograder.sandbox import Sandbox
-from autograder.written import maximum
+from autograder.course.written import maximum
 
 BASE = load_course()
 QKV = BASE.assignment("02_qkv_attention")
 FULL = QKV.points
 #: One started hour late under dated_course's default policy (10% per started hour): 10% of the assignment's
-#: maximum, its written answer's points included (autograder.written.maximum), whether graded or not.
+#: maximum, its written answer's points included (autograder.course.written.maximum), whether graded or not.
 HOUR = round(maximum(QKV).points * 10 / 100, 2)
 DUE = "2026-12-08T23:59:00+08:00"          # 15:59:00 UTC
 
@@ -258,7 +258,7 @@ def test_nbgraders_word_comes_after_the_times_csv_and_after_the_extensions_file(
     from datetime import datetime, timedelta, timezone
 
     from autograder.grading.times import SubmittedAt
-    from autograder.late_policy import Extension
+    from autograder.course.late_policy import Extension
 
     course_root = dated_course(tmp_path / "course")
     (course_root / "extensions.csv").write_text("student,assignment,extra,reason\nben,02_qkv_attention,2h,\n",

@@ -10,11 +10,11 @@ import numpy as np
 import torch
 
 from autograder import catalog as C
-from autograder import plain
+from autograder.inside import plain
 from autograder.authoring.validate import solution_for
 from autograder.catalog.comparison import compare, values_match
 from autograder.catalog.runners import EXACT, signature
-from autograder.probes import Request
+from autograder.inside.probes import Request
 from support import failed, grade
 
 

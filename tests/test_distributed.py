@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from autograder import grading as G
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.sandbox import Sandbox
 from support import ROOT
 

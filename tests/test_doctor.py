@@ -17,7 +17,7 @@ def test_doctor_finds_the_cage_grading_uses(capsys):
     # The filter's mode and size (issue 23): default deny, the allow-list's length, its BPF program.
     assert " ".join(out.split()).count("seccomp filter: default deny (EPERM), allow-list of ") == 1
     # And how memory no rlimit counts is kept in check: a memory cgroup where there is one, or why not.
-    from autograder.sandbox import memcg
+    from autograder.inside import memcg
 
     groups, where = memcg.find()
     said = " ".join(out.split())

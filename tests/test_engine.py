@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.config import PACKAGE, grade_id, load_course
+from autograder.course.config import PACKAGE, grade_id, load_course
 from support import ROOT
 
 #: Where the engine's knowledge of torch's API lives: the forbidden-call table (names of torch functions

@@ -16,11 +16,11 @@ import nbformat
 import pytest
 
 from support import ROOT, make_samples
-from autograder import messages as M
+from autograder.core import messages as M
 from autograder import exports as E
 from autograder.exports import otter_plugin as OT
 from autograder.cli import main
-from autograder.config import load_course
+from autograder.course.config import load_course
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
@@ -201,7 +201,7 @@ def test_gradescope_zip_layout(zips, tmp_path):
         zf.extractall(tmp_path)
     # At the zip's root, where Gradescope looks; the kit, this assignment's solution only.
     assert {"setup.sh", "run_autograder", "requirements.txt", "course.yml", "autograder/__init__.py",
-            "autograder/exports/gradescope.py", "autograder/sandbox/host.py", "autograder/sandbox/worker.py",
+            "autograder/exports/gradescope.py", "autograder/sandbox/host.py", "autograder/inside/worker.py",
             f"source/{QKV.id}/hidden.py",
             f"source/{QKV.id}/checks.py", f"source/{QKV.id}/mistakes.py",
             "solutions/__init__.py", "solutions/qkv_attention.py"} <= names

@@ -18,10 +18,10 @@ import torch.nn.functional as F
 
 from autograder import catalog as C
 from autograder import grading as G
-from autograder import plain, probes
-from autograder.config import load_course
-from autograder.notebook import Cell, to_python
-from autograder.probes import Request, execute
+from autograder.inside import plain, probes
+from autograder.course.config import load_course
+from autograder.course.notebook import Cell, to_python
+from autograder.inside.probes import Request, execute
 from autograder.sandbox import UNREADABLE_REPLY, Sandbox
 from autograder.grading.source_scan import MAX_SOURCE_BYTES, TAMPERING, UNINSPECTABLE, scan_exercise, scan_notebook
 from autograder.authoring.validate import solution_for
@@ -118,7 +118,7 @@ def test_only_what_the_exercise_forbids_counts():
 
 
 def test_the_guards_ignore_later_changes_to_the_probes_module(monkeypatch):
-    """What a cell could do to autograder.probes after the worker imported it reaches nothing execute uses."""
+    """What a cell could do to autograder.inside.probes after the worker imported it reaches nothing execute uses."""
     monkeypatch.setattr(probes, "FORBIDDEN_OBJECTS", {})
     monkeypatch.setattr(probes, "FORBIDDEN_OPERATORS", {})
     monkeypatch.setattr(probes, "PROBES", {"call": lambda fn, *a, **k: torch.zeros(1)})
@@ -217,7 +217,7 @@ def test_a_call_that_returns_with_the_guards_off_is_named_as_such():
     """Issue 23, item 5: the guard's integrity is part of the verdict. A call after which torch's function
     modes are off, or a guard is gone from its mode stack, reports GUARD_OFF (the exercise scores 0),
     whatever it called; a ``with`` that restores everything leaves the verdict to what was seen."""
-    from autograder.forbidden import GUARD_OFF
+    from autograder.inside.forbidden import GUARD_OFF
 
     left_open: list = []
 
@@ -346,9 +346,9 @@ REFLECTED = "a name fetched by reflection (pickle, attrgetter, vars, getattr as 
 
 @pytest.mark.parametrize("source, expected", [
     ("import torch\nwith torch._C.DisableTorchFunction():\n    pass", "uses DisableTorchFunction"),
-    ("import autograder.probes as p\np.execute = lambda *a, **k: None", "imports autograder.probes"),
-    ("import autograder\nautograder.probes.FORBIDDEN_OBJECTS.clear()", "touches autograder.probes"),
-    ("from autograder import plain\nplain.encode = None", "imports autograder.plain"),
+    ("import autograder.inside.probes as p\np.execute = lambda *a, **k: None", "imports autograder.inside.probes"),
+    ("import autograder\nautograder.inside.probes.FORBIDDEN_OBJECTS.clear()", "touches autograder.inside.probes"),
+    ("from autograder.inside import plain\nplain.encode = None", "imports autograder.inside.plain"),
     ("import sys\nsys.modules['autograder.' + 'probes'].execute = None", "uses sys.modules"),
     ("import sys\ndef softmax(x, dim=-1):\n    return sys._getframe(1).f_locals", "uses _getframe"),
     ("from torch.utils._python_dispatch import _disable_current_modes", "uses _python_dispatch"),
@@ -370,7 +370,7 @@ REFLECTED = "a name fetched by reflection (pickle, attrgetter, vars, getattr as 
      "    return functools.reduce(getattr, ['nn', 'functional', 'softmax'], torch)(x, dim)", REFLECTED),
     ("import torch\ndef softmax(x, dim=-1):\n"
      "    return object.__getattribute__(torch.nn.functional, 'soft' + 'max')(x, dim)", REFLECTED),
-], ids=["DisableTorchFunction", "patch autograder.probes", "autograder attribute", "patch the encoder",
+], ids=["DisableTorchFunction", "patch autograder.inside.probes", "autograder attribute", "patch the encoder",
         "sys.modules", "frames", "dispatch modes", "exec defines the function", "eval in the function",
         "getattr with a computed name", "__dict__ of a torch module", "pickle GLOBAL", "attrgetter",
         "methodcaller", "vars", "getattr as a value", "__getattribute__"])
@@ -460,7 +460,8 @@ def cells(*sources: str) -> list[Cell]:
     return [Cell(i, None, s, s, None) for i, s in enumerate(sources)]
 
 
-PATCH_THE_GRADER = '''import autograder.probes as P, autograder.plain as plain, autograder.sandbox.worker as W
+PATCH_THE_GRADER = '''import autograder.inside.probes as P, autograder.inside.plain as plain
+import autograder.inside.worker as W
 P.FORBIDDEN_OBJECTS.clear()
 P.FORBIDDEN_OPERATORS.clear()
 P.execute = lambda namespace, request, max_bytes=0: P.Reply(
@@ -540,7 +541,7 @@ def test_a_forged_reply_is_the_students_outcome(sandbox, attack, status):
 
 
 #: Every reply names an array by a key the trusted decoder cannot even look up (a list).
-ENCODER = '''import autograder.plain as plain
+ENCODER = '''import autograder.inside.plain as plain
 plain.Encoder.spec = lambda self, value, depth=0: {"t": "tensor", "k": ["a0"], "dtype": "torch.float32",
                                                   "device": "cpu", "shape": [1]}
 '''
@@ -598,9 +599,9 @@ def test_readable_accepts_every_honest_value():
 
 
 def test_one_table_of_forbidden_calls_feeds_the_guard_and_the_scan():
-    """Issue 26: a forbidden call is one entry of autograder/forbidden.py; the run-time guard and the static
+    """Issue 26: a forbidden call is one entry of autograder/inside/forbidden.py; the run-time guard and the static
     scan both read it, and a course that forbids a name the table lacks is refused when its checks load."""
-    from autograder import forbidden, probes
+    from autograder.inside import forbidden, probes
     from autograder.catalog.declarations import exercise
     from autograder.grading import scan_vocabulary
 
@@ -609,5 +610,5 @@ def test_one_table_of_forbidden_calls_feeds_the_guard_and_the_scan():
         assert all(scan_vocabulary.QUALIFIED[s][0] == entry.name for s in entry.spellings), entry.name
     assert scan_vocabulary.QUALIFIED["torch.nn.functional.softmax"] == ("F.softmax", "torch.softmax",
                                                                         "Tensor.softmax")
-    with pytest.raises(ValueError, match=r"'F.softmx' are not in autograder/forbidden.py"):
+    with pytest.raises(ValueError, match=r"'F.softmx' are not in autograder/inside/forbidden.py"):
         exercise("9.9", forbidden=("F.softmax", "F.softmx"))

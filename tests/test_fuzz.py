@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from support import make_samples as MS
 from autograder import grading as G
 from autograder import reports as R
-from autograder.config import load_course
-from autograder.notebook import NotebookError, parse_notebook
+from autograder.course.config import load_course
+from autograder.course.notebook import NotebookError, parse_notebook
 from autograder.grading.evidence import notebook_evidence
 from autograder.grading.submissions import discover
-from autograder.text import TRUNCATED, clean, csv_cell, csv_rows, STEM_HASH, file_stem, line
+from autograder.core.text import TRUNCATED, clean, csv_cell, csv_rows, STEM_HASH, file_stem, line
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
@@ -50,7 +50,7 @@ def test_clean_text_is_valid_utf8_printable_and_bounded(text, limit):
 
 def _gate_by_rule(text: str, limit: int, one_line: bool) -> str:
     """The text gate's rule written out step by step (no fast path): what clean and line must return."""
-    from autograder import text as T
+    from autograder.core import text as T
     if one_line:
         text = T._LINE_BREAKS.sub(" ", text)
     cut = len(text) > limit * 2

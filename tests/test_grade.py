@@ -18,11 +18,11 @@ import pytest
 from support import ROOT, make_samples
 from autograder import catalog as C
 from autograder import grading as G
-from autograder import messages as M
+from autograder.core import messages as M
 from autograder.cli import main
-from autograder.config import load_course
-from autograder.errors import AutograderError
-from autograder.probes import Reply, Request
+from autograder.course.config import load_course
+from autograder.core.errors import AutograderError
+from autograder.inside.probes import Reply, Request
 from autograder.sandbox import Sandbox   # the real one: a test that cannot import it fails
 
 COURSE = load_course()
@@ -30,7 +30,7 @@ QKV = COURSE.assignment("02_qkv_attention")
 FULL = QKV.points
 #: Full marks as grades.csv writes them (no trailing ".0").
 FULL_CSV = f"{FULL:g}"
-#: 02's maximum (autograder.written.maximum): FULL and its written answer's points, graded or not.
+#: 02's maximum (autograder.course.written.maximum): FULL and its written answer's points, graded or not.
 MAX = QKV.points + QKV.manual_points
 
 

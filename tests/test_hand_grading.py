@@ -14,13 +14,13 @@ import pytest
 
 from served import serving, student_token
 from test_service_pages import browser, csrf_of, sign_in
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.service import audit, db, history, marks
 from autograder.service import queue as Q
 from autograder.service.app import create_app
 from autograder.service.standing import Standing
-from autograder.written import answer_sha, answers
-from autograder.written import maximum_of as written_maximum_of
+from autograder.course.written import answer_sha, answers
+from autograder.course.written import maximum_of as written_maximum_of
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
@@ -290,7 +290,7 @@ def test_every_unanswered_answer_is_given_0_in_one_action_from_the_list_shown_fi
     from "no mark", the audit, the score history). Meanwhile eve hands in a real answer and fay's is marked: neither
     is zeroed; posting the same list again zeroes nothing."""
     from autograder.service.ui import UI
-    from autograder.written import TEXT_STUBS
+    from autograder.course.written import TEXT_STUBS
 
     with _site(tmp_path) as (url, engine, who, subs), browser(url) as ta, browser(url) as ada:
         for student, text in [("cat", TEXT_STUBS["zh"]), ("dan", TEXT_STUBS["en"]), ("eve", " "), ("fay", "")]:
@@ -344,7 +344,7 @@ def test_every_unanswered_answer_is_given_0_in_one_action_from_the_list_shown_fi
 
 
 def _double_course(threshold: float = 0.5):
-    from autograder.config import DoubleMarking
+    from autograder.course.config import DoubleMarking
 
     return COURSE.model_copy(update={"service": COURSE.service.model_copy(update={
         "double_marking": DoubleMarking(questions=[QUESTION.id], threshold=threshold)})})
@@ -353,7 +353,7 @@ def _double_course(threshold: float = 0.5):
 def test_course_yml_declares_double_marking_for_written_questions_it_has():
     import yaml
 
-    from autograder.config import ConfigError, parse_course
+    from autograder.course.config import ConfigError, parse_course
 
     data = yaml.safe_load((COURSE.root / "course.yml").read_text(encoding="utf-8"))
     data["service"] = {"double_marking": {"questions": [QUESTION.id], "threshold": 0.25}}
@@ -500,7 +500,7 @@ def test_the_model_answer_is_markdown_made_html_on_the_server_with_none_of_its_o
     kept as their source), and nothing of the HTML it holds gets through."""
     import shutil
 
-    from autograder.config import load_course
+    from autograder.course.config import load_course
 
     folder = tmp_path / "course"
     (folder / "source" / QKV.id).mkdir(parents=True)

@@ -11,7 +11,7 @@ import pytest
 from test_browser import CHROMIUM_FLAGS, browser_kit  # noqa: F401 - the fixture
 from test_hand_grading import COURSE, QUESTION, QKV, _site
 from autograder.service import history, marks
-from autograder.written import answer_sha
+from autograder.course.written import answer_sha
 
 pytestmark = pytest.mark.slow
 TIMEOUT_MS = 60_000

@@ -23,8 +23,8 @@ import pytest
 import torch
 
 from autograder import catalog as C
-from autograder import plain
-from autograder.probes import Reply, Request
+from autograder.inside import plain
+from autograder.inside.probes import Reply, Request
 from autograder.authoring.validate import solution_for
 
 EXERCISES = ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.1", "2.2", "2.3", "2.4",

@@ -18,7 +18,7 @@ from rich.console import Console
 from support import make_samples as MS
 from autograder import grading as G
 from autograder import reports as R
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.reports.lms import write_lms_csv
 from autograder.sandbox import Sandbox
 from autograder.grading.archives import extract_zip
@@ -267,7 +267,7 @@ def test_cells_slow_to_rewrite_cost_the_grader_a_bounded_moment(tmp_path, sandbo
 
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from autograder.notebook import IPYTHON_SUBMISSION_LIMIT, IPYTHON_WORK_LIMIT, ipython_work
+    from autograder.course.notebook import IPYTHON_SUBMISSION_LIMIT, IPYTHON_WORK_LIMIT, ipython_work
 
     spent: list[int] = []
     real = TransformerManager.transform_cell

@@ -21,16 +21,16 @@ from sqlalchemy import select, update
 from support import make_samples
 from served import at_revision, serving
 from test_service_pages import browser, csrf_of, sign_in
-from autograder.config import load_course
-from autograder.errors import AutograderError
-from autograder.roster import Member
+from autograder.course.config import load_course
+from autograder.core.errors import AutograderError
+from autograder.course.roster import Member
 from autograder.service import audit, db, history, people, sessions, tokens
 from autograder.service import queue as Q
 from autograder.service.app import create_app
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
-#: 02's maximum (autograder.written.maximum): its automatic points and its written answer's, graded or not.
+#: 02's maximum (autograder.course.written.maximum): its automatic points and its written answer's, graded or not.
 MAX = QKV.points + QKV.manual_points
 
 

@@ -1,5 +1,5 @@
-"""autograder.lateness, late_policy and extensions: deadlines, late windows, late policies and extensions, with real
-times and real values."""
+"""autograder.course.lateness, late_policy and extensions: deadlines, late windows, late policies and extensions,
+with real times and real values."""
 from __future__ import annotations
 
 import math
@@ -10,11 +10,11 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from autograder.clock import parse_duration, parse_time
-from autograder.errors import ConfigError
-from autograder.extensions import load_extensions
-from autograder.late_policy import Deadline, Extension, LatePolicy, deadline_for
-from autograder.lateness import Lateness, apply, as_of_accepts
+from autograder.course.clock import parse_duration, parse_time
+from autograder.core.errors import ConfigError
+from autograder.course.extensions import load_extensions
+from autograder.course.late_policy import Deadline, Extension, LatePolicy, deadline_for
+from autograder.course.lateness import Lateness, apply, as_of_accepts
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 NEW_YORK = ZoneInfo("America/New_York")

@@ -20,7 +20,7 @@ import pytest
 from support import ROOT, make_samples as MS
 from autograder import grading as G
 from autograder.reports import lms as LMS
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.sandbox import Sandbox
 from autograder.grading.archives import opened
 from autograder.grading.submissions import discover
@@ -28,7 +28,7 @@ from autograder.grading.submissions import discover
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
 FULL = QKV.points
-#: The assignment's maximum (autograder.written.maximum): FULL and its written answer's points, graded or not.
+#: The assignment's maximum (autograder.course.written.maximum): FULL and its written answer's points, graded or not.
 MAX = QKV.points + QKV.manual_points
 LIMITS = COURSE.limits.model_copy(update={"call_seconds": 4.0, "submission_seconds": 60.0})
 
@@ -129,7 +129,7 @@ def test_canvas_download_keeps_user_ids_blanks_the_ungraded_and_grades_one_dupli
 def test_canvas_columns_are_the_gradebook_titles_course_yml_gives():
     import yaml
 
-    from autograder.config import parse_course
+    from autograder.course.config import parse_course
     from autograder.reports.lms import canvas_csv, lms_table
 
     data = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))
@@ -230,7 +230,7 @@ def test_an_lms_is_one_module_that_declares_its_format(tmp_path, monkeypatch):
 
     from autograder.grading.submissions import discover
     from autograder.reports import lms as L
-    from autograder.text import csv_rows
+    from autograder.core.text import csv_rows
 
     module = types.ModuleType("lms_made_up")
 
@@ -267,11 +267,11 @@ def test_the_services_export_names_students_by_the_services_roster_then_course_y
     ``serve export``'s canvas.csv and moodle-grades.csv carry those ids (they once read only course.yml's
     ``roster:`` file: every id empty, and the rows no LMS could match not listed in lms-skipped.csv). A student the
     service's roster does not have is named by course.yml's."""
-    from autograder.roster import Member
+    from autograder.course.roster import Member
     from autograder.service import db, people
     from autograder.service import queue as Q
     from autograder.service.export import export
-    from autograder.written import maximum
+    from autograder.course.written import maximum
 
     (course_root / "roster.csv").write_text("student,name,email,canvas_id\ncat,Cat from course.yml,cat@uni.example,"
                                             "303\nada,Ada from course.yml,old@uni.example,999\n", encoding="utf-8")

@@ -26,10 +26,10 @@ from lti_platform import INSTRUCTOR, LEARNER, TA, launch, tool_with_lms
 from served import serving
 from test_real_class import LATE_COURSE, QKV
 from test_service_pages import browser, csrf_of
-from autograder.messages import CATALOGUE
+from autograder.core.messages import CATALOGUE
 from autograder.grading.deadlines import Deadlines, submitted_json
 from autograder.grading.times import SubmittedAt
-from autograder.roster import Member
+from autograder.course.roster import Member
 from autograder.service import db, history, people, repository
 from autograder.service import queue as Q
 from autograder.service.app import create_app
@@ -38,7 +38,7 @@ from autograder.service.lti import nrps, outbox
 from autograder.service.lti import platforms as P
 from autograder.service.lti.keys import KEY_FILE
 from autograder.service.lti.launch import cookie_name
-from autograder.written import maximum
+from autograder.course.written import maximum
 
 ROOT = Path(__file__).resolve().parent.parent
 RNN = LATE_COURSE.assignments[0]

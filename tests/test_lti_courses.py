@@ -21,7 +21,7 @@ from served import at_revision, free_port
 from test_lti import said
 from test_real_class import LATE_COURSE
 from test_service_pages import browser, csrf_of, sign_in
-from autograder.roster import Member
+from autograder.course.roster import Member
 from autograder.service import db, people, sessions, tokens
 from autograder.service.lti import hub_users, nrps, outbox
 from autograder.service.lti import platforms as P

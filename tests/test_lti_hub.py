@@ -37,7 +37,7 @@ from served import free_port, serving
 from test_lti import LATE_COURSE, QKV, grade
 from test_service_hub import COURSE, PREFIX, PROXY, SETUP, RealHub, _env, _hub_config, _notebook, fake_hub, \
     running_hub  # noqa: F401 - the fixture
-from autograder.roster import Member
+from autograder.course.roster import Member
 from autograder.service import db, people
 from autograder.service.errors import ApiError
 from autograder.service.lti import hub_users, outbox

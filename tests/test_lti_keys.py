@@ -30,8 +30,8 @@ from sqlalchemy import func, select
 
 from lti_platform import LEARNER, launch, tool_with_lms
 from served import serving, student_token
-from autograder.config import load_course
-from autograder.messages import CATALOGUE
+from autograder.course.config import load_course
+from autograder.core.messages import CATALOGUE
 from autograder.service import db
 from autograder.service.app import create_app
 from autograder.service.lti import jwks as J

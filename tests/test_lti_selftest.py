@@ -25,8 +25,8 @@ from served import free_port, serving
 from test_lti import QKV, grade
 from test_real_class import LATE_COURSE
 from test_service_pages import browser, sign_in
-from autograder.config import ServicePolicy, parse_course
-from autograder.errors import ConfigError
+from autograder.course.config import ServicePolicy, parse_course
+from autograder.core.errors import ConfigError
 from autograder.service import db, tokens
 from autograder.service.app import create_app
 from autograder.service.lti import outbox, selftest

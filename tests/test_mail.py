@@ -26,13 +26,13 @@ from sqlalchemy import select, update
 
 from support import make_samples
 from autograder.cli import main
-from autograder.config import MailSettings, load_course
-from autograder.points import fmt
-from autograder.roster import Member
+from autograder.course.config import MailSettings, load_course
+from autograder.core.points import fmt
+from autograder.course.roster import Member
 from autograder.service import db, mail, marks, people, reviews
 from autograder.service import queue as Q
 from autograder.service.worker import verdict_mail
-from autograder.written import answer_sha
+from autograder.course.written import answer_sha
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSE = load_course(ROOT / "course.yml")
@@ -383,8 +383,8 @@ def test_serve_mail_send_sends_what_waits(tmp_path, smtp, capsys, monkeypatch):
     ({"sender": "g@example.edu"}, "service.email.host: missing"),
 ])
 def test_course_yml_email_settings_are_checked_field_by_field(email_section, words):
-    from autograder.config import parse_course
-    from autograder.errors import ConfigError
+    from autograder.course.config import parse_course
+    from autograder.core.errors import ConfigError
     import yaml
 
     data = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))

@@ -1,6 +1,6 @@
 """Issue 66, item 1: one maximum per assignment, everywhere.
 
-An assignment's maximum is :func:`autograder.written.maximum`'s: its exercises' points and its written questions',
+An assignment's maximum is :func:`~autograder.course.written.maximum`: its exercises' points and its written questions',
 graded or not, with what still waits for a person said beside it. A TA's grade of a written answer once made the
 dashboard and the student's page say "12 / 10", canvas.csv's "Points Possible" 10 beside students' 12, moodle.csv a
 Grade of 12 with a Maximum Grade of 10, the student's page a late penalty "of 10" computed on 12, the analytics "the
@@ -28,13 +28,13 @@ import pytest
 from served import serving, student_token
 from test_service_pages import browser, sign_in
 from test_service_routes import _params, routes
-from autograder.config import load_course
-from autograder.late_policy import LatePolicy
-from autograder.messages import say
+from autograder.course.config import load_course
+from autograder.course.late_policy import LatePolicy
+from autograder.core.messages import say
 from autograder.service import db, history, marks, tokens
 from autograder.service import queue as Q
 from autograder.service.app import create_app
-from autograder.written import answer_sha, answers, maximum
+from autograder.course.written import answer_sha, answers, maximum
 
 BASE = load_course()
 QKV_ID = "02_qkv_attention"

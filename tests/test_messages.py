@@ -1,4 +1,4 @@
-"""The engine's message catalogue (autograder/messages.py): complete in both languages, one language each."""
+"""The engine's message catalogue (autograder/core/messages.py): complete in both languages, one language each."""
 from __future__ import annotations
 
 import ast
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import messages as M
+from autograder.core import messages as M
 from autograder.catalog import Status
 
-PACKAGE = Path(M.__file__).parent
+PACKAGE = Path(M.__file__).parent.parent    # the autograder package (messages is in core/)
 #: Code, file and unit names a Chinese sentence may contain as they are.
 TECHNICAL = {"NotImplementedError", "sys", "exit", "os", "_exit", "KiB", "MiB", "limits", "cell_kb", "ipynb",
              "nbformat", "CPU", "zip", "_qkv_attention.ipynb", "nbgrader", "autograde", "autograder", "build", "data",
@@ -111,7 +111,7 @@ def test_chinese_feedback_of_a_crashing_and_looping_submission_has_no_english_se
 
 
 def test_the_self_check_table_names_statuses_in_the_course_language():
-    from autograder.messages import status_word
+    from autograder.core.messages import status_word
     from autograder.selfcheck import command as S
 
     assert status_word("not_attempted", "zh") == "未作答" and status_word("passed", "en") == "passed"

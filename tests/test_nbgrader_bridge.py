@@ -25,14 +25,14 @@ from autograder.authoring import build as B
 from autograder.authoring import bundle as BUNDLE
 from autograder.exports import nbgrader as NB
 from autograder.authoring import notebooks as NOTEBOOKS
-from autograder.config import grade_id
+from autograder.course.config import grade_id
 from autograder.reports import lms as LMS
 from autograder.reports import results as RES
-from autograder import points as P
-from autograder.config import load_course
-from autograder.errors import AutograderError
+from autograder.core import points as P
+from autograder.course.config import load_course
+from autograder.core.errors import AutograderError
 from autograder.exports.nbgrader_cells import autograde_identity, grade_exercise
-from autograder.written import maximum
+from autograder.course.written import maximum
 from support import ROOT
 
 COURSE = load_course()
@@ -48,7 +48,7 @@ def test_a_changed_point_value_is_one_build_away(course_root: Path) -> None:
     disagrees, and `autograder build` rewrites it (no hidden step)."""
     import yaml
 
-    from autograder.errors import StaleError
+    from autograder.core.errors import StaleError
 
     config = yaml.safe_load((course_root / "course.yml").read_text(encoding="utf-8"))
     config["assignments"][1]["exercises"][1]["points"] = 3          # 2.2: 2 -> 3
@@ -227,7 +227,7 @@ def test_lms_csv_canvas_and_moodle(tmp_path) -> None:
                          COURSE.assignment("01_rnn_decay").gradebook_title,
                          COURSE.assignment("02_qkv_attention").gradebook_title, "Final Points"]
     full = P.fmt(QKV.points)                                                  # ada's 02: full automatic marks
-    # Points possible: each assignment's maximum, its written question's points included (autograder.written).
+    # Points possible: each assignment's maximum, its written question's points included (autograder.course.written).
     most = {a: P.fmt(maximum(COURSE.assignment(a)).points) for a in ("01_rnn_decay", "02_qkv_attention")}
     assert canvas[1] == ["Points Possible", "", "", "", "", most["01_rnn_decay"], most["02_qkv_attention"],
                          P.fmt(maximum(COURSE.assignment("01_rnn_decay")).points + maximum(QKV).points)]
@@ -472,7 +472,7 @@ def test_record_in_gradebook_rules(nbgrader_course: Path) -> None:
     # course.yml and the gradebook disagree on points: a clear error, nothing written
     import yaml
 
-    from autograder.config import parse_course
+    from autograder.course.config import parse_course
 
     data = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))
     data["assignments"][1]["exercises"][3]["points"] = 5

@@ -355,7 +355,7 @@ def test_adding_an_exercise_end_to_end(course_root: Path, tmp_path: Path) -> Non
     out = tmp_path / "out"
     ok(autograder(course_root, "grade", str(subs), "-o", str(out), "-j", "1", "--language", "en"))
     table = grades(out)
-    # (max: the assignment's maximum, its written question's points included: autograder.written.maximum)
+    # (max: the assignment's maximum, its written question's points included: autograder.course.written.maximum)
     written = sum(q["points"] for q in exercises.get("questions") or ())
     assert table["ada"]["2.6"] == "1" and table["ada"]["total"] == f"{full:g}" and \
         table["ada"]["max"] == f"{full + written:g}"

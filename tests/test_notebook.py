@@ -6,8 +6,9 @@ import json
 import nbformat
 import pytest
 
-from autograder.errors import NotebookError
-from autograder.notebook import _already_python, code_cells, fresh_namespace, read_notebook, to_python
+from autograder.core.errors import NotebookError
+from autograder.course.notebook import _already_python, code_cells, read_notebook, to_python
+from autograder.inside.namespace import fresh_namespace
 
 
 def _write(tmp_path, name, text):

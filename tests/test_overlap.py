@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from autograder import catalog as C
-from autograder.config import Limits, load_course
+from autograder.course.config import Limits, load_course
 from autograder.grading.timing import PROFILE_SECTIONS, flat_profile
-from autograder.notebook import Cell
-from autograder.probes import Request
+from autograder.course.notebook import Cell
+from autograder.inside.probes import Request
 from autograder.sandbox import Sandbox
-from autograder.stopwatch import Stopwatch
+from autograder.core.stopwatch import Stopwatch
 
 LIMITS = Limits(call_seconds=1.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
                 file_mb=1, processes=0)

@@ -8,9 +8,9 @@ import time
 import pytest
 import torch
 
-from autograder.config import Limits
-from autograder.notebook import Cell
-from autograder.probes import Reply, Request
+from autograder.course.config import Limits
+from autograder.course.notebook import Cell
+from autograder.inside.probes import Reply, Request
 from autograder.sandbox import Sandbox, encode_request
 from autograder.sandbox.calls import CHANNEL_SEND_BUFFER
 

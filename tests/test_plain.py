@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import plain
+from autograder.inside import plain
 
 
 def _blob(head: dict, body: bytes = b"") -> bytes:
@@ -65,7 +65,7 @@ def test_arrays_of_any_byte_order_the_encoder_does_not_write_are_still_read_as_s
 
 
 def test_the_compact_encoder_writes_what_the_standard_one_writes():
-    from autograder.compact_json import compact_encoder
+    from autograder.core.compact_json import compact_encoder
 
     standard = json.JSONEncoder(separators=(",", ":"), allow_nan=True)
     fast = compact_encoder(allow_nan=True)

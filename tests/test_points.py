@@ -1,12 +1,12 @@
-"""One rule for scores (autograder.points): hundredths that add up wherever they are added up."""
+"""One rule for scores (autograder.core.points): hundredths that add up wherever they are added up."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from autograder import points as P
-from autograder.config import load_course
+from autograder.core import points as P
+from autograder.course.config import load_course
 
 COURSE = load_course()
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from autograder import catalog as C
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.catalog.integrity import CHANGED, expect_input_gradients, expect_inputs_unchanged, fixed_sum
-from autograder.probes import Request, execute, probe_grad, probe_inputs
+from autograder.inside.probes import Request, execute, probe_grad, probe_inputs
 
 COURSE = load_course()
 

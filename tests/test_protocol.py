@@ -1,4 +1,4 @@
-"""The frames of a worker's channel (autograder.sandbox.protocol): whole frames from pieces, a deadline
+"""The frames of a worker's channel (autograder.inside.protocol): whole frames from pieces, a deadline
 kept whatever the socket's own timeout, the end of the channel and malformed frames named."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from autograder.sandbox.protocol import FRAME, MAGIC, FrameError, FrameTooLarge, recv_frame, send_frame
+from autograder.inside.protocol import FRAME, MAGIC, FrameError, FrameTooLarge, recv_frame, send_frame
 
 
 @pytest.mark.parametrize("spin", [0.0, 0.002])

@@ -19,8 +19,8 @@ from sqlalchemy import func, select
 
 from support import make_samples
 from served import serving, student_token
-from autograder.config import load_course
-from autograder.late_policy import LatePolicy
+from autograder.course.config import load_course
+from autograder.course.late_policy import LatePolicy
 from autograder.service import db, tokens
 from autograder.service import queue as Q
 from autograder.service.app import create_app
@@ -28,7 +28,7 @@ from autograder.service.app import create_app
 COURSE = load_course()
 RNN = COURSE.assignment("01_rnn_decay")
 QKV = COURSE.assignment("02_qkv_attention")
-#: 02's maximum (autograder.written.maximum): its automatic points and its written answer's; the late policy's
+#: 02's maximum (autograder.course.written.maximum): its automatic points and its written answer's; the late policy's
 #: percentage is of it.
 MAX = QKV.points + QKV.manual_points
 UTC = dt.timezone.utc
@@ -204,7 +204,7 @@ def test_a_token_copied_with_its_crlf_line_end_works_and_odd_characters_are_said
 # -- 5. out of memory only where the sandbox says so --------------------------------------------------------------
 def test_a_wrong_answer_whose_function_name_says_memory_is_no_memory_note():
     from autograder.grading.submission import _exercise_notes
-    from autograder.messages import say
+    from autograder.core.messages import say
 
     def exercise(status: str, en: str) -> dict:
         return {"exercise": "5.9", "status": status, "checks": [
@@ -223,7 +223,7 @@ def test_a_wrong_answer_whose_function_name_says_memory_is_no_memory_note():
 # -- 2. extensions.csv and students who are not in this batch ------------------------------------------------------
 def test_an_extension_for_a_student_not_in_the_batch_is_no_error_and_a_typo_is_caught_against_the_roster(
         course_root, tmp_path):
-    from autograder.errors import ConfigError
+    from autograder.core.errors import ConfigError
     from autograder.grading.batch import plan
 
     subs = tmp_path / "subs"
@@ -440,8 +440,8 @@ MOODLE_EXPORT = (  # Moodle: Grades → Export → Plain text file (with the use
 
 
 def test_a_roster_is_read_from_the_kits_columns_and_from_canvas_and_moodle_exports(tmp_path):
-    from autograder.errors import ConfigError
-    from autograder.roster import parse_roster, read_roster
+    from autograder.core.errors import ConfigError
+    from autograder.course.roster import parse_roster, read_roster
 
     canvas = parse_roster(CANVAS_EXPORT, "export.csv")
     assert [(m.student, m.name, m.canvas_id, m.section) for m in canvas.members] == [

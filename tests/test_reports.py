@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from autograder import reports as R
-from autograder.config import load_course
+from autograder.course.config import load_course
 
 COURSE = load_course()
 CHECK = {"exercise": "2.2", "audience": "public", "kind": "value", "withheld": False, "mistake": None,
@@ -34,7 +34,7 @@ def _result(student: str, points: float, passed: bool) -> dict:
 
 RESULTS = [_result("ada", 2.0, True), _result("ben", 1.33, False)]
 #: The course these results are of: 02 as one exercise, 2.2, of 2 points (an assignment's maximum is course.yml's,
-#: autograder.written.maximum).
+#: autograder.course.written.maximum).
 ONE_EXERCISE = COURSE.model_copy(update={"assignments": [
     a.model_copy(update={"exercises": [e for e in a.exercises if e.id == "2.2"], "questions": []})
     if a.id == "02_qkv_attention" else a for a in COURSE.assignments]})
@@ -169,9 +169,9 @@ def test_the_batch_report_and_feedback_give_the_assignments_due_date_in_the_cour
     and every total is out of the assignment's maximum (its written answers' points included)."""
     from autograder.grading.deadlines import Deadlines, submitted_json
     from autograder.grading.times import SubmittedAt
-    from autograder.late_policy import Extension
-    from autograder.messages import say
-    from autograder.written import answers, maximum
+    from autograder.course.late_policy import Extension
+    from autograder.core.messages import say
+    from autograder.course.written import answers, maximum
 
     qkv = COURSE.assignment("02_qkv_attention")
     course = COURSE.model_copy(update={"timezone": "Asia/Shanghai", "assignments": [

@@ -21,13 +21,13 @@ from sqlalchemy.orm import Session
 from served import serving, student_token
 from support import make_samples
 from test_service_pages import browser, csrf_of, sign_in
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.service import audit, db, history, marks, reviews, tokens
 from autograder.service import queue as Q
 from autograder.service.app import create_app
 from autograder.service.errors import ApiError
 from autograder.service.standing import Standing
-from autograder.written import answer_sha
+from autograder.course.written import answer_sha
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")

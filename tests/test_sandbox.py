@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import plain
-from autograder.config import Limits
-from autograder.errors import AutograderError
-from autograder.notebook import Cell
-from autograder.probes import Reply, Request
+from autograder.inside import plain
+from autograder.course.config import Limits
+from autograder.core.errors import AutograderError
+from autograder.course.notebook import Cell
+from autograder.inside.probes import Reply, Request
 from autograder.sandbox import UID_BASE, Sandbox, encode_request, template_environment
-from autograder.sandbox.worker import WORKER_ENV
+from autograder.inside.worker import WORKER_ENV
 from support import running
 
 ROOT = os.geteuid() == 0
@@ -491,7 +491,7 @@ def test_concurrent_workers_get_their_own_uid_and_cannot_touch_each_other(sandbo
 
 
 def test_uncaged_workers_run_only_when_asked_and_the_limits_still_hold(sandbox, monkeypatch):
-    from autograder.sandbox.cage import Isolation
+    from autograder.inside.cage import Isolation
 
     # What `--no-isolation` gives (the same template, workers forked without a cage): limits still hold.
     monkeypatch.setattr(sandbox, "isolation", Isolation("none"))
@@ -593,7 +593,7 @@ def test_a_worker_that_needs_what_the_template_has_not_imported_runs_again_in_a_
     """torch._dynamo (TEMPLATE_LATER) is imported only when a worker needs it: a worker forked before
     that says an import missed (in the cage it would fail), and its submission runs again, cells and
     call, in a worker of the complete template; later workers need no second run."""
-    from autograder.sandbox.template import TEMPLATE_LATER
+    from autograder.inside.template import TEMPLATE_LATER
 
     assert "torch._dynamo" in TEMPLATE_LATER
     lazy = "import torch\n\ndef f(x):\n    import torch._dynamo\n    return x + 1\n"
@@ -641,7 +641,7 @@ def test_a_cloned_template_serves_another_sandbox_and_stops_with_it(sandbox):
 def test_memory_no_rlimit_counts_is_counted_by_the_workers_memory_cgroup():
     """Issue 23: files in the worker's tmpfs are memory RLIMIT_AS does not see; the worker's memory cgroup
     counts them with the rest, and a worker past it is killed, named, and the next one runs as before."""
-    from autograder.sandbox import memcg
+    from autograder.inside import memcg
 
     groups, why = memcg.find()
     if groups is None:
@@ -779,10 +779,10 @@ def test_the_templates_warm_up_runs_every_probe_and_changes_nothing_a_worker_see
     import subprocess
     import sys
 
-    from autograder.sandbox.protocol import TEMPLATE_ENV
+    from autograder.inside.protocol import TEMPLATE_ENV
 
     script = ("import importlib, os, sys, torch\n"
-              "from autograder.sandbox import template as W\n"
+              "from autograder.inside import template as W\n"
               "for name in W.TEMPLATE_MODULES: importlib.import_module(name)\n"
               "before, rng = set(sys.modules), torch.random.get_rng_state()\n"
               "statuses = W._warm_up()\n"
@@ -790,7 +790,7 @@ def test_the_templates_warm_up_runs_every_probe_and_changes_nothing_a_worker_see
               "      torch.equal(rng, torch.random.get_rng_state()), len(os.listdir('/proc/self/task')))\n")
     out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **TEMPLATE_ENV}, capture_output=True,
                          text=True, timeout=300, check=True).stdout.strip()
-    from autograder.probes import PROBES
+    from autograder.inside.probes import PROBES
 
     runs = 2 * 2 * len(PROBES)          # every probe, under both guard levels, in both float dtypes
     assert out == f"{['ok'] * runs} {runs} [] True 1", out

@@ -15,7 +15,7 @@ import pytest
 
 from autograder import grading as G
 from autograder.grading import lanes
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.sandbox import Sandbox
 from support import ROOT, running
 
@@ -185,7 +185,7 @@ def test_finish_leaves_like_a_normal_exit_without_the_teardown():
     code = ("import atexit, sys, threading, time\n"
             "atexit.register(lambda: print('handler ran'))\n"
             "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done', flush=True))).start()\n"
-            "from autograder.errors import finish\n"
+            "from autograder.core.errors import finish\n"
             "sys.stdout.write('partial ')\n"
             "finish(3)\n"
             "print('never')\n")
@@ -319,8 +319,8 @@ def test_lane_cpus_two_each_where_they_fit_else_one_each_else_none(monkeypatch):
 def test_a_pinned_lane_forks_its_workers_onto_its_own_cpus_and_spins_only_where_they_are_two(sandbox):
     import threading
 
-    from autograder.notebook import Cell
-    from autograder.probes import Request
+    from autograder.course.notebook import Cell
+    from autograder.inside.probes import Request
     from autograder.sandbox import affinity
 
     cpus = affinity.lane_cpus(1)

@@ -13,10 +13,10 @@ import errno
 
 import pyseccomp
 
-from autograder.config import Limits
-from autograder.notebook import Cell
+from autograder.course.config import Limits
+from autograder.course.notebook import Cell
 from autograder.sandbox import Sandbox
-from autograder.sandbox import cage
+from autograder.inside import cage
 
 LIMITS = Limits(call_seconds=10.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
                 file_mb=1, processes=0)
@@ -101,7 +101,7 @@ def run_probe(calls: dict[str, tuple[str, str]]) -> tuple[dict[str, int], list[s
     """Make each call (key: (system call, arguments)) in a caged worker: the errno each got, 0 for none."""
     table = {key: (_number(name), args) for key, (name, args) in calls.items()}
     source = PROBE.format(calls=repr(table)) + "\ndef result():\n    return [errors[k] for k in sorted(errors)]\n"
-    from autograder.probes import Request
+    from autograder.inside.probes import Request
 
     with Sandbox(LIMITS) as sandbox:
         with sandbox.open([Cell(0, None, source, source, None)], label="seccomp") as worker:

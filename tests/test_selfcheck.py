@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from autograder import cli
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.authoring.fingerprints import build_fingerprints, pack_value, verify_fingerprints, write_fingerprints
 from autograder.catalog.fingerprints import FingerprintDiagnoser, dumps, load_fingerprints
 from autograder.selfcheck import SelfCheckResult, self_check
@@ -249,7 +249,7 @@ def test_damaged_or_foreign_fingerprints_are_ignored(tmp_path):
 def test_sampled_outputs_match_only_the_same_output():
     import torch
 
-    from autograder import plain
+    from autograder.inside import plain
     from autograder.catalog.fingerprints import stored_matches, unpack_value
 
     gen = torch.Generator().manual_seed(0)
@@ -397,7 +397,7 @@ def test_cli_checks_every_exercise_past_a_looping_function(tmp_path, monkeypatch
     named as what it is (and where it was stuck), and every exercise is still checked and reported."""
     short_limits(tmp_path, monkeypatch)
     from autograder.authoring.session import Notebooks
-    from autograder.config import load_course
+    from autograder.course.config import load_course
 
     nb = nbformat.reads(Notebooks(load_course(ROOT / "course.yml")).notebook("02_qkv_attention").decode(),
                         as_version=4)
@@ -640,7 +640,7 @@ def test_fingerprints_weigh_the_students_other_calls_as_the_live_diagnoser_does(
     from autograder import catalog as C
     from autograder.catalog.fingerprints import copying_runner
     from autograder.grading.references import reference
-    from autograder.probes import execute
+    from autograder.inside.probes import execute
 
     data = load_fingerprints(fingerprints_file)
     stored = FingerprintDiagnoser(COURSE.tolerances, data)

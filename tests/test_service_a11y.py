@@ -281,7 +281,7 @@ def test_a_student_signs_in_and_hands_in_a_notebook_with_the_keyboard_alone(site
 
 
 def test_a_refusal_page_speaks_the_readers_language_first_and_the_other_below():
-    from autograder.messages import say
+    from autograder.core.messages import say
     from autograder.service.guard import refusal_body
     from autograder.service.sessions import LANGUAGE_COOKIE
 

@@ -21,9 +21,9 @@ from sqlalchemy import func, select
 
 from support import make_samples
 from served import cli_student_token, free_port, serving, student_token
-from autograder import messages as M
-from autograder.config import load_course
-from autograder.errors import AutograderError
+from autograder.core import messages as M
+from autograder.course.config import load_course
+from autograder.core.errors import AutograderError
 from autograder.service import db, tokens
 from autograder.service.app import create_app
 

@@ -30,9 +30,9 @@ from sqlalchemy import func, select
 from support import make_samples, wait_for_job
 from processes import alive, descendants
 from served import free_port, serving, student_token
-from autograder.config import load_course
-from autograder.errors import NotebookError
-from autograder.notebook import Bounds, read_notebook, scan_notebook
+from autograder.course.config import load_course
+from autograder.core.errors import NotebookError
+from autograder.course.notebook import Bounds, read_notebook, scan_notebook
 from autograder.service import db, tokens
 from autograder.service.app import create_app
 

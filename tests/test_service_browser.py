@@ -66,7 +66,7 @@ def test_a_student_watches_her_upload_get_graded_and_the_dashboard_manages_the_c
             page.wait_for_selector("[data-submission][data-state=done]")
             assert "已评分" in page.locator("[data-submission]").first.inner_text()
             verdict = section.locator("details[open]")
-            # (out of 02's maximum, its written answer's points included: autograder.written.maximum)
+            # (out of 02's maximum, its written answer's points included: autograder.course.written.maximum)
             most = QKV.points + QKV.manual_points
             assert f"{QKV.points:g} / {most:g}" in verdict.inner_text() and "隐藏" in verdict.inner_text()
             page.screenshot(path=str(ARTIFACTS / "service-student.png"), full_page=True)
@@ -200,7 +200,7 @@ def test_a_student_reads_why_her_grade_changed_after_an_extension_and_a_regrade(
                 assert [rows.nth(i).get_attribute("data-why") for i in range(rows.count())] == [
                     "graded", "extension", "regrade"]
                 # Half the maximum off (its written answer's points included), then none of it; each score out of
-                # the maximum (autograder.written.maximum).
+                # the maximum (autograder.course.written.maximum).
                 most = QKV.points + QKV.manual_points
                 full, half, top = f"{QKV.points:g}", f"{QKV.points - most / 2:g}", f"{most:g}"
                 assert f"{half} → {full} / {top}" in rows.nth(1).inner_text() and "延期" in rows.nth(1).inner_text()

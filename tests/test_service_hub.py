@@ -42,7 +42,7 @@ from fastapi import Request
 from conftest import copy_course
 from support import make_samples
 from served import free_port, serving
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.service.tokens import Caller
 
 ROOT = Path(__file__).resolve().parent.parent

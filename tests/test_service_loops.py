@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from autograder import config
-from autograder.errors import ConfigError
+from autograder.course import config
+from autograder.core.errors import ConfigError
 from autograder.service import loops
 from autograder.service import queue as Q
 from autograder.service.command import Workers, _ended

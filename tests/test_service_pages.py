@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 
 from support import make_samples
 from served import serving, student_token
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.service import db, sessions, tokens
 from autograder.service.app import create_app
 
@@ -215,7 +215,7 @@ def test_an_extension_from_the_dashboard_says_when_the_courses_extensions_file_w
 
 
 # -- issue 66, item 2: one date format, in the course's zone -----------------------------------------------------------
-#: A date as people read it, the one format (autograder.clock.readable): "2026-01-08 23:59 +08:00".
+#: A date as people read it, the one format (autograder.course.clock.readable): "2026-01-08 23:59 +08:00".
 ONE_FORMAT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}(?::\d{2})? [+-]\d{2}:\d{2}")
 
 
@@ -235,7 +235,7 @@ def test_every_page_writes_dates_one_way_in_the_courses_zone_and_the_report_give
 
     from autograder.grading.deadlines import Deadlines, submitted_json
     from autograder.grading.times import SubmittedAt
-    from autograder.late_policy import LatePolicy
+    from autograder.course.late_policy import LatePolicy
     from autograder.service import queue as Q
 
     course = COURSE.model_copy(update={"timezone": "Asia/Shanghai", "assignments": [

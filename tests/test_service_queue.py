@@ -23,7 +23,7 @@ from sqlalchemy import func, inspect, select
 
 from support import make_samples, wait_for_job
 from served import at_revision, student_token
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.service import db
 from autograder.service import queue as Q
 from autograder.service.worker import serve
@@ -265,7 +265,7 @@ def test_serve_export_records_the_counted_scores_in_an_nbgrader_gradebook(tmp_pa
 
     from nbgrader.api import Gradebook
 
-    from autograder.errors import AutograderError
+    from autograder.core.errors import AutograderError
     from autograder.service.export import export
 
     course = tmp_path / "nbcourse"
@@ -330,7 +330,7 @@ def test_serve_regrade_queues_every_submission_of_an_assignment_again(tmp_path):
 
 
 def test_a_database_that_cannot_be_opened_is_one_line_naming_it_without_its_password(tmp_path):
-    from autograder.errors import AutograderError
+    from autograder.core.errors import AutograderError
 
     for url, why in ((str(tmp_path / "missing" / "x.db"), "unable to open database file"),
                      (f"postgresql+psycopg://nobody:s3cret@/x?host={tmp_path}", "connection")):

@@ -24,7 +24,7 @@ from pydantic import BeforeValidator
 
 from served import serving, student_token
 from test_service_pages import browser, csrf_of, sign_in
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.service import auth, db, tokens
 from autograder.service.app import app_routes, create_app
 from autograder.service.errors import IdParameter

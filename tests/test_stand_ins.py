@@ -12,9 +12,9 @@ import torch
 import yaml
 
 from autograder.authoring.session import GradingSession
-from autograder.config import Limits, load_course
-from autograder.notebook import Cell
-from autograder.probes import Request
+from autograder.course.config import Limits, load_course
+from autograder.course.notebook import Cell
+from autograder.inside.probes import Request
 from autograder.reports.feedback import feedback_markdown
 from autograder.sandbox import Sandbox
 
@@ -190,8 +190,8 @@ def test_a_course_can_choose_the_cascade(tmp_path, course_root):
 
 
 def test_builds_on_names_only_earlier_exercises(course_root):
-    from autograder.config import parse_course
-    from autograder.errors import ConfigError
+    from autograder.course.config import parse_course
+    from autograder.core.errors import ConfigError
 
     data = yaml.safe_load((course_root / "course.yml").read_text(encoding="utf-8"))
     data["assignments"][1]["exercises"][1]["builds_on"] = ["2.3"]

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from autograder.stopwatch import OFF, Stopwatch
+from autograder.core.stopwatch import OFF, Stopwatch
 
 
 def test_sections_add_up_and_an_exception_still_counts_and_propagates():
@@ -47,8 +47,8 @@ def test_an_expected_value_is_the_references_work_and_a_truth_inside_it_counts_o
     import torch
 
     from autograder import catalog as C
-    from autograder import stopwatch
-    from autograder.config import load_course
+    from autograder.core import stopwatch
+    from autograder.course.config import load_course
 
     clock = [0.0]       # a clock that moves only when the work below says so: exact seconds, no flakes
     monkeypatch.setattr(stopwatch.time, "perf_counter", lambda: clock[0])

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from autograder.errors import ConfigError
+from autograder.core.errors import ConfigError
 from autograder.grading import times as T
 from autograder.grading.times import NONE, SubmittedAt, best, canvas_late_marker, load_times_csv
 

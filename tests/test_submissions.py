@@ -8,8 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.config import load_course
-from autograder.errors import AutograderError
+from autograder.course.config import load_course
+from autograder.core.errors import AutograderError
 from autograder.grading.archives import UnsafeArchive, extract_zip, opened
 from autograder.grading.submissions import discover, safe_name
 

@@ -38,7 +38,7 @@ import pytest
 from conftest import ROOT, copy_course
 from served import free_port
 from support import make_samples
-from autograder.config import load_course
+from autograder.course.config import load_course
 
 QKV = load_course().assignment("02_qkv_attention")
 BIN = Path(sys.executable).parent

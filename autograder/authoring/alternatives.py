@@ -28,11 +28,11 @@ from typing import Any
 from autograder import catalog as C
 from autograder.authoring.session import GradingSession
 from autograder.catalog.declarations import Alternative, Mistake
-from autograder.config import Course
+from autograder.course.config import Course
 from autograder.grading.references import reference as solution_for
 from autograder.grading.submission import hidden_seed_parts
 from autograder.grading.submissions import Submission
-from autograder.pyast import parse as parse_python
+from autograder.core.pyast import parse as parse_python
 
 
 #: The decorators that declare a definition of a course's modules: a correct alternative, a known mistake.

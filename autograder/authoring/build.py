@@ -41,7 +41,7 @@ from nbconvert.exporters import NotebookExporter
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 
-from autograder.atomic import atomic_write_bytes
+from autograder.core.atomic import atomic_write_bytes
 from autograder.authoring.bundle import (
     BUNDLE,
     FINGERPRINTS,
@@ -68,9 +68,9 @@ from autograder.authoring.notebooks import (  # noqa: F401
     sync_test_cells,
 )
 from autograder.catalog import COURSE_FILES
-from autograder.config import Course, course_root, load_course
-from autograder.errors import BuildError, StaleError
-from autograder.written import TEXT_STUBS
+from autograder.course.config import Course, course_root, load_course
+from autograder.core.errors import BuildError, StaleError
+from autograder.course.written import TEXT_STUBS
 from autograder.grading.references import module_name
 
 

@@ -24,9 +24,9 @@ from nbformat.notebooknode import NotebookNode
 
 from autograder.authoring.notebooks import BEGIN, END, Source
 from autograder.catalog import NEAR_ANSWERS, load_catalog
-from autograder.config import PACKAGE, PUBLIC_FILE, Course, parse_course
-from autograder.errors import BuildError, ConfigError
-from autograder.zips import deterministic_zip, source_time
+from autograder.course.config import PACKAGE, PUBLIC_FILE, Course, parse_course
+from autograder.core.errors import BuildError, ConfigError
+from autograder.core.zips import deterministic_zip, source_time
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,25 +43,21 @@ if TYPE_CHECKING:   # build derives what the bundle is made of
 #: (:data:`~autograder.catalog.PUBLIC_FILE`) ship: :func:`course_files`.
 STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/__init__.py",
-    "autograder/config.py",
-    "autograder/config_errors.py",    # (course.yml's problems in words: config raises them)
-    "autograder/late_policy.py",      # (course.yml's late policies: config reads them)
-    "autograder/clock.py",            # (course.yml's dates and time zone: config reads them)
-    "autograder/roster.py",           # (course.yml's roster: config reads it where asked)
-    "autograder/written.py",          # (course.yml's written questions: config reads them)
-    "autograder/errors.py",
-    "autograder/plain.py",
-    "autograder/compact_json.py",
-    "autograder/text.py",
-    "autograder/points.py",
-    "autograder/messages.py",
-    "autograder/probes.py",
+    "autograder/core/*.py",               # the bottom layer: imports nothing of the kit
+    "autograder/course/__init__.py",
+    "autograder/course/config.py",
+    "autograder/course/config_errors.py",    # (course.yml's problems in words: config raises them)
+    "autograder/course/late_policy.py",      # (course.yml's late policies: config reads them)
+    "autograder/course/clock.py",            # (course.yml's dates and time zone: config reads them)
+    "autograder/course/roster.py",           # (course.yml's roster: config reads it where asked)
+    "autograder/course/written.py",          # (course.yml's written questions: config reads them)
+    "autograder/course/notebook.py",
+    "autograder/inside/__init__.py",
+    "autograder/inside/plain.py",
+    "autograder/inside/probes.py",
+    "autograder/inside/forbidden.py",
+    "autograder/inside/namespace.py",        # (the self-check runs a notebook's cells in it)
     "autograder/selfcheck/*.py",
-    "autograder/notebook.py",
-    "autograder/pyast.py",
-    "autograder/forbidden.py",
-    "autograder/stopwatch.py",
-    "autograder/lazy.py",             # (the packages' __init__s re-export through it)
     "autograder/catalog/*.py",
 )
 #: Distributions the student bundle installs; their version ranges come from pyproject.toml.
@@ -99,7 +95,7 @@ STAFF_LAB_PLUGINS: tuple[str, ...] = ("@jupyter/nbgrader:create-assignment", "@j
 STAFF_SERVER_EXTENSIONS: tuple[str, ...] = ("nbgrader.server_extensions.formgrader",
                                             "nbgrader.server_extensions.course_list")
 #: The student course, inside the package so a non-editable install finds it too: course.yml and
-#: ``<assignment>/checks.py`` (:func:`autograder.config.course_file` falls back to it).
+#: ``<assignment>/checks.py`` (:func:`autograder.course.config.course_file` falls back to it).
 STUDENT_DATA = "autograder/data"
 STUDENT_COURSE = f"{STUDENT_DATA}/course.yml"
 #: The bundle's entries carry the time of the sources (zips.source_time: $SOURCE_DATE_EPOCH or the git commit),

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograder import catalog as C
-from autograder import plain
+from autograder.inside import plain
 from autograder.authoring.alternatives import alternative_source
 from autograder.catalog.declarations import Alternative, Mistake
 from autograder.catalog.runners import LiveDiagnoser, Outputs
-from autograder.config import Course
+from autograder.course.config import Course
 from autograder.grading.references import reference as solution_for
-from autograder.probes import Reply, Request
+from autograder.inside.probes import Reply, Request
 
 
 @dataclass(frozen=True)

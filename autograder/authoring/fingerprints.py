@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from autograder import catalog as C
-from autograder import plain
-from autograder.atomic import atomic_write_text
+from autograder.inside import plain
+from autograder.core.atomic import atomic_write_text
 from autograder.catalog import (
     PUBLIC_SEED,
     Audience,
@@ -40,10 +40,10 @@ from autograder.catalog.fingerprints import (
     dumps,
     request_key,
 )
-from autograder.config import Course, load_course
-from autograder.errors import BuildError
+from autograder.course.config import Course, load_course
+from autograder.core.errors import BuildError
 from autograder.grading.references import MissingReference, reference
-from autograder.probes import Reply, Request, execute
+from autograder.inside.probes import Reply, Request, execute
 
 
 #: Elements kept per stored array (all of a smaller one), of which up to SAMPLE_DEPARTURES

@@ -50,8 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from autograder import catalog as C
 from autograder.authoring.operators import Mutant, mutants_of, reference_source, replace_definition, sample
 from autograder.authoring.session import GradingSession
-from autograder.config import Course, load_course
-from autograder.errors import AutograderError, ConfigError
+from autograder.course.config import Course, load_course
+from autograder.core.errors import AutograderError, ConfigError
 from autograder.grading.references import reference as solution_for
 
 
@@ -119,7 +119,7 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
     exercise, on several seeds of random inputs: [] when they never do."""
     import torch
 
-    from autograder.probes import execute  # noqa: PLC0415 - loads torch
+    from autograder.inside.probes import execute  # noqa: PLC0415 - loads torch
 
     C.load_catalog(course, hidden=True, mistakes=True)
     assignment, ex = course.exercise(mutant.exercise)

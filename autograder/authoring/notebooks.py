@@ -31,11 +31,11 @@ from nbgrader.preprocessors import (
 )
 from traitlets import Bool, Dict
 
-from autograder.config import Course, Exercise, exercise_of, grade_id
-from autograder.errors import AutograderError, BuildError
-from autograder.notebook import cell_grade_id
-from autograder.pyast import parse as parse_python
-from autograder.written import TEXT_STUBS, answer_grade_id
+from autograder.course.config import Course, Exercise, exercise_of, grade_id
+from autograder.core.errors import AutograderError, BuildError
+from autograder.course.notebook import cell_grade_id
+from autograder.core.pyast import parse as parse_python
+from autograder.course.written import TEXT_STUBS, answer_grade_id
 
 
 #: What a solution region becomes, in course.yml's language; ``{exercise}`` is the cell's exercise ID
@@ -149,7 +149,7 @@ def _where(cell: NotebookNode, index: int) -> str:
 def read_source(root: Path, assignment_id: str, exercises: list[tuple[str, str]],
                 questions: tuple[str, ...] = ()) -> Source:
     """Read and validate source/<a>/<a>.ipynb; ``exercises`` is [(exercise ID, function)], ``questions`` the
-    written questions' IDs (each a Markdown answer cell, :mod:`autograder.written`)."""
+    written questions' IDs (each a Markdown answer cell, :mod:`autograder.course.written`)."""
     rel = f"source/{assignment_id}/{assignment_id}.ipynb"
     nb = _read_notebook(root / rel, rel)
     seen = _grade_ids(rel, nb)

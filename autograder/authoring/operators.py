@@ -17,8 +17,8 @@ from typing import Any, Generic, TypeGuard, TypeVar
 
 import libcst as cst
 
-from autograder.config import Course
-from autograder.pyast import parse as parse_python
+from autograder.course.config import Course
+from autograder.core.pyast import parse as parse_python
 
 
 # -- mutants ------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from autograder import catalog as C
-from autograder.config import Course
+from autograder.course.config import Course
 from autograder.grading.references import reference, reference_module
 
 #: How far an edge answer moves each output, as fractions of course.yml's relative tolerance of its dtype: the

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder import catalog as C
-from autograder.config import Course, grade_id
-from autograder.notebook import cell_grade_id
+from autograder.course.config import Course, grade_id
+from autograder.course.notebook import cell_grade_id
 
 _NOISE = re.compile(r"[\s*`$_\\]+")
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from autograder import catalog as C
 from autograder import grading as G
-from autograder.config import Course, grade_id
-from autograder.errors import AutograderError
+from autograder.course.config import Course, grade_id
+from autograder.core.errors import AutograderError
 from autograder.grading.submissions import Submission
-from autograder.pyast import parse as parse_python
+from autograder.core.pyast import parse as parse_python
 
 
 class Notebooks:

@@ -39,7 +39,7 @@ from autograder.authoring import precision
 from autograder.authoring.alternatives import grade_alternatives, grade_mistakes
 from autograder.authoring.diagnoses import misdiagnoses
 from autograder.authoring.requirements import requirement_coverage, requirement_gaps
-from autograder.config import Course, load_course
+from autograder.course.config import Course, load_course
 from autograder.grading.references import reference
 
 

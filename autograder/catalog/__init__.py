@@ -46,16 +46,16 @@ from __future__ import annotations
 # What a course's checks import: `from autograder.catalog import Audience, Context, Kind, check, ...`.
 from typing import TYPE_CHECKING
 
-from autograder.lazy import lazy_exports
+from autograder.core.lazy import lazy_exports
 
 if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
-    # module on first use (autograder.lazy)
-    from autograder.config import (ALTERNATIVES_FILE as ALTERNATIVES_FILE, COURSE_FILES as COURSE_FILES,
+    # module on first use (autograder.core.lazy)
+    from autograder.course.config import (ALTERNATIVES_FILE as ALTERNATIVES_FILE, COURSE_FILES as COURSE_FILES,
                                    HIDDEN_FILE as HIDDEN_FILE, MISTAKES_FILE as MISTAKES_FILE,
                                    PUBLIC_FILE as PUBLIC_FILE)
-    from autograder.messages import Msg as Msg
-    from autograder.plain import Value as Value
-    from autograder.probes import probe_module as probe_module
+    from autograder.core.messages import Msg as Msg
+    from autograder.inside.plain import Value as Value
+    from autograder.inside.probes import probe_module as probe_module
     from autograder.catalog.declarations import (ALTERNATIVES as ALTERNATIVES, Alternative as Alternative,
                                                  Audience as Audience, CHECKS as CHECKS, Check as Check,
                                                  ExerciseSpec as ExerciseSpec, Kind as Kind, MISTAKES as MISTAKES,

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from autograder import plain
-from autograder.messages import Msg
+from autograder.inside import plain
+from autograder.core.messages import Msg
 from autograder.catalog.outcomes import CheckFailed
 
 

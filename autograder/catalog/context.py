@@ -14,14 +14,14 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from autograder import plain
+from autograder.inside import plain
 from autograder.catalog.comparison import OUTPUT, RETURN_VALUE, as_float64, compare, label, mismatch
 from autograder.catalog.declarations import Audience, Mistake, Precision
 from autograder.catalog.outcomes import CheckFailed, Status, brief, number_free
-from autograder.forbidden import GUARD_OFF
-from autograder.messages import Msg, say
-from autograder.probes import Reply, Request
-from autograder.stopwatch import OFF, Stopwatch
+from autograder.inside.forbidden import GUARD_OFF
+from autograder.core.messages import Msg, say
+from autograder.inside.probes import Reply, Request
+from autograder.core.stopwatch import OFF, Stopwatch
 
 
 # -- running student code ------------------------------------------------------

@@ -10,8 +10,8 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autograder.forbidden import NAMES, unknown
-from autograder.messages import Msg
+from autograder.inside.forbidden import NAMES, unknown
+from autograder.core.messages import Msg
 
 if TYPE_CHECKING:   # a check runs in a Context; context.py builds on these declarations
     from autograder.catalog.context import Context
@@ -80,7 +80,7 @@ class Mistake:
     name: str
     message: Msg
     fn: Callable[..., Any]
-    #: The forbidden calls (as :mod:`autograder.forbidden` names them) that *are* this mistake: one whose
+    #: The forbidden calls (as :mod:`autograder.inside.forbidden` names them) that *are* this mistake: one whose
     #: values are right and which only calls what the exercise forbids (SDPA in 4.3). Every check of it fails
     #: as a forbidden call before any value is compared, so it is named by those calls, not by its output
     #: (see :func:`mistake_by_calls`).
@@ -198,12 +198,12 @@ def mistake(exercise: str, name: str, zh: str, en: str, *,
             calls: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: declare a known mistake of ``exercise`` (same signature as the student's function).
     ``calls``: the forbidden calls that are the mistake, where it is the use of a call the exercise forbids
-    (see :attr:`Mistake.calls`); each must be an entry of :mod:`autograder.forbidden`."""
+    (see :attr:`Mistake.calls`); each must be an entry of :mod:`autograder.inside.forbidden`."""
     named = tuple(calls)
     wrong = unknown(named)
     if wrong:
         raise ValueError(f"mistake {exercise}/{name}: calls {', '.join(map(repr, wrong))} are not in "
-                         f"autograder/forbidden.py (known: {', '.join(NAMES)})")
+                         f"autograder/inside/forbidden.py (known: {', '.join(NAMES)})")
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         existing = MISTAKES.setdefault(exercise, [])
@@ -244,12 +244,12 @@ def alternative(exercise: str, name: str, zh: str, en: str, *,
 
 def exercise(exercise_id: str, forbidden: Iterable[str] = ()) -> None:
     """Declare per-exercise facts (the forbidden calls, as exercises.md names them: each must be an entry of
-    :mod:`autograder.forbidden`, which both guards and the static scan read)."""
+    :mod:`autograder.inside.forbidden`, which both guards and the static scan read)."""
     names = tuple(forbidden)
     wrong = unknown(names)
     if wrong:
         raise ValueError(f"exercise {exercise_id}: forbidden calls {', '.join(map(repr, wrong))} are not in "
-                         f"autograder/forbidden.py (known: {', '.join(NAMES)})")
+                         f"autograder/inside/forbidden.py (known: {', '.join(NAMES)})")
     SPECS[exercise_id] = ExerciseSpec(exercise_id, names)
 
 

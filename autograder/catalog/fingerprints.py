@@ -65,13 +65,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from autograder import plain
+from autograder.inside import plain
 from autograder.catalog import (in_process_runner, Mistake, Msg, values_match)
 from autograder.catalog.comparison import same_kinds
-from autograder.probes import Request
+from autograder.inside.probes import Request
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 FORMAT = 2
 #: The fingerprints of a course, beside its course.yml: where a student bundle carries them
@@ -199,7 +199,7 @@ def fingerprints_file(course: Course | None = None) -> Path:
     if override:
         return Path(override)
     if course is None:
-        from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+        from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
         course = load_course()
     beside = course.root / FINGERPRINTS_NAME

@@ -1,7 +1,7 @@
 """Shared hidden checks: a function leaves its inputs alone, and gradients flow through it to its inputs.
 
 A plain call cannot show either: the sandbox returns values only and passes every call
-fresh copies of its inputs. Two probes (:mod:`autograder.probes`) bring back what the
+fresh copies of its inputs. Two probes (:mod:`autograder.inside.probes`) bring back what the
 trusted side needs to judge, and it judges from those bytes alone (nothing the worker
 says about itself is believed):
 
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from autograder import plain
+from autograder.inside import plain
 from autograder.catalog import CheckFailed, Context, Msg, as_float64, compare
-from autograder.probes import probe_grad
+from autograder.inside.probes import probe_grad
 
 CHANGED = Msg("修改了传入的张量（原地操作，如 x.sub_ / masked_fill_）：调用者的数据被改变了",
               "changed a tensor it was given (an in-place op such as x.sub_ or masked_fill_): "

@@ -11,13 +11,13 @@ from typing import Any
 
 from autograder.catalog.declarations import (ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, NOT_GRADED, PRECISIONS,
                                              SPECS)
-from autograder.config import ALTERNATIVES_FILE, Course, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE, load_course
-from autograder.errors import ConfigError
+from autograder.course.config import ALTERNATIVES_FILE, Course, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE, load_course
+from autograder.core.errors import ConfigError
 
 
 #: The package the course's own modules are imported under: ``autograder_course.<module>.checks``,
 #: ``.hidden``, ``.mistakes`` (one subpackage per assignment, its folder the assignment's
-#: :meth:`~autograder.config.Course.content_dir`), so that a course's files import each other
+#: :meth:`~autograder.course.config.Course.content_dir`), so that a course's files import each other
 #: relatively (``from .checks import ...``, ``from ..padding_masks.checks import ...``).
 COURSE_PACKAGE = "autograder_course"
 
@@ -60,7 +60,7 @@ def load_catalog(course: Course | None = None, *, hidden: bool, mistakes: bool, 
     the instructor's course has them, a student's never) its hidden checks, known mistakes and correct
     alternatives.
 
-    ``course``: a :class:`~autograder.config.Course` (default: :func:`~autograder.config.load_course`).
+    ``course``: a :class:`~autograder.course.config.Course` (default: :func:`~autograder.course.config.load_course`).
     Loading another course's catalog first forgets the one loaded before.
     """
     course = course if course is not None else load_course()

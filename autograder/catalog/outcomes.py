@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from autograder import plain
+from autograder.inside import plain
 from autograder.catalog.declarations import Check
-from autograder.messages import Msg, say
+from autograder.core.messages import Msg, say
 
 
 # -- outcomes ------------------------------------------------------------------

@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
-from autograder import plain
+from autograder.inside import plain
 from autograder.catalog.comparison import departures, same_kinds, values_match
 from autograder.catalog.context import Runner, copied
 from autograder.catalog.declarations import MISTAKES, Mistake
-from autograder.probes import Reply, Request, execute
+from autograder.inside.probes import Reply, Request, execute
 
 
 # -- diagnosis ------------------------------------------------------------------

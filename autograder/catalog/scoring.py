@@ -10,21 +10,21 @@ from typing import Any
 
 import torch
 
-from autograder import plain
+from autograder.inside import plain
 from autograder.catalog.context import Context, Diagnoser, Runner, stable_seed
 from autograder.catalog.declarations import (MISTAKES, OUTPUT_KINDS, SPECS, Audience, Check, ExerciseSpec,
                                              checks_for, mistake_by_calls, precision_of)
 from autograder.catalog.outcomes import CheckFailed, CheckResult, ExerciseResult, Status, hidden_message, with_case
-from autograder.messages import Msg
-from autograder.points import shares as share_points
-from autograder.points import total as total_points
-from autograder.stopwatch import OFF, Stopwatch
+from autograder.core.messages import Msg
+from autograder.core.points import shares as share_points
+from autograder.core.points import total as total_points
+from autograder.core.stopwatch import OFF, Stopwatch
 
 
 def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience], tolerances: Any,
                  seed_parts: tuple[Any, ...], device: str = "cpu", reference: Callable[..., Any] | None = None,
                  diagnoser: Diagnoser | None = None, timer: Stopwatch = OFF) -> ExerciseResult:
-    """Run every check of one exercise (a course.yml :class:`~autograder.config.Exercise`: its ID,
+    """Run every check of one exercise (a course.yml :class:`~autograder.course.config.Exercise`: its ID,
     function and points) for these audiences; score it.
 
     ``timer`` accumulates seconds per section: ``inputs`` (ctx.randn and friends), ``call`` (round
@@ -43,7 +43,7 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
         raise ValueError(f"no checks declared for exercise {exercise_id}")
     spec = SPECS.get(exercise_id, ExerciseSpec(exercise_id))
     precision = precision_of(exercise_id)
-    # Each check's share in hundredths of a point, adding up to max_points exactly (autograder.points).
+    # Each check's share in hundredths of a point, adding up to max_points exactly (autograder.core.points).
     check_shares = share_points(max_points, [c.weight for c in checks])
     results: list[CheckResult] = []
     stop_status: Status | None = None

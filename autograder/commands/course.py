@@ -2,7 +2,7 @@
 
 The course's dates (each assignment's due date, late window and late policy, in words), the service's
 rules, and a light check of the source notebooks: each exercise's solution cell defines the function
-course.yml names. ``--json`` prints the validated course instead (:mod:`autograder.config`'s model).
+course.yml names. ``--json`` prints the validated course instead (:mod:`autograder.course.config`'s model).
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import argparse
 import json
 import re
 
-from autograder.clock import readable
-from autograder.config import Course, course_file, grade_id, load_course
-from autograder.config_errors import did_you_mean
-from autograder.errors import ConfigError
+from autograder.course.clock import readable
+from autograder.course.config import Course, course_file, grade_id, load_course
+from autograder.course.config_errors import did_you_mean
+from autograder.core.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

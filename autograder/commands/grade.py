@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from autograder import reports as R
-from autograder.clock import parse_time
-from autograder.config import Course, load_course
-from autograder.errors import AutograderError
+from autograder.course.clock import parse_time
+from autograder.course.config import Course, load_course
+from autograder.core.errors import AutograderError
 from autograder.exports.nbgrader import after_batch, discover_nbgrader_course, gradebook_times
 from autograder.grading.archives import opened
 from autograder.grading.batch import batch_lanes, grade_batch, lane_processes, plan
@@ -26,7 +26,7 @@ from autograder.grading.lanes import lane_config
 from autograder.grading.process import import_lazy_modules, prepare_grader_process, sigterm_interrupts, trusted_torch
 from autograder.reports.lms import write_lms_csv
 from autograder.sandbox.launch import launch_template, take_early_launch
-from autograder.text import line
+from autograder.core.text import line
 
 
 # -- the command ---------------------------------------------------------------------------

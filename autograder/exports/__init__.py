@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autograder.lazy import lazy_exports
+from autograder.core.lazy import lazy_exports
 
 if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
-    # module on first use (autograder.lazy)
+    # module on first use (autograder.core.lazy)
     from autograder.exports.gradescope import (CHECK_VISIBILITY as CHECK_VISIBILITY, EXECUTABLES as EXECUTABLES,
                                                GRADING_DEPENDENCIES as GRADING_DEPENDENCIES,
                                                KIT_PATTERNS as KIT_PATTERNS,

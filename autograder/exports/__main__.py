@@ -7,7 +7,7 @@ if sys.argv[1:2] == ["gradescope-run"]:
 
     launch_early()
 
-from autograder.errors import finish
+from autograder.core.errors import finish
 from autograder.exports.command import main
 
 finish(main())

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 from autograder import grading as G
-from autograder.atomic import atomic_write_bytes
-from autograder.config import load_course
-from autograder.errors import AutograderError, report
+from autograder.core.atomic import atomic_write_bytes
+from autograder.course.config import load_course
+from autograder.core.errors import AutograderError, report
 from autograder.exports.gradescope import run_gradescope, zip_bytes
 from autograder.exports.targets import targets
-from autograder.notebook import skip_unused_schema_formats
+from autograder.course.notebook import skip_unused_schema_formats
 
 
 # -- the command ------------------------------------------------------------------------------------

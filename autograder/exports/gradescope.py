@@ -29,21 +29,21 @@ from autograder import catalog as C
 from autograder import grading as G
 from autograder.authoring.bundle import pyproject_project, requirement_specs
 from autograder import reports as R
-from autograder.atomic import atomic_write_text
+from autograder.core.atomic import atomic_write_text
 from autograder.catalog import ALTERNATIVES_FILE, COURSE_FILES
-from autograder.config import PACKAGE, Assignment, Course, load_course
-from autograder.errors import AutograderError
+from autograder.course.config import PACKAGE, Assignment, Course, load_course
+from autograder.core.errors import AutograderError
 from autograder.exports.targets import ExportTarget
 from autograder.grading.deadlines import Deadlines, submitted_json
 from autograder.grading.evidence import notebook_evidence
 from autograder.grading.submissions import Submission, find_notebooks
 from autograder.grading.times import read_gradescope_metadata
-from autograder.messages import say, text
-from autograder.points import hundredths, shares
+from autograder.core.messages import say, text
+from autograder.core.points import hundredths, shares
 from autograder.reports.feedback import cell_message, cell_number, message_text
 from autograder.sandbox.launch import take_early_launch
-from autograder.written import maximum
-from autograder.zips import deterministic_zip
+from autograder.course.written import maximum
+from autograder.core.zips import deterministic_zip
 
 #: Where each audience's checks show, and when (Gradescope's visibility values:
 #: https://gradescope-autograders.readthedocs.io/en/latest/specs/).
@@ -260,7 +260,7 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
         "stdout_visibility": "hidden",
         "extra_data": {"kit": __version__, "assignment": assignment.id, "grader": result.get("grader"),
                        "status": result.get("status"),
-                       # The assignment's maximum (autograder.written.maximum): the autograder's part, and the
+                       # The assignment's maximum (autograder.course.written.maximum): the autograder's part, and the
                        # written answers', which are Gradescope's manually graded questions, not this score's.
                        "max_points": hundredths(most.automatic), "written_points": hundredths(most.written)},
         "tests": tests,

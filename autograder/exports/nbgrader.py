@@ -19,21 +19,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autograder.clock import as_utc
-from autograder.config import Course, Exercise, load_course
-from autograder.errors import AutograderError
+from autograder.course.clock import as_utc
+from autograder.course.config import Course, Exercise, load_course
+from autograder.core.errors import AutograderError
 from autograder.grading.times import SubmittedAt
-from autograder.late_policy import Extension
-from autograder.messages import text
-from autograder.notebook import Bounds, cell_grade_id, load_notebook
-from autograder.points import fmt as fmt_points
-from autograder.points import hundredths
-from autograder.points import total as points_total
+from autograder.course.late_policy import Extension
+from autograder.core.messages import text
+from autograder.course.notebook import Bounds, cell_grade_id, load_notebook
+from autograder.core.points import fmt as fmt_points
+from autograder.core.points import hundredths
+from autograder.core.points import total as points_total
 from autograder.reports.feedback import check_lines, message_text
-from autograder.written import answer_grade_id
+from autograder.course.written import answer_grade_id
 from autograder.reports.files import atomic_write_text
 from autograder.reports.results import is_graded, load_results, newest_results
-from autograder.text import line
+from autograder.core.text import line
 
 
 # -- the nbgrader course ------------------------------------------------------------------

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder import catalog as C
-from autograder.messages import say
-from autograder.points import hundredths
+from autograder.core.messages import say
+from autograder.core.points import hundredths
 from autograder.selfcheck import SelfCheckResult, render_html
 from autograder.selfcheck.kernel import Note, caller_namespace, language_of, one_thread
 
@@ -73,7 +73,7 @@ class ExerciseGrade:
 
     @property
     def points(self) -> float:
-        # Hundredths, as the kit's result files (autograder.points).
+        # Hundredths, as the kit's result files (autograder.core.points).
         return hundredths(self.result.points)
 
     @property
@@ -128,7 +128,7 @@ def grade_exercise(exercise_id: str, *, namespace: dict[str, Any] | None = None,
     caller's globals); ``student`` defaults to the one nbgrader is autograding.
     The value shows as the points (text/plain) and the checks (HTML).
     """
-    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
     from autograder.grading import earlier as E  # noqa: PLC0415 - loads torch
 
     start = time.perf_counter()

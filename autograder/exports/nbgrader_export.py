@@ -14,7 +14,7 @@ from typing import Any
 
 from nbgrader.plugins.export import CsvExportPlugin
 
-from autograder.points import fmt
+from autograder.core.points import fmt
 
 
 class HundredthsCsvExport(CsvExportPlugin):

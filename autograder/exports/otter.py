@@ -11,11 +11,11 @@ import json
 import pprint
 from pathlib import Path
 
-from autograder.config import Assignment, Course, grade_id
+from autograder.course.config import Assignment, Course, grade_id
 from autograder.exports.gradescope import PlannedCheck, gradescope_files, planned_checks
 from autograder.exports.targets import ExportTarget
 from autograder.reports.feedback import message_text
-from autograder.written import maximum
+from autograder.course.written import maximum
 
 
 OTTER_KIT = "kit"
@@ -61,7 +61,7 @@ def otter_files(course: Course, assignment: Assignment, *, language: str | None 
         "force_public_test_summary": True,
         "show_stdout": False,
         # A top-level score: Otter's total over the assignment's points, i.e. the kit's score. Otter scales its total
-        # to this: the autograder's part of the assignment's maximum (autograder.written.maximum), its written
+        # to this: the autograder's part of the assignment's maximum (autograder.course.written.maximum), its written
         # answers being graded by hand apart.
         "points_possible": maximum(assignment).automatic,
     }

@@ -39,7 +39,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from autograder.points import hundredths
+from autograder.core.points import hundredths
 
 #: The kit's verdict (Gradescope's results.json) for Otter's kernel to read.
 RESULTS_ENV = "AUTOGRADER_OTTER_RESULTS"
@@ -203,7 +203,7 @@ class KitPlugin:
                 message = test.get("output", "") if test else "the kit reported no such check"
                 tf.test_case_results.append(TestCaseResult(test_case=case, message=message, passed=passed))
 
-            tf.update_score(hundredths(score))  # hundredths, as the kit's (autograder.points)
+            tf.update_score(hundredths(score))  # hundredths, as the kit's (autograder.core.points)
             rebuilt[tf.name] = tf
         # The kit's verdict replaces whatever the kernel reported (or failed to report).
         results.results = rebuilt

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autograder.lazy import lazy_exports
+from autograder.core.lazy import lazy_exports
 
 if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
-    # module on first use (autograder.lazy)
+    # module on first use (autograder.core.lazy)
     from autograder.grading.cells import (DEMO_SKIPPED as DEMO_SKIPPED, SETUP_CELLS as SETUP_CELLS,
                                           demo_cells as demo_cells, submission_cells as submission_cells)
     from autograder.grading.timing import PROFILE_SECTIONS as PROFILE_SECTIONS, flat_profile as flat_profile

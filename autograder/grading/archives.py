@@ -4,7 +4,7 @@
 yields the folder to search either way; a zip is extracted by
 :func:`extract_zip` into a private temporary folder (mode 0700: the sandbox
 worker must not browse other submissions), removed afterwards. Anything else (a
-missing path, a file that is not a zip) stops with an :class:`~autograder.errors.AutograderError`.
+missing path, a file that is not a zip) stops with an :class:`~autograder.core.errors.AutograderError`.
 
 Nothing in a zip is trusted, its headers least of all: member by member, it
 refuses absolute paths, ``..``, paths that resolve outside the folder, links
@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from autograder.errors import AutograderError
+from autograder.core.errors import AutograderError
 
 #: Zip limits: bytes actually written, members, one member.
 ZIP_MAX_BYTES = 2 * 2**30

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder import catalog as C
-from autograder.config import Course
-from autograder.errors import AutograderError
+from autograder.course.config import Course
+from autograder.core.errors import AutograderError
 from autograder.grading.cells import demo_cells
 from autograder.grading.deadlines import Deadlines
 from autograder.grading.distributed import cluster_results

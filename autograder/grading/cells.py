@@ -7,9 +7,9 @@ import functools
 import json
 from typing import Any
 
-from autograder.config import Course
-from autograder.messages import say
-from autograder.notebook import (
+from autograder.course.config import Course
+from autograder.core.messages import say
+from autograder.course.notebook import (
     IPYTHON_SUBMISSION_LIMIT,
     IPYTHON_WORK_LIMIT,
     Cell,
@@ -76,7 +76,7 @@ def _plain_python(source: str) -> tuple[str, str | None]:
 
 
 def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 * 1024) -> list[Any]:
-    """:func:`autograder.notebook.code_cells`, with the unchanged demo cells skipped (see demo_cells()).
+    """:func:`autograder.course.notebook.code_cells`, with the unchanged demo cells skipped (see demo_cells()).
 
     IPython's input transformer costs milliseconds a cell, and most cells of a
     batch are the release's own text or the same correct solution: each distinct
@@ -85,8 +85,8 @@ def submission_cells(nb: Any, demos: dict[str, str], max_cell_bytes: int = 256 *
     (``limits.cell_kb``) is neither parsed nor run: parsing megabytes of one
     expression costs the trusted side minutes and gigabytes. Nor is a cell whose
     IPython rewriting would cost more than what is left of the submission's budget
-    (:data:`autograder.notebook.IPYTHON_SUBMISSION_LIMIT`; the cell's own is
-    :data:`~autograder.notebook.IPYTHON_WORK_LIMIT`).
+    (:data:`autograder.course.notebook.IPYTHON_SUBMISSION_LIMIT`; the cell's own is
+    :data:`~autograder.course.notebook.IPYTHON_WORK_LIMIT`).
     """
     out = []
     work_left = IPYTHON_SUBMISSION_LIMIT      # IPython's transform, bounded over the whole submission too

@@ -17,14 +17,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from autograder import lateness
-from autograder.clock import readable
-from autograder.config import Course
-from autograder.errors import ConfigError
-from autograder.extensions import load_extensions
+from autograder.course import lateness
+from autograder.course.clock import readable
+from autograder.course.config import Course
+from autograder.core.errors import ConfigError
+from autograder.course.extensions import load_extensions
 from autograder.grading.times import NONE, SubmittedAt
-from autograder.late_policy import Deadline, Extension, deadline_for
-from autograder.written import maximum_of
+from autograder.course.late_policy import Deadline, Extension, deadline_for
+from autograder.course.written import maximum_of
 
 #: The extensions file, beside course.yml (the first that exists).
 EXTENSION_FILES = ("extensions.csv", "extensions.yml", "extensions.yaml")
@@ -114,7 +114,7 @@ class Deadlines:
         """``result`` with its submission time, its lateness and its final score (in place, and returned).
 
         ``raw_points`` keeps what the notebook scored; ``points`` is the score after the late policy, which is
-        computed on the assignment's maximum (:func:`autograder.written.maximum`: its written answers' points
+        computed on the assignment's maximum (:func:`autograder.course.written.maximum`: its written answers' points
         included, graded or not), the ``max_points`` written. A custom policy that fails raises ConfigError
         naming it: nothing is written wrongly.
         """

@@ -26,7 +26,7 @@ from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autograder import grading as G
-from autograder.errors import AutograderError
+from autograder.core.errors import AutograderError
 from autograder.grading.submissions import Submission
 
 if TYPE_CHECKING:

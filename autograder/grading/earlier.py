@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from autograder.catalog import Audience, Diagnoser, Runner, run_exercise
-from autograder.config import Course, EarlierMistakes
+from autograder.course.config import Course, EarlierMistakes
 from autograder.grading.references import reference, reference_module
-from autograder.messages import Msg, say
-from autograder.stopwatch import OFF, Stopwatch
+from autograder.core.messages import Msg, say
+from autograder.core.stopwatch import OFF, Stopwatch
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def stand_ins_for(course: Course, assignment: Any, exercise: Any, lost: Iterable
 def with_stand_ins(runner: Runner, stand_ins: dict[str, StandIn]) -> Runner:
     """``runner``, every request of which has ``stand_ins``' functions (or classes) answered by their
     references: in a sandbox worker through the trusted side, in this process directly
-    (:func:`autograder.probes.execute`)."""
+    (:func:`autograder.inside.probes.execute`)."""
     if not stand_ins:
         return runner
     by_name = {name: s.reference for name, s in stand_ins.items()}

@@ -25,12 +25,12 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from autograder.config import Course
-from autograder.errors import NotebookError
-from autograder.notebook import Bounds, all_cells, assignments_of_cells, load_notebook, notebook_claims, said_in
-from autograder.pyast import parse as parse_python
+from autograder.course.config import Course
+from autograder.core.errors import NotebookError
+from autograder.course.notebook import Bounds, all_cells, assignments_of_cells, load_notebook, notebook_claims, said_in
+from autograder.core.pyast import parse as parse_python
 from autograder.reports.lms import formats
-from autograder.text import line
+from autograder.core.text import line
 
 _COPY_NOISE = re.compile(r"(?:[-_ ]*copy\d*|[-_ ]*\(\d+\)|[-_ ]+v\d+|[-_ ]*final)+$", re.I)
 _SEPARATORS = re.compile(r"[\s\-.]+")

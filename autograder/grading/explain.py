@@ -20,20 +20,20 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from autograder import catalog as C
-from autograder.config import Course, load_course
-from autograder.errors import AutograderError
+from autograder.course.config import Course, load_course
+from autograder.core.errors import AutograderError
 from autograder.grading.cells import demo_cells, submission_cells
 from autograder.grading.grader import check_catalog
 from autograder.grading.submission import hidden_seed_parts
 from autograder.grading.submissions import Submission, safe_name
-from autograder.messages import status_word, text
-from autograder.notebook import Bounds, read_notebook
+from autograder.core.messages import status_word, text
+from autograder.course.notebook import Bounds, read_notebook
 from autograder.reports.results import load_results, newest_results
 
 if TYPE_CHECKING:   # the checks' modules load when a command runs (see explain below)
     from autograder.catalog.context import Runner
     from autograder.catalog.outcomes import ExerciseResult
-    from autograder.probes import Reply, Request
+    from autograder.inside.probes import Reply, Request
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

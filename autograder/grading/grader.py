@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autograder import catalog as C
-from autograder.config import ALTERNATIVES_FILE, PACKAGE, Course
-from autograder.errors import AutograderError
+from autograder.course.config import ALTERNATIVES_FILE, PACKAGE, Course
+from autograder.core.errors import AutograderError
 from autograder.grading.references import reference_module
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ ENGINE_FILES = ("catalog", "probes.py", "proxies.py", "plain.py", "forbidden.py"
                 "grading/source_scan.py", "grading/scan_vocabulary.py", "grading/scan_scopes.py",
                 "grading/cells.py", "grading/submission.py", "grading/earlier.py", "sandbox/stand_ins.py",
                 # What the student's code may do decides its outcome too: the cage and its limits.
-                "sandbox/cage.py", "sandbox/memcg.py", "sandbox/template.py", "sandbox/worker.py")
+                "inside/cage.py", "inside/memcg.py", "inside/template.py", "inside/worker.py")
 
 
 COURSE_FILES = ("course.yml", "source/*/*.py", "solutions/*.py")

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from autograder import catalog as C
-from autograder.config import Course, Limits, load_course
-from autograder.errors import AutograderError
+from autograder.course.config import Course, Limits, load_course
+from autograder.core.errors import AutograderError
 from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
 from autograder.grading.outputs import render_feedback
 from autograder.grading.submission import grade_or_fail

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder import reports as R
-from autograder.config import Course
-from autograder.errors import ConfigError
+from autograder.course.config import Course
+from autograder.core.errors import ConfigError
 from autograder.grading.deadlines import Deadlines
 from autograder.grading.grader import GradingContext
 from autograder.grading.submission import finalize, grader_fault

@@ -12,7 +12,7 @@ import signal
 import threading
 from typing import Any
 
-from autograder.notebook import skip_unused_schema_formats
+from autograder.course.notebook import skip_unused_schema_formats
 
 
 #: Set before numpy and torch load in the grader: one thread for their math, as torch.set_num_threads(1)
@@ -45,7 +45,7 @@ def trusted_torch(device: str) -> None:
 #: SVG drawn by autograder.reports.charts; matplotlib's import, 0.4 s, ran beside the first submission's
 #: grading and slowed it by as much, each of its round trips waiting for the import thread to let go of the
 #: GIL). Reading notebooks needs neither nbformat, only for an nbformat 3 one, nor IPython's input
-#: transformer, 0.7 s, only for a cell with magics: see autograder.notebook.
+#: transformer, 0.7 s, only for a cell with magics: see autograder.course.notebook.
 LAZY_IMPORTS: tuple[str, ...] = ()
 #: Imported too when more than one submission is to be graded: sympy (0.5 s), which the first
 #: nn.MultiheadAttention call with a key_padding_mask pulls in through torch._check_with. Then it is

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, cast
 
-from autograder.config import Assignment, Course
-from autograder.errors import AutograderError
+from autograder.course.config import Assignment, Course
+from autograder.core.errors import AutograderError
 
 #: The package the references are imported under (a sibling of the course's checks' package).
 SOLUTIONS_PACKAGE = "autograder_course.solutions"

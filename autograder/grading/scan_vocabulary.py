@@ -4,7 +4,7 @@ The scan resolves a name in a notebook to a qualified name (``Fn.softmax`` ->
 ``torch.nn.functional.softmax``); this module says what that qualified name *is*,
 and nothing here reads code. Three vocabularies:
 
-* forbidden calls, derived from :mod:`autograder.forbidden` (one table with the
+* forbidden calls, derived from :mod:`autograder.inside.forbidden` (one table with the
   run-time guard, so a forbidden call is added there and nowhere else): a qualified
   name is first rewritten to the spelling the table uses (:func:`canonical`: torch's
   private homes of a public function, an operator's overloads, ``torch.nn.modules``),
@@ -22,13 +22,13 @@ that starts with :data:`TAMPERING` or :data:`UNINSPECTABLE`.
 """
 from __future__ import annotations
 
-from autograder import forbidden
+from autograder.inside import forbidden
 
 #: Findings that are not forbidden names start with one of these.
 TAMPERING = "tampering: "
 UNINSPECTABLE = "uninspectable: "
 
-# -- what counts as which forbidden call (autograder.forbidden: one table with the run-time guard) ---------
+# -- what counts as which forbidden call (autograder.inside.forbidden: one table with the run-time guard) ---------
 #: Canonical qualified name (see :func:`canonical`) -> candidates, most specific first: a finding is the
 #: first candidate the exercise forbids.
 QUALIFIED: dict[str, tuple[str, ...]] = {spelling: forbidden.candidates(f.name)

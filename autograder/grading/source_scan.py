@@ -1,8 +1,8 @@
 """Which forbidden calls an exercise's code can reach, read from the submission's source.
 
-The worker's guards (:mod:`autograder.probes`) see what the student's function
+The worker's guards (:mod:`autograder.inside.probes`) see what the student's function
 *does*, but they run in the student's process, where a cell can switch them off
-(``torch._C.DisableTorchFunction()``, a patched ``autograder.probes``). This scan
+(``torch._C.DisableTorchFunction()``, a patched ``autograder.inside.probes``). This scan
 runs on the trusted side, on the text of the code cells only, and nothing in a
 notebook can switch it off. For one exercise it reports:
 
@@ -17,7 +17,7 @@ notebook can switch it off. For one exercise it reports:
   grader's stand-in answers while this one runs is not the student's code here and
   is not walked into (:meth:`NotebookScan.exercise`'s ``answered``);
 * tampering anywhere in the notebook, the same entries for every exercise:
-  touching the grader (``import autograder.probes``, ``sys.modules``), turning
+  touching the grader (``import autograder.inside.probes``, ``sys.modules``), turning
   torch's function or dispatch modes off (``DisableTorchFunction``,
   ``torch.utils._python_dispatch``), reaching into frames or closures
   (``sys._getframe``, ``__closure__``);
@@ -80,7 +80,7 @@ from autograder.grading.scan_vocabulary import (
     candidates,
     is_autograder,
 )
-from autograder.pyast import parse as parse_python
+from autograder.core.pyast import parse as parse_python
 
 #: Sources larger than this (UTF-8 bytes, all cells together) are not parsed at all.
 MAX_SOURCE_BYTES = 1 << 20
@@ -484,7 +484,7 @@ class _Walker:
             if name == "sys.modules":
                 self.scan.note(f"{TAMPERING}uses sys.modules")
             if is_autograder(name) and (name not in ALLOWED_AUTOGRADER or not isinstance(node.ctx, ast.Load)):
-                self.scan.note(f"{TAMPERING}touches {'.'.join(name.split('.')[:2])[:80]}")
+                self.scan.note(f"{TAMPERING}touches {'.'.join(name.split('.')[:3])[:80]}")
 
     def _tampering_import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.Import):

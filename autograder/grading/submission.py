@@ -14,24 +14,24 @@ from typing import Any
 from autograder import catalog as C
 from autograder import reports as R
 from autograder.reports.model import checked
-from autograder.config import Course
-from autograder.errors import AutograderError, NotebookError
+from autograder.course.config import Course
+from autograder.core.errors import AutograderError, NotebookError
 from autograder.grading.cells import submission_cells
 from autograder.grading.grader import GradingContext
 from autograder.grading.source_scan import NotebookScan, scan_notebook
 from autograder.grading.submissions import Submission
 from autograder.grading.timing import flat_profile
-from autograder.messages import as_dict, say
-from autograder.notebook import Bounds, read_notebook
-from autograder.points import total as points_total
-from autograder.written import answers
-from autograder.stopwatch import Stopwatch
-from autograder.text import line, scrub
+from autograder.core.messages import as_dict, say
+from autograder.course.notebook import Bounds, read_notebook
+from autograder.core.points import total as points_total
+from autograder.course.written import answers
+from autograder.core.stopwatch import Stopwatch
+from autograder.core.text import line, scrub
 
 
 # -- one submission -----------------------------------------------------------------
 def _said(key: str, **params: Any) -> dict[str, str]:
-    """A message of the catalogue (autograder.messages) as a result holds it: {"zh", "en"}."""
+    """A message of the catalogue (autograder.core.messages) as a result holds it: {"zh", "en"}."""
     return as_dict(say(key, **params))
 
 
@@ -44,7 +44,7 @@ def _base(sub: Submission, ctx: GradingContext) -> dict[str, Any]:
 
 
 def _isolation(ctx: GradingContext) -> dict[str, Any] | None:
-    """The cage the batch's workers ran in (autograder.sandbox.cage), as every result records it."""
+    """The cage the batch's workers ran in (autograder.inside.cage), as every result records it."""
     isolation = getattr(ctx.sandbox, "isolation", None)
     return isolation.to_json() if isolation is not None else None
 
@@ -361,7 +361,7 @@ RESULT_MAX_CELLS = 500
 
 
 def finalize(result: dict[str, Any], max_bytes: int = RESULT_MAX_BYTES) -> dict[str, Any]:
-    """The result as it may be written: clean text everywhere (see autograder.text), at most ``max_bytes``.
+    """The result as it may be written: clean text everywhere (see autograder.core.text), at most ``max_bytes``.
 
     Cutting is visible: ``truncated`` is set and a note says so in both languages.
     """

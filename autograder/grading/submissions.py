@@ -30,7 +30,7 @@ folder; its refused members come here as ``refused`` and a notebook among them
 gets a failure row).
 
 Every name read here (folders, files, zip members, notebook metadata) is
-student-controlled: it passes the text gate (:mod:`autograder.text`) as it is
+student-controlled: it passes the text gate (:mod:`autograder.core.text`) as it is
 read, and every step of one notebook fails into that notebook's ``problem``,
 never out of :func:`discover`.
 """
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from autograder.config import Course
-from autograder.errors import AutograderError, UnknownExercise
+from autograder.course.config import Course
+from autograder.core.errors import AutograderError, UnknownExercise
 from autograder.grading import times as T
 from autograder.grading.archives import os_reason
 from autograder.grading.deadlines import submitted_json
@@ -57,10 +57,10 @@ from autograder.grading.evidence import (
     student_from_dir,
     student_from_stem,
 )
-from autograder.messages import Msg, say
-from autograder.notebook import notebook_claims
+from autograder.core.messages import Msg, say
+from autograder.course.notebook import notebook_claims
 from autograder.reports.lms import id_keys
-from autograder.text import file_stem, line, path_text
+from autograder.core.text import file_stem, line, path_text
 
 #: Folder names that organize submissions but never name a student.
 STRUCTURAL = {"submitted", "submissions", "submission", "autograded", "release", "source", "feedback",
@@ -82,7 +82,7 @@ class Submission:
     student: str | None = None
     assignment: str | None = None
     problem: str | None = None     # why it cannot be graded, when it cannot (English, for the instructor)
-    said: dict[str, str] | None = None  # the same for the student, {"zh", "en"} (autograder.messages)
+    said: dict[str, str] | None = None  # the same for the student, {"zh", "en"} (autograder.core.messages)
     evidence: dict[str, Any] = field(default_factory=dict)
     #: When it came and by whose word (autograder.grading.deadlines.submitted_json); None: not looked for.
     submitted: dict[str, Any] | None = None
@@ -118,7 +118,7 @@ class Discovery:
 
 
 def safe_name(text: str) -> str:
-    """A file-name-safe form of a student's name (see :func:`autograder.text.file_stem`); distinct names
+    """A file-name-safe form of a student's name (see :func:`autograder.core.text.file_stem`); distinct names
     stay distinct, and ``<name>__<assignment>.json`` stays within a file name's 255 bytes."""
     return file_stem(text, max_bytes=100)
 

@@ -16,7 +16,7 @@ Every byte read here may be hostile or malformed, so nothing here raises on bad 
 that names the file (and field); the time is then unknown, never guessed. Files are opened without
 following a final symbolic link where the student could have placed them, must be regular files, and
 are read only up to a small bound. Every piece of file content quoted in a problem passes through
-:func:`autograder.text.line` (no control characters, bounded length).
+:func:`autograder.core.text.line` (no control characters, bounded length).
 """
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from autograder import clock
-from autograder.errors import ConfigError
-from autograder.text import line, path_text
+from autograder.course import clock
+from autograder.core.errors import ConfigError
+from autograder.core.text import line, path_text
 
 __all__ = [
     "CANVAS_LATE",
@@ -157,7 +157,7 @@ def _read_bounded(path: Path, limit: int, *, follow_links: bool) -> tuple[bytes 
 
 
 def _parse_time(text: str) -> tuple[datetime | None, str | None]:
-    """``text`` as :func:`autograder.clock.read_time` reads it (ISO 8601; an offset, ``Z``, UTC or GMT, or no
+    """``text`` as :func:`autograder.course.clock.read_time` reads it (ISO 8601; an offset, ``Z``, UTC or GMT, or no
     zone at all), an aware time normalized to UTC: ``(value, None)``, or ``(None, reason)`` quoting the text."""
     try:
         value = clock.read_time(text)
@@ -437,7 +437,7 @@ def load_times_csv(path: Path, *, default_tz: str | None = None) -> dict[tuple[s
     An empty time cell (a student who did not submit) gives ``when=None``.
 
     The instructor supplies this file, so its problems are raised, not reported, each as a
-    :class:`~autograder.errors.ConfigError` of one line naming the file: a missing file, one over
+    :class:`~autograder.core.errors.ConfigError` of one line naming the file: a missing file, one over
     :data:`CSV_MAX_BYTES`, not UTF-8, without the required columns; a bad row (naming its data row, its
     line, and the field); a key given twice (naming both rows).
     """

@@ -9,7 +9,7 @@ from __future__ import annotations
 PROFILE_SECTIONS = {
     "read": "read and parse the notebook, cells to plain Python",
     "fork": "fork a worker from the warm template (its cage excluded)",
-    "cage": "the worker's cage: namespaces, tmpfs root, uid, seccomp, Landlock (see autograder.sandbox.cage)",
+    "cage": "the worker's cage: namespaces, tmpfs root, uid, seccomp, Landlock (see autograder.inside.cage)",
     "cells": "run the notebook's code cells in the worker",
     "scan": "the trusted side's static scan of the code, made while the worker runs the cells",
     "inputs": "generate seeded inputs (ctx.randn, randint)",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autograder.lazy import lazy_exports
+from autograder.core.lazy import lazy_exports
 
 if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
-    # module on first use (autograder.lazy)
+    # module on first use (autograder.core.lazy)
     from autograder.reports.files import (GRADED as GRADED, RESULT_SCHEMA as RESULT_SCHEMA,
                                           atomic_write_bytes as atomic_write_bytes,
                                           atomic_write_text as atomic_write_text, dump_result as dump_result,

@@ -8,21 +8,21 @@ import statistics
 from collections import Counter
 from typing import Any
 
-from autograder.clock import readable
-from autograder.config import Course
-from autograder.points import fmt
+from autograder.course.clock import readable
+from autograder.course.config import Course
+from autograder.core.points import fmt
 from autograder.reports import charts
 from autograder.reports.feedback import (esc, exercise_title, fmt_points, html_page, message_text, notes,
                                          status_text)
 from autograder.reports.files import GRADED
-from autograder.text import line
-from autograder.written import maximum_of
+from autograder.core.text import line
+from autograder.course.written import maximum_of
 
 # -- the class report ------------------------------------------------------------------------
 def class_stats(results: list[dict[str, Any]], course: Course) -> dict[str, Any]:
     """Numbers behind the report and the terminal summary."""
     graded = [r for r in results if r.get("status", "").startswith(GRADED)]
-    # Out of the assignment's maximum (autograder.written.maximum: its written answers', graded or not).
+    # Out of the assignment's maximum (autograder.course.written.maximum: its written answers', graded or not).
     maxima = [(r, maximum_of(course, r).points) for r in graded]
     fractions = [float(r.get("points") or 0.0) / most for r, most in maxima if most]
     per_exercise: dict[str, dict[str, Any]] = {}
@@ -95,7 +95,7 @@ def cjk_font() -> str | None:
 
 def assignment_due(course: Course, assignment: str, stored: Any = None) -> str:
     """The assignment's own due date (course.yml's, not a student's extension) as people read it, in the course's
-    zone (:func:`autograder.clock.readable`); for an assignment course.yml no longer has, ``stored`` (a result's
+    zone (:func:`autograder.course.clock.readable`); for an assignment course.yml no longer has, ``stored`` (a result's
     ISO text), shown the same way."""
     due = None
     if any(a.id == assignment for a in course.assignments):

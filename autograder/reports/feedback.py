@@ -10,12 +10,12 @@ import html
 from collections.abc import Iterable
 from typing import Any
 
-from autograder.config import Course
-from autograder.messages import is_said, say, status_word, text
-from autograder.points import fmt as points_fmt
+from autograder.course.config import Course
+from autograder.core.messages import is_said, say, status_word, text
+from autograder.core.points import fmt as points_fmt
 from autograder.reports.files import GRADED
-from autograder.text import csv_rows
-from autograder.written import maximum_of
+from autograder.core.text import csv_rows
+from autograder.course.written import maximum_of
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def notes(result: dict[str, Any], language: str) -> list[str]:
 
 
 def total_text(result: dict[str, Any], course: Course, language: str) -> str:
-    """``10 / 12``: the score out of the assignment's maximum (:func:`autograder.written.maximum`), with what
+    """``10 / 12``: the score out of the assignment's maximum (:func:`autograder.course.written.maximum`), with what
     still waits for a person beside it."""
     return maximum_of(course, result).fraction(float(result.get("points") or 0.0), language)
 
@@ -331,7 +331,7 @@ def grades_csv(results: list[dict[str, Any]], course: Course) -> str:
 
     columns = exercise_columns(course, results)
     # The written answers: a column each (the points a person gave; empty while it waits) and "waiting", the
-    # points no one graded yet (in max, not in total: max is the assignment's, autograder.written.maximum).
+    # points no one graded yet (in max, not in total: max is the assignment's, autograder.course.written.maximum).
     present = {r.get("assignment") for r in results}
     questions = [q.id for a in course.assignments if a.id in present for q in a.questions]
     # Lateness columns only for a course with due dates: total is the final score, raw what the notebook scored.

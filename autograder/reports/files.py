@@ -10,14 +10,14 @@ from typing import Any
 from pydantic import ValidationError
 
 # the reports' writers, offered here
-from autograder.atomic import atomic_write_bytes as atomic_write_bytes, atomic_write_text as atomic_write_text
+from autograder.core.atomic import atomic_write_bytes as atomic_write_bytes, atomic_write_text as atomic_write_text
 from autograder.reports.model import RESULT_SCHEMA as RESULT_SCHEMA, checked  # the result format's version, one place
 
 
 GRADED = "graded"
 
 
-# -- atomic files (autograder.atomic) ------------------------------------------------------
+# -- atomic files (autograder.core.atomic) ------------------------------------------------------
 def write_if_changed(path: Path, text: str, encoding: str = "utf-8") -> bool:
     """Atomic write, skipped when the file already holds exactly this text (keeps mtimes honest)."""
     data = text.encode(encoding)

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autograder.atomic import atomic_write_text
-from autograder.config import Course
-from autograder.points import total as points_total
+from autograder.core.atomic import atomic_write_text
+from autograder.course.config import Course
+from autograder.core.points import total as points_total
 from autograder.reports.results import is_graded, newest_results
-from autograder.text import csv_rows
+from autograder.core.text import csv_rows
 
 #: The modules that declare an LMS format, in the order the files are written.
 FORMAT_MODULES = ("autograder.reports.lms_canvas", "autograder.reports.lms_moodle")
@@ -109,7 +109,7 @@ class LmsTable:
     #: (student, assignment, status, source): rows left blank, and graded rows an LMS the course uses cannot
     #: match (no id of it).
     skipped: list[tuple[str, str, str, str]] = field(default_factory=list)
-    roster: Any = None                                   # course.yml's roster (autograder.roster.Roster), or None
+    roster: Any = None                                   # course.yml's roster (course.roster.Roster), or None
     lms: tuple[str, ...] | None = None                   # course.yml's lms: the LMSs the grades go to (None: unsaid)
 
     def member(self, student: str) -> Any:

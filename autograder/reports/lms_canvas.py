@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from autograder.points import fmt as fmt_points
-from autograder.points import total as points_total
+from autograder.core.points import fmt as fmt_points
+from autograder.core.points import total as points_total
 from autograder.reports.lms import LmsFormat
-from autograder.text import csv_rows
-from autograder.written import maximum
+from autograder.core.text import csv_rows
+from autograder.course.written import maximum
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: Canvas' "Download Submissions" file: ``<lastfirst>[_late]_<user id>_<attachment id>[_<original name>]``.
 #: Matched whatever follows the two numbers (a renamed file keeps Canvas' prefix, and so its user id).
@@ -42,7 +42,7 @@ def canvas_csv(table: Any, course: Course | None = None) -> str:
     the roster's (its ``canvas_id``, or Canvas' own export's ``ID``); without one, the student goes to
     ``SIS Login ID``. ``Student`` and ``Section`` are the roster's name and section where it has them.
     A blank cell (no graded notebook) leaves Canvas' grade as it is. The "Points Possible" row sets the points of
-    assignments the import creates: each assignment's maximum (:func:`autograder.written.maximum`, its written
+    assignments the import creates: each assignment's maximum (:func:`autograder.course.written.maximum`, its written
     answers' points included); Canvas ignores "Final Points" (read-only, it computes its own).
     Each assignment's column is its name in the gradebook (course.yml ``lms_title``, else its title).
     """

@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from autograder.points import fmt as fmt_points
+from autograder.core.points import fmt as fmt_points
 from autograder.reports.lms import LmsFormat
-from autograder.text import csv_rows
-from autograder.written import maximum
+from autograder.core.text import csv_rows
+from autograder.course.written import maximum
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: Moodle's "Download all submissions" folder: ``<full name>_<participant id>_assignsubmission_file_``.
 _FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:ment)?submission_(?:file|onlinetext)_?$", re.I)
@@ -48,7 +48,7 @@ def moodle_csv(table: Any, course: Course | None = None) -> str:
     uploaded to an assignment, the rows of other assignments match nobody and are skipped. A row
     without an id (not from a Moodle download) or without a grade (a blank cell) is skipped too.
     ``Last modified (grade)`` is when the kit graded: Moodle keeps a grade changed after it. ``Maximum Grade`` is
-    the assignment's maximum (:func:`autograder.written.maximum`: its written answers' points included).
+    the assignment's maximum (:func:`autograder.course.written.maximum`: its written answers' points included).
     """
     maxima = {a.id: maximum(a).points for a in (course.assignments if course is not None else table.assignments)}
     rows = [[MOODLE_PARTICIPANT + e.ids["moodle"] if e.ids.get("moodle") else "", e.student, e.assignment,

@@ -78,7 +78,7 @@ class PastedRecord(_Open):
 
 
 class QuestionRecord(_Open):
-    """A written answer (autograder.written): graded by a person, never by the checks. ``points`` is null until
+    """A written answer (autograder.course.written): graded by a person, never by the checks. ``points`` is null until
     someone grades it (the score then leaves it out, the maximum keeps its points, and both say it waits)."""
 
     question: str
@@ -150,7 +150,7 @@ class Result(_Open):
     points: float = Field(0.0, description="the final score (after a late penalty)")
     raw_points: float | None = Field(None, description="what the notebook scored, before a late penalty")
     max_points: float = Field(0.0, description=(
-        "the assignment's maximum (autograder.written.maximum): its exercises' points and its written answers', "
+        "the assignment's maximum (autograder.course.written.maximum): its exercises' points and its written answers', "
         "graded or not"))
     submitted: Submitted | None = None
     late: Late | None = None

@@ -10,7 +10,7 @@ Two ways out, by how many CPUs the lanes leave:
 * where every lane can have *two* CPUs (``2 * jobs`` at most the CPUs this process may use), the grader
   thread takes one and its workers the other, and each side keeps reading its channel for
   :data:`SPIN_SECONDS` before it sleeps on it (:func:`spin_seconds`, see
-  :func:`autograder.sandbox.protocol.recv_frame`): an answer that comes within that time is read in
+  :func:`autograder.inside.protocol.recv_frame`): an answer that comes within that time is read in
   microseconds by a CPU that never went idle, and both sides' work runs at once on two CPUs;
 * else, where every lane gets one CPU (``jobs`` at most the CPUs), the grader thread and its workers share
   it and sleep: one CPU's wake-up is the cheap one, and the lanes stop taking each other's CPU.

@@ -20,12 +20,12 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from autograder import plain
-from autograder.config import Limits
-from autograder.messages import Msg, say
-from autograder.probes import Reply, Request
+from autograder.inside import plain
+from autograder.course.config import Limits
+from autograder.core.messages import Msg, say
+from autograder.inside.probes import Reply, Request
 from autograder.sandbox.processes import WorkerProcess
-from autograder.sandbox.protocol import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
+from autograder.inside.protocol import FrameError, FrameTooLarge, MiB, recv_frame, send_frame
 from autograder.sandbox.replies import (
     SMALL_HEADER,
     Failed,

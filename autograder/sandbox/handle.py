@@ -9,15 +9,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from autograder.config import Limits
-from autograder.messages import Msg, say
-from autograder.notebook import Cell
-from autograder.probes import Reply, Request
+from autograder.course.config import Limits
+from autograder.core.messages import Msg, say
+from autograder.course.notebook import Cell
+from autograder.inside.probes import Reply, Request
 from autograder.sandbox.affinity import follow, release, spin_seconds
 
 from autograder.sandbox.calls import Calls
 from autograder.sandbox.processes import SETUP_SECONDS, SpawnFailed, WorkerProcess
-from autograder.sandbox.protocol import FrameError, recv_frame, send_frame
+from autograder.inside.protocol import FrameError, recv_frame, send_frame
 from autograder.sandbox.replies import (
     SMALL_HEADER,
     CellOutcome,
@@ -28,7 +28,7 @@ from autograder.sandbox.replies import (
     header_text,
     said_reply,
 )
-from autograder.stopwatch import Stopwatch
+from autograder.core.stopwatch import Stopwatch
 
 if TYPE_CHECKING:   # the Sandbox makes its handles
     from autograder.sandbox.host import Sandbox

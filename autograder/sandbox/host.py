@@ -1,16 +1,16 @@
 """The sandbox: student code runs only in caged worker processes; only plain data comes back.
 
 One :class:`Sandbox` per batch starts a warm *template* process (see
-:mod:`autograder.sandbox.template`) that has imported torch and friends but computed
+:mod:`autograder.inside.template`) that has imported torch and friends but computed
 nothing. :meth:`Sandbox.open` asks it to fork a fresh worker for one submission,
 hands the worker the notebook's cells and returns a :class:`WorkerHandle`: the
 :class:`~autograder.catalog.Runner` the checks call. Each call is a plain-data
 request over a socket pair; the reply is validated here (frame, header, blob
-through :func:`autograder.plain.decode`) and anything else — garbage, a
+through :func:`autograder.inside.plain.decode`) and anything else — garbage, a
 truncated frame, a dead or silent worker — becomes a ``Reply`` with status
 ``crashed``, ``timeout`` or ``too_large``, never an exception of the grader.
 
-The cage (:mod:`autograder.sandbox.cage`): the first probe worker of a batch finds the best mode
+The cage (:mod:`autograder.inside.cage`): the first probe worker of a batch finds the best mode
 this machine offers (namespaces and an empty tmpfs root as root or in a user namespace of
 its own, else Landlock), every worker enters it right after its fork, and
 :attr:`Sandbox.isolation` says which, for every result. Where no mode can be set up the
@@ -28,7 +28,7 @@ allocate on top of the warm template (RLIMIT_DATA); ``file_mb``
 ``device``: ``"cpu"`` or ``"cuda"``. The caller resolves ``"auto"`` (for example
 ``"cuda" if torch.cuda.is_available() else "cpu"``) before starting a sandbox.
 With ``"cuda"`` each worker initializes CUDA after its fork, with TF32 off; the
-request's tensors are moved to ``request.device`` by :func:`autograder.probes.execute`.
+request's tensors are moved to ``request.device`` by :func:`autograder.inside.probes.execute`.
 """
 from __future__ import annotations
 
@@ -47,10 +47,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from autograder.config import Limits
-from autograder.errors import AutograderError
-from autograder.notebook import Cell
-from autograder.sandbox.cage import Isolation
+from autograder.course.config import Limits
+from autograder.core.errors import AutograderError
+from autograder.course.notebook import Cell
+from autograder.inside.cage import Isolation
 from autograder.sandbox.calls import CHANNEL_SEND_BUFFER
 from autograder.sandbox.handle import WorkerHandle
 from autograder.sandbox.launch import FOLDER_PREFIX, ClonedTemplate, TemplateLaunch, launch_template, write_owner
@@ -62,7 +62,7 @@ from autograder.sandbox.processes import (
     cage_modes,
     remove_stale_folders,
 )
-from autograder.sandbox.protocol import MiB, WorkerConfig
+from autograder.inside.protocol import MiB, WorkerConfig
 
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class Sandbox:
         self.device = device
         self.max_restarts = max_restarts
         self.start_timeout = start_timeout
-        # The cages to try, best first (see autograder.sandbox.cage); the first probe worker that sets one up wins.
+        # The cages to try, best first (see autograder.inside.cage); the first probe worker that sets one up wins.
         self._modes = ("none",) if not isolation else modes or cage_modes()
         if not self._modes:
             raise SandboxError(f"AUTOGRADER_CAGE={os.environ.get('AUTOGRADER_CAGE')!r} names no cage",

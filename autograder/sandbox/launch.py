@@ -1,7 +1,7 @@
 """The grader's side of starting a sandbox template: the process, its folder (named for its owner), its
 environment (scrubbed), an early start before the command's own imports, and killing what it started.
 
-:mod:`autograder.sandbox.template` is what runs in the template (and :mod:`autograder.sandbox.worker` in its
+:mod:`autograder.inside.template` is what runs in the template (and :mod:`autograder.inside.worker` in its
 forks); this module never does.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.atomic import atomic_write_text
-from autograder.sandbox.protocol import TEMPLATE_ENV
+from autograder.core.atomic import atomic_write_text
+from autograder.inside.protocol import TEMPLATE_ENV
 
 #: What the template inherits from the grader's environment (a worker's memory still holds the
 #: environment its process started with, whatever it clears): what Python, torch, CUDA and
@@ -113,7 +113,7 @@ def launch_template(folder: str | None = None) -> TemplateLaunch:
         with open(log_path, "wb") as log_file:
             proc = subprocess.Popen(
                 [sys.executable, "-c",
-                 f"from autograder.sandbox.template import template_main; template_main({theirs.fileno()})"],
+                 f"from autograder.inside.template import template_main; template_main({theirs.fileno()})"],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=log_file, cwd=folder, env=template_environment(os.environ), start_new_session=True)
     except BaseException:

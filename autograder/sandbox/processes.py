@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.errors import AutograderError
+from autograder.core.errors import AutograderError
 from autograder.sandbox.launch import FOLDER_PREFIX, process_identity, kill_process
 
 

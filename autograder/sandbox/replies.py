@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from autograder import plain
-from autograder.forbidden import GUARD_OFF
-from autograder.messages import Msg, as_dict, say
-from autograder.probes import Reply, Request
+from autograder.inside import plain
+from autograder.inside.forbidden import GUARD_OFF
+from autograder.core.messages import Msg, as_dict, say
+from autograder.inside.probes import Reply, Request
 
 
 #: Statuses a worker may report for a call; the sandbox adds timeout and crashed itself.

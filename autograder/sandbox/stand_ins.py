@@ -1,7 +1,7 @@
 """The grader's side of a stand-in call: an earlier exercise's reference answers a worker's call.
 
 When an exercise builds on an earlier one whose function lost points (2.4 calls the student's 2.3),
-the worker calls a proxy in that function's place (:func:`autograder.proxies.stand_in`), which sends its
+the worker calls a proxy in that function's place (:func:`autograder.inside.proxies.stand_in`), which sends its
 arguments here; the reference runs here, on the trusted side (its code never enters the worker), in
 float64 on copies of the arguments, and its value (cast back to the arguments' dtype) or, for the
 backward pass, the gradients of the tensor arguments go back. The arguments are the worker's bytes:
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from autograder.proxies import fill_leaves, split_leaves
+from autograder.inside.proxies import fill_leaves, split_leaves
 
 #: The most tensor elements one stand-in call may send (the arguments of a course's exercises are small).
 MAX_ELEMENTS = 1 << 24
@@ -106,7 +106,7 @@ def _backward(reference: Callable[..., Any], args: Any, kwargs: Any, grads: list
     return out_grads
 
 
-# -- a module class (4.4's MultiHeadAttention in 5.4): see autograder.proxies.stand_in_module ---------------
+# -- a module class (4.4's MultiHeadAttention in 5.4): see autograder.inside.proxies.stand_in_module ---------------
 #: Constructor arguments are a few small plain values (sizes, flags): nothing else is passed to a reference.
 _PLAIN_ARGUMENT = (int, float, bool, str, type(None))
 MAX_ARGUMENTS = 16

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autograder.lazy import lazy_exports
+from autograder.core.lazy import lazy_exports
 
 if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
-    # module on first use (autograder.lazy)
+    # module on first use (autograder.core.lazy)
     from autograder.selfcheck.kernel import (LANGUAGES as LANGUAGES, Note as Note, PublicScore as PublicScore,
                                              SelfCheckResult as SelfCheckResult, Text as Text, check as check,
                                              guess_assignment as guess_assignment, resolve as resolve,

@@ -23,9 +23,10 @@ from typing import Any
 
 from autograder import __version__
 from autograder import catalog as C
-from autograder.errors import AutograderError, UnknownExercise, run_command, use_course
-from autograder.messages import Msg, say, text
-from autograder.notebook import code_cells, fresh_namespace, read_notebook, skip_unused_schema_formats
+from autograder.core.errors import AutograderError, UnknownExercise, run_command, use_course
+from autograder.core.messages import Msg, say, text
+from autograder.course.notebook import code_cells, read_notebook, skip_unused_schema_formats
+from autograder.inside.namespace import fresh_namespace
 from autograder.selfcheck import submit as submitting
 from autograder.selfcheck.kernel import (
     LANGUAGES,
@@ -66,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     skip_unused_schema_formats()
     read_notebook(args.notebook)             # NotebookError: the CLI prints it and exits 2
@@ -328,7 +329,7 @@ def _check_notebook(notebook: str, exercise_ids: list[str], lang: str, tty: bool
     own time (:func:`checks_seconds`) leaves, and the checks get the rest; ``stream`` tells the parent each
     step, the exercises to check, each note and each exercise's result as it comes.
     """
-    from autograder.config import grade_id, load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.course.config import grade_id, load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     import torch  # noqa: F401 - imported before the clocks start: a slow first import is no endless loop
 

@@ -23,21 +23,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autograder import catalog as C
-from autograder.errors import ConfigError
-from autograder.messages import Msg, say
-from autograder.notebook import Bounds, assignments_of_cells, notebook_claims, said_in, scan_notebook
-from autograder.points import fraction, total
+from autograder.core.errors import ConfigError
+from autograder.core.messages import Msg, say
+from autograder.course.notebook import Bounds, assignments_of_cells, notebook_claims, said_in, scan_notebook
+from autograder.core.points import fraction, total
 from autograder.selfcheck.render import render_html, render_text
 from autograder.selfcheck.timelimit import TimeLimitExceeded, stopped_in, time_limit
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 
 LANGUAGES = ("zh", "en")
 
 
-#: A message in both languages: the catalogue's (autograder.messages), one type for the whole kit.
+#: A message in both languages: the catalogue's (autograder.core.messages), one type for the whole kit.
 Text = Msg
 
 
@@ -216,7 +216,7 @@ def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any
 
     Never raises and never writes to stderr (nbgrader would score the cell 0).
     """
-    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     namespace = caller_namespace(_depth + 1)
     if os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("AUTOGRADER_COURSE") \
@@ -248,7 +248,7 @@ def self_check(namespace: dict[str, Any], exercise: Any = None, *, language: str
                notebook: str | None = None, course: Course | None = None,
                fingerprints: dict[str, Any] | None = None, progress: Progress | None = None) -> SelfCheckResult:
     """The work of :func:`check` without the display: resolve, run, collect (into ``progress`` as it goes)."""
-    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     course = course or load_course()
     lang = language_of(language, course)
@@ -365,7 +365,7 @@ def time_limited(runner: Any, seconds: float, namespace: dict[str, Any] | None =
     a timeout reply naming the function (and the student's function among ``functions`` it was stopped in,
     2.3's inside 2.4's), and every later call of it answered without running it. A call that ``deadline``
     (time.monotonic()) stops, or one made after it, raises :class:`ChecksOutOfTime` instead."""
-    from autograder.probes import Reply  # noqa: PLC0415 - loads torch
+    from autograder.inside.probes import Reply  # noqa: PLC0415 - loads torch
 
     slow: dict[str, Any] = {}
     limit = f"{seconds:g}"
@@ -462,7 +462,7 @@ def guess_assignment(course: Course, namespace: dict[str, Any], notebook: str | 
 
 
 def claimed_assignment(course: Course, notebook: str | None, nb: Any) -> Any:
-    """The assignment a notebook says it is (autograder.notebook.notebook_claims), or None: from the parsed
+    """The assignment a notebook says it is (autograder.course.notebook.notebook_claims), or None: from the parsed
     ``nb``, else from the file at ``notebook`` (a bounded look at it, never a parse)."""
     declared: str | None = None
     grade_ids: set[str] = set()

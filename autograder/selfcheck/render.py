@@ -6,7 +6,7 @@ import html
 import sys
 from typing import TYPE_CHECKING, Any
 
-from autograder.messages import CATALOGUE, Msg, say, status_word, text
+from autograder.core.messages import CATALOGUE, Msg, say, status_word, text
 
 if TYPE_CHECKING:   # kernel.py shows what this renders
     from autograder.selfcheck.kernel import SelfCheckResult

@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autograder.errors import ConfigError
-from autograder.messages import say, text
-from autograder.points import fmt, total
+from autograder.core.errors import ConfigError
+from autograder.core.messages import say, text
+from autograder.core.points import fmt, total
 from autograder.selfcheck import kernel
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 ENV_SERVER, ENV_TOKEN = "AUTOGRADER_SERVER", "AUTOGRADER_TOKEN"
 #: A JupyterHub single-user server's own token (the Hub sets it): the student's token when the service is
@@ -215,7 +215,7 @@ def _waiting(result: dict[str, Any], score: dict[str, Any]) -> tuple[float, list
 
 def submit(assignment: str | None = None, *, language: str | None = None, wait: bool = True) -> dict[str, Any] | None:
     """In a notebook: send the saved notebook to the grading service and show its verdict."""
-    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     try:
         course = load_course()
@@ -255,7 +255,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     course = load_course()
     lang = args.language or str(getattr(course.language, "value", course.language))

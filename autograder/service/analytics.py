@@ -27,17 +27,17 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from autograder.points import fmt
+from autograder.core.points import fmt
 from autograder.reports import charts
 from autograder.service import people
 from autograder.service.db import Result, Submission
 from autograder.service.export import counted
 from autograder.service.standing import Standing
-from autograder.text import csv_rows
-from autograder.written import maximum
+from autograder.core.text import csv_rows
+from autograder.course.written import maximum
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: Points within this of the maximum are full marks (the class report's rule).
 EPSILON = 1e-9
@@ -274,7 +274,7 @@ def analyse(assignment: str, max_points: float, exercises: Sequence[tuple[str, f
     for r in mine:
         student = str(r.get("student") or "")
         name, section = roster.get(student, ("", ""))
-        # (out of the result's maximum: the assignment's, autograder.written.maximum, which the late policy's
+        # (out of the result's maximum: the assignment's, autograder.course.written.maximum, which the late policy's
         # settling writes into every result the service shows)
         totals.append(Total(student, name, section, float(r.get("points") or 0.0),
                             float(r.get("max_points") or max_points)))

@@ -34,7 +34,7 @@ from autograder.service.routes import (analytics, dashboard, downloads, grading,
                                        submissions)
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: Requests one token may make in a minute (reads), and uploads among them; past either, 429.
 REQUESTS_PER_MINUTE = 240

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograder.points import fmt
-from autograder.text import csv_rows
+from autograder.core.points import fmt
+from autograder.core.text import csv_rows
 from autograder.service import people, repository
 from autograder.service.context import Service
 from autograder.service.standing import Standing
-from autograder.written import Maximum, maximum_of
+from autograder.course.written import Maximum, maximum_of
 
 #: A student's state on one assignment: no submission; submitted, no grade yet; graded; graded and late.
 STATES = ("missing", "waiting", "graded", "late")

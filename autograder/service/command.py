@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +114,7 @@ def _new_tokens_file(course: Course) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograder.config import load_course
+    from autograder.course.config import load_course
     from autograder.service.db import engine_for, upgrade
 
     course = load_course()
@@ -164,14 +164,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _roster(args: argparse.Namespace, engine: Any, course: Course) -> int:
-    from autograder.errors import AutograderError
+    from autograder.core.errors import AutograderError
     from autograder.service import people, tokens
 
     chosen = [bool(args.roster), args.list, bool(args.remove)]
     if sum(chosen) != 1:
         raise AutograderError("serve roster: give ROSTER.csv to import, or --list, or --remove ID")
     if args.list:
-        from autograder.text import csv_rows
+        from autograder.core.text import csv_rows
 
         held: dict[str, list[str]] = {}
         for t in tokens.listing(engine):
@@ -186,7 +186,7 @@ def _roster(args: argparse.Namespace, engine: Any, course: Course) -> int:
                                   hint="autograder serve roster --list shows who is")
         print(f"removed {args.remove} from the roster; {revoked} token(s) revoked; their submissions stay")
         return 0
-    from autograder.roster import read_roster
+    from autograder.course.roster import read_roster
 
     members = read_roster(args.roster).members          # read whole first: a bad row changes nothing
     held_now = tokens.holders(engine)
@@ -201,7 +201,7 @@ def _roster(args: argparse.Namespace, engine: Any, course: Course) -> int:
             out.unlink(missing_ok=True)
         raise
     if out is not None:
-        from autograder.atomic import atomic_write_bytes
+        from autograder.core.atomic import atomic_write_bytes
 
         atomic_write_bytes(out, tokens.tokens_csv(rows).encode("utf-8"), mode=0o600)    # 0600 from the start
     print(f"roster: {len(members)} students read; issued {len(rows)} tokens"
@@ -211,7 +211,7 @@ def _roster(args: argparse.Namespace, engine: Any, course: Course) -> int:
 
 
 def _mail(engine: Any, course: Course) -> int:
-    from autograder.errors import AutograderError
+    from autograder.core.errors import AutograderError
     from autograder.service import mail
 
     if mail.settings_of(course) is None:
@@ -225,8 +225,8 @@ def _mail(engine: Any, course: Course) -> int:
 
 
 def _token(args: argparse.Namespace, engine: Any, course: Course) -> int:
-    from autograder.clock import time_or_after
-    from autograder.errors import AutograderError
+    from autograder.course.clock import time_or_after
+    from autograder.core.errors import AutograderError
     from autograder.service import tokens
     from autograder.service.db import utcnow
 
@@ -284,7 +284,7 @@ def _serve(args: argparse.Namespace, course: Course, url: str, engine: Any) -> i
     # process there, and SIGINT print a traceback).
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGINT, _exit_on_signal)
-    from autograder.config import course_file
+    from autograder.course.config import course_file
     from autograder.service.live import CourseWatch, LiveCourse
 
     from autograder.service import history

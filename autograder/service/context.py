@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from autograder.service.live import Assignments
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: How often the one query that serves every waiting read (``?wait=``) looks at the jobs.
 LONG_POLL_EVERY = 0.05

@@ -36,8 +36,8 @@ from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from autograder.clock import as_utc
-from autograder.errors import AutograderError
+from autograder.course.clock import as_utc
+from autograder.core.errors import AutograderError
 
 #: How long a writer waits for SQLite's lock before it reports the database busy, in ms.
 SQLITE_BUSY_MS = 30_000
@@ -186,7 +186,7 @@ class ScoreChange(Base):
     assignment: Mapped[str] = mapped_column(String(100))
     old_points: Mapped[float | None] = mapped_column(Float, nullable=True)
     new_points: Mapped[float | None] = mapped_column(Float, nullable=True)
-    #: The maximum the new score was out of: the assignment's (autograder.written.maximum), its written answers'
+    #: The maximum the new score was out of: the assignment's (autograder.course.written.maximum), its written answers'
     #: points included, graded or not (a row from before revision 0010: the graded part's).
     max_points: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: Of that maximum, the written answers' points no person had graded yet (None: a row from before 0010).
@@ -398,8 +398,8 @@ class ExtensionGrant(Base):
 
 def granted_extensions(engine: Engine) -> list[Any]:
     """The extensions granted from the dashboard, the latest per student and assignment, as the late policy
-    takes them (autograder.late_policy.Extension)."""
-    from autograder.late_policy import Extension  # noqa: PLC0415 - loads pydantic
+    takes them (autograder.course.late_policy.Extension)."""
+    from autograder.course.late_policy import Extension  # noqa: PLC0415 - loads pydantic
 
     with engine.connect() as conn:
         rows = conn.execute(select(ExtensionGrant).order_by(ExtensionGrant.id)).all()

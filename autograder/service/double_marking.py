@@ -26,12 +26,12 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from autograder.points import fmt
+from autograder.core.points import fmt
 from autograder.service import audit, history, marks
 from autograder.service.db import DoubleMark, Mark, utcnow, writing
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: Two totals this close are the same (the rubric's points are halves and quarters, summed as floats).
 _EPSILON = 1e-9

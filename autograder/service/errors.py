@@ -1,7 +1,7 @@
 """The service's refusals, in one place: what a route raises and how each becomes a response.
 
 A route never builds an error response itself. It raises :class:`ApiError` (a status and a message key,
-worded in both languages by :mod:`autograder.messages`) or, on a page whose caller has not signed in,
+worded in both languages by :mod:`autograder.core.messages`) or, on a page whose caller has not signed in,
 :class:`SignInRequired`; the handlers installed here turn them into the API's JSON error or a small page
 (:func:`autograder.service.guard.refusal_body`, the one renderer, which the guard and the Hub's sign-in use
 too), and a signed-out page visit into a redirect to the sign-in page that comes back to it.
@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from pydantic import BeforeValidator
 
-from autograder.messages import Msg, say
+from autograder.core.messages import Msg, say
 from autograder.service.guard import refusal_body
 
 

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from autograder.errors import AutograderError
+from autograder.core.errors import AutograderError
 from autograder.grading.process import prepare_grader_process
 
 #: The files of the folder the web process fills.
@@ -22,7 +22,7 @@ NOTEBOOK = "graded.ipynb"
 
 def main(argv: list[str] | None = None) -> int:
     prepare_grader_process()            # before numpy and torch load, as a worker does
-    from autograder.config import load_course  # noqa: PLC0415 - after prepare_grader_process, as a worker
+    from autograder.course.config import load_course  # noqa: PLC0415 - after prepare_grader_process, as a worker
     from autograder.grading.explain import explanation  # noqa: PLC0415 - after prepare_grader_process, as a worker
 
     folder = Path((argv if argv is not None else sys.argv[1:])[0])

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from autograder.errors import AutograderError
+from autograder.core.errors import AutograderError
 from autograder.service import people
 from autograder.service.db import Result, Submission
 from autograder.service.history import changes, history_csv, pick_counted
 from autograder.service.standing import Standing
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 
 @dataclass

@@ -30,7 +30,7 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
-from autograder.messages import Msg, say
+from autograder.core.messages import Msg, say
 from autograder.service.sessions import LANGUAGE_COOKIE
 
 log = logging.getLogger("autograder.service")

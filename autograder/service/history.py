@@ -17,15 +17,15 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from autograder.points import hundredths
+from autograder.core.points import hundredths
 from autograder.service import queue as Q
 from autograder.service.db import Result, ScoreChange, Submission, utcnow, writing
 from autograder.service.standing import Standing
-from autograder.text import csv_rows
-from autograder.written import Maximum, maximum_of
+from autograder.core.text import csv_rows
+from autograder.course.written import Maximum, maximum_of
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: Why a counted score changed. (``manual`` and ``review``: the hand-graded answers and regrade requests to come.)
 WHY = ("graded", "regrade", "extension", "late_policy", "manual", "review")
@@ -49,7 +49,7 @@ def pick_counted(rows: Iterable[tuple[int, str, str, float]], counts: str) -> di
 def counted_now(session: Session, standing: Standing, counts: str, student: str,
                 assignment: str) -> tuple[float | None, Maximum | None, int | None]:
     """(points, maximum, submission) of the result that counts now for ``student`` on ``assignment``, the late
-    policy as it is now: the maximum the points are out of, the assignment's (:func:`autograder.written.maximum`,
+    policy as it is now: the maximum the points are out of, the assignment's (:func:`autograder.course.written.maximum`,
     its written answers' points whether graded or not, with those still waiting); (None, None, None) before any
     result."""
     rows = session.execute(select(Submission.id, Result.result).join(Result, Result.submission_id == Submission.id)

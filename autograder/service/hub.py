@@ -37,13 +37,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from autograder.messages import say
+from autograder.core.messages import say
 from autograder.service.errors import ApiError
 from autograder.service.guard import refusal_body
 from autograder.service.tokens import Caller
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 log = logging.getLogger("autograder.service.hub")
 

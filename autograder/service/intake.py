@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from autograder.notebook import Bounds, assignments_of_cells, notebook_claims
+from autograder.course.notebook import Bounds, assignments_of_cells, notebook_claims
 from autograder.service import queue as Q
 from autograder.service.context import Service
 from autograder.service.errors import ApiError
@@ -23,7 +23,7 @@ from autograder.service.tokens import Caller
 from autograder.service.upload import FormRefused, read_upload
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 
 async def accept(request: Request, state: Service, who: Caller, csrf: str | None = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from autograder.points import fmt
+from autograder.core.points import fmt
 from autograder.service import history, people
 from autograder.service import queue as Q
 from autograder.service import repository
@@ -15,7 +15,7 @@ from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
 from autograder.service.ui import UI, local_text
 from autograder.service.views import policy_view
-from autograder.written import maximum_of
+from autograder.course.written import maximum_of
 
 
 def listing(state: Service, who: Caller, lang: str, *, student: str | None = None, assignment: str | None = None,

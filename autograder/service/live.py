@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autograder.errors import AutograderError
+from autograder.core.errors import AutograderError
 from autograder.service.loops import Rounds
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 
 class LiveCourse:
@@ -105,7 +105,7 @@ class CourseWatch:
 
     def reload(self) -> bool:
         """course.yml read and validated again; True when the new one is now in use."""
-        from autograder.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+        from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
         try:
             course = load_course(self.path)

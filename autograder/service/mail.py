@@ -1,6 +1,7 @@
 """E-mail to students: a verdict, a hand grade, a review answer told once each, never from a request's path.
 
-Off unless course.yml has ``service.email`` (:class:`autograder.config.MailSettings`, its ``events`` saying which).
+Off unless course.yml has ``service.email`` (:class:`autograder.course.config.MailSettings`, its ``events`` saying
+which).
 What happens (a worker records a submission's first result, a person saves a mark of a written answer, the staff
 answer a review request) adds a row to the outbox table ``mail_outbox`` in its own transaction (:func:`add`): no
 row without the event, no event without its row, and nothing is sent there. ``autograder serve`` runs
@@ -46,16 +47,16 @@ from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
-from autograder.clock import readable
-from autograder.messages import text
-from autograder.points import fmt
+from autograder.course.clock import readable
+from autograder.core.messages import text
+from autograder.core.points import fmt
 from autograder.service.db import Mark, MailOut, Person, Result, Review, Submission, utcnow, writing
 from autograder.service.loops import Rounds
 from autograder.service.standing import Standing
-from autograder.written import maximum_of
+from autograder.course.written import maximum_of
 
 if TYPE_CHECKING:
-    from autograder.config import Course, MailSettings
+    from autograder.course.config import Course, MailSettings
 
 LOG = logging.getLogger("autograder.service.mail")
 #: Seconds between two rounds of the service's mail loop.

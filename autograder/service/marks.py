@@ -20,11 +20,11 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from autograder.points import total as points_total
+from autograder.core.points import total as points_total
 from autograder.service.db import Adjustment, Mark, utcnow, writing
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: The longest comment, reason or review message kept (characters).
 TEXT_CHARS = 2000
@@ -66,7 +66,7 @@ def apply(result: dict[str, Any], book: Book) -> dict[str, Any]:
     """``result`` (a copy the caller owns) with its marks and adjustments: each written answer's points, rubric and
     comment; each adjusted exercise's points, with ``adjusted`` (the automatic points, the reason); ``raw_points``
     made again from the parts (a question no one graded yet adds nothing). The maximum is not this function's:
-    it is the assignment's, graded or not (:func:`autograder.written.maximum`, which the late policy's
+    it is the assignment's, graded or not (:func:`autograder.course.written.maximum`, which the late policy's
     :meth:`~autograder.grading.deadlines.Deadlines.settle` writes). A result with nothing to apply is returned
     unchanged."""
     if not str(result.get("status") or "").startswith("graded"):

@@ -1,7 +1,7 @@
 """The class list in the service's database: who may get a student token, and the names the staff see.
 
 ``autograder serve roster ROSTER.csv`` imports a CSV (the kit's columns, or Canvas' or Moodle's export as
-downloaded: :func:`autograder.roster.read_roster`): a student already there is updated (name, email, section,
+downloaded: :func:`autograder.course.roster.read_roster`): a student already there is updated (name, email, section,
 LMS ids), a new one added; nobody's token changes. Removing a student (``serve roster --remove ID``,
 :func:`autograder.service.tokens.remove_student`) revokes their tokens in the same transaction and keeps their
 submissions.
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine, Row
 
-from autograder.roster import Member, Roster
+from autograder.course.roster import Member, Roster
 from autograder.service import audit
 from autograder.service.db import Person, utcnow, writing
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: The columns a roster row shows, in order (the CSV download's too).
 COLUMNS = ("student", "name", "email", "section", "canvas_id", "moodle_id_number")

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Engine, Row
 
-from autograder.clock import readable
+from autograder.course.clock import readable
 from autograder.service import audit
 from autograder.service.db import ExtensionGrant, Job, Person, Result, Submission, Token, writing
 

@@ -24,17 +24,17 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from autograder.clock import readable
-from autograder.points import fmt
+from autograder.course.clock import readable
+from autograder.core.points import fmt
 from autograder.service import audit, history, mail, marks
 from autograder.service import queue as Q
 from autograder.service.db import Result, Review, utcnow, writing
 from autograder.service.errors import ApiError
 from autograder.service.standing import Standing
-from autograder.text import clean
+from autograder.core.text import clean
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: The longest message or answer kept (characters): the pages' maxlength, and more is refused, never cut.
 MESSAGE_CHARS = marks.TEXT_CHARS
@@ -86,7 +86,7 @@ def items(course: Course, assignment: str, lang: str = "en") -> list[Item]:
 
 
 def local(when: dt.datetime, course: Course) -> str:
-    """A time in the course's zone, as the pages write it (:func:`autograder.clock.readable`)."""
+    """A time in the course's zone, as the pages write it (:func:`autograder.course.clock.readable`)."""
     return readable(when, course.zone)
 
 

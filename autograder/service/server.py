@@ -23,7 +23,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: TID253 - this module is the server: it subclasses uvicorn
 
-from autograder.errors import AutograderError
+from autograder.core.errors import AutograderError
 
 #: A request's header must be complete this long after its connection opens (or after the previous
 #: response on a kept-alive connection, once its first byte came).

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Engine
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 
 class Standing:

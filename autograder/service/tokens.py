@@ -26,10 +26,10 @@ from typing import Any
 from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from autograder.clock import readable
-from autograder.errors import AutograderError
-from autograder.roster import Member, read_roster
-from autograder.text import csv_cell
+from autograder.course.clock import readable
+from autograder.core.errors import AutograderError
+from autograder.course.roster import Member, read_roster
+from autograder.core.text import csv_cell
 from autograder.service import audit, people
 from autograder.service.db import Person, Token, WebSession, utcnow, writing
 
@@ -206,7 +206,7 @@ def holders(engine: Engine) -> set[str]:
 
 
 def import_roster(engine: Engine, roster: Path, *, by: str = audit.COMMAND_LINE) -> list[tuple[str, str, str]]:
-    """Import a roster CSV (:func:`autograder.roster.read_roster`: the kit's columns, or Canvas' or Moodle's export
+    """Import a roster CSV (:func:`~autograder.course.roster.read_roster`: the kit's columns, or Canvas' or Moodle's
     as downloaded) and issue a token to each of its students who holds no live token yet: (student, name, token)
     rows, for the instructor to hand out. Errors name the file and row; nothing changes unless the whole file
     reads. A student already holding a token keeps it (``serve token --reissue`` gives a new one)."""

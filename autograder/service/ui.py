@@ -20,17 +20,17 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from autograder.clock import readable
-from autograder.messages import CATALOGUE
+from autograder.course.clock import readable
+from autograder.core.messages import CATALOGUE
 from autograder.service import sessions
 from autograder.service.context import Service
 from autograder.service.errors import base_path
 from autograder.service.hub import local_path
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
-#: The pages' words by language: the catalogue's ``page.*`` messages (:mod:`autograder.messages`, where every
+#: The pages' words by language: the catalogue's ``page.*`` messages (:mod:`autograder.core.messages`, where every
 #: sentence a person reads is kept in both languages), and the sign-in's refusal, said as the API says it.
 UI: dict[str, dict[str, str]] = {
     language: {key.removeprefix("page."): pair[i] for key, pair in CATALOGUE.items() if key.startswith("page.")}
@@ -156,6 +156,6 @@ def render(request: Request, state: Service, name: str, signed: sessions.Signed 
 
 
 def local_text(when: dt.datetime, course: Course) -> str:
-    """A time as the pages write it: the one format people read (:func:`autograder.clock.readable`), in the
+    """A time as the pages write it: the one format people read (:func:`autograder.course.clock.readable`), in the
     course's zone (``2026-12-10 23:59 +08:00``): the same on every page, whatever the reader's own zone."""
     return readable(when, course.zone)

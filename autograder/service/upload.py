@@ -4,7 +4,7 @@ The API's and the student page's uploads are ``multipart/form-data`` forms: a fe
 (``assignment``, the page's ``csrf``) and one file, ``notebook``. :func:`read_upload` reads the body in
 pieces (the guard has already bounded it: :mod:`autograder.service.guard`), hands them to
 python-multipart's parser and the notebook's bytes, as they come, to the bounded look
-(:class:`autograder.notebook.NotebookScanner`), so that a notebook past a bound is refused after its
+(:class:`autograder.course.notebook.NotebookScanner`), so that a notebook past a bound is refused after its
 first few hundred KiB and the rest is never read: a 32 MiB notebook of tiny values costs what 200,000
 values do, not a 32 MiB parse, a spool on disk and a copy in memory. Both parsers run in a worker
 thread, a piece of ~256 KiB at a time: the event loop never parses a student's bytes. Nothing is
@@ -18,8 +18,8 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from autograder.errors import NotebookError
-from autograder.notebook import Bounds, NotebookScanner, Shape
+from autograder.core.errors import NotebookError
+from autograder.course.notebook import Bounds, NotebookScanner, Shape
 
 #: The file field, and how much of each other field is kept (an assignment id, a CSRF token).
 NOTEBOOK = "notebook"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from autograder.service.tokens import Caller
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 
 #: What a student never sees of a result, whatever the policy: the grader's own bookkeeping.

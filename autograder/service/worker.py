@@ -31,14 +31,14 @@ from sqlalchemy.exc import DBAPIError
 from autograder import catalog as C
 from autograder.grading.process import prepare_grader_process, trusted_torch
 from autograder.grading.times import SubmittedAt
-from autograder.messages import say
+from autograder.core.messages import say
 from autograder.service import history, mail
 from autograder.service import queue as Q
 from autograder.service.db import engine_for, granted_extensions, upgrade
 from autograder.service.loops import Rounds
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -197,7 +197,7 @@ def serve(database: str, *, once: bool = False, device: str = "cpu", poll: float
     """Claim and grade jobs until told to stop (or, with ``once``, until the queue is empty; with ``parent``,
     until that process has ended): how many (``tally``, where given, counts them and the time they took)."""
     prepare_grader_process()       # before numpy and torch load
-    from autograder.config import load_course  # noqa: PLC0415 - after prepare_grader_process, as all below
+    from autograder.course.config import load_course  # noqa: PLC0415 - after prepare_grader_process, as all below
     from autograder.grading.cells import demo_cells  # noqa: PLC0415
     from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint  # noqa: PLC0415
     from autograder.sandbox import Sandbox  # noqa: PLC0415

@@ -12,7 +12,7 @@ import pytest
 from autograder import catalog as C
 from autograder.authoring.alternatives import alternative_source, grade_alternatives, grade_mistakes
 from autograder.authoring.requirements import requirement_gaps, statement_texts
-from autograder.config import load_course
+from autograder.course.config import load_course
 
 COURSE = load_course()
 #: Seeds per alternative: AUTOGRADER_ALTERNATIVE_SEEDS to change (validate's own default is 3).

@@ -7,7 +7,7 @@ import pytest
 
 from autograder import catalog as C
 from autograder.authoring.validate import solution_for, validate
-from autograder.config import load_course
+from autograder.course.config import load_course
 from support import failed, grade
 
 ASSIGNMENTS = {a.id: [e.id for e in a.exercises] for a in load_course().assignments}

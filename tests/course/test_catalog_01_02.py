@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autograder import catalog as C
-from autograder.config import load_course
+from autograder.course.config import load_course
 from autograder.authoring.validate import solution_for
 from support import failed, grade
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from autograder import catalog as C
-from autograder.config import load_course
+from autograder.course.config import load_course
 from support import failed, grade
 
 #: The exercises of these two assignments, as course.yml lists them (a new exercise joins by itself).
@@ -144,7 +144,7 @@ def test_a_known_mistake_is_named_in_both_languages(course, exercise_id, mistake
 def test_a_nan_mistake_does_not_claim_finite_output():
     """values_match: an expected NaN must meet a NaN, not anything at all."""
     tol = load_course().tolerances
-    from autograder import plain
+    from autograder.inside import plain
 
     nan = plain.roundtrip(torch.tensor([0.5, float("nan")]))
     assert C.values_match(nan, nan, tol)

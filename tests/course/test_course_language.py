@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from autograder.authoring import build as B
-from autograder.config import load_course
+from autograder.course.config import load_course
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = load_course()

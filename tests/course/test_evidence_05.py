@@ -214,7 +214,7 @@ def test_05_the_intros_table_of_substitutions_is_course_ymls_builds_on():
     reference where it failed) says what course.yml's builds_on makes the grader do, row by row."""
     import re
 
-    from autograder.config import load_course
+    from autograder.course.config import load_course
 
     course = load_course()
     used_by: dict[str, set[str]] = {}

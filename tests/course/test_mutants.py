@@ -8,8 +8,8 @@ import pytest
 
 from autograder.authoring import mutants as M
 from autograder.authoring import operators as O
-from autograder.config import load_course
-from autograder.errors import ConfigError
+from autograder.course.config import load_course
+from autograder.core.errors import ConfigError
 
 COURSE = load_course()
 

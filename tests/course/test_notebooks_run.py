@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.config import load_course
+from autograder.course.config import load_course
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = load_course()

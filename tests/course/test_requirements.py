@@ -11,7 +11,7 @@ import pytest
 from autograder import catalog as C
 from autograder.authoring.requirements import (normalized, requirement_coverage, requirement_lines,
                                                split_sentences, statement_requirements)
-from autograder.config import load_course
+from autograder.course.config import load_course
 
 COURSE = load_course()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 
 def add_lti(sub: Any) -> argparse.ArgumentParser:
@@ -77,7 +77,7 @@ def run_lti(args: argparse.Namespace, engine: Any, course: Course) -> int:
 
 
 def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) -> int:
-    from autograder.errors import AutograderError  # noqa: PLC0415 - the service extra, loaded by the action
+    from autograder.core.errors import AutograderError  # noqa: PLC0415 - the service extra, loaded by the action
     from autograder.service.lti import nrps, outbox  # noqa: PLC0415 - the service extra, loaded by the action
     from autograder.service.lti import platforms as P  # noqa: PLC0415 - the service extra, loaded by the action
     from autograder.service.lti.ags import PlatformError  # noqa: PLC0415 - the service extra, loaded by the action
@@ -118,7 +118,7 @@ def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) ->
     except PlatformError as exc:
         raise AutograderError(f"serve lti roster: {exc}", hint="the LMS did not answer; try again later") from None
     if args.out is not None:
-        from autograder.atomic import atomic_write_text  # noqa: PLC0415 - the service extra, loaded by the action
+        from autograder.core.atomic import atomic_write_text  # noqa: PLC0415 - the service extra, loaded by the action
         from autograder.service.tokens import tokens_csv  # noqa: PLC0415 - the service extra, loaded by the action
 
         atomic_write_text(args.out, tokens_csv(pulled.issued))
@@ -132,7 +132,7 @@ def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) ->
 def _print_values(url: str) -> None:
     """What to enter in the LMS: the tool's URLs under ``url`` (the service's public URL), its placements and custom
     fields."""
-    from autograder.config import public_url  # noqa: PLC0415 - (loaded with the action, as the rest)
+    from autograder.course.config import public_url  # noqa: PLC0415 - (loaded with the action, as the rest)
     from autograder.service.lti import tool  # noqa: PLC0415 - the service extra, loaded by the action
 
     found = tool.urls(url or "https://YOUR-SERVICE")
@@ -152,7 +152,7 @@ def _print_values(url: str) -> None:
 
 def _courses(args: argparse.Namespace, engine: Any) -> int:
     """``serve lti courses`` (the list), ``bind`` and ``unbind``."""
-    from autograder.errors import AutograderError  # noqa: PLC0415 - the service extra, loaded by the action
+    from autograder.core.errors import AutograderError  # noqa: PLC0415 - the service extra, loaded by the action
     from autograder.service.db import writing  # noqa: PLC0415 - the service extra, loaded by the action
     from autograder.service.lti import platforms as P  # noqa: PLC0415 - the service extra, loaded by the action
 

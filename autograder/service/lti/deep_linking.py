@@ -21,10 +21,10 @@ from autograder.service.db import LtiContext, LtiLineItem, writing
 from autograder.service.lti import platforms as P
 from autograder.service.lti.ags import TAG, PlatformError
 from autograder.service.lti.launch import Launch, Refused
-from autograder.written import maximum
+from autograder.course.written import maximum
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
     from autograder.service.lti.tool import Tool
 
 DL = "https://purl.imsglobal.org/spec/lti-dl/claim/"

@@ -39,7 +39,7 @@ from autograder.service.db import LtiPlatform, LtiUser, ScoreChange, writing
 from autograder.service.lti import platforms as P
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
     from autograder.service.hub import Hub
 
 log = logging.getLogger("autograder.service.lti")

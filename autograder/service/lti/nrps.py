@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from autograder.roster import Member
+from autograder.course.roster import Member
 from autograder.service import people, tokens
 from autograder.service.db import LtiContext, Person, writing
 from autograder.service.lti import outbox

@@ -36,17 +36,17 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from autograder.clock import as_utc
-from autograder.points import hundredths
+from autograder.course.clock import as_utc
+from autograder.core.points import hundredths
 from autograder.service.db import LtiContext, LtiLineItem, LtiPlatform, LtiScore, LtiUser, ScoreChange, utcnow, \
     writing
 from autograder.service.lti import platforms as P
 from autograder.service.lti.ags import PlatformError
 from autograder.service.loops import Rounds
-from autograder.written import maximum
+from autograder.course.written import maximum
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
     from autograder.service.lti.hub_users import HubUsers
     from autograder.service.lti.tool import Tool
 
@@ -139,7 +139,7 @@ def delay(attempts: int) -> float:
 def score_body(sub: str, points: float | None, max_points: float | None, full: float,
                at: dt.datetime, waiting: float | None = None) -> dict[str, Any]:
     """An AGS Score: the counted points out of the assignment's whole maximum (``full``, the line item's:
-    :func:`autograder.written.maximum`, written answers included), at the time of the change; ``PendingManual``
+    :func:`autograder.course.written.maximum`, written answers included), at the time of the change; ``PendingManual``
     while written answers wait for a person (``waiting``, the score change's; a change recorded before it was kept
     says so by a maximum below the whole one)."""
     when = at.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds")

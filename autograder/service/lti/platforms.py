@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from autograder.errors import AutograderError
+from autograder.core.errors import AutograderError
 from autograder.service import audit
 from autograder.service.db import LtiContext, LtiLineItem, LtiPlatform, LtiUser, Person, utcnow, writing
 

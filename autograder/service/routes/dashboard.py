@@ -16,8 +16,8 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
-from autograder.clock import time_or_after
-from autograder.errors import AutograderError
+from autograder.course.clock import time_or_after
+from autograder.core.errors import AutograderError
 from autograder.service import audit
 from autograder.service import history as score_history
 from autograder.service import queue as Q

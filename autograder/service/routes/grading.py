@@ -19,7 +19,7 @@ from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 
-from autograder.points import fmt
+from autograder.core.points import fmt
 from autograder.service import audit, double_marking, mail, marks
 from autograder.service import history as score_history
 from autograder.service.auth import InstructorPage, StaffPage, form_checked
@@ -31,8 +31,8 @@ from autograder.service.richtext import markdown_html
 from autograder.service.sessions import Signed
 from autograder.service.standing import Standing
 from autograder.service.ui import UI, closes_form, language, local_text, render
-from autograder.text import clean
-from autograder.written import answer_grade_id, maximum_of
+from autograder.core.text import clean
+from autograder.course.written import answer_grade_id, maximum_of
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 

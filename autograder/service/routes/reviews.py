@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from autograder.points import fmt
+from autograder.core.points import fmt
 from autograder.service import people, reviews
 from autograder.service.auth import SignedPage, StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep

@@ -9,13 +9,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from autograder.errors import AutograderError
+from autograder.core.errors import AutograderError
 from autograder.service import audit, class_list, tokens
 from autograder.service.auth import InstructorPage, StaffPage, form_checked
 from autograder.service.context import ServiceDep
 from autograder.service.errors import ApiError, form_id
 from autograder.service.ui import UI, closes_form, language, local_text, render, to_dashboard
-from autograder.text import csv_rows
+from autograder.core.text import csv_rows
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 

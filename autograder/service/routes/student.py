@@ -9,8 +9,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from autograder import lateness as L
-from autograder.points import fmt
+from autograder.course import lateness as L
+from autograder.core.points import fmt
 from autograder.service import repository
 from autograder.service.auth import SignedPage
 from autograder.service.context import Service, ServiceDep
@@ -21,10 +21,10 @@ from autograder.service.routes.reviews import student_reviews
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
 from autograder.service.ui import UI, closes_form, language, local_text, render
-from autograder.written import maximum
+from autograder.course.written import maximum
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 router = APIRouter(include_in_schema=False)
 

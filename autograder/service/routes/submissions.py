@@ -17,7 +17,7 @@ from autograder.service.intake import accept
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
 from autograder.service.views import policy_view
-from autograder.written import maximum_of
+from autograder.course.written import maximum_of
 
 #: The longest a read may wait for its submission's verdict (``?wait=``).
 LONG_POLL_MAX = 30.0
@@ -145,7 +145,7 @@ def _listed(row: Any, standing: Standing) -> dict[str, Any]:
 
 def _score(now: dict[str, Any], course: Any) -> dict[str, Any]:
     """A result's score as every view shows it (``now``: the stored result as the late policy makes it now): its
-    points out of the assignment's maximum (:func:`autograder.written.maximum_of`), with the written answers that
+    points out of the assignment's maximum (:func:`autograder.course.written.maximum_of`), with the written answers that
     wait. The same for a student as for the staff: course.yml's service.before_due hides no score."""
     most = maximum_of(course, now)
     return {"points": float(now.get("points") or 0.0), "max_points": most.points,

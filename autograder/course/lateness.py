@@ -3,8 +3,8 @@
 Pure and deterministic: nothing here reads the clock. Every function is given the times it needs (the due
 date from course.yml, a submission time from an LMS export, ``--as-of`` for a report), so the same inputs
 always give the same score and the same sentence explaining it. The deadline itself (due time, late window,
-policy, extension) is :mod:`autograder.late_policy`'s; every time is compared as elapsed time, in UTC
-(:func:`autograder.clock.as_utc`).
+policy, extension) is :mod:`autograder.course.late_policy`'s; every time is compared as elapsed time, in UTC
+(:func:`autograder.course.clock.as_utc`).
 
 Scores come out in hundredths of a point, rounded half up (2.675 -> 2.68).
 """
@@ -22,10 +22,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from autograder.clock import as_utc, readable
+from autograder.course.clock import as_utc, readable
 # (re-exported for the callers that read --as-of and the dashboard's due dates from here: the parser is clock's)
-from autograder.errors import ConfigError
-from autograder.late_policy import UNITS, Deadline, LatePolicy, close_hint, require_aware
+from autograder.core.errors import ConfigError
+from autograder.course.late_policy import UNITS, Deadline, LatePolicy, close_hint, require_aware
 
 _HUNDREDTH = Decimal("0.01")
 
@@ -63,7 +63,7 @@ def _num(x: float | Decimal) -> str:
 
 def _when(value: datetime) -> str:
     """'2026-12-01 10:00 +08:00': the wall-clock time in its own zone (a batch's and the service's deadlines are in
-    the course's), in the one format people read (:func:`autograder.clock.readable`)."""
+    the course's), in the one format people read (:func:`autograder.course.clock.readable`)."""
     return readable(value)
 
 

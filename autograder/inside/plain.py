@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from autograder.compact_json import compact_encoder
-from autograder.text import line
+from autograder.core.compact_json import compact_encoder
+from autograder.core.text import line
 
 ALLOWED_KINDS = "biuf"  # numpy dtype kinds accepted across the boundary
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:[0-9]{1,3})?$")

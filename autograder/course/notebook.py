@@ -1,9 +1,9 @@
 """Reading a submitted notebook and turning its code cells into plain Python.
 
-Used on both sides: the grader reads notebooks here (trusted, nothing executed),
-the sandbox worker and ``autograder check`` execute the :attr:`Cell.code` it
-produces. IPython syntax is neutralized: line magics and shell escapes become
-calls on :class:`NeutralIPython` (which does nothing), a cell magic either runs
+The grader reads notebooks here (trusted, nothing executed); the sandbox worker and
+``autograder check`` execute the :attr:`Cell.code` it produces, in the namespace of
+:mod:`autograder.inside.namespace`. IPython syntax is neutralized: line magics and shell
+escapes become calls on its ``NeutralIPython`` (which does nothing), a cell magic either runs
 its body as Python (``%%time``, ``%%capture``...) or skips the cell, and
 top-level ``check(...)`` calls are replaced by ``pass``.
 """
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autograder.errors import NotebookError
-from autograder.messages import Msg, say
-from autograder.pyast import parse as parse_python
+from autograder.core.errors import NotebookError
+from autograder.core.messages import Msg, say
+from autograder.core.pyast import parse as parse_python
 
 if TYPE_CHECKING:
-    from autograder.config import Course
+    from autograder.course.config import Course
 
 #: A notebook file larger than this is refused before parsing (a 50 MB output is fine).
 MAX_NOTEBOOK_BYTES = 64 * 2**20
@@ -264,7 +264,7 @@ def scan_notebook(data: bytes, bounds: Bounds, name: str = "notebook") -> Shape:
 
 def assignments_of_cells(grade_ids: set[str] | frozenset[str], course: Course) -> set[str]:
     """The assignments whose exercises' solution cells these nbgrader grade_ids are."""
-    from autograder.config import grade_id  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
+    from autograder.course.config import grade_id  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     by_exercise = {grade_id(e.id): a.id for a in course.assignments for e in a.exercises}
     return {by_exercise[g] for g in grade_ids if g in by_exercise}
@@ -493,29 +493,3 @@ def _drop_check_calls(code: str) -> str:
             for i in range(start + 1, end + 1):
                 lines[i] = ""
     return "\n".join(lines)
-
-
-class NeutralIPython:
-    """Stands in for ``get_ipython()`` while grading: magics and shell escapes do nothing."""
-
-    def run_line_magic(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def run_cell_magic(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def system(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def getoutput(self, *args: Any, **kwargs: Any) -> list[str]:
-        return []
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *a, **k: None
-
-
-def fresh_namespace() -> dict[str, Any]:
-    """The globals a notebook's cells execute in (outside a real kernel)."""
-    shim = NeutralIPython()
-    return {"__name__": "__main__", "__builtins__": __builtins__, "get_ipython": lambda: shim,
-            "check": lambda *a, **k: None}

@@ -44,13 +44,13 @@ from torch.overrides import _get_current_function_mode_stack as function_modes
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as dispatch_modes
 
-from autograder import plain
-from autograder.forbidden import GUARD_OFF
-from autograder.forbidden import TABLE as FORBIDDEN_TABLE
+from autograder.inside import plain
+from autograder.inside.forbidden import GUARD_OFF
+from autograder.inside.forbidden import TABLE as FORBIDDEN_TABLE
 
 #: Forbidden names as exercises.md spells them -> the torch function objects that are that call (the
 #: function level), and -> the aten operators that *are* that call (the operator level): both from the one
-#: table of forbidden calls (:mod:`autograder.forbidden`), which the static scan reads too.
+#: table of forbidden calls (:mod:`autograder.inside.forbidden`), which the static scan reads too.
 FORBIDDEN_OBJECTS: dict[str, Callable[[], list[Any]]] = {f.name: f.objects for f in FORBIDDEN_TABLE}
 FORBIDDEN_OPERATORS: dict[str, tuple[str, ...]] = {f.name: f.operators for f in FORBIDDEN_TABLE}
 
@@ -92,7 +92,7 @@ class Request:
     #: sent; it names the call on any machine, whatever bits the arguments' floats have there.
     site: str = ""
     #: Functions of earlier exercises to answer in place of the student's own while this call runs
-    #: (name -> callable, see :func:`autograder.proxies.stand_in`): on the trusted side the references
+    #: (name -> callable, see :func:`autograder.inside.proxies.stand_in`): on the trusted side the references
     #: (only their names are sent to a worker), in a worker the proxies that ask the trusted side.
     stand_ins: dict = field(default_factory=dict)
 
@@ -370,7 +370,7 @@ def _bind_execute() -> Callable[..., Reply]:  # noqa: C901 - one closure binds t
 
     def guarded(seen: Seen, operator_level: bool, probe: Callable, fn: Any, args: tuple, kwargs: dict) -> Any:
         """``probe(fn, ...)`` under the guards; a call that returns with them no longer in force, or leaves
-        torch's mode stacks so that they cannot be taken off, is noted as :data:`~autograder.forbidden.
+        torch's mode stacks so that they cannot be taken off, is noted as :data:`~autograder.inside.forbidden.
         GUARD_OFF` (the trusted side zeroes the exercise)."""
         function_guard = FunctionGuard(seen)
         operator_guard = OperatorGuard(seen) if operator_level else None

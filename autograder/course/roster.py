@@ -22,7 +22,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.errors import ConfigError
+from autograder.core.errors import ConfigError
 
 #: A roster larger than this is not a class.
 MAX_ROSTER = 100_000

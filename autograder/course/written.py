@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from autograder.text import clean
+from autograder.core.text import clean
 
 #: A question's id: the assignment's number, ``.Q`` and its own number ("1.Q1").
 QUESTION_ID = re.compile(r"^[1-9]\d*\.Q[1-9]\d*$")
@@ -168,8 +168,8 @@ class Maximum:
 
     def beside(self, language: Any) -> str:
         """What still waits, said beside a score ("" when nothing does)."""
-        from autograder.messages import text  # noqa: PLC0415 - course.yml's reader (which imports this) needs none
-        from autograder.points import fmt  # noqa: PLC0415 - (the same)
+        from autograder.core.messages import text  # noqa: PLC0415 - course.yml's reader (which imports this) needs none
+        from autograder.core.points import fmt  # noqa: PLC0415 - (the same)
 
         if not self.waiting:
             return ""
@@ -177,7 +177,7 @@ class Maximum:
 
     def fraction(self, points: float, language: Any) -> str:
         """``10 / 12``, with what still waits beside it: ``10 / 12 (2 points of written answers wait ...)``."""
-        from autograder.points import fmt  # noqa: PLC0415 - course.yml's reader (which imports this) needs none
+        from autograder.core.points import fmt  # noqa: PLC0415 - course.yml's reader (which imports this) needs none
 
         said = self.beside(language)
         shown = f"{fmt(points)} / {fmt(self.points)}"
@@ -187,7 +187,7 @@ class Maximum:
 
 
 def _total(values: Any) -> float:
-    from autograder.points import total  # noqa: PLC0415 - course.yml's reader (which imports this) needs none
+    from autograder.core.points import total  # noqa: PLC0415 - course.yml's reader (which imports this) needs none
 
     return total(values)
 

@@ -1,10 +1,10 @@
 """A deadline and its late policy: what course.yml and an extension say, checked when they are read.
 
 :class:`LatePolicy` is course.yml's ``late:`` (config reads it, so the student bundle ships this module);
-:class:`Extension` one student's extension (from an extensions file, :mod:`autograder.extensions`, the
+:class:`Extension` one student's extension (from an extensions file, :mod:`autograder.course.extensions`, the
 dashboard or nbgrader's gradebook); :class:`Deadline` the due time, late window and policy of one assignment
 for one student, which :func:`deadline_for` resolves. What lateness then does to a score is
-:mod:`autograder.lateness`'s; times and durations are read by :mod:`autograder.clock`.
+:mod:`autograder.course.lateness`'s; times and durations are read by :mod:`autograder.course.clock`.
 
 A shift (an extension's ``extra``, a late window moved with its due date) is elapsed time: ``1d`` is 24 hours,
 and a late window of 48 hours stays 48 hours across a daylight-saving change.
@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from autograder.clock import as_utc
+from autograder.course.clock import as_utc
 
 #: What a penalty unit is, in seconds, and its names (singular, plural, Chinese).
 UNITS: dict[str, tuple[int, str, str, str]] = {

@@ -2,7 +2,7 @@
 
 Every key is declared once here, with its description and default. A bad file
 raises :class:`ConfigError` naming the file, the field and what was expected;
-an unknown key gets a "did you mean ..." hint (the words: :mod:`autograder.config_errors`).
+an unknown key gets a "did you mean ..." hint (the words: :mod:`autograder.course.config_errors`).
 ``autograder course``, which shows the course as read, is :mod:`autograder.commands.course`.
 """
 from __future__ import annotations
@@ -18,16 +18,16 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from autograder import clock
-from autograder.config_errors import did_you_mean, validation_message
-from autograder.errors import ConfigError, UnknownExercise
-from autograder.late_policy import LatePolicy
-from autograder.roster import read_roster
-from autograder.written import Question
+from autograder.course import clock
+from autograder.course.config_errors import did_you_mean, validation_message
+from autograder.core.errors import ConfigError, UnknownExercise
+from autograder.course.late_policy import LatePolicy
+from autograder.course.roster import read_roster
+from autograder.course.written import Question
 
 #: The engine's own folder (the ``autograder`` package). The course it grades is found, never assumed:
 #: see :func:`course_file`.
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent     # the autograder package (this module is in course/)
 #: The file that marks a course's top folder (with source/, release/, solutions/ beside it).
 COURSE_NAME = "course.yml"
 #: The files of an assignment's folder (``source/<id>/``), by what they declare: public checks, hidden
@@ -153,7 +153,7 @@ class Assignment(_Strict):
         "header: Canvas adds a new assignment for a header it does not know); default: title"))
     exercises: list[Exercise] = Field(min_length=1)
     questions: list[Question] = Field(default_factory=list, description=(
-        "written answers a person grades (autograder.written): each an nbgrader manually graded answer cell of "
+        "written answers a person grades (autograder.course.written): each an nbgrader manually graded answer cell of "
         "the notebook, with its points and rubric; automatic grading leaves them waiting, never 0"))
     due: str | datetime.datetime | None = Field(None, description=(
         "the due date, ISO 8601 (2026-12-08T23:59+08:00); without an offset, in the course's timezone"))
@@ -501,7 +501,7 @@ class Course(_Strict):
         return None if roster is None else roster.students
 
     def roster_members(self) -> Any:
-        """course.yml's ``roster`` file read (:class:`autograder.roster.Roster`: names, emails, LMS ids), or None
+        """course.yml's ``roster`` file read (:class:`autograder.course.roster.Roster`: names, emails, LMS ids), or None
         without one. ConfigError names the file and row."""
         if not self.roster:
             return None
@@ -565,7 +565,7 @@ class Course(_Strict):
         """The folder of the course.yml this course was read from (source/, release/, solutions/)."""
         if self._root is None:
             raise ConfigError("this course was not read from a file: it has no folder",
-                              hint="load it with autograder.config.load_course(PATH)")
+                              hint="load it with autograder.course.config.load_course(PATH)")
         return self._root
 
     def content_dir(self, assignment: Assignment | str) -> Path:

@@ -5,7 +5,7 @@ function's place (:func:`stand_in`, :func:`stand_in_module`): each call sends it
 side (``ask(name, phase, payload)``), whose reference answers it, the value forward and the gradients backward
 (:mod:`autograder.sandbox.stand_ins` is that side). The reference never enters the worker. Both sides walk a
 call's arguments the same way (:func:`split_leaves`, :func:`fill_leaves`), so the n-th gradient belongs to the
-n-th tensor. Like :mod:`autograder.probes`, this module runs next to student code: the sandbox template imports
+n-th tensor. Like :mod:`autograder.inside.probes`, this module runs next to student code: the sandbox template imports
 it before any cell runs, and the worker binds what it calls.
 """
 from __future__ import annotations

@@ -2,8 +2,8 @@
 assignment that has more time (a new due date, or a duration added to the due date).
 
 Every problem is a ConfigError naming the file, the row and the field: the instructor wrote the file and
-fixes it. The rows become :class:`~autograder.late_policy.Extension` values, which
-:func:`~autograder.late_policy.deadline_for` applies.
+fixes it. The rows become :class:`~autograder.course.late_policy.Extension` values, which
+:func:`~autograder.course.late_policy.deadline_for` applies.
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from autograder.clock import parse_duration, parse_time
-from autograder.errors import ConfigError
-from autograder.late_policy import Extension, close_hint
+from autograder.course.clock import parse_duration, parse_time
+from autograder.core.errors import ConfigError
+from autograder.course.late_policy import Extension, close_hint
 
 #: The columns of an extensions file (CSV header, or the keys of each YAML mapping).
 EXTENSION_FIELDS = ("student", "assignment", "due", "extra", "reason")

@@ -2,7 +2,7 @@
 
 Started once per batch by :class:`autograder.sandbox.Sandbox` (:func:`template_main`), never in the grader
 itself. It imports torch, numpy, matplotlib and the kit's plain-data modules (:data:`TEMPLATE_MODULES`) and
-then waits on a Unix socket for the grader's requests: fork a worker (:mod:`autograder.sandbox.worker`) with
+then waits on a Unix socket for the grader's requests: fork a worker (:mod:`autograder.inside.worker`) with
 the channel and status pipe handed over by SCM_RIGHTS, copy itself for another grader process (a lane), sweep
 leftover memory cgroups. It computes nothing: forking after torch ran parallel ops can deadlock the child, and
 CUDA must never be initialized before a fork. It never runs student code. It reaps its workers and reports
@@ -21,8 +21,8 @@ import time
 import traceback
 from typing import Any, NoReturn
 
-from autograder.sandbox.protocol import TEMPLATE_ENV, MiB, WorkerConfig
-from autograder.sandbox.worker import task_count, vm_kib, worker_main
+from autograder.inside.protocol import TEMPLATE_ENV, MiB, WorkerConfig
+from autograder.inside.worker import task_count, vm_kib, worker_main
 
 #: Modules the template imports so that a worker inside an empty chroot never needs
 #: the file system: lazy imports of torch (optimizers pull in torch._dynamo, tensor
@@ -38,10 +38,9 @@ TEMPLATE_MODULES = (
     "torch.linalg", "torch.fft", "torch.special", "torch.distributions", "torch.utils.data",
     "torch.testing", "torch._subclasses.schema_check_mode", "torch.profiler._cupti_monitor",
     "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
-    "autograder", "autograder.plain", "autograder.forbidden", "autograder.probes", "autograder.proxies",
-    "autograder.notebook",
-    "autograder.sandbox.cage",
-    "autograder.text",
+    "autograder", "autograder.inside.plain", "autograder.inside.forbidden", "autograder.inside.probes",
+    "autograder.inside.proxies", "autograder.inside.namespace", "autograder.inside.cage",
+    "autograder.core.text",
 )
 #: Imported only when a worker needs them: torch._dynamo (what optimizers' step and torch.compile pull
 #: in) is 1.4 s of a cold start, and a course's usual notebook never touches it. A worker forked before
@@ -78,16 +77,16 @@ def template_main(ctrl_fd: int) -> NoReturn:
     # The plain-data path once, on numpy data only (no torch op runs here): its lazy imports happen now.
     import numpy
 
-    from autograder import plain
+    from autograder.inside import plain
 
     sample = plain.encode(((1, 2.5, True, None, "s", numpy.zeros(2)), {"k": [numpy.int64(3)]}))
     plain.decode(sample).to_python()
     plain.decode_trusted(sample).to_python()
     _warm_up()
-    from autograder.sandbox import cage
+    from autograder.inside import cage
 
     cage.prepare()     # libc, libseccomp and the seccomp filters, while the file system is there
-    from autograder.sandbox.memcg import find as find_memory_groups
+    from autograder.inside.memcg import find as find_memory_groups
 
     _MEMORY.update(zip(("groups", "why"), find_memory_groups()))
     if _MEMORY["groups"] is not None:
@@ -118,7 +117,7 @@ def _warm_up() -> list[str]:
     import torch.nn.functional as F
     from torch import nn
 
-    from autograder import plain, probes
+    from autograder.inside import plain, probes
 
     def ops(x: torch.Tensor, mask: torch.Tensor) -> Any:
         y = (x @ x.transpose(-2, -1)) / x.shape[-1] ** 0.5
@@ -346,7 +345,7 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    from autograder.sandbox.cage import fork_into
+    from autograder.inside.cage import fork_into
 
     group, why, born = _memory_group(config)
     # Everything the template holds is long-lived: a worker's collections then never walk it (a full one
@@ -390,7 +389,7 @@ def _ahead(config: WorkerConfig, left: str | None) -> None:
     groups = _MEMORY["groups"]
     if groups is None or config.mode == "none" or _AHEAD["off"] or _AHEAD["home"] is None:
         return
-    from autograder.sandbox.memcg import MARGIN_MB
+    from autograder.inside.memcg import MARGIN_MB
 
     _GROUPS_MADE[0] += 1
     path = None
@@ -439,7 +438,7 @@ def _memory_group(config: WorkerConfig) -> tuple[str | None, str, bool]:
     groups = _MEMORY["groups"]
     if groups is None or config.mode == "none":
         return None, _MEMORY["why"] if groups is None else "not caged (--no-isolation)", False
-    from autograder.sandbox.memcg import MARGIN_MB
+    from autograder.inside.memcg import MARGIN_MB
 
     limit = vm_kib("VmRSS") * 1024 + (config.memory_mb + MARGIN_MB) * MiB
     ahead = _AHEAD["group"]

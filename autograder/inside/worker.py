@@ -1,14 +1,14 @@
 """The untrusted side of the sandbox: one worker per submission, forked from the template.
 
-A worker is forked from the template (:mod:`autograder.sandbox.template`) on the grader's request, never in
+A worker is forked from the template (:mod:`autograder.inside.template`) on the grader's request, never in
 the grader itself. The grader hands over, with SCM_RIGHTS, one end of a socket pair (the channel) and the
 write end of a pipe (where the template reports the worker's exit status). The worker closes every other
 descriptor, sends stdout/stderr to /dev/null, drops to an unprivileged uid inside an empty chroot when started
 as root, applies the resource limits, runs the notebook's cells in one namespace and then answers calls
-(:func:`autograder.probes.execute`).
+(:func:`autograder.inside.probes.execute`).
 
 Only plain data travels on the channel, in frames: a fixed head (magic, JSON header length, blob length), a
-small JSON header and a blob that is :func:`autograder.plain.encode` output or JSON. No pickle in either
+small JSON header and a blob that is :func:`autograder.inside.plain.encode` output or JSON. No pickle in either
 direction.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 import traceback
 from typing import Any, NoReturn
 
-from autograder.sandbox.protocol import MiB, WorkerConfig, recv_frame, send_frame
+from autograder.inside.protocol import MiB, WorkerConfig, recv_frame, send_frame
 
 #: Descriptors a worker may hold (its channel, stdio and what graded code opens): 128 pipes, 8 MiB of buffers.
 OPEN_FILES = 256
@@ -82,8 +82,8 @@ def _setup(config: WorkerConfig, template_pid: int, memory: tuple[str | None, st
     data_now = vm_kib("VmData") * 1024
     tasks = task_count()
     address_space = vm_kib("VmSize") * 1024 + config.memory_mb * MiB
-    from autograder.sandbox.cage import enter, libc
-    from autograder.sandbox.memcg import LAYER, MemoryCgroups
+    from autograder.inside.cage import enter, libc
+    from autograder.inside.memcg import LAYER, MemoryCgroups
 
     group, why = memory
     if group is not None and not born:
@@ -226,11 +226,11 @@ class _ImportMisses:
 
 
 def _serve(chan: socket.socket, config: WorkerConfig, misses: _ImportMisses | None = None) -> None:
-    from autograder import plain, probes, proxies
-    from autograder.notebook import fresh_namespace
+    from autograder.inside import plain, probes, proxies
+    from autograder.inside.namespace import fresh_namespace
 
-    # Bound before any cell runs: a cell that replaces attributes of autograder.sandbox.worker,
-    # autograder.probes, autograder.proxies or autograder.plain afterwards changes nothing this loop calls.
+    # Bound before any cell runs: a cell that replaces attributes of autograder.inside.worker, .probes,
+    # .proxies or .plain afterwards changes nothing this loop calls.
     # What the grader sends is decoded as trusted data (plain.decode_trusted): the checks of plain.decode
     # guard the grader against a worker, not a worker against its grader.
     # How long to read the channel awake before sleeping on it: what the grader's last frame said (it spins
@@ -287,7 +287,7 @@ class _Wait:
 
 
 def _asker(chan: socket.socket, encode: Any, decode: Any, wait: _Wait) -> Any:
-    """``ask(name, phase, payload)`` for :func:`autograder.proxies.stand_in`: one ``stand_in`` frame to the
+    """``ask(name, phase, payload)`` for :func:`autograder.inside.proxies.stand_in`: one ``stand_in`` frame to the
     grader in the middle of a call, and its answer (the grader alone decides what it answers, and for which
     call; a worker that asks for anything else has its call fail)."""
     send, recv = send_frame, recv_frame
@@ -310,7 +310,7 @@ def _asker(chan: socket.socket, encode: Any, decode: Any, wait: _Wait) -> Any:
 
 
 class _Calls:
-    """Answers one call request: decode it, run it through :func:`autograder.probes.execute`.
+    """Answers one call request: decode it, run it through :func:`autograder.inside.probes.execute`.
 
     Holds the functions it uses, taken before the cells ran (see :func:`_serve`). A request may name
     functions of earlier exercises that the grader answers while it runs (``stand_ins``).

@@ -2,7 +2,7 @@
 a fork, the environment a template starts with. Both sides import this module; it holds no code of either.
 
 A frame is a fixed head (magic, JSON header length, blob length), a small JSON header and a blob that is
-:func:`autograder.plain.encode` output or JSON. No pickle in either direction.
+:func:`autograder.inside.plain.encode` output or JSON. No pickle in either direction.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from autograder.compact_json import compact_encoder
+from autograder.core.compact_json import compact_encoder
 
 MAGIC = b"AGW1"
 FRAME = struct.Struct("<4sIQ")  # magic, header length, blob length
@@ -145,7 +145,7 @@ class WorkerConfig:
     file_mb: float
     processes: int
     output_bytes: int
-    mode: str = "none"         # the cage: see autograder.sandbox.cage
+    mode: str = "none"         # the cage: see autograder.inside.cage
     disk_mb: float = 256.0     # the worker's tmpfs
     outer_uid: int = 0         # the grader's uid and gid: what a userns worker maps itself to
     outer_gid: int = 0

@@ -1,4 +1,4 @@
-"""course.yml's problems in the reader's words: what :func:`autograder.config.parse_course` raises.
+"""course.yml's problems in the reader's words: what :func:`autograder.course.config.parse_course` raises.
 
 pydantic's errors name a field by its path (``assignments[1].exercises[1].point``); here each becomes
 the place as an instructor knows it (``exercise 2.2 (assignments[1].exercises[1]): point``), an unknown key

@@ -11,7 +11,7 @@ reader (and the student bundle with it) can use it. Nothing here reads the clock
   daylight saving begins) or show twice (01:30 on the night it ends) is refused, with the offset(s) to write:
   a deadline or a submission time is never guessed.
 * :func:`parse_time`: both, for course.yml, an extensions file, ``--as-of`` or a times CSV: an aware
-  datetime, or a :class:`~autograder.errors.ConfigError` naming where the text came from.
+  datetime, or a :class:`~autograder.core.errors.ConfigError` naming where the text came from.
 * :func:`parse_duration`: ``3d``, ``36h``, ``2d12h``, ``P2DT12H``: elapsed time (a day is 24 hours).
 * :func:`as_utc`: any datetime in UTC, a naive one taken as UTC already (what SQLite and nbgrader store).
 * :func:`readable`: a moment as people read it, the one format of every page, feedback, report and message:
@@ -27,8 +27,8 @@ import re
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from autograder.errors import ConfigError
-from autograder.text import line
+from autograder.core.errors import ConfigError
+from autograder.core.text import line
 
 __all__ = ["UTC", "BadTime", "as_utc", "offset_text", "parse_duration", "parse_time", "place", "read_time", "readable",
            "zone"]

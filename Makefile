@@ -41,7 +41,7 @@ validate: setup
 	autograder validate
 	autograder validate --mutants    # every mutant of every reference (~3 min on 2 cores); CI: tests/course/test_mutants.py
 
-docs: setup    # the documentation site into site/ (docs/reference/: scripts/docs_reference.py writes it)
+docs: setup    # the documentation site into site/ (docs/reference/ and architecture.md's lists: scripts/docs_reference.py)
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict -d site
 
 docs-serve: setup    # the site at http://127.0.0.1:8000, rebuilt on each edit (site/index.html needs no server; search does)

@@ -72,7 +72,7 @@ def _chosen_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | N
 
 
 def _version() -> str:
-    from autograder import __version__
+    from autograder.core.version import __version__
 
     return __version__
 

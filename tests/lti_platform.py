@@ -124,7 +124,7 @@ class Lms:
         return scope in self.tokens.get(token, [])
 
     # -- the platform's HTTP side ----------------------------------------------------------------------
-    def _app(self) -> FastAPI:  # noqa: C901 - one route per endpoint of the platform
+    def _app(self) -> FastAPI:
         app = FastAPI()
 
         @app.middleware("http")

@@ -1,7 +1,8 @@
 """Issue 49: the documentation site (docs/, mkdocs.yml) stays whole.
 
 - The reference pages (docs/reference/) are what scripts/docs_reference.py writes from the code today: the
-  commands' parsers, course.yml's model, the service's OpenAPI schema.
+  commands' parsers, course.yml's model, the service's OpenAPI schema; and so are the generated parts of
+  docs/project/architecture.md and its picture (tests/test_docs_architecture.py holds those to more).
 - ``mkdocs build --strict`` passes: no broken link or anchor, no page left out of the navigation; and the site it
   builds works from the file system (``site/index.html``, as the README says): every link of every built page,
   its assets' too, leads to a file, never to a folder (issue 66: with directory URLs each one showed a listing).
@@ -53,7 +54,8 @@ def _mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
 # -- the reference pages -------------------------------------------------------------------------------------------
 def test_the_reference_pages_are_current():
     generator = _generator()
-    assert generator.stale() == [], "docs/reference/ is stale: run `.venv/bin/python scripts/docs_reference.py`"
+    assert generator.stale() == [], ("docs/reference/ or docs/project/architecture.md is stale: run "
+                                     "`.venv/bin/python scripts/docs_reference.py`")
 
 
 def test_the_reference_names_every_command_option_and_course_yml_key():
@@ -110,7 +112,8 @@ def test_mkdocs_build_strict_passes(built):
     site, done = built
     assert done.returncode == 0, done.stdout + done.stderr
     for page in ("index.html", "student.html", "student.en.html", "instructor/index.html", "ta.html",
-                 "admin/service.html", "reference/cli.html", "reference/course-yml.html", "reference/http-api.html"):
+                 "admin/service.html", "reference/cli.html", "reference/course-yml.html", "reference/http-api.html",
+                 "project/architecture.html", "project/layers.svg"):
         assert (site / page).is_file(), page
 
 

@@ -34,7 +34,6 @@ import shutil
 import sys
 import tempfile
 import types
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from nbconvert.exporters import NotebookExporter
@@ -60,6 +59,7 @@ from autograder.authoring.notebooks import (  # noqa: F401
     NBGRADER_PREPROCESSORS,
     RELEASE_PREPROCESSORS,
     STUBS,
+    Derived,
     Source,
     course_stub,
     read_source,
@@ -162,16 +162,6 @@ def fingerprint_files(course: Course, solutions: dict[str, bytes]) -> dict[str, 
             else:
                 sys.modules[name] = previous
     return {FINGERPRINTS: fingerprints.dumps(data).encode("utf-8")}
-
-
-@dataclass(frozen=True)
-class Derived:
-    """What build derives from source/, in memory."""
-
-    files: dict[str, bytes]          # committed files, the same bytes on every machine: path -> bytes
-    sources: tuple[Source, ...]      # the validated source notebooks
-    #: Outputs whose bytes depend on this machine's float kernels (the fingerprints): written, not committed.
-    outputs: dict[str, bytes] = field(default_factory=dict)
 
 
 def derive(root: Path, course: Course, outputs: bool = True) -> Derived:

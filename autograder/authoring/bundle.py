@@ -17,12 +17,12 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from nbformat.notebooknode import NotebookNode
 
-from autograder.authoring.notebooks import BEGIN, END, Source
+from autograder.authoring.notebooks import BEGIN, END, Derived, Source
 from autograder.catalog import NEAR_ANSWERS, load_catalog
 from autograder.course.config import PACKAGE, PUBLIC_FILE, Course, parse_course
 from autograder.core.errors import BuildError, ConfigError
@@ -32,9 +32,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:                       # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
-
-if TYPE_CHECKING:   # build derives what the bundle is made of
-    from autograder.authoring.build import Derived
 
 
 #: The public part of the engine (the autograder package): everything a student's ``check`` needs,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,17 @@ class Source:
     notebook: NotebookNode
     imports: str                     # the imports cell
     solutions: tuple[tuple[str, str], ...]  # (grade_id, source) in notebook order
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What build derives from source/, in memory (:func:`autograder.authoring.build.derive`), and what the
+    student bundle is made of (:mod:`autograder.authoring.bundle`): here, below both."""
+
+    files: dict[str, bytes]          # committed files, the same bytes on every machine: path -> bytes
+    sources: tuple[Source, ...]      # the validated source notebooks
+    #: Outputs whose bytes depend on this machine's float kernels (the fingerprints): written, not committed.
+    outputs: dict[str, bytes] = field(default_factory=dict)
 
 
 

@@ -534,23 +534,33 @@ def mutate(source: str) -> Iterator[tuple[str, str]]:
     functions = _functions(tree)
     inputs = frozenset(p.name.value for fn in functions for p in fn.params.params if p.name.value != "self")
     for node in collector.nodes:
-        for kind, op in _mutmut_operators():
-            if isinstance(node, kind):
-                for new in op(node):
-                    yield f"generic:{op.__name__.removeprefix('operator_')}", _replaced(tree, node, new)
-        for new in op_off_by_one(node):
-            yield "generic:off-by-one", _replaced(tree, node, new)
-        for name, op in NODE_OPERATORS.items():
-            for new in op(node):
-                yield f"tensor:{name}", _replaced(tree, node, new)
-        for new in op_inplace(node, inputs):
-            yield "tensor:in-place-input", _replaced(tree, node, new)
+        yield from _node_mutants(tree, node, inputs)
     for fn in functions:
-        for new_fn in fn_drop_statement(fn):
-            yield "generic:drop-statement", _replaced(tree, fn, new_fn)
-        for name, fn_op in FUNCTION_OPERATORS.items():
-            for new_fn in fn_op(fn):
-                yield f"tensor:{name}", _replaced(tree, fn, new_fn)
+        yield from _function_mutants(tree, fn)
+
+
+def _node_mutants(tree: cst.Module, node: cst.CSTNode, inputs: frozenset[str]) -> Iterator[tuple[str, str]]:
+    """(operator, mutated source) for every node-level mutation of one node of ``tree``."""
+    for kind, op in _mutmut_operators():
+        if isinstance(node, kind):
+            for new in op(node):
+                yield f"generic:{op.__name__.removeprefix('operator_')}", _replaced(tree, node, new)
+    for new in op_off_by_one(node):
+        yield "generic:off-by-one", _replaced(tree, node, new)
+    for name, op in NODE_OPERATORS.items():
+        for new in op(node):
+            yield f"tensor:{name}", _replaced(tree, node, new)
+    for new in op_inplace(node, inputs):
+        yield "tensor:in-place-input", _replaced(tree, node, new)
+
+
+def _function_mutants(tree: cst.Module, fn: cst.FunctionDef) -> Iterator[tuple[str, str]]:
+    """(operator, mutated source) for every function-level mutation of one definition of ``tree``."""
+    for new_fn in fn_drop_statement(fn):
+        yield "generic:drop-statement", _replaced(tree, fn, new_fn)
+    for name, fn_op in FUNCTION_OPERATORS.items():
+        for new_fn in fn_op(fn):
+            yield f"tensor:{name}", _replaced(tree, fn, new_fn)
 
 
 def _replaced(tree: cst.Module, old: cst.CSTNode, new: cst.CSTNode) -> str:

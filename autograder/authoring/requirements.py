@@ -233,28 +233,38 @@ def requirement_coverage(course: Course, exercises: list[str] | None = None) -> 
     for ex_id, sentences in statement_requirements(course).items():
         if exercises and ex_id not in exercises:
             continue
-        checks = C.CHECKS.get(ex_id, [])
-        public = {c.name: c for c in checks if c.audience is C.Audience.PUBLIC}
         reqs = [Requirement(ex_id, s) for s in sentences]
-        for r in reqs:
-            for c in checks:
-                words = list(c.statements)
-                if c.same_as in public:
-                    words += public[c.same_as].statements
-                if any(_covers(w, r.sentence) for w in words):
-                    r.checks.append(f"{c.audience.value}/{c.name}")
-            r.alternatives = [a.name for a in C.ALTERNATIVES.get(ex_id, [])
-                              if any(_covers(w, r.sentence) for w in a.statements)]
-        for ng in C.NOT_GRADED.get(ex_id, []):
-            hits = [r for r in reqs if normalized(ng.words) in normalized(r.sentence)]
-            if len(hits) != 1:
-                problems.append(f"{ex_id}: not_graded({ng.words!r}) is in {len(hits)} requirement sentences, "
-                                f"not one")
-            for r in hits:
-                r.not_graded = ng.why
+        _attach_checks(ex_id, reqs)
+        _attach_not_graded(ex_id, reqs, problems)
         for r in reqs:
             if not r.enforced:
                 problems.append(f"{ex_id}: no check enforces «{r.sentence}» (give a check statement= words of "
                                 f"it, or declare it not graded in hidden.py with the reason)")
         found.extend(reqs)
     return found, problems
+
+
+def _attach_checks(ex_id: str, reqs: list[Requirement]) -> None:
+    """Record on each requirement the checks (and the alternatives) whose statement words cover it."""
+    checks = C.CHECKS.get(ex_id, [])
+    public = {c.name: c for c in checks if c.audience is C.Audience.PUBLIC}
+    for r in reqs:
+        for c in checks:
+            words = list(c.statements)
+            if c.same_as in public:
+                words += public[c.same_as].statements
+            if any(_covers(w, r.sentence) for w in words):
+                r.checks.append(f"{c.audience.value}/{c.name}")
+        r.alternatives = [a.name for a in C.ALTERNATIVES.get(ex_id, [])
+                          if any(_covers(w, r.sentence) for w in a.statements)]
+
+
+def _attach_not_graded(ex_id: str, reqs: list[Requirement], problems: list[str]) -> None:
+    """Mark the requirements each not_graded declaration names; a problem for one in other than one sentence."""
+    for ng in C.NOT_GRADED.get(ex_id, []):
+        hits = [r for r in reqs if normalized(ng.words) in normalized(r.sentence)]
+        if len(hits) != 1:
+            problems.append(f"{ex_id}: not_graded({ng.words!r}) is in {len(hits)} requirement sentences, "
+                            f"not one")
+        for r in hits:
+            r.not_graded = ng.why

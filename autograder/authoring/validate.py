@@ -100,21 +100,13 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
         if not C.checks_for(ex.id, audiences):
             missing.append(f"{ex.id}: no checks")
             continue
-        if len(C.MISTAKES.get(ex.id, [])) < min_mistakes:
-            missing.append(f"{ex.id}: only {len(C.MISTAKES.get(ex.id, []))} known mistakes (want {min_mistakes})")
-        if alternatives and len(C.ALTERNATIVES.get(ex.id, [])) < min_alternatives:
-            missing.append(f"{ex.id}: only {len(C.ALTERNATIVES.get(ex.id, []))} correct alternatives "
-                           f"(want {min_alternatives})")
+        missing += _too_few(ex.id, min_mistakes, min_alternatives, alternatives)
         reference = solution_for(course, ex.id)
         for seed in seeds:
             result = C.run_exercise(ex, C.in_process_runner({ex.function: reference}),
                                     audiences=audiences, tolerances=course.tolerances,
                                     seed_parts=("validate", seed), reference=reference, diagnoser=diagnoser)
-            for r in result.checks:
-                if not r.passed:
-                    said = r.detail or r.message
-                    ref_fail.append(f"{ex.id}/{r.check} (seed {seed}): {r.status.value}: "
-                                    f"{said.en if said else ''}")
+            ref_fail += _failures(ex.id, seed, result)
         for m in C.MISTAKES.get(ex.id, []):
             result = C.run_exercise(ex, C.in_process_runner({ex.function: m.fn}),
                                     audiences=audiences, tolerances=course.tolerances,
@@ -122,28 +114,57 @@ def validate(course: Course | None = None, seeds: tuple[int, ...] = (0, 1, 2),
             named = sorted({r.mistake for r in result.checks if r.mistake})
             verdicts.append(MistakeVerdict(ex.id, m.name, result.points < ex.points - 1e-9,
                                            named == [m.name], named, result.points, ex.points))
-
     graded: list[Any] = []
     only_loses: list[Any] = []
     if alternatives:
-        chosen = [ex for ex in course.exercises if not exercises or ex.id in exercises]
-        todo = [a for ex in chosen for a in C.ALTERNATIVES.get(ex.id, [])]
-        wrong = [m for ex in chosen for m in C.MISTAKES.get(ex.id, [])]
-        if planned:
-            planned(len(todo) + len(wrong))
-        if todo:
-            with tempfile.TemporaryDirectory(prefix="autograder-alternatives-") as tmp:
-                graded = grade_alternatives(course, todo, seeds=len(seeds), jobs=jobs, workdir=Path(tmp),
-                                            progress=progress)
-        if wrong:
-            with tempfile.TemporaryDirectory(prefix="autograder-mistakes-") as tmp:
-                only_loses = grade_mistakes(course, wrong, seeds=len(seeds), jobs=jobs, workdir=Path(tmp),
-                                            progress=progress)
+        graded, only_loses = _sandboxed(course, exercises, len(seeds), jobs, progress, planned)
     coverage, unenforced = requirement_coverage(course, exercises)
     proofs = precision.prove(course, exercises, seeds, diagnoser)
     return Validation(ref_fail, verdicts, missing, graded, requirement_gaps(course, exercises), only_loses,
                       coverage, unenforced, proofs,
                       misdiagnosed=misdiagnoses(course, exercises, ("validate", seeds[0])))
+
+
+def _too_few(ex_id: str, min_mistakes: int, min_alternatives: int, alternatives: bool) -> list[str]:
+    """A gap for an exercise with fewer known mistakes, or (``alternatives``) correct alternatives, than wanted."""
+    out = []
+    if len(C.MISTAKES.get(ex_id, [])) < min_mistakes:
+        out.append(f"{ex_id}: only {len(C.MISTAKES.get(ex_id, []))} known mistakes (want {min_mistakes})")
+    if alternatives and len(C.ALTERNATIVES.get(ex_id, [])) < min_alternatives:
+        out.append(f"{ex_id}: only {len(C.ALTERNATIVES.get(ex_id, []))} correct alternatives "
+                   f"(want {min_alternatives})")
+    return out
+
+
+def _failures(ex_id: str, seed: int, result: Any) -> list[str]:
+    """One line per check the reference solution fails on one seed."""
+    out = []
+    for r in result.checks:
+        if not r.passed:
+            said = r.detail or r.message
+            out.append(f"{ex_id}/{r.check} (seed {seed}): {r.status.value}: {said.en if said else ''}")
+    return out
+
+
+def _sandboxed(course: Course, exercises: list[str] | None, seeds: int, jobs: int,
+               progress: Callable[[Any], None] | None,
+               planned: Callable[[int], None] | None) -> tuple[list[Any], list[Any]]:
+    """Every correct alternative and every known mistake of these exercises graded in the sandbox as submissions:
+    (the alternatives' verdicts, the mistakes')."""
+    graded: list[Any] = []
+    only_loses: list[Any] = []
+    chosen = [ex for ex in course.exercises if not exercises or ex.id in exercises]
+    todo = [a for ex in chosen for a in C.ALTERNATIVES.get(ex.id, [])]
+    wrong = [m for ex in chosen for m in C.MISTAKES.get(ex.id, [])]
+    if planned:
+        planned(len(todo) + len(wrong))
+    if todo:
+        with tempfile.TemporaryDirectory(prefix="autograder-alternatives-") as tmp:
+            graded = grade_alternatives(course, todo, seeds=seeds, jobs=jobs, workdir=Path(tmp), progress=progress)
+    if wrong:
+        with tempfile.TemporaryDirectory(prefix="autograder-mistakes-") as tmp:
+            only_loses = grade_mistakes(course, wrong, seeds=seeds, jobs=jobs, workdir=Path(tmp), progress=progress)
+    return graded, only_loses
 
 
 def print_report(v: Validation, console: Any = None) -> None:

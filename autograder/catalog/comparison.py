@@ -72,14 +72,8 @@ def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool =
         if bool((g - e).abs_().le_(bound).all()):
             return None
     bad_nan = torch.isnan(g) & ~torch.isnan(e)
-    if hidden and bad_nan.any():
-        if bool((e[bad_nan] == 0).all()):
-            return ("在参考答案恰好为 0 的位置出现了 NaN", "NaN where the reference is exactly 0")
-        return ("出现了 NaN，而参考答案在那里是一个数", "NaN where the reference has a number")
     if bad_nan.any():
-        idx = tuple(int(i) for i in bad_nan.nonzero()[0])
-        return (f"出现 NaN（位置 {idx}，期望 {e[idx].item():.6g}）",
-                f"NaN at index {idx} (expected {e[idx].item():.6g})")
+        return _nan_message(e, bad_nan, hidden)
     diff, over = _over(g, e, rtol, atol, extra)
     if not over.any():
         return None
@@ -87,24 +81,40 @@ def compare(got: Any, expected: Any, rtol: float, atol: float, *, hidden: bool =
     idx = tuple(int(i) for i in np.unravel_index(flat, tuple(g.shape))) if g.dim() else ()
     n_bad = int(over.sum())
     if hidden:
-        # Which elements, as a class (all, or only where the reference is exactly 0: masked
-        # positions, say), never their values or places.
-        if g.numel() == 1:
-            return ("与参考答案不符（超出容差）", "differs from the reference (beyond the tolerance)")
-        every = n_bad == g.numel()
-        zeros = not every and bool((e[over] == 0).all())
-        where = ("每个元素", "every element") if every else \
-            ("参考答案恰好为 0 的元素", "the elements where the reference is exactly 0") if zeros else \
-            ("部分元素", "some elements")
-        inf = bool((torch.isinf(g) & over).any())
-        return (f"与参考答案不符：{where[0]}超出容差{'（含 inf）' if inf else ''}（形状 {tuple(g.shape)}）",
-                f"differs from the reference in {where[1]}{' (inf among them)' if inf else ''} "
-                f"(shape {tuple(g.shape)})")
+        return _hidden_message(g, e, over, n_bad)
     want, seen = shown_apart(e[idx].item(), g[idx].item())
     return (f"{n_bad}/{g.numel()} 个元素不符，最大差 {diff[idx].item():.3g} 在位置 {idx}：期望 {want}，"
             f"得到 {seen}（形状 {tuple(g.shape)}）",
             f"{n_bad}/{g.numel()} elements differ, largest difference {diff[idx].item():.3g} at {idx}: "
             f"expected {want}, got {seen} (shape {tuple(g.shape)})")
+
+
+def _nan_message(e: torch.Tensor, bad_nan: torch.Tensor, hidden: bool) -> tuple[str, str]:
+    """(zh, en) for a NaN where the reference has a number: the first place and value, unless ``hidden``."""
+    if hidden:
+        if bool((e[bad_nan] == 0).all()):
+            return ("在参考答案恰好为 0 的位置出现了 NaN", "NaN where the reference is exactly 0")
+        return ("出现了 NaN，而参考答案在那里是一个数", "NaN where the reference has a number")
+    idx = tuple(int(i) for i in bad_nan.nonzero()[0])
+    return (f"出现 NaN（位置 {idx}，期望 {e[idx].item():.6g}）",
+            f"NaN at index {idx} (expected {e[idx].item():.6g})")
+
+
+def _hidden_message(g: torch.Tensor, e: torch.Tensor, over: torch.Tensor, n_bad: int) -> tuple[str, str]:
+    """(zh, en) for values beyond the tolerance, told without values or positions."""
+    # Which elements, as a class (all, or only where the reference is exactly 0: masked
+    # positions, say), never their values or places.
+    if g.numel() == 1:
+        return ("与参考答案不符（超出容差）", "differs from the reference (beyond the tolerance)")
+    every = n_bad == g.numel()
+    zeros = not every and bool((e[over] == 0).all())
+    where = ("每个元素", "every element") if every else \
+        ("参考答案恰好为 0 的元素", "the elements where the reference is exactly 0") if zeros else \
+        ("部分元素", "some elements")
+    inf = bool((torch.isinf(g) & over).any())
+    return (f"与参考答案不符：{where[0]}超出容差{'（含 inf）' if inf else ''}（形状 {tuple(g.shape)}）",
+            f"differs from the reference in {where[1]}{' (inf among them)' if inf else ''} "
+            f"(shape {tuple(g.shape)})")
 
 
 #: Significant digits a number in a message gets at least, and at most (17 tell any two float64 apart).

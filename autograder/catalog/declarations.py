@@ -8,13 +8,10 @@ import enum
 import re
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autograder.inside.forbidden import NAMES, unknown
 from autograder.core.messages import Msg
-
-if TYPE_CHECKING:   # a check runs in a Context; context.py builds on these declarations
-    from autograder.catalog.context import Context
 
 
 # -- declarations --------------------------------------------------------------
@@ -38,8 +35,10 @@ OUTPUT_KINDS = frozenset({Kind.NUMERIC, Kind.FACT, Kind.GRADIENT})
 
 
 #: A check: a function of the context, or a generator function that yields once, after it started its calls
-#: and before it takes their values (the next check begins there: see scoring.run_exercise).
-CheckFn = Callable[["Context"], "Generator[None, None, None] | None"]
+#: and before it takes their values (the next check begins there: see scoring.run_exercise). The context is
+#: a :class:`autograder.catalog.context.Context`, named here, not imported: context.py builds on these
+#: declarations.
+CheckFn = Callable[[Any], "Generator[None, None, None] | None"]
 
 
 def _words(statement: str | tuple[str, ...] | None) -> tuple[str, ...]:

@@ -217,41 +217,51 @@ def input_gradients(ctx: Context, names: Sequence[str], wrt: Sequence[int | str]
     want = ctx.expected(probe_grad, ctx.reference_function(), tuple(wrt), as_float64(sent_grad_out), *ref_args,
                         **ref_kwargs)
     parts = _dict_items(pending.value(), {"out", "grads"})
-    dtype = torch.float64
     # The forward values first: a wrong output explains wrong gradients better than their own message.
-    got_outs = ctx.expect_tuple(parts["out"], len(outputs)) if outputs is not None else [parts["out"]]
-    out_names = list(outputs) if outputs is not None else [None]
-    want_values = want["out"] if outputs is not None else (want["out"],)
-    for name, g, w in zip(out_names, got_outs, want_values):
-        if isinstance(w, torch.Tensor):
-            what = Msg(f"{name if name else '输出'}（梯度检查）", f"{name if name else 'the output'} (gradient check)")
-            got = ctx.expect_tensor(g, tuple(w.shape), w.dtype if not w.is_floating_point() else dtype, what=what)
-            ctx.expect_close(got, w.detach(), dtype, what=what, diagnose=False)
+    _expect_outputs(ctx, parts["out"], want["out"], outputs)
     grads = parts["grads"]
     if grads.kind != "list" or len(grads.spec["items"]) != len(wrt):
         raise CheckFailed(UNREADABLE, hidden=UNREADABLE)
     for name, g, w, position in zip(names, grads.items(), want["grads"], wrt):
         sent = kwargs[position] if isinstance(position, str) else args[position]
-        if w is None:
-            if g.kind == "none":
-                continue          # the reference gets none either (an input the output does not use)
-            w = torch.zeros(sent.shape, dtype=dtype)
+        _expect_gradient(ctx, name, g, w, sent, (fixed or {}).get(name))
+
+
+def _expect_outputs(ctx: Context, got: Any, want: Any, outputs: Sequence[str] | None) -> None:
+    """The forward values of a gradient check's call, each floating output within float64's tolerance."""
+    dtype = torch.float64
+    got_outs = ctx.expect_tuple(got, len(outputs)) if outputs is not None else [got]
+    out_names = list(outputs) if outputs is not None else [None]
+    want_values = want if outputs is not None else (want,)
+    for name, g, w in zip(out_names, got_outs, want_values):
+        if isinstance(w, torch.Tensor):
+            what = Msg(f"{name if name else '输出'}（梯度检查）", f"{name if name else 'the output'} (gradient check)")
+            got_t = ctx.expect_tensor(g, tuple(w.shape), w.dtype if not w.is_floating_point() else dtype, what=what)
+            ctx.expect_close(got_t, w.detach(), dtype, what=what, diagnose=False)
+
+
+def _expect_gradient(ctx: Context, name: str, g: Any, w: Any, sent: Any, constraint: Fixed | None) -> None:
+    """One input's gradient as the call returned it (``g``) against the reference's (``w``, None: none)."""
+    dtype = torch.float64
+    if w is None:
         if g.kind == "none":
-            message = _no_gradient(name)
-            raise CheckFailed(message, hidden=message)
-        if g.kind != "tensor" or tuple(g.spec["shape"]) != tuple(sent.shape):
-            message = Msg(f"对输入 {name} 的梯度形状不对",
-                          f"the gradient with respect to the input {name} has the wrong shape")
-            raise CheckFailed(message, hidden=message)
-        rtol, atol = ctx.tol(dtype)
-        constraint = (fixed or {}).get(name)
-        got_grad, want_grad = g.tensor().double(), w.detach().double()
-        if constraint is not None:
-            got_grad, want_grad = constraint.project(got_grad), constraint.project(want_grad)
-        problem = compare(got_grad, want_grad, rtol, atol)
-        if problem is not None:
-            measured = _measured(name, constraint)
-            # Only a gradient that came back all zero was stopped on the way; one that differs arrived.
-            zero = bool((got_grad.abs() <= atol).all())
-            message = _zero_gradient(measured) if zero else _wrong_gradient(measured)
-            raise CheckFailed(Msg(f"{message.zh}（{problem[0]}）", f"{message.en} ({problem[1]})"), hidden=message)
+            return          # the reference gets none either (an input the output does not use)
+        w = torch.zeros(sent.shape, dtype=dtype)
+    if g.kind == "none":
+        message = _no_gradient(name)
+        raise CheckFailed(message, hidden=message)
+    if g.kind != "tensor" or tuple(g.spec["shape"]) != tuple(sent.shape):
+        message = Msg(f"对输入 {name} 的梯度形状不对",
+                      f"the gradient with respect to the input {name} has the wrong shape")
+        raise CheckFailed(message, hidden=message)
+    rtol, atol = ctx.tol(dtype)
+    got_grad, want_grad = g.tensor().double(), w.detach().double()
+    if constraint is not None:
+        got_grad, want_grad = constraint.project(got_grad), constraint.project(want_grad)
+    problem = compare(got_grad, want_grad, rtol, atol)
+    if problem is not None:
+        measured = _measured(name, constraint)
+        # Only a gradient that came back all zero was stopped on the way; one that differs arrived.
+        zero = bool((got_grad.abs() <= atol).all())
+        message = _zero_gradient(measured) if zero else _wrong_gradient(measured)
+        raise CheckFailed(Msg(f"{message.zh}（{problem[0]}）", f"{message.en} ({problem[1]})"), hidden=message)

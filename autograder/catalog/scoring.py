@@ -13,7 +13,7 @@ import torch
 from autograder.inside import plain
 from autograder.catalog.context import Context, Diagnoser, Runner, stable_seed
 from autograder.catalog.declarations import (MISTAKES, OUTPUT_KINDS, SPECS, Audience, Check, ExerciseSpec,
-                                             checks_for, mistake_by_calls, precision_of)
+                                             Mistake, checks_for, mistake_by_calls, precision_of)
 from autograder.catalog.outcomes import CheckFailed, CheckResult, ExerciseResult, Status, hidden_message, with_case
 from autograder.core.messages import Msg
 from autograder.core.points import shares as share_points
@@ -45,68 +45,82 @@ def run_exercise(exercise: Any, runner: Runner, *, audiences: Iterable[Audience]
     precision = precision_of(exercise_id)
     # Each check's share in hundredths of a point, adding up to max_points exactly (autograder.core.points).
     check_shares = share_points(max_points, [c.weight for c in checks])
-    results: list[CheckResult] = []
-    stop_status: Status | None = None
-    # A check written as a generator yields once, after it started its calls and before it waits for
-    # them: the next check begins then (its inputs drawn, its calls sent behind the first's), and the
-    # first finishes after that. The worker runs the next check's calls while this side computes the
-    # first's expected values. The order is the checks' own, whatever the timing: begin k, begin k+1,
-    # finish k, begin k+2, finish k+1... A plain check runs whole, after the one ahead of it finished.
-    ahead: _Begun | None = None
-
-    def stopped(c: Check, share: float) -> CheckResult:
-        # Not attempted / missing: every later check would say the same.
-        assert stop_status is not None
-        return CheckResult(exercise_id, c.name, c.audience.value, c.kind.value, c.title, stop_status, 0.0, share,
-                           message=results[-1].message)
-
-    # Failures that asked for a diagnosis, named once every check ran: every other call is evidence.
-    asked: list[tuple[CheckResult, Context]] = []
-    concluded: list[Context] = []
-
-    def conclude(begun: _Begun) -> None:
-        nonlocal stop_status
-        result = _result(begun, exercise_id, diagnoser, timer, asked)
-        results.append(result)
-        concluded.append(begun.ctx)
-        if result.status in (Status.NOT_ATTEMPTED, Status.MISSING):
-            stop_status = result.status
-
+    run = _Run(exercise_id, diagnoser, timer)
     for c, share in zip(checks, check_shares):
-        if stop_status is not None:
-            results.append(stopped(c, share))
+        if run.stop_status is not None:
+            run.stopped(c, share)
             continue
         ctx = Context(exercise_id, function, c.name, runner, tolerances,
                       stable_seed(*seed_parts, exercise_id, c.name), spec.forbidden, device, reference,
                       timer=timer, audience=c.audience, precision=precision,
                       builds_on=bool(getattr(exercise, "builds_on", None)))
-        if ahead is not None and not isgeneratorfunction(c.run):
+        run.step(c, share, ctx)
+    if run.ahead is not None:
+        run.conclude(run.ahead)
+    if diagnoser is not None:
+        _diagnose(run.asked, run.concluded, diagnoser, reference, timer)
+    _withhold_without_output(checks, run.results)
+    points, overall = _score(run.results, run.stop_status)
+    return ExerciseResult(exercise_id, function, points, max_points, overall, run.results)
+
+
+class _Run:
+    """One exercise's checks as :func:`run_exercise` runs them: their results so far, the check ahead, the stop.
+
+    A check written as a generator yields once, after it started its calls and before it waits for
+    them: the next check begins then (its inputs drawn, its calls sent behind the first's), and the
+    first finishes after that. The worker runs the next check's calls while this side computes the
+    first's expected values. The order is the checks' own, whatever the timing: begin k, begin k+1,
+    finish k, begin k+2, finish k+1... A plain check runs whole, after the one ahead of it finished.
+    """
+
+    __slots__ = ("exercise_id", "diagnoser", "timer", "results", "stop_status", "ahead", "asked", "concluded")
+
+    def __init__(self, exercise_id: str, diagnoser: Diagnoser | None, timer: Stopwatch):
+        self.exercise_id, self.diagnoser, self.timer = exercise_id, diagnoser, timer
+        self.results: list[CheckResult] = []
+        self.stop_status: Status | None = None
+        self.ahead: _Begun | None = None
+        # Failures that asked for a diagnosis, named once every check ran: every other call is evidence.
+        self.asked: list[tuple[CheckResult, Context]] = []
+        self.concluded: list[Context] = []
+
+    def stopped(self, c: Check, share: float) -> None:
+        """A check not run once a check stopped the exercise (not attempted / missing: it would say the same)."""
+        assert self.stop_status is not None
+        self.results.append(CheckResult(self.exercise_id, c.name, c.audience.value, c.kind.value, c.title,
+                                        self.stop_status, 0.0, share, message=self.results[-1].message))
+
+    def conclude(self, begun: _Begun) -> None:
+        """Finish a begun check and record its result; a not attempted or missing one stops the exercise."""
+        result = _result(begun, self.exercise_id, self.diagnoser, self.timer, self.asked)
+        self.results.append(result)
+        self.concluded.append(begun.ctx)
+        if result.status in (Status.NOT_ATTEMPTED, Status.MISSING):
+            self.stop_status = result.status
+
+    def step(self, c: Check, share: float, ctx: Context) -> None:
+        """Begin one check, concluding the one ahead where its turn has come; keep a generator check ahead."""
+        if self.ahead is not None and not isgeneratorfunction(c.run):
             # A plain check waits for its calls at once, and for those in flight before them: the one
             # ahead finishes first, its expected values computed while the worker still runs its calls.
-            conclude(ahead)
-            ahead = None
-            if stop_status is not None:
-                results.append(stopped(c, share))
-                continue
+            self.conclude(self.ahead)
+            self.ahead = None
+            if self.stop_status is not None:
+                self.stopped(c, share)
+                return
         begun = _begin(c, share, ctx)
-        if ahead is not None:
-            conclude(ahead)
-            ahead = None
-            if stop_status is not None:     # this check began before the stop was known: undone
+        if self.ahead is not None:
+            self.conclude(self.ahead)
+            self.ahead = None
+            if self.stop_status is not None:     # this check began before the stop was known: undone
                 begun.discard()
-                results.append(stopped(c, share))
-                continue
+                self.stopped(c, share)
+                return
         if begun.steps is None:
-            conclude(begun)
+            self.conclude(begun)
         else:
-            ahead = begun
-    if ahead is not None:
-        conclude(ahead)
-    if diagnoser is not None:
-        _diagnose(asked, concluded, diagnoser, reference, timer)
-    _withhold_without_output(checks, results)
-    points, overall = _score(results, stop_status)
-    return ExerciseResult(exercise_id, function, points, max_points, overall, results)
+            self.ahead = begun
 
 
 def _score(results: list[CheckResult], stop_status: Status | None) -> tuple[float, Status]:
@@ -199,35 +213,16 @@ def _result(begun: _Begun, exercise_id: str, diagnoser: Diagnoser | None, timer:
     begun.finish()
     c, ctx, share, error = begun.check, begun.ctx, begun.share, begun.error
     hidden = c.audience is Audience.HIDDEN
-    status, message, found, detail, ask = Status.PASSED, None, None, None, False
+    status: Status = Status.PASSED
+    message: Msg | None = None
+    detail: Msg | None = None
+    found: Mistake | None = None
+    ask = False
     if isinstance(error, CheckFailed):
-        failed = error
-        status, message = failed.status, with_case(failed.message, failed.case)
-        if hidden:
-            detail, message = message, with_case(hidden_message(c, failed), failed.case, hidden=True)
-        if failed.mistake is not None and diagnoser is not None:
-            # recognised by the check itself (an error's message): named as declared, where the catalog holds it
-            found = next((m for m in MISTAKES.get(exercise_id, []) if m.name == failed.mistake), None)
-        elif failed.diagnose and diagnoser is not None and ctx.last_request is not None \
-                and ctx.last_value is not None:
-            ask = True
-        elif failed.status is Status.FORBIDDEN and diagnoser is not None:
-            # stopped by a forbidden call before any value was compared: a known mistake that is that call
-            found = mistake_by_calls(exercise_id, ctx.forbidden_seen)
-    elif isinstance(error, plain.PlainDataError):
-        # The text describes the student's value (describe()): hidden checks keep it as detail.
-        status, message = Status.FAILED, Msg(f"返回值不对：{error}", f"wrong return value: {error}")
-        if hidden:
-            detail, message = message, Msg(f"返回值的类型或结构不对：{c.title.zh}",
-                                           f"wrong kind of return value: {c.title.en}")
-    elif error is not None:       # a fault in the check itself must not lose the exercise
-        status = Status.CHECK_ERROR
-        message = Msg(f"检查程序本身出错（{type(error).__name__}: {error}），请告诉助教",
-                      f"the check itself failed ({type(error).__name__}: {error}); tell the teaching staff")
-        if hidden:
-            kind = type(error).__name__
-            detail, message = message, Msg(f"检查程序本身出错（{kind}），请告诉助教",
-                                           f"the check itself failed ({kind}); tell the teaching staff")
+        status, message, detail = _failed_messages(c, error, hidden)
+        found, ask = _mistake_of(error, exercise_id, diagnoser, ctx)
+    elif error is not None:
+        status, message, detail = _error_messages(c, error, hidden)
     result = CheckResult(
         ctx.exercise, c.name, c.audience.value, c.kind.value, c.title, status,
         share if status is Status.PASSED else 0.0, share, message=message,
@@ -236,6 +231,49 @@ def _result(begun: _Begun, exercise_id: str, diagnoser: Diagnoser | None, timer:
     if ask:
         asked.append((result, ctx))
     return result
+
+
+def _failed_messages(c: Check, failed: CheckFailed, hidden: bool) -> tuple[Status, Msg | None, Msg | None]:
+    """(status, message, detail) of a check that failed: a hidden check's full message kept as its detail."""
+    message, detail = with_case(failed.message, failed.case), None
+    if hidden:
+        detail, message = message, with_case(hidden_message(c, failed), failed.case, hidden=True)
+    return failed.status, message, detail
+
+
+def _mistake_of(failed: CheckFailed, exercise_id: str, diagnoser: Diagnoser | None,
+                ctx: Context) -> tuple[Mistake | None, bool]:
+    """(the known mistake a failure names, whether it asks for a diagnosis on its last call)."""
+    if failed.mistake is not None and diagnoser is not None:
+        # recognised by the check itself (an error's message): named as declared, where the catalog holds it
+        return next((m for m in MISTAKES.get(exercise_id, []) if m.name == failed.mistake), None), False
+    if failed.diagnose and diagnoser is not None and ctx.last_request is not None \
+            and ctx.last_value is not None:
+        return None, True
+    if failed.status is Status.FORBIDDEN and diagnoser is not None:
+        # stopped by a forbidden call before any value was compared: a known mistake that is that call
+        return mistake_by_calls(exercise_id, ctx.forbidden_seen), False
+    return None, False
+
+
+def _error_messages(c: Check, error: Exception, hidden: bool) -> tuple[Status, Msg, Msg | None]:
+    """(status, message, detail) of a check that raised other than CheckFailed: a wrong kind of value, or a
+    fault in the check itself (which must not lose the exercise)."""
+    detail: Msg | None = None
+    if isinstance(error, plain.PlainDataError):
+        # The text describes the student's value (describe()): hidden checks keep it as detail.
+        message = Msg(f"返回值不对：{error}", f"wrong return value: {error}")
+        if hidden:
+            detail, message = message, Msg(f"返回值的类型或结构不对：{c.title.zh}",
+                                           f"wrong kind of return value: {c.title.en}")
+        return Status.FAILED, message, detail
+    message = Msg(f"检查程序本身出错（{type(error).__name__}: {error}），请告诉助教",
+                  f"the check itself failed ({type(error).__name__}: {error}); tell the teaching staff")
+    if hidden:
+        kind = type(error).__name__
+        detail, message = message, Msg(f"检查程序本身出错（{kind}），请告诉助教",
+                                       f"the check itself failed ({kind}); tell the teaching staff")
+    return Status.CHECK_ERROR, message, detail
 
 
 def _diagnose(asked: list[tuple[CheckResult, Context]], concluded: list[Context], diagnoser: Diagnoser,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,18 @@ def _csv_rows(text: str, name: str) -> list[dict[str, Any]]:
     if not records:
         return []
     header = [cell.strip().lower() for cell in records[0]]
+    _check_csv_header(header, name)
+    rows: list[dict[str, Any]] = []
+    for number, record in enumerate(records[1:], start=1):
+        if len(record) > len(header):
+            raise ConfigError(f"{name}, row {number}: {len(record)} values for {len(header)} columns "
+                              f"({','.join(header)}); quote a value that holds a comma")
+        rows.append({column: cell.strip() for column, cell in zip(header, record)})
+    return rows
+
+
+def _check_csv_header(header: list[str], name: str) -> None:
+    """An extensions CSV's header: known columns, each once; student, assignment, and due or extra present."""
     for column in header:
         if column not in EXTENSION_FIELDS:
             raise ConfigError(f"{name}, header: unknown column {column!r} (the columns are "
@@ -50,13 +63,6 @@ def _csv_rows(text: str, name: str) -> list[dict[str, Any]]:
                               f"{','.join(EXTENSION_FIELDS)})")
     if "due" not in header and "extra" not in header:
         raise ConfigError(f"{name}, header: no column 'due' or 'extra' (the header is {','.join(EXTENSION_FIELDS)})")
-    rows: list[dict[str, Any]] = []
-    for number, record in enumerate(records[1:], start=1):
-        if len(record) > len(header):
-            raise ConfigError(f"{name}, row {number}: {len(record)} values for {len(header)} columns "
-                              f"({','.join(header)}); quote a value that holds a comma")
-        rows.append({column: cell.strip() for column, cell in zip(header, record)})
-    return rows
 
 
 def _yaml_rows(text: str, name: str) -> list[dict[str, Any]]:
@@ -110,43 +116,13 @@ def load_extensions(path: Path, *, assignments: set[str], students: set[str] | N
     if not path.exists():
         return []
     suffix = path.suffix.lower()
-    if suffix not in (".csv", ".yml", ".yaml"):
-        raise ConfigError(f"{name}: an extensions file is .csv, .yml or .yaml, not {suffix or 'a file without one'}")
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{name}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    except OSError as exc:
-        raise ConfigError(f"{name}: cannot be read ({exc.strerror or exc})") from None
+    text = _extensions_text(path, name, suffix)
     rows = _csv_rows(text, name) if suffix == ".csv" else _yaml_rows(text, name)
     seen: dict[tuple[str, str], int] = {}
     extensions: list[Extension] = []
     for number, row in enumerate(rows, start=1):
-        at = f"{name}, row {number}"
-        student = _name_cell(row.get("student"), at, "student")
-        assignment = _name_cell(row.get("assignment"), at, "assignment")
-        where = f"{at} ({student or '?'}, {assignment or '?'})"
-        if not student:
-            raise ConfigError(f"{where}: student: empty (the student's ID, as in the roster)")
-        if not assignment:
-            raise ConfigError(f"{where}: assignment: empty (one of {_listed(assignments)})")
-        if assignment not in assignments:
-            raise ConfigError(f"{where}: assignment: {assignment!r} is not an assignment of the course (known: "
-                              f"{_listed(assignments) or 'none'})", hint=close_hint(assignment, assignments))
-        if students is not None and student not in students:
-            raise ConfigError(f"{where}: student: {student!r} is not on the roster ({len(students)} students seen: "
-                              f"{_listed(students) or 'none'})", hint=close_hint(student, students))
-        due_cell: Any = row.get("due")
-        extra_cell: Any = row.get("extra")
-        has_due, has_extra = due_cell not in (None, ""), extra_cell not in (None, "")
-        if has_due and has_extra:
-            raise ConfigError(f"{where}: due and extra both given: give due (a new due date) or extra "
-                              f"(a duration added to the due date), not both")
-        if not has_due and not has_extra:
-            raise ConfigError(f"{where}: neither due nor extra given: give due (a new due date, e.g. "
-                              f"2026-12-01T10:00+08:00) or extra (a duration, e.g. 3d)")
-        due = parse_time(due_cell, where=f"{where}: due", default_tz=default_tz) if has_due else None
-        extra = parse_duration(extra_cell, where=f"{where}: extra") if has_extra else None
+        student, assignment, where = _row_names(row, f"{name}, row {number}", assignments, students)
+        due, extra = _row_times(row, where, default_tz)
         reason = row.get("reason")
         if reason is not None and not isinstance(reason, str):
             reason = str(reason)
@@ -158,3 +134,51 @@ def load_extensions(path: Path, *, assignments: set[str], students: set[str] | N
         extensions.append(Extension(student=student, assignment=assignment, due=due, extra=extra,
                                     reason=(reason or "").strip()))
     return extensions
+
+
+def _extensions_text(path: Path, name: str, suffix: str) -> str:
+    """The text of an extensions file of a known suffix (UTF-8, BOM tolerated); a ConfigError otherwise."""
+    if suffix not in (".csv", ".yml", ".yaml"):
+        raise ConfigError(f"{name}: an extensions file is .csv, .yml or .yaml, not {suffix or 'a file without one'}")
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{name}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _row_names(row: dict[str, Any], at: str, assignments: set[str],
+               students: set[str] | None) -> tuple[str, str, str]:
+    """A row's student and assignment, each given and known, and the words that name the row in a problem."""
+    student = _name_cell(row.get("student"), at, "student")
+    assignment = _name_cell(row.get("assignment"), at, "assignment")
+    where = f"{at} ({student or '?'}, {assignment or '?'})"
+    if not student:
+        raise ConfigError(f"{where}: student: empty (the student's ID, as in the roster)")
+    if not assignment:
+        raise ConfigError(f"{where}: assignment: empty (one of {_listed(assignments)})")
+    if assignment not in assignments:
+        raise ConfigError(f"{where}: assignment: {assignment!r} is not an assignment of the course (known: "
+                          f"{_listed(assignments) or 'none'})", hint=close_hint(assignment, assignments))
+    if students is not None and student not in students:
+        raise ConfigError(f"{where}: student: {student!r} is not on the roster ({len(students)} students seen: "
+                          f"{_listed(students) or 'none'})", hint=close_hint(student, students))
+    return student, assignment, where
+
+
+def _row_times(row: dict[str, Any], where: str,
+               default_tz: str | None) -> tuple[datetime | None, timedelta | None]:
+    """A row's new due date or its extra time (exactly one of them given; the other None)."""
+    due_cell: Any = row.get("due")
+    extra_cell: Any = row.get("extra")
+    has_due, has_extra = due_cell not in (None, ""), extra_cell not in (None, "")
+    if has_due and has_extra:
+        raise ConfigError(f"{where}: due and extra both given: give due (a new due date) or extra "
+                          f"(a duration added to the due date), not both")
+    if not has_due and not has_extra:
+        raise ConfigError(f"{where}: neither due nor extra given: give due (a new due date, e.g. "
+                          f"2026-12-01T10:00+08:00) or extra (a duration, e.g. 3d)")
+    due = parse_time(due_cell, where=f"{where}: due", default_tz=default_tz) if has_due else None
+    extra = parse_duration(extra_cell, where=f"{where}: extra") if has_extra else None
+    return due, extra

@@ -227,6 +227,39 @@ def apply(deadline: Deadline | None, *, submitted: datetime | None, late_marker:
     and a custom function is called with seconds_late=1.0 and submitted=None. Submitting exactly at `last` is
     still accepted. ``seconds_late`` is 0.0 for a submission on time.
     """
+    _check_arguments(unknown_late, submitted=submitted, raw=raw, max_points=max_points)
+    raw_q = max(_q(_dec(raw)), Decimal(0))
+    if deadline is None:
+        return _result(False, None, Decimal(0), raw_q, "no due date: no late penalty", "无截止时间：不扣分")
+    policy = deadline.policy
+    extended_en, extended_zh = (" (extended)", "（已延期）") if deadline.extension is not None else ("", "")
+    head_en = f"due {_when(deadline.due)}{extended_en}"
+    head_zh = f"截止时间 {_when(deadline.due)}{extended_zh}"
+
+    if submitted is None:
+        return _time_unknown(deadline, (head_en, head_zh), late_marker=late_marker, unknown_late=unknown_late,
+                             raw=raw, raw_q=raw_q, max_points=max_points, course_root=course_root)
+
+    late_by = as_utc(submitted) - as_utc(deadline.due)
+    if late_by <= timedelta(0):
+        return _result(False, 0.0, Decimal(0), raw_q, f"{head_en}; on time", f"{head_zh}；按时提交")
+    seconds = late_by.total_seconds()
+    span_en, span_zh = _span(seconds)
+    if deadline.last is not None and as_utc(submitted) > as_utc(deadline.last):
+        return _result(True, seconds, raw_q, Decimal(0),
+                       f"{head_en}; {span_en} late; after the late window closed ({_when(deadline.last)}): "
+                       f"not accepted, score 0",
+                       f"{head_zh}；迟交 {span_zh}；晚于迟交截止时间 {_when(deadline.last)}：不予接收，记 0 分",
+                       accepted=False)
+    taken = _nominal(policy, seconds_late=seconds, late_by=late_by, raw=raw, max_points=max_points,
+                     due=deadline.due, submitted=submitted, course_root=course_root)
+    penalty, final, more_en, more_zh = _limit(taken, policy, raw)
+    return _result(True, seconds, penalty, final, f"{head_en}; {span_en} late; {taken.en}{more_en}",
+                   f"{head_zh}；迟交 {span_zh}；{taken.zh}{more_zh}")
+
+
+def _check_arguments(unknown_late: str, *, submitted: datetime | None, raw: float, max_points: float) -> None:
+    """:func:`apply`'s arguments: a known ``unknown_late``, finite scores, ``max_points`` >= 0, an aware time."""
     if unknown_late not in ("on_time", "late_unknown"):
         raise ValueError(f"unknown_late must be 'on_time' or 'late_unknown', got {unknown_late!r}")
     for name, number in (("raw", raw), ("max_points", max_points)):
@@ -236,55 +269,38 @@ def apply(deadline: Deadline | None, *, submitted: datetime | None, late_marker:
         raise ValueError(f"max_points must be 0 or more, got {max_points!r}")
     if submitted is not None:
         require_aware(submitted, "submitted")
-    raw_q = max(_q(_dec(raw)), Decimal(0))
 
-    def result(late: bool | None, seconds: float | None, penalty: Decimal, final: Decimal, en: str, zh: str,
-               accepted: bool = True) -> Lateness:
-        return Lateness(late=late, seconds_late=seconds, penalty=float(penalty), final=float(final), rule=en,
-                        rule_zh=zh, accepted=accepted)
 
-    if deadline is None:
-        return result(False, None, Decimal(0), raw_q, "no due date: no late penalty", "无截止时间：不扣分")
+def _result(late: bool | None, seconds: float | None, penalty: Decimal, final: Decimal, en: str, zh: str,
+            accepted: bool = True) -> Lateness:
+    """:func:`apply`'s answer: its penalty and final score as floats, its rule in both languages."""
+    return Lateness(late=late, seconds_late=seconds, penalty=float(penalty), final=float(final), rule=en,
+                    rule_zh=zh, accepted=accepted)
+
+
+def _time_unknown(deadline: Deadline, head: tuple[str, str], *, late_marker: bool,
+                  unknown_late: Literal["on_time", "late_unknown"], raw: float, raw_q: Decimal, max_points: float,
+                  course_root: Path | None) -> Lateness:
+    """:func:`apply` without a submission time: lateness unknown, or the LMS's late marker (see ``unknown_late``)."""
+    head_en, head_zh = head
     policy = deadline.policy
-    extended_en, extended_zh = (" (extended)", "（已延期）") if deadline.extension is not None else ("", "")
-    head_en = f"due {_when(deadline.due)}{extended_en}"
-    head_zh = f"截止时间 {_when(deadline.due)}{extended_zh}"
-
-    if submitted is None:
-        if not late_marker:
-            return result(None, None, Decimal(0), raw_q, f"{head_en}; no trustworthy submission time: lateness "
-                          f"unknown, no late penalty", f"{head_zh}；没有可信的提交时间，无法判断是否迟交，不扣分")
-        marked_en, marked_zh = "marked late by the LMS, submission time unknown", "学习平台标记为迟交，提交时间未知"
-        if unknown_late == "on_time" or policy.kind == "none":
-            why_en = "no late penalty" if policy.kind == "none" else "no penalty (unknown_late: on_time)"
-            why_zh = "无迟交扣分" if policy.kind == "none" else "按时处理，不扣分"
-            return result(True, None, Decimal(0), raw_q, f"{head_en}; {marked_en}: {why_en}",
-                          f"{head_zh}；{marked_zh}：{why_zh}")
-        unit = UNITS.get(policy.kind)
-        counted_en = f"counted as 1 started {unit[1]} late" if unit else "counted as 1 second late"
-        counted_zh = f"按迟交 1 {unit[3]}计" if unit else "按迟交 1 秒计"
-        taken = _nominal(policy, seconds_late=1.0, late_by=timedelta(seconds=1), raw=raw, max_points=max_points,
-                         due=deadline.due, submitted=None, course_root=course_root)
-        penalty, final, more_en, more_zh = _limit(taken, policy, raw)
-        return result(True, None, penalty, final, f"{head_en}; {marked_en}, {counted_en}; {taken.en}{more_en}",
-                      f"{head_zh}；{marked_zh}，{counted_zh}；{taken.zh}{more_zh}")
-
-    late_by = as_utc(submitted) - as_utc(deadline.due)
-    if late_by <= timedelta(0):
-        return result(False, 0.0, Decimal(0), raw_q, f"{head_en}; on time", f"{head_zh}；按时提交")
-    seconds = late_by.total_seconds()
-    span_en, span_zh = _span(seconds)
-    if deadline.last is not None and as_utc(submitted) > as_utc(deadline.last):
-        return result(True, seconds, raw_q, Decimal(0),
-                      f"{head_en}; {span_en} late; after the late window closed ({_when(deadline.last)}): "
-                      f"not accepted, score 0",
-                      f"{head_zh}；迟交 {span_zh}；晚于迟交截止时间 {_when(deadline.last)}：不予接收，记 0 分",
-                      accepted=False)
-    taken = _nominal(policy, seconds_late=seconds, late_by=late_by, raw=raw, max_points=max_points,
-                     due=deadline.due, submitted=submitted, course_root=course_root)
+    if not late_marker:
+        return _result(None, None, Decimal(0), raw_q, f"{head_en}; no trustworthy submission time: lateness "
+                       f"unknown, no late penalty", f"{head_zh}；没有可信的提交时间，无法判断是否迟交，不扣分")
+    marked_en, marked_zh = "marked late by the LMS, submission time unknown", "学习平台标记为迟交，提交时间未知"
+    if unknown_late == "on_time" or policy.kind == "none":
+        why_en = "no late penalty" if policy.kind == "none" else "no penalty (unknown_late: on_time)"
+        why_zh = "无迟交扣分" if policy.kind == "none" else "按时处理，不扣分"
+        return _result(True, None, Decimal(0), raw_q, f"{head_en}; {marked_en}: {why_en}",
+                       f"{head_zh}；{marked_zh}：{why_zh}")
+    unit = UNITS.get(policy.kind)
+    counted_en = f"counted as 1 started {unit[1]} late" if unit else "counted as 1 second late"
+    counted_zh = f"按迟交 1 {unit[3]}计" if unit else "按迟交 1 秒计"
+    taken = _nominal(policy, seconds_late=1.0, late_by=timedelta(seconds=1), raw=raw, max_points=max_points,
+                     due=deadline.due, submitted=None, course_root=course_root)
     penalty, final, more_en, more_zh = _limit(taken, policy, raw)
-    return result(True, seconds, penalty, final, f"{head_en}; {span_en} late; {taken.en}{more_en}",
-                  f"{head_zh}；迟交 {span_zh}；{taken.zh}{more_zh}")
+    return _result(True, None, penalty, final, f"{head_en}; {marked_en}, {counted_en}; {taken.en}{more_en}",
+                   f"{head_zh}；{marked_zh}，{counted_zh}；{taken.zh}{more_zh}")
 
 
 def as_of_accepts(deadline: Deadline | None, as_of: datetime) -> bool:

@@ -194,7 +194,8 @@ class NotebookScanner:
                      frozenset(self.grade_ids))
 
     def _sink(self) -> Any:
-        bounds, name, stack = self.bounds, self.name, self._stack
+        """The parser's events, one per send: each value counted against the bounds, what the shape keeps noted."""
+        bounds, name, stack, open_container = self.bounds, self.name, self._stack, self._open
         while True:
             event, value = yield
             if event == "map_key":
@@ -207,18 +208,7 @@ class NotebookScanner:
                 self.values += 1
                 where = tuple(k if is_map else "[]" for is_map, k in stack) if len(stack) <= 5 else ()
                 if event in ("start_map", "start_array"):
-                    if where in _CELL_PATHS:
-                        self.cells += 1
-                        if self.cells > bounds.cells:
-                            raise _past(name, "notebook.too_many_cells", "notebook_cells", bounds.cells, "cells")
-                    elif where in (("cells",), ("worksheets",)) and event == "start_array":
-                        self.has_cells = True
-                    stack.append([event == "start_map", None])
-                    if len(stack) > self.depth:
-                        self.depth = len(stack)
-                        if self.depth > bounds.depth:
-                            raise _past(name, "notebook.too_deep", "notebook_depth", bounds.depth,
-                                        "levels of nesting")
+                    open_container(event, where)
                 elif event == "string" and where == _GRADE_ID:
                     self.grade_ids.add(value[:100])
                 elif where == ("nbformat",) and event == "number":
@@ -227,6 +217,21 @@ class NotebookScanner:
                     self.declared = value[:200]
             if self.values > bounds.values:
                 raise _past(name, "notebook.too_many_values", "notebook_values", bounds.values, "JSON values")
+
+    def _open(self, event: str, where: tuple[Any, ...]) -> None:
+        """A map or an array begins at ``where``: a cell counted, the cells' list noted, the depth bounded."""
+        bounds, name, stack = self.bounds, self.name, self._stack
+        if where in _CELL_PATHS:
+            self.cells += 1
+            if self.cells > bounds.cells:
+                raise _past(name, "notebook.too_many_cells", "notebook_cells", bounds.cells, "cells")
+        elif where in (("cells",), ("worksheets",)) and event == "start_array":
+            self.has_cells = True
+        stack.append([event == "start_map", None])
+        if len(stack) > self.depth:
+            self.depth = len(stack)
+            if self.depth > bounds.depth:
+                raise _past(name, "notebook.too_deep", "notebook_depth", bounds.depth, "levels of nesting")
 
     def _invalid(self, exc: BaseException, complete: bool) -> NotebookError:
         """The NotebookError of bytes that are not JSON: where exactly, as Python's parser says it, on the bytes

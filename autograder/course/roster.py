@@ -99,12 +99,8 @@ def read_roster(path: Path, where: str | None = None) -> Roster:
 
 
 def parse_roster(text: str, where: str = "roster") -> Roster:
-    try:
-        reader = csv.DictReader(io.StringIO(text))
-        header = list(reader.fieldnames or [])
-        rows = list(reader)
-    except csv.Error as exc:
-        raise ConfigError(f"{where}: not a CSV file ({exc})") from None
+    """A roster's CSV text (the kit's own columns or an LMS's export) as a Roster; ConfigError names the row."""
+    header, rows = _csv_table(text, where)
     columns = _columns(header)
     if not columns["student"]:
         raise ConfigError(f"{where}: no student column (its header: {', '.join(h for h in header if h) or 'none'})",
@@ -118,34 +114,62 @@ def parse_roster(text: str, where: str = "roster") -> Roster:
     first_last = ("first name" in {h.strip().lower() for h in header if h}) and not columns["name"]
     lowered = {h.strip().lower(): h for h in header if h}
     for number, row in enumerate(rows, start=1):
-        def cell(field: str, row: dict[str, str | None] = row) -> str:
-            column = columns[field]
-            value = row.get(column) if column else ""
-            return value.strip() if isinstance(value, str) else ""
-
-        if CANVAS_POINTS_ROW in (cell("name").lower(), cell("student").lower()):
+        at = f"{where}, row {number}"
+        student = _row_student(row, columns, at)
+        if student is None:
             continue
-        student = cell("student")
-        if not student and not any((v or "").strip() for v in row.values() if isinstance(v, str)):
-            continue                                           # an empty line
-        if not student or len(student) > MAX_FIELD or not student.isprintable():
-            raise ConfigError(f"{where}, row {number}: {columns['student']}: a student id of 1 to {MAX_FIELD} "
-                              f"printable characters")
         if student in seen:
-            raise ConfigError(f"{where}, row {number}: student {student!r} is already row {seen[student]}")
+            raise ConfigError(f"{at}: student {student!r} is already row {seen[student]}")
         seen[student] = number
-        name = cell("name")
-        if first_last:
-            name = " ".join(part for part in ((row.get(lowered.get("first name", "")) or "").strip(),
-                                              (row.get(lowered.get("last name", "")) or "").strip()) if part)
-        values = {"name": name, "email": cell("email"), "section": cell("section"),
-                  "canvas_id": cell("canvas_id"), "moodle_id_number": cell("moodle_id_number")}
-        for field, value in values.items():
-            if len(value) > MAX_FIELD or not value.isprintable():
-                raise ConfigError(f"{where}, row {number}: {columns[field] or field}: at most {MAX_FIELD} printable "
-                                  f"characters")
-        if values["canvas_id"] and not values["canvas_id"].isdigit():
-            raise ConfigError(f"{where}, row {number}: {columns['canvas_id']}: a Canvas user id is digits, got "
-                              f"{values['canvas_id'][:40]!r}")
-        members.append(Member(student, **values))
+        members.append(Member(student, **_row_values(row, columns, at, lowered if first_last else None)))
     return Roster(tuple(members), where)
+
+
+def _csv_table(text: str, where: str) -> tuple[list[str], list[dict[str, str | None]]]:
+    """A CSV text's header and rows (as mappings); a ConfigError where it is not CSV."""
+    try:
+        reader = csv.DictReader(io.StringIO(text))
+        header = list(reader.fieldnames or [])
+        rows = list(reader)
+    except csv.Error as exc:
+        raise ConfigError(f"{where}: not a CSV file ({exc})") from None
+    return header, rows
+
+
+def _cell(columns: dict[str, str], row: dict[str, str | None], field: str) -> str:
+    """The row's value of ``field`` (read from its column, if any), stripped; "" where there is none."""
+    column = columns[field]
+    value = row.get(column) if column else ""
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _row_student(row: dict[str, str | None], columns: dict[str, str], at: str) -> str | None:
+    """The row's student id, checked; None for a row that is no student (Canvas' points row, an empty line)."""
+    student = _cell(columns, row, "student")
+    if CANVAS_POINTS_ROW in (_cell(columns, row, "name").lower(), student.lower()):
+        return None
+    if not student and not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+        return None                                            # an empty line
+    if not student or len(student) > MAX_FIELD or not student.isprintable():
+        raise ConfigError(f"{at}: {columns['student']}: a student id of 1 to {MAX_FIELD} printable characters")
+    return student
+
+
+def _row_values(row: dict[str, str | None], columns: dict[str, str], at: str,
+                first_last: dict[str, str] | None) -> dict[str, str]:
+    """The row's other fields, checked; the name from first and last name columns where ``first_last`` (the
+    header's lowered names) is given."""
+    name = _cell(columns, row, "name")
+    if first_last is not None:
+        name = " ".join(part for part in ((row.get(first_last.get("first name", "")) or "").strip(),
+                                          (row.get(first_last.get("last name", "")) or "").strip()) if part)
+    values = {"name": name, "email": _cell(columns, row, "email"), "section": _cell(columns, row, "section"),
+              "canvas_id": _cell(columns, row, "canvas_id"),
+              "moodle_id_number": _cell(columns, row, "moodle_id_number")}
+    for field, value in values.items():
+        if len(value) > MAX_FIELD or not value.isprintable():
+            raise ConfigError(f"{at}: {columns[field] or field}: at most {MAX_FIELD} printable characters")
+    if values["canvas_id"] and not values["canvas_id"].isdigit():
+        raise ConfigError(f"{at}: {columns['canvas_id']}: a Canvas user id is digits, got "
+                          f"{values['canvas_id'][:40]!r}")
+    return values

@@ -24,7 +24,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from autograder import __version__
+from autograder.core.version import __version__
 from autograder import catalog as C
 from autograder import grading as G
 from autograder.authoring.bundle import pyproject_project, requirement_specs
@@ -198,51 +198,14 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
                        seconds: float, plan: list[PlannedCheck]) -> dict[str, Any]:
     """The kit's result of one submission as Gradescope's results.json: one test per check."""
     titles = {ex.id: ex.title_in(language) for ex in assignment.exercises}
-    tests: list[dict[str, Any]] = []
     graded = bool(result.get("exercises"))
-    if graded:
-        for ex in result["exercises"]:
-            forbidden = ex["status"] == "forbidden"
-            names = sorted({f for c in ex["checks"] for f in c.get("forbidden") or []})
-            for c in ex["checks"]:
-                passed = bool(c["passed"]) and not forbidden and not c.get("withheld")
-                if passed:
-                    output = say_in(language, "passed")
-                else:
-                    detail = message_text(c.get("message"), language)
-                    lines = [f"{say_in(language, c['status'])}: {detail}" if detail else say_in(language, c["status"])]
-                    if c.get("mistake_message"):
-                        lines.append(f"{say_in(language, 'diagnosis')}: {message_text(c['mistake_message'], language)}")
-                    if forbidden:
-                        lines.append(say_in(language, "forbidden_note", names=", ".join(names) or "?"))
-                    output = "\n".join(lines)
-                tests.append(_check_test(titles.get(ex["exercise"], ex["exercise"]), c, passed=passed,
-                                         output=output, language=language, score=c["points"],
-                                         max_score=c["max_points"]))
-    else:
-        why = f"{say_in(language, 'not_graded')}: {message_text(result.get('message'), language)}"
-        for p in plan:
-            check = {"exercise": p.exercise, "check": p.check, "audience": p.audience, "title": p.title}
-            tests.append(_check_test(titles.get(p.exercise, p.exercise), check, passed=False, output=why,
-                                     language=language, score=0.0, max_score=p.points))
+    tests = _graded_tests(result, titles, language) if graded else _planned_tests(result, plan, titles, language)
     public = [t for t in tests if t["extra_data"]["audience"] == "public"]
     most = maximum(assignment, result)
     lines = [f"{assignment.id} · {assignment.title_in(language)}"]
     if graded:
         lines.append(say_in(language, "public", passed=sum(t["status"] == "passed" for t in public), total=len(public)))
-        late = result.get("late")
-        if isinstance(late, dict):       # (one on time or of unknown time: its due date, not "late")
-            label = say_in(language, "late" if late.get("late") is True else "due")
-            lines.append(f"{label}: {message_text(late.get('rule'), language)}")
-        for note in result.get("notes_msg") or []:
-            lines.append(f"{say_in(language, 'note')}: {message_text(note, language)}")
-        bad = [c for c in result.get("cells") or [] if c.get("status") not in ("ok", "skipped", None)]
-        if bad:
-            lines.append(say_in(language, "cells"))
-            for c in bad:
-                parts = (c.get("error_type") or c.get("status"), cell_message(c, language))
-                detail = " ".join(str(x) for x in parts if x)
-                lines.append(f"  {say_in(language, 'cell')} {cell_number(c)}: {detail}")
+        lines += _graded_notes(result, language)
     else:
         lines += [f"{say_in(language, 'not_graded')}: {message_text(result.get('message'), language)}",
                   say_in(language, "what_now")]
@@ -265,6 +228,63 @@ def gradescope_results(result: dict[str, Any], course: Course, assignment: Assig
                        "max_points": hundredths(most.automatic), "written_points": hundredths(most.written)},
         "tests": tests,
     }
+
+
+def _graded_tests(result: dict[str, Any], titles: dict[str, str], language: str) -> list[dict[str, Any]]:
+    """One test per check of a graded submission, with what it said where it did not pass."""
+    tests: list[dict[str, Any]] = []
+    for ex in result["exercises"]:
+        forbidden = ex["status"] == "forbidden"
+        names = sorted({f for c in ex["checks"] for f in c.get("forbidden") or []})
+        for c in ex["checks"]:
+            passed = bool(c["passed"]) and not forbidden and not c.get("withheld")
+            output = say_in(language, "passed") if passed else _failed_output(c, forbidden, names, language)
+            tests.append(_check_test(titles.get(ex["exercise"], ex["exercise"]), c, passed=passed,
+                                     output=output, language=language, score=c["points"],
+                                     max_score=c["max_points"]))
+    return tests
+
+
+def _failed_output(c: dict[str, Any], forbidden: bool, names: list[str], language: str) -> str:
+    """A check's test output where it did not pass: its status and message, diagnosis, forbidden calls."""
+    detail = message_text(c.get("message"), language)
+    lines = [f"{say_in(language, c['status'])}: {detail}" if detail else say_in(language, c["status"])]
+    if c.get("mistake_message"):
+        lines.append(f"{say_in(language, 'diagnosis')}: {message_text(c['mistake_message'], language)}")
+    if forbidden:
+        lines.append(say_in(language, "forbidden_note", names=", ".join(names) or "?"))
+    return "\n".join(lines)
+
+
+def _planned_tests(result: dict[str, Any], plan: list[PlannedCheck], titles: dict[str, str],
+                   language: str) -> list[dict[str, Any]]:
+    """One failed test per planned check of a submission not graded, each saying why."""
+    why = f"{say_in(language, 'not_graded')}: {message_text(result.get('message'), language)}"
+    tests: list[dict[str, Any]] = []
+    for p in plan:
+        check = {"exercise": p.exercise, "check": p.check, "audience": p.audience, "title": p.title}
+        tests.append(_check_test(titles.get(p.exercise, p.exercise), check, passed=False, output=why,
+                                 language=language, score=0.0, max_score=p.points))
+    return tests
+
+
+def _graded_notes(result: dict[str, Any], language: str) -> list[str]:
+    """The summary's lines after the public count: lateness, notes, and the cells that did not run."""
+    lines: list[str] = []
+    late = result.get("late")
+    if isinstance(late, dict):       # (one on time or of unknown time: its due date, not "late")
+        label = say_in(language, "late" if late.get("late") is True else "due")
+        lines.append(f"{label}: {message_text(late.get('rule'), language)}")
+    for note in result.get("notes_msg") or []:
+        lines.append(f"{say_in(language, 'note')}: {message_text(note, language)}")
+    bad = [c for c in result.get("cells") or [] if c.get("status") not in ("ok", "skipped", None)]
+    if bad:
+        lines.append(say_in(language, "cells"))
+        for c in bad:
+            parts = (c.get("error_type") or c.get("status"), cell_message(c, language))
+            detail = " ".join(str(x) for x in parts if x)
+            lines.append(f"  {say_in(language, 'cell')} {cell_number(c)}: {detail}")
+    return lines
 
 
 # -- one Gradescope submission ------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.course.clock import as_utc
-from autograder.course.config import Course, Exercise, load_course
+from autograder.course.config import Assignment, Course, Exercise, load_course
 from autograder.core.errors import AutograderError
 from autograder.grading.times import SubmittedAt
 from autograder.course.late_policy import Extension
@@ -180,16 +180,7 @@ def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, cours
     from nbgrader.api import Gradebook
     coursedir = course_directory(course_root, db_url)
     record = GradebookRecord(coursedir.db_url)
-    known = {a.id for a in course.assignments}
-    usable = []
-    for r in results:
-        key = str(r.get("key", "?"))
-        if not r.get("student"):
-            record.skipped.append((key, "no student"))
-        elif r.get("assignment") not in known:
-            record.skipped.append((key, f"unknown assignment {r.get('assignment')!r}"))
-        else:
-            usable.append(r)
+    usable = _usable_results(results, {a.id for a in course.assignments}, record)
     chosen = newest_results(usable)
     for key in {r["key"] for r in usable} - set(chosen):
         record.skipped.append((key, "another result of the same student and assignment counts"))
@@ -218,17 +209,7 @@ def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, cours
                 grade = gb.find_grade(tests_grade_id(ex.id), notebook, assignment_id, student)
                 grade.auto_score = min(points.get(ex.id, 0.0), float(ex.points))
                 grade.needs_manual_grade = False
-            # The written answers are nbgrader's manually graded cells: a score given in the service goes into
-            # nbgrader's own manual field (the formgrader shows it); one not given yet waits there too.
-            marks = {q.get("question"): q.get("points") for q in r.get("questions") or () if isinstance(q, dict)}
-            for q in assignment.questions:
-                grade = gb.find_grade(answer_grade_id(q.id), notebook, assignment_id, student)
-                given = marks.get(q.id)
-                if isinstance(given, (int, float)):
-                    grade.manual_score = min(max(float(given), 0.0), float(q.points))
-                    grade.needs_manual_grade = False
-                elif grade.manual_score is None:
-                    grade.needs_manual_grade = True
+            _record_written(gb, assignment, notebook, assignment_id, student, r)
             # The kit's late penalty in nbgrader's own field: the formgrader and nbgrader export then show the
             # final score grades.csv shows (nbgrader subtracts it from the sum of the grades).
             late = r.get("late")
@@ -242,6 +223,37 @@ def record_in_gradebook(results: Iterable[dict[str, Any]], course: Course, cours
             except Exception as exc:  # noqa: BLE001 - the grade is recorded; only the formgrader's copy is missing
                 record.skipped.append((key, f"autograded/ copy not written ({type(exc).__name__}: {line(str(exc))})"))
     return record
+
+
+def _usable_results(results: Iterable[dict[str, Any]], known: set[str],
+                    record: GradebookRecord) -> list[dict[str, Any]]:
+    """The results naming a student and a known assignment; each other one skipped in ``record``, saying why."""
+    usable = []
+    for r in results:
+        key = str(r.get("key", "?"))
+        if not r.get("student"):
+            record.skipped.append((key, "no student"))
+        elif r.get("assignment") not in known:
+            record.skipped.append((key, f"unknown assignment {r.get('assignment')!r}"))
+        else:
+            usable.append(r)
+    return usable
+
+
+def _record_written(gb: Any, assignment: Assignment, notebook: str, assignment_id: str, student: str,
+                    r: dict[str, Any]) -> None:
+    """The written answers' marks of one result into their manually graded cells' grades (not committed)."""
+    # The written answers are nbgrader's manually graded cells: a score given in the service goes into
+    # nbgrader's own manual field (the formgrader shows it); one not given yet waits there too.
+    marks = {q.get("question"): q.get("points") for q in r.get("questions") or () if isinstance(q, dict)}
+    for q in assignment.questions:
+        grade = gb.find_grade(answer_grade_id(q.id), notebook, assignment_id, student)
+        given = marks.get(q.id)
+        if isinstance(given, (int, float)):
+            grade.manual_score = min(max(float(given), 0.0), float(q.points))
+            grade.needs_manual_grade = False
+        elif grade.manual_score is None:
+            grade.needs_manual_grade = True
 
 
 def _one_component(name: str) -> bool:

@@ -7,7 +7,7 @@ cell (grade_id ``ex2_4_tests``, points from course.yml), the same text in the re
     check("2.4", score=True)
 
 Under ``nbgrader autograde`` where the instructor's kit is installed,
-:func:`autograder.selfcheck.score` hands that call to :func:`grade_exercise`;
+:func:`autograder.check` hands that call to :func:`grade_exercise` (through :func:`autograder.selfcheck.score`);
 elsewhere it scores the public checks only.
 
 ``nbgrader autograde`` runs that cell in the

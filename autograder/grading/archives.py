@@ -60,53 +60,74 @@ def extract_zip(archive: Path, dest: Path, *, max_bytes: int = ZIP_MAX_BYTES,
     """
     refused: dict[str, str] = {}
     written = 0
-    try:
-        zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise UnsafeArchive(f"{archive}: not a readable zip ({exc})") from None
-    with zf:
+    with _open_zip(archive) as zf:
         members = zf.infolist()
         if len(members) > max_members:
             raise UnsafeArchive(f"{archive}: {len(members)} members, more than the {max_members} allowed")
         root = dest.resolve()
         for info in members:
-            name = info.filename
-            reason = _unsafe_member(info)
-            if reason is None:
-                try:
-                    target = (root / name).resolve()
-                    if not target.is_relative_to(root):
-                        reason = "path leaves the extraction folder"
-                    elif info.is_dir():
-                        target.mkdir(parents=True, exist_ok=True)
-                        continue
-                    else:
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                except (OSError, ValueError) as exc:
-                    # A file and a folder of the same name, a name part over 255 bytes, ...
-                    reason = f"cannot be extracted ({os_reason(exc)})"
-            if reason is not None:
-                refused[name] = reason
+            target = _place(root, info)
+            if isinstance(target, str):
+                refused[info.filename] = target
+                continue
+            if target is None:
                 continue
             budget = min(max_member_bytes, max_bytes - written)
             try:
-                n = _copy_capped(zf, info, target, budget)
+                n = _copy_member(zf, info, target, budget)
             except _TooBig:
-                target.unlink(missing_ok=True)
                 if written >= max_bytes or budget < max_member_bytes:
                     raise UnsafeArchive(f"{archive}: more than {max_bytes / 2**20:.0f} MiB once extracted",
                                         hint="unpack it yourself and grade the folder") from None
-                refused[name] = f"larger than {max_member_bytes / 2**20:.0f} MiB once extracted"
+                refused[info.filename] = f"larger than {max_member_bytes / 2**20:.0f} MiB once extracted"
                 continue
-            except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError, zlib.error) as exc:
-                # A corrupt or encrypted member: the notebook gets a row, the rest continues.
-                with contextlib.suppress(OSError):
-                    target.unlink(missing_ok=True)
-                refused[name] = f"cannot be extracted ({os_reason(exc)})"
+            if isinstance(n, str):
+                refused[info.filename] = n
                 continue
             written += n
             _keep_time(target, info)
     return Extraction(root, refused)
+
+
+def _open_zip(archive: Path) -> zipfile.ZipFile:
+    """Open ``archive`` as a zip, or stop with UnsafeArchive when it cannot be read as one."""
+    try:
+        return zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UnsafeArchive(f"{archive}: not a readable zip ({exc})") from None
+
+
+def _place(root: Path, info: zipfile.ZipInfo) -> Path | str | None:
+    """Where a member goes, its parent folder made; why it is refused (a str); None for a folder member, made here."""
+    reason = _unsafe_member(info)
+    if reason is not None:
+        return reason
+    try:
+        target = (root / info.filename).resolve()
+        if not target.is_relative_to(root):
+            return "path leaves the extraction folder"
+        if info.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            return None
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:
+        # A file and a folder of the same name, a name part over 255 bytes, ...
+        return f"cannot be extracted ({os_reason(exc)})"
+    return target
+
+
+def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, budget: int) -> int | str:
+    """Write one member: its bytes, or why it cannot be extracted; past ``budget``, _TooBig (a partial file removed)."""
+    try:
+        return _copy_capped(zf, info, target, budget)
+    except _TooBig:
+        target.unlink(missing_ok=True)
+        raise
+    except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError, zlib.error) as exc:
+        # A corrupt or encrypted member: the notebook gets a row, the rest continues.
+        with contextlib.suppress(OSError):
+            target.unlink(missing_ok=True)
+        return f"cannot be extracted ({os_reason(exc)})"
 
 
 def _keep_time(target: Path, info: zipfile.ZipInfo) -> None:

@@ -146,16 +146,9 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     course, outputs = batch.outputs.course, batch.outputs
     ctx = GradingContext(course, sandbox, batch.device, batch.fingerprint, batch.references,
                   C.LiveDiagnoser(course.tolerances), batch.demos, batch.origin)
-    results: dict[str, dict[str, Any]] = {}
-    todo: list[Submission] = []
     unwritten: list[str] = []
     outputs.retire(batch.origin, batch.found)
-    for sub in batch.found.submissions:
-        old = None if force else outputs.existing(sub, batch.fingerprint)
-        if old is not None and old.get("origin") == batch.origin and keep_earlier(outputs, old, sub.submitted):
-            results[sub.key] = old
-        else:
-            todo.append(sub)
+    results, todo = _kept_and_todo(batch, force)
     outputs.write_csv()
     resumed = len(results)
     task = progress.add_task("grading", total=len(batch.found.submissions), completed=resumed) if progress else None
@@ -165,16 +158,13 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
     local = [s for s in todo if s.problem]
     rest = [s for s in todo if not s.problem]
     config = lane_config(batch, sandbox, outputs.language, isolation)
-    if scheduler is not None:
-        stream = cluster_results(scheduler, config, rest, ctx, local=local)
-        owned = None
+    # The lanes this batch starts, and so closes: none on a cluster, none where the caller started them.
+    if scheduler is None and lanes is None and sandbox is not None:
+        lanes = owned = batch_lanes(jobs, len(rest), sandbox, config, processes)[0]
     else:
-        if lanes is None and sandbox is not None:
-            lanes = batch_lanes(jobs, len(rest), sandbox, config, processes)[0]
-            owned = lanes
-        else:
-            owned = None
-        stream = _local_results(ctx, local + rest, jobs, lanes, config)
+        owned = None
+    stream = (cluster_results(scheduler, config, rest, ctx, local=local) if scheduler is not None
+              else _local_results(ctx, local + rest, jobs, lanes, config))
     try:
         for sub, result, rendered in stream:
             t0 = time.perf_counter()
@@ -197,13 +187,32 @@ def grade_batch(batch: Plan, sandbox: Any, *, jobs: int, force: bool = False, pr
         outputs.write_csv()
     seconds = time.perf_counter() - start
     ordered = [results[s.key] for s in batch.found.submissions if s.key in results]
+    return BatchOutcome(ordered, len(ordered) - resumed, resumed, seconds, write_seconds=write_seconds,
+                        unwritten=unwritten, lanes=_described(lanes))
+
+
+def _kept_and_todo(batch: Plan, force: bool) -> tuple[dict[str, dict[str, Any]], list[Submission]]:
+    """Split the batch: the results an earlier run left that still stand (by key), and the submissions to grade."""
+    outputs = batch.outputs
+    results: dict[str, dict[str, Any]] = {}
+    todo: list[Submission] = []
+    for sub in batch.found.submissions:
+        old = None if force else outputs.existing(sub, batch.fingerprint)
+        if old is not None and old.get("origin") == batch.origin and keep_earlier(outputs, old, sub.submitted):
+            results[sub.key] = old
+        else:
+            todo.append(sub)
+    return results, todo
+
+
+def _described(lanes: Lanes | None) -> str:
+    """The lanes in other processes as BatchOutcome.lanes says them: "3 forked", "1 spawned (stopped early...)"."""
     described = ""
     if lanes is not None and lanes.count:
         described = f"{lanes.count} {'forked' if isinstance(lanes, ForkedLanes) else 'spawned'}"
         if lanes.problem is not None:
             described += " (stopped early; this process graded the rest)"
-    return BatchOutcome(ordered, len(ordered) - resumed, resumed, seconds, write_seconds=write_seconds,
-                        unwritten=unwritten, lanes=described)
+    return described
 
 
 def _pinner(jobs: int, remote: int) -> Callable[[], None]:
@@ -245,45 +254,17 @@ def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes
         spare.keep_spare(when_closed=not free_core)
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="grade",
                               initializer=_pinner(jobs, remote))
-    pending: dict[Future[Any], tuple[Submission, bool]] = {}
+    handout = _Handout(ctx, lanes, config, pool, threads, jobs, quick, queue)
     interrupted = False
-
-    def feed() -> None:
-        here = sum(1 for _s, far in pending.values() if not far)
-        away = len(pending) - here
-        while queue and lanes is not None and lanes.alive and away < lanes.count:
-            sub = queue.popleft()
-            pending[lanes.submit(config, sub)] = (sub, True)
-            away += 1
-        # Lanes here: the threads left to this process, or all of them once the lane processes have stopped.
-        while (quick or queue) and here < (threads if lanes is not None and lanes.alive else max(1, jobs)):
-            sub = quick.popleft() if quick else queue.popleft()
-            pending[pool.submit(grade_or_fail, sub, ctx)] = (sub, False)
-            here += 1
-
     try:
-        feed()
-        while pending:
-            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+        handout.feed()
+        while handout.pending:
+            done, _ = wait(handout.pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in done:
-                sub, far = pending.pop(fut)
-                if far:
-                    try:
-                        payload = json.loads(fut.result())
-                    except Exception as exc:  # noqa: BLE001 - the lane process died or could not start
-                        assert lanes is not None     # far: it went to a lane process
-                        lanes.failed(exc)
-                        queue.appendleft(sub)      # graded again, here
-                        continue
-                    if payload is None:
-                        continue
-                    feedback = payload.get("feedback")
-                    yield sub, payload["result"], tuple(feedback) if feedback else None
-                else:
-                    result = fut.result()
-                    if result is not None:
-                        yield sub, result, None
-            feed()
+                finished = handout.finished(fut)
+                if finished is not None:
+                    yield finished
+            handout.feed()
     except BaseException:
         interrupted = True
         ctx.stopping.set()
@@ -296,3 +277,51 @@ def _local_results(ctx: GradingContext, todo: list[Submission], jobs: int, lanes
             pool.shutdown(wait=True)
         if spare is not None:
             spare.drop_spare()
+
+
+@dataclass
+class _Handout:
+    """Who grades what in :func:`_local_results`: a lane process one submission at a time, the threads here the rest."""
+
+    ctx: GradingContext
+    lanes: Lanes | None
+    config: dict[str, Any]
+    pool: ThreadPoolExecutor
+    threads: int
+    jobs: int
+    quick: collections.deque[Submission]      # fail at once, always here
+    queue: collections.deque[Submission]      # to grade, in a lane process or here
+    pending: dict[Future[Any], tuple[Submission, bool]] = field(default_factory=dict)   # -> (sub, in a lane)
+
+    def feed(self) -> None:
+        """Hand out waiting submissions: one to each idle lane process, then one to each idle thread here."""
+        lanes, queue, quick, pending = self.lanes, self.queue, self.quick, self.pending
+        here = sum(1 for _s, far in pending.values() if not far)
+        away = len(pending) - here
+        while queue and lanes is not None and lanes.alive and away < lanes.count:
+            sub = queue.popleft()
+            pending[lanes.submit(self.config, sub)] = (sub, True)
+            away += 1
+        # Lanes here: the threads left to this process, or all of them once the lane processes have stopped.
+        while (quick or queue) and here < (self.threads if lanes is not None and lanes.alive else max(1, self.jobs)):
+            sub = quick.popleft() if quick else queue.popleft()
+            pending[self.pool.submit(grade_or_fail, sub, self.ctx)] = (sub, False)
+            here += 1
+
+    def finished(self, fut: Future[Any]) -> tuple[Submission, dict[str, Any], Any] | None:
+        """Take a finished grading off the pending: what to yield, or None (nothing to write, or back to the queue)."""
+        sub, far = self.pending.pop(fut)
+        if not far:
+            result = fut.result()
+            return None if result is None else (sub, result, None)
+        try:
+            payload = json.loads(fut.result())
+        except Exception as exc:  # noqa: BLE001 - the lane process died or could not start
+            assert self.lanes is not None     # far: it went to a lane process
+            self.lanes.failed(exc)
+            self.queue.appendleft(sub)      # graded again, here
+            return None
+        if payload is None:
+            return None
+        feedback = payload.get("feedback")
+        return sub, payload["result"], tuple(feedback) if feedback else None

@@ -25,8 +25,9 @@ import uuid
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from autograder import grading as G
 from autograder.core.errors import AutograderError
+from autograder.grading.lanes import LaneSetupError, lane_grade, submission_json
+from autograder.grading.submission import finalize, grade_or_fail, grader_fault
 from autograder.grading.submissions import Submission
 
 if TYPE_CHECKING:
@@ -80,9 +81,7 @@ def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submissio
     are graded here, through :func:`autograder.grading.grade_or_fail` like every other.
     """
     for sub in local:
-        result = G.grade_or_fail(sub, ctx)
-        if result is not None:
-            yield sub, result, None
+        yield from _here(sub, ctx)
     if not subs:
         return
     client, owned = connect(scheduler)
@@ -102,11 +101,9 @@ def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submissio
             sub = queue.pop()
             data = _sendable(sub, limit)
             if data is None:
-                result = G.grade_or_fail(sub, ctx)
-                if result is not None:
-                    yield sub, result, None
+                yield from _here(sub, ctx)
                 continue
-            future = client.submit(G.lane_grade, config, G.submission_json(sub), data, pure=False, retries=1,
+            future = client.submit(lane_grade, config, submission_json(sub), data, pure=False, retries=1,
                                    key=f"autograder-grade-{batch_id}-{len(queue)}")
             running[future] = sub
             done.add(future)
@@ -117,26 +114,46 @@ def cluster_results(scheduler: Any, config: dict[str, Any], subs: list[Submissio
             future = next(done)
             sub = running.pop(future)
             try:
-                text = future.result()
-            except G.LaneSetupError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - KilledWorker and the like: this submission's row
-                result = G.finalize(G.grader_fault(sub, ctx, exc, step="on the cluster"))
-                result["graded_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-                yield sub, result, None
-            else:
-                payload = json.loads(text)
-                if payload is not None:
-                    feedback = payload.get("feedback")
-                    yield sub, payload["result"], tuple(feedback) if feedback else None
+                row = _task_row(future, sub, ctx)
+                if row is not None:
+                    yield row
             finally:
                 future.release()
             yield from submit_more()
     finally:
-        for future in running:
-            future.cancel()
-        if owned:
-            client.close()
+        _cancel_and_close(running, client, owned)
+
+
+def _here(sub: Submission, ctx: GradingContext) -> Iterator[tuple[Submission, dict[str, Any], Any]]:
+    """Grade ``sub`` in this process, without the cluster: its row, unless there is none to write."""
+    result = grade_or_fail(sub, ctx)
+    if result is not None:
+        yield sub, result, None
+
+
+def _task_row(future: Any, sub: Submission, ctx: GradingContext) -> tuple[Submission, dict[str, Any], Any] | None:
+    """What a finished task gives to write: the worker's result and feedback, or this submission's grader-fault row."""
+    try:
+        text = future.result()
+    except LaneSetupError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - KilledWorker and the like: this submission's row
+        result = finalize(grader_fault(sub, ctx, exc, step="on the cluster"))
+        result["graded_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        return sub, result, None
+    payload = json.loads(text)
+    if payload is None:
+        return None
+    feedback = payload.get("feedback")
+    return sub, payload["result"], tuple(feedback) if feedback else None
+
+
+def _cancel_and_close(running: dict[Any, Submission], client: Any, owned: bool) -> None:
+    """Cancel the tasks still on the cluster, and close the client if this batch made it."""
+    for future in running:
+        future.cancel()
+    if owned:
+        client.close()
 
 
 def cluster_description(scheduler: Any) -> str:

@@ -189,22 +189,28 @@ def explanation(course: Course, result: dict[str, Any], exercise_id: str, *, lan
         made = by_check.get(r.check) or []
         if not made:
             continue
-        request, reply = made[-1]
-        lines.append(("call", t("explain.last_call", n=len(made), probe=request.probe)))
-        arguments = [*((str(i), arg) for i, arg in enumerate(request.args)), *request.kwargs.items()]
-        lines.extend(("call", t("explain.argument", name=name, value=describe(arg))) for name, arg in arguments)
-        if reply.status == "ok":
-            lines.append(("call", t("explain.returned", value=describe(reply.value().to_python()))))
-        else:
-            lines.append(("call", t("explain.call_failed", status=reply.status, error_type=reply.error_type,
-                                    error=reply.error)))
-        if request.probe == "call":
-            try:
-                want = reference(*C.as_float64(request.args), **C.as_float64(request.kwargs))
-                lines.append(("call", t("explain.reference", value=describe(want))))
-            except Exception as exc:  # noqa: BLE001 - a check that expects an error
-                lines.append(("call", t("explain.reference_raises", error_type=type(exc).__name__,
-                                        error=str(exc)[:200])))
+        lines.extend(_last_call(made, reference, t))
+    return lines
+
+
+def _last_call(made: list[tuple[Any, Any]], reference: Callable[..., Any], t: Callable[..., str]) -> list[Line]:
+    """The lines on a failed check's last call: its arguments, what the student's code returned, the reference's."""
+    request, reply = made[-1]
+    lines: list[Line] = [("call", t("explain.last_call", n=len(made), probe=request.probe))]
+    arguments = [*((str(i), arg) for i, arg in enumerate(request.args)), *request.kwargs.items()]
+    lines.extend(("call", t("explain.argument", name=name, value=describe(arg))) for name, arg in arguments)
+    if reply.status == "ok":
+        lines.append(("call", t("explain.returned", value=describe(reply.value().to_python()))))
+    else:
+        lines.append(("call", t("explain.call_failed", status=reply.status, error_type=reply.error_type,
+                                error=reply.error)))
+    if request.probe == "call":
+        try:
+            want = reference(*C.as_float64(request.args), **C.as_float64(request.kwargs))
+            lines.append(("call", t("explain.reference", value=describe(want))))
+        except Exception as exc:  # noqa: BLE001 - a check that expects an error
+            lines.append(("call", t("explain.reference_raises", error_type=type(exc).__name__,
+                                    error=str(exc)[:200])))
     return lines
 
 

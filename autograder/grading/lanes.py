@@ -19,29 +19,51 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import Pipe, util
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from autograder import catalog as C
 from autograder.course.config import Course, Limits, load_course
 from autograder.core.errors import AutograderError
 from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
-from autograder.grading.outputs import render_feedback
+from autograder.grading.outputs import Outputs, render_feedback
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Submission
 from autograder.sandbox.affinity import LaneCpus, pin_lane
 from autograder.sandbox.launch import write_owner
 
-if TYPE_CHECKING:   # batch.py starts the lanes: the plan is only named here
+if TYPE_CHECKING:
     from multiprocessing.connection import Connection
-
-    from autograder.grading.batch import Plan
 
 
 # -- lanes in other processes -------------------------------------------------------------
-def lane_config(batch: Plan, sandbox: Any, language: str, isolation: str | None = None) -> dict[str, Any]:
+class PlanFacts(Protocol):
+    """What a lane's configuration reads of a batch's plan: :class:`autograder.grading.batch.Plan`, named here,
+    not imported (batch.py starts the lanes)."""
+
+    @property
+    def outputs(self) -> Outputs: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def origin(self) -> str: ...
+
+    @property
+    def demos(self) -> dict[str, dict[str, str]]: ...
+
+    @property
+    def references(self) -> Mapping[str, Any]: ...
+
+
+def lane_config(batch: PlanFacts, sandbox: Any, language: str, isolation: str | None = None) -> dict[str, Any]:
     """Everything a lane in another process (or on another machine) needs to grade like this one: plain JSON.
 
     The lanes cage their workers as ``sandbox`` does (its mode), else as ``isolation`` says ("none" for
@@ -416,19 +438,24 @@ class ForkedLanes(Lanes):
                     pass
         deadline = time.monotonic() + 15
         for pid in self.pids:
-            while True:
-                try:
-                    done, _status = os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if done:
-                    break
-                if time.monotonic() > deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    break
-                time.sleep(0.01)
+            _reap(pid, deadline)
         self.pids = []
+
+
+def _reap(pid: int, deadline: float) -> None:
+    """Wait for the lane process ``pid`` to exit; past ``deadline`` (time.monotonic) kill it, then wait."""
+    while True:
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            return
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return
+        time.sleep(0.01)
 
 
 def _forked_lane(chan: Connection, launch: Any, parent_sandbox: Any) -> int:

@@ -101,32 +101,35 @@ def scope_of(node: ast.AST) -> Scope:
 def _scope_of(node: ast.AST) -> Scope:
     scope = Scope(is_class=isinstance(node, ast.ClassDef),
                   is_comprehension=isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)))
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        args = node.args
-        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
-            if arg is not None:
-                scope.bound.add(arg.arg)
+    scope.bound.update(_parameters(node))
     for child in children_in_scope(node):
         if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
             scope.bound.add(child.id)
         elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child is not node:
             scope.bound.add(child.name)
         elif isinstance(child, (ast.Import, ast.ImportFrom)):
-            for name, qualified in import_bindings(child):
-                scope.bound.add(name)
-                scope.imports[name] = qualified
-        elif isinstance(child, ast.ExceptHandler) and child.name:
-            scope.bound.add(child.name)
+            bindings = import_bindings(child)
+            scope.bound.update(name for name, _qualified in bindings)
+            scope.imports.update(bindings)
+        elif isinstance(child, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and child.name:
+            scope.bound.add(child.name)    # except ... as NAME; a match capture
         elif isinstance(child, ast.Global):
             scope.declared_global.update(child.names)
         elif isinstance(child, ast.Nonlocal):
             scope.bound.update(child.names)
-        elif isinstance(child, (ast.MatchAs, ast.MatchStar)) and child.name:
-            scope.bound.add(child.name)
         elif isinstance(child, ast.MatchMapping) and child.rest:
             scope.bound.add(child.rest)
     scope.bound -= scope.declared_global
     return scope
+
+
+def _parameters(node: ast.AST) -> list[str]:
+    """The names a function's or lambda's parameters bind (none for another scope node)."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return []
+    args = node.args
+    return [arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+            if arg is not None]
 
 
 def entered(node: ast.AST, scopes: tuple[Scope, ...]) -> list[tuple[ast.AST, tuple[Scope, ...]]]:

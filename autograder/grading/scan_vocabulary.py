@@ -10,8 +10,9 @@ and nothing here reads code. Three vocabularies:
   private homes of a public function, an operator's overloads, ``torch.nn.modules``),
   then looked up (:func:`candidates`). A call is answered with its whole family, most
   specific first, so an exercise that forbids ``F.softmax`` but not ``torch.softmax``
-  still hears of ``torch.softmax`` by the name it forbids. A method on a value the
-  scan cannot name (``x.softmax(-1)``) is looked up by its method name (:data:`METHODS`);
+  still hears of ``torch.softmax`` by the name it forbids (:func:`forbidden_names`).
+  A method on a value the scan cannot name (``x.softmax(-1)``) is looked up by its
+  method name (:data:`METHODS`);
 * tampering: the names no exercise needs and a dodge does (:data:`TAMPER_NAMES`),
   the grader's own package (:func:`is_autograder`, all but ``autograder.check``);
 * code the scan cannot read: ``exec``/``eval``/``compile`` and the builtins that look
@@ -21,6 +22,8 @@ Findings are strings: a forbidden name as exercises.md spells it, or a sentence
 that starts with :data:`TAMPERING` or :data:`UNINSPECTABLE`.
 """
 from __future__ import annotations
+
+from collections.abc import Collection, Iterable
 
 from autograder.inside import forbidden
 
@@ -112,6 +115,26 @@ def candidates(qualified: str) -> tuple[str, ...]:
     return next((names for prefix, names in QUALIFIED_PREFIXES if name.startswith(prefix)), ())
 
 
+def forbidden_names(hits: Iterable[str], wanted: list[str], defined_methods: Collection[str]) -> list[str]:
+    """The forbidden names, as ``wanted`` spells them and in its order, that the scan's hits are.
+
+    A hit is a qualified name, or ``method:NAME`` for a method called on a value the scan cannot name
+    (:data:`METHODS`); a method the notebook defines in a class of its own (``defined_methods``) is not one.
+    """
+    names: list[str] = []
+    for hit in hits:
+        if hit.startswith("method:"):
+            method = hit.removeprefix("method:")
+            options = () if method in defined_methods else METHODS.get(method, ())
+        else:
+            options = candidates(hit)
+        chosen = next((n for n in options if n in wanted), None)
+        if chosen is not None and chosen not in names:
+            names.append(chosen)
+    names.sort(key=wanted.index)
+    return names
+
+
 def is_autograder(qualified: str) -> bool:
     """Whether a qualified name is the grader's package or inside it."""
     return qualified == "autograder" or qualified.startswith("autograder.")
@@ -119,4 +142,4 @@ def is_autograder(qualified: str) -> bool:
 
 __all__ = ["ALLOWED_AUTOGRADER", "ATTRIBUTE_FUNCTIONS", "COMPUTED_NAME_REASON", "DYNAMIC_CODE", "DYNAMIC_CODE_REASON",
            "METHODS", "QUALIFIED", "QUALIFIED_DYNAMIC_CODE", "QUALIFIED_PREFIXES", "TAMPERING", "TAMPER_NAMES",
-           "UNINSPECTABLE", "candidates", "canonical", "is_autograder"]
+           "UNINSPECTABLE", "candidates", "canonical", "forbidden_names", "is_autograder"]

@@ -77,7 +77,7 @@ from autograder.grading.scan_vocabulary import (
     TAMPER_NAMES,
     TAMPERING,
     UNINSPECTABLE,
-    candidates,
+    forbidden_names,
     is_autograder,
 )
 from autograder.core.pyast import parse as parse_python
@@ -177,19 +177,27 @@ class NotebookScan:
                     self._methods.update(s.name for s in statement.body
                                          if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
             elif isinstance(statement, (ast.Import, ast.ImportFrom)):
-                for name, qualified in import_bindings(statement):
-                    self.bind(name, _Binding(order, conditional, target=qualified))
-                if isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
-                    module = "." * statement.level + (statement.module or "")
-                    self._stars.append((_Binding(order, True, target=module), module))
+                self._collect_import(statement, order, conditional)
             elif isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 self._collect_assignment(statement, order, conditional)
             elif isinstance(statement, COMPOUND):
-                for target in compound_targets(statement):
-                    for name in target_names(target[0]):
-                        self.bind(name, _Binding(order, True, node=target[1]))
-                for inner in compound_bodies(statement):
-                    self._collect(inner, conditional=True)
+                self._collect_compound(statement, order)
+
+    def _collect_import(self, statement: ast.Import | ast.ImportFrom, order: int, conditional: bool) -> None:
+        """Record the names an import binds, and a ``from M import *`` (it may bind any name: see active)."""
+        for name, qualified in import_bindings(statement):
+            self.bind(name, _Binding(order, conditional, target=qualified))
+        if isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
+            module = "." * statement.level + (statement.module or "")
+            self._stars.append((_Binding(order, True, target=module), module))
+
+    def _collect_compound(self, statement: ast.stmt, order: int) -> None:
+        """Record what a compound statement binds (for, with ... as) and what its bodies bind, all conditional."""
+        for target in compound_targets(statement):
+            for name in target_names(target[0]):
+                self.bind(name, _Binding(order, True, node=target[1]))
+        for inner in compound_bodies(statement):
+            self._collect(inner, conditional=True)
 
     def _collect_assignment(self, statement: ast.Assign | ast.AnnAssign | ast.AugAssign, order: int,
                             conditional: bool) -> None:
@@ -270,13 +278,21 @@ class NotebookScan:
         before any stand-in and it is walked as usual.
         """
         wanted = list(dict.fromkeys(forbidden))
-        answered = frozenset(answered) - {function}
+        defined = bool(self.active(function))
+        hits, hidden = self._reached(function, frozenset(answered) - {function})
+        out = forbidden_names(hits, wanted, self._methods) + list(self.findings)
+        out += [f"{TAMPERING}{reason} in code the exercise runs (it cannot be inspected)" for reason in sorted(hidden)]
+        if not defined and self._dynamic_code:
+            out.append(f"{TAMPERING}{function} is not defined in plain code (exec/eval/compile)")
+        return out
+
+    def _reached(self, function: str, answered: frozenset[str]) -> tuple[set[str], set[str]]:
+        """Walk ``function`` and all it reaches (the monkeypatching too): the hits, the hidden reasons met."""
         hits: set[str] = set()
         hidden: set[str] = set()
         seen_names: set[str] = set()
         queue: list[str] = [function]
         nodes: list[ast.AST] = list(self._roots)
-        defined = bool(self.active(function))
         while queue or nodes:
             while nodes:
                 summary = self.summary(nodes.pop())
@@ -295,22 +311,7 @@ class NotebookScan:
                     hits.add(binding.target)
                 elif binding.node is not None:
                     nodes.append(binding.node)
-        names: list[str] = []
-        for hit in hits:
-            if hit.startswith("method:"):
-                method = hit.removeprefix("method:")
-                options = () if method in self._methods else METHODS.get(method, ())
-            else:
-                options = candidates(hit)
-            chosen = next((n for n in options if n in wanted), None)
-            if chosen is not None and chosen not in names:
-                names.append(chosen)
-        names.sort(key=wanted.index)
-        out = names + list(self.findings)
-        out += [f"{TAMPERING}{reason} in code the exercise runs (it cannot be inspected)" for reason in sorted(hidden)]
-        if not defined and self._dynamic_code:
-            out.append(f"{TAMPERING}{function} is not defined in plain code (exec/eval/compile)")
-        return out
+        return hits, hidden
 
 
 def _is_call_to(node: ast.AST, name: str) -> bool:
@@ -383,14 +384,7 @@ class _Walker:
             else:
                 bases = self.scan.module_qualified(node.id, depth)
         elif isinstance(node, ast.Call) and node.args and (module := _constant_str(node.args[0])) is not None:
-            if _is_call_to(node, "__import__") and self._local("__import__", scopes) is None:
-                # __import__("a.b") is a; with a fromlist it is a.b
-                fromlist = len(node.args) >= 4 or any(k.arg == "fromlist" for k in node.keywords)
-                bases = {module if fromlist else module.split(".")[0]}
-            elif "importlib.import_module" in self.qualify(node.func, scopes, depth + 1):
-                bases = {module}
-            else:
-                bases = set()
+            bases = self._imported(node, module, scopes, depth)
         elif isinstance(node, ast.Subscript) and (key := _constant_str(node.slice)) is not None \
                 and "sys.modules" in self.qualify(node.value, scopes, depth + 1):
             bases = {key}
@@ -398,21 +392,22 @@ class _Walker:
             bases = set()
         return {base + suffix for base in bases}
 
+    def _imported(self, node: ast.Call, module: str, scopes: tuple[Scope, ...], depth: int) -> set[str]:
+        """The module a call imports by the constant name ``module`` (``__import__``, ``import_module``); or none."""
+        if _is_call_to(node, "__import__") and self._local("__import__", scopes) is None:
+            # __import__("a.b") is a; with a fromlist it is a.b
+            fromlist = len(node.args) >= 4 or any(k.arg == "fromlist" for k in node.keywords)
+            return {module if fromlist else module.split(".")[0]}
+        if "importlib.import_module" in self.qualify(node.func, scopes, depth + 1):
+            return {module}
+        return set()
+
     # one node -----------------------------------------------------------------------------------
     def _visit(self, node: ast.AST, scopes: tuple[Scope, ...], summary: _Summary, root: ast.AST) -> None:
         if isinstance(node, ast.Name):
             self._visit_name(node, scopes, summary)
         elif isinstance(node, ast.Attribute):
-            qualified = self.qualify(node, scopes)
-            summary.hits |= qualified
-            if not qualified and node.attr in METHODS:
-                summary.hits.add(f"method:{node.attr}")
-            if node.attr == "__dict__" and any(q.startswith("torch") for q in qualified):
-                summary.hidden.add(COMPUTED_NAME_REASON)   # torch.nn.functional.__dict__["soft" + "max"]
-            if node.attr == "__getattribute__":
-                summary.hidden.add(REFLECTION_REASON)      # object.__getattribute__(torch._C, name)
-            if self.tamper:
-                self._tampering_attribute(node, qualified, scopes, root)
+            self._visit_attribute(node, scopes, summary, root)
         elif isinstance(node, ast.Call):
             self._visit_call(node, scopes, summary, root)
         elif self.tamper and isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -435,6 +430,20 @@ class _Walker:
                 summary.hidden.add(REFLECTION_REASON)       # getattr as a value: reduce(getattr, ...)
         if self.tamper and node.id in TAMPER_NAMES:
             self.scan.note(f"{TAMPERING}uses {node.id}")
+
+    def _visit_attribute(self, node: ast.Attribute, scopes: tuple[Scope, ...], summary: _Summary,
+                         root: ast.AST) -> None:
+        """An attribute: what it may be (or a method of a value it cannot name), reflection, tampering."""
+        qualified = self.qualify(node, scopes)
+        summary.hits |= qualified
+        if not qualified and node.attr in METHODS:
+            summary.hits.add(f"method:{node.attr}")
+        if node.attr == "__dict__" and any(q.startswith("torch") for q in qualified):
+            summary.hidden.add(COMPUTED_NAME_REASON)   # torch.nn.functional.__dict__["soft" + "max"]
+        if node.attr == "__getattribute__":
+            summary.hidden.add(REFLECTION_REASON)      # object.__getattribute__(torch._C, name)
+        if self.tamper:
+            self._tampering_attribute(node, qualified, scopes, root)
 
     def _tampering_assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete,
                               scopes: tuple[Scope, ...], root: ast.AST) -> None:

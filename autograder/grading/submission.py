@@ -218,8 +218,6 @@ def _written(result: dict[str, Any], nb: Any, assignment: Any, notes_msg: list[d
 
 def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | None:
     """The result dict of one submission; None only when the batch is being stopped."""
-    from autograder.grading import earlier as E  # noqa: PLC0415 - loads torch
-
     if sub.problem:
         return failure(sub, ctx, sub.problem, sub.said or _said("submission.problem", detail=sub.problem))
     if sub.assignment is None:      # (discovery gives every notebook without a problem its assignment)
@@ -252,47 +250,7 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
         scanned = _scan(cells, getattr(worker, "cells", []), early[0] if early else None)
         timer.since("scan", scan_start)
         timing["open_seconds"] = round(time.perf_counter() - t0, 4)
-        exercises = []
-        lost: set[str] = set()          # exercises that lost points so far: those built on them get stand-ins
-        seed_parts = hidden_seed_parts(ctx.course, sub, assignment.id)
-        judged: dict[str, dict[str, Any]] = {}   # answers pasted from earlier assignments (5.4 holds 4.1-4.4)
-
-        def judge(ids: list[str]) -> list[dict[str, Any]]:
-            return E.judge_pasted(ctx.course, assignment, worker, lost, among=ids, seed_parts=seed_parts,
-                                  tolerances=ctx.course.tolerances, device=ctx.device, diagnoser=ctx.diagnoser,
-                                  timer=timer, scan=functools.partial(_scan_rows, scanned))
-
-        for ex in assignment.exercises:
-            t1 = time.perf_counter()
-
-            def run(stand_ins: dict[str, Any], ex: Any = ex) -> _Scanned:
-                outcome = C.run_exercise(
-                    ex, E.with_stand_ins(worker, stand_ins), audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
-                    tolerances=ctx.course.tolerances, seed_parts=seed_parts,
-                    device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, timer=timer)
-                return _scan_for(scanned, outcome, ex, stand_ins)
-
-            seen = len(judged)
-            with timer.section("checks"):
-                graded, stand_ins = E.grade_exercise(ctx.course, assignment, ex, lost, judged, run, judge)
-            notes_msg.extend(as_dict(E.pasted_message(j)) for j in list(judged.values())[seen:] if not j["passed"])
-            t2 = time.perf_counter()
-            ex_json = graded.outcome.to_json()
-            if graded.findings:
-                _forbidden_in_source(ex_json, graded.findings)
-            if ex_json["points"] < ex.points - 1e-9:
-                lost.add(ex.id)
-            if stand_ins:
-                ex_json["stand_ins"] = E.stood_in_json(stand_ins)
-                # the feedback says so; the status stays "graded"
-                notes_msg.extend(as_dict(E.stand_in_message(assignment, ex, stand)) for stand in stand_ins.values())
-            timer.since("results", t2)
-            ex_json["seconds"] = round(time.perf_counter() - t1, 4)
-            exercises.append(ex_json)
-            note = _exercise_notes(ex_json, ex.function)
-            if note:
-                notes.append(note[0])
-                notes_msg.append(note[1])
+        exercises, judged = _grade_exercises(ctx, sub, assignment, worker, scanned, timer, notes, notes_msg)
         # After the calls: a worker forked again after a crash reports its cells afresh.
         result["cells"] = [_cell_json(c) for c in getattr(worker, "cells", [])]
     finally:
@@ -316,6 +274,56 @@ def grade_submission(sub: Submission, ctx: GradingContext) -> dict[str, Any] | N
     timing["profile"] = flat_profile(timer.seconds, worker.timer.seconds, timing["seconds"])
     result["timing"] = timing
     return result
+
+
+def _grade_exercises(ctx: GradingContext, sub: Submission, assignment: Any, worker: Any, scanned: NotebookScan,
+                     timer: Stopwatch, notes: list[str],
+                     notes_msg: list[dict[str, str]]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Grade the exercises in order on ``worker``: their rows and the pasted answers judged; notes added."""
+    from autograder.grading import earlier as E  # noqa: PLC0415 - loads torch
+
+    exercises = []
+    lost: set[str] = set()          # exercises that lost points so far: those built on them get stand-ins
+    seed_parts = hidden_seed_parts(ctx.course, sub, assignment.id)
+    judged: dict[str, dict[str, Any]] = {}   # answers pasted from earlier assignments (5.4 holds 4.1-4.4)
+
+    def judge(ids: list[str]) -> list[dict[str, Any]]:
+        return E.judge_pasted(ctx.course, assignment, worker, lost, among=ids, seed_parts=seed_parts,
+                              tolerances=ctx.course.tolerances, device=ctx.device, diagnoser=ctx.diagnoser,
+                              timer=timer, scan=functools.partial(_scan_rows, scanned))
+
+    for ex in assignment.exercises:
+        t1 = time.perf_counter()
+
+        def run(stand_ins: dict[str, Any], ex: Any = ex) -> _Scanned:
+            outcome = C.run_exercise(
+                ex, E.with_stand_ins(worker, stand_ins), audiences=(C.Audience.PUBLIC, C.Audience.HIDDEN),
+                tolerances=ctx.course.tolerances, seed_parts=seed_parts,
+                device=ctx.device, reference=ctx.references[ex.id], diagnoser=ctx.diagnoser, timer=timer)
+            return _scan_for(scanned, outcome, ex, stand_ins)
+
+        seen = len(judged)
+        with timer.section("checks"):
+            graded, stand_ins = E.grade_exercise(ctx.course, assignment, ex, lost, judged, run, judge)
+        notes_msg.extend(as_dict(E.pasted_message(j)) for j in list(judged.values())[seen:] if not j["passed"])
+        t2 = time.perf_counter()
+        ex_json = graded.outcome.to_json()
+        if graded.findings:
+            _forbidden_in_source(ex_json, graded.findings)
+        if ex_json["points"] < ex.points - 1e-9:
+            lost.add(ex.id)
+        if stand_ins:
+            ex_json["stand_ins"] = E.stood_in_json(stand_ins)
+            # the feedback says so; the status stays "graded"
+            notes_msg.extend(as_dict(E.stand_in_message(assignment, ex, stand)) for stand in stand_ins.values())
+        timer.since("results", t2)
+        ex_json["seconds"] = round(time.perf_counter() - t1, 4)
+        exercises.append(ex_json)
+        note = _exercise_notes(ex_json, ex.function)
+        if note:
+            notes.append(note[0])
+            notes_msg.append(note[1])
+    return exercises, judged
 
 
 def hidden_seed_parts(course: Course, sub: Submission, assignment_id: str) -> tuple[Any, ...]:

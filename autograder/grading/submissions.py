@@ -164,28 +164,8 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
                                   hint=exc.hint or f"the assignments are {known}") from None
     root = Path(root)
     paths, others = find_notebooks(root)
-    max_bytes = int(course.limits.notebook_mb * 2**20)
-    subs: list[Submission] = []
-    for p in paths:
-        # The name as the gate cleans it: valid UTF-8 (an undecodable folder name too), no control
-        # characters, bounded. The path itself stays as the file system spells it.
-        source = path_text(p.relative_to(root).as_posix())
-        sub = Submission(p, source, hashlib.sha256(source.encode()).hexdigest())
-        try:
-            sub.sha256, data = _read(p, max_bytes)
-        except OSError as exc:
-            sub.fail(f"unreadable: {os_reason(exc)}", say("submission.unreadable", detail=os_reason(exc)))
-            data = b""
-        sub.evidence["notebook"] = notebook_evidence(data, course)
-        subs.append(sub)
-    for name, why in sorted((refused or {}).items()):
-        name = path_text(name)
-        if name.lower().endswith(".ipynb"):
-            sub = Submission(root / "(refused)", name, hashlib.sha256(name.encode()).hexdigest())
-            sub.fail(f"not extracted from the zip: {why}", say("submission.not_extracted", detail=why))
-            subs.append(sub)
-        else:
-            others.append(f"{name} (refused: {line(why, 200)})")
+    subs = _read_notebooks(root, paths, course)
+    subs += _refused_notebooks(root, refused or {}, others)
 
     prefix = _common_dirs([PurePosixPath(s.source).parts[:-1] for s in subs if not s.problem])
     out_of_scope: list[str] = []
@@ -205,6 +185,39 @@ def discover(root: Path, course: Course, *, assignment: str | None = None,
         s.submitted = _submitted_at(s, times or {}, files_trusted)
     kept, superseded = _pick_duplicates(kept, course)
     return Discovery(kept, others, out_of_scope, superseded)
+
+
+def _read_notebooks(root: Path, paths: list[Path], course: Course) -> list[Submission]:
+    """A Submission for each notebook file found: its hash and what the notebook says (unreadable: a failure)."""
+    max_bytes = int(course.limits.notebook_mb * 2**20)
+    subs: list[Submission] = []
+    for p in paths:
+        # The name as the gate cleans it: valid UTF-8 (an undecodable folder name too), no control
+        # characters, bounded. The path itself stays as the file system spells it.
+        source = path_text(p.relative_to(root).as_posix())
+        sub = Submission(p, source, hashlib.sha256(source.encode()).hexdigest())
+        try:
+            sub.sha256, data = _read(p, max_bytes)
+        except OSError as exc:
+            sub.fail(f"unreadable: {os_reason(exc)}", say("submission.unreadable", detail=os_reason(exc)))
+            data = b""
+        sub.evidence["notebook"] = notebook_evidence(data, course)
+        subs.append(sub)
+    return subs
+
+
+def _refused_notebooks(root: Path, refused: dict[str, str], others: list[str]) -> list[Submission]:
+    """A failure for each notebook the zip's extraction refused; any other refused member is added to ``others``."""
+    subs: list[Submission] = []
+    for name, why in sorted(refused.items()):
+        name = path_text(name)
+        if name.lower().endswith(".ipynb"):
+            sub = Submission(root / "(refused)", name, hashlib.sha256(name.encode()).hexdigest())
+            sub.fail(f"not extracted from the zip: {why}", say("submission.not_extracted", detail=why))
+            subs.append(sub)
+        else:
+            others.append(f"{name} (refused: {line(why, 200)})")
+    return subs
 
 
 def _submitted_at(s: Submission, times: dict[tuple[str, str | None], Any], files_trusted: bool) -> dict[str, Any]:
@@ -274,15 +287,7 @@ def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: 
         by_path = {said}
     path_says = next(iter(by_path), None)
     if path_says is not None:
-        if wanted is not None and path_says != wanted:
-            return path_says, "out of scope", "path"
-        # What the notebook says of itself (its metadata, its cells' ids) wins over a name: a notebook of
-        # another assignment is named as such, never graded as this one (to 0, "function missing").
-        claimed, claimed_how = notebook_claims(ev.declared, ev.by_grade_id)
-        if claimed is not None and claimed != path_says:
-            return path_says, (f"wrong assignment: the notebook is {claimed} ({claimed_how}), not {path_says}",
-                               say("submission.wrong_assignment", said=claimed, wanted=path_says)), claimed_how
-        return path_says, None, "path"
+        return _path_assignment(path_says, ev, wanted)
     if wanted is not None:
         if said is not None and said != wanted:
             return wanted, (f"wrong assignment: the notebook is {said} ({how}), expected {wanted}",
@@ -293,6 +298,19 @@ def _assignment(dirs: tuple[str, ...], stem: str, ev: NotebookEvidence, course: 
     why = "the notebook names none" if ev.readable else "the notebook is unreadable"
     return None, (f"unknown assignment: the path names none and {why} (pass --assignment)",
                   say("submission.unknown_assignment")), ""
+
+
+def _path_assignment(path_says: str, ev: NotebookEvidence, wanted: str | None) -> tuple[str | None, Any, str]:
+    """(assignment, problem, how) where the path names it: out of --assignment's scope, or not the notebook's own."""
+    if wanted is not None and path_says != wanted:
+        return path_says, "out of scope", "path"
+    # What the notebook says of itself (its metadata, its cells' ids) wins over a name: a notebook of
+    # another assignment is named as such, never graded as this one (to 0, "function missing").
+    claimed, claimed_how = notebook_claims(ev.declared, ev.by_grade_id)
+    if claimed is not None and claimed != path_says:
+        return path_says, (f"wrong assignment: the notebook is {claimed} ({claimed_how}), not {path_says}",
+                           say("submission.wrong_assignment", said=claimed, wanted=path_says)), claimed_how
+    return path_says, None, "path"
 
 
 def _student(dirs: tuple[str, ...], stem: str, prefix: tuple[str, ...], course: Course,
@@ -401,18 +419,24 @@ def _pick_duplicates(subs: list[Submission], course: Course) -> tuple[list[Submi
             notebook = course.assignment(assignment).notebook
         except AutograderError:
             notebook = f"{assignment}.ipynb"
-        ranked = sorted(((not _canonical(g, notebook), -_mtime_ns(g), g.source, g) for g in group),
-                        key=lambda t: t[:3])
-        chosen, runner_up = ranked[0], ranked[1]
-        winner = chosen[3]
-        if chosen[0] != runner_up[0]:
-            winner.evidence["chosen_by"] = f"named {notebook}"
-        elif chosen[1] != runner_up[1]:
-            winner.evidence["chosen_by"] = "the newest file"
-        else:
-            winner.evidence["chosen_by"] = "the first by path (same modification time)"
-        winner.evidence["also_found"] = line(", ".join(t[3].source for t in ranked[1:]), 1000)
-        for t in ranked[1:]:
-            superseded[t[3].source] = winner.source
-            dropped.add(id(t[3]))
+        winner, *others = _ranked(group, notebook)
+        for other in others:
+            superseded[other.source] = winner.source
+            dropped.add(id(other))
     return [s for s in subs if id(s) not in dropped], superseded
+
+
+def _ranked(group: list[Submission], notebook: str) -> list[Submission]:
+    """One student's notebooks for an assignment, the one to grade first; it says why it won and what else was found."""
+    ranked = sorted(((not _canonical(g, notebook), -_mtime_ns(g), g.source, g) for g in group),
+                    key=lambda t: t[:3])
+    chosen, runner_up = ranked[0], ranked[1]
+    winner = chosen[3]
+    if chosen[0] != runner_up[0]:
+        winner.evidence["chosen_by"] = f"named {notebook}"
+    elif chosen[1] != runner_up[1]:
+        winner.evidence["chosen_by"] = "the newest file"
+    else:
+        winner.evidence["chosen_by"] = "the first by path (same modification time)"
+    winner.evidence["also_found"] = line(", ".join(t[3].source for t in ranked[1:]), 1000)
+    return [t[3] for t in ranked]

@@ -116,19 +116,9 @@ def _read_bounded(path: Path, limit: int, *, follow_links: bool) -> tuple[bytes 
     directory, too large, no permission). The size is checked with fstat before any byte is read, so a
     huge file costs nothing; a FIFO is opened non-blocking so that it cannot hang the batch.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    if not follow_links:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags)
-    except (FileNotFoundError, NotADirectoryError):
-        return None, None
-    except OSError as exc:
-        if not follow_links and exc.errno in (errno.ELOOP, errno.EMLINK):
-            return None, "is a symbolic link, which is not followed here"
-        return None, f"cannot be opened ({exc.strerror or type(exc).__name__})"
-    except ValueError:      # a NUL byte in the path
-        return None, "has a name that cannot be opened"
+    fd, reason = _open_unblocked(path, follow_links=follow_links)
+    if fd is None:
+        return None, reason
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -151,6 +141,23 @@ def _read_bounded(path: Path, limit: int, *, follow_links: bool) -> tuple[bytes 
         return None, f"cannot be read ({exc.strerror or type(exc).__name__})"
     finally:
         os.close(fd)
+
+
+def _open_unblocked(path: Path, *, follow_links: bool) -> tuple[int | None, str | None]:
+    """Open ``path`` non-blocking for :func:`_read_bounded`: ``(fd, None)``, or its ``(None, reason)`` answer."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        return os.open(path, flags), None
+    except (FileNotFoundError, NotADirectoryError):
+        return None, None
+    except OSError as exc:
+        if not follow_links and exc.errno in (errno.ELOOP, errno.EMLINK):
+            return None, "is a symbolic link, which is not followed here"
+        return None, f"cannot be opened ({exc.strerror or type(exc).__name__})"
+    except ValueError:      # a NUL byte in the path
+        return None, "has a name that cannot be opened"
 
 
 # -- parsing times ---------------------------------------------------------------------------------
@@ -462,36 +469,41 @@ def load_times_csv(path: Path, *, default_tz: str | None = None) -> dict[tuple[s
                 continue
             number += 1
             row_where = f"{where}: row {number} (line {reader.line_num})"
-            if any(cell.strip() for cell in cells[columns.width:]):
-                # Most often a name with an unquoted comma: the columns after it have shifted.
-                raise ConfigError(f"{row_where}: {len(cells)} cells where the header names {columns.width}",
-                                  hint="quote cells that hold a comma")
-            cells = cells + [""] * (columns.width - len(cells))
-            student = _name_cell(cells[columns.student], row_where, _STUDENT)
-            if not student:
-                raise ConfigError(f"{row_where}, field {_STUDENT}: empty")
-            assignment = ""
-            if columns.assignment is not None:
-                assignment = _name_cell(cells[columns.assignment], row_where, _ASSIGNMENT)
-            key = (student, assignment or None)
-            time_name = columns.time_name
-            raw = cells[columns.time].strip()
-            source = f"times CSV {label} row {number}"
-            when: datetime | None = None
-            if raw:
-                when = clock.as_utc(clock.parse_time(raw, where=f"{row_where}, field {time_name}",
-                                                     default_tz=default_tz))
+            key, submitted = _data_row(cells, columns, row_where, f"times CSV {label} row {number}", default_tz)
             if key in out:
+                student, assignment = key
                 who = _quote(student) + (f" / {_quote(assignment)}" if assignment else "")
                 raise ConfigError(f"{where}: rows {first_row[key]} and {number} both give the time of {who}")
             first_row[key] = number
-            out[key] = SubmittedAt(when, source)
+            out[key] = submitted
     except csv.Error as exc:
         raise ConfigError(f"{where}: line {reader.line_num}: not valid CSV ({line(str(exc), _QUOTE_CHARS)})") \
             from None
     if columns is None:
         raise ConfigError(f"{where}: is empty; expected a header such as student,submitted_at[,assignment]")
     return out
+
+
+def _data_row(cells: list[str], columns: _Columns, row_where: str, source: str,
+              default_tz: str | None) -> tuple[tuple[str, str | None], SubmittedAt]:
+    """One data row of the times CSV: its key and time; a ConfigError (``row_where``, the field) if unusable."""
+    if any(cell.strip() for cell in cells[columns.width:]):
+        # Most often a name with an unquoted comma: the columns after it have shifted.
+        raise ConfigError(f"{row_where}: {len(cells)} cells where the header names {columns.width}",
+                          hint="quote cells that hold a comma")
+    cells = cells + [""] * (columns.width - len(cells))
+    student = _name_cell(cells[columns.student], row_where, _STUDENT)
+    if not student:
+        raise ConfigError(f"{row_where}, field {_STUDENT}: empty")
+    assignment = ""
+    if columns.assignment is not None:
+        assignment = _name_cell(cells[columns.assignment], row_where, _ASSIGNMENT)
+    raw = cells[columns.time].strip()
+    when: datetime | None = None
+    if raw:
+        when = clock.as_utc(clock.parse_time(raw, where=f"{row_where}, field {columns.time_name}",
+                                             default_tz=default_tz))
+    return (student, assignment or None), SubmittedAt(when, source)
 
 
 # -- choosing ---------------------------------------------------------------------------------------

@@ -249,6 +249,18 @@ def build_filter(*, mode: str, own_pid: int, device: str, scoped_signals: bool) 
     import pyseccomp as sc  # noqa: PLC0415 - optional: the seccomp layer is absent without it
 
     f = sc.SyscallFilter(defaction=sc.ERRNO(errno.EPERM))
+    _allow_unrestricted(f, sc, device)
+    _allow_some_arguments(f, sc, own_pid, device)
+    # Threads, and processes where limits.processes allows them (RLIMIT_NPROC counts them): no namespace.
+    f.add_rule(sc.ALLOW, "clone", sc.Arg(0, sc.MASKED_EQ, _NAMESPACE_MASK, 0))
+    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    f.add_rule(sc.ALLOW, "sendto", sc.Arg(4, sc.EQ, 0))
+    _allow_signals(f, sc, own_pid, any_target=mode in ("root", "userns") or scoped_signals)
+    return f
+
+
+def _allow_unrestricted(f: Any, sc: Any, device: str) -> None:
+    """Allow the calls of ALLOWED_SYSCALLS (and, on a GPU, CUDA_SYSCALLS) whatever their arguments."""
     unrestricted = [name for group in ALLOWED_SYSCALLS.values() for name in group]
     if device == "cuda":
         unrestricted += [name for name in CUDA_SYSCALLS if name not in OWN_PROCESS]
@@ -257,30 +269,34 @@ def build_filter(*, mode: str, own_pid: int, device: str, scoped_signals: bool) 
             f.add_rule(sc.ALLOW, name)
         except (ValueError, RuntimeError, OSError):
             pass  # a call this architecture does not have (open, stat, ... on aarch64)
-    def int_arg(index: int, value: int) -> Any:
-        # An int argument: the kernel reads the register's low 32 bits, whatever the caller left above.
-        return sc.Arg(index, sc.MASKED_EQ, 0xFFFFFFFF, value & 0xFFFFFFFF)
 
+
+def _int_arg(sc: Any, index: int, value: int) -> Any:
+    """A rule on an int argument: the kernel reads the register's low 32 bits, whatever the caller left above."""
+    return sc.Arg(index, sc.MASKED_EQ, 0xFFFFFFFF, value & 0xFFFFFFFF)
+
+
+def _allow_some_arguments(f: Any, sc: Any, own_pid: int, device: str) -> None:
+    """Allow OWN_PROCESS's calls on the worker itself only, and ARGUMENT_VALUES's with those values only."""
     for name, index in OWN_PROCESS.items():
         for pid in sorted({0, own_pid}):
-            f.add_rule(sc.ALLOW, name, int_arg(index, pid))
+            f.add_rule(sc.ALLOW, name, _int_arg(sc, index, pid))
     for name, (index, values) in ARGUMENT_VALUES.items():
         if device == "cuda" and name in CUDA_SYSCALLS:
             continue
         for value in values:
-            f.add_rule(sc.ALLOW, name, int_arg(index, value))
-    # Threads, and processes where limits.processes allows them (RLIMIT_NPROC counts them): no namespace.
-    f.add_rule(sc.ALLOW, "clone", sc.Arg(0, sc.MASKED_EQ, _NAMESPACE_MASK, 0))
-    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-    f.add_rule(sc.ALLOW, "sendto", sc.Arg(4, sc.EQ, 0))
-    if mode in ("root", "userns") or scoped_signals:
+            f.add_rule(sc.ALLOW, name, _int_arg(sc, index, value))
+
+
+def _allow_signals(f: Any, sc: Any, own_pid: int, *, any_target: bool) -> None:
+    """Allow SIGNALS to any target where the cage keeps them in (``any_target``), else to the worker only."""
+    if any_target:
         for name in SIGNALS:
             f.add_rule(sc.ALLOW, name)
     else:
         for pid in (0, own_pid, -own_pid):      # itself, its process group (it is the group's leader)
-            f.add_rule(sc.ALLOW, "kill", int_arg(0, pid))
-        f.add_rule(sc.ALLOW, "tgkill", int_arg(0, own_pid))
-    return f
+            f.add_rule(sc.ALLOW, "kill", _int_arg(sc, 0, pid))
+        f.add_rule(sc.ALLOW, "tgkill", _int_arg(sc, 0, own_pid))
 
 
 def filter_summary(mode: str = "root", device: str = "cpu") -> dict[str, Any]:
@@ -313,32 +329,8 @@ def enter(mode: str, *, workdir: str, uid: int | None, gid: int | None, disk_mb:
         raise CageError(errno.EPERM, "userns: the grader runs as root, so the worker's only id would map "
                                      "to uid 0 outside; as root the 'root' mode gives it a uid of its own")
     if mode in ("root", "userns"):
-        iso.layers += ["pid-ns", "mount-ns", "net-ns", "ipc-ns"]
-        if mode == "userns":
-            _map_ids(outer_uid, outer_gid)
-            iso.layers.insert(0, "user-ns")
-        _check(lib.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-        owner = INSIDE_ID if mode == "userns" else uid
-        group = INSIDE_ID if mode == "userns" else gid
-        options = f"size={max(1, int(disk_mb * 1024))}k,nr_inodes={TMPFS_INODES},mode=0700"
-        if owner is not None:
-            options += f",uid={owner},gid={group}"
-        _check(lib.mount(b"tmpfs", workdir.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                         options.encode()), "mount the worker's tmpfs")
-        os.chdir(workdir)
-        os.chroot(workdir)
-        os.chdir("/")
-        iso.layers.append("tmpfs-root")
-        if mode == "root":
-            if uid is None or gid is None:      # (the sandbox gives both wherever it runs as root)
-                raise CageError(errno.EINVAL, "root: the worker was given no uid and gid of its own")
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)        # from root to a uid of its own: every capability goes with it
-            iso.layers.append("own-uid")
-        else:
-            _drop_capabilities()
-            iso.layers.append("no-capabilities")
+        _enter_namespaces(iso, lib, workdir=workdir, uid=uid, gid=gid, disk_mb=disk_mb, outer_uid=outer_uid,
+                          outer_gid=outer_gid)
     elif mode == "landlock" and uid is not None and gid is not None:
         os.setgroups([])
         os.setgid(gid)
@@ -349,14 +341,55 @@ def enter(mode: str, *, workdir: str, uid: int | None, gid: int | None, disk_mb:
     if mode == "landlock":
         iso.layers += landlock_restrict()
     if mode != "none":
-        if "module" not in _SECCOMP:
-            # A layer missing, said in every result and by `autograder doctor`; the rest of the cage holds.
-            iso.missing["seccomp"] = "libseccomp.so.2 (through pyseccomp) could not be loaded"
-        else:
-            build_filter(mode=mode, own_pid=os.getpid(), device=device,
-                         scoped_signals="landlock-scope" in iso.layers).load()
-            iso.layers.append("seccomp")
+        _load_seccomp(iso, device)
     return iso
+
+
+def _enter_namespaces(iso: Isolation, lib: Any, *, workdir: str, uid: int | None, gid: int | None, disk_mb: float,
+                      outer_uid: int, outer_gid: int) -> None:
+    """The namespaced cages' layers (``iso.mode`` root or userns): their ids, the tmpfs root, no privilege left."""
+    mode = iso.mode
+    iso.layers += ["pid-ns", "mount-ns", "net-ns", "ipc-ns"]
+    if mode == "userns":
+        _map_ids(outer_uid, outer_gid)
+        iso.layers.insert(0, "user-ns")
+    _tmpfs_root(lib, workdir=workdir, owner=INSIDE_ID if mode == "userns" else uid,
+                group=INSIDE_ID if mode == "userns" else gid, disk_mb=disk_mb)
+    iso.layers.append("tmpfs-root")
+    if mode == "root":
+        if uid is None or gid is None:      # (the sandbox gives both wherever it runs as root)
+            raise CageError(errno.EINVAL, "root: the worker was given no uid and gid of its own")
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)        # from root to a uid of its own: every capability goes with it
+        iso.layers.append("own-uid")
+    else:
+        _drop_capabilities()
+        iso.layers.append("no-capabilities")
+
+
+def _tmpfs_root(lib: Any, *, workdir: str, owner: int | None, group: int | None, disk_mb: float) -> None:
+    """Make ``/`` private, mount a tmpfs of ``disk_mb`` (owned by ``owner``) on ``workdir`` and chroot into it."""
+    _check(lib.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    options = f"size={max(1, int(disk_mb * 1024))}k,nr_inodes={TMPFS_INODES},mode=0700"
+    if owner is not None:
+        options += f",uid={owner},gid={group}"
+    _check(lib.mount(b"tmpfs", workdir.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     options.encode()), "mount the worker's tmpfs")
+    os.chdir(workdir)
+    os.chroot(workdir)
+    os.chdir("/")
+
+
+def _load_seccomp(iso: Isolation, device: str) -> None:
+    """Load the seccomp filter for ``iso.mode``, or say the layer missing where libseccomp could not be loaded."""
+    if "module" not in _SECCOMP:
+        # A layer missing, said in every result and by `autograder doctor`; the rest of the cage holds.
+        iso.missing["seccomp"] = "libseccomp.so.2 (through pyseccomp) could not be loaded"
+    else:
+        build_filter(mode=iso.mode, own_pid=os.getpid(), device=device,
+                     scoped_signals="landlock-scope" in iso.layers).load()
+        iso.layers.append("seccomp")
 
 
 def _map_ids(outer_uid: int, outer_gid: int) -> None:

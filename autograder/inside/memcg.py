@@ -183,31 +183,42 @@ def find() -> tuple[MemoryCgroups | None, str]:
     groups, problems = _own_groups(), []
     for mount_root, point, kind, options in _mounts():
         if kind == "cgroup2" and "" in groups:
-            folder, top, found = _inside(mount_root, point, groups[""]), point.rstrip("/") or "/", None
-            while folder is not None:
-                if "memory" in _controllers(folder) and os.access(folder, os.W_OK):
-                    found = folder
-                    break
-                if folder.rstrip("/") == top:
-                    break
-                folder = os.path.dirname(folder)
+            found = _v2_folder(mount_root, point, groups[""])
             if found is None:
                 problems.append("cgroup v2: no group at or above this one enables memory for its children "
                                 "and is writable by this user")
                 continue
             cg = MemoryCgroups(2, found)
-            problem = _usable(cg)
-            if problem is None:
-                return cg, cg.describe()
-            problems.append(problem)
         elif kind == "cgroup" and "memory" in options.split(","):
-            group = next((path for controllers, path in groups.items() if "memory" in controllers.split(",")), None)
-            folder = _inside(mount_root, point, group) if group is not None else None
-            if folder is None or not os.path.isdir(folder):
+            folder = _v1_folder(mount_root, point, groups)
+            if folder is None:
                 continue
             cg = MemoryCgroups(1, folder)
-            problem = _usable(cg)
-            if problem is None:
-                return cg, cg.describe()
-            problems.append(problem)
+        else:
+            continue
+        problem = _usable(cg)
+        if problem is None:
+            return cg, cg.describe()
+        problems.append(problem)
     return None, "; ".join(problems) or "no cgroup memory controller is mounted"
+
+
+def _v2_folder(mount_root: str, point: str, group: str) -> str | None:
+    """The nearest folder at or above ``group`` (up to the mount) that enables memory and is writable, or None."""
+    folder, top = _inside(mount_root, point, group), point.rstrip("/") or "/"
+    while folder is not None:
+        if "memory" in _controllers(folder) and os.access(folder, os.W_OK):
+            return folder
+        if folder.rstrip("/") == top:
+            break
+        folder = os.path.dirname(folder)
+    return None
+
+
+def _v1_folder(mount_root: str, point: str, groups: dict[str, str]) -> str | None:
+    """The folder of this process's v1 memory group under the mount, where it exists; else None."""
+    group = next((path for controllers, path in groups.items() if "memory" in controllers.split(",")), None)
+    folder = _inside(mount_root, point, group) if group is not None else None
+    if folder is None or not os.path.isdir(folder):
+        return None
+    return folder

@@ -99,32 +99,38 @@ class Encoder:
             # Exact type only: subclasses and __torch_function__ objects are described, not sent.
             return self._tensor_spec(value)
         if cls is np.ndarray:
-            if value.dtype.kind not in ALLOWED_KINDS:
-                return {"t": "other", "type": f"numpy array of {value.dtype}"}
-            return {"t": "ndarray", "k": self._store(np.ascontiguousarray(value)), "dtype": str(value.dtype),
-                    "shape": list(value.shape)}
+            return self._array_spec(value)
         if cls is bool or cls is np.bool_:
             return {"t": "bool", "v": bool(value), "type": _qualname(value)}
         if cls is int or isinstance(value, np.integer):
-            v = int(value)
-            if abs(v) >= 2**63:
-                return {"t": "float", "v": float(v), "type": "int (huge)"}
-            return {"t": "int", "v": v, "type": _qualname(value)}
+            return _int_spec(value)
         if cls is float or isinstance(value, np.floating):
             return {"t": "float", "v": float(value), "type": _qualname(value)}
         if value is None:
             return {"t": "none"}
         if cls is str:
             return {"t": "str", "v": value[:200]}
+        if cls is tuple or cls is list or cls is dict:
+            return self._container_spec(value, depth)
+        return {"t": "other", "type": _qualname(value)}
+
+    def _array_spec(self, value: np.ndarray) -> dict[str, Any]:
+        """A NumPy array's node: its data stored where its dtype may cross, else described."""
+        if value.dtype.kind not in ALLOWED_KINDS:
+            return {"t": "other", "type": f"numpy array of {value.dtype}"}
+        return {"t": "ndarray", "k": self._store(np.ascontiguousarray(value)), "dtype": str(value.dtype),
+                "shape": list(value.shape)}
+
+    def _container_spec(self, value: Any, depth: int) -> dict[str, Any]:
+        """A tuple's, a list's or a dict's node: its items', each counted; a dict with a key not a str described."""
+        cls = type(value)
         if cls is tuple or cls is list:
             self._count(len(value), cls.__name__)
             return {"t": cls.__name__, "items": [self.spec(v, depth + 1) for v in value]}
-        if cls is dict:
-            if not all(type(k) is str for k in value):
-                return {"t": "other", "type": "dict"}
-            self._count(len(value), "dict")
-            return {"t": "dict", "items": {k: self.spec(v, depth + 1) for k, v in value.items()}}
-        return {"t": "other", "type": _qualname(value)}
+        if not all(type(k) is str for k in value):
+            return {"t": "other", "type": "dict"}
+        self._count(len(value), "dict")
+        return {"t": "dict", "items": {k: self.spec(v, depth + 1) for k, v in value.items()}}
 
     def _tensor_spec(self, value: Any) -> dict[str, Any]:
         t = value.detach() if value.requires_grad else value
@@ -145,6 +151,14 @@ class Encoder:
         arr = t.contiguous().numpy()
         return {"t": "tensor", "k": self._store(arr), "dtype": dtype, "device": device,
                 "shape": list(value.shape)}
+
+
+def _int_spec(value: Any) -> dict[str, Any]:
+    """An int's node (a Python or a NumPy int): a float where it does not fit in 64 bits."""
+    v = int(value)
+    if abs(v) >= 2**63:
+        return {"t": "float", "v": float(v), "type": "int (huge)"}
+    return {"t": "int", "v": v, "type": _qualname(value)}
 
 
 def encode(value: Any, max_bytes: float = float("inf")) -> bytes:
@@ -270,23 +284,31 @@ def _check_spec(spec: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Non
     if t in ("tensor", "ndarray"):
         _check_array_spec(spec, arrays, t)
     elif t in ("float", "int", "bool"):
-        want = {"float": float, "int": int, "bool": bool}[t]
-        if type(spec.get("v")) is not want:
-            raise PlainDataError(f"malformed {t}")
-    elif t in ("tuple", "list"):
-        items = spec.get("items")
-        if not isinstance(items, list):
-            raise PlainDataError("malformed sequence")
-        for s in items:
-            _check_spec(s, arrays, depth + 1)
-    elif t == "dict":
-        items = spec.get("items")
-        if not isinstance(items, dict):
-            raise PlainDataError("malformed dict")
-        for s in items.values():
-            _check_spec(s, arrays, depth + 1)
+        _check_scalar_spec(spec, t)
+    elif t in ("tuple", "list", "dict"):
+        _check_items_spec(spec, arrays, t, depth)
     elif t not in ("none", "str", "other"):
         raise PlainDataError(f"unknown value type {t!r}")
+
+
+def _check_scalar_spec(spec: dict[str, Any], t: str) -> None:
+    """A float's, an int's or a bool's description: its value of that JSON type."""
+    want = {"float": float, "int": int, "bool": bool}[t]
+    if type(spec.get("v")) is not want:
+        raise PlainDataError(f"malformed {t}")
+
+
+def _check_items_spec(spec: dict[str, Any], arrays: dict[str, np.ndarray], t: str, depth: int) -> None:
+    """A tuple's, a list's or a dict's description: its items a list (a dict for a dict), each item valid."""
+    items = spec.get("items")
+    if t == "dict":
+        if not isinstance(items, dict):
+            raise PlainDataError("malformed dict")
+        items = items.values()
+    elif not isinstance(items, list):
+        raise PlainDataError("malformed sequence")
+    for s in items:
+        _check_spec(s, arrays, depth + 1)
 
 
 def decode(blob: bytes) -> Value:
@@ -303,25 +325,30 @@ def decode(blob: bytes) -> Value:
         head = json.loads(blob[8:8 + n])
         spec, table = head["spec"], head["arrays"]
         for key, dtype_str, shape, offset, nbytes in table:
-            dtype = _DTYPES.get(dtype_str) if type(dtype_str) is str else None
-            if dtype is None:
-                dtype = np.dtype(dtype_str)
-                if dtype.kind not in ALLOWED_KINDS or dtype.hasobject:
-                    raise PlainDataError("array of a forbidden dtype")
-            count = 1
-            for d in shape:
-                if type(d) is not int or d < 0:
-                    raise PlainDataError("malformed array")
-                count *= d
-            if count * dtype.itemsize != nbytes or type(offset) is not int or offset < 0 or offset + nbytes > size:
-                raise PlainDataError("malformed array")
-            arrays[key] = np.frombuffer(body, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
+            arrays[key] = _read_array(body, size, dtype_str, shape, offset, nbytes)
     except PlainDataError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever a forged blob provokes is one PlainDataError
         raise PlainDataError(f"unreadable data ({type(exc).__name__})") from None
     _check_spec(spec, arrays)
     return Value(_clean_spec(spec), arrays)
+
+
+def _read_array(body: memoryview, size: int, dtype_str: Any, shape: Any, offset: Any, nbytes: Any) -> np.ndarray:
+    """A copy of one array of an untrusted table's row, its dtype allowed and its bytes inside the body."""
+    dtype = _DTYPES.get(dtype_str) if type(dtype_str) is str else None
+    if dtype is None:
+        dtype = np.dtype(dtype_str)
+        if dtype.kind not in ALLOWED_KINDS or dtype.hasobject:
+            raise PlainDataError("array of a forbidden dtype")
+    count = 1
+    for d in shape:
+        if type(d) is not int or d < 0:
+            raise PlainDataError("malformed array")
+        count *= d
+    if count * dtype.itemsize != nbytes or type(offset) is not int or offset < 0 or offset + nbytes > size:
+        raise PlainDataError("malformed array")
+    return np.frombuffer(body, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
 
 
 def decode_trusted(blob: bytes) -> Value:

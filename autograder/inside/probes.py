@@ -35,7 +35,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -271,20 +271,19 @@ def _short(exc: BaseException) -> str:
     return text[:500]
 
 
-def _bind_execute() -> Callable[..., Reply]:  # noqa: C901 - one closure binds the hot path: its parts nest in it
-    """:func:`execute`, with everything it calls bound now rather than looked up at each call.
+if TYPE_CHECKING:
+    class _Seen(Protocol):
+        """What one call's guards share: the class is :func:`_bind_seen`'s, which exists only in its closure."""
 
-    The guard classes exist only in this closure; the tables are resolved to object ids once.
-    """
-    # (id, object): holding the object keeps its id from being reused by another.
-    recognized = {name: tuple((id(obj), obj) for obj in objects) for name, objects in _recognized().items()}
-    probes = dict(PROBES)
-    encode, plain_error, clock = plain.encode, plain.PlainDataError, time.perf_counter
-    reply, move, short = Reply, to_device, _short
-    watch_limit = OPERATOR_WATCHED_CALLS
-    # What says whether the guards are still in force, bound before any student code runs.
-    function_enabled = torch._C._is_torch_function_enabled  # noqa: SLF001 - torch's C API: the guards' state
-    excluded, python_key = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.Python  # noqa: SLF001
+        lookup: dict[int, str]
+        used: list[str]
+        inside: int
+
+        def note(self, name: str) -> None: ...
+
+
+def _bind_watch(watch_limit: int) -> Callable[[Any], bool]:
+    """``watch(fn)``: whether this call of ``fn`` is one of its first ``watch_limit``, which the operator level sees."""
     # id(function) -> [function, calls so far]: holding the function keeps its id its own.
     calls: dict[int, list] = {}
 
@@ -298,6 +297,11 @@ def _bind_execute() -> Callable[..., Reply]:  # noqa: C901 - one closure binds t
         entry[1] += 1
         return entry[1] <= watch_limit
 
+    return watch
+
+
+def _bind_seen(recognized: dict[str, tuple[tuple[int, Any], ...]]) -> Callable[[tuple[str, ...]], _Seen]:
+    """The class ``Seen`` of one call's forbidden names, which reads ``recognized`` (name -> (id, object)) once."""
     # forbidden names -> id(recognized object) -> the name it counts as: built once per tuple, read only.
     lookups: dict[tuple[str, ...], dict[int, str]] = {}
 
@@ -322,10 +326,16 @@ def _bind_execute() -> Callable[..., Reply]:  # noqa: C901 - one closure binds t
             if name not in self.used:
                 self.used.append(name)
 
+    return Seen
+
+
+def _bind_guard_classes() -> tuple[Callable[[_Seen], TorchFunctionMode], Callable[[_Seen], TorchDispatchMode]]:
+    """The classes of the two guards, the function and the operator level, which exist only in this closure."""
+
     class FunctionGuard(TorchFunctionMode):
         """The function level: the torch function (or ``torch.ops`` operator) that was called."""
 
-        def __init__(self, seen: Seen):
+        def __init__(self, seen: _Seen):
             super().__init__()
             self.seen = seen
 
@@ -350,7 +360,7 @@ def _bind_execute() -> Callable[..., Reply]:  # noqa: C901 - one closure binds t
             # guard's cost per operator; torch.compile inside the student's function still works.
             return False
 
-        def __init__(self, seen: Seen):
+        def __init__(self, seen: _Seen):
             super().__init__()
             self.seen = seen
             self.lookup = seen.lookup
@@ -361,19 +371,29 @@ def _bind_execute() -> Callable[..., Reply]:  # noqa: C901 - one closure binds t
                 self.seen.note(name)
             return func(*args, **(kwargs or {}))
 
-    def guards_in_force(function_guard: FunctionGuard, operator_guard: OperatorGuard | None) -> bool:
+    return FunctionGuard, OperatorGuard
+
+
+def _bind_guarded(function_guard_class: Callable[[_Seen], TorchFunctionMode],
+                  operator_guard_class: Callable[[_Seen], TorchDispatchMode]) -> Callable[..., Any]:
+    """``guarded(seen, operator_level, probe, fn, args, kwargs)``: the probe's call under guards of those classes."""
+    # What says whether the guards are still in force, bound before any student code runs.
+    function_enabled = torch._C._is_torch_function_enabled  # noqa: SLF001 - torch's C API: the guards' state
+    excluded, python_key = torch._C._dispatch_tls_is_dispatch_key_excluded, torch._C.DispatchKey.Python  # noqa: SLF001
+
+    def guards_in_force(function_guard: TorchFunctionMode, operator_guard: TorchDispatchMode | None) -> bool:
         """Whether the guards still see what the student's code calls: torch's function modes on, each
         guard still on its mode stack, the Python dispatch key not excluded."""
         if not function_enabled() or function_guard not in function_modes():
             return False
         return operator_guard is None or (operator_guard in dispatch_modes() and not excluded(python_key))
 
-    def guarded(seen: Seen, operator_level: bool, probe: Callable, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def guarded(seen: _Seen, operator_level: bool, probe: Callable, fn: Any, args: tuple, kwargs: dict) -> Any:
         """``probe(fn, ...)`` under the guards; a call that returns with them no longer in force, or leaves
         torch's mode stacks so that they cannot be taken off, is noted as :data:`~autograder.inside.forbidden.
         GUARD_OFF` (the trusted side zeroes the exercise)."""
-        function_guard = FunctionGuard(seen)
-        operator_guard = OperatorGuard(seen) if operator_level else None
+        function_guard = function_guard_class(seen)
+        operator_guard = operator_guard_class(seen) if operator_level else None
         returned = False
         try:
             with contextlib.ExitStack() as stack:
@@ -390,38 +410,23 @@ def _bind_execute() -> Callable[..., Reply]:  # noqa: C901 - one closure binds t
             seen.note(GUARD_OFF)     # the guards could not be taken off: the mode stacks were changed
         return result
 
-    def execute(namespace: dict, request: Request, max_bytes: float = float("inf")) -> Reply:
-        """Run ``request`` against the functions in ``namespace``; never raises for student errors.
+    return guarded
 
-        The guards run only while the student's function does, and only for an exercise that
-        forbids something; the operator level only for the first calls of each function
-        (:data:`OPERATOR_WATCHED_CALLS`). ``request.stand_ins`` take the place of the namespace's
-        functions of those names while the call runs, and the namespace is as it was afterwards.
-        """
-        fn = namespace.get(request.function)
-        if fn is None or not callable(fn):
-            return reply("missing", error=f"{request.function} is not defined")
-        swapped = {}
-        for name, stand in request.stand_ins.items():
-            if name != request.function:
-                swapped[name] = namespace.get(name, absent)
-                namespace[name] = stand
-        try:
-            return _execute(fn, request, max_bytes)
-        finally:
-            for name, old in swapped.items():
-                if old is absent:
-                    namespace.pop(name, None)
-                else:
-                    namespace[name] = old
 
-    absent = object()
+def _bind_run(seen_class: Callable[[tuple[str, ...]], _Seen], watch: Callable[[Any], bool],
+              guarded: Callable[..., Any]) -> Callable[[Any, Request, float], Reply]:
+    """``run(fn, request, max_bytes)``: the call of ``fn`` itself, guarded where the exercise forbids something, and
+    its reply: the value's bytes, or the error, each with the forbidden names seen and the seconds it took."""
+    probes = dict(PROBES)
+    encode, plain_error, clock = plain.encode, plain.PlainDataError, time.perf_counter
+    reply, move, short = Reply, to_device, _short
 
-    def _execute(fn: Any, request: Request, max_bytes: float) -> Reply:
+    def run(fn: Any, request: Request, max_bytes: float) -> Reply:
+        """The call of ``fn`` as ``request`` asks, and what came back."""
         probe = probes[request.probe]
         args = move(request.args, request.device)
         kwargs = move(request.kwargs, request.device)
-        seen = Seen(tuple(request.forbidden))
+        seen = seen_class(tuple(request.forbidden))
         start = clock()
         try:
             if not seen.lookup:
@@ -444,7 +449,56 @@ def _bind_execute() -> Callable[..., Reply]:  # noqa: C901 - one closure binds t
                          seconds=seconds)
         return reply("ok", blob=blob, forbidden=seen.used, seconds=seconds)
 
+    return run
+
+
+def _bind_stand_ins(run: Callable[[Any, Request, float], Reply]) -> Callable[..., Reply]:
+    """:func:`execute` itself: the function the request names, with its stand-ins in the namespace, through ``run``."""
+    reply = Reply
+    absent = object()
+
+    def execute(namespace: dict, request: Request, max_bytes: float = float("inf")) -> Reply:
+        """Run ``request`` against the functions in ``namespace``; never raises for student errors.
+
+        The guards run only while the student's function does, and only for an exercise that
+        forbids something; the operator level only for the first calls of each function
+        (:data:`OPERATOR_WATCHED_CALLS`). ``request.stand_ins`` take the place of the namespace's
+        functions of those names while the call runs, and the namespace is as it was afterwards.
+        """
+        fn = namespace.get(request.function)
+        if fn is None or not callable(fn):
+            return reply("missing", error=f"{request.function} is not defined")
+        swapped = {}
+        for name, stand in request.stand_ins.items():
+            if name != request.function:
+                swapped[name] = namespace.get(name, absent)
+                namespace[name] = stand
+        try:
+            return run(fn, request, max_bytes)
+        finally:
+            for name, old in swapped.items():
+                if old is absent:
+                    namespace.pop(name, None)
+                else:
+                    namespace[name] = old
+
     return execute
+
+
+def _bind_execute() -> Callable[..., Reply]:
+    """:func:`execute`, with everything it calls bound now rather than looked up at each call.
+
+    The guard classes exist only in these closures; the tables are resolved to object ids once. Its steps,
+    each bound once here: the forbidden names' objects (:func:`_bind_seen`), the guards (:func:`_bind_guard_classes`,
+    :func:`_bind_guarded`), how many calls the operator level watches (:func:`_bind_watch`), the call and its reply
+    (:func:`_bind_run`), the stand-ins around it (:func:`_bind_stand_ins`).
+    """
+    # (id, object): holding the object keeps its id from being reused by another.
+    recognized = {name: tuple((id(obj), obj) for obj in objects) for name, objects in _recognized().items()}
+    function_guard_class, operator_guard_class = _bind_guard_classes()
+    run = _bind_run(_bind_seen(recognized), _bind_watch(OPERATOR_WATCHED_CALLS),
+                    _bind_guarded(function_guard_class, operator_guard_class))
+    return _bind_stand_ins(run)
 
 
 execute = _bind_execute()

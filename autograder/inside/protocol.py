@@ -87,27 +87,32 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None, spin: float
         except BlockingIOError:
             if spin:
                 now = time.monotonic()
-                if not spin_until:
-                    spin_until = now + spin
+                spin_until = spin_until or now + spin
                 if now < spin_until:
                     continue
                 spin = 0.0                      # nothing came: sleep on it from now on
                 if sleeps:
                     continue
-            if poller is None:
-                poller = select.poll()
-                poller.register(fd, select.POLLIN)
-            if deadline is None:
-                poller.poll()
-                continue
-            left = deadline - time.monotonic()
-            if left <= 0 or not poller.poll(max(1, math.ceil(left * 1000))):
-                raise TimeoutError("no answer in time") from None
+            poller = _wait_readable(fd, poller, deadline)
             continue
         if k == 0:
             raise EOFError("the other side closed the channel")
         got += k
     return bytes(buf)
+
+
+def _wait_readable(fd: int, poller: select.poll | None, deadline: float | None) -> select.poll:
+    """Sleep until ``fd`` has bytes (``poller``, made on first use, is returned); TimeoutError past ``deadline``."""
+    if poller is None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+    if deadline is None:
+        poller.poll()
+        return poller
+    left = deadline - time.monotonic()
+    if left <= 0 or not poller.poll(max(1, math.ceil(left * 1000))):
+        raise TimeoutError("no answer in time") from None
+    return poller
 
 
 def recv_frame(sock: socket.socket, deadline: float | None, max_blob: int,

@@ -203,35 +203,46 @@ def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
             msg, fds, _flags, _addr = socket.recv_fds(ctrl, 1 << 16, 4)
             if not msg:
                 break  # the grader is gone
-            try:
-                request = json.loads(msg)
-                kind = request["t"]
-            except (ValueError, KeyError, TypeError):
-                _refuse(ctrl, fds, "bad request")
-                continue
-            if kind == "fork" and len(fds) == 2:
-                if request.get("complete") and later:
-                    _drop_ahead()     # what the imports allocate is the template's, not the next worker's
-                while request.get("complete") and later:
-                    _import_quietly(later.pop(0))
-                _template_fork(ctrl, request, fds, children, partial=bool(later))
-            elif kind == "clone" and len(fds) == 1:
-                _template_clone(ctrl, fds[0], (wake_r, wake_w, *(entry[0] for entry in children.values())), later)
-            elif kind == "sweep":
-                _template_sweep(ctrl, request)
-            else:
-                _refuse(ctrl, fds, f"unknown request {kind!r}")
+            _template_request(ctrl, msg, fds, children, later, (wake_r, wake_w))
     except BaseException:  # noqa: BLE001 - into the template's log, which the grader shows
         traceback.print_exc()
     finally:
-        for pid in list(children):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        ahead = [_AHEAD["group"]] if _AHEAD["group"] is not None and _join_home() else []
-        _remove_groups([entry[2] for entry in children.values() if entry[2]] + leftover + ahead)
+        _template_end(children, leftover)
         os._exit(0)
+
+
+def _template_request(ctrl: socket.socket, msg: bytes, fds: list[int], children: dict[int, tuple[int, int, str | None]],
+                      later: list[str], wake: tuple[int, int]) -> None:
+    """One request of the grader's: fork a worker, clone this template or sweep; anything else is refused."""
+    try:
+        request = json.loads(msg)
+        kind = request["t"]
+    except (ValueError, KeyError, TypeError):
+        _refuse(ctrl, fds, "bad request")
+        return
+    if kind == "fork" and len(fds) == 2:
+        if request.get("complete") and later:
+            _drop_ahead()     # what the imports allocate is the template's, not the next worker's
+        while request.get("complete") and later:
+            _import_quietly(later.pop(0))
+        _template_fork(ctrl, request, fds, children, partial=bool(later))
+    elif kind == "clone" and len(fds) == 1:
+        _template_clone(ctrl, fds[0], (*wake, *(entry[0] for entry in children.values())), later)
+    elif kind == "sweep":
+        _template_sweep(ctrl, request)
+    else:
+        _refuse(ctrl, fds, f"unknown request {kind!r}")
+
+
+def _template_end(children: dict[int, tuple[int, int, str | None]], leftover: list[str]) -> None:
+    """The template's last act: kill the workers still running, remove every memory group it made."""
+    for pid in list(children):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    ahead = [_AHEAD["group"]] if _AHEAD["group"] is not None and _join_home() else []
+    _remove_groups([entry[2] for entry in children.values() if entry[2]] + leftover + ahead)
 
 
 def _drain(fd: int) -> None:
@@ -271,18 +282,23 @@ def _template_reap(children: dict[int, tuple[int, int, str | None]], leftover: l
             return
         entry = children.pop(pid, None)
         if entry is not None:
-            fd, cpu_limit, group = entry
-            status = _named_status(status, usage, cpu_limit, charged)
-            report: dict[str, Any] = {"pid": pid, "status": status}
-            if group is not None:
-                report["memory"] = _MEMORY["groups"].oom_killed(group)
-                if not _MEMORY["groups"].remove(group):
-                    leftover.append(group)      # a grandchild is still in it: the sweep will kill it
-            try:
-                os.write(fd, json.dumps(report).encode())
-            except OSError:
-                pass
-            os.close(fd)
+            _template_report(pid, entry, _named_status(status, usage, entry[1], charged), leftover)
+
+
+def _template_report(pid: int, entry: tuple[int, int, str | None], status: int, leftover: list[str]) -> None:
+    """Write one ended worker's end (its status, and its memory group's OOM kill) to its status pipe, and close it;
+    its memory group is removed, or left in ``leftover`` while it still holds a process."""
+    fd, _cpu_limit, group = entry
+    report: dict[str, Any] = {"pid": pid, "status": status}
+    if group is not None:
+        report["memory"] = _MEMORY["groups"].oom_killed(group)
+        if not _MEMORY["groups"].remove(group):
+            leftover.append(group)      # a grandchild is still in it: the sweep will kill it
+    try:
+        os.write(fd, json.dumps(report).encode())
+    except OSError:
+        pass
+    os.close(fd)
 
 
 def _template_clone(ctrl: socket.socket, channel: int, own_fds: tuple[int, ...], later: list[str]) -> None:

@@ -215,39 +215,13 @@ def _status_cell(result: dict[str, Any], language: str, T: dict[str, str]) -> st
 # -- the terminal summary -----------------------------------------------------------------------
 def print_summary(console: Any, results: list[dict[str, Any]], course: Course, *, list_limit: int = 40) -> None:
     """A rich summary: per submission (small batches), per exercise, and every failure named."""
-    from rich.table import Table
-
     stats = class_stats(results, course)
     if len(results) <= list_limit:
-        table = Table(title="Submissions")
-        for col in ("student", "assignment", "score", "status"):
-            table.add_column(col, overflow="fold")
-        for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))):
-            ok = r.get("status") == GRADED
-            table.add_row(_esc(r.get("student") or "?"), _esc(r.get("assignment") or "?"),
-                          f"{fmt_points(r.get('points', 0))}/{fmt_points(maximum_of(course, r).points)}",
-                          _esc(r.get("status", "")) if ok else f"[yellow]{_esc(r.get('status', ''))}[/]")
-        console.print(table)
+        _print_submissions(console, results, course)
     else:
-        problems = [r for r in results if r.get("status") != GRADED]
-        for r in problems[:list_limit]:
-            console.print(f"[yellow]{_esc(r.get('source', ''))}[/]: {_esc(r.get('status', ''))}")
-        if len(problems) > list_limit:
-            console.print(f"... and {len(problems) - list_limit} more rows that are not plainly graded "
-                          "(see grades.csv)")
+        _print_problems(console, results, list_limit)
     if stats["per_exercise"]:
-        table = Table(title="Exercises")
-        for col in ("exercise", "graded", "full points", "mean", "top mistake"):
-            table.add_column(col)
-        top_by_ex: dict[str, tuple[str, int]] = {}
-        for (e, m), n in stats["mistakes"]:
-            top_by_ex.setdefault(e, (m, n))
-        for i, e in stats["per_exercise"].items():
-            m = top_by_ex.get(i)
-            table.add_row(i, str(e["n"]), f"{e['full'] / e['n'] * 100:.0f}%",
-                          f"{fmt_points(e['points'] / e['n'])}/{fmt_points(e['max'])}",
-                          f"{m[0]} ({m[1]})" if m else "")
-        console.print(table)
+        _print_exercises(console, stats)
     mean = f", mean {stats['mean'] * 100:.1f}%" if stats["mean"] is not None else ""
     console.print(f"{stats['n']} submissions: {stats['graded']} graded, "
                   f"{stats['n'] - stats['graded']} not graded{mean}")
@@ -259,6 +233,49 @@ def print_summary(console: Any, results: list[dict[str, Any]], course: Course, *
                       "never 0): grade them in the service's dashboard (autograder serve) or nbgrader's formgrader")
     for assignment, counts in late_counts(results, course).items():
         console.print(_REPORT["en"]["late_row"].format(assignment=assignment, **counts))
+
+
+def _print_submissions(console: Any, results: list[dict[str, Any]], course: Course) -> None:
+    """A table of every submission: student, assignment, score and status (one not plainly graded in yellow)."""
+    from rich.table import Table
+
+    table = Table(title="Submissions")
+    for col in ("student", "assignment", "score", "status"):
+        table.add_column(col, overflow="fold")
+    for r in sorted(results, key=lambda r: (str(r.get("student") or "~"), str(r.get("assignment") or ""))):
+        ok = r.get("status") == GRADED
+        table.add_row(_esc(r.get("student") or "?"), _esc(r.get("assignment") or "?"),
+                      f"{fmt_points(r.get('points', 0))}/{fmt_points(maximum_of(course, r).points)}",
+                      _esc(r.get("status", "")) if ok else f"[yellow]{_esc(r.get('status', ''))}[/]")
+    console.print(table)
+
+
+def _print_problems(console: Any, results: list[dict[str, Any]], list_limit: int) -> None:
+    """The first ``list_limit`` results not plainly graded, one line each, and how many more there are."""
+    problems = [r for r in results if r.get("status") != GRADED]
+    for r in problems[:list_limit]:
+        console.print(f"[yellow]{_esc(r.get('source', ''))}[/]: {_esc(r.get('status', ''))}")
+    if len(problems) > list_limit:
+        console.print(f"... and {len(problems) - list_limit} more rows that are not plainly graded "
+                      "(see grades.csv)")
+
+
+def _print_exercises(console: Any, stats: dict[str, Any]) -> None:
+    """A table of every exercise: how many graded, full points, mean, and its most frequent known mistake."""
+    from rich.table import Table
+
+    table = Table(title="Exercises")
+    for col in ("exercise", "graded", "full points", "mean", "top mistake"):
+        table.add_column(col)
+    top_by_ex: dict[str, tuple[str, int]] = {}
+    for (e, m), n in stats["mistakes"]:
+        top_by_ex.setdefault(e, (m, n))
+    for i, e in stats["per_exercise"].items():
+        m = top_by_ex.get(i)
+        table.add_row(i, str(e["n"]), f"{e['full'] / e['n'] * 100:.0f}%",
+                      f"{fmt_points(e['points'] / e['n'])}/{fmt_points(e['max'])}",
+                      f"{m[0]} ({m[1]})" if m else "")
+    console.print(table)
 
 
 def _esc(text: Any) -> str:

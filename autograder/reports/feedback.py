@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from autograder.course.config import Course
@@ -188,7 +189,17 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
     if result.get("status") != GRADED and not result.get("exercises"):
         lines += [f"**{L('not_graded')}**: {_md(_text(result.get('message'), language))}", "", L("what_now"), ""]
         return "\n".join(lines)
-    lines += [f"**{L('total')}: {_md(total_text(result, course, language))}**", ""]
+    lines += _md_summary(result, course, language)
+    for ex in result.get("exercises", []):
+        lines += _md_checks(ex, course, language)
+    lines += _md_written_and_cells(result, course, language)
+    return "\n".join(lines) + "\n"
+
+
+def _md_summary(result: dict[str, Any], course: Course, language: str) -> list[str]:
+    """The Markdown feedback's total, lateness, notes, and its table of exercises (with adjustments below)."""
+    L = partial(_label, language)     # a local shorthand
+    lines = [f"**{L('total')}: {_md(total_text(result, course, language))}**", ""]
     late = _late_line(result, language)
     if late:
         lines += [f"> {_late_label(result, language)}: {_md(late)}", ""]
@@ -201,22 +212,34 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
                      f"{status_text(language, ex['status'])} |")
     lines += [f"\n> {ex['exercise']}: {_md(adjusted_line(ex, language))}" for ex in result.get("exercises", [])
               if adjusted_line(ex, language)]
-    for ex in result.get("exercises", []):
-        shown = _shown_checks(ex)
-        if not shown:
+    return lines
+
+
+def _md_checks(ex: dict[str, Any], course: Course, language: str) -> list[str]:
+    """One exercise's section of the Markdown feedback: its shown checks, each explained where it may be."""
+    L = partial(_label, language)     # a local shorthand
+    shown = _shown_checks(ex)
+    if not shown:
+        return []
+    lines = ["", f"## {ex['exercise']} {exercise_title(course, ex['exercise'], language)}"
+                 f" ({fmt_points(ex['points'])} / {fmt_points(ex['max_points'])})", ""]
+    for c in shown:
+        who = L("hidden") if c.get("audience") == "hidden" else L("public")
+        head = (f"- **{_md(_text(c.get('title'), language))}** ({who}, "
+                f"{status_text(language, c.get('status', ''))}, {_check_points(c)})")
+        if not _explained(c):
+            lines.append(head)
             continue
-        lines += ["", f"## {ex['exercise']} {exercise_title(course, ex['exercise'], language)}"
-                      f" ({fmt_points(ex['points'])} / {fmt_points(ex['max_points'])})", ""]
-        for c in shown:
-            who = L("hidden") if c.get("audience") == "hidden" else L("public")
-            head = (f"- **{_md(_text(c.get('title'), language))}** ({who}, "
-                    f"{status_text(language, c.get('status', ''))}, {_check_points(c)})")
-            if not _explained(c):
-                lines.append(head)
-                continue
-            lines.append(f"{head}: {_md(_text(c.get('message'), language))}")
-            if c.get("mistake_message"):
-                lines.append(f"  - {L('diagnosis')}: {_md(_text(c['mistake_message'], language))}")
+        lines.append(f"{head}: {_md(_text(c.get('message'), language))}")
+        if c.get("mistake_message"):
+            lines.append(f"  - {L('diagnosis')}: {_md(_text(c['mistake_message'], language))}")
+    return lines
+
+
+def _md_written_and_cells(result: dict[str, Any], course: Course, language: str) -> list[str]:
+    """The Markdown feedback's table of written answers, and its list of the cells that did not run."""
+    L = partial(_label, language)     # a local shorthand
+    lines: list[str] = []
     written = written_rows(result, course, language)
     if written:
         lines += ["", f"## {L('written')}", "", f"| {L('question')} | {L('score')} | {L('comment')} |", "|---|---|---|"]
@@ -228,7 +251,7 @@ def feedback_markdown(result: dict[str, Any], course: Course, language: str) -> 
         for c in bad_cells:
             lines.append(f"- {L('cell')} {cell_number(c)}: {_md(str(c.get('error_type') or c.get('status')))}"
                          f" {_md(cell_message(c, language))}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 #: The style of a feedback page (the service's pages use it too).
@@ -258,7 +281,17 @@ def feedback_parts(result: dict[str, Any], course: Course, language: str) -> lis
     if result.get("status") != GRADED and not result.get("exercises"):
         return [f"<p class='note'><b>{esc(L('not_graded'))}</b>: {esc(_text(result.get('message'), language))}</p>",
                 f"<p>{esc(L('what_now'))}</p>"]
-    body.append(f"<p><b>{esc(L('total'))}: {esc(total_text(result, course, language))}</b></p>")
+    body += _html_summary(result, course, language)
+    for ex in result.get("exercises", []):
+        body += _html_checks(ex, course, language)
+    body += _html_written_and_cells(result, course, language)
+    return body
+
+
+def _html_summary(result: dict[str, Any], course: Course, language: str) -> list[str]:
+    """The HTML feedback's total, lateness, notes, and its table of exercises (with adjustments below)."""
+    L = partial(_label, language)     # a local shorthand
+    body = [f"<p><b>{esc(L('total'))}: {esc(total_text(result, course, language))}</b></p>"]
     late = _late_line(result, language)
     if late:
         body.append(f"<p class='note'>{esc(_late_label(result, language))}: {esc(late)}</p>")
@@ -273,27 +306,39 @@ def feedback_parts(result: dict[str, Any], course: Course, language: str) -> lis
                 f"{rows}</table>")
     body += [f"<p class='note'>{esc(ex['exercise'])}: {esc(adjusted_line(ex, language))}</p>"
              for ex in result.get("exercises", []) if adjusted_line(ex, language)]
-    for ex in result.get("exercises", []):
-        shown = _shown_checks(ex)
-        if not shown:
+    return body
+
+
+def _html_checks(ex: dict[str, Any], course: Course, language: str) -> list[str]:
+    """One exercise's section of the HTML feedback: its shown checks, each explained where it may be."""
+    L = partial(_label, language)     # a local shorthand
+    shown = _shown_checks(ex)
+    if not shown:
+        return []
+    body = [f"<h2>{esc(ex['exercise'])} {esc(exercise_title(course, ex['exercise'], language))} "
+            f"({esc(fmt_points(ex['points']))} / {esc(fmt_points(ex['max_points']))})</h2><ul>"]
+    for c in shown:
+        who = L("hidden") if c.get("audience") == "hidden" else L("public")
+        status = c.get("status", "")
+        item = (f"<li><b>{esc(_text(c.get('title'), language))}</b> ({esc(who)}, "
+                f"<span class='{esc(status)}'>{esc(status_text(language, status))}</span>, "
+                f"{esc(_check_points(c))})")
+        if not _explained(c) or not (c.get("message") or c.get("mistake_message")):
+            body.append(item + "</li>")       # (a hidden check's message, where the policy withholds it)
             continue
-        body.append(f"<h2>{esc(ex['exercise'])} {esc(exercise_title(course, ex['exercise'], language))} "
-                    f"({esc(fmt_points(ex['points']))} / {esc(fmt_points(ex['max_points']))})</h2><ul>")
-        for c in shown:
-            who = L("hidden") if c.get("audience") == "hidden" else L("public")
-            status = c.get("status", "")
-            item = (f"<li><b>{esc(_text(c.get('title'), language))}</b> ({esc(who)}, "
-                    f"<span class='{esc(status)}'>{esc(status_text(language, status))}</span>, "
-                    f"{esc(_check_points(c))})")
-            if not _explained(c) or not (c.get("message") or c.get("mistake_message")):
-                body.append(item + "</li>")       # (a hidden check's message, where the policy withholds it)
-                continue
-            item += f": {esc(_text(c.get('message'), language))}"
-            if c.get("mistake_message"):
-                diagnosis = _text(c["mistake_message"], language)
-                item += f"<br><span class='diag'>{esc(L('diagnosis'))}: {esc(diagnosis)}</span>"
-            body.append(item + "</li>")
-        body.append("</ul>")
+        item += f": {esc(_text(c.get('message'), language))}"
+        if c.get("mistake_message"):
+            diagnosis = _text(c["mistake_message"], language)
+            item += f"<br><span class='diag'>{esc(L('diagnosis'))}: {esc(diagnosis)}</span>"
+        body.append(item + "</li>")
+    body.append("</ul>")
+    return body
+
+
+def _html_written_and_cells(result: dict[str, Any], course: Course, language: str) -> list[str]:
+    """The HTML feedback's table of written answers, and its list of the cells that did not run."""
+    L = partial(_label, language)     # a local shorthand
+    body: list[str] = []
     written = written_rows(result, course, language)
     if written:
         body.append(f"<h2>{esc(L('written'))}</h2><table><tr><th scope='col'>{esc(L('question'))}</th>"

@@ -18,7 +18,7 @@ import termios
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autograder.inside import plain
 from autograder.course.config import Limits
@@ -37,11 +37,8 @@ from autograder.sandbox.replies import (
     readable,
     said_reply,
 )
+from autograder.sandbox.roles import HandleSide, SandboxSide
 from autograder.sandbox.stand_ins import StandInRefused, answer
-
-if TYPE_CHECKING:   # the handle makes its Calls; the Sandbox its handles
-    from autograder.sandbox.handle import WorkerHandle
-    from autograder.sandbox.host import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +62,14 @@ def _unread(chan: socket.socket) -> int | None:
         return struct.unpack("i", fcntl.ioctl(chan.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
     except OSError:
         return None
+
+
+def _stand_ins_header(header: dict[str, Any], request: Request) -> None:
+    """The header's words for a call that asks for stand-ins: their names, and those that are modules."""
+    header["stand_ins"] = sorted(request.stand_ins)
+    modules = sorted(name for name, ref in request.stand_ins.items() if isinstance(ref, type))
+    if modules:
+        header["stand_in_modules"] = modules
 
 
 class _Done:
@@ -104,7 +109,7 @@ class Calls:
     """The calls of ``handle``'s worker, in the sandbox ``sandbox`` under ``limits``; ``spin``: the seconds
     each side reads the channel awake before sleeping on it (see WorkerHandle)."""
 
-    def __init__(self, handle: WorkerHandle, sandbox: Sandbox, limits: Limits, spin: float):
+    def __init__(self, handle: HandleSide, sandbox: SandboxSide, limits: Limits, spin: float):
         self._handle = handle
         self._sandbox = sandbox
         self._limits = limits
@@ -220,27 +225,17 @@ class Calls:
             start = time.perf_counter()
             blob = encode_request(request)  # a grader bug (not plain data) raises here, loudly
             handle.timer.since("encode", start)
-        if handle.process is None:
-            if handle.broken is not None:
-                return Reply(handle.broken.status, error=handle.broken.error, message=handle.broken.message)
-            if not self._quiet and handle.restarts >= self._sandbox.max_restarts:
-                return said_reply("crashed", say("sandbox.restarts", detail=self._last_failure,
-                                                 count=handle.restarts + 1))
-            handle.restarts += 0 if self._quiet else 1
-            self._quiet = False
-            if not handle.launch():
-                return self._not_restarted()
         proc = handle.process
-        if proc is None:  # launch said yes but holds no worker: cannot happen, answer anyway
-            return said_reply("crashed", say("sandbox.gone"))
+        if proc is None:
+            restarted = self._restart()
+            if isinstance(restarted, Reply):
+                return restarted
+            proc = restarted
         self._seq += 1
         header = {"t": "call", "seq": self._seq, "function": request.function, "probe": request.probe,
                   "forbidden": list(request.forbidden), "device": request.device, "spin": self._spin}
         if request.stand_ins:
-            header["stand_ins"] = sorted(request.stand_ins)
-            modules = sorted(name for name, ref in request.stand_ins.items() if isinstance(ref, type))
-            if modules:
-                header["stand_in_modules"] = modules
+            _stand_ins_header(header, request)
         call = _Call(self, request, proc, self._seq)
         call.deadline = min(call.start + self._limits.call_seconds, handle.deadline)
         sent = time.perf_counter()
@@ -248,18 +243,40 @@ class Calls:
             proc.chan.settimeout(max(call.deadline - call.start, 0.001))
             send_frame(proc.chan, header, blob)
         except (TimeoutError, FrameError, EOFError, OSError) as exc:
-            if queued and not isinstance(exc, (TimeoutError, FrameError)):
-                # The worker is gone while calls sent before this one are in flight: one of them stopped it,
-                # or it was killed after them. This call never ran; its turn comes after theirs (sent again
-                # to the next worker once they found the worker gone, see _finish, or failing as a call
-                # sent to a dead worker does).
-                call.launched = time.monotonic()
-                return call
-            return self._call_failed(exc, request.function, time.monotonic() - call.start)
+            return self._send_failed(exc, call, queued)
         finally:
             handle.timer.since("roundtrip", sent)
         call.launched = time.monotonic()
         return call
+
+    def _restart(self) -> WorkerProcess | Reply:
+        """A worker for a call where none runs (the one before stopped): started anew, within the sandbox's
+        restarts; the Reply where there is none."""
+        handle = self._handle
+        if handle.broken is not None:
+            return Reply(handle.broken.status, error=handle.broken.error, message=handle.broken.message)
+        if not self._quiet and handle.restarts >= self._sandbox.max_restarts:
+            return said_reply("crashed", say("sandbox.restarts", detail=self._last_failure,
+                                             count=handle.restarts + 1))
+        handle.restarts += 0 if self._quiet else 1
+        self._quiet = False
+        if not handle.launch():
+            return self._not_restarted()
+        proc = handle.process
+        if proc is None:  # launch said yes but holds no worker: cannot happen, answer anyway
+            return said_reply("crashed", say("sandbox.gone"))
+        return proc
+
+    def _send_failed(self, exc: BaseException, call: _Call, queued: bool) -> Reply | _Call:
+        """A call whose frame could not be sent: failed, or (``queued``, the worker found gone) left to its turn."""
+        if queued and not isinstance(exc, (TimeoutError, FrameError)):
+            # The worker is gone while calls sent before this one are in flight: one of them stopped it,
+            # or it was killed after them. This call never ran; its turn comes after theirs (sent again
+            # to the next worker once they found the worker gone, see _finish, or failing as a call
+            # sent to a dead worker does).
+            call.launched = time.monotonic()
+            return call
+        return self._call_failed(exc, call.request.function, time.monotonic() - call.start)
 
     def _not_restarted(self) -> Reply:
         """The answer to a call for which no worker could be started (see WorkerHandle.launch)."""
@@ -283,12 +300,10 @@ class Calls:
         deadline = call.deadline + away
         waited = time.perf_counter()
         try:
-            while True:
-                got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=SMALL_HEADER,
-                                             spin=self._spin)
-                if got.get("t") != "stand_in" or not request.stand_ins:
-                    break
-                self._answer_stand_in(proc, request, got, reply_blob)
+            got, reply_blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=SMALL_HEADER,
+                                         spin=self._spin)
+            if got.get("t") == "stand_in" and request.stand_ins:
+                got, reply_blob = self._stand_ins(proc, request, got, reply_blob, deadline)
             handle.timer.since("roundtrip", waited)
         except (TimeoutError, FrameError, EOFError, OSError) as exc:   # FrameTooLarge is a FrameError
             return self._call_failed(exc, request.function, time.monotonic() - call.start)
@@ -297,11 +312,7 @@ class Calls:
             # The worker's work done while this side was away: the profile's ``overlap`` (never a score).
             handle.timer.add("hidden", min(away, busy))
         if handle.missed_import(proc, got):
-            # The call again, in a worker of the complete template (its cells run first); once only.
-            handle.stop(wait=False)
-            if not handle.launch():
-                return self._not_restarted()
-            return self._again(request)
+            return self._relaunch(request)
         elapsed = time.monotonic() - call.start
         received = time.perf_counter()
         try:
@@ -318,6 +329,22 @@ class Calls:
             return self._failed("crashed", say("sandbox.unreadable"), elapsed)
         finally:
             handle.timer.since("decode", received)
+
+    def _stand_ins(self, proc: WorkerProcess, request: Request, got: dict[str, Any], blob: bytes,
+                   deadline: float) -> tuple[dict[str, Any], bytes]:
+        """Answer the stand-ins a call asks for, one frame after another: the first frame that is not one."""
+        while got.get("t") == "stand_in":
+            self._answer_stand_in(proc, request, got, blob)
+            got, blob = recv_frame(proc.chan, deadline, max_blob=self._max_blob, max_header=SMALL_HEADER,
+                                   spin=self._spin)
+        return got, blob
+
+    def _relaunch(self, request: Request) -> Reply:
+        """The call again, in a worker of the complete template (its cells run first); once only."""
+        self._handle.stop(wait=False)
+        if not self._handle.launch():
+            return self._not_restarted()
+        return self._again(request)
 
     def _again(self, request: Request) -> Reply:
         """``request`` sent anew to the live worker (started if need be) and its reply read, at once: a call

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autograder.course.config import Limits
 from autograder.core.messages import Msg, say
@@ -18,6 +18,7 @@ from autograder.sandbox.affinity import follow, release, spin_seconds
 from autograder.sandbox.calls import Calls
 from autograder.sandbox.processes import SETUP_SECONDS, SpawnFailed, WorkerProcess
 from autograder.inside.protocol import FrameError, recv_frame, send_frame
+from autograder.sandbox.roles import SandboxSide
 from autograder.sandbox.replies import (
     SMALL_HEADER,
     CellOutcome,
@@ -30,9 +31,6 @@ from autograder.sandbox.replies import (
 )
 from autograder.core.stopwatch import Stopwatch
 
-if TYPE_CHECKING:   # the Sandbox makes its handles
-    from autograder.sandbox.host import Sandbox
-
 
 class _ImportMissed(Exception):
     """A worker forked from the incomplete template needed a module it did not hold (see missed_import)."""
@@ -41,7 +39,7 @@ class _ImportMissed(Exception):
 class WorkerHandle:
     """The sandboxed run of one submission: cell outcomes, then calls (a checks ``Runner``)."""
 
-    def __init__(self, sandbox: Sandbox, cells: list[Cell], label: str, limits: Limits,
+    def __init__(self, sandbox: SandboxSide, cells: list[Cell], label: str, limits: Limits,
                  meanwhile: Callable[[], None] | None = None):
         self.label = label
         #: Trusted work to do once while the worker runs the cells (see Sandbox.open); its seconds are the
@@ -256,24 +254,9 @@ class WorkerHandle:
                 raise SpawnFailed(f"the sandbox worker stopped: {describe_exit(status)}") from None
             return cell_said(runnable[0].index, "crashed", exit_message(status, self.memory_killed))
         for cell in runnable:
-            start = time.monotonic()
-            deadline = min(start + self._limits.call_seconds, self.deadline)
-            try:
-                header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=SMALL_HEADER, spin=self._spin)
-            except TimeoutError:
-                message = (self.budget_message() if self.time_left() <= 0 else
-                           say("sandbox.cell_timeout", seconds=f"{self._limits.call_seconds:g}"))
-                return cell_said(cell.index, "timeout", message, time.monotonic() - start)
-            except FrameError:
-                return cell_said(cell.index, "crashed", say("sandbox.malformed"))
-            except (EOFError, OSError):
-                status = self.stop()
-                return cell_said(cell.index, "crashed", exit_message(status, self.memory_killed),
-                                  time.monotonic() - start)
-            outcome = cell_outcome(header, cell.index)
-            if outcome is None:
-                return cell_said(cell.index, "crashed", say("sandbox.unexpected"))
-            self._ran[cell.index] = outcome
+            stopped = self._read_cell(proc, cell)
+            if stopped is not None:
+                return stopped
         try:
             header, _ = recv_frame(proc.chan, time.monotonic() + 5, max_blob=0, max_header=SMALL_HEADER)
         except (TimeoutError, EOFError, OSError, FrameError):
@@ -286,6 +269,29 @@ class WorkerHandle:
             raise _ImportMissed()
         self.cells = self._outcomes(("skipped", say("sandbox.not_run_plain")))
         self._complete = True
+        return None
+
+    def _read_cell(self, proc: WorkerProcess, cell: Cell) -> CellOutcome | None:
+        """Read one cell's outcome from ``proc`` into ``_ran``; the outcome instead where the cell timed out or
+        stopped the worker."""
+        start = time.monotonic()
+        deadline = min(start + self._limits.call_seconds, self.deadline)
+        try:
+            header, _ = recv_frame(proc.chan, deadline, max_blob=0, max_header=SMALL_HEADER, spin=self._spin)
+        except TimeoutError:
+            message = (self.budget_message() if self.time_left() <= 0 else
+                       say("sandbox.cell_timeout", seconds=f"{self._limits.call_seconds:g}"))
+            return cell_said(cell.index, "timeout", message, time.monotonic() - start)
+        except FrameError:
+            return cell_said(cell.index, "crashed", say("sandbox.malformed"))
+        except (EOFError, OSError):
+            status = self.stop()
+            return cell_said(cell.index, "crashed", exit_message(status, self.memory_killed),
+                             time.monotonic() - start)
+        outcome = cell_outcome(header, cell.index)
+        if outcome is None:
+            return cell_said(cell.index, "crashed", say("sandbox.unexpected"))
+        self._ran[cell.index] = outcome
         return None
 
     def missed_import(self, proc: WorkerProcess, header: dict[str, Any]) -> bool:

@@ -21,11 +21,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from autograder import __version__
 from autograder import catalog as C
 from autograder.core.errors import AutograderError, UnknownExercise, run_command, use_course
 from autograder.core.messages import Msg, say, text
 from autograder.course.notebook import code_cells, read_notebook, skip_unused_schema_formats
+from autograder.core.version import __version__
 from autograder.inside.namespace import fresh_namespace
 from autograder.selfcheck import submit as submitting
 from autograder.selfcheck.kernel import (
@@ -190,35 +190,44 @@ def supervise(notebook: str, exercises: list[str], lang: str, limits: Any, *, tt
                 _print(told.table(say("selfcheck.why.died", what=_step_said(step.label or step.last)),
                                   "crashed", lang, notebook, tty, width))
                 return 1
-            kind = message[0]
-            if kind == "ready":
+            if message[0] == "ready":
                 # The child keeps to submission_seconds itself (the notebook's share, then the checks' own time).
                 run_deadline = time.monotonic() + limits.submission_seconds + KILL_GRACE_SECONDS
-            elif kind == "step":
-                step.label, step.since = message[1], time.monotonic()
-                step.budget, step.why = message[2], message[3]
-                step.last = step.label or step.last
-            elif kind == "plan":
-                told.plan(message[1], message[2])
-            elif kind == "note":
-                told.notes.append(message[1])
-            elif kind == "result":
-                told.progress.results.append(message[1])
-            elif kind == "done":
-                _print(message[2])
-                proc.join(5)
-                return int(message[1])
-            elif kind == "user-error":
-                proc.join(5)
-                error = UnknownExercise if message[1] == "UnknownExercise" else AutograderError
-                raise error(message[2], hint=message[3])
-            else:                            # "crash": the kit itself failed; show its traceback
-                proc.join(5)
-                raise RuntimeError(f"self-check failed in its worker process:\n{message[1]}")
+                continue
+            code = _take(message, proc, step, told)
+            if code is not None:
+                return code
     finally:
         if proc.is_alive():
             _stop(proc)
         receive.close()
+
+
+def _take(message: Any, proc: Any, step: _Step, told: _Told) -> int | None:
+    """One message of the child (but "ready") taken in: the exit code once it is done, else None."""
+    kind = message[0]
+    if kind == "step":
+        step.label, step.since = message[1], time.monotonic()
+        step.budget, step.why = message[2], message[3]
+        step.last = step.label or step.last
+    elif kind == "plan":
+        told.plan(message[1], message[2])
+    elif kind == "note":
+        told.notes.append(message[1])
+    elif kind == "result":
+        told.progress.results.append(message[1])
+    elif kind == "done":
+        _print(message[2])
+        proc.join(5)
+        return int(message[1])
+    elif kind == "user-error":
+        proc.join(5)
+        error = UnknownExercise if message[1] == "UnknownExercise" else AutograderError
+        raise error(message[2], hint=message[3])
+    else:                            # "crash": the kit itself failed; show its traceback
+        proc.join(5)
+        raise RuntimeError(f"self-check failed in its worker process:\n{message[1]}")
+    return None
 
 
 def _stop(proc: Any) -> None:
@@ -429,32 +438,13 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None, seconds: float | N
                 continue
             if _grade_id(cell) in answers:
                 answers_left -= 1
-            demo = _is_demo(cell)
-            budget, why = (demo_seconds, "demo") if demo and demo_seconds else (seconds, "call")
-            if share is not None:
-                left = share.deadline - time.monotonic() - answers_left * ANSWER_CELL_SECONDS
-                if left <= 0:
-                    spent.append(str(cell.index + 1))
-                    continue
-                if budget is None or left < budget:
-                    budget, why = left, "share"
-            if on_cell is not None:
-                on_cell(_cell_label(cell), budget, why)
-            try:
-                code = compile(cell.code, f"<cell {cell.index}>", "exec")
-                with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                        time_limit(budget):
-                    warnings.simplefilter("ignore")
-                    exec(code, namespace)  # the student's own notebook, on their machine
-            except TimeLimitExceeded as exc:
-                notes.append(Note("error", _cell_stopped(cell, exc, functions or set(), budget or 0, why, share)))
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - report and go on, as a kernel would
-                first = str(exc).splitlines()[0][:200] if str(exc) else ""
-                notes.append(Note("info", say("selfcheck.cell_raised", cell=cell.index + 1,
-                                              kind=type(exc).__name__, detail=first)))
-            finally:
-                if on_cell is not None:
-                    on_cell(None)
+            limit = _cell_budget(cell, seconds, demo_seconds, share, answers_left)
+            if limit is None:
+                spent.append(str(cell.index + 1))
+                continue
+            budget, why = limit
+            _run_cell(cell, namespace, sink, budget, why, on_cell=on_cell, functions=functions, share=share,
+                      notes=notes)
             sink.seek(0)
             sink.truncate()
     finally:
@@ -465,6 +455,43 @@ def execute_notebook(nb: Any, cwd: Path, on_cell: Any = None, seconds: float | N
         notes.append(Note("error", say("selfcheck.cells_skipped_time", cells=", ".join(spent),
                                        share=f"{share.seconds:.3g}", checks=f"{share.checks:.3g}")))
     return namespace, notes
+
+
+def _cell_budget(cell: Any, seconds: float | None, demo_seconds: float | None, share: NotebookTime | None,
+                 answers_left: int) -> tuple[float | None, str] | None:
+    """A cell's time limit and what set it ("call", "demo" or "share"); None once the notebook's share is spent."""
+    demo = _is_demo(cell)
+    budget, why = (demo_seconds, "demo") if demo and demo_seconds else (seconds, "call")
+    if share is not None:
+        left = share.deadline - time.monotonic() - answers_left * ANSWER_CELL_SECONDS
+        if left <= 0:
+            return None
+        if budget is None or left < budget:
+            budget, why = left, "share"
+    return budget, why
+
+
+def _run_cell(cell: Any, namespace: dict[str, Any], sink: io.StringIO, budget: float | None, why: str, *,
+              on_cell: Any, functions: set[str] | None, share: NotebookTime | None, notes: list[Note]) -> None:
+    """Run one code cell in ``namespace`` within ``budget``, its output swallowed; a note where it raised or was
+    stopped. ``on_cell`` is told the cell before it runs, and None after."""
+    if on_cell is not None:
+        on_cell(_cell_label(cell), budget, why)
+    try:
+        code = compile(cell.code, f"<cell {cell.index}>", "exec")
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                time_limit(budget):
+            warnings.simplefilter("ignore")
+            exec(code, namespace)  # the student's own notebook, on their machine
+    except TimeLimitExceeded as exc:
+        notes.append(Note("error", _cell_stopped(cell, exc, functions or set(), budget or 0, why, share)))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - report and go on, as a kernel would
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        notes.append(Note("info", say("selfcheck.cell_raised", cell=cell.index + 1,
+                                      kind=type(exc).__name__, detail=first)))
+    finally:
+        if on_cell is not None:
+            on_cell(None)
 
 
 def _cell_stopped(cell: Any, exc: BaseException, functions: set[str], seconds: float, why: str = "call",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import html
-import importlib
 import io
 import os
 import sys
@@ -211,20 +210,25 @@ class PublicScore:
         return f"<div>{html.escape(line)}</div>"
 
 
-def score(exercise: Any, *, language: str | None = None, _depth: int = 1) -> Any:
+def score(exercise: Any, *, language: str | None = None, _depth: int = 1,
+          every_check: Callable[..., Any] | None = None) -> Any:
     """The exercise's points as its nbgrader test cell shows them (see :func:`autograder.check`).
+
+    ``every_check``: what grades every check, hidden ones included, under ``nbgrader autograde`` where the
+    course has its hidden checks (``every_check(exercise_id, namespace=..., language=...)``): the instructor's
+    nbgrader bridge, which :func:`autograder.check` hands in (it sits above this module and never ships in a
+    student's bundle). Without it, the public checks' share of the points.
 
     Never raises and never writes to stderr (nbgrader would score the cell 0).
     """
     from autograder.course.config import load_course  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
 
     namespace = caller_namespace(_depth + 1)
-    if os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get("AUTOGRADER_COURSE") \
+    if every_check is not None and os.environ.get("NBGRADER_EXECUTION") == "autograde" \
+            and os.environ.get("AUTOGRADER_COURSE") \
             and C.hidden_available(load_course(os.environ["AUTOGRADER_COURSE"])):
-        # The instructor's kit under nbgrader autograde: every check, seeded per student. Looked up by name:
-        # the nbgrader bridge is the instructor's (never in a student's bundle) and builds on this module.
-        bridge = importlib.import_module("autograder.exports.nbgrader_cells")
-        return bridge.grade_exercise(str(exercise), namespace=namespace, language=language)
+        # The instructor's kit under nbgrader autograde: every check, seeded per student.
+        return every_check(str(exercise), namespace=namespace, language=language)
     course = load_course()
     _, ex = course.exercise(str(exercise))
     sink = io.StringIO()
@@ -295,24 +299,12 @@ def run_public(namespace: dict[str, Any], exercises: list[Any], course: Course, 
             if notes is not None:
                 notes.append(Note("info", say("selfcheck.no_public_checks", exercise=ex.id)))
             continue
-        if spent or (deadline is not None and time.monotonic() >= deadline):
+        spent = spent or (deadline is not None and time.monotonic() >= deadline)
+        result = None if spent else _check_public(C, ex, _timed(runner, ex, on_call), course, diagnoser)
+        if result is None:      # the checks' time ran out, before this exercise or in it
             spent = True
             unchecked.add(ex.id)
             result = not_checked(ex, out_of_time)
-        else:
-            try:
-                result = C.run_exercise(ex, _timed(runner, ex, on_call), audiences=[C.Audience.PUBLIC],
-                                        tolerances=course.tolerances, seed_parts=(C.PUBLIC_SEED,),
-                                        diagnoser=diagnoser)
-            except ChecksOutOfTime:
-                spent = True
-                unchecked.add(ex.id)
-                result = not_checked(ex, out_of_time)
-            except SystemExit:
-                result = _whole_exercise(C, ex, C.Status.ERROR, say("selfcheck.exit"))
-            except Exception as exc:  # noqa: BLE001 - a check broken by an odd return value
-                result = _whole_exercise(C, ex, C.Status.ERROR, say(
-                    "selfcheck.unfinished", kind=type(exc).__name__, detail=exc))
         results.append(result)
         if on_result is not None:
             on_result(result)
@@ -393,6 +385,20 @@ def time_limited(runner: Any, seconds: float, namespace: dict[str, Any] | None =
             return Reply("timeout", message=say("selfcheck.call_stopped", function=function, seconds=limit))
 
     return run
+
+
+def _check_public(C: Any, ex: Any, runner: Any, course: Course, diagnoser: Any) -> Any:
+    """One exercise's public checks run; None where the checks' own time ran out in them."""
+    try:
+        return C.run_exercise(ex, runner, audiences=[C.Audience.PUBLIC], tolerances=course.tolerances,
+                              seed_parts=(C.PUBLIC_SEED,), diagnoser=diagnoser)
+    except ChecksOutOfTime:
+        return None
+    except SystemExit:
+        return _whole_exercise(C, ex, C.Status.ERROR, say("selfcheck.exit"))
+    except Exception as exc:  # noqa: BLE001 - a check broken by an odd return value
+        return _whole_exercise(C, ex, C.Status.ERROR, say(
+            "selfcheck.unfinished", kind=type(exc).__name__, detail=exc))
 
 
 def _timed(runner: Any, ex: Any, on_call: Any) -> Any:

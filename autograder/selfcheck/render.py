@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import html
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from autograder.core.messages import CATALOGUE, Msg, say, status_word, text
 
-if TYPE_CHECKING:   # kernel.py shows what this renders
-    from autograder.selfcheck.kernel import SelfCheckResult
+
+class Result(Protocol):
+    """What this renders: a self-check's result, :class:`autograder.selfcheck.kernel.SelfCheckResult` (named
+    here, not imported: kernel.py shows its results through this module)."""
+
+    @property
+    def exercises(self) -> list[Any]: ...
+    @property
+    def language(self) -> str: ...
+    @property
+    def notes(self) -> list[Any]: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def passed(self) -> bool: ...
 
 
 # -- rendering ---------------------------------------------------------------------
@@ -56,7 +71,7 @@ def _lines_of(e: Any) -> bool:
     return _status(e) not in ("not_attempted", "missing", "forbidden")
 
 
-def _summary(result: SelfCheckResult) -> str | None:
+def _summary(result: Result) -> str | None:
     lang = result.language
     if len(result.exercises) < 2:
         return None
@@ -67,7 +82,7 @@ def _summary(result: SelfCheckResult) -> str | None:
     return summary + (text("selfcheck.summary_todo", lang, todo=todo) if todo else "")
 
 
-def render_text(result: SelfCheckResult) -> str:
+def render_text(result: Result) -> str:
     lang = result.language
     lines: list[str] = []
     summary = _summary(result)
@@ -100,7 +115,7 @@ _COLOR = {"passed": "#1a7f37", "not_attempted": "#6e7781", "missing": "#9a6700"}
 _FAIL = "#cf222e"
 
 
-def render_html(result: SelfCheckResult) -> str:
+def render_html(result: Result) -> str:
     lang = result.language
     esc = html.escape
     overall = "passed" if result.passed else "failed"
@@ -139,7 +154,7 @@ def render_html(result: SelfCheckResult) -> str:
     return "\n".join(out)
 
 
-def print_table(result: SelfCheckResult, name: str, console: Any = None) -> None:
+def print_table(result: Result, name: str, console: Any = None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table

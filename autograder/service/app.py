@@ -25,7 +25,7 @@ from fastapi.routing import APIRoute
 from sqlalchemy.engine import Engine
 from starlette.routing import Route
 
-from autograder import __version__
+from autograder.core.version import __version__
 from autograder.service.context import Finished, RateLimit, Service
 from autograder.service.errors import install_error_handlers
 from autograder.service.guard import BODY_IDLE_SECONDS, Guard

@@ -32,6 +32,7 @@ from autograder.service.db import DoubleMark, Mark, utcnow, writing
 
 if TYPE_CHECKING:
     from autograder.course.config import Course
+    from autograder.course.written import Question
 
 #: Two totals this close are the same (the rubric's points are halves and quarters, summed as floats).
 _EPSILON = 1e-9
@@ -124,14 +125,7 @@ def save(engine: Engine, course: Course, *, student: str, assignment: str, quest
     :class:`~autograder.service.marks.Conflict` (someone saved the slot first), :class:`Closed` (both marks, or the
     mark that counts, are in), :class:`SameMarker` (``who`` gave the other mark), ValueError (a rubric item or
     question the course does not have; a marker not 1 or 2)."""
-    q = course.assignment(assignment).question(question)
-    if q is None or not is_double(course, question):
-        raise ValueError(f"question {question!r} of assignment {assignment} is not double-marked")
-    if marker not in (1, 2):
-        raise ValueError(f"a marker is 1 or 2, got {marker}")
-    unknown = [r for r in rubric if q.item(r) is None]
-    if unknown:
-        raise ValueError(f"question {question} has no rubric item {unknown[0]!r}")
+    q = _double_question(course, assignment, question, marker, rubric)
     values = {"points": q.score(rubric), "rubric": list(dict.fromkeys(rubric)), "comment": comment[:marks.TEXT_CHARS],
               "graded_by": who[:200], "graded_at": utcnow()}
     key = _key(student, assignment, question, answer_sha)
@@ -168,6 +162,20 @@ def save(engine: Engine, course: Course, *, student: str, assignment: str, quest
     audit.note(engine, who, "mark.double", student, f"{question}: mark {marker} of 2")   # (no points: still blind)
     pair = pair_of(engine, student, assignment, question, answer_sha)
     return saved, settle(engine, course, pair, also)
+
+
+def _double_question(course: Course, assignment: str, question: str, marker: int, rubric: list[str]) -> Question:
+    """The double-marked question a mark is for; ValueError for one not double-marked, a marker not 1 or 2, or a
+    rubric item the question does not have."""
+    q = course.assignment(assignment).question(question)
+    if q is None or not is_double(course, question):
+        raise ValueError(f"question {question!r} of assignment {assignment} is not double-marked")
+    if marker not in (1, 2):
+        raise ValueError(f"a marker is 1 or 2, got {marker}")
+    unknown = [r for r in rubric if q.item(r) is None]
+    if unknown:
+        raise ValueError(f"question {question} has no rubric item {unknown[0]!r}")
+    return q
 
 
 def agreed_values(pair: Pair) -> dict[str, Any]:

@@ -189,75 +189,86 @@ class Hub:
         """The OAuth sign-in's routes (mounted under the prefix): ``GET /hub-login?next=PATH`` and
         ``GET /oauth_callback``, which ends in ``sign_in(request, caller, next_url)`` (the pages' own: a
         session cookie and a redirect to ``next_url``; synchronous, it is run in a thread)."""
-        auth = self.auth
         router = APIRouter(include_in_schema=False)
 
         @router.get("/hub-login")
         async def hub_login(request: Request, next: str | None = None) -> Response:  # the query's name
-            target = self.local_next(next)
-            if target is None:
-                return _refusal(request, 400, "hub.bad_next", prefix=self.prefix)
-            if self._pending_count() >= MAX_PENDING:
-                return _refusal(request, 503, "hub.busy", retry_after=RETRY_AFTER)
-            # As HubOAuth.set_state_cookie: a second sign-in under way in this browser gets a cookie of its own.
-            extra: dict[str, str] = {}
-            cookie = auth.state_cookie_name
-            if request.cookies.get(cookie):
-                cookie = f"{cookie}-{secrets.token_hex(4)}"
-                extra["cookie_name"] = cookie
-            # PKCE (RFC 7636) where JupyterHub offers it (6 and later): the code the Hub hands back is good only
-            # with the verifier this sign-in keeps in its state, so a code caught on its way is worth nothing.
-            challenge: dict[str, str] = {}
-            if getattr(auth, "pkce_enabled", False):
-                verifier, code_challenge, method = auth.generate_pkce_code_challenge()
-                extra["code_verifier"] = verifier
-                challenge = {"code_challenge": code_challenge, "code_challenge_method": method}
-            state = auth.generate_state(target, **extra)
-            self._pending[state] = time.monotonic() + float(auth.oauth_state_max_age)
-            login = auth.login_url
-            query = urlencode({"state": state, **challenge})
-            response = RedirectResponse(f"{login}{'&' if '?' in login else '?'}{query}", status_code=302)
-            response.set_cookie(cookie, state, max_age=int(auth.oauth_state_max_age), path=auth.cookie_path,
-                                httponly=True, secure=self._secure(request), samesite="lax")
-            response.headers["Cache-Control"] = "no-store"
-            return response
+            return self._hub_login(request, next)
 
         @router.get("/oauth_callback")
         async def oauth_callback(request: Request, code: str | None = None, state: str | None = None,
                                  error: str | None = None) -> Response:
-            if error:
-                return _refusal(request, 400, "hub.refused", why=error[:100])
-            # The state must be the one this browser's cookie holds: a callback this browser did not start
-            # (another's code, pasted into a link) signs no one in.
-            if not state or len(state) > 200:
-                return _refusal(request, 400, "hub.bad_state")
-            cookie = request.cookies.get(auth.get_state_cookie_name(state))
-            if not cookie or not secrets.compare_digest(cookie.encode(), state.encode()):
-                return _refusal(request, 400, "hub.bad_state")
-            target = self.local_next(auth.get_next_url(state)) or self.prefix
-            verifier = auth.get_code_verifier(state) if getattr(auth, "pkce_enabled", False) else None
-            auth.clear_oauth_state(state)
-            self._pending.pop(state, None)
-            if not code or len(code) > 500:
-                return self._clear_states(request, _refusal(request, 400, "hub.refused", why="no code"))
-            try:
-                pkce = {"code_verifier": verifier} if verifier else {}
-                token = await run_in_threadpool(lambda: auth.token_for_code(code, **pkce))
-                model = await run_in_threadpool(lambda: auth.user_for_token(
-                    token, use_cache=False, session_id=request.cookies.get("jupyterhub-session-id", "")))
-            except Exception as exc:  # noqa: BLE001 - the Hub refused the code, or did not answer
-                log.warning("JupyterHub sign-in not completed: %s", _why(exc))
-                return self._clear_states(request, _refusal(request, 502, "hub.unavailable",
-                                                            retry_after=RETRY_AFTER))
-            who = self.caller_of(model)
-            if who is None:
-                name = model.get("name") if isinstance(model, dict) else None
-                return self._clear_states(request, _refusal(request, 403, "hub.no_access",
-                                                            user=str(name or "?")[:100]))
-            # (it writes the session to the database: off the event loop)
-            return self._clear_states(request, await run_in_threadpool(sign_in, request, who, target))
+            return await self._oauth_callback(request, code, state, error, sign_in)
 
         return router
+
+    def _hub_login(self, request: Request, next: str | None) -> Response:
+        """``GET /hub-login?next=PATH``: a sign-in started, its state kept in a cookie, a redirect to the Hub."""
+        auth = self.auth
+        target = self.local_next(next)
+        if target is None:
+            return _refusal(request, 400, "hub.bad_next", prefix=self.prefix)
+        if self._pending_count() >= MAX_PENDING:
+            return _refusal(request, 503, "hub.busy", retry_after=RETRY_AFTER)
+        # As HubOAuth.set_state_cookie: a second sign-in under way in this browser gets a cookie of its own.
+        extra: dict[str, str] = {}
+        cookie = auth.state_cookie_name
+        if request.cookies.get(cookie):
+            cookie = f"{cookie}-{secrets.token_hex(4)}"
+            extra["cookie_name"] = cookie
+        # PKCE (RFC 7636) where JupyterHub offers it (6 and later): the code the Hub hands back is good only
+        # with the verifier this sign-in keeps in its state, so a code caught on its way is worth nothing.
+        challenge: dict[str, str] = {}
+        if getattr(auth, "pkce_enabled", False):
+            verifier, code_challenge, method = auth.generate_pkce_code_challenge()
+            extra["code_verifier"] = verifier
+            challenge = {"code_challenge": code_challenge, "code_challenge_method": method}
+        state = auth.generate_state(target, **extra)
+        self._pending[state] = time.monotonic() + float(auth.oauth_state_max_age)
+        login = auth.login_url
+        query = urlencode({"state": state, **challenge})
+        response = RedirectResponse(f"{login}{'&' if '?' in login else '?'}{query}", status_code=302)
+        response.set_cookie(cookie, state, max_age=int(auth.oauth_state_max_age), path=auth.cookie_path,
+                            httponly=True, secure=self._secure(request), samesite="lax")
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    async def _oauth_callback(self, request: Request, code: str | None, state: str | None, error: str | None,
+                              sign_in: Callable[..., Any]) -> Response:
+        """``GET /oauth_callback``: the Hub's code for this browser's own sign-in, exchanged for the user, who is
+        signed in (``sign_in``) where the service knows them; every state cookie cleared."""
+        auth = self.auth
+        if error:
+            return _refusal(request, 400, "hub.refused", why=error[:100])
+        # The state must be the one this browser's cookie holds: a callback this browser did not start
+        # (another's code, pasted into a link) signs no one in.
+        if not state or len(state) > 200:
+            return _refusal(request, 400, "hub.bad_state")
+        cookie = request.cookies.get(auth.get_state_cookie_name(state))
+        if not cookie or not secrets.compare_digest(cookie.encode(), state.encode()):
+            return _refusal(request, 400, "hub.bad_state")
+        target = self.local_next(auth.get_next_url(state)) or self.prefix
+        verifier = auth.get_code_verifier(state) if getattr(auth, "pkce_enabled", False) else None
+        auth.clear_oauth_state(state)
+        self._pending.pop(state, None)
+        if not code or len(code) > 500:
+            return self._clear_states(request, _refusal(request, 400, "hub.refused", why="no code"))
+        try:
+            pkce = {"code_verifier": verifier} if verifier else {}
+            token = await run_in_threadpool(lambda: auth.token_for_code(code, **pkce))
+            model = await run_in_threadpool(lambda: auth.user_for_token(
+                token, use_cache=False, session_id=request.cookies.get("jupyterhub-session-id", "")))
+        except Exception as exc:  # noqa: BLE001 - the Hub refused the code, or did not answer
+            log.warning("JupyterHub sign-in not completed: %s", _why(exc))
+            return self._clear_states(request, _refusal(request, 502, "hub.unavailable",
+                                                        retry_after=RETRY_AFTER))
+        who = self.caller_of(model)
+        if who is None:
+            name = model.get("name") if isinstance(model, dict) else None
+            return self._clear_states(request, _refusal(request, 403, "hub.no_access",
+                                                        user=str(name or "?")[:100]))
+        # (it writes the session to the database: off the event loop)
+        return self._clear_states(request, await run_in_threadpool(sign_in, request, who, target))
 
     def _pending_count(self) -> int:
         """Sign-ins started and neither finished nor expired (this service's own count: each state it made, until

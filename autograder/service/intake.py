@@ -38,16 +38,7 @@ async def accept(request: Request, state: Service, who: Caller, csrf: str | None
     try:
         upload = await read_upload(request, Bounds.of(course.limits))
     except FormRefused as refused:
-        if refused.notebook is None:
-            raise ApiError(422, "service.malformed", fields=refused.what) from None
-        kind = refused.notebook.kind
-        if kind == "too_large":
-            raise ApiError(413, "service.too_large", limit=f"{course.limits.notebook_mb:g}") from None
-        if kind == "bound":
-            raise ApiError(422, "service.notebook_refused", why=refused.notebook.said) from None
-        if refused.notebook.said is not None:       # (where the JSON breaks, line and column, as the grader says it)
-            raise ApiError(415, "service.unreadable_notebook", why=refused.notebook.said) from None
-        raise ApiError(415, "service.not_a_notebook") from None
+        raise _form_refusal(refused, course) from None
     if csrf is not None and not same(upload.fields.get("csrf"), csrf):
         raise ApiError(403, "service.bad_csrf")
     assignment = upload.fields.get("assignment", "")
@@ -68,6 +59,20 @@ async def accept(request: Request, state: Service, who: Caller, csrf: str | None
     # Storing (on SQLite it may wait for the writer's lock) and the queue's count in a thread: the event loop
     # goes on answering the other requests meanwhile.
     return await run_in_threadpool(_store, state, who, assignment, upload.data)
+
+
+def _form_refusal(refused: FormRefused, course: Course) -> ApiError:
+    """The refusal of an upload whose form, or notebook, could not be read within the course's limits."""
+    if refused.notebook is None:
+        return ApiError(422, "service.malformed", fields=refused.what)
+    kind = refused.notebook.kind
+    if kind == "too_large":
+        return ApiError(413, "service.too_large", limit=f"{course.limits.notebook_mb:g}")
+    if kind == "bound":
+        return ApiError(422, "service.notebook_refused", why=refused.notebook.said)
+    if refused.notebook.said is not None:       # (where the JSON breaks, line and column, as the grader says it)
+        return ApiError(415, "service.unreadable_notebook", why=refused.notebook.said)
+    return ApiError(415, "service.not_a_notebook")
 
 
 def _store(state: Service, who: Caller, assignment: str, data: bytes) -> dict[str, Any]:

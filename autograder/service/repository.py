@@ -14,7 +14,8 @@ from sqlalchemy.engine import Engine, Row
 
 from autograder.course.clock import readable
 from autograder.service import audit
-from autograder.service.db import ExtensionGrant, Job, Person, Result, Submission, Token, writing
+from autograder.service.db import (ExtensionGrant, Job, LtiContext, LtiScore, LtiUser, Person, Result, Submission,
+                                   Token, writing)
 
 #: At most this many rows in one answer of the API's listing, which pages on (``?after=``): each row carries its
 #: score as the late policy makes it now, a stored result read and settled again.
@@ -89,6 +90,15 @@ def submitted_since(engine: Engine, student: str, assignment: str, since: dt.dat
             Submission.received_at >= since)).scalar_one())
 
 
+def stored_result(engine: Engine, submission_id: int) -> dict[str, Any] | None:
+    """The result stored for a submission (as the worker recorded it: no late policy or mark applied since), or None
+    while it has none."""
+    with engine.connect() as conn:
+        found: dict[str, Any] | None = conn.execute(select(Result.result)
+                                                    .where(Result.submission_id == submission_id)).scalar()
+    return found
+
+
 def graded_notebook(engine: Engine, submission_id: int) -> Row[Any] | None:
     """(student, assignment, data, result) of a graded submission, or None."""
     with engine.connect() as conn:
@@ -136,3 +146,19 @@ def revoke_extensions(engine: Engine, student: str, assignment: str, *, by: str)
         if gone:
             audit.record(conn, by, "extension.revoke", target=student, detail=f"{assignment}: {gone} grant(s)")
     return gone
+
+
+def lti_overview(engine: Engine) -> tuple[Sequence[Any], Sequence[Any]]:
+    """The staff's LTI page, read at once: (the LMS courses: id, title, context_id, bound, lineitems_url,
+    memberships_url and how many ``members`` the service knows of each, the bound ones first; each score's
+    passback: who, assignment, state, points, error, attempts, in the order the scores were queued)."""
+    with engine.connect() as conn:
+        contexts = conn.execute(select(LtiContext.id, LtiContext.title, LtiContext.context_id, LtiContext.bound,
+                                       LtiContext.lineitems_url, LtiContext.memberships_url,
+                                       func.count(LtiUser.id).label("members"))
+                                .join(LtiUser, LtiUser.context_id == LtiContext.id, isouter=True)
+                                .group_by(LtiContext.id).order_by(LtiContext.bound.desc(), LtiContext.id)).all()
+        scores = conn.execute(select(LtiUser.who, LtiScore.assignment, LtiScore.state, LtiScore.points,
+                                     LtiScore.error, LtiScore.attempts).join(LtiUser, LtiUser.id == LtiScore.member_id)
+                              .order_by(LtiScore.id)).all()
+    return contexts, scores

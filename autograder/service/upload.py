@@ -128,7 +128,6 @@ class _Form:
 
 async def read_upload(request: Any, bounds: Bounds) -> Upload:
     """The upload's form (see the module's text); FormRefused when it is not one, or its notebook was refused."""
-    from python_multipart.exceptions import FormParserError
     from python_multipart.multipart import MultipartParser, parse_options_header
 
     kind, options = parse_options_header(request.headers.get("content-type", ""))
@@ -137,14 +136,6 @@ async def read_upload(request: Any, bounds: Bounds) -> Upload:
         raise FormRefused("notebook (send a multipart/form-data form: the assignment and the .ipynb file)")
     form = _Form(bounds)
     parser = MultipartParser(boundary, form.callbacks())
-
-    def write(pieces: list[bytes]) -> None:
-        try:
-            for piece in pieces:
-                parser.write(piece)
-        except FormParserError as exc:
-            raise FormRefused(f"body ({str(exc)[:100]})") from None
-
     batch: list[bytes] = []
     size = 0
     try:
@@ -152,20 +143,34 @@ async def read_upload(request: Any, bounds: Bounds) -> Upload:
             batch.append(chunk)
             size += len(chunk)
             if size >= BATCH:
-                await run_in_threadpool(write, batch)
+                await run_in_threadpool(_write, parser, batch)
                 batch, size = [], 0
     except ClientDisconnect:
         raise FormRefused("body (the client went away)") from None
     if batch:
-        await run_in_threadpool(write, batch)
-
-    def finish() -> None:
-        try:
-            parser.finalize()
-        except FormParserError as exc:
-            raise FormRefused(f"body ({str(exc)[:100]})") from None
-
-    await run_in_threadpool(finish)
+        await run_in_threadpool(_write, parser, batch)
+    await run_in_threadpool(_finish, parser)
     if form.upload.shape is None:
         raise FormRefused(NOTEBOOK)
     return form.upload
+
+
+def _write(parser: Any, pieces: list[bytes]) -> None:
+    """A batch of the body's chunks through the form's parser (in a thread: the notebook is scanned as it comes)."""
+    from python_multipart.exceptions import FormParserError
+
+    try:
+        for piece in pieces:
+            parser.write(piece)
+    except FormParserError as exc:
+        raise FormRefused(f"body ({str(exc)[:100]})") from None
+
+
+def _finish(parser: Any) -> None:
+    """The form's parser told the body ended (in a thread: the last part's callbacks run)."""
+    from python_multipart.exceptions import FormParserError
+
+    try:
+        parser.finalize()
+    except FormParserError as exc:
+        raise FormRefused(f"body ({str(exc)[:100]})") from None

@@ -152,8 +152,16 @@ def _signed(tool: Tool, id_token: str) -> tuple[P.Platform, dict[str, Any], list
     kid = header.get("kid")
     if header.get("alg") != "RS256" or not isinstance(kid, str):
         raise Refused("service.lti.bad_signature", status=401)
+    key = _signing_key(tool, platform, kid)
+    claims = _verified(id_token, key, platform)
+    return platform, claims, audiences
+
+
+def _signing_key(tool: Tool, platform: P.Platform, kid: str) -> Any:
+    """The ``jwt.PyJWK`` of ``kid`` in the platform's current key set; :class:`Refused` for a key id not in it, or
+    a key set being fetched, unusable or not answering."""
     try:
-        key = tool.jwks(platform.jwks_url).signing_key(kid)
+        return tool.jwks(platform.jwks_url).signing_key(kid)
     except jwks.UnknownKey:
         raise Refused("service.lti.unknown_key", status=401, kid=kid[:80]) from None
     except jwks.Busy as exc:
@@ -164,10 +172,17 @@ def _signed(tool: Tool, id_token: str) -> tuple[P.Platform, dict[str, Any], list
     except jwks.KeySetError as exc:
         raise Refused("service.lti.platform_away", status=502, retry_after=exc.retry_after,
                       url=platform.jwks_url) from None
+
+
+def _verified(id_token: str, key: Any, platform: P.Platform) -> dict[str, Any]:
+    """The token's claims where its RS256 signature by ``key`` holds, for this platform's client id and issuer,
+    within its times (:data:`LEEWAY`), with every claim a launch needs; else :class:`Refused`."""
+    import jwt  # noqa: PLC0415 - loads cryptography's backends
+
     try:
-        claims = jwt.decode(id_token, key.key, algorithms=["RS256"], audience=platform.client_id,
-                            issuer=platform.issuer, leeway=LEEWAY,
-                            options={"require": ["exp", "iat", "iss", "aud", "nonce"]})
+        claims: dict[str, Any] = jwt.decode(id_token, key.key, algorithms=["RS256"], audience=platform.client_id,
+                                            issuer=platform.issuer, leeway=LEEWAY,
+                                            options={"require": ["exp", "iat", "iss", "aud", "nonce"]})
     except jwt.ExpiredSignatureError:
         raise Refused("service.lti.expired", status=401) from None
     except jwt.ImmatureSignatureError:
@@ -176,7 +191,7 @@ def _signed(tool: Tool, id_token: str) -> tuple[P.Platform, dict[str, Any], list
         raise Refused("service.lti.bad_signature", status=401) from None
     except jwt.PyJWTError:
         raise Refused("service.lti.malformed") from None
-    return platform, claims, audiences
+    return claims
 
 
 def _identity(claims: dict[str, Any]) -> P.Identity:

@@ -237,51 +237,82 @@ def deliver(tool: Tool, course: Course, *, now: dt.datetime | None = None) -> De
     queues: dict[tuple[int, str], list[Any]] = {}
     for r in rows:
         queues.setdefault((r.member_id, r.assignment), []).append(r)
-    away: set[int] = set()
+    rnd = _Round(tool, course, now, known, found, contexts, done)
     for (member, assignment), queue in queues.items():
-        last = _last_sent(tool.engine, member, assignment)
-        for r in queue:
-            # (a row another sender holds is due at the end of its lease: it waits, and so do the rows after it)
-            if r.next_try_at > now or r.platform_id in away:
-                break
-            if r.platform_id not in found or r.context_id not in contexts:
-                break       # (removed since its rows were read: a self-test's platform, serve lti selftest)
-            held = _claim(tool.engine, r.id, r.next_try_at, now)
-            if held is None:                    # another sender took it since it was read: theirs, and the queue
-                done.held += 1
-                break
-            # (a row done gives its claim back: its next_try_at is again when it was due)
-            if last is not ... and _same(last, r.points):
-                _mark(tool.engine, r.id, state="same", next_try_at=r.next_try_at)
-                done.same += 1
-                continue
-            url = None
-            try:
-                if assignment not in known:
-                    raise PlatformError(f"{assignment}: not an assignment of course.yml", transient=False)
-                platform = found[r.platform_id]
-                url = line_item(tool, platform, contexts[r.context_id], course, assignment, now=now)
-                a = course.assignment(assignment)
-                tool.services.score(platform, url, score_body(r.sub, r.points, r.max_points, maximum(a).points,
-                                                              r.changed_at, r.waiting_points))
-            except Held:                        # its line item is being made: the row due again as it was
-                _mark(tool.engine, r.id, held=held, next_try_at=r.next_try_at)
-                done.held += 1
-                break
-            except PlatformError as exc:
-                if exc.status == 404 and url is not None:   # the line item was deleted in the LMS: found or made
-                    _forget_line_item(tool.engine, r.context_id, assignment, url)     # again next time
-                if exc.transient:
-                    away.add(r.platform_id)
-                _mark(tool.engine, r.id, held=held, attempts=r.attempts + 1, error=str(exc)[:500],
-                      next_try_at=now + dt.timedelta(seconds=delay(r.attempts + 1)))
-                done.failed += 1
-                done.errors.append(str(exc)[:300])
-                break
-            _mark(tool.engine, r.id, state="sent", sent_at=utcnow(), error="", next_try_at=r.next_try_at)
-            done.sent += 1
-            last = r.points
+        _deliver_queue(rnd, member, assignment, queue)
     return done
+
+
+@dataclass
+class _Round:
+    """What one round's queues share: what it read (the assignments, platforms and LMS courses), its tally, and the
+    platforms found away during it (their later rows wait for the next round)."""
+
+    tool: Tool
+    course: Course
+    now: dt.datetime
+    known: set[str]
+    found: dict[int, P.Platform]
+    contexts: dict[int, Any]
+    done: Delivery
+    away: set[int] = field(default_factory=set)
+
+
+def _deliver_queue(rnd: _Round, member: int, assignment: str, queue: list[Any]) -> None:
+    """One member's rows of one assignment, sent in order up to the first that cannot be (it and those after it
+    wait)."""
+    tool, now, done = rnd.tool, rnd.now, rnd.done
+    last = _last_sent(tool.engine, member, assignment)
+    for r in queue:
+        # (a row another sender holds is due at the end of its lease: it waits, and so do the rows after it)
+        if r.next_try_at > now or r.platform_id in rnd.away:
+            break
+        if r.platform_id not in rnd.found or r.context_id not in rnd.contexts:
+            break       # (removed since its rows were read: a self-test's platform, serve lti selftest)
+        held = _claim(tool.engine, r.id, r.next_try_at, now)
+        if held is None:                    # another sender took it since it was read: theirs, and the queue
+            done.held += 1
+            break
+        # (a row done gives its claim back: its next_try_at is again when it was due)
+        if last is not ... and _same(last, r.points):
+            _mark(tool.engine, r.id, state="same", next_try_at=r.next_try_at)
+            done.same += 1
+            continue
+        if not _send(rnd, r, assignment, held):
+            break
+        _mark(tool.engine, r.id, state="sent", sent_at=utcnow(), error="", next_try_at=r.next_try_at)
+        done.sent += 1
+        last = r.points
+
+
+def _send(rnd: _Round, r: Any, assignment: str, held: dt.datetime) -> bool:
+    """One row's score sent to its line item (made first where need be): True; False where it could not be, the row
+    marked (due again as it was where its line item is being made; else failed, to be tried again later)."""
+    tool, course, now, done = rnd.tool, rnd.course, rnd.now, rnd.done
+    url = None
+    try:
+        if assignment not in rnd.known:
+            raise PlatformError(f"{assignment}: not an assignment of course.yml", transient=False)
+        platform = rnd.found[r.platform_id]
+        url = line_item(tool, platform, rnd.contexts[r.context_id], course, assignment, now=now)
+        a = course.assignment(assignment)
+        tool.services.score(platform, url, score_body(r.sub, r.points, r.max_points, maximum(a).points,
+                                                      r.changed_at, r.waiting_points))
+    except Held:                        # its line item is being made: the row due again as it was
+        _mark(tool.engine, r.id, held=held, next_try_at=r.next_try_at)
+        done.held += 1
+        return False
+    except PlatformError as exc:
+        if exc.status == 404 and url is not None:   # the line item was deleted in the LMS: found or made
+            _forget_line_item(tool.engine, r.context_id, assignment, url)     # again next time
+        if exc.transient:
+            rnd.away.add(r.platform_id)
+        _mark(tool.engine, r.id, held=held, attempts=r.attempts + 1, error=str(exc)[:500],
+              next_try_at=now + dt.timedelta(seconds=delay(r.attempts + 1)))
+        done.failed += 1
+        done.errors.append(str(exc)[:300])
+        return False
+    return True
 
 
 def _claim(engine: Engine, row: int, seen: dt.datetime, now: dt.datetime) -> dt.datetime | None:

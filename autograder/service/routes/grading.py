@@ -15,16 +15,14 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 
 from autograder.core.points import fmt
-from autograder.service import audit, double_marking, mail, marks
+from autograder.service import audit, double_marking, mail, marks, repository
 from autograder.service import history as score_history
 from autograder.service.auth import InstructorPage, StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep
-from autograder.service.db import Result
 from autograder.service.errors import MAX_ID, ApiError, base_path, checked_id, form_id, parse_id, parse_number
 from autograder.service.export import Counted, counted_submissions
 from autograder.service.richtext import markdown_html
@@ -543,11 +541,10 @@ async def moderate(request: Request, signed: InstructorPage, state: ServiceDep) 
 # -- adjusting an exercise's automatic points ------------------------------------------------------------------------
 def _submission_result(state: Service, submission: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """(stored, as shown now) of one graded submission, or 404."""
-    with state.engine.connect() as conn:
-        row = conn.execute(select(Result.result).where(Result.submission_id == submission)).first()
-    if row is None or not str(row.result.get("status") or "").startswith("graded"):
+    stored = repository.stored_result(state.engine, submission)
+    if stored is None or not str(stored.get("status") or "").startswith("graded"):
         raise ApiError(404, "service.not_graded", submission=str(submission))
-    return row.result, Standing(state.engine, state.course).result(row.result)
+    return stored, Standing(state.engine, state.course).result(stored)
 
 
 def _adjust_page(state: Service, submission: int, lang: str) -> dict[str, Any]:

@@ -9,13 +9,11 @@ from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
-from autograder.service import sessions
+from autograder.service import repository, sessions
 from autograder.service.auth import InstructorPage, StaffPage, form_checked
 from autograder.service.context import ServiceDep, service
-from autograder.service.db import LtiContext, LtiScore, LtiUser
 from autograder.service.errors import ApiError, base_path, form_id
 from autograder.service.guard import SECURITY_HEADERS
 from autograder.service.lti import deep_linking, hub_users, launch, nrps, outbox
@@ -157,15 +155,7 @@ async def deep_link(request: Request, signed: StaffPage, state: ServiceDep) -> R
 
 
 def _overview(state: Any) -> dict[str, Any]:
-    with state.engine.connect() as conn:
-        contexts = conn.execute(select(LtiContext.id, LtiContext.title, LtiContext.context_id, LtiContext.bound,
-                                       LtiContext.lineitems_url, LtiContext.memberships_url,
-                                       func.count(LtiUser.id).label("members"))
-                                .join(LtiUser, LtiUser.context_id == LtiContext.id, isouter=True)
-                                .group_by(LtiContext.id).order_by(LtiContext.bound.desc(), LtiContext.id)).all()
-        rows = conn.execute(select(LtiUser.who, LtiScore.assignment, LtiScore.state, LtiScore.points,
-                                   LtiScore.error, LtiScore.attempts).join(LtiUser, LtiUser.id == LtiScore.member_id)
-                            .order_by(LtiScore.id)).all()
+    contexts, rows = repository.lti_overview(state.engine)
     passback: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         cell = passback.setdefault((r.who, r.assignment), {"sent": None, "pending": 0, "error": ""})

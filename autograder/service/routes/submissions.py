@@ -16,7 +16,7 @@ from autograder.service.errors import MAX_ID, ApiError, checked_id, parse_number
 from autograder.service.intake import accept
 from autograder.service.standing import Standing
 from autograder.service.tokens import Caller
-from autograder.service.views import policy_view
+from autograder.service.views import Verdict, policy_view
 from autograder.course.written import maximum_of
 
 #: The longest a read may wait for its submission's verdict (``?wait=``).
@@ -53,8 +53,8 @@ class SubmissionState(BaseModel):
     received_at: str = Field(description="ISO 8601, UTC")
     state: str = Field(description="queued, running, done, failed (or unknown)")
     position: int | None = Field(description="jobs ahead of it while it waits")
-    result: dict[str, Any] | None = Field(description="the graded result (schemas/result.schema.json), as "
-                                                      "course.yml's service.before_due lets the caller see it")
+    result: Verdict | None = Field(description="the graded result (schemas/result.schema.json), as course.yml's "
+                                               "service.before_due lets the caller see it; null until graded")
     score: Score | None = Field(description="null until graded")
 
 
@@ -85,8 +85,9 @@ async def submit(request: Request, who: Who, state: ServiceDep) -> dict[str, Any
     return await accept(request, state, who)
 
 
+# (response_model_exclude_unset: the verdict holds what the caller's view holds, no field it left out added back)
 @router.get("/submissions/{submission_id}", summary="A submission's state and, once graded, its verdict",
-            response_model=SubmissionState)
+            response_model=SubmissionState, response_model_exclude_unset=True)
 async def one(submission_id: Annotated[int, Path(ge=1, le=MAX_ID), checked_id("submission_id")], who: Who,
               state: ServiceDep,
               wait: Annotated[float, Query(ge=0, le=LONG_POLL_MAX, description=(

@@ -40,7 +40,7 @@ neither hidden nor counted twice:
 "wall / submission" is the whole command's wall time over the submissions it
 graded: start-up included, for every tool.
 
-``--kit-only`` skips nbgrader and Otter (the smoke test uses it). The "Scaling and cold start"
+``--kit-only`` skips nbgrader and Otter. The "Scaling and cold start"
 section gives the -j 2 / -j 1 throughput ratio and the memory the second lane process adds, the cold
 start of one submission over ``python -c "import torch"`` timed in the same run, and with
 ``--big 1000`` one run of 1,000 generated notebooks at -j 2 (wall time, notebooks per minute, peak

@@ -19,7 +19,7 @@ if HERE not in sys.path:
 os.environ["AUTOGRADER_COURSE"] = os.path.join(HERE, "course.yml")
 
 from autograder.authoring.notebooks import NBGRADER_PREPROCESSORS, course_stub, course_text_stub  # noqa: E402
-from autograder.course.config import COURSE_FILES  # noqa: E402
+from autograder.course.files import COURSE_FILES  # noqa: E402
 from nbgrader.coursedir import CourseDirectory  # noqa: E402
 
 c = get_config()  # noqa: F821 - traitlets defines it for config files

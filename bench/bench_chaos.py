@@ -368,7 +368,7 @@ def run_once(database: str, label: str, scenario: str, subs: list[tuple[str, str
              work: Path, env: dict[str, str], restart_db: Any = None) -> dict[str, Any]:
     from sqlalchemy import select
 
-    from autograder.service import db
+    from autograder.service import db, tables
 
     slug = f"{label}-{scenario}".replace("+", "-")
     service = Service(database, args.workers, env, work / f"serve-{slug}.log")
@@ -427,8 +427,8 @@ def run_once(database: str, label: str, scenario: str, subs: list[tuple[str, str
         left = service.close()
     engine = db.engine_for(database)
     with engine.connect() as conn:
-        results = set(conn.execute(select(db.Result.submission_id)).scalars())
-        last_jobs = dict(conn.execute(select(db.Job.submission_id, db.Job.state).order_by(db.Job.id)).all())
+        results = set(conn.execute(select(tables.Result.submission_id)).scalars())
+        last_jobs = dict(conn.execute(select(tables.Job.submission_id, tables.Job.state).order_by(tables.Job.id)).all())
     engine.dispose()
     missing = [s for s in acked if s not in results]
     not_done = [s for s in acked if last_jobs.get(s) != "done"]

@@ -119,11 +119,11 @@ def changes_noted(engine: Any, course: Any, students: list[str], total: int) -> 
     the history), through the queue and the score history: each student's first change of an assignment a graded
     submission, the next ones regrades of it; two assignments taken in turn, each value one point from the cell's
     last. How many changes the history recorded."""
-    from autograder.service import db, history
+    from autograder.service import history, tables
     from autograder.service import queue as Q
 
     assignments = course.assignments[:2]
-    later = db.utcnow() + dt.timedelta(days=1)
+    later = tables.utcnow() + dt.timedelta(days=1)
     subs: dict[tuple[str, str], int] = {}
     noted = 0
     for n in range(total):
@@ -173,7 +173,7 @@ class Counting:
 def measure_passback(engine: Any, course: Any, lms: Any, students: int, total: int) -> dict[str, Any]:
     from sqlalchemy import func, select
 
-    from autograder.service import db
+    from autograder.service import lti_tables, tables
     from autograder.service.lti import nrps, outbox
     from autograder.service.lti.tool import Tool
 
@@ -193,8 +193,9 @@ def measure_passback(engine: Any, course: Any, lms: Any, students: int, total: i
     noted = changes_noted(engine, course, names, total)
     noting = time.perf_counter() - start
     with engine.connect() as conn:
-        history = conn.execute(select(db.ScoreChange.student, db.ScoreChange.assignment, db.ScoreChange.new_points)
-                               .where(db.ScoreChange.student.in_(names)).order_by(db.ScoreChange.id)).all()
+        history = conn.execute(select(tables.ScoreChange.student, tables.ScoreChange.assignment,
+                                      tables.ScoreChange.new_points)
+                               .where(tables.ScoreChange.student.in_(names)).order_by(tables.ScoreChange.id)).all()
     tokens_before, received_before = lms.token_requests, len(lms.scores)
     counting = Counting()
     tool = Tool(engine, course.root, http=counting.http)
@@ -213,8 +214,8 @@ def measure_passback(engine: Any, course: Any, lms: Any, students: int, total: i
     finally:
         tool.close()
     with engine.connect() as conn:
-        pending = conn.execute(select(func.count()).select_from(db.LtiScore)
-                               .where(db.LtiScore.state == "pending")).scalar_one()
+        pending = conn.execute(select(func.count()).select_from(lti_tables.LtiScore)
+                               .where(lti_tables.LtiScore.state == "pending")).scalar_one()
     items = {i["id"]: i["resourceId"] for i in lms.line_items}
     received = lms.scores[received_before:]
     expected: dict[tuple[str, str], list[float]] = {}

@@ -131,7 +131,7 @@ def run_service(database: str, label: str, subs: list[tuple[str, str, bytes]], a
                 work: Path, env: dict[str, str]) -> dict[str, Any]:
     from sqlalchemy import func, select
 
-    from autograder.service import db
+    from autograder.service import db, tables
 
     service = Service(database, args.workers, env, work / f"serve-{label}.log")
     try:
@@ -174,8 +174,8 @@ def run_service(database: str, label: str, subs: list[tuple[str, str, bytes]], a
         wall = time.monotonic() - start
         engine = db.engine_for(database)
         with engine.connect() as conn:
-            submitted = conn.execute(select(func.count()).select_from(db.Submission)).scalar_one()
-            results = conn.execute(select(func.count()).select_from(db.Result)).scalar_one()
+            submitted = conn.execute(select(func.count()).select_from(tables.Submission)).scalar_one()
+            results = conn.execute(select(func.count()).select_from(tables.Result)).scalar_one()
         engine.dispose()
     finally:
         service.close()

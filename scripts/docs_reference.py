@@ -258,7 +258,8 @@ def course_yml_markdown() -> str:
     schema = Course.model_json_schema()
     defs = schema.get("$defs", {})
     lines = [NOTICE.format(source="autograder/course/config.py"), "# course.yml", "",
-             "Every key of a course's `course.yml`, as `autograder/course/config.py` declares it. An unknown key is an "
+             "Every key of a course's `course.yml`, as `autograder/course/config.py` declares it (the `service` "
+             "section: `autograder/course/service_policy.py`). An unknown key is an "
              "error with a \"did you mean ...\" hint; a bad value names the file, the field and what was expected "
              "(`course.yml: exercise 2.2 (assignments[1].exercises[1]): points: missing`). `autograder course` "
              "validates the file and shows the course; `autograder course --json` prints it as read, every "

@@ -1,4 +1,5 @@
-"""Shared fixtures: a copy of the course in tmp_path that tests may build, break and edit."""
+"""Shared fixtures: a copy of the course in tmp_path that tests may build, break and edit; the module's sandbox; the
+browser, the service's pages and the Hub's stand-in that several test modules use."""
 from __future__ import annotations
 
 import os
@@ -88,3 +89,45 @@ def service_engine(service_database):
     db.upgrade(engine)
     yield engine
     engine.dispose()
+
+
+# -- fixtures the test modules share: thin wrappers over the helper modules beside this file ---------------------------
+@pytest.fixture(scope="module")
+def sandbox(request):
+    """One sandbox on the CPU for the module's tests, with the module's ``LIMITS`` (the course's where it has none)."""
+    from autograder.sandbox import Sandbox
+
+    limits = getattr(request.module, "LIMITS", None)
+    if limits is None:
+        from autograder.course.config import load_course
+
+        limits = load_course().limits
+    with Sandbox(limits, "cpu") as sb:
+        yield sb
+
+
+@pytest.fixture
+def browser_kit():
+    """The system Chromium and Playwright (tests/chromium.py), or a skip that says how to get them."""
+    import chromium
+
+    return chromium.find_browser()
+
+
+@pytest.fixture
+def site(tmp_path):
+    """The service for tests/pages.py's COURSE on uvicorn over a new SQLite file: (base URL, engine, tokens of ada,
+    ben and a teacher, database file)."""
+    import pages
+
+    with pages.site_for(tmp_path, pages.COURSE) as running:
+        yield running
+
+
+@pytest.fixture
+def fake_hub():
+    """A stand-in for JupyterHub's API on uvicorn (tests/hubs.py): its users, OAuth codes and the requests it saw."""
+    import hubs
+
+    with hubs.serving_fake_hub() as hub:
+        yield hub

@@ -15,7 +15,7 @@ import torch
 torch.set_num_threads(1)
 from autograder import grading as G
 from autograder.course.config import load_course
-from autograder.grading.lanes import ForkedLanes, fork_problem
+from autograder.grading.forked_lanes import ForkedLanes, fork_problem
 from autograder.sandbox import Sandbox
 
 course = load_course()

@@ -97,7 +97,7 @@ def catalog_texts(course: Course) -> Iterator[Text]:
     from autograder.authoring.mutants import mutant_namespace
     from autograder.authoring.validate import solution_for
     from autograder.reports.feedback import feedback_markdown
-    from autograder.selfcheck.kernel import SelfCheckResult
+    from autograder.selfcheck.results import SelfCheckResult
 
     C.load_catalog(course, hidden=True, mistakes=True, alternatives=True)
     diagnoser = C.LiveDiagnoser(course.tolerances)

@@ -56,12 +56,12 @@ def wait_for_job(engine, job: int, state: str = "running", seconds: float = 120,
 
     from sqlalchemy import select
 
-    from autograder.service import db
+    from autograder.service import tables
 
     deadline = time.monotonic() + seconds
     while True:
         with engine.connect() as conn:
-            now = conn.execute(select(db.Job.state).where(db.Job.id == job)).scalar_one()
+            now = conn.execute(select(tables.Job.state).where(tables.Job.id == job)).scalar_one()
         if now == state or time.monotonic() >= deadline:
             return now
         time.sleep(poll)

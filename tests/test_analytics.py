@@ -18,11 +18,11 @@ import pytest
 from sqlalchemy import insert
 
 from served import serving
-from test_service_pages import browser, sign_in
+from pages import browser, sign_in
 from autograder.course.config import load_course
 from autograder.course.roster import Member
 from autograder.service import analytics as A
-from autograder.service import db, people, tokens
+from autograder.service import db, people, tables, tokens
 from autograder.service.app import create_app
 
 COURSE = load_course()
@@ -165,11 +165,11 @@ def test_an_exercise_course_yml_does_not_name_follows_its_own():
 def store(engine, student: str, assignment: str, received: dt.datetime, graded: dict | None) -> int:
     """A submission (and its result, where ``graded``) inserted as rows."""
     with db.writing(engine).begin() as conn:
-        sid = conn.execute(insert(db.Submission).values(
+        sid = conn.execute(insert(tables.Submission).values(
             student=student, assignment=assignment, filename="a.ipynb", sha256=hashlib.sha256(b"{}").hexdigest(),
             data=b"{}", received_at=received)).inserted_primary_key[0]
         if graded is not None:
-            conn.execute(insert(db.Result).values(submission_id=sid, points=graded["points"],
+            conn.execute(insert(tables.Result).values(submission_id=sid, points=graded["points"],
                                                   max_points=graded["max_points"], status=graded["status"],
                                                   result=graded, graded_by="test"))
     return int(sid)

@@ -23,25 +23,22 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import nbformat
 import pytest
 
+from chromium import ARTIFACTS, CHROMIUM_FLAGS, PAGE_TIMEOUT_MS, Browser, wait_idle, write_settings
 from autograder.authoring import build
 from autograder.course.config import load_course
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "tests" / "artifacts"
 ASSIGNMENT = "02_qkv_attention"
 SOLVED = "2.4"           # the stub the test fills through the page
 UNTOUCHED = "2.1"        # a stub left as released: its check must say "not attempted"
 STUB = build.course_stub(ROOT)       # the stub release/ holds, in course.yml's language
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # What the self-check HTML says, by course.yml's language (autograder/selfcheck/render.py renders it).
 WORDS = {"zh": {"passed": "全部通过", "not_attempted": "尚未作答"},
          "en": {"passed": "all passed", "not_attempted": "not attempted"}}
@@ -53,31 +50,8 @@ SOLUTION = '''def scaled_dot_product_attention(Q, K, V):
     weights = e / e.sum(dim=-1, keepdim=True)                    # (..., Tq, Tk), rows sum to 1
     return weights @ V, weights                                  # (..., Tq, Dv), (..., Tq, Tk)'''
 LAB_START_S = 90
-PAGE_TIMEOUT_MS = 90_000
 
 pytestmark = pytest.mark.slow
-
-
-@dataclass
-class Browser:
-    executable: str
-    sync_playwright: Callable[[], Any]
-
-
-@pytest.fixture
-def browser_kit() -> Browser:
-    """The system Chromium and Playwright, or a skip that says how to get them."""
-    executable = next((c for c in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"))
-                       if c and os.access(c, os.X_OK)), None)
-    if executable is None:
-        pytest.skip("Chromium not found (/usr/bin/chromium): run scripts/install-browser.sh as root "
-                    "(apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("the playwright package is missing: run scripts/install-browser.sh "
-                    "(pip install playwright into .venv)")
-    return Browser(executable, sync_playwright)
 
 
 # -- the notebook ---------------------------------------------------------------------
@@ -136,20 +110,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _write_settings(folder: Path) -> None:
-    """JupyterLab user settings for the run: no news pop-up over the page, every cell in the DOM."""
-    settings = {
-        "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-            {"fetchNews": "false", "checkForUpdates": False},
-        # Virtualised notebooks drop off-screen cells from the DOM; the test looks for cells by text.
-        "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-    }
-    for name, value in settings.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(value), encoding="utf-8")
-
-
 def _stop(process: subprocess.Popen, lab: Lab) -> None:
     try:        # the kernels first, through the server that owns them
         for kernel in lab.api("/api/kernels") or []:
@@ -179,7 +139,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     notebooks.mkdir()
     _notebook_into(notebooks)
     home = tmp_path / "jupyter"
-    _write_settings(home / "settings")
+    write_settings(home / "settings")
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ)
     env.update({
@@ -259,10 +219,6 @@ def _selfcheck(cell):
     return output
 
 
-def _wait_idle(page) -> None:
-    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').wait_for(timeout=PAGE_TIMEOUT_MS)
-
-
 # browser_kit comes first: a machine without Chromium skips before jupyter lab starts.
 def test_a_stub_filled_in_jupyterlab_passes_its_check(browser_kit: Browser, lab: Lab):
     language = load_course().language
@@ -276,7 +232,7 @@ def test_a_stub_filled_in_jupyterlab_passes_its_check(browser_kit: Browser, lab:
         page.set_default_timeout(PAGE_TIMEOUT_MS)
         try:
             page.goto(f"{lab.url}/lab/tree/{ASSIGNMENT}.ipynb?token={lab.token}")
-            _wait_idle(page)        # the kernel has started: typing and running go to a live kernel
+            wait_idle(page)         # the kernel has started: typing and running go to a live kernel
 
             solution = _cell(page, "def scaled_dot_product_attention")
             assert STUB.format(exercise=SOLVED) in _editor_text(solution)
@@ -290,7 +246,7 @@ def test_a_stub_filled_in_jupyterlab_passes_its_check(browser_kit: Browser, lab:
             solved = _selfcheck(_cell(page, f'check("{SOLVED}")'))
             untouched_cell = _cell(page, f'check("{UNTOUCHED}")')
             untouched = _selfcheck(untouched_cell)
-            _wait_idle(page)
+            wait_idle(page)
 
             exercise = solved.locator(f'.exercise[data-exercise="{SOLVED}"]')
             assert exercise.get_attribute("data-status") == "passed", solved.inner_text()

@@ -170,10 +170,10 @@ def test_durations_are_elapsed_time_and_months_are_refused() -> None:
 def test_the_kit_has_one_time_parser() -> None:
     """clock holds the one parser; lateness, times and deadlines keep none of their own, nor a re-export."""
     from autograder.course import lateness
-    from autograder.grading import times
+    from autograder.grading import times, times_csv
 
-    assert not hasattr(lateness, "parse_time") and times.clock is clock
-    for module in (times, lateness):
+    assert not hasattr(lateness, "parse_time") and times.clock is clock and times_csv.clock is clock
+    for module in (times, times_csv, lateness):
         assert not hasattr(module, "_TIME") and not hasattr(module, "_localize") and not hasattr(module, "_in_zone")
 
 
@@ -188,35 +188,35 @@ def engine(service_engine):
 def test_utc_datetime_stores_the_moment_and_gives_back_aware_utc(engine) -> None:
     from sqlalchemy import select
 
-    from autograder.service import db, repository
+    from autograder.service import repository, tables
 
     due = datetime(2026, 12, 1, 10, 0, tzinfo=ZoneInfo("Asia/Shanghai"))       # 02:00 UTC
     repository.grant_extension(engine, student="ada", assignment="02", due=due, reason="ill", granted_by="tim")
     with engine.connect() as conn:
         if engine.dialect.name == "postgresql":     # the server's session zone must not matter
             conn.exec_driver_sql("SET TIME ZONE 'America/New_York'")
-        got, granted = conn.execute(select(db.ExtensionGrant.due, db.ExtensionGrant.granted_at)).one()
+        got, granted = conn.execute(select(tables.ExtensionGrant.due, tables.ExtensionGrant.granted_at)).one()
         assert got == due and got.tzinfo is UTC and got.hour == 2
         assert granted.tzinfo is UTC and abs(datetime.now(UTC) - granted) < timedelta(minutes=5)
         # compared as moments: 02:00 UTC is after 09:30 +08:00 (01:30 UTC), before 10:30 +08:00
         earlier, later = datetime(2026, 12, 1, 9, 30, tzinfo=PLUS_8), datetime(2026, 12, 1, 10, 30, tzinfo=PLUS_8)
-        assert conn.execute(select(db.ExtensionGrant.id).where(db.ExtensionGrant.due > earlier)).all() != []
-        assert conn.execute(select(db.ExtensionGrant.id).where(db.ExtensionGrant.due > later)).all() == []
+        assert conn.execute(select(tables.ExtensionGrant.id).where(tables.ExtensionGrant.due > earlier)).all() != []
+        assert conn.execute(select(tables.ExtensionGrant.id).where(tables.ExtensionGrant.due > later)).all() == []
         if engine.dialect.name == "sqlite":          # the text SQLite keeps is UTC's wall clock
             assert conn.exec_driver_sql("SELECT due FROM extensions").scalar() == "2026-12-01 02:00:00.000000"
-    [extension] = db.granted_extensions(engine)
+    [extension] = tables.granted_extensions(engine)
     assert extension.due == due and extension.due.utcoffset() == timedelta(0)
 
 
 def test_utc_datetime_takes_a_naive_time_as_utc(engine) -> None:
     from sqlalchemy import insert, select
 
-    from autograder.service import db
+    from autograder.service import db, tables
 
     with db.writing(engine).begin() as conn:
-        conn.execute(insert(db.WebSession).values(digest="d", role="student", who="ada", csrf="c",
+        conn.execute(insert(tables.WebSession).values(digest="d", role="student", who="ada", csrf="c",
                                                   expires_at=datetime(2026, 12, 1, 10, 0)))
     with engine.connect() as conn:
-        expires, created = conn.execute(select(db.WebSession.expires_at, db.WebSession.created_at)).one()
+        expires, created = conn.execute(select(tables.WebSession.expires_at, tables.WebSession.created_at)).one()
     assert expires == datetime(2026, 12, 1, 10, 0, tzinfo=UTC) and expires.tzinfo is UTC
     assert created.tzinfo is UTC

@@ -22,10 +22,11 @@ from autograder.course.config import load_course
 from autograder.core.errors import AutograderError, ConfigError
 from autograder.exports.gradescope import settle_gradescope
 from autograder.grading.archives import opened
-from autograder.sandbox import Sandbox
 from autograder.course.written import maximum
 
 BASE = load_course()
+#: The course's own limits (the sandbox fixture of tests/conftest.py opens with them).
+LIMITS = BASE.limits
 QKV = BASE.assignment("02_qkv_attention")
 FULL = QKV.points
 #: One started hour late under dated_course's default policy (10% per started hour): 10% of the assignment's
@@ -63,12 +64,6 @@ def rows(out: Path) -> dict[str, dict[str, str]]:
 
 def result(out: Path, student: str) -> dict:
     return json.loads((out / "results" / f"{student}__{QKV.id}.json").read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(BASE.limits, "cpu") as sb:
-        yield sb
 
 
 def grade(subs: Path, course_root: Path, out: Path, sandbox, **kwargs) -> G.BatchOutcome:

@@ -64,7 +64,8 @@ def test_the_reference_names_every_command_option_and_course_yml_key():
     import importlib
 
     from autograder.cli import COMMANDS
-    from autograder.course.config import Course, Exercise, Limits, ServicePolicy
+    from autograder.course.config import Course, Exercise, Limits
+    from autograder.course.service_policy import ServicePolicy
 
     cli = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
     for name, (module, _) in COMMANDS.items():
@@ -193,7 +194,7 @@ def test_the_student_guides_and_the_tas_guide_say_how_to_ask_for_and_answer_a_re
     and with the labels of the page (/me) in that language, where to ask, the window's default length and the
     message's limit (both read from the code); the TA's guide where the queue is, its two answers, and the
     analytics, each with its link into the service's page."""
-    from autograder.course.config import ServicePolicy
+    from autograder.course.service_policy import ServicePolicy
     from autograder.core.messages import CATALOGUE
     from autograder.service.reviews import MESSAGE_CHARS
 

@@ -10,13 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.course.config import PACKAGE, grade_id, load_course
+from autograder.course.config import grade_id, load_course
+from autograder.course.files import PACKAGE
 from support import ROOT
 
 #: Where the engine's knowledge of torch's API lives: the forbidden-call table (names of torch functions
-#: and operators), the guard and the static scan that read it (its vocabulary and its resolver), and the
-#: tensor-aware mutation operators.
-TORCH_TABLES = {"forbidden.py", "probes.py", "scan_vocabulary.py", "source_scan.py", "operators.py"}
+#: and operators), the guard and the static scan that read it (its vocabulary, its resolver and its
+#: walk), and the tensor-aware mutation operators.
+TORCH_TABLES = {"forbidden.py", "probes.py", "guards.py", "scan_vocabulary.py", "source_scan.py", "scan_walk.py",
+                "operators.py"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

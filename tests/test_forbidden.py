@@ -18,11 +18,11 @@ import torch.nn.functional as F
 
 from autograder import catalog as C
 from autograder import grading as G
-from autograder.inside import plain, probes
+from autograder.inside import guards, plain, probes
 from autograder.course.config import load_course
 from autograder.course.notebook import Cell, to_python
 from autograder.inside.probes import Request, execute
-from autograder.sandbox import UNREADABLE_REPLY, Sandbox
+from autograder.sandbox import UNREADABLE_REPLY
 from autograder.grading.source_scan import MAX_SOURCE_BYTES, TAMPERING, UNINSPECTABLE, scan_exercise, scan_notebook
 from autograder.authoring.validate import solution_for
 from support import make_samples
@@ -118,12 +118,14 @@ def test_only_what_the_exercise_forbids_counts():
 
 
 def test_the_guards_ignore_later_changes_to_the_probes_module(monkeypatch):
-    """What a cell could do to autograder.inside.probes after the worker imported it reaches nothing execute uses."""
-    monkeypatch.setattr(probes, "FORBIDDEN_OBJECTS", {})
-    monkeypatch.setattr(probes, "FORBIDDEN_OPERATORS", {})
+    """What a cell could do to autograder.inside.probes and .guards after the worker imported them reaches nothing
+    execute uses."""
+    monkeypatch.setattr(guards, "FORBIDDEN_OBJECTS", {})
+    monkeypatch.setattr(guards, "FORBIDDEN_OPERATORS", {})
     monkeypatch.setattr(probes, "PROBES", {"call": lambda fn, *a, **k: torch.zeros(1)})
-    monkeypatch.setattr(probes, "TorchFunctionMode", object)
-    monkeypatch.setattr(probes, "TorchDispatchMode", object)
+    monkeypatch.setattr(guards, "TorchFunctionMode", object)
+    monkeypatch.setattr(guards, "TorchDispatchMode", object)
+    monkeypatch.setattr(probes, "bind_guards", lambda: None)
     monkeypatch.setattr(plain, "encode", lambda *a, **k: b"forged")
     reply = execute({"f": lambda x: F.softmax(x, -1)}, Request("f", (X,), forbidden=SOFTMAX))
     assert reply.status == "ok" and reply.forbidden == ["F.softmax"]
@@ -203,14 +205,14 @@ def test_the_operator_level_watches_the_first_calls_of_each_function():
         with torch._C.DisableTorchFunction():
             return F.softmax(x, dim)
 
-    found = [used(softmax, SOFTMAX, X) for _ in range(probes.OPERATOR_WATCHED_CALLS + 1)]
-    assert found == [["torch.softmax"]] * probes.OPERATOR_WATCHED_CALLS + [[]]
+    found = [used(softmax, SOFTMAX, X) for _ in range(guards.OPERATOR_WATCHED_CALLS + 1)]
+    assert found == [["torch.softmax"]] * guards.OPERATOR_WATCHED_CALLS + [[]]
     assert used(fresh(softmax), SOFTMAX, X) == ["torch.softmax"]
 
     def honest_looking(x):
         return F.softmax(x, -1)
 
-    assert all(used(honest_looking, SOFTMAX, X) == ["F.softmax"] for _ in range(probes.OPERATOR_WATCHED_CALLS + 2))
+    assert all(used(honest_looking, SOFTMAX, X) == ["F.softmax"] for _ in range(guards.OPERATOR_WATCHED_CALLS + 2))
 
 
 def test_a_call_that_returns_with_the_guards_off_is_named_as_such():
@@ -239,7 +241,7 @@ def test_a_call_that_returns_with_the_guards_off_is_named_as_such():
 
     try:
         assert GUARD_OFF in used(fresh(switch_off), SOFTMAX, X)
-        for _ in range(probes.OPERATOR_WATCHED_CALLS + 1):     # the function level alone: off all the same
+        for _ in range(guards.OPERATOR_WATCHED_CALLS + 1):     # the function level alone: off all the same
             assert GUARD_OFF in used(switch_off, SOFTMAX, X)
     finally:
         for off in reversed(left_open):
@@ -450,20 +452,14 @@ def test_no_stand_in_reaches_a_call_forbidden_to_the_exercises_built_on_it(cours
 LIMITS = COURSE.limits.model_copy(update={"call_seconds": 4.0, "submission_seconds": 60.0})
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS, "cpu") as sb:
-        yield sb
-
-
 def cells(*sources: str) -> list[Cell]:
     return [Cell(i, None, s, s, None) for i, s in enumerate(sources)]
 
 
 PATCH_THE_GRADER = '''import autograder.inside.probes as P, autograder.inside.plain as plain
-import autograder.inside.worker as W
-P.FORBIDDEN_OBJECTS.clear()
-P.FORBIDDEN_OPERATORS.clear()
+import autograder.inside.guards as G, autograder.inside.worker as W
+G.FORBIDDEN_OBJECTS.clear()
+G.FORBIDDEN_OPERATORS.clear()
 P.execute = lambda namespace, request, max_bytes=0: P.Reply(
     "ok", blob=plain.encode(namespace[request.function](*request.args)))
 _send = W.send_frame
@@ -601,11 +597,11 @@ def test_readable_accepts_every_honest_value():
 def test_one_table_of_forbidden_calls_feeds_the_guard_and_the_scan():
     """Issue 26: a forbidden call is one entry of autograder/inside/forbidden.py; the run-time guard and the static
     scan both read it, and a course that forbids a name the table lacks is refused when its checks load."""
-    from autograder.inside import forbidden, probes
+    from autograder.inside import forbidden
     from autograder.catalog.declarations import exercise
     from autograder.grading import scan_vocabulary
 
-    assert set(probes.FORBIDDEN_OBJECTS) == set(probes.FORBIDDEN_OPERATORS) == set(forbidden.NAMES)
+    assert set(guards.FORBIDDEN_OBJECTS) == set(guards.FORBIDDEN_OPERATORS) == set(forbidden.NAMES)
     for entry in forbidden.TABLE:
         assert all(scan_vocabulary.QUALIFIED[s][0] == entry.name for s in entry.spellings), entry.name
     assert scan_vocabulary.QUALIFIED["torch.nn.functional.softmax"] == ("F.softmax", "torch.softmax",

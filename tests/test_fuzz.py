@@ -167,14 +167,8 @@ RETURNED = st.recursive(
     | st.builds(lambda k, v: f"{{{k!r}: {v}}}", ANY_TEXT.filter(lambda t: "\\" not in t and len(t) < 30), inner),
     max_leaves=4)
 
-
-@pytest.fixture(scope="module")
-def sandbox():
-    from autograder.sandbox import Sandbox
-
-    limits = COURSE.limits.model_copy(update={"call_seconds": 4.0, "submission_seconds": 30.0})
-    with Sandbox(limits, "cpu") as sb:
-        yield sb
+#: The course's limits, but an endless loop costs seconds (the sandbox fixture of tests/conftest.py opens with them).
+LIMITS = COURSE.limits.model_copy(update={"call_seconds": 4.0, "submission_seconds": 30.0})
 
 
 @pytest.mark.slow

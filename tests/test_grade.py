@@ -23,7 +23,6 @@ from autograder.cli import main
 from autograder.course.config import load_course
 from autograder.core.errors import AutograderError
 from autograder.inside.probes import Reply, Request
-from autograder.sandbox import Sandbox   # the real one: a test that cannot import it fails
 
 COURSE = load_course()
 QKV = COURSE.assignment("02_qkv_attention")
@@ -41,12 +40,6 @@ MS = make_samples
 
 #: Course limits, but an endless loop costs seconds, not the course's call_seconds.
 LIMITS = COURSE.limits.model_copy(update={"call_seconds": 4.0, "submission_seconds": 60.0})
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS, "cpu") as sb:
-        yield sb
 
 
 # -- notebooks ---------------------------------------------------------------------------

@@ -5,45 +5,18 @@ The data layer runs on SQLite and PostgreSQL; the pages over HTTP on a real uvic
 Results are stored as a worker stores them (``queue.complete``): what is graded here is the hand grading."""
 from __future__ import annotations
 
-import contextlib
 import html
 import json
 from urllib.parse import unquote
 
 import pytest
 
-from served import serving, student_token
-from test_service_pages import browser, csrf_of, sign_in
-from autograder.course.config import load_course
-from autograder.service import audit, db, history, marks
-from autograder.service import queue as Q
-from autograder.service.app import create_app
+from marking import COURSE, QKV, QUESTION, grading_site, store_answer, ta_token
+from pages import browser, csrf_of, sign_in
+from autograder.service import audit, history, marks, tables
 from autograder.service.standing import Standing
-from autograder.course.written import answer_sha, answers
+from autograder.course.written import answer_sha
 from autograder.course.written import maximum_of as written_maximum_of
-
-COURSE = load_course()
-QKV = COURSE.assignment("02_qkv_attention")
-QUESTION = QKV.questions[0]
-
-
-def _result(student: str, answer: str, *, points_24: float = 3.0, sha: str = "nb-sha") -> dict:
-    """A graded result of 02 as the grader writes it: four exercises and the written answer, waiting."""
-    exercises = [{"exercise": e.id, "function": e.function, "points": float(e.points) if e.id != "2.4" else points_24,
-                  "max_points": float(e.points), "status": "passed", "checks": []} for e in QKV.exercises]
-    nb = {"cells": [{"cell_type": "markdown", "source": answer,
-                     "metadata": {"nbgrader": {"grade_id": "q2_Q1", "grade": True, "solution": True}}}]}
-    return {"student": student, "assignment": QKV.id, "sha256": sha, "status": "graded",
-            "points": sum(e["points"] for e in exercises), "max_points": QKV.points, "exercises": exercises,
-            "questions": answers(nb, QKV.questions)}
-
-
-def _store(engine, student: str, answer: str, **kw) -> int:
-    sub, job = Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb",
-                       data=json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode())
-    assert Q.claim(engine, "w", 60).job == job and Q.complete(engine, job, "w", _result(student, answer, **kw))
-    history.note(engine, COURSE, [(student, QKV.id)], why="graded", who=history.WORKER)
-    return sub
 
 
 @pytest.fixture
@@ -53,7 +26,7 @@ def engine(service_engine):
 
 # -- the data layer (SQLite and PostgreSQL) -----------------------------------------------------------------------
 def test_a_mark_joins_the_score_and_an_ungraded_answer_is_left_out_not_zero(engine):
-    _store(engine, "ada", "Var(q.k) = d_k ...")
+    store_answer(engine, "ada", "Var(q.k) = d_k ...")
     before = Standing(engine, COURSE)
     shown = [before.result(r.result) for r in _results(engine)][0]
     # 10 / 12: the question waits, out of the score, in the maximum (issue 66: one maximum, graded or not)
@@ -82,7 +55,7 @@ def test_a_mark_joins_the_score_and_an_ungraded_answer_is_left_out_not_zero(engi
 def _results(engine):
     from sqlalchemy import select
     with engine.connect() as conn:
-        return conn.execute(select(db.Result).order_by(db.Result.submission_id)).all()
+        return conn.execute(select(tables.Result).order_by(tables.Result.submission_id)).all()
 
 
 def test_two_graders_on_one_answer_the_second_save_is_refused_and_nothing_is_overwritten(engine):
@@ -103,7 +76,7 @@ def test_two_graders_on_one_answer_the_second_save_is_refused_and_nothing_is_ove
 
 
 def test_an_adjustment_needs_a_reason_and_the_student_reads_it_with_the_points_before(engine):
-    _store(engine, "cat", "x", points_24=1.0)
+    store_answer(engine, "cat", "x", points_24=1.0)
     with pytest.raises(ValueError, match="needs a reason"):
         marks.save_adjustment(engine, COURSE, student="cat", assignment=QKV.id, sha256="nb-sha", exercise="2.4",
                               points=3, reason="  ", who="prof", version=0)
@@ -120,39 +93,20 @@ def test_an_adjustment_needs_a_reason_and_the_student_reads_it_with_the_points_b
 
 
 def test_a_later_submission_with_the_same_answer_keeps_its_mark_and_a_changed_one_waits_again(engine):
-    _store(engine, "dan", "same words")
+    store_answer(engine, "dan", "same words")
     marks.save_mark(engine, COURSE, student="dan", assignment=QKV.id, question=QUESTION.id,
                     answer_sha=answer_sha("same words"), rubric=["variance", "saturation"], comment="", who="ta",
                     version=0)
-    _store(engine, "dan", "same words", sha="other-notebook")
-    _store(engine, "dan", "new words", sha="third")
+    store_answer(engine, "dan", "same words", sha="other-notebook")
+    store_answer(engine, "dan", "new words", sha="third")
     standing = Standing(engine, COURSE)
     shown = [standing.result(r.result) for r in _results(engine)]
     assert [s["questions"][0]["points"] for s in shown] == [2.0, 2.0, None]
 
 
 # -- the pages (SQLite, over HTTP) ---------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _site(tmp_path, course=COURSE):
-    engine = db.engine_for(str(tmp_path / "service.db"))
-    db.upgrade(engine)
-    who = {"ada": student_token(engine, "ada"), "ben": student_token(engine, "ben"),
-           "ta1": _staff(engine, "ta1"), "ta2": _staff(engine, "ta2")}
-    subs = {"ada": _store(engine, "ada", "<script>alert(1)</script> Var = d_k"), "ben": _store(engine, "ben", "")}
-    try:
-        with serving(create_app(engine, course)) as url:
-            yield url, engine, who, subs
-    finally:
-        engine.dispose()
-
-
-def _staff(engine, name):
-    from autograder.service import tokens
-    return tokens.issue(engine, name, role="ta")
-
-
 def test_a_ta_grades_the_answers_one_after_another_and_the_student_sees_the_mark(tmp_path):
-    with _site(tmp_path) as (url, engine, who, subs), browser(url) as ta, browser(url) as ada:
+    with grading_site(tmp_path) as (url, engine, who, subs), browser(url) as ta, browser(url) as ada:
         assert sign_in(ta, who["ta1"]).status_code == 303
         overview = ta.get("/dashboard/grading", params={"lang": "en"})
         assert overview.status_code == 200 and "0 of 2 graded" in overview.text
@@ -184,7 +138,7 @@ def test_a_ta_grades_the_answers_one_after_another_and_the_student_sees_the_mark
 
 
 def test_two_graders_at_once_the_second_sees_the_first_mark_and_keeps_their_own_words(tmp_path):
-    with _site(tmp_path) as (url, engine, who, subs), browser(url) as ta1, browser(url) as ta2:
+    with grading_site(tmp_path) as (url, engine, who, subs), browser(url) as ta1, browser(url) as ta2:
         sign_in(ta1, who["ta1"]), sign_in(ta2, who["ta2"])
         params = {"question": QUESTION.id, "submission": subs["ada"], "lang": "en"}
         one, two = ta1.get("/dashboard/grading/answer", params=params), ta2.get("/dashboard/grading/answer",
@@ -205,7 +159,7 @@ def test_two_graders_at_once_the_second_sees_the_first_mark_and_keeps_their_own_
 
 
 def test_bad_grading_input_gets_a_clear_message_and_nothing_is_stored(tmp_path):
-    with _site(tmp_path) as (url, engine, who, subs), browser(url) as ta:
+    with grading_site(tmp_path) as (url, engine, who, subs), browser(url) as ta:
         sign_in(ta, who["ta1"])
         page = ta.get("/dashboard/grading", params={"lang": "en"})
         csrf = csrf_of(page.text)
@@ -229,7 +183,7 @@ def test_bad_grading_input_gets_a_clear_message_and_nothing_is_stored(tmp_path):
 
 
 def test_an_adjustment_from_the_dashboard_needs_a_reason_and_shows_on_the_students_page(tmp_path):
-    with _site(tmp_path) as (url, engine, who, subs), browser(url) as ta, browser(url) as ada:
+    with grading_site(tmp_path) as (url, engine, who, subs), browser(url) as ta, browser(url) as ada:
         sign_in(ta, who["ta1"])
         page = ta.get("/dashboard/adjust", params={"submission": subs["ada"], "lang": "en"})
         assert page.status_code == 200 and 'data-exercise="2.4"' in page.text
@@ -253,8 +207,8 @@ def test_the_export_carries_the_marks_and_the_adjustments_beside_the_automatic_p
 
     from autograder.service.export import export
 
-    _store(engine, "eli", "answer", points_24=1.0)
-    _store(engine, "fay", "other answer")
+    store_answer(engine, "eli", "answer", points_24=1.0)
+    store_answer(engine, "fay", "other answer")
     marks.save_mark(engine, COURSE, student="eli", assignment=QKV.id, question=QUESTION.id,
                     answer_sha=answer_sha("answer"), rubric=["variance"], comment="", who="ta", version=0)
     marks.save_adjustment(engine, COURSE, student="eli", assignment=QKV.id, sha256="nb-sha", exercise="2.4",
@@ -272,7 +226,7 @@ def test_the_export_carries_the_marks_and_the_adjustments_beside_the_automatic_p
 
 def test_blind_grading_hides_the_students_names_on_the_grading_pages(tmp_path):
     blind = COURSE.model_copy(update={"service": COURSE.service.model_copy(update={"blind_grading": True})})
-    with _site(tmp_path, blind) as (url, engine, who, subs), browser(url) as ta:
+    with grading_site(tmp_path, blind) as (url, engine, who, subs), browser(url) as ta:
         sign_in(ta, who["ta1"])
         overview = ta.get("/dashboard/grading", params={"lang": "en"}).text
         page = ta.get("/dashboard/grading/answer", params={"question": QUESTION.id, "submission": subs["ben"],
@@ -292,9 +246,9 @@ def test_every_unanswered_answer_is_given_0_in_one_action_from_the_list_shown_fi
     from autograder.service.ui import UI
     from autograder.course.written import TEXT_STUBS
 
-    with _site(tmp_path) as (url, engine, who, subs), browser(url) as ta, browser(url) as ada:
+    with grading_site(tmp_path) as (url, engine, who, subs), browser(url) as ta, browser(url) as ada:
         for student, text in [("cat", TEXT_STUBS["zh"]), ("dan", TEXT_STUBS["en"]), ("eve", " "), ("fay", "")]:
-            subs[student] = _store(engine, student, text)
+            subs[student] = store_answer(engine, student, text)
         sign_in(ta, who["ta1"])
         overview = ta.get("/dashboard/grading", params={"lang": "en"}).text
         assert "5 unanswered answers wait" in overview and 'href="/dashboard/grading/unanswered"' in overview
@@ -305,7 +259,7 @@ def test_every_unanswered_answer_is_given_0_in_one_action_from_the_list_shown_fi
             False, True, True, True, True, True]
         assert ">ben<" in rows and TEXT_STUBS["zh"] in rows and "(empty)" in rows
         # Meanwhile: eve hands in an answer (another submission counts now), ta2 marks fay's.
-        _store(engine, "eve", "Var(q.k) = d_k after all")
+        store_answer(engine, "eve", "Var(q.k) = d_k after all")
         marks.save_mark(engine, COURSE, student="fay", assignment=QKV.id, question=QUESTION.id,
                         answer_sha=answer_sha(""), rubric=["variance"], comment="seen on paper", who="ta2", version=0)
         form = {"csrf": csrf_of(listed.text),
@@ -344,7 +298,7 @@ def test_every_unanswered_answer_is_given_0_in_one_action_from_the_list_shown_fi
 
 
 def _double_course(threshold: float = 0.5):
-    from autograder.course.config import DoubleMarking
+    from autograder.course.service_policy import DoubleMarking
 
     return COURSE.model_copy(update={"service": COURSE.service.model_copy(update={
         "double_marking": DoubleMarking(questions=[QUESTION.id], threshold=threshold)})})
@@ -416,9 +370,9 @@ def test_double_marking_on_the_pages_blind_then_the_mean_or_the_moderators_decis
     from autograder.service import tokens
 
     course = _double_course()
-    with _site(tmp_path, course) as (url, engine, who, subs), browser(url) as ta1, browser(url) as ta2, \
+    with grading_site(tmp_path, course) as (url, engine, who, subs), browser(url) as ta1, browser(url) as ta2, \
             browser(url) as ta3, browser(url) as prof:
-        who["ta3"], who["prof"] = _staff(engine, "ta3"), tokens.issue(engine, "prof", role="instructor")
+        who["ta3"], who["prof"] = ta_token(engine, "ta3"), tokens.issue(engine, "prof", role="instructor")
         for client, name in [(ta1, "ta1"), (ta2, "ta2"), (ta3, "ta3"), (prof, "prof")]:
             sign_in(client, who[name])
         ada_page = {"question": QUESTION.id, "submission": subs["ada"], "lang": "en"}
@@ -512,7 +466,7 @@ def test_the_model_answer_is_markdown_made_html_on_the_server_with_none_of_its_o
         "grade_id": "q2_Q1", "grade": True, "solution": True}}}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     (folder / "source" / QKV.id / QKV.notebook).write_text(json.dumps(nb), encoding="utf-8")
     course = load_course(folder / "course.yml")
-    with _site(tmp_path, course) as (url, engine, who, subs), browser(url) as ta:
+    with grading_site(tmp_path, course) as (url, engine, who, subs), browser(url) as ta:
         sign_in(ta, who["ta1"])
         page = ta.get("/dashboard/grading/answer", params={"question": QUESTION.id, "submission": subs["ada"]})
         assert page.status_code == 200
@@ -540,14 +494,14 @@ def test_a_long_list_of_unanswered_answers_is_given_0_in_turns_each_within_a_pag
     from urllib.parse import urlencode
 
     from autograder.service import guard
-    from autograder.service.routes import grading
+    from autograder.service.routes import unanswered
 
-    worst = {"csrf": "c" * 64, "answers": [f"{QUESTION.id} " + " ".join(["9" * 7] * grading.UNANSWERED_MOST)]}
+    worst = {"csrf": "c" * 64, "answers": [f"{QUESTION.id} " + " ".join(["9" * 7] * unanswered.UNANSWERED_MOST)]}
     assert len(urlencode(worst, doseq=True)) < guard.SMALL_BODY
-    monkeypatch.setattr(grading, "UNANSWERED_MOST", 2)
-    with _site(tmp_path) as (url, engine, who, subs), browser(url) as ta:
+    monkeypatch.setattr(unanswered, "UNANSWERED_MOST", 2)
+    with grading_site(tmp_path) as (url, engine, who, subs), browser(url) as ta:
         for student in ("cat", "dan"):
-            subs[student] = _store(engine, student, "")
+            subs[student] = store_answer(engine, student, "")
         sign_in(ta, who["ta1"])
         listed = ta.get("/dashboard/grading/unanswered", params={"lang": "en"}).text
         assert "These are the first 2 of 3" in listed and "Give these 2 answers 0" in listed

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import CHROMIUM_FLAGS, browser_kit  # noqa: F401 - the fixture
-from test_hand_grading import COURSE, QUESTION, QKV, _site
+from chromium import CHROMIUM_FLAGS
+from marking import COURSE, QKV, QUESTION, grading_site, store_answer
 from autograder.service import history, marks
 from autograder.course.written import answer_sha
 
@@ -24,11 +24,9 @@ def _sign_in(page, url: str, token: str) -> None:
     page.wait_for_load_state()
 
 
-def test_a_ta_grades_three_answers_two_graders_meet_and_a_student_asks_for_a_review(tmp_path, browser_kit):  # noqa: F811
-    with _site(tmp_path) as (url, engine, who, subs), browser_kit.sync_playwright() as pw:
-        from test_hand_grading import _store
-
-        subs["cat"] = _store(engine, "cat", "Var(q.k) = d_k, so divide by its square root")
+def test_a_ta_grades_three_answers_two_graders_meet_and_a_student_asks_for_a_review(tmp_path, browser_kit):
+    with grading_site(tmp_path) as (url, engine, who, subs), browser_kit.sync_playwright() as pw:
+        subs["cat"] = store_answer(engine, "cat", "Var(q.k) = d_k, so divide by its square root")
         chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
         try:
             tabs = {}
@@ -92,11 +90,11 @@ def test_a_ta_grades_three_answers_two_graders_meet_and_a_student_asks_for_a_rev
 
 
 def test_the_model_answer_renders_within_the_policy_unanswered_answers_get_0_and_reviews_link_to_answers(
-        tmp_path, browser_kit):  # noqa: F811
+        tmp_path, browser_kit):
     """Issue 66, item 11, in Chromium: the model answer is HTML made on the server (paragraphs, formulas kept as their
     source) and the page's Content-Security-Policy reports nothing; the unanswered answers are listed and given 0 with
     one button; the review queue's request links to the answer it is about."""
-    with _site(tmp_path) as (url, engine, who, subs), browser_kit.sync_playwright() as pw:
+    with grading_site(tmp_path) as (url, engine, who, subs), browser_kit.sync_playwright() as pw:
         from autograder.service import reviews
 
         chromium = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)

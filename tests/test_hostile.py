@@ -20,7 +20,6 @@ from autograder import grading as G
 from autograder import reports as R
 from autograder.course.config import load_course
 from autograder.reports.lms import write_lms_csv
-from autograder.sandbox import Sandbox
 from autograder.grading.archives import extract_zip
 from autograder.grading.submissions import discover
 
@@ -29,12 +28,6 @@ QKV = COURSE.assignment("02_qkv_attention")
 FULL = QKV.points
 LIMITS = COURSE.limits.model_copy(update={"call_seconds": 4.0, "submission_seconds": 60.0})
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS, "cpu") as sb:
-        yield sb
 
 
 def write_nb(path: Path | bytes, nb) -> None:

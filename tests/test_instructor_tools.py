@@ -20,11 +20,11 @@ from sqlalchemy import select, update
 
 from support import make_samples
 from served import at_revision, serving
-from test_service_pages import browser, csrf_of, sign_in
+from pages import browser, csrf_of, sign_in
 from autograder.course.config import load_course
 from autograder.core.errors import AutograderError
 from autograder.course.roster import Member
-from autograder.service import audit, db, history, people, sessions, tokens
+from autograder.service import audit, db, history, people, sessions, tables, tokens
 from autograder.service import queue as Q
 from autograder.service.app import create_app
 
@@ -114,7 +114,7 @@ def test_issuing_again_stops_the_old_token_in_the_same_transaction(engine):
 
 
 def test_an_expired_token_and_its_sessions_stop(engine):
-    from autograder.service.db import Token, utcnow
+    from autograder.service.tables import Token, utcnow
     import datetime as dt
 
     people.import_members(engine, [Member("ada")], by="prof")
@@ -136,7 +136,7 @@ def test_removing_a_student_revokes_their_tokens_and_keeps_their_submissions(eng
     assert tokens.remove_student(engine, "ada", by="prof") == (True, 1)
     assert tokens.caller(engine, token) is None and [r.student for r in people.people(engine)] == ["ben"]
     with engine.connect() as conn:
-        assert conn.execute(select(db.Submission.student)).scalars().all() == ["ada"]
+        assert conn.execute(select(tables.Submission.student)).scalars().all() == ["ada"]
     assert tokens.remove_student(engine, "ada", by="prof") == (False, 0)
 
 
@@ -339,14 +339,14 @@ def _changes(engine, student="ada"):
 def test_every_change_of_a_counted_score_is_recorded_with_why_who_and_when(engine, tmp_path):
     """A late submission graded (50% off), an extension granted (full marks) and revoked, a regrade that moved the
     score, course.yml's due date moved: each is one row, old and new, why and who; nothing else is."""
-    from test_real_class import LATE_COURSE, _late_result
+    from late_class import LATE_COURSE, late_result
     from autograder.grading.deadlines import Deadlines, submitted_json
     from autograder.grading.times import SubmittedAt
     from autograder.service import repository
     from autograder.service.export import export
     import datetime as dt
 
-    _late_result(engine, "ada")
+    late_result(engine, "ada")
     assert history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="graded", who=history.WORKER) == 1
     assert history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="graded", who=history.WORKER) == 0   # no change
     repository.grant_extension(engine, student="ada", assignment=QKV.id, reason="ill", granted_by="T. A.",
@@ -389,9 +389,9 @@ def test_two_changes_at_once_record_one_step_each_never_the_same_twice(engine):
     """Many notes of the same pair at once (threads, as two workers and a page would): one row, not many."""
     import threading
 
-    from test_real_class import LATE_COURSE, _late_result
+    from late_class import LATE_COURSE, late_result
 
-    _late_result(engine, "ada")
+    late_result(engine, "ada")
     counts: list[int] = []
     threads = [threading.Thread(target=lambda: counts.append(history.note(
         engine, LATE_COURSE, [("ada", QKV.id)], why="graded", who=history.WORKER))) for _ in range(6)]
@@ -403,7 +403,7 @@ def test_two_changes_at_once_record_one_step_each_never_the_same_twice(engine):
 
 
 def test_a_student_reads_her_own_score_history_and_the_staff_every_students(tmp_path):
-    from test_real_class import LATE_COURSE, _late_result
+    from late_class import LATE_COURSE, late_result
     from autograder.service import repository
     import datetime as dt
 
@@ -413,7 +413,7 @@ def test_a_student_reads_her_own_score_history_and_the_staff_every_students(tmp_
     who = {"ada": tokens.issue(engine, "ada"), "ben": tokens.issue(engine, "ben"),
            "prof": tokens.issue(engine, "prof", role="instructor")}
     for student in ("ada", "ben"):
-        _late_result(engine, student)
+        late_result(engine, student)
         history.note(engine, LATE_COURSE, [(student, QKV.id)], why="graded", who=history.WORKER)
     try:
         with serving(create_app(engine, LATE_COURSE)) as url:

@@ -21,7 +21,6 @@ from support import ROOT, make_samples as MS
 from autograder import grading as G
 from autograder.reports import lms as LMS
 from autograder.course.config import load_course
-from autograder.sandbox import Sandbox
 from autograder.grading.archives import opened
 from autograder.grading.submissions import discover
 
@@ -34,12 +33,6 @@ LIMITS = COURSE.limits.model_copy(update={"call_seconds": 4.0, "submission_secon
 
 OLD = (2026, 1, 10, 9, 0, 0)       # zip member times (local time, as zip stores them)
 NEW = (2026, 1, 12, 9, 0, 0)
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS, "cpu") as sb:
-        yield sb
 
 
 @pytest.fixture(scope="module")

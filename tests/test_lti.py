@@ -9,7 +9,6 @@ End to end with 30 students and two assignments, graded through the real queue a
 from __future__ import annotations
 
 import csv
-import html
 import datetime as dt
 import os
 import subprocess
@@ -24,13 +23,10 @@ from sqlalchemy import func, select
 
 from lti_platform import INSTRUCTOR, LEARNER, TA, launch, tool_with_lms
 from served import serving
-from test_real_class import LATE_COURSE, QKV
-from test_service_pages import browser, csrf_of
-from autograder.core.messages import CATALOGUE
-from autograder.grading.deadlines import Deadlines, submitted_json
-from autograder.grading.times import SubmittedAt
+from late_class import LATE_COURSE, ON_TIME, QKV, RNN, complete, grade, regrade
+from pages import browser, csrf_of, said
 from autograder.course.roster import Member
-from autograder.service import db, history, people, repository
+from autograder.service import db, history, lti_tables, people, repository, tables
 from autograder.service import queue as Q
 from autograder.service.app import create_app
 from autograder.service.export import export
@@ -41,9 +37,7 @@ from autograder.service.lti.launch import cookie_name
 from autograder.course.written import maximum
 
 ROOT = Path(__file__).resolve().parent.parent
-RNN = LATE_COURSE.assignments[0]
 UTC = dt.timezone.utc
-ON_TIME = dt.datetime(2026, 1, 9, 12, 0, tzinfo=UTC)          # QKV is due 2026-01-10 23:59 (50% off a day late)
 LATE = dt.datetime(2026, 1, 11, 12, 0, tzinfo=UTC)
 STUDENTS = 30
 
@@ -56,35 +50,12 @@ def lti(tmp_path):
         yield served
 
 
-def said(response: httpx.Response, key: str) -> bool:
-    """The refusal's page says the message ``key`` (in English under the Chinese: the page says both)."""
-    zh, en = CATALOGUE[key]
-    return all(html.escape(text.split("{")[0], quote=True) in response.text for text in (zh, en))
-
-
 def stored(engine) -> dict[str, int]:
     """Rows of every table a launch writes."""
     with engine.connect() as conn:
         return {t.__tablename__: conn.execute(select(func.count()).select_from(t)).scalar_one()
-                for t in (db.LtiNonce, db.LtiUser, db.LtiContext, db.WebSession, db.Person, db.LtiLineItem)}
-
-
-def grade(engine, student: str, assignment, points: float, received: dt.datetime = ON_TIME) -> int:
-    """A submission stored, claimed and graded through the queue, its counted score noted as the worker notes it."""
-    sub, job = Q.store(engine, student=student, assignment=assignment.id, filename="a.ipynb", data=b"{}",
-                       received_at=received)
-    claimed = Q.claim(engine, "w", 60, now=db.utcnow() + dt.timedelta(days=1))
-    assert claimed is not None and claimed.job == job
-    _complete(engine, claimed, assignment, points, received)
-    history.note(engine, LATE_COURSE, [(student, assignment.id)], why="graded", who=history.WORKER)
-    return sub
-
-
-def _complete(engine, claimed, assignment, points: float, received: dt.datetime) -> None:
-    result = {"student": claimed.student, "assignment": assignment.id, "points": points,
-              "max_points": assignment.points, "status": "graded", "exercises": []}
-    Deadlines.load(LATE_COURSE).settle(result, submitted_json(SubmittedAt(received, "the service's receipt")))
-    assert Q.complete(engine, claimed.job, "w", result)
+                for t in (lti_tables.LtiNonce, lti_tables.LtiUser, lti_tables.LtiContext, tables.WebSession,
+                          tables.Person, lti_tables.LtiLineItem)}
 
 
 # -- registration and the tool's key --------------------------------------------------------------------------
@@ -146,7 +117,7 @@ def test_a_launch_signs_in_with_the_lms_role_mapped_to_the_roster_by_lms_id(lti)
         assert launch(eve, lms, lms.prepare(lms.claims("e9", [LEARNER], name="Eve", sourcedid="s2026009"))
                       ).status_code == 303
     with engine.connect() as conn:
-        members = {r.sub: (r.who, r.role) for r in conn.execute(select(db.LtiUser))}
+        members = {r.sub: (r.who, r.role) for r in conn.execute(select(lti_tables.LtiUser))}
     assert members == {"uuid-ada": ("s2026001", "student"), "77": ("s2026002", "student"),
                        "t1": ("prof@uni.example", "instructor"), "t2": ("T. A.", "ta"), "e9": ("s2026009", "student")}
     assert people.on_roster(engine, "s2026009")
@@ -274,7 +245,7 @@ def test_deep_links_then_thirty_students_graded_reach_the_lms_gradebook_once_in_
                                due=dt.datetime(2026, 1, 12, tzinfo=UTC))
     history.note(engine, LATE_COURSE, [("s001", QKV.id)], why="extension", who="prof")
     Q.requeue(engine, [subs["s002"]])
-    _complete(engine, Q.claim(engine, "w", 60, now=db.utcnow() + dt.timedelta(days=2)), QKV, 9.0, ON_TIME)
+    complete(engine, Q.claim(engine, "w", 60, now=tables.utcnow() + dt.timedelta(days=2)), QKV, 9.0, ON_TIME)
     history.note(engine, LATE_COURSE, [("s002", QKV.id)], why="regrade", who=history.WORKER)
     history.note(engine, LATE_COURSE, [("s003", QKV.id)], why="regrade", who=history.WORKER)   # no change
     received = len(lms.scores)
@@ -283,7 +254,7 @@ def test_deep_links_then_thirty_students_graded_reach_the_lms_gradebook_once_in_
     # The platform down: three changes wait (s004's twice), each tried once a round, backing off; none lost.
     lms.down = True
     for student, points in (("s004", 7.0), ("s005", 1.0), ("s004", 3.0)):
-        _regrade(engine, subs[student], student, points)
+        regrade(engine, subs[student], student, points)
     received = len(lms.scores)
     failed = outbox.sync(tool, LATE_COURSE)
     assert failed.sent == 0 and failed.failed == 1 and "503" in failed.errors[0]
@@ -293,7 +264,7 @@ def test_deep_links_then_thirty_students_graded_reach_the_lms_gradebook_once_in_
         page = prof.get("/dashboard/lti").text
     assert 'data-student="s004"' in page and "503" in page
     lms.down = False
-    later = db.utcnow() + dt.timedelta(hours=2)
+    later = tables.utcnow() + dt.timedelta(hours=2)
     back = outbox.sync(tool, LATE_COURSE, now=later)
     assert (back.sent, back.failed) == (3, 0), back.errors
     assert [(s["userId"], s["scoreGiven"]) for _, s in lms.scores[received:]] == [
@@ -307,12 +278,6 @@ def test_deep_links_then_thirty_students_graded_reach_the_lms_gradebook_once_in_
     assert len(per_cell) == 2 * STUDENTS and lms.token_requests == 2
 
 
-def _regrade(engine, sub: int, student: str, points: float) -> None:
-    Q.requeue(engine, [sub])
-    _complete(engine, Q.claim(engine, "w", 60, now=db.utcnow() + dt.timedelta(days=3)), QKV, points, ON_TIME)
-    history.note(engine, LATE_COURSE, [(student, QKV.id)], why="regrade", who=history.WORKER)
-
-
 def test_the_same_value_is_never_sent_twice_and_a_deleted_line_item_is_made_again(lti):
     _url, lms, engine, app = lti
     tool = app.state.lti
@@ -321,20 +286,20 @@ def test_the_same_value_is_never_sent_twice_and_a_deleted_line_item_is_made_agai
     sub = grade(engine, "ada", QKV, 4.0)
     assert outbox.sync(tool, LATE_COURSE).sent == 1
     assert [i["resourceId"] for i in lms.line_items] == [QKV.id]           # found or made by the passback itself
-    _regrade(engine, sub, "ada", 8.0)
-    _regrade(engine, sub, "ada", 4.0)
+    regrade(engine, sub, "ada", 8.0)
+    regrade(engine, sub, "ada", 4.0)
     # Two changes back to the value sent: both sent, in order (the LMS must end on 4, not stay at 8).
     assert outbox.sync(tool, LATE_COURSE).sent == 2 and lms.cell(QKV.id, "lms-a") == 4.0
     with engine.begin() as conn:                                             # the outbox holds 4 again, say twice
-        again = conn.execute(select(db.LtiScore.__table__).where(db.LtiScore.id == 3)).mappings().one()
-        conn.execute(db.LtiScore.__table__.insert().values({**again, "id": None, "state": "pending"}))
+        again = conn.execute(select(lti_tables.LtiScore.__table__).where(lti_tables.LtiScore.id == 3)).mappings().one()
+        conn.execute(lti_tables.LtiScore.__table__.insert().values({**again, "id": None, "state": "pending"}))
     done = outbox.sync(tool, LATE_COURSE)
     assert (done.sent, done.same) == (0, 1) and len(lms.scores) == 3
     lms.line_items.clear()                                                   # the column deleted in the LMS
-    _regrade(engine, sub, "ada", 6.0)
+    regrade(engine, sub, "ada", 6.0)
     first = outbox.sync(tool, LATE_COURSE)
     assert first.failed == 1 and "404" in first.errors[0]
-    assert outbox.sync(tool, LATE_COURSE, now=db.utcnow() + dt.timedelta(minutes=5)).sent == 1
+    assert outbox.sync(tool, LATE_COURSE, now=tables.utcnow() + dt.timedelta(minutes=5)).sent == 1
     assert [i["resourceId"] for i in lms.line_items] == [QKV.id] and lms.cell(QKV.id, "lms-a") == 6.0
 
 

@@ -18,11 +18,10 @@ from sqlalchemy import func, select
 
 from lti_platform import INSTRUCTOR, LEARNER, TA, Lms, launch, tool_with_lms
 from served import at_revision, free_port
-from test_lti import said
-from test_real_class import LATE_COURSE
-from test_service_pages import browser, csrf_of, sign_in
+from late_class import LATE_COURSE, QKV, grade
+from pages import browser, csrf_of, said, sign_in
 from autograder.course.roster import Member
-from autograder.service import db, people, sessions, tokens
+from autograder.service import db, lti_tables, people, sessions, tables, tokens
 from autograder.service.lti import hub_users, nrps, outbox
 from autograder.service.lti import platforms as P
 from autograder.service.tokens import Caller
@@ -45,7 +44,7 @@ def _rows(engine, table) -> int:
 
 def _actions(engine, action: str) -> list[tuple[str, str]]:
     with engine.connect() as conn:
-        return [(r.target, r.detail) for r in conn.execute(select(db.Action).where(db.Action.action == action))]
+        return [(r.target, r.detail) for r in conn.execute(select(tables.Action).where(tables.Action.action == action))]
 
 
 def _signed_in(client, page: str = "/me") -> bool:
@@ -54,8 +53,8 @@ def _signed_in(client, page: str = "/me") -> bool:
 
 def test_a_second_lms_course_of_the_same_deployment_gets_no_role_until_our_instructor_binds_it(lti):
     url, lms, engine, _app = lti
-    sessions_before, members_before, people_before = (_rows(engine, t) for t in (db.WebSession, db.LtiUser,
-                                                                                 db.Person))
+    sessions_before, members_before, people_before = (_rows(engine, t) for t in (tables.WebSession, lti_tables.LtiUser,
+                                                                                 tables.Person))
     # The other course's teacher, its TA and a learner: the same platform, key, deployment; another context.
     for sub, roles in (("other-prof", [INSTRUCTOR]), ("other-ta", [TA]), ("other-learner", [LEARNER])):
         with browser(url) as client:
@@ -71,7 +70,7 @@ def test_a_second_lms_course_of_the_same_deployment_gets_no_role_until_our_instr
                                                              message="LtiDeepLinkingRequest")))
         assert refused.status_code == 403 and said(refused, "service.lti.unbound_course")
     # Nobody signed in, no member, nobody enrolled (the platform enrols learners of the bound course only).
-    assert (_rows(engine, db.WebSession), _rows(engine, db.LtiUser), _rows(engine, db.Person)) == (
+    assert (_rows(engine, tables.WebSession), _rows(engine, lti_tables.LtiUser), _rows(engine, tables.Person)) == (
         sessions_before, members_before, people_before)
     refusals = _actions(engine, "lti.refused")
     assert len(refusals) == 4 and {t for t, _ in refusals} == {OTHER}
@@ -183,7 +182,7 @@ def test_only_bound_courses_are_pulled_linked_from_the_hub_and_bound_from_the_co
     # A Hub user launched from another course of the same deployment: not linked, the course listed as asking.
     assert hub_users.link(engine, "s2026001", claims, outbox.backfill) == hub_users.UNBOUND
     with engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(db.LtiUser)).scalar_one() == 0
+        assert conn.execute(select(func.count()).select_from(lti_tables.LtiUser)).scalar_one() == 0
     asking = {c.context_id: c.bound for c in P.courses(engine)}
     assert asking == {lms.context: True, OTHER: False}
     assert platform.enrol is False
@@ -226,10 +225,10 @@ def test_courses_recorded_before_the_binding_wait_for_their_instructor(service_d
     engine = db.engine_for(service_database)
     try:
         with at_revision(engine, "0008") as conn:
-            conn.execute(db.LtiPlatform.__table__.insert().values(
+            conn.execute(lti_tables.LtiPlatform.__table__.insert().values(
                 issuer="https://lms", client_id="c", deployments=["d"], auth_url="https://lms/a",
                 token_url="https://lms/t", jwks_url="https://lms/j", token_audience="", enrol=False, changes_seen=0,
-                added_at=db.utcnow()))
+                added_at=tables.utcnow()))
             conn.exec_driver_sql("INSERT INTO lti_contexts (platform_id, context_id, deployment_id, title, "
                                  "lineitems_url, scopes, memberships_url, updated_at) VALUES (1, 'old', 'd', 'Old', "
                                  "'', '[]', '', '2026-01-01 00:00:00+00:00')")
@@ -240,8 +239,6 @@ def test_courses_recorded_before_the_binding_wait_for_their_instructor(service_d
 
 
 def test_the_scores_of_an_unbound_course_wait_and_are_sent_once_it_is_bound_again(lti):
-    from test_lti import QKV, grade
-
     url, lms, engine, app = lti
     with browser(url) as client:
         assert launch(client, lms, lms.prepare(lms.claims("lms-a", [LEARNER], sourcedid="ada"))).status_code == 303
@@ -251,7 +248,7 @@ def test_the_scores_of_an_unbound_course_wait_and_are_sent_once_it_is_bound_agai
     done = outbox.sync(app.state.lti, LATE_COURSE)
     assert (done.sent, done.failed) == (0, 0) and lms.scores == []
     with engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(db.LtiScore)
-                            .where(db.LtiScore.state == "pending")).scalar_one() == 1
+        assert conn.execute(select(func.count()).select_from(lti_tables.LtiScore)
+                            .where(lti_tables.LtiScore.state == "pending")).scalar_one() == 1
     P.set_bound(engine, ours.id, True, by="test")
     assert outbox.sync(app.state.lti, LATE_COURSE).sent == 1 and lms.cell(QKV.id, "lms-a") == 4.0

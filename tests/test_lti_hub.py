@@ -34,11 +34,10 @@ from sqlalchemy import func, select
 from conftest import copy_course
 from lti_platform import INSTRUCTOR, LEARNER, Lms
 from served import free_port, serving
-from test_lti import LATE_COURSE, QKV, grade
-from test_service_hub import COURSE, PREFIX, PROXY, SETUP, RealHub, _env, _hub_config, _notebook, fake_hub, \
-    running_hub  # noqa: F401 - the fixture
+from late_class import LATE_COURSE, QKV, grade
+from hubs import COURSE, PREFIX, PROXY, SETUP, RealHub, hub_config, hub_env, running_hub, solved_notebook
 from autograder.course.roster import Member
-from autograder.service import db, people
+from autograder.service import db, lti_tables, people, tables
 from autograder.service.errors import ApiError
 from autograder.service.lti import hub_users, outbox
 from autograder.service.lti import platforms as P
@@ -74,7 +73,7 @@ def _learner(lms: Lms, sub: str, **custom: Any) -> dict[str, Any]:
 
 def _members(engine) -> dict[str, tuple[str, str]]:
     with engine.connect() as conn:
-        return {r.sub: (r.who, r.role) for r in conn.execute(select(db.LtiUser))}
+        return {r.sub: (r.who, r.role) for r in conn.execute(select(lti_tables.LtiUser))}
 
 
 def test_a_hub_learners_claims_link_them_under_their_hub_name_by_the_rosters_ids(linking):
@@ -85,8 +84,8 @@ def test_a_hub_learners_claims_link_them_under_their_hub_name_by_the_rosters_ids
     assert hub_users.link(engine, "s2026001", state, outbox.backfill) == hub_users.LINKED
     assert _members(engine) == {"lms-ada": ("s2026001", "student")}
     with engine.connect() as conn:
-        rows = conn.execute(select(db.LtiScore.points, db.LtiScore.assignment)).all()
-        context = conn.execute(select(db.LtiContext.context_id, db.LtiContext.lineitems_url)).one()
+        rows = conn.execute(select(lti_tables.LtiScore.points, lti_tables.LtiScore.assignment)).all()
+        context = conn.execute(select(lti_tables.LtiContext.context_id, lti_tables.LtiContext.lineitems_url)).one()
     assert [(r.points, r.assignment) for r in rows] == [(5.0, QKV.id)]
     assert context == (lms.context, f"{lms.url}/{lms.context}/lineitems")
     assert hub_users.link(engine, "s2026001", state, outbox.backfill) == hub_users.KNOWN
@@ -104,7 +103,8 @@ def test_a_hub_learners_claims_link_them_under_their_hub_name_by_the_rosters_ids
     assert hub_users.link(engine, "ben@uni.example", link, outbox.backfill, {QKV.id}) == hub_users.CONFLICT
     assert hub_users.link(engine, "s2026002", link, outbox.backfill, {QKV.id}) == hub_users.LINKED
     with engine.connect() as conn:
-        assert conn.execute(select(db.LtiLineItem.assignment, db.LtiLineItem.url)).all() == [(QKV.id, column)]
+        assert conn.execute(select(lti_tables.LtiLineItem.assignment, lti_tables.LtiLineItem.url)).all() == \
+            [(QKV.id, column)]
 
 
 def test_claims_that_name_no_registered_learner_or_another_student_link_nothing(linking, caplog):
@@ -171,12 +171,12 @@ def test_the_hub_is_asked_for_the_changed_students_once_a_while_and_not_while_aw
     assert outbox.enqueue(engine) == 1
 
 
-def test_the_hubs_auth_state_is_none_where_it_shows_none_and_a_503_where_the_hub_is_away(fake_hub):  # noqa: F811
+def test_the_hubs_auth_state_is_none_where_it_shows_none_and_a_503_where_the_hub_is_away(fake_hub):
     from autograder.service.hub import Hub
 
-    hub = Hub(COURSE, _env(fake_hub))
+    hub = Hub(COURSE, hub_env(fake_hub))
     assert hub.auth_state("ada") is None                    # (the stand-in has no /users/NAME: a 404)
-    away = Hub(COURSE, _env(fake_hub, JUPYTERHUB_API_URL=f"http://127.0.0.1:{free_port()}/hub/api"))
+    away = Hub(COURSE, hub_env(fake_hub, JUPYTERHUB_API_URL=f"http://127.0.0.1:{free_port()}/hub/api"))
     with pytest.raises(ApiError) as raised:
         away.auth_state("ada")
     assert raised.value.status == 503 and raised.value.key == "hub.unavailable"
@@ -233,7 +233,7 @@ def lti_hub(folder: Path, lms: HubLms) -> Iterator[tuple[RealHub, Path]]:
     ports = {name: free_port() for name in ("proxy", "proxy_api", "hub", "service")}
     admin = secrets.token_hex(16)
     course = copy_course(folder / "course")
-    config = _hub_config(folder, ports, admin, secrets.token_hex(8), course)
+    config = hub_config(folder, ports, admin, secrets.token_hex(8), course)
     lines = doc_lti_lines()
     for place, here in zip(DOC_PLACES, (lms.issuer, lms.client_id, f"{lms.url}/hub-auth", f"{lms.url}/jwks")):
         lines = lines.replace(place, here)
@@ -294,7 +294,7 @@ def test_a_student_launched_from_the_lms_into_the_hub_submits_and_the_lms_gradeb
             home = tmp_path / "ada"
             home.mkdir()
             notebook = home / f"{QKV.id}.ipynb"
-            notebook.write_bytes(_notebook())
+            notebook.write_bytes(solved_notebook())
             env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "AUTOGRADER_", "JPY_"))}
             env.update(HOME=str(home), JUPYTERHUB_API_TOKEN=hub.token_of("s2026001"), AUTOGRADER_SERVER=hub.service)
             sent = subprocess.run([str(Path(sys.executable).parent / "autograder"), "submit", str(notebook),
@@ -323,12 +323,12 @@ def test_a_student_launched_from_the_lms_into_the_hub_submits_and_the_lms_gradeb
 
 def _counted(engine, student: str) -> float | None:
     with engine.connect() as conn:
-        row = conn.execute(select(db.ScoreChange.new_points).where(db.ScoreChange.student == student)
-                           .order_by(db.ScoreChange.id.desc()).limit(1)).first()
+        row = conn.execute(select(tables.ScoreChange.new_points).where(tables.ScoreChange.student == student)
+                           .order_by(tables.ScoreChange.id.desc()).limit(1)).first()
     return row.new_points if row is not None and row.new_points is not None else None
 
 
 def _states(engine) -> dict[str, int]:
     with engine.connect() as conn:
-        return {r.state: r.n for r in conn.execute(select(db.LtiScore.state, func.count().label("n"))
-                                                   .group_by(db.LtiScore.state))}
+        return {r.state: r.n for r in conn.execute(select(lti_tables.LtiScore.state, func.count().label("n"))
+                                                   .group_by(lti_tables.LtiScore.state))}

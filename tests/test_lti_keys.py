@@ -32,7 +32,7 @@ from lti_platform import LEARNER, launch, tool_with_lms
 from served import serving, student_token
 from autograder.course.config import load_course
 from autograder.core.messages import CATALOGUE
-from autograder.service import db
+from autograder.service import db, lti_tables, tables
 from autograder.service.app import create_app
 from autograder.service.lti import jwks as J
 from autograder.service.lti import platforms as P
@@ -286,13 +286,13 @@ def test_a_hanging_jwks_holds_one_launch_refuses_the_rest_at_once_and_the_servic
 def test_an_oversized_jwks_is_refused_cleanly_and_not_fetched_again_at_once(service):
     url, engine, tool, found = service
     found.body = b'{"keys": [' + b'{"kty": "RSA"},' * (J.MAX_BYTES // 14) + b"{}]}"
-    tables = db.LtiNonce, db.LtiUser, db.LtiContext, db.WebSession
+    kinds = lti_tables.LtiNonce, lti_tables.LtiUser, lti_tables.LtiContext, tables.WebSession
     refused = forged(url, "k1")
     assert refused.status_code == 502 and said(refused, "service.lti.bad_jwks"), refused.text
     assert "autograder_session" not in refused.headers.get("set-cookie", "")
     assert forged(url, "k1").status_code == 502 and found.seen == 1
     with engine.connect() as conn:
-        assert all(conn.execute(select(func.count()).select_from(t)).scalar_one() == 0 for t in tables)
+        assert all(conn.execute(select(func.count()).select_from(t)).scalar_one() == 0 for t in kinds)
     found.length = False                    # no Content-Length: the body is cut at the bound as it comes
     keys = key_set(found.url, Clock())
     with pytest.raises(J.Unusable, match="bytes"):

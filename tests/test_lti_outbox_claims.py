@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from lti_platform import INSTRUCTOR, LEARNER, launch, tool_with_lms
-from test_lti import LATE_COURSE, QKV, RNN, _regrade, grade
-from test_service_pages import browser, csrf_of
-from autograder.service import db
+from late_class import LATE_COURSE, QKV, RNN, grade, regrade
+from pages import browser, csrf_of
+from autograder.service import lti_tables, tables
 from autograder.service.lti import outbox
 
 STUDENTS = 3
@@ -106,7 +106,7 @@ def test_send_now_during_a_round_sends_each_score_once_and_makes_one_line_item_p
     # A new score for each student; the round is paused just after the platform took its first one, before it wrote
     # down that it did: "send now" must not send that one again.
     for n in range(STUDENTS):
-        _regrade(engine, subs[f"s{n}"], f"s{n}", float(n + 7))
+        regrade(engine, subs[f"s{n}"], f"s{n}", float(n + 7))
     inside, go = _paused_after(monkeypatch, tool.services, "score")
     thread, done = _round_in_thread(tool)
     assert inside.wait(120), "the round never sent a score"
@@ -122,7 +122,7 @@ def test_send_now_during_a_round_sends_each_score_once_and_makes_one_line_item_p
     for n in range(STUDENTS):
         assert lms.cell(QKV.id, f"lms-{n}") == float(n + 7)
     with engine.connect() as conn:
-        states = [r.state for r in conn.execute(db.LtiScore.__table__.select())]
+        states = [r.state for r in conn.execute(lti_tables.LtiScore.__table__.select())]
     assert "pending" not in states
 
 
@@ -142,7 +142,7 @@ def test_a_sender_that_died_mid_send_holds_its_row_and_line_item_only_until_the_
     with pytest.raises(SystemExit):
         outbox.sync(tool, LATE_COURSE)
     monkeypatch.undo()
-    now = db.utcnow()
+    now = tables.utcnow()
     first = outbox.sync(tool, LATE_COURSE, now=now)
     assert first.sent == 1 and [i["resourceId"] for i in lms.line_items] == [QKV.id]    # the other one, not RNN's
     assert outbox.sync(tool, LATE_COURSE, now=now + dt.timedelta(seconds=outbox.LEASE / 2)).sent == 0
@@ -153,7 +153,7 @@ def test_a_sender_that_died_mid_send_holds_its_row_and_line_item_only_until_the_
     assert lms.cell(RNN.id, "lms-a") == 3.0
 
     # Dead in the middle of sending a score (the platform never took it): held until the lease runs out, then sent.
-    _regrade(engine, sub, "ada", 9.0)
+    regrade(engine, sub, "ada", 9.0)
     monkeypatch.setattr(tool.services, "score", dies)
     with pytest.raises(SystemExit):
         outbox.sync(tool, LATE_COURSE, now=later)

@@ -22,14 +22,14 @@ from sqlalchemy import insert, select
 
 from lti_platform import LEARNER, launch, tool_with_lms
 from served import free_port, serving
-from test_lti import QKV, grade
-from test_real_class import LATE_COURSE
-from test_service_pages import browser, sign_in
-from autograder.course.config import ServicePolicy, parse_course
+from late_class import LATE_COURSE, QKV, grade
+from pages import browser, sign_in
+from autograder.course.config import parse_course
+from autograder.course.service_policy import ServicePolicy
 from autograder.core.errors import ConfigError
-from autograder.service import db, tokens
+from autograder.service import db, lti_tables, tables, tokens
 from autograder.service.app import create_app
-from autograder.service.lti import outbox, selftest
+from autograder.service.lti import outbox, selftest_platform
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ("the tool's keys", "login", "launch", "deep linking", "score sent back")
@@ -40,7 +40,7 @@ def _snapshot(engine) -> dict[str, list[str]]:
     """Every row of every table of the service's database."""
     with engine.connect() as conn:
         return {t.name: sorted(repr(tuple(r)) for r in conn.execute(select(t)))
-                for t in db.Base.metadata.sorted_tables}
+                for t in tables.Base.metadata.sorted_tables}
 
 
 def _database(engine) -> str:
@@ -77,14 +77,15 @@ def test_the_selftest_passes_every_step_and_leaves_the_database_as_it_found_it(s
         received, asked = len(lms.scores), lms.token_requests
         before = _snapshot(engine)
         # A self-test killed midway two hours ago left its rows: this run removes them.
-        old = db.utcnow() - dt.timedelta(hours=2)
+        old = tables.utcnow() - dt.timedelta(hours=2)
         with db.writing(engine).begin() as conn:
-            conn.execute(insert(db.LtiPlatform).values(
-                issuer=selftest.ISSUER + "killed", client_id="selftest-killed", deployments=["d"],
+            conn.execute(insert(lti_tables.LtiPlatform).values(
+                issuer=selftest_platform.ISSUER + "killed", client_id="selftest-killed", deployments=["d"],
                 auth_url="http://127.0.0.1:9/a", token_url="http://127.0.0.1:9/t", jwks_url="http://127.0.0.1:9/j",
                 token_audience="", enrol=False, changes_seen=0, added_at=old))
-            conn.execute(insert(db.Person).values(student=selftest.STUDENT + "killed", name="", email="", section="",
-                                                  canvas_id="", moodle_id_number="", added_at=old, updated_at=old))
+            conn.execute(insert(tables.Person).values(student=selftest_platform.STUDENT + "killed", name="", email="",
+                                                      section="", canvas_id="", moodle_id_number="", added_at=old,
+                                                      updated_at=old))
         done = _cli(_database(engine), "selftest", "--url", url)
         assert done.returncode == 0, done.stdout + done.stderr
         for step, line in _lines(done).items():

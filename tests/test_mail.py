@@ -26,10 +26,11 @@ from sqlalchemy import select, update
 
 from support import make_samples
 from autograder.cli import main
-from autograder.course.config import MailSettings, load_course
+from autograder.course.config import load_course
+from autograder.course.service_policy import MailSettings
 from autograder.core.points import fmt
 from autograder.course.roster import Member
-from autograder.service import db, mail, marks, people, reviews
+from autograder.service import db, mail, marks, people, reviews, tables
 from autograder.service import queue as Q
 from autograder.service.worker import verdict_mail
 from autograder.course.written import answer_sha
@@ -120,7 +121,7 @@ def graded(engine, course, student: str) -> int:
     data = json.dumps(make_samples.submission(QKV, solved="all")).encode()
     sub, job = Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb", data=data)
     with engine.connect() as conn:
-        sha = conn.execute(select(db.Submission.sha256).where(db.Submission.id == sub)).scalar_one()
+        sha = conn.execute(select(tables.Submission.sha256).where(tables.Submission.id == sub)).scalar_one()
     exercises = [{"exercise": e.id, "function": e.function, "points": EXERCISE_POINTS[e.id],
                   "max_points": float(e.points), "status": "passed" if EXERCISE_POINTS[e.id] else "failed",
                   "checks": [{"check": "c1", "audience": "hidden", "title": "hidden check", "passed": False,
@@ -140,7 +141,7 @@ def graded(engine, course, student: str) -> int:
 
 def outbox(engine) -> list[Any]:
     with engine.connect() as conn:
-        return conn.execute(select(db.MailOut).order_by(db.MailOut.id)).all()
+        return conn.execute(select(tables.MailOut).order_by(tables.MailOut.id)).all()
 
 
 def subjects(server: Server) -> list[str]:
@@ -309,9 +310,9 @@ def test_a_held_row_is_left_to_its_sender_until_its_hold_runs_out(engine, smtp):
     course = course_mailing(smtp)
     enrol(engine, "ada")
     graded(engine, course, "ada")
-    now = db.utcnow()
+    now = tables.utcnow()
     with db.writing(engine).begin() as conn:      # another sender holds it (its lease runs until now + LEASE)
-        conn.execute(update(db.MailOut).values(held_until=now + dt.timedelta(seconds=mail.LEASE)))
+        conn.execute(update(tables.MailOut).values(held_until=now + dt.timedelta(seconds=mail.LEASE)))
     assert mail.send(engine, course, now=now, due_only=False).sent == 0 and smtp.inbox.messages == []
     # That sender died: past its lease, the next round sends it.
     assert mail.send(engine, course, now=now + dt.timedelta(seconds=mail.LEASE + 1)).sent == 1

@@ -13,9 +13,7 @@ download or an export shows is the function's.
 """
 from __future__ import annotations
 
-import contextlib
 import csv
-import datetime as dt
 import html
 import io
 import json
@@ -25,78 +23,16 @@ from typing import Any
 
 import pytest
 
-from served import serving, student_token
-from test_service_pages import browser, sign_in
-from test_service_routes import _params, routes
-from autograder.course.config import load_course
-from autograder.course.late_policy import LatePolicy
+from maximum_class import COURSE, FULL, QKV, served_class
+from pages import browser, sign_in
+from route_walk import route_params, routes
 from autograder.core.messages import say
-from autograder.service import db, history, marks, tokens
-from autograder.service import queue as Q
-from autograder.service.app import create_app
-from autograder.course.written import answer_sha, answers, maximum
+from autograder.service import history
+from autograder.course.written import maximum
 
-BASE = load_course()
-QKV_ID = "02_qkv_attention"
-#: 02 due in the past (every page then says what handing in late costs), 10% off per started day, in a zone of its own.
-COURSE = BASE.model_copy(update={"timezone": "Asia/Shanghai", "assignments": [
-    a.model_copy(update={"due": "2026-01-10T23:59:00+08:00", "late": LatePolicy(kind="per_day", percent=10)})
-    if a.id == QKV_ID else a for a in BASE.assignments]})
-QKV = COURSE.assignment(QKV_ID)
-FULL = maximum(QKV).points                      # 12: 10 automatic, 2 written
 #: The largest maximum of one of 02's items (an exercise, a question): a larger number shown as a maximum is the
 #: assignment's.
 ITEM = max([e.points for e in QKV.exercises] + [q.points for q in QKV.questions])
-ANSWER = {"ada": "Var(q.k) = d_k: divide by sqrt(d_k)", "ben": "softmax saturates"}
-#: When each hands in: ada on time, ben half a day late (one started day: 10% of the maximum).
-RECEIVED = {"ada": dt.datetime(2026, 1, 10, 12, 0, tzinfo=dt.timezone.utc),
-            "ben": dt.datetime(2026, 1, 11, 4, 0, tzinfo=dt.timezone.utc)}
-
-
-def _result(student: str) -> dict[str, Any]:
-    """A graded result of 02 as the worker stores it: full automatic points, the written answer waiting, the late
-    policy applied (the worker's own step)."""
-    from autograder.grading.deadlines import Deadlines, submitted_json
-    from autograder.grading.times import SubmittedAt
-
-    exercises = [{"exercise": e.id, "function": e.function, "points": float(e.points), "max_points": float(e.points),
-                  "status": "passed", "checks": []} for e in QKV.exercises]
-    nb = {"cells": [{"cell_type": "markdown", "source": ANSWER[student],
-                     "metadata": {"nbgrader": {"grade_id": "q2_Q1", "grade": True, "solution": True}}}]}
-    result = {"student": student, "assignment": QKV.id, "sha256": f"nb-{student}", "status": "graded",
-              "points": QKV.points, "max_points": QKV.points, "exercises": exercises,
-              "questions": answers(nb, QKV.questions),
-              "notes_msg": [dict(zip(("zh", "en"), say("submission.written_pending", questions="2.Q1", points="2")))]}
-    return Deadlines.load(COURSE).settle(result, submitted_json(SubmittedAt(RECEIVED[student], "the service")))
-
-
-@contextlib.contextmanager
-def _class(tmp_path, graded: bool):
-    """The service for COURSE with ada's and ben's 02 graded; with ``graded`` a TA has marked both written answers
-    (ada full marks, ben one of two), else both wait."""
-    engine = db.engine_for(str(tmp_path / "service.db"))
-    db.upgrade(engine)
-    who = {"ada": student_token(engine, "ada"), "ben": student_token(engine, "ben"),
-           "prof": tokens.issue(engine, "prof", role="instructor")}
-    subs = {}
-    for student in ("ada", "ben"):
-        notebook = json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
-        sub, job = Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb", data=notebook,
-                           received_at=RECEIVED[student])
-        assert Q.claim(engine, "w", 60).job == job and Q.complete(engine, job, "w", _result(student))
-        history.note(engine, COURSE, [(student, QKV.id)], why="graded", who=history.WORKER)
-        subs[student] = sub
-    if graded:
-        for student, ticked in (("ada", ["variance", "saturation"]), ("ben", ["saturation"])):
-            marks.save_mark(engine, COURSE, student=student, assignment=QKV.id, question="2.Q1",
-                            answer_sha=answer_sha(ANSWER[student]), rubric=ticked, comment="", who="ta", version=0)
-            history.note(engine, COURSE, [(student, QKV.id)], why="manual", who="ta")
-    try:
-        app = create_app(engine, COURSE)
-        with serving(app) as url:
-            yield app, url, engine, who, subs
-    finally:
-        engine.dispose()
 
 
 # -- what a page, a file or an export shows as a maximum ------------------------------------------------------------
@@ -176,7 +112,7 @@ def _calls(app, subs) -> list[tuple[str, str, dict[str, str]]]:
         if method != "GET":
             continue
         query, names = {}, [path]
-        for where, field in _params(route.dependant) if hasattr(route, "dependant") else ():
+        for where, field in route_params(route.dependant) if hasattr(route, "dependant") else ():
             if where == "query" and field.name in examples:
                 query[field.name] = examples[field.name]
             elif where == "query" and field.field_info.is_required():
@@ -192,7 +128,8 @@ def _calls(app, subs) -> list[tuple[str, str, dict[str, str]]]:
 
 @pytest.mark.parametrize("graded", [True, False], ids=["answers-graded", "answers-waiting"])
 def test_every_page_and_every_exporter_shows_the_one_maximum(tmp_path, graded):
-    with _class(tmp_path, graded) as (app, url, engine, who, subs), browser(url) as staff, browser(url) as student:
+    with served_class(tmp_path, graded) as (app, url, engine, who, subs), browser(url) as staff, \
+            browser(url) as student:
         assert sign_in(staff, who["prof"]).status_code == 303 and sign_in(student, who["ada"]).status_code == 303
         seen: dict[str, list[float]] = {}
         walked = _calls(app, subs)

@@ -112,7 +112,7 @@ def test_chinese_feedback_of_a_crashing_and_looping_submission_has_no_english_se
 
 def test_the_self_check_table_names_statuses_in_the_course_language():
     from autograder.core.messages import status_word
-    from autograder.selfcheck import command as S
+    from autograder.selfcheck import parent as S
 
     assert status_word("not_attempted", "zh") == "未作答" and status_word("passed", "en") == "passed"
     assert S._step_text(("cell", "3", "x = 0"), "zh") == "第 3 个单元格（x = 0）"

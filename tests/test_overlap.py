@@ -16,7 +16,6 @@ from autograder.course.config import Limits, load_course
 from autograder.grading.timing import PROFILE_SECTIONS, flat_profile
 from autograder.course.notebook import Cell
 from autograder.inside.probes import Request
-from autograder.sandbox import Sandbox
 from autograder.core.stopwatch import Stopwatch
 
 LIMITS = Limits(call_seconds=1.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
@@ -30,12 +29,6 @@ def cells(*sources: str) -> list[Cell]:
 
 def context(runner, name: str = "softmax", timer: Stopwatch | None = None) -> C.Context:
     return C.Context("2.2", name, "overlap-test", runner, COURSE.tolerances, 0, timer=timer or Stopwatch())
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS) as sb:
-        yield sb
 
 
 # -- in this process: the call is made at value(), in the order the check reads --------------------------

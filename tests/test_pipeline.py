@@ -40,12 +40,6 @@ def py(reply: Reply):
     return reply.value().to_python()
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS) as sb:
-        yield sb
-
-
 def test_calls_in_flight_run_in_order_and_each_reply_reaches_its_caller(sandbox):
     with sandbox.open(cells(STATEFUL), label="order") as worker:
         pending = [start(worker, "tick") for _ in range(5)]

@@ -19,9 +19,9 @@ from sqlalchemy import func, select
 
 from support import make_samples
 from served import serving, student_token
+from late_class import LATE_COURSE, late_result
 from autograder.course.config import load_course
-from autograder.course.late_policy import LatePolicy
-from autograder.service import db, tokens
+from autograder.service import db, tables, tokens
 from autograder.service import queue as Q
 from autograder.service.app import create_app
 
@@ -40,7 +40,7 @@ def auth(token: str) -> dict[str, str]:
 
 def stored(engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(db.Submission)).scalar_one()
+        return conn.execute(select(func.count()).select_from(tables.Submission)).scalar_one()
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_grade_names_a_notebook_of_another_assignment_in_its_row(tmp_path):
 
 def test_check_goes_by_what_the_notebook_says_before_its_name_or_functions(tmp_path):
     """A 02 notebook renamed 01_rnn_decay.ipynb that also defines 01's functions is checked as 02."""
-    from autograder.selfcheck.kernel import guess_assignment
+    from autograder.selfcheck.exercises import guess_assignment
 
     nb = make_samples.submission(QKV, solved="all")
     namespace = {e.function: (lambda *a: None) for e in RNN.exercises}
@@ -112,27 +112,6 @@ def test_check_goes_by_what_the_notebook_says_before_its_name_or_functions(tmp_p
 
 
 # -- 3 and 7. an extension reaches every view of the stored result, at once ------------------------------------
-LATE_COURSE = COURSE.model_copy(update={"assignments": [
-    a.model_copy(update={"due": "2026-01-10T23:59:00+00:00", "late": LatePolicy(kind="per_day", percent=50)})
-    if a.id == QKV.id else a for a in COURSE.assignments]})
-
-
-def _late_result(engine, student: str) -> int:
-    """A submission received half a day after 02's due date (one started day: 50% off), graded 8/8 and settled
-    as the worker settles it."""
-    from autograder.grading.deadlines import Deadlines, submitted_json
-    from autograder.grading.times import SubmittedAt
-
-    received = dt.datetime(2026, 1, 11, 12, 0, tzinfo=UTC)
-    sub, job = Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb",
-                       data=json.dumps(make_samples.submission(QKV, solved="all")).encode(), received_at=received)
-    result = {"student": student, "assignment": QKV.id, "points": QKV.points, "max_points": QKV.points,
-              "status": "graded", "exercises": []}
-    Deadlines.load(LATE_COURSE).settle(result, submitted_json(SubmittedAt(received, "the service's receipt")))
-    assert Q.claim(engine, "w", 60).job == job and Q.complete(engine, job, "w", result)
-    return sub
-
-
 def _csrf(page: str) -> str:
     return re.search(r'name="csrf" value="([^"]+)"', page).group(1)
 
@@ -140,7 +119,7 @@ def _csrf(page: str) -> str:
 @pytest.mark.parametrize("service", [LATE_COURSE], indirect=True)
 def test_an_extension_granted_on_the_dashboard_reaches_every_view_at_once_and_a_revoke_too(service):
     client, engine, who, _ = service
-    sub = _late_result(engine, "s04")
+    sub = late_result(engine, "s04")
     before = client.get(f"/api/submissions/{sub}", headers=auth(who["s04"])).json()["result"]
     assert before["points"] == QKV.points - MAX / 2 and before["late"]["extended"] is False
     assert before["raw_points"] == QKV.points          # the late line's score before the penalty (item 7)
@@ -170,7 +149,7 @@ def test_an_extension_granted_on_the_dashboard_reaches_every_view_at_once_and_a_
     again = client.get(f"/api/submissions/{sub}", headers=auth(who["s04"])).json()["result"]
     assert again["points"] == QKV.points - MAX / 2 and again["late"]["extended"] is False
     with engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(db.Job)).scalar_one() == 1     # never regraded
+        assert conn.execute(select(func.count()).select_from(tables.Job)).scalar_one() == 1     # never regraded
 
 
 @pytest.mark.parametrize("service", [LATE_COURSE], indirect=True)
@@ -178,7 +157,7 @@ def test_the_late_line_shows_the_score_before_the_penalty(service):
     from autograder.reports.feedback import feedback_parts
 
     client, engine, who, course = service
-    sub = _late_result(engine, "s05")
+    sub = late_result(engine, "s05")
     seen = client.get(f"/api/submissions/{sub}", headers=auth(who["s05"])).json()["result"]
     text = "\n".join(feedback_parts(seen, course, "zh"))
     assert f"扣分前 {QKV.points:g}" in text, text
@@ -385,7 +364,7 @@ def test_check_and_submit_without_a_course_say_so_in_one_sentence(tmp_path, monk
 def test_a_demonstration_cell_runs_within_its_own_budget_and_no_loop_is_guessed(tmp_path):
     import nbformat
 
-    from autograder.selfcheck.command import execute_notebook
+    from autograder.selfcheck.execute import execute_notebook
 
     nb = nbformat.v4.new_notebook()
     demo = nbformat.v4.new_code_cell("import time\ntime.sleep(1.5)\ntrained = True")

@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session
 
 from served import serving, student_token
 from support import make_samples
-from test_service_pages import browser, csrf_of, sign_in
+from pages import browser, csrf_of, sign_in
 from autograder.course.config import load_course
-from autograder.service import audit, db, history, marks, reviews, tokens
+from autograder.service import audit, db, history, marks, reviews, tables, tokens
 from autograder.service import queue as Q
 from autograder.service.app import create_app
 from autograder.service.errors import ApiError
@@ -41,7 +41,7 @@ def graded(engine, student: str, *, graded_at: dt.datetime | None = None) -> int
     data = json.dumps(make_samples.submission(QKV, solved="all")).encode()
     sub, job = Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb", data=data)
     with engine.connect() as conn:
-        sha = conn.execute(select(db.Submission.sha256).where(db.Submission.id == sub)).scalar_one()
+        sha = conn.execute(select(tables.Submission.sha256).where(tables.Submission.id == sub)).scalar_one()
     exercises = [{"exercise": e.id, "function": e.function, "points": EXERCISE_POINTS[e.id],
                   "max_points": float(e.points), "status": "passed" if EXERCISE_POINTS[e.id] else "failed",
                   "checks": []} for e in QKV.exercises]
@@ -54,7 +54,7 @@ def graded(engine, student: str, *, graded_at: dt.datetime | None = None) -> int
     assert claimed.job == job and Q.complete(engine, job, "w", result) == "graded"
     if graded_at is not None:
         with db.writing(engine).begin() as conn:
-            conn.execute(update(db.Result).where(db.Result.submission_id == sub).values(graded_at=graded_at))
+            conn.execute(update(tables.Result).where(tables.Result.submission_id == sub).values(graded_at=graded_at))
     history.note(engine, COURSE, [(student, QKV.id)], why="graded", who=history.WORKER)
     return sub
 
@@ -74,7 +74,7 @@ def counted_points(engine, course=COURSE, student="ada") -> float:
 
 def stored_reviews(engine) -> list:
     with engine.connect() as conn:
-        return conn.execute(select(db.Review).order_by(db.Review.id)).all()
+        return conn.execute(select(tables.Review).order_by(tables.Review.id)).all()
 
 
 @pytest.fixture
@@ -220,8 +220,8 @@ def test_an_accepted_review_replaces_the_old_comment_and_the_queue_links_to_the_
         page = ada.get("/me", params={"lang": "en"}).text
         assert "say why the variance matters" not in page and "the second half is there too" in page
         with engine.connect() as conn:
-            stored = conn.execute(select(db.Result.result).where(db.Result.submission_id == written.submission_id)
-                                  ).scalar_one()
+            stored = conn.execute(select(tables.Result.result)
+                                  .where(tables.Result.submission_id == written.submission_id)).scalar_one()
         shown = Standing(engine, COURSE).result(stored)
         assert [(q["points"], q["comment"]) for q in shown["questions"]] == [(2.0, "the second half is there too")]
         # Answered, the request still links to the answer.
@@ -260,16 +260,16 @@ def test_every_bad_request_is_refused_with_a_message_and_nothing_stored(service_
         a.model_copy(update={"due": "2020-03-01T23:59:00+00:00"}) if a.id == QKV.id else a
         for a in COURSE.assignments]})
     with db.writing(engine).begin() as conn:
-        conn.execute(update(db.Result).values(graded_at=dt.datetime(2020, 3, 2, 8, 0, tzinfo=dt.timezone.utc)))
+        conn.execute(update(tables.Result).values(graded_at=dt.datetime(2020, 3, 2, 8, 0, tzinfo=dt.timezone.utc)))
     _refused(lambda: ask(course=past), 409, f"review requests for {QKV.id} closed on 2020-03-09")
     # Graded before the due date: the window runs from the due date.
     with db.writing(engine).begin() as conn:
-        conn.execute(update(db.Result).values(graded_at=dt.datetime(2020, 2, 1, tzinfo=dt.timezone.utc)))
+        conn.execute(update(tables.Result).values(graded_at=dt.datetime(2020, 2, 1, tzinfo=dt.timezone.utc)))
     _refused(lambda: ask(course=past), 409, "closed on 2020-03-08")
     assert stored_reviews(engine) == []
     # Open now (the course's own, no due date: from the grading): one request; a second for the item is refused.
     with db.writing(engine).begin() as conn:
-        conn.execute(update(db.Result).values(graded_at=db.utcnow()))
+        conn.execute(update(tables.Result).values(graded_at=tables.utcnow()))
     first = ask()
     _refused(lambda: ask(message="again"), 409, "a review of 2.2 is already requested and open")
     assert [r.id for r in stored_reviews(engine)] == [first.id]
@@ -304,7 +304,7 @@ def test_a_score_changed_meanwhile_refuses_the_answer_and_keeps_the_request_open
         def __init__(self, *args):
             super().__init__(*args)
             with engine.connect() as conn:
-                sha = conn.execute(select(db.Submission.sha256)).scalar_one()
+                sha = conn.execute(select(tables.Submission.sha256)).scalar_one()
             marks.save_adjustment(engine, COURSE, student="ada", assignment=QKV.id, sha256=sha, exercise="2.2",
                                   points=1.0, reason="by hand", who="prof", version=0)
 
@@ -346,5 +346,5 @@ def test_the_pages_refuse_a_student_on_the_staff_route_a_missing_csrf_and_a_staf
             "csrf": csrf_of(ta.get("/dashboard").text), "review": "1 OR 1=1", "version": "1", "decision": "accept"})
         assert malformed.status_code == 422
         with engine.connect() as conn:
-            assert conn.execute(select(func.count()).select_from(db.Review)).scalar_one() == 0
+            assert conn.execute(select(func.count()).select_from(tables.Review)).scalar_one() == 0
         assert "No review requests yet." in _queue(ta)

@@ -54,12 +54,6 @@ def py(reply: Reply):
     return value(reply).to_python()
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS) as sb:
-        yield sb
-
-
 # -- cells ---------------------------------------------------------------------------
 def test_cells_are_recorded_and_an_error_does_not_stop_later_cells(sandbox):
     src = cells("import torch", "x = 2", "raise ValueError('boom')", "def f(t):\n    return t * x",
@@ -689,10 +683,10 @@ def _memory_group_of(pid: int) -> str:
 
 def _the_spare(sb: Sandbox) -> int:
     """The pid of the spare worker once it is forked."""
-    with sb._spare_lock:
-        assert sb._spare_lock.wait_for(lambda: sb._spare is not None, timeout=30)
-        assert sb._spare is not None
-        return sb._spare[1].pid
+    with sb._spares.lock:
+        assert sb._spares.lock.wait_for(lambda: sb._spares.spare is not None, timeout=30)
+        assert sb._spares.spare is not None
+        return sb._spares.spare[1].pid
 
 
 def test_a_spare_worker_forked_ahead_serves_the_next_submission_and_goes_with_the_sandbox():
@@ -713,9 +707,9 @@ def test_a_spare_worker_forked_ahead_serves_the_next_submission_and_goes_with_th
                 pids.append(worker.pid)
         assert len(set(pids)) == 3 and sb.spares_used == 2
         dead = _the_spare(sb)
-        with sb._spare_lock:
-            assert sb._spare is not None
-            chan = sb._spare[1].chan
+        with sb._spares.lock:
+            assert sb._spares.spare is not None
+            chan = sb._spares.spare[1].chan
         import select
         assert select.select([chan], [], [], 30)[0]     # it said it is ready, then it dies while it waits:
         os.kill(dead, signal.SIGKILL)                   # a fresh worker takes its place, no cell is lost
@@ -744,8 +738,8 @@ def test_a_spare_ordered_when_a_worker_closes_is_forked_between_submissions_not_
         for i in range(3):
             with sb.open(cells(f"def f(x):\n    return x + {i}\n"), label=f"c{i}") as worker:
                 assert py(call(worker, "f", 1)) == 1 + i
-                with sb._spare_lock:        # none forked beside this submission's calls
-                    assert sb._spare is None and not sb._spare_busy
+                with sb._spares.lock:        # none forked beside this submission's calls
+                    assert sb._spares.spare is None and not sb._spares.busy
                 pids.append(worker.pid)
             if i < 2:
                 spare = _the_spare(sb)      # forked once the worker closed
@@ -773,7 +767,7 @@ def test_a_spare_is_kept_only_where_the_lanes_leave_a_core_for_it(monkeypatch):
 
 
 def test_the_templates_warm_up_runs_every_probe_and_changes_nothing_a_worker_sees(sandbox):
-    """The template runs a worker's usual path once before it says ready (template._warm_up): every call of
+    """The template runs a worker's usual path once before it says ready (warm_up.warm_up): every call of
     it succeeds, it starts no thread and imports nothing, and a worker's unseeded random numbers are
     still those of a fresh process (the default generator is put back as it was)."""
     import subprocess
@@ -782,10 +776,10 @@ def test_the_templates_warm_up_runs_every_probe_and_changes_nothing_a_worker_see
     from autograder.inside.protocol import TEMPLATE_ENV
 
     script = ("import importlib, os, sys, torch\n"
-              "from autograder.inside import template as W\n"
+              "from autograder.inside import template as W, warm_up\n"
               "for name in W.TEMPLATE_MODULES: importlib.import_module(name)\n"
               "before, rng = set(sys.modules), torch.random.get_rng_state()\n"
-              "statuses = W._warm_up()\n"
+              "statuses = warm_up.warm_up()\n"
               "print(statuses, len(statuses), sorted(set(sys.modules) - before),\n"
               "      torch.equal(rng, torch.random.get_rng_state()), len(os.listdir('/proc/self/task')))\n")
     out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **TEMPLATE_ENV}, capture_output=True,

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from autograder import grading as G
-from autograder.grading import lanes
+from autograder.grading import forked_lanes, lane_grading
 from autograder.course.config import load_course
-from autograder.sandbox import Sandbox
 from support import ROOT, running
 
 COURSE = load_course()
@@ -43,13 +42,15 @@ def scores(outcome: G.BatchOutcome) -> dict[str, tuple]:
             for r in outcome.results}
 
 
-@pytest.fixture(scope="module")
-def sandbox():
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """torch's math in one thread before the module's sandbox (tests/conftest.py) opens: autouse, it comes first."""
     import torch
 
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    with Sandbox(COURSE.limits, "cpu") as sb:
-        yield sb
+    yield
+    torch.set_num_threads(before)
 
 
 def test_forked_lanes_for_any_batch_spawned_ones_only_for_batches_worth_it():
@@ -106,20 +107,20 @@ def test_lane_grade_sends_only_json(tmp_path, monkeypatch):
     config = G.lane_config(batch, None, "en")
     json.dumps(config)
     copies = []
-    real_mkstemp = lanes.tempfile.mkstemp
+    real_mkstemp = lane_grading.tempfile.mkstemp
 
     def mkstemp(*args, **kwargs):
         fd, path = real_mkstemp(*args, **kwargs)
         if Path(path).name.startswith("autograder-lane-"):   # the scratch copy, not the sandbox's own files
-            copies.append((Path(path), lanes._LANE["sandbox"].folder))
+            copies.append((Path(path), lane_grading._LANE["sandbox"].folder))
         return fd, path
 
-    monkeypatch.setattr(lanes.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(lane_grading.tempfile, "mkstemp", mkstemp)
     try:
         text = G.lane_grade(config, G.submission_json(sub), sub.path.read_bytes())
     finally:
-        box = lanes._LANE.pop("sandbox", None)
-        lanes._LANE.clear()
+        box = lane_grading._LANE.pop("sandbox", None)
+        lane_grading._LANE.clear()
         if box is not None:
             box.close()
     ((copy, folder),) = copies
@@ -221,7 +222,7 @@ def test_lanes_are_never_forked_from_a_process_that_initialized_cuda(monkeypatch
     """A CUDA context does not survive a fork (--device cuda): such a grader spawns lanes or uses threads."""
     import torch
 
-    from autograder.grading.lanes import fork_problem
+    from autograder.grading.forked_lanes import fork_problem
 
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert "CUDA is initialized" in fork_problem()
@@ -285,7 +286,7 @@ def test_a_stopped_batch_keeps_what_it_graded_leaves_no_process_and_resumes(tmp_
 
 @pytest.mark.slow
 def test_where_forking_is_refused_the_lanes_are_spawned_and_grade_alike(tmp_path, sandbox, monkeypatch):
-    monkeypatch.setattr(lanes, "fork_problem", lambda: "refused by this test")
+    monkeypatch.setattr(forked_lanes, "fork_problem", lambda: "refused by this test")
     subs = quick_samples(tmp_path / "subs")
     reference = G.grade_batch(G.plan(subs, COURSE, tmp_path / "ref"), sandbox, jobs=1)
     spawned = G.grade_batch(G.plan(subs, COURSE, tmp_path / "out"), sandbox, jobs=2, processes=1)

@@ -570,7 +570,7 @@ def test_cli_a_loop_anywhere_leaves_every_exercise_listed_and_the_others_checked
 
 def test_checks_past_their_own_time_list_every_exercise_as_not_checked():
     """The checks' own time spent (a deadline already past): every exercise is listed, not checked, and why."""
-    from autograder.selfcheck.kernel import ChecksTime, run_public
+    from autograder.selfcheck.public_checks import ChecksTime, run_public
 
     namespace = _namespace(SOLUTIONS_02)
     exercises = COURSE.assignment("02_qkv_attention").exercises

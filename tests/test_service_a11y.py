@@ -21,8 +21,8 @@ import pytest
 from lti_platform import INSTRUCTOR, Lms, lms_serving
 from support import make_samples
 from served import student_token
-from test_browser import CHROMIUM_FLAGS, browser_kit  # noqa: F401 - the fixture
-from test_service_pages import COURSE, QKV, site  # noqa: F401 - the fixture
+from chromium import CHROMIUM_FLAGS
+from pages import COURSE, QKV
 
 pytestmark = pytest.mark.slow
 TIMEOUT_MS = 60_000
@@ -142,7 +142,7 @@ def _class_with_a_graded_submission(engine, database) -> int:
     return sub
 
 
-def test_every_page_passes_the_wcag_21_aa_audit_in_both_languages(site, browser_kit):  # noqa: F811
+def test_every_page_passes_the_wcag_21_aa_audit_in_both_languages(site, browser_kit):
     from axe_playwright_python.sync_playwright import Axe
 
     from autograder.service.lti import platforms as P
@@ -193,7 +193,7 @@ def test_every_page_passes_the_wcag_21_aa_audit_in_both_languages(site, browser_
     assert not problems, "accessibility violations (WCAG 2.1 AA):\n" + "\n".join(problems)
 
 
-def test_axe_finds_what_the_pages_must_not_have(browser_kit):  # noqa: F811
+def test_axe_finds_what_the_pages_must_not_have(browser_kit):
     """The audit can fail: the same run on a page with an unlabelled field, a low-contrast text and no lang
     reports each (so 0 on the service's pages means something)."""
     from axe_playwright_python.sync_playwright import Axe
@@ -238,7 +238,7 @@ def _tab_to(page, wanted, most: int = 40) -> list[dict]:
     raise AssertionError(f"never reached by Tab: {seen}")
 
 
-def test_a_student_signs_in_and_hands_in_a_notebook_with_the_keyboard_alone(site, browser_kit, tmp_path):  # noqa: F811
+def test_a_student_signs_in_and_hands_in_a_notebook_with_the_keyboard_alone(site, browser_kit, tmp_path):
     url, engine, who, database = site
     notebook = tmp_path / QKV.notebook
     notebook.write_text(json.dumps(make_samples.submission(QKV, solved="all")), encoding="utf-8")

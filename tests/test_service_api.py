@@ -24,7 +24,7 @@ from served import cli_student_token, free_port, serving, student_token
 from autograder.core import messages as M
 from autograder.course.config import load_course
 from autograder.core.errors import AutograderError
-from autograder.service import db, tokens
+from autograder.service import db, tables, tokens
 from autograder.service.app import create_app
 
 COURSE = load_course()
@@ -59,7 +59,7 @@ def submit(client, token, data=None, assignment=QKV.id, name="mine.ipynb"):
 
 def stored(engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(db.Submission)).scalar_one()
+        return conn.execute(select(func.count()).select_from(tables.Submission)).scalar_one()
 
 
 def test_the_openapi_schema_lists_every_route(service):
@@ -113,7 +113,7 @@ def test_bad_uploads_are_named_in_both_languages_and_nothing_is_stored(service):
     # A hostile file name is the student's text, never a path: the stored name is the service's own.
     assert submit(client, who["ada"], name="../../etc/passwd\x00.ipynb").status_code == 202
     with engine.connect() as conn:
-        assert conn.execute(select(db.Submission.filename)).scalars().all() == [f"{QKV.id}.ipynb"]
+        assert conn.execute(select(tables.Submission.filename)).scalars().all() == [f"{QKV.id}.ipynb"]
 
 
 @pytest.mark.parametrize("service", [{"uploads_per_minute": 2, "requests_per_minute": 6}], indirect=True)
@@ -377,7 +377,7 @@ def test_a_service_killed_between_the_202_and_the_grade_grades_the_upload_once_s
         server.wait(timeout=120)
     engine = db.engine_for(database)
     with engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(db.Result)).scalar_one() == 1
+        assert conn.execute(select(func.count()).select_from(tables.Result)).scalar_one() == 1
     engine.dispose()
 
 
@@ -387,12 +387,13 @@ def test_the_listing_gives_each_submissions_state_and_score_in_pages(tmp_path, g
     """GET /api/submissions gave ids only. Each row now has its state and its score as the submission's own answer
     gives it (the late policy as it is now, the assignment's one maximum, the written answers that wait), a
     student's rows as the staff's, oldest first, in pages; the OpenAPI schema says so."""
-    from test_maximum import FULL, _class
+    from maximum_class import FULL, served_class
 
     from autograder.service import queue as Q
     from autograder.service.repository import API_ROWS
 
-    with _class(tmp_path, graded) as (_app, url, engine, who, subs), httpx.Client(base_url=url, timeout=30) as client:
+    with served_class(tmp_path, graded) as (_app, url, engine, who, subs), \
+            httpx.Client(base_url=url, timeout=30) as client:
         queued, _ = Q.store(engine, student="ada", assignment=QKV.id, filename="a.ipynb", data=b"{}")
         staff = client.get("/api/submissions", headers=auth(who["prof"])).json()
         rows = {r["submission"]: r for r in staff["submissions"]}
@@ -440,12 +441,12 @@ def test_submits_verdict_says_the_written_answers_wait_for_a_ta(tmp_path, graded
     """submit()'s verdict said "10 / 12" of a notebook whose written answer (2 points) waits for a TA: it reads as
     two points lost. It says what waits now (from the service's score; from the result's own written answers with
     a service that gives none)."""
-    from test_maximum import FULL, QKV as QKV_02, _class
+    from maximum_class import FULL, QKV as QKV_02, served_class
 
     from autograder.selfcheck import submit as S
 
     said = {}
-    with _class(tmp_path, graded) as (_app, url, _engine, who, subs), \
+    with served_class(tmp_path, graded) as (_app, url, _engine, who, subs), \
             httpx.Client(base_url=url, headers=auth(who["ada"]), timeout=30) as client:
         for language in ("zh", "en"):
             lines: list[str] = []

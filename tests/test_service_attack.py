@@ -33,7 +33,7 @@ from served import free_port, serving, student_token
 from autograder.course.config import load_course
 from autograder.core.errors import NotebookError
 from autograder.course.notebook import Bounds, read_notebook, scan_notebook
-from autograder.service import db, tokens
+from autograder.service import db, tables, tokens
 from autograder.service.app import create_app
 
 COURSE = load_course()
@@ -66,7 +66,7 @@ def honest() -> bytes:
 
 def stored(engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(db.Submission)).scalar_one()
+        return conn.execute(select(func.count()).select_from(tables.Submission)).scalar_one()
 
 
 def bomb(megabytes: int, where: str = "outputs") -> bytes:
@@ -453,7 +453,8 @@ def test_workers_of_a_killed_service_finish_their_job_and_stop(tmp_path):
         server.wait(timeout=60)
         assert not _gone(family)
         with engine.connect() as conn:
-            assert conn.execute(select(db.Job.state, db.Job.claims).where(db.Job.id == job)).one() == ("done", 1)
+            assert conn.execute(select(tables.Job.state, tables.Job.claims).where(tables.Job.id == job)).one() == \
+                ("done", 1)
         assert "worker: graded 1 submission(s)" in (tmp_path / "serve.log").read_text(errors="replace")
     finally:
         engine.dispose()
@@ -489,7 +490,7 @@ def test_a_storm_of_parent_death_signals_stops_the_worker_after_its_job(tmp_path
             worker.kill()
     assert worker.returncode == 0 and "worker: graded 1 submission(s)" in out, out[-2000:]
     with engine.connect() as conn:
-        states = dict(conn.execute(select(db.Job.id, db.Job.state)).all())
+        states = dict(conn.execute(select(tables.Job.id, tables.Job.state)).all())
     assert states[job] == "done" and sorted(states.values()) == ["done", "queued"]   # ben's waits for the next
     engine.dispose()
 
@@ -513,7 +514,7 @@ def test_a_worker_killed_while_the_service_runs_is_replaced_and_its_job_queued_a
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with engine.connect() as conn:
-                owner = conn.execute(select(db.Job.owner).where(db.Job.id == job)).scalar_one()
+                owner = conn.execute(select(tables.Job.owner).where(tables.Job.id == job)).scalar_one()
             if owner:
                 break
             time.sleep(0.1)
@@ -522,7 +523,8 @@ def test_a_worker_killed_while_the_service_runs_is_replaced_and_its_job_queued_a
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             with engine.connect() as conn:
-                state, claims = conn.execute(select(db.Job.state, db.Job.claims).where(db.Job.id == job)).one()
+                state, claims = conn.execute(select(tables.Job.state, tables.Job.claims)
+                                             .where(tables.Job.id == job)).one()
             if state == "done":
                 break
             time.sleep(0.2)

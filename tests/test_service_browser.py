@@ -20,8 +20,8 @@ import pytest
 
 from support import make_samples
 from served import student_token
-from test_browser import ARTIFACTS, CHROMIUM_FLAGS, browser_kit  # noqa: F401 - the fixture
-from test_service_pages import QKV, site  # noqa: F401 - the fixture
+from chromium import ARTIFACTS, CHROMIUM_FLAGS
+from pages import COURSE, QKV
 from autograder.service import tokens
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def _sign_in(page, url: str, token: str) -> None:
     page.wait_for_load_state()
 
 
-def test_a_student_watches_her_upload_get_graded_and_the_dashboard_manages_the_class(site, browser_kit,  # noqa: F811
+def test_a_student_watches_her_upload_get_graded_and_the_dashboard_manages_the_class(site, browser_kit,
                                                                                     tmp_path):
     url, engine, who, database = site
     solved = tmp_path / QKV.notebook
@@ -93,7 +93,7 @@ def test_a_student_watches_her_upload_get_graded_and_the_dashboard_manages_the_c
             chromium.close()
 
 
-def test_an_instructor_finds_who_has_not_submitted_edits_an_extension_and_revokes_a_token(site, browser_kit,  # noqa: F811
+def test_an_instructor_finds_who_has_not_submitted_edits_an_extension_and_revokes_a_token(site, browser_kit,
                                                                                           tmp_path):
     """Issue 50's flows in Chromium: the roster filtered to "not submitted"; an extension granted as a duration,
     edited (granted again) and revoked; a token revoked from the tokens page signs its student out at once."""
@@ -152,16 +152,16 @@ def test_an_instructor_finds_who_has_not_submitted_edits_an_extension_and_revoke
             chromium.close()
 
 
-def test_a_student_reads_why_her_grade_changed_after_an_extension_and_a_regrade(browser_kit, tmp_path):  # noqa: F811
+def test_a_student_reads_why_her_grade_changed_after_an_extension_and_a_regrade(browser_kit, tmp_path):
     """Issue 50: in Chromium, a late result (half off), then an extension granted on the dashboard and a regrade:
     the student's page says each change, old and new, why and who, in her language."""
     import datetime as dt
 
     from served import serving
-    from test_real_class import LATE_COURSE, _late_result
+    from late_class import LATE_COURSE, late_result
     from autograder.grading.deadlines import Deadlines, submitted_json
     from autograder.grading.times import SubmittedAt
-    from autograder.service import db, history
+    from autograder.service import db, history, tables
     from autograder.service import queue as Q
     from autograder.service.app import create_app
 
@@ -169,7 +169,7 @@ def test_a_student_reads_why_her_grade_changed_after_an_extension_and_a_regrade(
     db.upgrade(engine)
     ada = student_token(engine, "ada")
     teacher = tokens.issue(engine, "teacher", role="instructor")
-    sub = _late_result(engine, "ada")
+    sub = late_result(engine, "ada")
     history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="graded", who=history.WORKER)
     try:
         with serving(create_app(engine, LATE_COURSE)) as url, browser_kit.sync_playwright() as pw:
@@ -189,7 +189,7 @@ def test_a_student_reads_why_her_grade_changed_after_an_extension_and_a_regrade(
                 result = {"student": "ada", "assignment": QKV.id, "points": 6.0, "max_points": QKV.points,
                           "status": "graded", "exercises": []}
                 received = dt.datetime(2026, 1, 11, 12, 0, tzinfo=dt.timezone.utc)
-                Deadlines.load(LATE_COURSE, more=db.granted_extensions(engine)).settle(
+                Deadlines.load(LATE_COURSE, more=tables.granted_extensions(engine)).settle(
                     result, submitted_json(SubmittedAt(received, "the service's receipt")))
                 assert Q.complete(engine, claimed.job, "w", result) == "regrade"
                 history.note(engine, LATE_COURSE, [("ada", QKV.id)], why="regrade", who=history.WORKER)
@@ -216,7 +216,7 @@ EVIL_NAME = '<img src=x onerror="window.__pwned=1">"><script>window.__pwned=2</s
 EVIL_TEXT = '<img src=x onerror="window.__pwned=3"><script>window.__pwned=4</script>'
 
 
-def test_html_and_script_in_a_students_name_file_and_notebook_are_shown_as_text(site, browser_kit,  # noqa: F811
+def test_html_and_script_in_a_students_name_file_and_notebook_are_shown_as_text(site, browser_kit,
                                                                                tmp_path):
     """Everything a student controls reaches the pages escaped: a real browser runs none of it."""
     import httpx
@@ -260,14 +260,13 @@ def test_html_and_script_in_a_students_name_file_and_notebook_are_shown_as_text(
 PREFIX = "/services/grader"
 
 
-def test_under_a_prefix_the_student_page_follows_its_upload_to_the_verdict(browser_kit, tmp_path):  # noqa: F811
+def test_under_a_prefix_the_student_page_follows_its_upload_to_the_verdict(browser_kit, tmp_path):
     """Mounted under a prefix, as inside JupyterHub (/services/NAME): the page's script polls the API under the
     prefix (the meta tag the template writes is the one it reads), so the verdict shows without a reload."""
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
     from served import serving
-    from test_service_pages import COURSE
     from autograder.service import db
     from autograder.service.app import create_app
 

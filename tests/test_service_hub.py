@@ -17,19 +17,15 @@ proxy, the service and its worker, the single-user servers and their kernels) is
 """
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -37,94 +33,22 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from fastapi import Request
 
+from chromium import ARTIFACTS, CHROMIUM_FLAGS, wait_idle
 from conftest import copy_course
-from support import make_samples
+from hubs import COURSE, PREFIX, PROXY, QKV, SETUP, USERS, RealHub, hub_config, hub_env, running_hub, \
+    solved_notebook
 from served import free_port, serving
-from autograder.course.config import load_course
 from autograder.service.tokens import Caller
-
-ROOT = Path(__file__).resolve().parent.parent
-COURSE = load_course()
-QKV = COURSE.assignment("02_qkv_attention")
-PREFIX = "/services/autograder/"
-ARTIFACTS = ROOT / "tests" / "artifacts"
-PROXY = ROOT / ".hub" / "node_modules" / ".bin" / "configurable-http-proxy"
-SETUP = "run scripts/setup.sh (JupyterHub comes with .venv, configurable-http-proxy from scripts/install-hub.sh)"
-
-
-def _notebook() -> bytes:
-    return json.dumps(make_samples.submission(QKV, solved="all")).encode()
 
 
 # == a stand-in for the Hub's API ===================================================================
-@dataclass
-class FakeHub:
-    """What the Hub's API answers: a user model per token, an OAuth token per code; every request seen."""
-
-    url: str
-    users: dict[str, dict[str, Any]] = field(default_factory=dict)
-    codes: dict[str, str] = field(default_factory=dict)
-    challenges: dict[str, str] = field(default_factory=dict)     # code -> the PKCE challenge it was issued for
-    seen: list[str] = field(default_factory=list)
-    down: bool = False
-
-
 def _model(name: str, *scopes: str, groups: tuple[str, ...] = (), kind: str = "user") -> dict[str, Any]:
     return {"kind": kind, "name": name, "admin": False, "groups": list(groups), "scopes": list(scopes),
             "session_id": None, "token_id": "a1"}
 
 
 ACCESS = "access:services!service=autograder"
-
-
-@pytest.fixture
-def fake_hub() -> Iterator[FakeHub]:
-    from fastapi import FastAPI
-    from fastapi.responses import JSONResponse
-
-    app = FastAPI()
-    port = free_port()
-    hub = FakeHub(f"http://127.0.0.1:{port}/hub/api")
-
-    @app.get("/hub/api/user")
-    async def user(request: Request) -> Any:
-        hub.seen.append("user")
-        if hub.down:
-            return JSONResponse({"status": 500}, status_code=500)
-        token = request.headers.get("authorization", "").removeprefix("token ")
-        model = hub.users.get(token)
-        return model if model is not None else JSONResponse({"status": 403}, status_code=403)
-
-    @app.post("/hub/api/oauth2/token")
-    async def oauth_token(request: Request) -> Any:
-        hub.seen.append("token")
-        form = await request.form()
-        if form.get("client_secret") != "service-secret" or form.get("client_id") != "service-autograder":
-            return JSONResponse({"error": "invalid_client"}, status_code=401)
-        token = hub.codes.pop(str(form.get("code")), None)         # a code is good once
-        challenge = hub.challenges.pop(str(form.get("code")), None)
-        verifier = str(form.get("code_verifier") or "").encode()
-        if challenge is not None and _s256(verifier) != challenge:    # as the Hub checks PKCE (RFC 7636, S256)
-            return JSONResponse({"error": "invalid_grant"}, status_code=400)
-        if token is None:
-            return JSONResponse({"error": "invalid_grant"}, status_code=400)
-        return {"access_token": token, "token_type": "Bearer"}
-
-    with serving(app, port):
-        yield hub
-
-
-def _s256(verifier: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).decode().rstrip("=")
-
-
-def _env(hub: FakeHub, **more: str) -> dict[str, str]:
-    return {"JUPYTERHUB_API_TOKEN": "service-secret", "JUPYTERHUB_SERVICE_PREFIX": PREFIX,
-            "JUPYTERHUB_SERVICE_NAME": "autograder", "JUPYTERHUB_SERVICE_URL": "http://127.0.0.1:10101",
-            "JUPYTERHUB_API_URL": hub.url, "JUPYTERHUB_CLIENT_ID": "service-autograder",
-            "JUPYTERHUB_OAUTH_CALLBACK_URL": f"{PREFIX}oauth_callback", **more}
 
 
 def _course(**policy: Any) -> Any:
@@ -137,7 +61,7 @@ def test_the_service_is_a_hub_service_only_with_the_hubs_variables(fake_hub):
     assert hub_from_env(COURSE, {}) is None
     assert hub_from_env(COURSE, {"JUPYTERHUB_API_TOKEN": "x"}) is None
     assert hub_from_env(COURSE, {"JUPYTERHUB_SERVICE_PREFIX": PREFIX}) is None
-    hub = hub_from_env(COURSE, _env(fake_hub))
+    hub = hub_from_env(COURSE, hub_env(fake_hub))
     assert hub is not None
     assert (hub.prefix, hub.host, hub.port, hub.name) == (PREFIX, "127.0.0.1", 10101, "autograder")
     bare = hub_from_env(COURSE, {"JUPYTERHUB_API_TOKEN": "x", "JUPYTERHUB_SERVICE_PREFIX": "/services/grader"})
@@ -157,7 +81,7 @@ def test_hub_tokens_are_callers_by_the_hubs_word_and_the_courses_roles(fake_hub)
         "server-token-001": _model("di", "access:servers!server=di/", "users:activity!user=di"),
         "service-token-01": _model("cron", ACCESS, kind="service"),
     })
-    hub = Hub(_course(instructors=["tim"]), _env(fake_hub))
+    hub = Hub(_course(instructors=["tim"]), hub_env(fake_hub))
     assert hub.api_caller("ada-token-0001") == Caller("student", "ada")
     assert hub.api_caller("teacher-token-01") == Caller("instructor", "teacher")
     assert hub.api_caller("tim-token-00001") == Caller("instructor", "tim")
@@ -165,7 +89,7 @@ def test_hub_tokens_are_callers_by_the_hubs_word_and_the_courses_roles(fake_hub)
     for no in ("other-token-0001", "server-token-001", "service-token-01", "unknown-token-01"):
         assert hub.api_caller(no) is None, no
     # Without the group (instructor_group: null) the teacher is a student; the list still counts.
-    alone = Hub(_course(instructors=["tim"], instructor_group=None), _env(fake_hub))
+    alone = Hub(_course(instructors=["tim"], instructor_group=None), hub_env(fake_hub))
     assert alone.api_caller("teacher-token-01") == Caller("student", "teacher")
     # The Hub's answers are cached (HubAuth's cache): asked again, the Hub is not.
     asked = len(fake_hub.seen)
@@ -183,7 +107,7 @@ def test_a_hub_that_does_not_answer_is_a_503_and_no_token_is_logged(fake_hub, ca
     from autograder.service.hub import Hub
 
     fake_hub.down = True
-    hub = Hub(COURSE, _env(fake_hub))
+    hub = Hub(COURSE, hub_env(fake_hub))
     secret = "ada-secret-token-42"
     with caplog.at_level(logging.DEBUG), pytest.raises(ApiError) as raised:
         hub.api_caller(secret)
@@ -206,7 +130,7 @@ def signing(fake_hub):
 
     from autograder.service.hub import Hub
 
-    hub = Hub(_course(instructors=["tim"]), _env(fake_hub))
+    hub = Hub(_course(instructors=["tim"]), hub_env(fake_hub))
     app = FastAPI()
     signed: list[tuple[Caller, str]] = []
 
@@ -406,179 +330,9 @@ def test_a_notebook_that_calls_submit_is_graded_as_any_other():
 
 
 # == a real JupyterHub ==============================================================================
-USERS = ("ada", "ben", "teacher")
-HUB_START_S = 120
 #: The cell ada adds: her course's self-check (found through the docs' AUTOGRADER_COURSE), then submit().
 CODE = 'from autograder import check, submit; check("2.1"); submit()'
 PAGE_TIMEOUT_MS = 90_000
-
-
-@dataclass
-class RealHub:
-    url: str                      # the proxy: what a browser reaches
-    api: str                      # the Hub's REST API (through the proxy)
-    admin: str                    # a token of the test's admin service
-    password: str
-    homes: Path                   # each user's home (their notebook folder) is homes / NAME
-    log: Path
-
-    @property
-    def service(self) -> str:
-        return f"{self.url}{PREFIX}"
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return httpx.request(method, f"{self.api}{path}", headers={"Authorization": f"token {self.admin}"},
-                             timeout=30, **kwargs)
-
-    def token_of(self, user: str) -> str:
-        made = self.call("POST", f"/users/{user}/tokens", json={"note": "test", "expires_in": 3600})
-        assert made.status_code == 201, made.text
-        return made.json()["token"]
-
-    def start_server(self, user: str) -> None:
-        started = self.call("POST", f"/users/{user}/server")
-        assert started.status_code in (201, 202, 400), started.text        # (400: already running)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            server = self.call("GET", f"/users/{user}").json().get("servers", {}).get("", {})
-            if server.get("ready"):
-                return
-            time.sleep(0.25)
-        raise AssertionError(f"{user}'s server did not start in 90 s:\n{self.log_tail()}")
-
-
-#: What the jupyterhub_config.py of docs/admin/jupyterhub.md names for a site, and what this test's site has instead.
-DOC_PLACES = ("/srv/course", "http://127.0.0.1:10101",
-              "postgresql+psycopg://grader@/autograder?host=/var/run/postgresql&port=5433", "/srv/grader",
-              "https://hub.example.edu/services/autograder")
-
-
-def doc_hub_lines() -> str:
-    """The jupyterhub_config.py lines of docs/admin/jupyterhub.md, as an instructor copies them."""
-    text = (ROOT / "docs" / "admin" / "jupyterhub.md").read_text(encoding="utf-8")
-    opening = text.index("In `jupyterhub_config.py`:\n\n```python\n") + len("In `jupyterhub_config.py`:\n\n```python\n")
-    block = text[opening:text.index("```", opening)]
-    missing = [place for place in DOC_PLACES if place not in block]
-    assert not missing, f"the docs' jupyterhub_config.py no longer names {missing}: update DOC_PLACES"
-    return block
-
-
-def _hub_config(folder: Path, ports: dict[str, int], admin: str, password: str, course: Path) -> Path:
-    """jupyterhub_config.py: this machine's Hub and proxy, then the docs' lines for the service exactly as
-    printed (only the site's places put in: the course folder, the service's port and address, its database and
-    home), then what the test itself needs (its admin service, JupyterLab's settings)."""
-    bin_dir = Path(sys.executable).parent
-    service_url = f"http://127.0.0.1:{ports['proxy']}{PREFIX.rstrip('/')}"
-    settings = folder / "lab-settings"
-    from test_browser import _write_settings        # no news pop-up over the page, every cell in the DOM
-
-    _write_settings(settings)
-    (folder / "service-home").mkdir()
-    values = {
-        "proxy": ports["proxy"], "proxy_api": ports["proxy_api"], "hub": ports["hub"], "chp": str(PROXY),
-        "db": f"sqlite:///{folder / 'jupyterhub.sqlite'}", "secret": str(folder / "cookie_secret"),
-        "pid": str(folder / "proxy.pid"), "password": password, "admin": admin, "users": set(USERS),
-        "homes": str(folder / "homes") + "/{username}", "singleuser": [str(bin_dir / "jupyterhub-singleuser")],
-        "args": ["--allow-root"] if os.geteuid() == 0 else [],
-        "user_env": {"JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTER_PREFER_ENV_PATH": "1"},
-    }
-    site = """
-c = get_config()  # noqa
-c.JupyterHub.ip = "127.0.0.1"
-c.JupyterHub.port = {proxy}
-c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = {hub}
-c.JupyterHub.db_url = {db!r}
-c.JupyterHub.cookie_secret_file = {secret!r}
-c.ConfigurableHTTPProxy.command = [{chp!r}]
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api}"
-c.ConfigurableHTTPProxy.pid_file = {pid!r}
-c.JupyterHub.authenticator_class = "dummy"
-c.DummyAuthenticator.password = {password!r}
-c.Authenticator.allowed_users = {users!r}
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = {homes!r}
-c.Spawner.cmd = {singleuser!r}
-c.Spawner.args = {args!r}
-c.Spawner.default_url = "/lab"
-c.Spawner.start_timeout = 90
-c.Spawner.http_timeout = 90
-""".format(**values)
-    readme = doc_hub_lines()
-    for place, here in zip(DOC_PLACES, (str(course), f"http://127.0.0.1:{ports['service']}",
-                                       str(folder / "service.db"), str(folder / "service-home"), service_url)):
-        readme = readme.replace(place, here)
-    test = """
-# The test's own: an admin service to make tokens and start servers, JupyterLab without its news pop-up.
-c.JupyterHub.services.append({{"name": "test-admin", "api_token": {admin!r}}})
-c.JupyterHub.load_roles.append({{"name": "test-admin", "scopes": ["admin:users", "admin:servers", "tokens"],
-                                "services": ["test-admin"]}})
-c.Spawner.environment.update({user_env!r})
-""".format(**values)
-    path = folder / "jupyterhub_config.py"
-    path.write_text(site + "\n# -- the docs' lines (docs/admin/jupyterhub.md) --\n" + readme + test, encoding="utf-8")
-    return path
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process under ``pid`` now (from /proc): the proxy, the service, its workers, servers, kernels."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _stop_hub(process: subprocess.Popen) -> None:
-    """The Hub stops its proxy, service and servers on SIGTERM; whatever is left of them is killed, group by
-    group (each server and kernel has a session of its own), never this test's own group."""
-    below = _descendants(process.pid)
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 5)):
-        if process.poll() is not None:
-            break
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(wait)
-    process.wait()
-    mine = os.getpgrp()
-    below += [p for pid in below for p in _descendants(pid)]
-    deadline = time.monotonic() + 10
-    for pid in dict.fromkeys(below):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            group = os.getpgid(pid)
-            os.kill(pid, signal.SIGTERM)
-            if group != mine:
-                os.killpg(group, signal.SIGTERM)
-    for pid in dict.fromkeys(below):
-        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and \
-                "zombie" not in _state(pid):
-            time.sleep(0.1)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if Path(f"/proc/{pid}").exists():
-                os.kill(pid, signal.SIGKILL)
-
-
-def _state(pid: int) -> str:
-    try:
-        return "zombie" if (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z" else ""
-    except (OSError, IndexError):
-        return "zombie"
 
 
 @pytest.fixture(scope="module")
@@ -597,40 +351,11 @@ def real_hub(tmp_path_factory) -> Iterator[RealHub]:
     built = subprocess.run([str(Path(sys.executable).parent / "autograder"), "build", "--root", str(course)],
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stdout + built.stderr
-    config = _hub_config(folder, ports, admin, password, course)
+    config = hub_config(folder, ports, admin, password, course)
     for user in USERS:
         (folder / "homes" / user).mkdir(parents=True)
     with running_hub(jupyterhub, config, folder, f"http://127.0.0.1:{ports['proxy']}", admin, password) as hub:
         yield hub
-
-
-@contextlib.contextmanager
-def running_hub(jupyterhub: Path, config: Path, folder: Path, url: str, admin: str, password: str, *,
-                argv: list[str] | None = None, start_s: float = HUB_START_S, **env: str) -> Iterator[RealHub]:
-    """``jupyterhub -f config`` (or ``argv``, a command that ends by running it: the docs' lines) run in ``folder``
-    (its log there, ``env`` added to a scrubbed environment) until its service answers at ``url`` (within
-    ``start_s``); stopped, with everything it started, on the way out."""
-    scrubbed = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "AUTOGRADER_", "JPY_"))}
-    scrubbed.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{scrubbed.get('PATH', '')}", **env)
-    log = folder / "jupyterhub.log"
-    with open(log, "wb") as sink:
-        process = subprocess.Popen(argv or [str(jupyterhub), "-f", str(config)], cwd=folder, env=scrubbed, stdout=sink,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    hub = RealHub(url, f"{url}/hub/api", admin, password, folder / "homes", log)
-    try:
-        deadline = time.monotonic() + start_s
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"jupyterhub exited with {process.returncode}:\n{hub.log_tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{hub.service}openapi.json", timeout=5).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"the Hub's service did not answer within {start_s} s:\n{hub.log_tail()}")
-            time.sleep(0.25)
-        yield hub
-    finally:
-        _stop_hub(process)
 
 
 @pytest.mark.slow
@@ -638,7 +363,7 @@ def test_a_hub_users_token_submits_through_the_hubs_proxy_and_reads_only_its_own
     ada, ben, teacher = (real_hub.token_of(u) for u in USERS)
     api = f"{real_hub.service}api/submissions"
     made = httpx.post(api, headers={"Authorization": f"Bearer {ada}"}, data={"assignment": QKV.id},
-                      files={"notebook": (f"{QKV.id}.ipynb", _notebook(), "application/json")}, timeout=30)
+                      files={"notebook": (f"{QKV.id}.ipynb", solved_notebook(), "application/json")}, timeout=30)
     assert made.status_code == 202, made.text
     number = made.json()["submission"]
     state: dict[str, Any] = {}
@@ -661,24 +386,15 @@ def test_a_hub_users_token_submits_through_the_hubs_proxy_and_reads_only_its_own
     assert httpx.get(f"{api}/{number}", headers={"Authorization": "Bearer not-a-hub-token-0000"},
                      timeout=30).status_code == 401
     refused = httpx.post(api, headers={"Authorization": f"Bearer {teacher}"}, data={"assignment": QKV.id},
-                         files={"notebook": ("n.ipynb", _notebook(), "application/json")}, timeout=30)
+                         files={"notebook": ("n.ipynb", solved_notebook(), "application/json")}, timeout=30)
     assert refused.status_code == 403 and refused.json()["code"] == "service.students_submit"
 
 
 @pytest.fixture
-def chromium():
-    from test_browser import CHROMIUM_FLAGS
-
-    executable = next((c for c in (os.environ.get("CHROMIUM"), "/usr/bin/chromium") if c and os.access(c, os.X_OK)),
-                      None)
-    if executable is None:
-        pytest.skip("Chromium not found (/usr/bin/chromium): run scripts/install-browser.sh as root")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("the playwright package is missing: run scripts/install-browser.sh")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+def chromium(browser_kit):
+    """Chromium (skipped where it or playwright is missing, as tests/test_browser.py does), closed after the test."""
+    with browser_kit.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
         try:
             yield browser
         finally:
@@ -701,10 +417,8 @@ def _hub_login(page: Any, hub: RealHub, user: str) -> None:
 @pytest.mark.slow
 def test_a_student_signs_in_to_the_hub_and_submits_from_her_notebook(real_hub, chromium):
     """ada logs in, opens the release notebook (answered), adds `submit()` in a cell, runs it: the verdict."""
-    from test_browser import _wait_idle
-
     notebook = real_hub.homes / "ada" / f"{QKV.id}.ipynb"
-    notebook.write_bytes(_notebook())
+    notebook.write_bytes(solved_notebook())
     real_hub.start_server("ada")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "hub-submit.png"
@@ -715,7 +429,7 @@ def test_a_student_signs_in_to_the_hub_and_submits_from_her_notebook(real_hub, c
         _hub_login(page, real_hub, "ada")
         page.wait_for_url("**/user/ada/**")
         page.goto(f"{real_hub.url}/user/ada/lab/tree/{QKV.id}.ipynb")
-        _wait_idle(page)
+        wait_idle(page)
         # Every cell of the notebook on the page before the last one is chosen (the kernel can be idle while
         # JupyterLab is still adding cells: a run once found one cell and put ours after it).
         count = len(json.loads(notebook.read_bytes())["cells"])
@@ -739,7 +453,7 @@ def test_a_student_signs_in_to_the_hub_and_submits_from_her_notebook(real_hub, c
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
         output = cell.locator(".jp-OutputArea-output", has_text="评分完成")
         output.wait_for(timeout=150_000)
-        _wait_idle(page)
+        wait_idle(page)
         text = cell.locator(".jp-OutputArea").inner_text()
         assert "已提交" in text and "Traceback" not in text and "JUPYTERHUB" not in text, text
         # The docs' recipe gives the notebook its course: the self-check ran (no "no course.yml" sentence).
@@ -768,8 +482,8 @@ def test_the_services_pages_sign_in_through_the_hubs_oauth(real_hub, chromium):
     """/hub-login goes through the Hub's login and back, signed in; the teacher's dashboard lists ada."""
     ada = real_hub.token_of("ada")          # ada has a submission of her own, whichever test ran before
     made = httpx.post(f"{real_hub.service}api/submissions", headers={"Authorization": f"Bearer {ada}"},
-                      data={"assignment": QKV.id}, files={"notebook": ("n.ipynb", _notebook(), "application/json")},
-                      timeout=30)
+                      data={"assignment": QKV.id},
+                      files={"notebook": ("n.ipynb", solved_notebook(), "application/json")}, timeout=30)
     assert made.status_code == 202, made.text
     for user in ("ada", "teacher"):
         page = _page(chromium)

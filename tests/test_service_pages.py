@@ -6,7 +6,6 @@ the same pages in Chromium.
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
@@ -15,60 +14,13 @@ import subprocess
 import sys
 import zipfile
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 
+from pages import COURSE, QKV, browser, csrf_of, sign_in, site_for
 from support import make_samples
-from served import serving, student_token
 from autograder.course.config import load_course
-from autograder.service import db, sessions, tokens
-from autograder.service.app import create_app
-
-COURSE = load_course()
-# The course with a due date for 02_qkv_attention, far ahead: before it, students see titles and pass/fail.
-COURSE = COURSE.model_copy(update={"assignments": [a.model_copy(update={"due": "2099-12-01T23:59:00+00:00"})
-                                                   if a.id == "02_qkv_attention" else a for a in COURSE.assignments]})
-QKV = COURSE.assignment("02_qkv_attention")
-
-
-@contextlib.contextmanager
-def site_for(folder, course):
-    """The app for ``course`` on uvicorn (a thread) over a new database in ``folder``; tokens for ada, ben and
-    a teacher: (base URL, engine, tokens, database file)."""
-    database = folder / "service.db"
-    engine = db.engine_for(str(database))
-    db.upgrade(engine)
-    people = {"ada": student_token(engine, "ada"), "ben": student_token(engine, "ben"),
-              "teacher": tokens.issue(engine, "teacher", role="instructor")}
-    try:
-        with serving(create_app(engine, course)) as url:
-            yield url, engine, people, database
-    finally:
-        engine.dispose()
-
-
-@pytest.fixture
-def site(tmp_path):
-    """The app on uvicorn; tokens for ada, ben and a teacher; a base URL."""
-    with site_for(tmp_path, COURSE) as running:
-        yield running
-
-
-def browser(url: str) -> httpx.Client:
-    return httpx.Client(base_url=url, timeout=30, follow_redirects=False)
-
-
-def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found, page[:2000]
-    return found.group(1)
-
-
-def sign_in(client: httpx.Client, token: str, next_url: str = "/") -> httpx.Response:
-    page = client.get("/login")
-    assert page.status_code == 200
-    return client.post("/login", data={"csrf": csrf_of(page.text), "token": token, "next": next_url})
+from autograder.service import sessions, tables
 
 
 def notebook() -> bytes:
@@ -77,7 +29,7 @@ def notebook() -> bytes:
 
 def stored(engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(db.Submission)).scalar_one()
+        return conn.execute(select(func.count()).select_from(tables.Submission)).scalar_one()
 
 
 def test_signing_in_sets_an_httponly_samesite_session_and_every_page_checks_its_caller(site):
@@ -146,7 +98,7 @@ def test_every_write_needs_the_sessions_csrf_token_and_nothing_is_stored_without
                                                           "due": "2030-01-01T10:00"}).status_code == 403
         assert teacher.post("/dashboard/requeue", data={"submission": "1", "csrf": csrf_of(board)}).status_code == 303
     with engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(db.Job)).scalar_one() == 3    # 2 uploads + 1 again
+        assert conn.execute(select(func.count()).select_from(tables.Job)).scalar_one() == 3    # 2 uploads + 1 again
 
 
 @pytest.mark.slow
@@ -250,7 +202,7 @@ def test_every_page_writes_dates_one_way_in_the_courses_zone_and_the_report_give
                 "csrf": csrf_of(teacher.get("/dashboard").text), "student": "ada", "assignment": QKV.id,
                 "due": "2026-12-10T23:59", "reason": "ill"})
             assert granted.status_code == 303
-        assert db.granted_extensions(engine)[0].due == dt.datetime(2026, 12, 10, 15, 59, tzinfo=utc)
+        assert tables.granted_extensions(engine)[0].due == dt.datetime(2026, 12, 10, 15, 59, tzinfo=utc)
         for student, received in (("ada", dt.datetime(2026, 12, 9, 20, 0, tzinfo=utc)),
                                   ("ben", dt.datetime(2026, 12, 8, 12, 0, tzinfo=utc))):
             sub, job = Q.store(engine, student=student, assignment=QKV.id, filename="a.ipynb", data=notebook(),

@@ -24,7 +24,7 @@ from sqlalchemy import func, inspect, select
 from support import make_samples, wait_for_job
 from served import at_revision, student_token
 from autograder.course.config import load_course
-from autograder.service import db
+from autograder.service import db, lti_tables, tables
 from autograder.service import queue as Q
 from autograder.service.worker import serve
 
@@ -63,14 +63,15 @@ def notebook(solved: str = "all", extra: str | None = None) -> bytes:
 
 
 def test_the_schema_is_alembics_and_upgrading_twice_changes_nothing(engine):
-    tables = set(inspect(engine).get_table_names())
-    assert {"submissions", "jobs", "results", "tokens", "alembic_version"} <= tables
+    names = set(inspect(engine).get_table_names())
+    assert {"submissions", "jobs", "results", "tokens", "alembic_version"} <= names
     # The models and the migrations agree: Alembic finds nothing to add or change.
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
+    assert lti_tables.LtiScore.metadata is tables.Base.metadata        # (the LMS's tables are compared too)
     with engine.connect() as conn:
-        assert compare_metadata(MigrationContext.configure(conn), db.Base.metadata) == []
+        assert compare_metadata(MigrationContext.configure(conn), tables.Base.metadata) == []
     db.upgrade(engine)
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all() == ["0012"]
@@ -98,8 +99,8 @@ def test_a_stored_submission_is_claimed_once_and_again_only_when_its_lease_ran_o
     again = Q.claim(engine, "w4", 60)
     assert again.job == job and Q.complete(engine, job, "w4", {"points": 7, "max_points": 8, "status": "graded"})
     with engine.connect() as conn:
-        rows = conn.execute(select(db.Result.submission_id, db.Result.points)).all()
-        claims = conn.execute(select(db.Job.claims).where(db.Job.id == ada.job)).scalar_one()
+        rows = conn.execute(select(tables.Result.submission_id, tables.Result.points)).all()
+        claims = conn.execute(select(tables.Job.claims).where(tables.Job.id == ada.job)).scalar_one()
     assert rows == [(first[0], 7.0)] and claims == 2
 
 
@@ -131,8 +132,8 @@ def test_a_worker_grades_stored_notebooks_as_autograder_grade_does(engine, tmp_p
            for name, data in (("ada", notebook("all")), ("ben", notebook("none")), ("cai", b"not a notebook"))}
     assert serve(url_of(engine), once=True, owner="test-worker") == 3
     with engine.connect() as conn:
-        rows = {r.submission_id: r for r in conn.execute(select(db.Result)).all()}
-        states = conn.execute(select(db.Job.state)).scalars().all()
+        rows = {r.submission_id: r for r in conn.execute(select(tables.Result)).all()}
+        states = conn.execute(select(tables.Job.state)).scalars().all()
     assert states == ["done"] * 3
     assert rows[ids["ada"]].points == QKV.points and rows[ids["ada"]].status == "graded"
     assert rows[ids["ben"]].points == 0.0
@@ -164,7 +165,7 @@ def test_the_workers_last_line_says_the_time_it_spent_grading_not_its_uptime(eng
     assert (tally.graded, tally.seconds) == (2, 8.0)
     assert W.stopped(tally, 3600.0) == "worker: graded 2 submission(s) in 8.0 s of grading (uptime 3600.0 s)"
     with engine.connect() as conn:
-        assert sorted(conn.execute(select(db.Job.state)).scalars()) == ["done", "done", "failed"]
+        assert sorted(conn.execute(select(tables.Job.state)).scalars()) == ["done", "done", "failed"]
 
 
 @pytest.mark.slow
@@ -191,9 +192,10 @@ def test_a_worker_killed_mid_grade_hands_its_job_on_and_it_is_graded_once(engine
     time.sleep(2.2)                         # the dead worker's lease runs out
     assert serve(database, once=True, owner="second", lease=30) == 1
     with engine.connect() as conn:
-        results = conn.execute(select(func.count()).select_from(db.Result)).scalar_one()
-        row = conn.execute(select(db.Job.claims, db.Job.state, db.Job.owner).where(db.Job.id == job)).one()
-        points = conn.execute(select(db.Result.points).where(db.Result.submission_id == sub)).scalar_one()
+        results = conn.execute(select(func.count()).select_from(tables.Result)).scalar_one()
+        row = conn.execute(select(tables.Job.claims, tables.Job.state, tables.Job.owner)
+                           .where(tables.Job.id == job)).one()
+        points = conn.execute(select(tables.Result.points).where(tables.Result.submission_id == sub)).scalar_one()
     assert results == 1 and tuple(row) == (2, "done", "second") and points == QKV.points
 
 
@@ -228,7 +230,7 @@ def test_sigterm_finishes_the_job_in_hand_then_the_worker_stops(engine, tmp_path
     assert worker.returncode == 0, out[-2000:]
     assert "worker: graded 1 submission(s)" in out                  # ada's, not ben's: it stopped after hers
     with engine.connect() as conn:
-        states = conn.execute(select(db.Job.state).order_by(db.Job.id)).scalars().all()
+        states = conn.execute(select(tables.Job.state).order_by(tables.Job.id)).scalars().all()
     assert states == ["done", "queued"]
 
 
@@ -322,7 +324,7 @@ def test_serve_regrade_queues_every_submission_of_an_assignment_again(tmp_path):
     done = subprocess.run([*base, "--assignment", QKV.id], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "queued 2 submissions" in done.stdout, done.stdout + done.stderr
     with e.connect() as conn:
-        jobs = conn.execute(select(db.Job.submission_id).order_by(db.Job.id)).scalars().all()
+        jobs = conn.execute(select(tables.Job.submission_id).order_by(tables.Job.id)).scalars().all()
     assert jobs == [1, 2, 3, 1, 2]
     wrong = subprocess.run([*base, "--assignment", "99_nothing"], env=env, capture_output=True, text=True, timeout=120)
     assert wrong.returncode == 2 and "99_nothing" in wrong.stdout + wrong.stderr
@@ -442,7 +444,7 @@ def test_a_hostile_notebook_reaches_neither_the_database_nor_tokens_nor_other_su
 
         shutil.rmtree(busy)
     with engine.connect() as conn:
-        row = conn.execute(select(db.Result).where(db.Result.submission_id == sub)).one()
+        row = conn.execute(select(tables.Result).where(tables.Result.submission_id == sub)).one()
     text = json.dumps(row.result, ensure_ascii=False)
     last = row.result["cells"][-1]
     assert "ATTACKS-RAN" in (last["message"] or ""), last     # the attacks ran to their end, every one refused
@@ -471,7 +473,7 @@ def test_workers_take_every_students_first_upload_before_anyones_second(engine):
     assert order == [flood[0], ada, ben, flood[1], flood[2]]
     # A regrade of the class goes behind every student's own uploads.
     with engine.connect() as conn:
-        subs = list(conn.execute(select(db.Submission.id).order_by(db.Submission.id)).scalars())
+        subs = list(conn.execute(select(tables.Submission.id).order_by(tables.Submission.id)).scalars())
     regraded = Q.requeue(engine, subs, behind=3)
     late = _store(engine, "cai")[1]
     assert Q.claim(engine, "w", 60).job == late and Q.claim(engine, "w", 60).job in regraded
@@ -527,7 +529,7 @@ def test_each_student_may_have_a_few_jobs_waiting_and_503_only_when_the_queue_is
     Q.claim(engine, "w", 60)                              # one taken: room for one more student again
     _store(engine, "cai", **limits)
     with engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(db.Submission)).scalar_one() == 5
+        assert conn.execute(select(func.count()).select_from(tables.Submission)).scalar_one() == 5
 
 
 def test_uploads_sent_at_once_never_pass_the_attempt_limit(database):
@@ -556,7 +558,7 @@ def test_uploads_sent_at_once_never_pass_the_attempt_limit(database):
         t.join()
     assert sorted(outcomes) == ["service.attempts_used"] * 6 + ["stored"] * 2
     with setup.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(db.Submission)).scalar_one() == 2
+        assert conn.execute(select(func.count()).select_from(tables.Submission)).scalar_one() == 2
     setup.dispose()
 
 
@@ -596,5 +598,5 @@ def test_an_older_databases_jobs_learn_their_student(tmp_path):
                                    "VALUES (1, 1, 'queued', 0, '2026-01-01')")
     db.upgrade(engine)
     with engine.connect() as conn:
-        assert conn.execute(select(db.Job.student, db.Job.round)).one() == ("ada", 0)
+        assert conn.execute(select(tables.Job.student, tables.Job.round)).one() == ("ada", 0)
     engine.dispose()

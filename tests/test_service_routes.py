@@ -23,10 +23,11 @@ from fastapi.routing import APIRoute
 from pydantic import BeforeValidator
 
 from served import serving, student_token
-from test_service_pages import browser, csrf_of, sign_in
+from pages import browser, csrf_of, sign_in
+from route_walk import route_params, routes
 from autograder.course.config import load_course
 from autograder.service import auth, db, tokens
-from autograder.service.app import app_routes, create_app
+from autograder.service.app import create_app
 from autograder.service.errors import IdParameter
 from autograder.service.hub import Hub
 
@@ -41,14 +42,6 @@ def _calls(dependant: Any) -> Iterator[Any]:
     for dep in dependant.dependencies:
         yield dep.call
         yield from _calls(dep)
-
-
-def routes(app: FastAPI) -> Iterator[tuple[str, str, Any]]:
-    """(method, path, route) of every route of the app, HEAD aside."""
-    for route in app_routes(app):
-        for method in sorted(getattr(route, "methods", None) or ()):
-            if method != "HEAD":
-                yield method, route.path, route
 
 
 def unguarded(app: FastAPI) -> list[str]:
@@ -140,15 +133,9 @@ def test_every_guarded_route_refuses_a_stranger_and_every_staff_route_a_student(
 BAD_IDS = (str(2**70), "-1", "x")
 #: The service's id parsers as a route's own code calls them: ``parse_id(value, "name")``, ``form_id(form, "name")``.
 ID_PARSERS = {"parse_id", "form_id"}
-
-
-def _params(dependant: Any) -> Iterator[tuple[str, Any]]:
-    """("path" or "query", field) of every parameter FastAPI reads for a route, its dependencies' too."""
-    for where, fields in (("path", dependant.path_params), ("query", dependant.query_params)):
-        for f in fields:
-            yield where, f
-    for dep in dependant.dependencies:
-        yield from _params(dep)
+#: The package whose functions a route's code is followed into: a helper there that reads the route's form (a mark's
+#: form, read once for two routes: ``grading.mark_form``) reads the route's ids.
+ROUTES_PACKAGE = "autograder.service.routes."
 
 
 def _checked(field: Any) -> IdParameter | None:
@@ -159,15 +146,36 @@ def _checked(field: Any) -> IdParameter | None:
     return None
 
 
-def _named_in_code(endpoint: Any) -> set[str]:
-    """The names a route's own code hands to the id parsers (a literal second argument)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(endpoint))))
+def _routes_function(func: ast.expr, namespace: dict[str, Any]) -> Any:
+    """The function of the routes' modules a call names (``mark_form(...)``, ``grading.mark_form(...)``), else None."""
+    if isinstance(func, ast.Name):
+        found = namespace.get(func.id)
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        found = getattr(namespace.get(func.value.id), func.attr, None)
+    else:
+        return None
+    return found if inspect.isfunction(found) and found.__module__.startswith(ROUTES_PACKAGE) else None
+
+
+def _named_in_code(endpoint: Any, seen: set[Any] | None = None) -> set[str]:
+    """The names a route's own code hands to the id parsers (a literal second argument), and those of every function
+    of the routes' modules it calls, followed as far as they call (each once)."""
+    function = inspect.unwrap(endpoint)
+    seen = set() if seen is None else seen
+    if function in seen:
+        return set()
+    seen.add(function)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
-            called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
-            if called in ID_PARSERS:
-                names.add(str(node.args[1].value))
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        if called in ID_PARSERS and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+            names.add(str(node.args[1].value))
+        helper = _routes_function(node.func, function.__globals__)
+        if helper is not None:
+            names |= _named_in_code(helper, seen)
     return names
 
 
@@ -179,8 +187,8 @@ def id_parameters(app: FastAPI) -> list[tuple[str, str, str, str]]:
     for method, path, route in routes(app):
         if not isinstance(route, APIRoute):
             continue
-        declared = {f.name: where for where, f in _params(route.dependant)}
-        for where, f in _params(route.dependant):
+        declared = {f.name: where for where, f in route_params(route.dependant)}
+        for where, f in route_params(route.dependant):
             if _checked(f) is not None:
                 out.add((method, path, where, f.name))
         for name in _named_in_code(route.endpoint):
@@ -200,14 +208,16 @@ def test_every_id_a_route_reads_is_found_and_every_int_parameter_is_bounded(tmp_
                     ("POST", "/dashboard/reviews/answer", "form", "review"),
                     ("POST", "/dashboard/grading/unanswered", "form", "answers"),
                     ("GET", "/dashboard/grading/moderate", "query", "submission"),
-                    ("POST", "/dashboard/grading/moderate", "form", "submission")]:
+                    ("POST", "/dashboard/grading/answer", "form", "submission"),         # (through grading.mark_form)
+                    ("POST", "/dashboard/grading/moderate", "form", "submission"),       # (the same)
+                    ("POST", "/dashboard/adjust", "form", "submission")]:
             assert one in found, (one, found)
         # A parameter FastAPI reads as an int is an id (through the parser) or has an upper bound: never a number
         # the database cannot hold.
         for method, path, route in routes(app):
             if not isinstance(route, APIRoute):
                 continue
-            for where, f in _params(route.dependant):
+            for where, f in route_params(route.dependant):
                 if f.field_info.annotation is int:
                     bounded = _checked(f) is not None or any(hasattr(m, "le") or hasattr(m, "lt")
                                                               for m in f.field_info.metadata)

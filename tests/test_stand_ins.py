@@ -16,7 +16,6 @@ from autograder.course.config import Limits, load_course
 from autograder.course.notebook import Cell
 from autograder.inside.probes import Request
 from autograder.reports.feedback import feedback_markdown
-from autograder.sandbox import Sandbox
 
 LIMITS = Limits(call_seconds=2.0, submission_seconds=60, cpu_seconds=30, memory_mb=512, output_mb=16,
                 file_mb=1, processes=0)
@@ -29,12 +28,6 @@ CELLS = [
     "def careful(x):\n    try:\n        return g('not a tensor')\n"
     "    except RuntimeError as exc:\n        return str(exc)",
 ]
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(LIMITS) as sb:
-        yield sb
 
 
 def worker_of(sandbox):

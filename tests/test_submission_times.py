@@ -1,5 +1,5 @@
-"""autograder.grading.times: submission times from what an LMS recorded (nbgrader, Gradescope, Canvas,
-a CSV export), never from file or zip times. Hostile or malformed input gives a one-line problem and an
+"""autograder.grading.times and times_csv: submission times from what an LMS recorded (nbgrader, Gradescope,
+Canvas, a CSV export), never from file or zip times. Hostile or malformed input gives a one-line problem and an
 unknown time, never a crash and never a guess; the instructor's CSV raises ConfigError instead."""
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 from autograder.core.errors import ConfigError
 from autograder.grading import times as T
-from autograder.grading.times import NONE, SubmittedAt, best, canvas_late_marker, load_times_csv
+from autograder.grading.times import NONE, SubmittedAt, best, canvas_late_marker
+from autograder.grading.times_csv import load_times_csv
 
 UTC = timezone.utc
 

@@ -281,7 +281,7 @@ def test_jupyterhub_on_one_machine_starts_as_printed_without_nbgrader_staff_tool
     (and the test's admin service added to the config, as tests/test_service_hub.py adds it): the Hub, its proxy and
     the service answer; s01 signs in (a token), her server starts in her home holding the release notebooks, and her
     JupyterLab has nbgrader's staff plugins disabled and no formgrader, the assignment list kept."""
-    from test_service_hub import DOC_PLACES, HUB_START_S, PREFIX, PROXY, SETUP, doc_hub_lines, running_hub
+    from hubs import DOC_PLACES, HUB_START_S, PREFIX, PROXY, SETUP, doc_hub_lines, running_hub
 
     from autograder.authoring.bundle import STAFF_LAB_PLUGINS
 

@@ -68,7 +68,8 @@ from autograder.authoring.notebooks import (  # noqa: F401
     sync_test_cells,
 )
 from autograder.catalog import COURSE_FILES
-from autograder.course.config import Course, course_root, load_course
+from autograder.course.config import Course, load_course
+from autograder.course.files import course_root
 from autograder.core.errors import BuildError, StaleError
 from autograder.course.written import TEXT_STUBS
 from autograder.grading.references import module_name

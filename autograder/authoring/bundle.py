@@ -24,7 +24,8 @@ from nbformat.notebooknode import NotebookNode
 
 from autograder.authoring.notebooks import BEGIN, END, Derived, Source
 from autograder.catalog import NEAR_ANSWERS, load_catalog
-from autograder.course.config import PACKAGE, PUBLIC_FILE, Course, parse_course
+from autograder.course.config import Course, parse_course
+from autograder.course.files import PACKAGE, PUBLIC_FILE
 from autograder.core.errors import BuildError, ConfigError
 from autograder.core.zips import deterministic_zip, source_time
 
@@ -48,10 +49,13 @@ STUDENT_PACKAGE: tuple[str, ...] = (
     "autograder/course/clock.py",            # (course.yml's dates and time zone: config reads them)
     "autograder/course/roster.py",           # (course.yml's roster: config reads it where asked)
     "autograder/course/written.py",          # (course.yml's written questions: config reads them)
+    "autograder/course/files.py",            # (which course.yml, and its files' names: config reads them)
+    "autograder/course/service_policy.py",   # (course.yml's service section: config reads it)
     "autograder/course/notebook.py",
     "autograder/inside/__init__.py",
     "autograder/inside/plain.py",
     "autograder/inside/probes.py",
+    "autograder/inside/guards.py",           # (probes runs each call under its guards)
     "autograder/inside/forbidden.py",
     "autograder/inside/namespace.py",        # (the self-check runs a notebook's cells in it)
     "autograder/selfcheck/*.py",
@@ -92,7 +96,7 @@ STAFF_LAB_PLUGINS: tuple[str, ...] = ("@jupyter/nbgrader:create-assignment", "@j
 STAFF_SERVER_EXTENSIONS: tuple[str, ...] = ("nbgrader.server_extensions.formgrader",
                                             "nbgrader.server_extensions.course_list")
 #: The student course, inside the package so a non-editable install finds it too: course.yml and
-#: ``<assignment>/checks.py`` (:func:`autograder.course.config.course_file` falls back to it).
+#: ``<assignment>/checks.py`` (:func:`autograder.course.files.course_file` falls back to it).
 STUDENT_DATA = "autograder/data"
 STUDENT_COURSE = f"{STUDENT_DATA}/course.yml"
 #: The bundle's entries carry the time of the sources (zips.source_time: $SOURCE_DATE_EPOCH or the git commit),

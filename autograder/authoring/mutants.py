@@ -152,13 +152,13 @@ def confirm_equivalent(course: Course, mutant: Mutant, seeds: Iterable[int] = ra
 
 class _Floored:
     """course.yml's tolerances, at least the floors of the precision an exercise's statement teaches
-    (:func:`autograder.catalog.context.precision_floors`): what its checks allow is what is equivalent."""
+    (:func:`autograder.catalog.tolerance.precision_floors`): what its checks allow is what is equivalent."""
 
     def __init__(self, tolerances: Any, exercise: Any):
         self.tolerances, self.exercise = tolerances, exercise
 
     def for_dtype(self, dtype: Any) -> Any:
-        from autograder.catalog.context import precision_floors  # noqa: PLC0415 - loads torch
+        from autograder.catalog.tolerance import precision_floors  # noqa: PLC0415 - loads torch
 
         rtol, atol = precision_floors(self.tolerances, dtype, C.precision_of(self.exercise.id),
                                       builds_on=bool(self.exercise.builds_on))

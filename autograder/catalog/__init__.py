@@ -6,9 +6,10 @@ and its known mistakes in ``mistakes.py`` (neither is ever shipped); :func:`load
 imports them.
 
 The package's modules: :mod:`~autograder.catalog.declarations` (what a course declares),
-:mod:`~autograder.catalog.context` (what a check sees), :mod:`~autograder.catalog.comparison`,
-:mod:`~autograder.catalog.outcomes` (statuses, results, what a hidden check may say),
-:mod:`~autograder.catalog.scoring` (:func:`run_exercise`), :mod:`~autograder.catalog.runners`,
+:mod:`~autograder.catalog.context` (what a check sees), :mod:`~autograder.catalog.tolerance` (how far an
+answer may be off), :mod:`~autograder.catalog.calls` (a call's request and reply),
+:mod:`~autograder.catalog.comparison`, :mod:`~autograder.catalog.outcomes` (statuses, results, what a hidden
+check may say), :mod:`~autograder.catalog.scoring` (:func:`run_exercise`), :mod:`~autograder.catalog.runners`,
 :mod:`~autograder.catalog.loading`, :mod:`~autograder.catalog.integrity` (hidden checks of inputs and
 gradients) and :mod:`~autograder.catalog.fingerprints` (the self-check data).
 
@@ -50,9 +51,9 @@ from autograder.core.lazy import lazy_exports
 
 if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type checkers too); each loads its
     # module on first use (autograder.core.lazy)
-    from autograder.course.config import (ALTERNATIVES_FILE as ALTERNATIVES_FILE, COURSE_FILES as COURSE_FILES,
-                                   HIDDEN_FILE as HIDDEN_FILE, MISTAKES_FILE as MISTAKES_FILE,
-                                   PUBLIC_FILE as PUBLIC_FILE)
+    from autograder.course.files import (ALTERNATIVES_FILE as ALTERNATIVES_FILE, COURSE_FILES as COURSE_FILES,
+                                         HIDDEN_FILE as HIDDEN_FILE, MISTAKES_FILE as MISTAKES_FILE,
+                                         PUBLIC_FILE as PUBLIC_FILE)
     from autograder.core.messages import Msg as Msg
     from autograder.inside.plain import Value as Value
     from autograder.inside.probes import probe_module as probe_module
@@ -77,8 +78,8 @@ if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type
     from autograder.catalog.context import (Context as Context, Diagnoser as Diagnoser, PUBLIC_SEED as PUBLIC_SEED,
                                             Pending as Pending, Runner as Runner, stable_seed as stable_seed)
     from autograder.catalog.scoring import WITHHELD as WITHHELD, run_exercise as run_exercise
-    from autograder.catalog.runners import (LiveDiagnoser as LiveDiagnoser, copied as copied,
-                                            in_process_runner as in_process_runner)
+    from autograder.catalog.calls import copied as copied
+    from autograder.catalog.runners import LiveDiagnoser as LiveDiagnoser, in_process_runner as in_process_runner
     from autograder.catalog.loading import (COURSE_PACKAGE as COURSE_PACKAGE, hidden_available as hidden_available,
                                             load_catalog as load_catalog)
 

@@ -1,13 +1,15 @@
 """The context a check runs in: seeded inputs, calls into the student's code through a runner (the
 sandbox when grading, the student's kernel when self-checking), the reference, and expectations that
 raise :class:`~autograder.catalog.outcomes.CheckFailed` with a message in zh and en.
+
+How far an answer may be from the expected one is :mod:`autograder.catalog.tolerance`'s; what a call's
+request and reply mean to a check (copies, forbidden calls, failures) is :mod:`autograder.catalog.calls`'s.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -15,11 +17,14 @@ import numpy as np
 import torch
 
 from autograder.inside import plain
+from autograder.catalog.calls import copied, refuse_forbidden, reply_failure
 from autograder.catalog.comparison import OUTPUT, RETURN_VALUE, as_float64, compare, label, mismatch
 from autograder.catalog.declarations import Audience, Mistake, Precision
-from autograder.catalog.outcomes import CheckFailed, Status, brief, number_free
-from autograder.inside.forbidden import GUARD_OFF
-from autograder.core.messages import Msg, say
+from autograder.catalog.outcomes import CheckFailed, brief
+from autograder.catalog.tolerance import (DEPENDENCY_SHARE, FLOAT32_EPS, SCALE_ULPS, SENSITIVE_SCALE, SLACK_FACTOR,
+                                          eps, input_scale, is_float64, magnitude, precision_floors, rounded,
+                                          tensors)
+from autograder.core.messages import Msg
 from autograder.inside.probes import Reply, Request
 from autograder.core.stopwatch import OFF, Stopwatch
 
@@ -47,148 +52,6 @@ def stable_seed(*parts: Any) -> int:
 
 
 PUBLIC_SEED = "public-self-check"
-
-
-#: Units of rounding per unit of input magnitude that a comparison allows (see Context.tol).
-SCALE_ULPS = 4.0
-
-
-def _eps(dtype: Any) -> float:
-    name = str(dtype)
-    if "64" in name:
-        return float(torch.finfo(torch.float64).eps)
-    if "16" in name:
-        return float(torch.finfo(torch.bfloat16 if "bfloat" in name else torch.float16).eps)
-    return float(torch.finfo(torch.float32).eps)
-
-
-#: Inputs of at least this magnitude get their expected values' rounding slack measured (Context.truth).
-SENSITIVE_SCALE = 10.0
-#: How many times the measured movement a comparison allows (two random roundings underestimate the worst).
-SLACK_FACTOR = 16.0
-#: How many times course.yml's relative tolerance an exercise that builds on others allows (Context.tol): an
-#: answer of a dependency its own checks accept may be off by up to that tolerance, and what is computed from it
-#: (a softmax of scores, a sum over heads) moves by a few times that.
-DEPENDENCY_SHARE = 16.0
-FLOAT32_EPS = float(torch.finfo(torch.float32).eps)
-
-
-def _tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
-    """The tensors of a value, in order (tuples, lists and dict values walked)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if depth < 6 and isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v, depth + 1)]
-    if depth < 6 and isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v, depth + 1)]
-    return []
-
-
-def _rounded(value: Any, generator: torch.Generator, relative: Callable[[Any], float]) -> Any:
-    """Every floating tensor and array moved by ``relative(its dtype)`` of its own magnitude, each element up or
-    down (one rounding unit of its dtype, the precision of one float32 intermediate, a dependency's tolerance)."""
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
-        sign = torch.randint(0, 2, value.shape, generator=generator).to(torch.float64).mul_(2).sub_(1)
-        return value.detach().double().add(value.detach().double().abs() * relative(value.dtype) * sign)
-    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-        signs = torch.randint(0, 2, value.shape, generator=generator).numpy() * 2 - 1
-        return value.astype(np.float64) + np.abs(value).astype(np.float64) * relative(value.dtype) * signs
-    if isinstance(value, tuple):
-        return tuple(_rounded(v, generator, relative) for v in value)
-    if isinstance(value, list):
-        return [_rounded(v, generator, relative) for v in value]
-    if isinstance(value, dict):
-        return {k: _rounded(v, generator, relative) for k, v in value.items()}
-    return value
-
-
-def _float64(dtype: Any) -> bool:
-    return "64" in str(dtype)
-
-
-def precision_floors(tolerances: Any, dtype: Any, precision: Precision, *, builds_on: bool = False
-                     ) -> tuple[float, float]:
-    """The least (rtol, atol) a comparison of ``dtype`` allows, whatever the inputs (see :meth:`Context.tol`): the
-    floors of the precision the statement teaches (one float32 scalar or table inside a float64 call moves the
-    answer this far) and of what a dependency's accepted answer moves it; relative to each element, and absolute
-    for elements near 0 (a sum that cancels). Not relative to the inputs' magnitude: inputs of 1e9 are where a
-    fill of -1e9 shows."""
-    t = tolerances.for_dtype(dtype)
-    rtol, atol = t.rtol, t.atol
-    if precision is Precision.ONE_FLOAT32 and _float64(dtype):
-        rtol, atol = max(rtol, SLACK_FACTOR * FLOAT32_EPS), max(atol, SLACK_FACTOR * FLOAT32_EPS)
-    if builds_on:
-        share = DEPENDENCY_SHARE * t.rtol
-        rtol, atol = max(rtol, share), max(atol, share)
-    return rtol, atol
-
-
-def copied(request: Request) -> Request:
-    """The request with fresh copies of its tensors and arrays, as a sandbox would see them.
-
-    A function that edits its arguments in place then cannot change the check's
-    inputs, nor the fingerprint the diagnoser computes afterwards.
-    """
-    return Request(request.function, _copy(request.args), _copy(request.kwargs), probe=request.probe,
-                   forbidden=request.forbidden, device=request.device, site=request.site,
-                   stand_ins=dict(request.stand_ins))
-
-
-def _copy(value: Any) -> Any:
-    if type(value) is torch.Tensor:
-        copy = value.detach().clone()
-        return copy.requires_grad_(True) if value.requires_grad else copy
-    if type(value) is np.ndarray:
-        return value.copy()
-    if isinstance(value, tuple):
-        return tuple(_copy(v) for v in value)
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
-
-
-def magnitude(value: Any) -> float:
-    """The largest finite magnitude among the floating tensors, arrays and floats in ``value`` (0 if none)."""
-    best = 0.0
-    stack: list[Any] = [value]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, (tuple, list)):
-            stack.extend(value)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
-            top = float(value.detach().abs().max())      # nan or inf when any element is: then only the finite
-            if not math.isfinite(top):
-                finite = value.detach()[torch.isfinite(value.detach())]
-                top = float(finite.abs().max()) if finite.numel() else 0.0
-            best = max(best, top)
-        elif isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
-            top = float(np.abs(value).max())
-            if not math.isfinite(top):
-                kept = value[np.isfinite(value)]
-                top = float(np.abs(kept).max()) if kept.size else 0.0
-            best = max(best, top)
-        elif isinstance(value, float) and math.isfinite(value):
-            best = max(best, abs(value))
-    return best
-
-
-def input_scale(request: Request | None) -> float:
-    """The largest finite magnitude among the floating tensors and arrays a request sends (0 if none)."""
-    if request is None:
-        return 0.0
-    cached = getattr(request, "_scale", None)
-    if cached is not None:
-        return cached
-    best = magnitude((request.args, request.kwargs))
-    try:
-        request._scale = best  # type: ignore[attr-defined]  # noqa: SLF001 - this module's cache on the request
-    except AttributeError:
-        pass
-    return best
 
 
 class Pending:
@@ -303,7 +166,7 @@ class Context:
         for name in reply.forbidden:
             if name not in self.forbidden_seen:
                 self.forbidden_seen.append(name)
-        _refuse_forbidden(reply, self.forbidden)
+        refuse_forbidden(reply, self.forbidden)
         self.last_request = request
         self.last_value = None
         if reply.status == "ok":
@@ -315,7 +178,7 @@ class Context:
             self.last_value = value
             self.values.append((request, value))
             return value
-        raise _reply_failure(reply, self.function)
+        raise reply_failure(reply, self.function)
 
     @contextlib.contextmanager
     def on_device(self, device: str) -> Any:
@@ -331,9 +194,9 @@ class Context:
     def call_raw(self, *args: Any, probe: str = "call", **kwargs: Any) -> Reply:
         """Like :meth:`call` but hands back the reply, e.g. to check that a call *raises*."""
         _request, reply = self._send(args, kwargs, probe)
-        _refuse_forbidden(reply, self.forbidden)
+        refuse_forbidden(reply, self.forbidden)
         if reply.status not in ("ok", "error"):
-            raise _reply_failure(reply, self.function)
+            raise reply_failure(reply, self.function)
         return reply
 
     def _send(self, args: tuple, kwargs: dict, probe: str) -> tuple[Request, Reply]:
@@ -397,8 +260,8 @@ class Context:
     def _moves(self, dtype: Any) -> float:
         """How far (relative) rounding, the precision declared and the dependencies move an argument of ``dtype``
         on large inputs (see :meth:`truth`)."""
-        move = _eps(dtype)
-        if self.precision is Precision.ONE_FLOAT32 and _float64(dtype):
+        move = eps(dtype)
+        if self.precision is Precision.ONE_FLOAT32 and is_float64(dtype):
             move = max(move, FLOAT32_EPS)
         if self.builds_on:
             move = max(move, DEPENDENCY_SHARE * self.tolerances.for_dtype(dtype).rtol / SLACK_FACTOR)
@@ -412,7 +275,7 @@ class Context:
             return fn(*args, **kwargs)
 
     def _measure_slack(self, fn: Callable[..., Any], value: Any, args: tuple, kwargs: dict) -> None:
-        outputs = _tensors(value)
+        outputs = tensors(value)
         if not outputs:
             return
         # A generator of its own: the check's inputs (self.generator) stay what they are.
@@ -420,11 +283,11 @@ class Context:
         widest = [torch.zeros_like(t, dtype=torch.float64) for t in outputs]
         for _ in range(2):
             try:
-                moved = fn(*as_float64(_rounded(args, generator, self._moves)),
-                           **as_float64(_rounded(kwargs, generator, self._moves)))
+                moved = fn(*as_float64(rounded(args, generator, self._moves)),
+                           **as_float64(rounded(kwargs, generator, self._moves)))
             except Exception:  # noqa: BLE001 - a function that refuses the moved inputs gives no slack
                 return
-            again = _tensors(moved)
+            again = tensors(moved)
             if len(again) != len(outputs):
                 return
             for i, (t, u) in enumerate(zip(outputs, again)):
@@ -457,7 +320,7 @@ class Context:
         """
         t = self.tolerances.for_dtype(dtype)
         scale = input_scale(self.last_request)
-        rtol = max(t.rtol, SCALE_ULPS * _eps(dtype) * scale) if scale > 1 else t.rtol
+        rtol = max(t.rtol, SCALE_ULPS * eps(dtype) * scale) if scale > 1 else t.rtol
         floor_rtol, floor_atol = precision_floors(self.tolerances, dtype, self.precision, builds_on=self.builds_on)
         return max(rtol, floor_rtol), max(t.atol, floor_atol)
 
@@ -541,49 +404,3 @@ class Context:
         if not condition:
             message = Msg(zh, en)
             raise CheckFailed(message, diagnose=diagnose, hidden=message if safe and hidden is None else hidden)
-
-
-# -- running checks --------------------------------------------------------------
-def _refuse_forbidden(reply: Reply, known: Iterable[str] = ()) -> None:
-    """Fail on a forbidden call. The names come from the worker: a hidden check repeats only known ones."""
-    if GUARD_OFF in reply.forbidden:
-        said = say("check.guard_off")
-        raise CheckFailed(said, status=Status.FORBIDDEN, hidden=said)
-    if reply.forbidden:
-        known = set(known)
-        named = [n for n in reply.forbidden if n in known] or ["a forbidden call"]
-        raise CheckFailed(say("check.forbidden", names=", ".join(reply.forbidden)), status=Status.FORBIDDEN,
-                          hidden=say("check.forbidden", names=", ".join(named)))
-
-
-def _reply_failure(reply: Reply, function: str) -> CheckFailed:
-    # Hidden messages: the worker's text (too_large) is the student's process speaking, the
-    # sandbox's own (timeout, crashed) is bounded; neither repeats a value.
-    if reply.status == "not_attempted":
-        message = say("check.not_attempted")
-        return CheckFailed(message, status=Status.NOT_ATTEMPTED, hidden=message)
-    if reply.status == "missing":
-        message = say("check.missing", function=function)
-        return CheckFailed(message, status=Status.MISSING, hidden=message)
-    if reply.status == "too_large":
-        return CheckFailed(_sandbox_said("check.too_large", reply), status=Status.TOO_LARGE,
-                           hidden=say("check.too_large_hidden"))
-    if reply.status == "timeout":
-        return CheckFailed(_sandbox_said("check.timeout", reply), status=Status.TIMEOUT,
-                           hidden=_sandbox_said("check.timeout", reply, hidden=True))
-    if reply.status == "crashed":
-        return CheckFailed(_sandbox_said("check.crashed", reply), status=Status.CRASHED,
-                           hidden=_sandbox_said("check.crashed", reply, hidden=True))
-    return CheckFailed(say("check.raised", kind=reply.error_type, detail=reply.error),
-                       status=Status.ERROR, error_type=reply.error_type)
-
-
-def _sandbox_said(key: str, reply: Reply, hidden: bool = False) -> Msg:
-    """``key``'s sentence around what the sandbox said: its own words in both languages when it gave
-    them (``Reply.message``), else its text; a hidden check's without any number."""
-    said = getattr(reply, "message", None)
-    if not isinstance(said, Msg):
-        said = Msg(reply.error or "", reply.error or "")
-    if hidden:
-        said = Msg(number_free(said.zh, 160), number_free(said.en, 160))
-    return say(key, detail=said)

@@ -11,7 +11,8 @@ from typing import Any
 
 from autograder.catalog.declarations import (ALTERNATIVES, CHECKS, MISTAKES, NEAR_ANSWERS, NOT_GRADED, PRECISIONS,
                                              SPECS)
-from autograder.course.config import ALTERNATIVES_FILE, Course, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE, load_course
+from autograder.course.config import Course, load_course
+from autograder.course.files import ALTERNATIVES_FILE, HIDDEN_FILE, MISTAKES_FILE, PUBLIC_FILE
 from autograder.core.errors import ConfigError
 
 

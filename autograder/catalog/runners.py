@@ -10,7 +10,8 @@ import torch
 
 from autograder.inside import plain
 from autograder.catalog.comparison import departures, same_kinds, values_match
-from autograder.catalog.context import Runner, copied
+from autograder.catalog.calls import copied
+from autograder.catalog.context import Runner
 from autograder.catalog.declarations import MISTAKES, Mistake
 from autograder.inside.probes import Reply, Request, execute
 

@@ -11,7 +11,8 @@ import json
 import re
 
 from autograder.course.clock import readable
-from autograder.course.config import Course, course_file, grade_id, load_course
+from autograder.course.config import Course, grade_id, load_course
+from autograder.course.files import course_file
 from autograder.course.config_errors import did_you_mean
 from autograder.core.errors import ConfigError
 

@@ -22,7 +22,7 @@ from autograder.grading.archives import opened
 from autograder.grading.batch import batch_lanes, grade_batch, lane_processes, plan
 from autograder.grading.distributed import cluster_description
 from autograder.grading.grader import resolve_device
-from autograder.grading.lanes import lane_config
+from autograder.grading.lane_grading import lane_config
 from autograder.grading.process import import_lazy_modules, prepare_grader_process, sigterm_interrupts, trusted_torch
 from autograder.reports.lms import write_lms_csv
 from autograder.sandbox.launch import launch_template, take_early_launch

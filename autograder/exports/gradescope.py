@@ -31,7 +31,8 @@ from autograder.authoring.bundle import pyproject_project, requirement_specs
 from autograder import reports as R
 from autograder.core.atomic import atomic_write_text
 from autograder.catalog import ALTERNATIVES_FILE, COURSE_FILES
-from autograder.course.config import PACKAGE, Assignment, Course, load_course
+from autograder.course.config import Assignment, Course, load_course
+from autograder.course.files import PACKAGE
 from autograder.core.errors import AutograderError
 from autograder.exports.targets import ExportTarget
 from autograder.grading.deadlines import Deadlines, submitted_json

@@ -45,7 +45,8 @@ from autograder import catalog as C
 from autograder.core.messages import say
 from autograder.core.points import hundredths
 from autograder.selfcheck import SelfCheckResult, render_html
-from autograder.selfcheck.kernel import Note, caller_namespace, language_of, one_thread
+from autograder.selfcheck.kernel import caller_namespace, one_thread
+from autograder.selfcheck.results import Note, language_of
 
 #: nbgrader sets this in the environment of the kernels it starts for ``nbgrader autograde``.
 NBGRADER_EXECUTION = "NBGRADER_EXECUTION"

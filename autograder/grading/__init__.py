@@ -13,10 +13,11 @@ identical scores.
 
 Lanes (:mod:`~autograder.grading.batch`): ``-j N`` grades N submissions at a time. A small batch stays in
 this process (threads, one sandbox template); a larger one also runs lanes in trusted grader processes,
-forked from this one while it has no other thread, or spawned where forking is refused
-(:mod:`~autograder.grading.lanes`), or on a Dask cluster
-(:mod:`~autograder.grading.distributed`). Only JSON crosses a process boundary, and this process stays the
-one writer. Student code never runs in any of these processes; the references do, on one torch thread.
+forked from this one while it has no other thread (:mod:`~autograder.grading.forked_lanes`), or spawned where
+forking is refused (:mod:`~autograder.grading.lanes`), each grading as :mod:`~autograder.grading.lane_grading`
+says, or on a Dask cluster (:mod:`~autograder.grading.distributed`). Only JSON crosses a process boundary, and
+this process stays the one writer. Student code never runs in any of these processes; the references do, on one
+torch thread.
 """
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ if TYPE_CHECKING:   # the names this package offers (`X as X`: offered, for type
                                                hidden_seed_parts as hidden_seed_parts)
     from autograder.grading.outputs import (Outputs as Outputs, keep_earlier as keep_earlier,
                                             record_or_fail as record_or_fail, render_feedback as render_feedback)
-    from autograder.grading.lanes import (LaneSetupError as LaneSetupError, ProcessLanes as ProcessLanes,
-                                          lane_config as lane_config, lane_grade as lane_grade, lane_warm as lane_warm,
-                                          submission_json as submission_json)
+    from autograder.grading.lane_grading import (LaneSetupError as LaneSetupError, lane_config as lane_config,
+                                                 lane_grade as lane_grade, lane_warm as lane_warm,
+                                                 submission_json as submission_json)
+    from autograder.grading.lanes import ProcessLanes as ProcessLanes
     from autograder.grading.batch import (BatchOutcome as BatchOutcome,
                                           PROCESS_MIN_SUBMISSIONS as PROCESS_MIN_SUBMISSIONS, Plan as Plan,
                                           grade_batch as grade_batch, lane_processes as lane_processes, plan as plan)

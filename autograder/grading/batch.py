@@ -22,11 +22,13 @@ from autograder.grading.cells import demo_cells
 from autograder.grading.deadlines import Deadlines
 from autograder.grading.distributed import cluster_results
 from autograder.grading.grader import GradingContext, check_catalog, grader_fingerprint
-from autograder.grading.lanes import ForkedLanes, Lanes, lane_config, start_lanes
+from autograder.grading.forked_lanes import ForkedLanes, start_lanes
+from autograder.grading.lane_grading import lane_config
+from autograder.grading.lanes import Lanes
 from autograder.grading.outputs import Outputs, keep_earlier, record_or_fail
 from autograder.grading.submission import grade_or_fail
 from autograder.grading.submissions import Discovery, Submission, discover
-from autograder.grading.times import load_times_csv
+from autograder.grading.times_csv import load_times_csv
 from autograder.sandbox.affinity import core_to_spare, lane_cpus, pin_lane, split_lanes
 
 

@@ -7,7 +7,7 @@ The client (the ``autograder grade`` process) discovers the submissions, decides
 (resuming as a local run does) and sends each remaining one to the cluster as one task:
 :func:`autograder.grading.lane_grade` with the batch's configuration (plain JSON: course, device,
 grader fingerprint, limits, cage mode) and the notebook's bytes. Each Dask worker process builds its
-grading context once and holds its own warm sandbox (:func:`autograder.grading.lanes._lane_sandbox`), so
+grading context once and holds its own warm sandbox (:func:`autograder.grading.lane_grading._lane_sandbox`), so
 student code runs caged on the worker machines exactly as it does locally, and only JSON text comes
 back: the finalized result and its rendered feedback. The client stays the one writer of
 ``results/``, ``feedback/``, ``grades.csv``, the LMS CSVs and ``report.html``.
@@ -26,7 +26,7 @@ from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autograder.core.errors import AutograderError
-from autograder.grading.lanes import LaneSetupError, lane_grade, submission_json
+from autograder.grading.lane_grading import LaneSetupError, lane_grade, submission_json
 from autograder.grading.submission import finalize, grade_or_fail, grader_fault
 from autograder.grading.submissions import Submission
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autograder import catalog as C
-from autograder.course.config import ALTERNATIVES_FILE, PACKAGE, Course
+from autograder.course.config import Course
+from autograder.course.files import ALTERNATIVES_FILE, PACKAGE
 from autograder.core.errors import AutograderError
 from autograder.grading.references import reference_module
 
@@ -23,11 +24,14 @@ if TYPE_CHECKING:
 #: What the grader fingerprint covers: a change to any of these regrades on the next run. The engine's
 #: modules that decide a score (relative to the engine's folder), and the course's: course.yml, every
 #: assignment folder's checks, hidden checks and mistakes, and the references.
-ENGINE_FILES = ("catalog", "probes.py", "proxies.py", "plain.py", "forbidden.py", "notebook.py", "points.py",
-                "grading/source_scan.py", "grading/scan_vocabulary.py", "grading/scan_scopes.py",
-                "grading/cells.py", "grading/submission.py", "grading/earlier.py", "sandbox/stand_ins.py",
+ENGINE_FILES = ("catalog", "inside/probes.py", "inside/guards.py", "inside/proxies.py", "inside/plain.py",
+                "inside/forbidden.py", "course/notebook.py", "core/points.py",
+                "grading/source_scan.py", "grading/scan_walk.py", "grading/scan_vocabulary.py",
+                "grading/scan_scopes.py", "grading/cells.py", "grading/submission.py", "grading/earlier.py",
+                "sandbox/stand_ins.py",
                 # What the student's code may do decides its outcome too: the cage and its limits.
-                "inside/cage.py", "inside/memcg.py", "inside/template.py", "inside/worker.py")
+                "inside/cage.py", "inside/memcg.py", "inside/template.py", "inside/warm_up.py",
+                "inside/worker_memory.py", "inside/worker.py")
 
 
 COURSE_FILES = ("course.yml", "source/*/*.py", "solutions/*.py")

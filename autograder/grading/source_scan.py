@@ -33,8 +33,9 @@ own scoping (a local ``weights`` is not the demo cell's global ``weights``), and
 a later ``def softmax`` shadows an earlier ``from torch.nn.functional import softmax``.
 
 This module is the resolver: module-level bindings across cells, in the order the
-cells run (:class:`NotebookScan`), and the walk of one definition with its scopes
-(``_Walker``), which turns a name into the qualified names it may be. What a
+cells run (:class:`NotebookScan`), and what an exercise's function reaches through
+them. The walk of one definition with its scopes, which turns a name into the
+qualified names it may be, is :mod:`autograder.grading.scan_walk`'s. What a
 qualified name *is* (a forbidden call, tampering, code it cannot read) is
 :mod:`autograder.grading.scan_vocabulary`'s; which names a scope binds is
 :mod:`autograder.grading.scan_scopes`'s. It reads :mod:`ast`, not libcst's
@@ -51,83 +52,43 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 from autograder.grading.scan_scopes import (
     COMPOUND,
     SCOPES,
-    Scope,
     compound_bodies,
     compound_targets,
-    entered,
     import_bindings,
     target_names,
 )
 from autograder.grading.scan_vocabulary import (
-    ALLOWED_AUTOGRADER,
-    ATTRIBUTE_FUNCTIONS,
-    COMPUTED_NAME_REASON,
-    DYNAMIC_CODE,
     DYNAMIC_CODE_REASON,
-    METHODS,
-    QUALIFIED_DYNAMIC_CODE,
-    REFLECTION_BUILTINS,
-    REFLECTION_CALLS,
-    REFLECTION_REASON,
-    TAMPER_NAMES,
     TAMPERING,
     UNINSPECTABLE,
     forbidden_names,
-    is_autograder,
 )
+from autograder.grading.scan_walk import MAX_ALIAS_DEPTH, Binding, Summary, Walker, is_call_to
 from autograder.core.pyast import parse as parse_python
 
 #: Sources larger than this (UTF-8 bytes, all cells together) are not parsed at all.
 MAX_SOURCE_BYTES = 1 << 20
-#: How many module-level aliases deep a name is followed (``a = F.softmax; b = a; ...``).
-MAX_ALIAS_DEPTH = 16
-#: Nodes that name nothing: not worth a visit.
-_INERT = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.Pass)
 
 
 # -- module-level bindings ----------------------------------------------------------------------
-@dataclass
-class _Binding:
-    """One module-level binding of a name: an import, a def/class, or an assigned value."""
-
-    order: int                      # position among module-level statements, across cells
-    conditional: bool               # inside if/for/try/with...: it does not hide earlier bindings
-    target: str = ""                # an import: the qualified name bound
-    node: ast.AST | None = None     # a def/class node, or the assigned value (walked when reached)
-    shadows: bool = True            # False for ``x = f(x)``: the earlier x is still used
-
-
-@dataclass
-class _Summary:
-    """What walking one definition or value found."""
-
-    hits: set[str] = field(default_factory=set)        # qualified names, and "method:<name>"
-    refs: set[str] = field(default_factory=set)        # module-level names it uses
-    # Of refs, those read when the definition or statement itself runs (a decorator, a default, a class body, a
-    # module-level value), not when a function defined in it is called: the value they hold then is kept.
-    early: set[str] = field(default_factory=set)
-    hidden: set[str] = field(default_factory=set)      # what it does that the scan cannot read
-
-
 class NotebookScan:
     """One submission's code cells, parsed once; :meth:`exercise` answers per exercise."""
 
     def __init__(self, sources: Sequence[str], unparsed: Iterable[int] = ()):
         unparsed = frozenset(unparsed)
         self.findings: list[str] = []                  # tampering and uninspectable: notebook-wide
-        self._bindings: dict[str, list[_Binding]] = {}
-        self._stars: list[tuple[_Binding, str]] = []   # (binding, module) of each ``from M import *``
+        self._bindings: dict[str, list[Binding]] = {}
+        self._stars: list[tuple[Binding, str]] = []   # (binding, module) of each ``from M import *``
         self._roots: list[ast.AST] = []                # statements that monkeypatch a module
         self._methods: set[str] = set()                # method names the notebook defines in classes
-        self._summaries: dict[int, _Summary] = {}
+        self._summaries: dict[int, Summary] = {}
         self._keep: list[ast.AST] = []                 # summaries are keyed by id(): keep their nodes
         self._aliases: dict[str, set[str]] = {}       # module_qualified's memo
-        self._active: dict[str, list[_Binding]] = {}  # active's memo
+        self._active: dict[str, list[Binding]] = {}  # active's memo
         self._resolving: set[str] = set()
         self._dynamic_code = False
         self.order = 0
@@ -151,7 +112,7 @@ class NotebookScan:
             self._collect(tree.body, conditional=False)
         for tree in trees:
             for statement in tree.body:
-                if DYNAMIC_CODE_REASON in _Walker(self, tamper=True).walk(statement).hidden:
+                if DYNAMIC_CODE_REASON in Walker(self, tamper=True).walk(statement).hidden:
                     self._dynamic_code = True
 
     def note(self, finding: str) -> None:
@@ -160,7 +121,7 @@ class NotebookScan:
             self.findings.append(finding)
 
     # module level ------------------------------------------------------------------------
-    def bind(self, name: str, binding: _Binding) -> None:
+    def bind(self, name: str, binding: Binding) -> None:
         """One more module-level binding of ``name`` (statements' ``order`` counts them across cells)."""
         self._bindings.setdefault(name, []).append(binding)
         self._active.pop(name, None)
@@ -172,7 +133,7 @@ class NotebookScan:
             self.order += 1
             order = self.order
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.bind(statement.name, _Binding(order, conditional, node=statement))
+                self.bind(statement.name, Binding(order, conditional, node=statement))
                 if isinstance(statement, ast.ClassDef):
                     self._methods.update(s.name for s in statement.body
                                          if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
@@ -186,16 +147,16 @@ class NotebookScan:
     def _collect_import(self, statement: ast.Import | ast.ImportFrom, order: int, conditional: bool) -> None:
         """Record the names an import binds, and a ``from M import *`` (it may bind any name: see active)."""
         for name, qualified in import_bindings(statement):
-            self.bind(name, _Binding(order, conditional, target=qualified))
+            self.bind(name, Binding(order, conditional, target=qualified))
         if isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
             module = "." * statement.level + (statement.module or "")
-            self._stars.append((_Binding(order, True, target=module), module))
+            self._stars.append((Binding(order, True, target=module), module))
 
     def _collect_compound(self, statement: ast.stmt, order: int) -> None:
         """Record what a compound statement binds (for, with ... as) and what its bodies bind, all conditional."""
         for target in compound_targets(statement):
             for name in target_names(target[0]):
-                self.bind(name, _Binding(order, True, node=target[1]))
+                self.bind(name, Binding(order, True, node=target[1]))
         for inner in compound_bodies(statement):
             self._collect(inner, conditional=True)
 
@@ -215,17 +176,17 @@ class NotebookScan:
                 for name in target_names(one_target) if not isinstance(one_target, ast.Attribute) else []:
                     uses_itself = isinstance(statement, ast.AugAssign) or any(
                         isinstance(n, ast.Name) and n.id == name for n in ast.walk(one_value))
-                    self.bind(name, _Binding(order, conditional, node=one_value, shadows=not uses_itself))
+                    self.bind(name, Binding(order, conditional, node=one_value, shadows=not uses_itself))
                 # globals()["name"] = value binds name as well
-                if isinstance(one_target, ast.Subscript) and _is_call_to(one_target.value, "globals") \
+                if isinstance(one_target, ast.Subscript) and is_call_to(one_target.value, "globals") \
                         and isinstance(one_target.slice, ast.Constant) and isinstance(one_target.slice.value, str):
-                    self.bind(one_target.slice.value, _Binding(order, True, node=one_value))
+                    self.bind(one_target.slice.value, Binding(order, True, node=one_value))
 
-    def active(self, name: str) -> list[_Binding]:
+    def active(self, name: str) -> list[Binding]:
         """The bindings of ``name`` that may hold when the exercise runs (cells run top to bottom)."""
         if name not in self._active:
             found = list(self._bindings.get(name, []))
-            found += [_Binding(b.order, True, target=f"{module}.{name}") for b, module in self._stars]
+            found += [Binding(b.order, True, target=f"{module}.{name}") for b, module in self._stars]
             found.sort(key=lambda b: b.order)
             last = max((i for i, b in enumerate(found) if not b.conditional and b.shadows), default=0)
             self._active[name] = found[last:]
@@ -247,16 +208,16 @@ class NotebookScan:
             if binding.target:
                 out.add(binding.target)
             elif binding.node is not None and not isinstance(binding.node, SCOPES):
-                out |= _Walker(self).qualify(binding.node, (), depth + 1)
+                out |= Walker(self).qualify(binding.node, (), depth + 1)
         self._resolving.discard(name)
         self._aliases[name] = out
         return out
 
-    def summary(self, node: ast.AST) -> _Summary:
+    def summary(self, node: ast.AST) -> Summary:
         key = id(node)
         if key not in self._summaries:
             self._keep.append(node)
-            self._summaries[key] = _Walker(self).walk(node)
+            self._summaries[key] = Walker(self).walk(node)
         return self._summaries[key]
 
     def note_root(self, statement: ast.AST) -> None:
@@ -313,207 +274,6 @@ class NotebookScan:
                     nodes.append(binding.node)
         return hits, hidden
 
-
-def _is_call_to(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
-
-
-def _constant_str(node: ast.AST | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-
-# -- walking code -------------------------------------------------------------------------------
-class _Walker:
-    """Walks one statement, definition or expression with Python's scoping, without recursion.
-
-    With ``tamper``, it also records tampering and module monkeypatching on the scan.
-    """
-
-    def __init__(self, scan: NotebookScan, tamper: bool = False):
-        self.scan = scan
-        self.tamper = tamper
-        self._called: set[int] = set()       # the func nodes of calls met so far (they are visited first)
-
-    def walk(self, root: ast.AST) -> _Summary:
-        summary = _Summary()
-        stack: list[tuple[ast.AST, tuple[Scope, ...]]] = [(root, ())]
-        while stack:
-            node, scopes = stack.pop()
-            if isinstance(node, SCOPES):
-                stack.extend(entered(node, scopes))
-                continue
-            self._visit(node, scopes, summary, root)
-            stack.extend((child, scopes) for child in ast.iter_child_nodes(node) if not isinstance(child, _INERT))
-        return summary
-
-    # names --------------------------------------------------------------------------------
-    @staticmethod
-    def _local(name: str, scopes: tuple[Scope, ...]) -> Scope | None:
-        """The scope that binds ``name`` here, or None for a module-level (global) name."""
-        for depth, scope in enumerate(reversed(scopes)):
-            if scope.is_class and depth > 0:
-                continue  # a class body's names are not visible in its methods
-            if name in scope.declared_global:
-                return None
-            if name in scope.bound:
-                return scope
-        return None
-
-    def qualify(self, node: ast.AST, scopes: tuple[Scope, ...], depth: int = 0) -> set[str]:
-        """The qualified names an expression may be (``Fn.softmax`` -> torch.nn.functional.softmax)."""
-        attrs: list[str] = []
-        while True:
-            if depth > MAX_ALIAS_DEPTH:
-                return set()
-            if isinstance(node, ast.Attribute):
-                attrs.append(node.attr)
-                node = node.value
-                continue
-            if isinstance(node, ast.Call) and _is_call_to(node, "getattr") and len(node.args) >= 2 \
-                    and (looked_up := _constant_str(node.args[1])) is not None:
-                attrs.append(looked_up)
-                node, depth = node.args[0], depth + 1
-                continue
-            break
-        suffix = "".join(f".{a}" for a in reversed(attrs))
-        if isinstance(node, ast.Name):
-            scope = self._local(node.id, scopes)
-            if scope is not None:
-                bases = {scope.imports[node.id]} if node.id in scope.imports else set()
-            else:
-                bases = self.scan.module_qualified(node.id, depth)
-        elif isinstance(node, ast.Call) and node.args and (module := _constant_str(node.args[0])) is not None:
-            bases = self._imported(node, module, scopes, depth)
-        elif isinstance(node, ast.Subscript) and (key := _constant_str(node.slice)) is not None \
-                and "sys.modules" in self.qualify(node.value, scopes, depth + 1):
-            bases = {key}
-        else:
-            bases = set()
-        return {base + suffix for base in bases}
-
-    def _imported(self, node: ast.Call, module: str, scopes: tuple[Scope, ...], depth: int) -> set[str]:
-        """The module a call imports by the constant name ``module`` (``__import__``, ``import_module``); or none."""
-        if _is_call_to(node, "__import__") and self._local("__import__", scopes) is None:
-            # __import__("a.b") is a; with a fromlist it is a.b
-            fromlist = len(node.args) >= 4 or any(k.arg == "fromlist" for k in node.keywords)
-            return {module if fromlist else module.split(".")[0]}
-        if "importlib.import_module" in self.qualify(node.func, scopes, depth + 1):
-            return {module}
-        return set()
-
-    # one node -----------------------------------------------------------------------------------
-    def _visit(self, node: ast.AST, scopes: tuple[Scope, ...], summary: _Summary, root: ast.AST) -> None:
-        if isinstance(node, ast.Name):
-            self._visit_name(node, scopes, summary)
-        elif isinstance(node, ast.Attribute):
-            self._visit_attribute(node, scopes, summary, root)
-        elif isinstance(node, ast.Call):
-            self._visit_call(node, scopes, summary, root)
-        elif self.tamper and isinstance(node, (ast.Import, ast.ImportFrom)):
-            self._tampering_import(node)
-        elif self.tamper and isinstance(node, ast.NamedExpr) and all(s.is_comprehension for s in scopes):
-            self.scan.bind(node.target.id, _Binding(self.scan.order, True, node=node.value))  # module level
-        elif self.tamper and isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and is_autograder(node.value):
-            self.scan.note(f"{TAMPERING}names the grader's module {node.value[:60]!r}")
-        if self.tamper and isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            self._tampering_assignment(node, scopes, root)
-
-    def _visit_name(self, node: ast.Name, scopes: tuple[Scope, ...], summary: _Summary) -> None:
-        if isinstance(node.ctx, ast.Load) and self._local(node.id, scopes) is None:
-            summary.refs.add(node.id)
-            if not any(not s.is_class and not s.is_comprehension for s in scopes):
-                summary.early.add(node.id)      # outside any function body: read when the code runs, not later
-            if node.id in REFLECTION_BUILTINS and id(node) not in self._called \
-                    and not self.scan.active(node.id):
-                summary.hidden.add(REFLECTION_REASON)       # getattr as a value: reduce(getattr, ...)
-        if self.tamper and node.id in TAMPER_NAMES:
-            self.scan.note(f"{TAMPERING}uses {node.id}")
-
-    def _visit_attribute(self, node: ast.Attribute, scopes: tuple[Scope, ...], summary: _Summary,
-                         root: ast.AST) -> None:
-        """An attribute: what it may be (or a method of a value it cannot name), reflection, tampering."""
-        qualified = self.qualify(node, scopes)
-        summary.hits |= qualified
-        if not qualified and node.attr in METHODS:
-            summary.hits.add(f"method:{node.attr}")
-        if node.attr == "__dict__" and any(q.startswith("torch") for q in qualified):
-            summary.hidden.add(COMPUTED_NAME_REASON)   # torch.nn.functional.__dict__["soft" + "max"]
-        if node.attr == "__getattribute__":
-            summary.hidden.add(REFLECTION_REASON)      # object.__getattribute__(torch._C, name)
-        if self.tamper:
-            self._tampering_attribute(node, qualified, scopes, root)
-
-    def _tampering_assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete,
-                              scopes: tuple[Scope, ...], root: ast.AST) -> None:
-        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-        for target in targets:
-            if isinstance(target, (ast.Attribute, ast.Subscript)) and self.qualify(target.value, scopes):
-                self.scan.note_root(root)  # monkeypatches a module: runs for every exercise
-            elif isinstance(target, ast.Name) and scopes and target.id in scopes[-1].declared_global \
-                    and (value := getattr(node, "value", None)) is not None:
-                # ``global x; x = ...`` inside a function rebinds the module-level x
-                self.scan.bind(target.id, _Binding(self.scan.order, True, node=value))
-
-    def _visit_call(self, node: ast.Call, scopes: tuple[Scope, ...], summary: _Summary, root: ast.AST) -> None:
-        self._called.add(id(node.func))
-        qualified = self.qualify(node, scopes)      # getattr(F, "softmax"), importlib.import_module("x")
-        summary.hits |= qualified
-        builtin = node.func.id if isinstance(node.func, ast.Name) and self._local(node.func.id, scopes) is None \
-            and not self.scan.active(node.func.id) else None
-        called = self.qualify(node.func, scopes)
-        if builtin in DYNAMIC_CODE or called & QUALIFIED_DYNAMIC_CODE:
-            summary.hidden.add(DYNAMIC_CODE_REASON)
-        if builtin == "vars" or called & REFLECTION_CALLS:
-            summary.hidden.add(REFLECTION_REASON)       # pickle.loads(b"...GLOBAL torch._C ..."), vars(torch._C)
-        if builtin not in ATTRIBUTE_FUNCTIONS or len(node.args) < 2:
-            return
-        attr = _constant_str(node.args[1])
-        base = self.qualify(node.args[0], scopes)
-        if attr is None and any(b == "torch" or b.startswith("torch.") for b in base):
-            summary.hidden.add(COMPUTED_NAME_REASON)   # getattr(torch._C, "Disable" + "TorchFunction")
-        if attr in METHODS and not base and builtin == "getattr":
-            summary.hits.add(f"method:{attr}")
-        if not self.tamper:
-            return
-        if attr in TAMPER_NAMES:
-            self.scan.note(f"{TAMPERING}uses {attr}")
-        reads_check = builtin in ("getattr", "hasattr") and base == {"autograder"} and attr == "check"
-        if any(is_autograder(b) for b in base) and not reads_check:
-            self.scan.note(f"{TAMPERING}{builtin} on the grader's module")
-        if builtin in ("setattr", "delattr") and base:
-            self.scan.note_root(root)  # monkeypatches a module: runs for every exercise
-
-    def _tampering_attribute(self, node: ast.Attribute, qualified: set[str], scopes: tuple[Scope, ...],
-                             root: ast.AST) -> None:
-        if node.attr in TAMPER_NAMES:
-            self.scan.note(f"{TAMPERING}uses {node.attr}")
-        for name in qualified:
-            if name == "sys.modules":
-                self.scan.note(f"{TAMPERING}uses sys.modules")
-            if is_autograder(name) and (name not in ALLOWED_AUTOGRADER or not isinstance(node.ctx, ast.Load)):
-                self.scan.note(f"{TAMPERING}touches {'.'.join(name.split('.')[:3])[:80]}")
-
-    def _tampering_import(self, node: ast.Import | ast.ImportFrom) -> None:
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-            for module in modules:
-                if is_autograder(module) and module != "autograder":
-                    self.scan.note(f"{TAMPERING}imports {module[:80]}")
-        else:
-            module = "." * node.level + (node.module or "")
-            modules = [module]
-            for alias in node.names:
-                full = f"{module}.{alias.name}"
-                if is_autograder(module) and full not in ALLOWED_AUTOGRADER:
-                    self.scan.note(f"{TAMPERING}imports {full[:80]}")
-                if alias.name in TAMPER_NAMES:
-                    self.scan.note(f"{TAMPERING}uses {alias.name}")
-        for module in modules:
-            for part in module.split("."):
-                if part in TAMPER_NAMES:
-                    self.scan.note(f"{TAMPERING}uses {part}")
 
 
 def scan_notebook(sources: Sequence[str], unparsed: Iterable[int] = ()) -> NotebookScan:

@@ -6,23 +6,22 @@ Lateness decides points, so the time must come from a party the student does not
 * Gradescope writes ``/autograder/submission_metadata.json``, with the student's own due dates, extensions
   included (:func:`read_gradescope_metadata`);
 * Canvas's bulk download carries no time, only a ``LATE`` marker in each file name (:func:`canvas_late_marker`);
-* any LMS can export a CSV of times, which the instructor passes in (:func:`load_times_csv`).
+* any LMS can export a CSV of times, which the instructor passes in
+  (:func:`autograder.grading.times_csv.load_times_csv`).
 
 File modification times and zip member times are never used: the student sets them.
 
-Every byte read here may be hostile or malformed, so nothing here raises on bad content except
-:func:`load_times_csv`, whose file the instructor supplies and must fix: a readable source gives a
-:class:`SubmittedAt` with an aware time; an unreadable one gives ``when=None`` and a one-line ``problem``
-that names the file (and field); the time is then unknown, never guessed. Files are opened without
-following a final symbolic link where the student could have placed them, must be regular files, and
-are read only up to a small bound. Every piece of file content quoted in a problem passes through
-:func:`autograder.core.text.line` (no control characters, bounded length).
+Every byte read here may be hostile or malformed, so nothing here raises on bad content (only the times CSV
+does, read by :mod:`autograder.grading.times_csv`, whose file the instructor supplies and must fix): a
+readable source gives a :class:`SubmittedAt` with an aware time; an unreadable one gives ``when=None`` and a
+one-line ``problem`` that names the file (and field); the time is then unknown, never guessed. Files are
+opened without following a final symbolic link where the student could have placed them, must be regular
+files, and are read only up to a small bound (:func:`read_bounded`). Every piece of file content quoted in a
+problem passes through :func:`autograder.core.text.line` (no control characters, bounded length).
 """
 from __future__ import annotations
 
-import csv
 import errno
-import io
 import json
 import os
 import re
@@ -30,22 +29,19 @@ import stat
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from autograder.course import clock
-from autograder.core.errors import ConfigError
 from autograder.core.text import line, path_text
 
 __all__ = [
     "CANVAS_LATE",
-    "CSV_MAX_BYTES",
     "GRADESCOPE_MAX_BYTES",
     "NBGRADER_MAX_BYTES",
     "NONE",
     "SubmittedAt",
     "best",
     "canvas_late_marker",
-    "load_times_csv",
     "read_gradescope_metadata",
     "read_nbgrader_timestamp",
 ]
@@ -53,16 +49,13 @@ __all__ = [
 #: Bounds on what is read. A real timestamp.txt is about 30 bytes; a submission_metadata.json a few KiB.
 NBGRADER_MAX_BYTES = 200
 GRADESCOPE_MAX_BYTES = 1024 * 1024
-CSV_MAX_BYTES = 10 * 1024 * 1024
 
 NBGRADER_SOURCE = "nbgrader timestamp.txt"
 GRADESCOPE_SOURCE = "Gradescope submission_metadata.json"
 CANVAS_SOURCE = "Canvas file name (_late marker)"
 
 #: How much of a bad value a problem quotes.
-_QUOTE_CHARS = 60
-#: A student or assignment name longer than this in the times CSV is not a name.
-_NAME_MAX = 200
+QUOTE_CHARS = 60
 
 
 @dataclass(frozen=True)
@@ -98,17 +91,17 @@ NONE = SubmittedAt(None, "none")
 # -- reading files, bounded -----------------------------------------------------------------------
 
 
-def _where(path: Path) -> str:
+def path_line(path: Path) -> str:
     """A path as one clean line for a message."""
     return path_text(os.fspath(path))
 
 
-def _quote(value: str) -> str:
+def quoted(value: str) -> str:
     """A bad value, quoted for a one-line message (cleaned and cut)."""
-    return "'" + line(value, _QUOTE_CHARS) + "'"
+    return "'" + line(value, QUOTE_CHARS) + "'"
 
 
-def _read_bounded(path: Path, limit: int, *, follow_links: bool) -> tuple[bytes | None, str | None]:
+def read_bounded(path: Path, limit: int, *, follow_links: bool) -> tuple[bytes | None, str | None]:
     """The bytes of the regular file ``path``, at most ``limit`` of them read.
 
     Returns ``(data, None)``; ``(None, None)`` when there is no such file; ``(None, reason)`` when it is
@@ -144,7 +137,7 @@ def _read_bounded(path: Path, limit: int, *, follow_links: bool) -> tuple[bytes 
 
 
 def _open_unblocked(path: Path, *, follow_links: bool) -> tuple[int | None, str | None]:
-    """Open ``path`` non-blocking for :func:`_read_bounded`: ``(fd, None)``, or its ``(None, reason)`` answer."""
+    """Open ``path`` non-blocking for :func:`read_bounded`: ``(fd, None)``, or its ``(None, reason)`` answer."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     if not follow_links:
         flags |= getattr(os, "O_NOFOLLOW", 0)
@@ -177,7 +170,7 @@ def _parse_aware(text: str) -> tuple[datetime | None, str | None]:
     """:func:`_parse_time`, with a time that names no zone or offset refused."""
     value, reason = _parse_time(text)
     if value is not None and value.tzinfo is None:
-        return None, f"{_quote(text)} has no UTC offset (e.g. -08:00 or Z), so its moment is unknown"
+        return None, f"{quoted(text)} has no UTC offset (e.g. -08:00 or Z), so its moment is unknown"
     return value, reason
 
 
@@ -204,9 +197,9 @@ def _type_name(value: Any) -> str:
 def _read_source(path: Path, limit: int, source: str) -> tuple[bytes | None, SubmittedAt]:
     """A student-side file's bytes (links refused, at most ``limit``), or None and what to answer instead:
     NONE for a missing file, a problem naming it for one that cannot be read."""
-    data, reason = _read_bounded(path, limit, follow_links=False)
+    data, reason = read_bounded(path, limit, follow_links=False)
     if reason is not None:
-        return None, SubmittedAt(None, source, problem=f"{_where(path)}: {reason}")
+        return None, SubmittedAt(None, source, problem=f"{path_line(path)}: {reason}")
     return data, NONE
 
 
@@ -221,7 +214,7 @@ def read_nbgrader_timestamp(path: Path) -> SubmittedAt:
     (a larger file is a problem); a missing file gives :data:`NONE`; an empty, binary or garbled one a
     problem naming the file.
     """
-    where = _where(path)
+    where = path_line(path)
     data, early = _read_source(path, NBGRADER_MAX_BYTES, NBGRADER_SOURCE)
     if data is None:
         return early
@@ -307,7 +300,7 @@ def read_gradescope_metadata(path: Path) -> SubmittedAt:
     naming the file and the field, and then no date is kept (a student's extension must not be dropped
     silently in favour of the assignment's date). A missing file gives :data:`NONE`.
     """
-    where = _where(path)
+    where = path_line(path)
     data, early = _read_source(path, GRADESCOPE_MAX_BYTES, GRADESCOPE_SOURCE)
     if data is None:
         return early
@@ -317,7 +310,7 @@ def read_gradescope_metadata(path: Path) -> SubmittedAt:
         return SubmittedAt(None, GRADESCOPE_SOURCE, problem=f"{where}: is not UTF-8 text")
     except ValueError as exc:       # json.JSONDecodeError, or an integer too long to convert
         return SubmittedAt(None, GRADESCOPE_SOURCE,
-                           problem=f"{where}: is not valid JSON ({line(str(exc), _QUOTE_CHARS)})")
+                           problem=f"{where}: is not valid JSON ({line(str(exc), QUOTE_CHARS)})")
     except RecursionError:
         return SubmittedAt(None, GRADESCOPE_SOURCE, problem=f"{where}: is not valid JSON (nested too deeply)")
     if not isinstance(meta, dict):
@@ -365,145 +358,6 @@ def canvas_late_marker(file_name: str) -> SubmittedAt:
     if CANVAS_LATE.match(name):
         return SubmittedAt(None, CANVAS_SOURCE, late_marker=True)
     return NONE
-
-
-# -- a CSV of times --------------------------------------------------------------------------------
-
-_STUDENT = "student"
-_ASSIGNMENT = "assignment"
-#: Accepted names of the time column, lower-cased.
-_TIME_COLUMNS = ("submitted_at", "submitted", "timestamp")
-
-
-class _Columns(NamedTuple):
-    """Where a times CSV holds what: column indexes (0-based), the time column's name, the header's width."""
-
-    student: int
-    time_name: str
-    time: int
-    assignment: int | None
-    width: int
-
-
-def _header(where: str, row: list[str]) -> _Columns:
-    """The columns the header row names; a ConfigError when a required one is missing or one is ambiguous."""
-    names = [cell.strip().lstrip("\ufeff").strip().lower() for cell in row]
-    seen: set[str] = set()
-    for name in names:
-        if name and name in seen:
-            raise ConfigError(f"{where}: the header names the column {_quote(name)} twice")
-        seen.add(name)
-    times = [name for name in _TIME_COLUMNS if name in seen]
-    missing = [label for label, ok in ((_STUDENT, _STUDENT in seen), ("submitted_at", bool(times))) if not ok]
-    if missing:
-        found = ", ".join(_quote(n) for n in names[:10]) or "nothing"
-        hint = "a comma-separated file whose first row names the columns: student,submitted_at[,assignment]"
-        raise ConfigError(f"{where}: the header lacks the column(s) {', '.join(missing)} (found {found})",
-                          hint=hint)
-    if len(times) > 1:
-        raise ConfigError(f"{where}: the header has several time columns ({', '.join(times)}); keep one",
-                          hint="which one holds the submission time cannot be told apart")
-    assignment = names.index(_ASSIGNMENT) if _ASSIGNMENT in seen else None
-    return _Columns(names.index(_STUDENT), times[0], names.index(times[0]), assignment, len(names))
-
-
-def _name_cell(value: str, where: str, field: str) -> str:
-    """A student or assignment cell, stripped; a ConfigError (``where`` names file, row, field) if unusable."""
-    value = value.strip()
-    if len(value) > _NAME_MAX:
-        raise ConfigError(f"{where}, field {field}: longer than {_NAME_MAX} characters")
-    if line(value, _NAME_MAX) != value:     # the kit's own test for text a terminal or spreadsheet would obey
-        raise ConfigError(f"{where}, field {field}: {_quote(value)} holds control characters or line breaks")
-    return value
-
-
-def _csv_text(path: Path, where: str) -> str:
-    """The times CSV's text: at most :data:`CSV_MAX_BYTES` of UTF-8 (a byte order mark tolerated)."""
-    data, reason = _read_bounded(path, CSV_MAX_BYTES, follow_links=True)
-    if reason is not None:
-        raise ConfigError(f"{where}: {reason}")
-    if data is None:
-        raise ConfigError(f"{where}: file not found")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: is not UTF-8 text (byte {exc.start})",
-                          hint="export the CSV as UTF-8") from None
-
-
-def load_times_csv(path: Path, *, default_tz: str | None = None) -> dict[tuple[str, str | None], SubmittedAt]:
-    """Submission times from a CSV an LMS can export.
-
-    The header must name a ``student`` column and a time column, ``submitted_at`` (or ``submitted`` or
-    ``timestamp``; names are case-insensitive, a UTF-8 byte order mark is tolerated), and may name an
-    ``assignment`` column. Each row gives the key ``(student, assignment or None)`` (an empty assignment
-    cell is None too) and a :class:`SubmittedAt` whose source is ``"times CSV <file> row <n>"``, ``n``
-    counting data rows from 1 (blank lines are skipped and not counted; messages also give the line).
-    Times are ISO 8601; a time with no offset is read in ``default_tz`` (an IANA name) or is an error,
-    and a wall-clock time that ``default_tz`` shows twice or never (daylight saving changes) is an error too.
-    An empty time cell (a student who did not submit) gives ``when=None``.
-
-    The instructor supplies this file, so its problems are raised, not reported, each as a
-    :class:`~autograder.core.errors.ConfigError` of one line naming the file: a missing file, one over
-    :data:`CSV_MAX_BYTES`, not UTF-8, without the required columns; a bad row (naming its data row, its
-    line, and the field); a key given twice (naming both rows).
-    """
-    where = _where(path)
-    if default_tz is not None:
-        clock.zone(default_tz)     # a bad name is an error before any row is read
-    content = _csv_text(path, where)
-    label = path_text(path.name or os.fspath(path))
-    reader = csv.reader(io.StringIO(content, newline=""))
-    out: dict[tuple[str, str | None], SubmittedAt] = {}
-    first_row: dict[tuple[str, str | None], int] = {}
-    columns: _Columns | None = None
-    number = 0
-    try:
-        for cells in reader:
-            if columns is None:
-                if not any(cell.strip() for cell in cells):
-                    continue
-                columns = _header(where, cells)
-                continue
-            if not any(cell.strip() for cell in cells):
-                continue
-            number += 1
-            row_where = f"{where}: row {number} (line {reader.line_num})"
-            key, submitted = _data_row(cells, columns, row_where, f"times CSV {label} row {number}", default_tz)
-            if key in out:
-                student, assignment = key
-                who = _quote(student) + (f" / {_quote(assignment)}" if assignment else "")
-                raise ConfigError(f"{where}: rows {first_row[key]} and {number} both give the time of {who}")
-            first_row[key] = number
-            out[key] = submitted
-    except csv.Error as exc:
-        raise ConfigError(f"{where}: line {reader.line_num}: not valid CSV ({line(str(exc), _QUOTE_CHARS)})") \
-            from None
-    if columns is None:
-        raise ConfigError(f"{where}: is empty; expected a header such as student,submitted_at[,assignment]")
-    return out
-
-
-def _data_row(cells: list[str], columns: _Columns, row_where: str, source: str,
-              default_tz: str | None) -> tuple[tuple[str, str | None], SubmittedAt]:
-    """One data row of the times CSV: its key and time; a ConfigError (``row_where``, the field) if unusable."""
-    if any(cell.strip() for cell in cells[columns.width:]):
-        # Most often a name with an unquoted comma: the columns after it have shifted.
-        raise ConfigError(f"{row_where}: {len(cells)} cells where the header names {columns.width}",
-                          hint="quote cells that hold a comma")
-    cells = cells + [""] * (columns.width - len(cells))
-    student = _name_cell(cells[columns.student], row_where, _STUDENT)
-    if not student:
-        raise ConfigError(f"{row_where}, field {_STUDENT}: empty")
-    assignment = ""
-    if columns.assignment is not None:
-        assignment = _name_cell(cells[columns.assignment], row_where, _ASSIGNMENT)
-    raw = cells[columns.time].strip()
-    when: datetime | None = None
-    if raw:
-        when = clock.as_utc(clock.parse_time(raw, where=f"{row_where}, field {columns.time_name}",
-                                             default_tz=default_tz))
-    return (student, assignment or None), SubmittedAt(when, source)
 
 
 # -- choosing ---------------------------------------------------------------------------------------

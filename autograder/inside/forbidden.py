@@ -1,4 +1,4 @@
-"""The forbidden calls: one table, read by the run-time guard (:mod:`autograder.inside.probes`, at the torch
+"""The forbidden calls: one table, read by the run-time guard (:mod:`autograder.inside.guards`, at the torch
 function and at the aten operator) and by the static scan of a submission's source
 (:mod:`autograder.grading.source_scan`), and checked when a course declares what an exercise forbids
 (:func:`autograder.catalog.exercise`).

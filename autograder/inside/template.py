@@ -7,6 +7,9 @@ the channel and status pipe handed over by SCM_RIGHTS, copy itself for another g
 leftover memory cgroups. It computes nothing: forking after torch ran parallel ops can deadlock the child, and
 CUDA must never be initialized before a fork. It never runs student code. It reaps its workers and reports
 each one's exit status (and whether its memory cgroup killed it) on the pipe the grader gave for it.
+
+Before it says ready it runs a worker's usual path once (:mod:`autograder.inside.warm_up`); each worker's
+memory cgroup, the next one made ahead, is :mod:`autograder.inside.worker_memory`'s.
 """
 from __future__ import annotations
 
@@ -21,8 +24,10 @@ import time
 import traceback
 from typing import Any, NoReturn
 
-from autograder.inside.protocol import TEMPLATE_ENV, MiB, WorkerConfig
-from autograder.inside.worker import task_count, vm_kib, worker_main
+from autograder.inside.protocol import TEMPLATE_ENV, WorkerConfig
+from autograder.inside.warm_up import warm_up
+from autograder.inside.worker import task_count, worker_main
+from autograder.inside.worker_memory import AHEAD, MEMORY, ahead, drop_ahead, join_home, memory_group, remove_groups
 
 #: Modules the template imports so that a worker inside an empty chroot never needs
 #: the file system: lazy imports of torch (optimizers pull in torch._dynamo, tensor
@@ -38,8 +43,8 @@ TEMPLATE_MODULES = (
     "torch.linalg", "torch.fft", "torch.special", "torch.distributions", "torch.utils.data",
     "torch.testing", "torch._subclasses.schema_check_mode", "torch.profiler._cupti_monitor",
     "matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
-    "autograder", "autograder.inside.plain", "autograder.inside.forbidden", "autograder.inside.probes",
-    "autograder.inside.proxies", "autograder.inside.namespace", "autograder.inside.cage",
+    "autograder", "autograder.inside.plain", "autograder.inside.forbidden", "autograder.inside.guards",
+    "autograder.inside.probes", "autograder.inside.proxies", "autograder.inside.namespace", "autograder.inside.cage",
     "autograder.core.text",
 )
 #: Imported only when a worker needs them: torch._dynamo (what optimizers' step and torch.compile pull
@@ -48,14 +53,6 @@ TEMPLATE_MODULES = (
 #: grader then asks for a worker of the complete template (the template imports them first) and runs
 #: that submission's cells and call again there, so what a worker can import never depends on timing.
 TEMPLATE_LATER = ("torch._dynamo",)
-#: The template's memory cgroups (memcg.find(): where to make a group per worker, or None and why not).
-_MEMORY: dict[str, Any] = {"groups": None, "why": "not looked for"}
-#: The next worker's memory cgroup, made ahead and holding the template itself (``group``), so that the
-#: worker is born in it: a process joins a group only after an RCU grace period (milliseconds, tens of
-#: them on a busy machine), which the template then spends between forks instead of each worker before
-#: its first cell. ``home``: the template's own group, where it goes back when it leaves one; ``off``:
-#: made-ahead groups failed once here and are not tried again (workers join groups made at fork time).
-_AHEAD: dict[str, Any] = {"group": None, "home": None, "off": False}
 
 
 # -- the template -------------------------------------------------------------------
@@ -82,101 +79,19 @@ def template_main(ctrl_fd: int) -> NoReturn:
     sample = plain.encode(((1, 2.5, True, None, "s", numpy.zeros(2)), {"k": [numpy.int64(3)]}))
     plain.decode(sample).to_python()
     plain.decode_trusted(sample).to_python()
-    _warm_up()
+    warm_up()
     from autograder.inside import cage
 
     cage.prepare()     # libc, libseccomp and the seccomp filters, while the file system is there
     from autograder.inside.memcg import find as find_memory_groups
 
-    _MEMORY.update(zip(("groups", "why"), find_memory_groups()))
-    if _MEMORY["groups"] is not None:
-        _AHEAD["home"] = _MEMORY["groups"].home()
+    MEMORY.update(zip(("groups", "why"), find_memory_groups()))
+    if MEMORY["groups"] is not None:
+        AHEAD["home"] = MEMORY["groups"].home()
     cuda_loaded = _libcuda_loaded()
     ctrl.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": time.perf_counter() - start,
                           "cuda_driver_loaded": cuda_loaded, "threads": task_count()}).encode())
     _template_serve(ctrl, list(TEMPLATE_LATER))
-
-
-#: Forbidden names the warm-up's calls run under (so both guard levels run): names of the catalog that
-#: the warm-up itself never calls.
-WARM_UP_FORBIDDEN = ("F.scaled_dot_product_attention", "nn.MultiheadAttention")
-
-
-def _warm_up() -> list[str]:
-    """A worker's usual path once in the template, before it says ready: each worker is forked with it
-    warm instead of paying for it on its first calls (a first call of a function through the guards
-    costs a millisecond or more: torch builds its operator objects and dispatch caches, CPython
-    specializes the bytecode that runs, only once per process). The calls go through probes.execute
-    as a grader's do, under the guards and through each probe, on tensors of both float dtypes.
-
-    Neutral on purpose: torch operations one by one on constant tensors, no exercise's computation. No
-    random number is drawn from a generator that stays drawn (torch's default generator is put back as
-    it was: a module's initialization draws), no thread is started (the template's thread settings are
-    1), and what it imports is imported before ready, in every template alike. Returns each call's status."""
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-
-    from autograder.inside import plain, probes
-
-    def ops(x: torch.Tensor, mask: torch.Tensor) -> Any:
-        y = (x @ x.transpose(-2, -1)) / x.shape[-1] ** 0.5
-        y = y.masked_fill(mask, float("-inf")).softmax(-1).nan_to_num()
-        z = torch.where(mask, torch.zeros_like(y), y).sum(-1, keepdim=True) + y.amax(-1, keepdim=True)
-        w = torch.exp(x - x.max(-1, keepdim=True).values).log1p() + torch.tanh(x) * torch.sigmoid(x)
-        w = w + torch.log(x.abs() + 1) - x.mean(-1, keepdim=True) / torch.sqrt(x.var(-1, keepdim=True) + 1)
-        v = torch.cat([x, w], -1).reshape(*x.shape[:-1], 2, -1).chunk(2, -1)[0].squeeze(-1).unsqueeze(0)
-        u = torch.stack([x, x]).permute(1, 0, 2, 3).contiguous().view(-1, x.shape[-1]).split(1)[0]
-        t = torch.einsum("btd,bsd->bts", x, x) + torch.bmm(x, x.transpose(1, 2)) + torch.matmul(x, x.mT)
-        r = F.relu(x) + F.gelu(x) + F.silu(x) + torch.sin(x) * torch.cos(x) + x.pow(2) + x.clamp(-1, 1)
-        n = F.layer_norm(x, x.shape[-1:]) + F.linear(x, x[0].T @ x[0], x[0, 0]) + F.dropout(x, 0.0)
-        k = torch.arange(x.shape[-1]).float().to(x.dtype) + torch.ones(x.shape[-1], dtype=x.dtype)
-        c = torch.ones(3, 3, dtype=torch.bool).triu(1) | torch.tril(torch.ones(3, 3, dtype=torch.bool))
-        g = x.gather(-1, torch.zeros(*x.shape[:-1], 1, dtype=torch.long)).expand_as(x) + x.new_zeros(x.shape)
-        e = F.cross_entropy(x.reshape(-1, x.shape[-1]), torch.zeros(x.shape[0] * x.shape[1], dtype=torch.long),
-                            reduction="none") + F.log_softmax(x, -1).flatten()[: x.shape[0] * x.shape[1]]
-        i = x.argmax(-1) + torch.isinf(x).sum(-1) + torch.isnan(x).any(-1).long() + torch.isfinite(x).all(-1)
-        total = y.sum() + z.sum() + w.sum() + v.sum() + u.sum() + t.sum() + r.sum() + n.sum() + k.sum() + e.sum()
-        return total + g.sum() + i.sum() + c.sum(), (x.numel(), x.dim(), x.element_size(), float(total.item()))
-
-    class Layer(nn.Module):
-        def __init__(self, d: int):
-            super().__init__()
-            self.proj = nn.Linear(d, d)
-            self.norm = nn.LayerNorm(d)
-            self.scale = nn.Parameter(torch.ones(d))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.norm(self.proj(x)) * self.scale
-
-    state = torch.random.get_rng_state()
-    namespace = {"ops": ops, "Layer": Layer, "__name__": "__main__"}
-    statuses: list[str] = []
-    try:
-        for dtype in (torch.float32, torch.float64):
-            x = torch.linspace(-2, 2, 2 * 3 * 4, dtype=dtype).reshape(2, 3, 4)
-            mask = torch.tensor([False, False, True]).expand(2, 3, 3)
-            weights = {"proj.weight": torch.eye(4, dtype=dtype), "proj.bias": torch.zeros(4, dtype=dtype),
-                       "norm.weight": torch.ones(4, dtype=dtype), "norm.bias": torch.zeros(4, dtype=dtype)}
-            requests = [probes.Request("ops", (x, mask)), probes.Request("ops", (x, mask), probe="inputs"),
-                        probes.Request("ops", (x, mask), probe="random"),
-                        probes.Request("ops", ((0,), (torch.ones((), dtype=dtype), None), x, mask), probe="grad"),
-                        probes.Request("Layer", ((4,), {}, weights, (x,), {}, torch.ones_like(x), (0,)),
-                                       probe="module")]
-            for request in requests:
-                for forbidden in ((), WARM_UP_FORBIDDEN):
-                    request.forbidden = forbidden
-                    blob = plain.encode((request.args, request.kwargs))
-                    plain.decode_trusted(blob).to_python()
-                    reply = probes.execute(namespace, request)
-                    statuses.append(reply.status if reply.status == "ok" else f"{reply.status}: {reply.error}")
-                    if reply.status == "ok":
-                        plain.decode(reply.blob).to_python()
-    except Exception:  # noqa: BLE001 - a warm-up that fails costs speed only: into the template's log
-        traceback.print_exc()
-    finally:
-        torch.random.set_rng_state(state)
-    return statuses
 
 
 def _template_serve(ctrl: socket.socket, later: list[str]) -> NoReturn:
@@ -222,7 +137,7 @@ def _template_request(ctrl: socket.socket, msg: bytes, fds: list[int], children:
         return
     if kind == "fork" and len(fds) == 2:
         if request.get("complete") and later:
-            _drop_ahead()     # what the imports allocate is the template's, not the next worker's
+            drop_ahead()     # what the imports allocate is the template's, not the next worker's
         while request.get("complete") and later:
             _import_quietly(later.pop(0))
         _template_fork(ctrl, request, fds, children, partial=bool(later))
@@ -241,8 +156,8 @@ def _template_end(children: dict[int, tuple[int, int, str | None]], leftover: li
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    ahead = [_AHEAD["group"]] if _AHEAD["group"] is not None and _join_home() else []
-    _remove_groups([entry[2] for entry in children.values() if entry[2]] + leftover + ahead)
+    made_ahead = [AHEAD["group"]] if AHEAD["group"] is not None and join_home() else []
+    remove_groups([entry[2] for entry in children.values() if entry[2]] + leftover + made_ahead)
 
 
 def _drain(fd: int) -> None:
@@ -264,7 +179,7 @@ def _refuse(ctrl: socket.socket, fds: list[int], error: str) -> None:
 def _template_reap(children: dict[int, tuple[int, int, str | None]], leftover: list[str]) -> None:
     """Collect the workers that ended and write each one's end to its status pipe (see _template_serve)."""
     if leftover:
-        leftover[:] = [g for g in leftover if not _MEMORY["groups"].remove(g)]
+        leftover[:] = [g for g in leftover if not MEMORY["groups"].remove(g)]
     while True:
         try:
             # Found, not reaped yet: a zombie's CPU clock can still be read (see _named_status).
@@ -291,8 +206,8 @@ def _template_report(pid: int, entry: tuple[int, int, str | None], status: int, 
     fd, _cpu_limit, group = entry
     report: dict[str, Any] = {"pid": pid, "status": status}
     if group is not None:
-        report["memory"] = _MEMORY["groups"].oom_killed(group)
-        if not _MEMORY["groups"].remove(group):
+        report["memory"] = MEMORY["groups"].oom_killed(group)
+        if not MEMORY["groups"].remove(group):
             leftover.append(group)      # a grandchild is still in it: the sweep will kill it
     try:
         os.write(fd, json.dumps(report).encode())
@@ -311,11 +226,11 @@ def _template_clone(ctrl: socket.socket, channel: int, own_fds: tuple[int, ...],
         ctrl.close()
         for fd in own_fds:
             os.close(fd)
-        if _AHEAD["group"] is not None:
+        if AHEAD["group"] is not None:
             # Born in the group this template made for its own next worker: out of it first.
-            if not _join_home():
+            if not join_home():
                 os._exit(1)     # the grader sees the copy fail and starts lanes another way
-            _AHEAD["group"] = None
+            AHEAD["group"] = None
         own = socket.socket(fileno=channel)
         own.send(json.dumps({"t": "ready", "pid": os.getpid(), "seconds": 0.0,
                              "cuda_driver_loaded": _libcuda_loaded(),
@@ -325,18 +240,6 @@ def _template_clone(ctrl: socket.socket, channel: int, own_fds: tuple[int, ...],
     ctrl.send(json.dumps({"pid": pid}).encode())
 
 
-def _remove_groups(groups: list[str]) -> None:
-    """The template's last act: its workers' memory cgroups go (a killed worker leaves its group in a moment)."""
-    deadline = time.monotonic() + 2.0
-    while groups and time.monotonic() < deadline:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            pass
-        groups = [g for g in groups if not _MEMORY["groups"].remove(g)]
-        if groups:
-            time.sleep(0.02)
 
 
 def _import_quietly(name: str) -> None:
@@ -363,7 +266,7 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
     sys.stderr.flush()
     from autograder.inside.cage import fork_into
 
-    group, why, born = _memory_group(config)
+    group, why, born = memory_group(config)
     # Everything the template holds is long-lived: a worker's collections then never walk it (a full one
     # walked the 450,000 objects of torch and the kit, some 100 ms) nor write to its pages (copy on write).
     gc.freeze()
@@ -374,9 +277,9 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
         os.close(status_fd)
         if group is not None:
             if born:
-                _AHEAD["group"] = group     # still the template's, for the next fork
+                AHEAD["group"] = group     # still the template's, for the next fork
             else:
-                _MEMORY["groups"].remove(group)
+                MEMORY["groups"].remove(group)
         ctrl.send(json.dumps({"error": f"fork failed: {exc}"}).encode())
         return
     if pid == 0:
@@ -395,84 +298,9 @@ def _template_fork(ctrl: socket.socket, request: dict[str, Any], fds: list[int],
         finally:
             os.close(pidfd)
     finally:
-        _ahead(config, left=group if born else None)   # out of the new worker's group, whatever happened
+        ahead(config, left=group if born else None)   # out of the new worker's group, whatever happened
 
 
-def _ahead(config: WorkerConfig, left: str | None) -> None:
-    """After a fork (the grader already has its answer): make the next worker's group and move this
-    template into it; ``left``: the group the template was in, now the new worker's alone. Where that
-    fails the template goes home, and makes no group ahead any more."""
-    groups = _MEMORY["groups"]
-    if groups is None or config.mode == "none" or _AHEAD["off"] or _AHEAD["home"] is None:
-        return
-    from autograder.inside.memcg import MARGIN_MB
-
-    _GROUPS_MADE[0] += 1
-    path = None
-    try:
-        # A provisional limit (set again at the fork): room for what the template itself allocates meanwhile.
-        path = groups.make(f"autograder-{os.getpid()}-{_GROUPS_MADE[0]}",
-                           vm_kib("VmRSS") * 1024 + (config.memory_mb + MARGIN_MB) * MiB)
-        groups.join(path)
-        _AHEAD["group"] = path
-        return
-    except OSError:
-        traceback.print_exc()
-    _AHEAD["off"] = True
-    if left is not None and not _join_home():
-        print(f"autograder: the template could not leave the memory cgroup {left}", file=sys.stderr)
-    if path is not None:
-        groups.remove(path)
-
-
-def _join_home() -> bool:
-    try:
-        _MEMORY["groups"].join(_AHEAD["home"])
-        return True
-    except (OSError, TypeError):
-        traceback.print_exc()
-        return False
-
-
-def _drop_ahead() -> None:
-    """Back to the template's own group; the group made ahead goes (the next fork makes one as before)."""
-    group, _AHEAD["group"] = _AHEAD["group"], None
-    if group is not None:
-        if _join_home():
-            _MEMORY["groups"].remove(group)
-        else:
-            _AHEAD["off"] = True
-
-
-_GROUPS_MADE = [0]
-
-
-def _memory_group(config: WorkerConfig) -> tuple[str | None, str, bool]:
-    """A memory cgroup for the next worker (None where there is none, and why): the template's resident
-    memory (what the worker may copy on write) plus limits.memory_mb plus room for kernel memory. True
-    when it is the group made ahead, which holds the template: the worker is born in it."""
-    groups = _MEMORY["groups"]
-    if groups is None or config.mode == "none":
-        return None, _MEMORY["why"] if groups is None else "not caged (--no-isolation)", False
-    from autograder.inside.memcg import MARGIN_MB
-
-    limit = vm_kib("VmRSS") * 1024 + (config.memory_mb + MARGIN_MB) * MiB
-    ahead = _AHEAD["group"]
-    if ahead is not None:
-        _AHEAD["group"] = None
-        try:
-            groups.set_limit(ahead, limit)
-            return ahead, "", True
-        except OSError:
-            traceback.print_exc()
-            _AHEAD["group"] = ahead
-            _drop_ahead()
-            _AHEAD["off"] = True
-    _GROUPS_MADE[0] += 1
-    try:
-        return groups.make(f"autograder-{os.getpid()}-{_GROUPS_MADE[0]}", limit), "", False
-    except OSError as exc:
-        return None, f"{groups.describe()}: {exc.strerror or exc}", False
 
 
 def _named_status(status: int, usage: Any, cpu_limit: int, charged: float | None = None) -> int:

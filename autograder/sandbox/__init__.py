@@ -8,10 +8,12 @@ treated as hostile here.
 
 The grader's side is split by job: :mod:`~autograder.sandbox.launch` (starting the template process, its
 folder and environment), :mod:`~autograder.sandbox.host` (:class:`Sandbox`: the template, the cage,
-forking), :mod:`~autograder.sandbox.handle` (:class:`WorkerHandle`: a worker's life),
-:mod:`~autograder.sandbox.calls` (a handle's calls, several in flight), :mod:`~autograder.sandbox.replies`
-(what a worker's bytes may become), :mod:`~autograder.sandbox.processes` (worker uids, folders,
-processes) and :mod:`~autograder.sandbox.stand_ins` (the reference answering an earlier exercise's calls).
+forking), :mod:`~autograder.sandbox.control` (the template's control channel, a copy, a restart),
+:mod:`~autograder.sandbox.spares` (the spare worker forked ahead), :mod:`~autograder.sandbox.handle`
+(:class:`WorkerHandle`: a worker's life), :mod:`~autograder.sandbox.calls` (a handle's calls, several in
+flight), :mod:`~autograder.sandbox.replies` (what a worker's bytes may become),
+:mod:`~autograder.sandbox.processes` (worker uids, folders, processes) and :mod:`~autograder.sandbox.stand_ins`
+(the reference answering an earlier exercise's calls).
 Their names are importable from this package (``from autograder.sandbox import Sandbox``); they load
 on first use.
 """

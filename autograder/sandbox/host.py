@@ -29,21 +29,21 @@ allocate on top of the warm template (RLIMIT_DATA); ``file_mb``
 ``"cuda" if torch.cuda.is_available() else "cpu"``) before starting a sandbox.
 With ``"cuda"`` each worker initializes CUDA after its fork, with TF32 off; the
 request's tensors are moved to ``request.device`` by :func:`autograder.inside.probes.execute`.
+
+The sandbox holds its template through :mod:`autograder.sandbox.control` and its spare worker (one forked
+ahead) through :mod:`autograder.sandbox.spares`.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
-import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +52,9 @@ from autograder.core.errors import AutograderError
 from autograder.course.notebook import Cell
 from autograder.inside.cage import Isolation
 from autograder.sandbox.calls import CHANNEL_SEND_BUFFER
+from autograder.sandbox.control import TemplateControl
 from autograder.sandbox.handle import WorkerHandle
-from autograder.sandbox.launch import FOLDER_PREFIX, ClonedTemplate, TemplateLaunch, launch_template, write_owner
+from autograder.sandbox.launch import FOLDER_PREFIX, TemplateLaunch, write_owner
 from autograder.sandbox.processes import (
     SLOTS,
     SandboxError,
@@ -62,13 +63,11 @@ from autograder.sandbox.processes import (
     cage_modes,
     remove_stale_folders,
 )
+from autograder.sandbox.spares import Spares
 from autograder.inside.protocol import MiB, WorkerConfig
 
 
 log = logging.getLogger(__name__)
-
-#: How long a spawn waits for the spare being forked before forking a worker itself.
-SPARE_WAIT_SECONDS = 10.0
 
 
 # -- the sandbox ----------------------------------------------------------------------------
@@ -102,23 +101,14 @@ class Sandbox:
             raise SandboxError(f"AUTOGRADER_CAGE={os.environ.get('AUTOGRADER_CAGE')!r} names no cage",
                                hint="unset it, or name root, userns or landlock")
         self.isolation = Isolation(self._modes[0])
-        self._ctrl_lock = threading.Lock()
-        self._restart_lock = threading.Lock()
+        self._reaper_lock = threading.Lock()
         self._workers: set[WorkerHandle] = set()     # open workers, closed with the sandbox if forgotten
         self._workers_lock = threading.Lock()
         self._retired: queue.Queue[WorkerProcess | None] = queue.Queue()
         self._reaper: threading.Thread | None = None
         # The spare worker (see keep_spare): forked by the "sandbox-spare" thread while a submission is graded.
-        self._spare_on = False
-        self._spare_lock = threading.Condition()
-        self._spare: tuple[Limits, WorkerProcess] | None = None   # and the limits it was made for
-        self._spare_busy = False           # a spare is being forked
-        self._spare_orders: queue.Queue[tuple[Limits, bool] | None] = queue.Queue()
-        self._spare_thread: threading.Thread | None = None
-        self._spare_when_closed = False    # the next spare ordered when a worker closes (see keep_spare)
-        self.spares_used = 0
+        self._spares = Spares(self._spawn_raw, self.retire, lambda: self.template_pid, lambda: self._closed)
         self._closed = False
-        self._template_restarts = 0
         remove_stale_folders()
         if launch is not None and launch.adopt():
             # A template launched earlier (see autograder.sandbox.launch.launch_template): its folder is ours now.
@@ -129,11 +119,10 @@ class Sandbox:
             write_owner(self._base)
         # Removed by close(), or at the latest when this object or the interpreter goes.
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._base, ignore_errors=True)
-        self._ctrl: socket.socket | None = None
-        self._template: subprocess.Popen[bytes] | None = None
+        self._control = TemplateControl(self._base, start_timeout)
         self.worker_info: dict[str, Any] = {}
         try:
-            self._start_template(launch)
+            self._control.start(launch)
             self._probe()
         except BaseException:
             self.close()
@@ -144,7 +133,7 @@ class Sandbox:
 
         Fail closed: without ``isolation=False`` (``--no-isolation``) no student code runs uncaged.
         """
-        if self._template is None:
+        if not self._control.started:
             return
         missing: dict[str, str] = {}
         for mode in self._modes:
@@ -181,88 +170,26 @@ class Sandbox:
         self.close()
 
     # the template ---------------------------------------------------------------
-    def _start_template(self, launch: TemplateLaunch | None = None) -> None:
-        start = launch.started if launch is not None else time.perf_counter()
-        if launch is None:
-            launch = launch_template(str(self._base))
-        proc, ours, log_path = launch.proc, launch.sock, Path(launch.log_path)
-        ours.settimeout(self.start_timeout)
-        try:
-            msg = ours.recv(1 << 16)
-        except (TimeoutError, OSError):
-            msg = b""
-        if not msg:
-            proc.kill()
-            proc.wait()
-            ours.close()
-            tail = log_path.read_text(encoding="utf-8", errors="replace")[-1500:].strip()
-            raise SandboxError(f"the sandbox template process did not start: {tail or 'no output'}")
-        info = json.loads(msg)
-        if info.get("cuda_driver_loaded"):
-            log.warning("sandbox: the template loaded the CUDA driver before forking; workers may fail on CUDA")
-        self._ctrl, self._template = ours, proc
-        self.template_pid = int(info["pid"])
-        self.template_seconds = time.perf_counter() - start
-        log.debug("sandbox template %d ready in %.2f s (imports %.2f s)", self.template_pid,
-                  self.template_seconds, info.get("seconds", 0.0))
+    @property
+    def template_pid(self) -> int:
+        """The pid of the sandbox's template process (a new one after a restart)."""
+        return self._control.pid
 
-    def _template_call(self, header: dict[str, Any], fds: Iterable[int] = ()) -> tuple[dict[str, Any], list[int]]:
-        with self._ctrl_lock:
-            sock = self._ctrl
-            if sock is None:
-                raise ConnectionError("the template is gone")
-            try:
-                sock.settimeout(60)
-                socket.send_fds(sock, [json.dumps(header).encode()], list(fds))
-                msg, got, _flags, _addr = socket.recv_fds(sock, 1 << 16, 2)
-            except OSError as exc:
-                self._ctrl = None
-                raise ConnectionError(f"the template stopped answering ({exc})") from None
-            if not msg:
-                self._ctrl = None
-                raise ConnectionError("the template exited")
-            return json.loads(msg), got
+    @property
+    def template_seconds(self) -> float:
+        """How long the template took to be ready."""
+        return self._control.seconds
 
     def clone_template(self) -> TemplateLaunch:
         """A copy of this sandbox's warm template, forked by it, for a sandbox in another grader process
         (a lane forked from this one): ready at once, nothing imported twice. The copy serves its own
         channel and stops, killing its workers, when that channel closes."""
-        folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
-        # Ours until the process that adopts the copy writes its own name here (a folder whose owner is
-        # gone is removed at the next start, see remove_stale_folders).
-        write_owner(folder)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            reply, _ = self._template_call({"t": "clone"}, [theirs.fileno()])
-            if "pid" not in reply:
-                raise SandboxError(f"the sandbox template could not be copied: {reply.get('error')}")
-        except BaseException:
-            ours.close()
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        finally:
-            theirs.close()
-        pid = int(reply["pid"])
-        try:
-            pidfd: int | None = os.pidfd_open(pid)
-        except OSError:
-            pidfd = None
-        return TemplateLaunch(ClonedTemplate(pid, pidfd), ours, folder, os.path.join(folder, "template.log"),
-                              time.perf_counter(), own_folder=True)
+        return self._control.clone()
 
     def _restart_template(self) -> None:
-        with self._restart_lock:
-            if self._ctrl is not None or self._closed:
-                return
-            if self._template_restarts >= 2:
-                raise SandboxError("the sandbox template died three times; giving up on this batch")
-            self._template_restarts += 1
-            log.warning("sandbox: the template process died; starting a new one")
-            if self._template is not None:
-                self._template.kill()
-                self._template.wait()
-            self._start_template()
+        self._control.restart(self._closed)
 
+    # the spare worker -------------------------------------------------------------
     def keep_spare(self, when_closed: bool = False) -> None:
         """From now on keep one worker forked ahead: each :meth:`spawn` takes it (its fork and its cage set
         up while the previous submission was graded, on another core where there is one) and orders the
@@ -275,88 +202,33 @@ class Sandbox:
         (some 8 ms of CPU) then run while the lane writes that result and reads the next notebook, when its
         worker's CPU has nothing to do, rather than beside the next submission's first calls (where they
         stalled single calls 3 to 7 ms)."""
-        with self._spare_lock:
-            if self._spare_on or self._closed:
-                return
-            self._spare_on = True
-            self._spare_when_closed = when_closed
-            self._spare_thread = threading.Thread(target=self._make_spares, name="sandbox-spare", daemon=True)
-            self._spare_thread.start()
+        self._spares.keep(when_closed)
 
     def drop_spare(self) -> None:
         """Keep no spare any more: its thread ends and the spare is killed (a batch's end, the sandbox's
         close; lanes fork only from a process with no other thread)."""
-        with self._spare_lock:
-            thread, self._spare_thread = self._spare_thread, None
-            self._spare_on = False
-        if thread is not None:
-            self._spare_orders.put(None)
-            thread.join(timeout=70)
-        with self._spare_lock:
-            spare, self._spare = self._spare, None
-            self._spare_busy = False
-        if spare is not None:
-            self.retire(spare[1])
+        self._spares.drop()
 
-    def _make_spares(self) -> None:
-        while True:
-            order = self._spare_orders.get()
-            if order is None:
-                return
-            limits, complete = order
-            proc = None
-            try:
-                if not self._closed:
-                    proc = self._spawn_raw("spare", limits, complete)
-                    proc.spare = self.template_pid
-            except Exception as exc:  # noqa: BLE001 - no spare: the next spawn forks its worker itself
-                log.debug("sandbox: no spare worker (%s)", exc)
-            with self._spare_lock:
-                self._spare_busy = False
-                if proc is not None:
-                    if self._closed or not self._spare_on or self._spare is not None:
-                        self.retire(proc)
-                    else:
-                        self._spare = (limits, proc)
-                self._spare_lock.notify_all()
-
-    def _take_spare(self, limits: Limits, complete: bool) -> WorkerProcess | None:
-        """The spare, where it was made for these limits (waiting for one being forked) and, for a ``complete``
-        worker, after the template imported everything; else None (a spare that does not fit is retired)."""
-        with self._spare_lock:
-            self._spare_lock.wait_for(lambda: not self._spare_busy, timeout=SPARE_WAIT_SECONDS)
-            spare, self._spare = self._spare, None
-        if spare is None:
-            return None
-        proc = spare[1]
-        if spare[0] != limits or (proc.partial and complete) or proc.spare != self.template_pid or proc.exited():
-            self.retire(proc)       # made for other limits, before the template was complete or restarted; dead
-            return None
-        self.spares_used += 1
-        return proc
-
-    def _order_spare(self, limits: Limits, complete: bool) -> None:
-        with self._spare_lock:
-            if not self._spare_on or self._closed or self._spare_busy or self._spare is not None:
-                return
-            self._spare_busy = True
-        self._spare_orders.put((limits, complete))
+    @property
+    def spares_used(self) -> int:
+        """How many spares a spawn took."""
+        return self._spares.used
 
     def spawn(self, label: str, limits: Limits, complete: bool = False, spare: bool = True) -> WorkerProcess:
         """A worker forked from the template: the spare where one is kept (see :meth:`keep_spare`) and
         ``spare`` allows it, else forked now (restarting the template once if it died); ``complete``: only
         once the template has imported everything (see TEMPLATE_LATER), else as soon as it can."""
-        proc = self._take_spare(limits, complete) if spare and self._spare_on else None
+        proc = self._spares.take(limits, complete) if spare and self._spares.on else None
         if proc is None:
             proc = self._spawn_raw(label, limits, complete)
-        if not self._spare_when_closed:
-            self._order_spare(limits, complete)
+        if not self._spares.when_closed:
+            self._spares.order(limits, complete)
         return proc
 
     def worker_closed(self, limits: Limits, complete: bool) -> None:
         """A submission's worker was closed: where spares are ordered then (see :meth:`keep_spare`), the next."""
-        if self._spare_when_closed:
-            self._order_spare(limits, complete)
+        if self._spares.when_closed:
+            self._spares.order(limits, complete)
 
     def _spawn_raw(self, label: str, limits: Limits, complete: bool) -> WorkerProcess:
         for attempt in range(2):
@@ -393,7 +265,7 @@ class Sandbox:
                 output_bytes=int(limits.output_mb * MiB), mode=mode, disk_mb=float(limits.disk_mb),
                 outer_uid=os.getuid(), outer_gid=os.getgid())
             try:
-                reply, fds = self._template_call({"t": "fork", "config": config.to_json(), "complete": complete},
+                reply, fds = self._control.call({"t": "fork", "config": config.to_json(), "complete": complete},
                                                  [theirs.fileno(), status_w])
             finally:
                 theirs.close()
@@ -433,7 +305,7 @@ class Sandbox:
             if proc.reaped:
                 if proc.sweep:
                     try:
-                        self._template_call({"t": "sweep", "uid": proc.slot.uid, "gid": proc.slot.gid})
+                        self._control.call({"t": "sweep", "uid": proc.slot.uid, "gid": proc.slot.gid})
                     except ConnectionError:
                         pass
                 SLOTS.release(proc.slot)
@@ -446,7 +318,7 @@ class Sandbox:
     def retire(self, proc: WorkerProcess) -> None:
         """Kill ``proc`` now; wait for its end and free its uid in the background (closing is instant)."""
         proc.kill()
-        with self._restart_lock:
+        with self._reaper_lock:
             if self._reaper is None:
                 self._reaper = threading.Thread(target=self._reap_retired, name="sandbox-reaper", daemon=True)
                 self._reaper.start()
@@ -477,8 +349,7 @@ class Sandbox:
     def leave_template(self) -> None:
         """In a process forked from this sandbox's (a lane): close this copy of the template's channel, so
         that the template sees the channel close when the process that started it goes, not this one."""
-        if self._ctrl is not None:
-            self._ctrl.close()
+        self._control.leave()
 
     # public API -------------------------------------------------------------------
     def settle(self) -> None:
@@ -521,15 +392,6 @@ class Sandbox:
         if self._reaper is not None:
             self._retired.put(None)
             self._reaper.join(timeout=10)
-        with self._ctrl_lock:
-            if self._ctrl is not None:
-                self._ctrl.close()  # the template sees EOF, kills its workers and exits
-                self._ctrl = None
-        if self._template is not None:
-            try:
-                self._template.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._template.kill()
-                self._template.wait()
+        self._control.close()     # the template sees EOF, kills its workers and exits
         self._cleanup()
 

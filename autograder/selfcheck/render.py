@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import io
 import sys
 from typing import Any, Protocol
 
@@ -10,8 +11,8 @@ from autograder.core.messages import CATALOGUE, Msg, say, status_word, text
 
 
 class Result(Protocol):
-    """What this renders: a self-check's result, :class:`autograder.selfcheck.kernel.SelfCheckResult` (named
-    here, not imported: kernel.py shows its results through this module)."""
+    """What this renders: a self-check's result, :class:`autograder.selfcheck.results.SelfCheckResult` (named
+    here, not imported: results.py shows its results through this module)."""
 
     @property
     def exercises(self) -> list[Any]: ...
@@ -191,3 +192,13 @@ def print_table(result: Result, name: str, console: Any = None) -> None:
     verdict = f"[green]{text('selfcheck.head.passed', lang)}[/]" if result.passed else \
         f"[red]{text('selfcheck.exercises_pass', lang, done=done, n=n)}[/]"
     console.print(verdict)
+
+
+def table_text(result: Result, name: str, tty: bool, width: int) -> str:
+    """:func:`print_table`'s table as text ``width`` columns wide, in colour only on a terminal (``tty``)."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, highlight=False, width=width, force_terminal=tty, no_color=not tty)
+    print_table(result, name, console=console)
+    return buffer.getvalue()

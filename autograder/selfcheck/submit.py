@@ -25,6 +25,8 @@ from autograder.core.errors import ConfigError
 from autograder.core.messages import say, text
 from autograder.core.points import fmt, total
 from autograder.selfcheck import kernel
+from autograder.selfcheck.exercises import claimed_assignment
+from autograder.selfcheck.results import ipython_shell, language_of
 
 if TYPE_CHECKING:
     from autograder.course.config import Course
@@ -130,7 +132,7 @@ def submit_file(path: Path, *, assignment: str | None, course: Course, language:
 
 def _assignment_of(path: Path, course: Course, language: str) -> str:
     """The assignment a notebook is for: the one it names, else the one its file name names."""
-    claimed = kernel.claimed_assignment(course, str(path), None)       # what the notebook says it is, first
+    claimed = claimed_assignment(course, str(path), None)       # what the notebook says it is, first
     stem = path.stem
     found = [claimed.id] if claimed is not None else [
         a.id for a in course.assignments if stem == a.id or stem.startswith(a.id) or a.id in stem]
@@ -224,7 +226,7 @@ def submit(assignment: str | None = None, *, language: str | None = None, wait: 
         print((say("selfcheck.no_course") if "no course.yml" in exc.message else
                say("selfcheck.bad_course", detail=exc.message)).get(lang))
         return None
-    lang = kernel.language_of(language, course)
+    lang = language_of(language, course)
     name = kernel.notebook_name(kernel.caller_namespace(2))
     try:
         if name is None:            # (nbconvert, a script: no notebook file to send)
@@ -240,7 +242,7 @@ def submit(assignment: str | None = None, *, language: str | None = None, wait: 
 
 def watch_runs() -> None:
     """Remember when each cell finished (to tell unsaved work from saved): an IPython post_run_cell hook."""
-    shell = kernel.ipython_shell()
+    shell = ipython_shell()
     if shell is None or getattr(shell, "_autograder_watching", False):
         return
     shell._autograder_watching = True  # noqa: SLF001 - the kit's own mark on IPython's shell

@@ -30,7 +30,7 @@ from sqlalchemy.engine import Engine
 from autograder.core.points import fmt
 from autograder.reports import charts
 from autograder.service import people
-from autograder.service.db import Result, Submission
+from autograder.service.tables import Result, Submission
 from autograder.service.export import counted
 from autograder.service.standing import Standing
 from autograder.core.text import csv_rows

@@ -30,8 +30,8 @@ from autograder.service.context import Finished, RateLimit, Service
 from autograder.service.errors import install_error_handlers
 from autograder.service.guard import BODY_IDLE_SECONDS, Guard
 from autograder.service.lti.tool import Tool
-from autograder.service.routes import (analytics, dashboard, downloads, grading, lti, reviews, roster, signin, student,
-                                       submissions)
+from autograder.service.routes import (adjust, analytics, dashboard, downloads, grading, lti, moderation, reviews,
+                                       roster, signin, student, submissions, unanswered)
 
 if TYPE_CHECKING:
     from autograder.course.config import Course
@@ -67,7 +67,8 @@ def create_app(engine: Engine, course: Course, *, requests_per_minute: int = REQ
                                 finished=Finished(engine))
     app.state.lti = Tool(engine, course.root)          # LTI 1.3: the tool's key, the platforms' keys and tokens
     routers = [submissions.router, signin.router, student.router, dashboard.router, roster.router, downloads.router,
-               analytics.router, grading.router, reviews.router, lti.router]
+               analytics.router, grading.router, unanswered.router, moderation.router, adjust.router, reviews.router,
+               lti.router]
     if hub is not None:
         routers.append(hub.router(signin.sign_in))
     for router in routers:

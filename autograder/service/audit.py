@@ -10,7 +10,8 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection, Engine
 
-from autograder.service.db import Action, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.tables import Action, utcnow
 
 #: The actions recorded, by name (the dashboard's audit page and the audit CSV show these names).
 ACTIONS = ("token.issue", "token.revoke", "roster.import", "roster.remove", "extension.grant", "extension.revoke",

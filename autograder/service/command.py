@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         from sqlalchemy import select
 
         from autograder.service import queue as Q
-        from autograder.service.db import Submission
+        from autograder.service.tables import Submission
 
         if args.assignment is not None:
             course.assignment(args.assignment)        # an unknown one: the usual error, with the known ones
@@ -228,7 +228,7 @@ def _token(args: argparse.Namespace, engine: Any, course: Course) -> int:
     from autograder.course.clock import time_or_after
     from autograder.core.errors import AutograderError
     from autograder.service import tokens
-    from autograder.service.db import utcnow
+    from autograder.service.tables import utcnow
 
     issue = [(role, who) for role, who in (("instructor", args.instructor), ("ta", args.ta), ("student", args.student))
              if who]
@@ -284,7 +284,7 @@ def _serve(args: argparse.Namespace, course: Course, url: str, engine: Any) -> i
     # process there, and SIGINT print a traceback).
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGINT, _exit_on_signal)
-    from autograder.course.config import course_file
+    from autograder.course.files import course_file
     from autograder.service.live import CourseWatch, LiveCourse
 
     from autograder.service import history

@@ -89,7 +89,7 @@ class Finished:
             await asyncio.sleep(self.every)
 
     def _finished(self, jobs: list[int]) -> list[int]:
-        from autograder.service.db import Job  # noqa: PLC0415 - loads sqlalchemy
+        from autograder.service.tables import Job  # noqa: PLC0415 - loads sqlalchemy
 
         with self.engine.connect() as conn:
             return list(conn.execute(select(Job.id).where(Job.id.in_(jobs[:1000]),

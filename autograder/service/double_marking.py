@@ -1,12 +1,12 @@
 """Double marking: a written question course.yml names in ``service.double_marking.questions`` is marked twice,
 blind, by two different staff members, and the mark that counts is made from the two.
 
-Each answer has two slots, marker 1 and marker 2 (:class:`~autograder.service.db.DoubleMark`), filled in either
+Each answer has two slots, marker 1 and marker 2 (:class:`~autograder.service.tables.DoubleMark`), filled in either
 order by whoever opens the answer first; the page of the second never shows the first's mark (nor the overview its
 points). A marker may change their own mark until the other's is in; then both are fixed, and:
 
 - their totals differ by at most ``service.double_marking.threshold``: they agree, and the mark that counts (a
-  :class:`~autograder.service.db.Mark`, as every single-marked answer's) is their **mean**, with the rubric items
+  :class:`~autograder.service.tables.Mark`, as every single-marked answer's) is their **mean**, with the rubric items
   both ticked and both comments; it is saved at once, by the second save, like any mark (compare-and-set, the
   score history, the audit);
 - further apart: the answer waits for an instructor (the moderation page shows both marks) whose decision is the
@@ -28,7 +28,8 @@ from sqlalchemy.exc import IntegrityError
 
 from autograder.core.points import fmt
 from autograder.service import audit, history, marks
-from autograder.service.db import DoubleMark, Mark, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.tables import DoubleMark, Mark, utcnow
 
 if TYPE_CHECKING:
     from autograder.course.config import Course

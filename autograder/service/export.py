@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 
 from autograder.core.errors import AutograderError
 from autograder.service import people
-from autograder.service.db import Result, Submission
+from autograder.service.tables import Result, Submission
 from autograder.service.history import changes, history_csv, pick_counted
 from autograder.service.standing import Standing
 

@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 
 from autograder.core.points import hundredths
 from autograder.service import queue as Q
-from autograder.service.db import Result, ScoreChange, Submission, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.tables import Result, ScoreChange, Submission, utcnow
 from autograder.service.standing import Standing
 from autograder.core.text import csv_rows
 from autograder.course.written import Maximum, maximum_of

@@ -1,7 +1,7 @@
 """E-mail to students: a verdict, a hand grade, a review answer told once each, never from a request's path.
 
-Off unless course.yml has ``service.email`` (:class:`autograder.course.config.MailSettings`, its ``events`` saying
-which).
+Off unless course.yml has ``service.email`` (:class:`autograder.course.service_policy.MailSettings`, its ``events``
+saying which).
 What happens (a worker records a submission's first result, a person saves a mark of a written answer, the staff
 answer a review request) adds a row to the outbox table ``mail_outbox`` in its own transaction (:func:`add`): no
 row without the event, no event without its row, and nothing is sent there. ``autograder serve`` runs
@@ -50,13 +50,15 @@ from sqlalchemy.orm import Session
 from autograder.course.clock import readable
 from autograder.core.messages import text
 from autograder.core.points import fmt
-from autograder.service.db import Mark, MailOut, Person, Result, Review, Submission, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.tables import Mark, MailOut, Person, Result, Review, Submission, utcnow
 from autograder.service.loops import Rounds
 from autograder.service.standing import Standing
 from autograder.course.written import maximum_of
 
 if TYPE_CHECKING:
-    from autograder.course.config import Course, MailSettings
+    from autograder.course.config import Course
+    from autograder.course.service_policy import MailSettings
 
 LOG = logging.getLogger("autograder.service.mail")
 #: Seconds between two rounds of the service's mail loop.
@@ -83,9 +85,9 @@ def settings_of(course: Course) -> MailSettings | None:
 
 def add(conn: Connection | Session, course: Course, kind: str, *, student: str, assignment: str, item: str = "",
         ref: int | None = None) -> bool:
-    """Queue a mail to ``student`` of ``kind`` (one of config.MAIL_EVENTS) in the caller's transaction, the one that
-    records what it tells of: whether a row was added or brought up to date; nothing when course.yml sends no mail
-    of that kind."""
+    """Queue a mail to ``student`` of ``kind`` (one of service_policy.MAIL_EVENTS) in the caller's transaction, the one
+    that records what it tells of: whether a row was added or brought up to date; nothing when course.yml sends no
+    mail of that kind."""
     settings = settings_of(course)
     if settings is None or kind not in settings.events:
         return False

@@ -21,7 +21,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from autograder.core.points import total as points_total
-from autograder.service.db import Adjustment, Mark, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.tables import Adjustment, Mark, utcnow
 
 if TYPE_CHECKING:
     from autograder.course.config import Course

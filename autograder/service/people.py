@@ -17,7 +17,8 @@ from sqlalchemy.engine import Connection, Engine, Row
 
 from autograder.course.roster import Member, Roster
 from autograder.service import audit
-from autograder.service.db import Person, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.tables import Person, utcnow
 
 if TYPE_CHECKING:
     from autograder.course.config import Course

@@ -40,7 +40,8 @@ from sqlalchemy import text as sql
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from autograder.service.db import Job, Result, Submission, UTCDateTime, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.tables import Job, Result, Submission, UTCDateTime, utcnow
 
 
 #: Times bound to the raw statements as the tables store them (UTC; SQLite keeps text: one format for all).

@@ -14,8 +14,9 @@ from sqlalchemy.engine import Engine, Row
 
 from autograder.course.clock import readable
 from autograder.service import audit
-from autograder.service.db import (ExtensionGrant, Job, LtiContext, LtiScore, LtiUser, Person, Result, Submission,
-                                   Token, writing)
+from autograder.service.db import writing
+from autograder.service.lti_tables import LtiContext, LtiScore, LtiUser
+from autograder.service.tables import ExtensionGrant, Job, Person, Result, Submission, Token
 
 #: At most this many rows in one answer of the API's listing, which pages on (``?after=``): each row carries its
 #: score as the late policy makes it now, a stored result read and settled again.

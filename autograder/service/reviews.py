@@ -28,7 +28,8 @@ from autograder.course.clock import readable
 from autograder.core.points import fmt
 from autograder.service import audit, history, mail, marks
 from autograder.service import queue as Q
-from autograder.service.db import Result, Review, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.tables import Result, Review, utcnow
 from autograder.service.errors import ApiError
 from autograder.service.standing import Standing
 from autograder.core.text import clean

@@ -21,7 +21,9 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection, Engine
 
-from autograder.service.db import LtiContext, LtiUser, Person, WebSession, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.lti_tables import LtiContext, LtiUser
+from autograder.service.tables import Person, WebSession, utcnow
 from autograder.service.tokens import Caller, live_token
 
 COOKIE = "autograder_session"

@@ -25,7 +25,7 @@ class Standing:
 
     def __init__(self, engine: Engine, course: Course):
         from autograder.grading.deadlines import Deadlines  # noqa: PLC0415 - loads pydantic and yaml (course.yml)
-        from autograder.service.db import granted_extensions  # noqa: PLC0415 - loads sqlalchemy
+        from autograder.service.tables import granted_extensions  # noqa: PLC0415 - loads sqlalchemy
         from autograder.service.marks import Book  # noqa: PLC0415 - loads sqlalchemy
 
         self.course = course

@@ -31,7 +31,8 @@ from autograder.core.errors import AutograderError
 from autograder.course.roster import Member, read_roster
 from autograder.core.text import csv_cell
 from autograder.service import audit, people
-from autograder.service.db import Person, Token, WebSession, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.tables import Person, Token, WebSession, utcnow
 
 ROLES = ("student", "ta", "instructor")
 STAFF = frozenset({"ta", "instructor"})

@@ -34,7 +34,8 @@ from autograder.grading.times import SubmittedAt
 from autograder.core.messages import say
 from autograder.service import history, mail
 from autograder.service import queue as Q
-from autograder.service.db import engine_for, granted_extensions, upgrade
+from autograder.service.db import engine_for, upgrade
+from autograder.service.tables import granted_extensions
 from autograder.service.loops import Rounds
 
 if TYPE_CHECKING:

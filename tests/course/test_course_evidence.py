@@ -3,40 +3,11 @@ in-process (self-checks and hidden-test cells left out, plots not shown) and the
 are asserted against what the cells computed."""
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from evidence import run_chapter
+
 pytestmark = pytest.mark.slow
-
-
-def run_chapter(assignment: str) -> tuple[dict, str]:
-    """Execute the source notebook's code cells in order; return its namespace and all markdown."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import torch
-
-    nb = nbformat.read(ROOT / "source" / assignment / f"{assignment}.ipynb", as_version=4)
-    namespace: dict = {}
-    threads = torch.get_num_threads()
-    show = plt.show
-    plt.show = lambda *a, **k: plt.close("all")
-    try:
-        for cell in nb.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-            if cell.cell_type != "code" or grade_id.endswith(("_check", "_tests")):
-                continue
-            code = cell.source.replace("from autograder import check", "")
-            exec(compile(code, f"{assignment}:{grade_id}", "exec"), namespace)
-    finally:
-        plt.show = show
-        plt.close("all")
-        torch.set_num_threads(threads)
-    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    return namespace, markdown
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import re
 
 import nbformat
 import pytest
-from test_course_evidence import ROOT, run_chapter
+from evidence import ROOT, run_chapter
 
 pytestmark = pytest.mark.slow
 

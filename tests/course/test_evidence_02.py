@@ -4,7 +4,7 @@ chapter's words are the glossary's (独热, not one-hot)."""
 from __future__ import annotations
 
 import pytest
-from test_course_evidence import run_chapter
+from evidence import run_chapter
 
 pytestmark = pytest.mark.slow
 

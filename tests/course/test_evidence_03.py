@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_course_evidence import run_chapter
+from evidence import run_chapter
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

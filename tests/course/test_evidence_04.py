@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from test_course_evidence import run_chapter
+from evidence import run_chapter
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = "04_multi_head_attention"

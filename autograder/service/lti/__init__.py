@@ -14,7 +14,7 @@
 - :mod:`.hub_users`: a JupyterHub signing its users in with ltiauthenticator (LTI 1.3): each Hub user linked to their
   LMS identity (the launch's claims the Hub keeps as their ``auth_state``), so their scores go back to the LMS too.
 - :mod:`.selftest`: ``serve lti selftest``, the running service checked as an LMS would check it, by a platform of
-  its own that leaves no row behind.
+  its own (:mod:`.selftest_platform`) that leaves no row behind (:mod:`.selftest_rows`).
 
 PyJWT (with ``cryptography``) signs and checks every JWT; :mod:`.jwks` keeps each platform's key set (no key outlives
 the set it came in; one bounded fetch at a time, a failure remembered a few seconds); httpx fetches the key sets and

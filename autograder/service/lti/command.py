@@ -132,7 +132,7 @@ def _action(args: argparse.Namespace, engine: Any, course: Course, tool: Any) ->
 def _print_values(url: str) -> None:
     """What to enter in the LMS: the tool's URLs under ``url`` (the service's public URL), its placements and custom
     fields."""
-    from autograder.course.config import public_url  # noqa: PLC0415 - (loaded with the action, as the rest)
+    from autograder.course.service_policy import public_url  # noqa: PLC0415 - (loaded with the action, as the rest)
     from autograder.service.lti import tool  # noqa: PLC0415 - the service extra, loaded by the action
 
     found = tool.urls(url or "https://YOUR-SERVICE")

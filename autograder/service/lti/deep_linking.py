@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from autograder.service.db import LtiContext, LtiLineItem, writing
+from autograder.service.db import writing
+from autograder.service.lti_tables import LtiContext, LtiLineItem
 from autograder.service.lti import platforms as P
 from autograder.service.lti.ags import TAG, PlatformError
 from autograder.service.lti.launch import Launch, Refused

@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 
-from autograder.service.db import LtiPlatform, LtiUser, ScoreChange, writing
+from autograder.service.db import writing
+from autograder.service.lti_tables import LtiPlatform, LtiUser
+from autograder.service.tables import ScoreChange
 from autograder.service.lti import platforms as P
 
 if TYPE_CHECKING:

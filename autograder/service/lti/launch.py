@@ -30,7 +30,9 @@ from urllib.parse import urlencode
 from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from autograder.service.db import LtiNonce, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.lti_tables import LtiNonce
+from autograder.service.tables import utcnow
 from autograder.service.lti import jwks
 from autograder.service.lti import platforms as P
 from autograder.service.lti.tool import Tool

@@ -15,7 +15,9 @@ from sqlalchemy import select
 
 from autograder.course.roster import Member
 from autograder.service import people, tokens
-from autograder.service.db import LtiContext, Person, writing
+from autograder.service.db import writing
+from autograder.service.lti_tables import LtiContext
+from autograder.service.tables import Person
 from autograder.service.lti import outbox
 from autograder.service.lti import platforms as P
 

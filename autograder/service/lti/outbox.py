@@ -38,8 +38,9 @@ from sqlalchemy.exc import IntegrityError
 
 from autograder.course.clock import as_utc
 from autograder.core.points import hundredths
-from autograder.service.db import LtiContext, LtiLineItem, LtiPlatform, LtiScore, LtiUser, ScoreChange, utcnow, \
-    writing
+from autograder.service.db import writing
+from autograder.service.lti_tables import LtiContext, LtiLineItem, LtiPlatform, LtiScore, LtiUser
+from autograder.service.tables import ScoreChange, utcnow
 from autograder.service.lti import platforms as P
 from autograder.service.lti.ags import PlatformError
 from autograder.service.loops import Rounds

@@ -24,7 +24,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from autograder.core.errors import AutograderError
 from autograder.service import audit
-from autograder.service.db import LtiContext, LtiLineItem, LtiPlatform, LtiUser, Person, utcnow, writing
+from autograder.service.db import writing
+from autograder.service.lti_tables import LtiContext, LtiLineItem, LtiPlatform, LtiUser
+from autograder.service.tables import Person, utcnow
 
 #: The LTI claims' common prefixes.
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
@@ -94,7 +96,7 @@ def register(engine: Engine, *, issuer: str, client_id: str, deployments: list[s
 
 
 def _last_change(conn: Connection) -> int:
-    from autograder.service.db import ScoreChange  # noqa: PLC0415 - (the same module)
+    from autograder.service.tables import ScoreChange  # noqa: PLC0415 - (the same module)
 
     return int(conn.execute(select(func.coalesce(func.max(ScoreChange.id), 0))).scalar_one())
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from alembic import context
 
-from autograder.service.db import Base
+from autograder.service import lti_tables  # noqa: F401 - its tables in Base.metadata, beside tables.py's
+from autograder.service.tables import Base
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)

@@ -25,7 +25,7 @@ from autograder.service import repository
 from autograder.service import reviews
 from autograder.service.auth import StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep
-from autograder.service.db import granted_extensions, utcnow
+from autograder.service.tables import granted_extensions, utcnow
 from autograder.service.errors import MAX_ID, ApiError, checked_id, parse_id
 from autograder.service.explain_job import NOTEBOOK, REQUEST
 from autograder.service.export import counted

@@ -15,7 +15,7 @@ from autograder.core.points import fmt
 from autograder.service import people, reviews
 from autograder.service.auth import SignedPage, StaffPage, form_checked
 from autograder.service.context import Service, ServiceDep
-from autograder.service.db import utcnow
+from autograder.service.tables import utcnow
 from autograder.service.errors import ApiError, base_path, form_id, parse_number
 from autograder.service.standing import Standing
 from autograder.service.ui import UI, closes_form, language, local_text, render, to_dashboard

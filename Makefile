@@ -24,10 +24,10 @@ test-fast: setup    # the edit loop: every test not marked slow (no notebook ker
 	python -m pytest -n $(TEST_WORKERS) -m "not slow"
 
 test-engine: setup    # the kit's own tests (autograder/), without the course's content
-	python -m pytest -n $(TEST_WORKERS) --ignore=tests/course
+	python -m pytest -n $(TEST_WORKERS) --ignore=tests/curriculum
 
 test-course: setup    # the course's content (source/, solutions/): its catalogs, evidence, language, notebooks
-	python -m pytest -n $(TEST_WORKERS) tests/course
+	python -m pytest -n $(TEST_WORKERS) tests/curriculum
 
 lint: setup
 	ruff check
@@ -39,7 +39,7 @@ build: setup
 
 validate: setup
 	autograder validate
-	autograder validate --mutants    # every mutant of every reference (~3 min on 2 cores); CI: tests/course/test_mutants.py
+	autograder validate --mutants    # every mutant of every reference (~3 min on 2 cores); CI: tests/curriculum/test_mutants.py
 
 docs: setup    # the documentation site into site/ (docs/reference/ and architecture.md's lists: scripts/docs_reference.py)
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict -d site

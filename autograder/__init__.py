@@ -35,7 +35,7 @@ def _every_check(exercise: str, *, namespace: dict, language: str | None):
     included (:func:`autograder.exports.nbgrader_cells.grade_exercise`). Looked up by name: the nbgrader bridge
     is the instructor's and never ships in a student's bundle, which holds this module. The package's own
     ``__init__`` (``autograder.check``, the notebooks' entry) is outside the layers, as the command line is
-    (tests/test_architecture.py); the self-check gets this function handed in, it imports nothing above it."""
+    (tests/features/test_architecture.py); the self-check gets this function handed in, it imports nothing above it."""
     import importlib
 
     bridge = importlib.import_module("autograder.exports.nbgrader_cells")

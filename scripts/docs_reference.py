@@ -18,7 +18,7 @@ describe.
   here), ``engine`` (every package of autograder/ and each module's docstring's first sentence, read with ast) and
   ``routers`` (each module of autograder/service/routes/ and the routes it declares, counted with ast).
 
-The pages are committed; ``tests/test_docs.py`` fails when one differs from what this script writes.
+The pages are committed; ``tests/features/test_docs.py`` fails when one differs from what this script writes.
 """
 from __future__ import annotations
 

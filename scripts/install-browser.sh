@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what the browser tests (tests/test_browser.py, test_service_browser.py, test_service_a11y.py) need:
+# Install what the browser tests (tests/features/test_browser.py, test_service_browser.py, test_service_a11y.py) need:
 # Debian's Chromium (/usr/bin/chromium), and the playwright and axe-playwright-python Python packages in .venv
 # (the CJK font the screenshots need comes with every set-up: scripts/install-font.sh). Idempotent and quiet:
 # a second run only checks.
@@ -26,7 +26,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # axe-playwright-python: axe-core (its own copy, in the wheel) for the service pages' accessibility audit
-# (tests/test_service_a11y.py). The versions: pyproject.toml's `browser` extra, pinned by constraints.txt.
+# (tests/features/test_service_a11y.py). The versions: pyproject.toml's `browser` extra, pinned by constraints.txt.
 if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import playwright.sync_api, axe_playwright_python" 2>/dev/null; then
   .venv/bin/python -m pip install -q -c constraints.txt "playwright>=1.40" "axe-playwright-python>=0.1.8"
 fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What tests/test_service_hub.py needs besides JupyterHub itself (a dependency in pyproject.toml, installed
+# What tests/service/test_hub.py needs besides JupyterHub itself (a dependency in pyproject.toml, installed
 # into .venv by scripts/setup.sh): JupyterHub's proxy, configurable-http-proxy, from npm into .hub/ (git
 # ignores it; the test runs .hub/node_modules/.bin/configurable-http-proxy). It needs Node.js and npm: where
 # they are missing they come from Debian (apt-get as root or with password-less sudo); elsewhere this says

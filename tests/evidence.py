@@ -1,7 +1,7 @@
 """A chapter's source notebook run in this process, for the tests that check its prose against its numbers.
 :func:`run_chapter` executes the code cells of source/NAME/NAME.ipynb in order (the self-check and hidden-test cells
 left out, plots closed rather than shown, torch's thread count put back) and gives their namespace and the chapter's
-markdown; the evidence tests of tests/course/ assert that each number the prose quotes is what the cells computed.
+markdown; the evidence tests of tests/curriculum/ assert that each number the prose quotes is what the cells computed.
 :data:`ROOT` is the repository (the course's source/ is under it).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run by tests/test_scaling.py (``python tests/forked_lanes_probe.py SUBMISSIONS OUT``) in a process of
+"""Run by tests/grading/test_lanes.py (``python tests/forked_lanes_probe.py SUBMISSIONS OUT``) in a process of
 its own: forked lanes grade a batch like one process, a lane killed mid-batch loses nothing, and a fork
 that fails leaves no child behind. It prints one line, ``REPORT`` and a JSON object the test reads."""
 # ruff: noqa: E402 (the grader's environment is set before torch is imported)

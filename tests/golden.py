@@ -1,5 +1,5 @@
 """What a batch writes, with what may differ between two runs of the same kit taken out: the golden
-snapshot that ``tests/test_golden.py`` compares every run with (grades, every result, every feedback text
+snapshot that ``tests/features/test_golden.py`` compares every run with (grades, every result, every feedback text
 and the LMS files of the bundled samples and of the benchmark's kinds of submission).
 
 Taken out: timings (``seconds``, ``timing``), when and where it ran (``graded_at``, ``origin``, Moodle's
@@ -96,7 +96,7 @@ def dump(snap: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Rewrite the golden snapshots of tests/test_golden.py.")
+    parser = argparse.ArgumentParser(description="Rewrite the golden snapshots of tests/features/test_golden.py.")
     parser.add_argument("--update", action="store_true", help="grade the samples and the bench's submissions "
                         "again and rewrite tests/golden/*.json")
     args = parser.parse_args(argv)

@@ -4,9 +4,9 @@ fixture of tests/conftest.py), and :func:`hub_env` gives the variables the Hub g
 :func:`hub_config` writes a jupyterhub_config.py (this machine's Hub and proxy, the service's lines of
 docs/admin/jupyterhub.md as printed, :func:`doc_hub_lines`, with only the site's places, :data:`DOC_PLACES`, put in)
 and :func:`running_hub` runs ``jupyterhub`` (from .venv, with configurable-http-proxy, :data:`PROXY`) until its
-service answers, and stops it and everything it started on the way out. tests/test_service_hub.py,
-tests/test_lti_hub.py and tests/test_walkthroughs.py share them; their real Hubs fail (never skip) without JupyterHub
-or the proxy, saying :data:`SETUP`.
+service answers, and stops it and everything it started on the way out. tests/service/test_hub.py,
+tests/service/lti/test_hub_users.py and tests/features/test_walkthroughs.py share them; their real Hubs fail (never
+skip) without JupyterHub or the proxy, saying :data:`SETUP`.
 """
 from __future__ import annotations
 

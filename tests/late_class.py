@@ -4,7 +4,7 @@
 late, graded in full and settled (50% off); :func:`grade` stores a submission of any assignment, claims it, grades
 it with the points given (received :data:`ON_TIME` unless told) and notes the counted score in the score history,
 as the worker does; :func:`complete` is its grading step alone, and :func:`regrade` grades a stored submission of 02
-again. The LTI tests (tests/test_lti*.py), the real-class tests and the instructor tools' tests share them.
+again. The LTI tests (tests/service/lti/), the real-class tests and the instructor tools' tests share them.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 written answer 2.Q1, :data:`QUESTION`, waiting for a person); :func:`store_answer` stores one as a worker does (the
 queue's job claimed and completed, the counted score noted in the history); :func:`grading_site` runs the service
 for a course on uvicorn over a new SQLite database holding ada's and ben's answers, with tokens for them and for two
-TAs (:func:`ta_token`). tests/test_hand_grading.py and tests/test_hand_grading_browser.py share them.
+TAs (:func:`ta_token`). tests/service/test_marks.py and tests/features/test_hand_grading_browser.py share them.
 """
 from __future__ import annotations
 

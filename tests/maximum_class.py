@@ -4,7 +4,7 @@ started day late; :data:`FULL` is 02's maximum (:func:`autograder.course.written
 its written question's). :func:`worker_result` is a student's graded result as the worker stores it (full automatic
 points, the written answer waiting, the late policy applied); :func:`served_class` runs the service for COURSE on
 uvicorn with ada's (on time) and ben's (late) results stored and, if asked, their written answers marked by a TA.
-tests/test_maximum.py walks every page of it, tests/test_service_api.py its submissions' listing and verdicts.
+tests/features/test_maximum.py walks every page of it, tests/service/test_app.py its submissions' listing and verdicts.
 """
 from __future__ import annotations
 

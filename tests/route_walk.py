@@ -1,8 +1,8 @@
 """Walking the service app's own routes, for the tests that check every route rather than a list of them.
 :func:`routes` gives each route of an app (from :func:`autograder.service.app.app_routes`) with each of its methods,
 HEAD aside; :func:`route_params` gives every path and query parameter FastAPI reads for a route, its dependencies'
-too. tests/test_service_routes.py walks them for the authorization checks and the id parsers, tests/test_maximum.py
-for every page's maximum.
+too. tests/service/test_routes.py walks them for the authorization checks and the id parsers,
+tests/features/test_maximum.py for every page's maximum.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Everything a student of the course reads, collected for tests/course/test_course_language.py: the notebooks'
+"""Everything a student of the course reads, collected for tests/curriculum/test_course_language.py: the notebooks'
 markdown, the comments and docstrings of every code cell they get (stubs and demonstrations), and the
 Chinese half of every check title, check message and mistake diagnosis the catalog produces (run here on
 the references, the known mistakes and the correct alternatives, public and hidden checks, so that the

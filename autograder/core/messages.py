@@ -4,7 +4,7 @@ Every sentence the grader, the sandbox and the reports write for a student comes
 here: ``say("timeout.call", seconds=10)`` gives both languages (a :class:`Msg`), and
 ``text("timeout.call", "zh", seconds=10)`` one. Parameters are values (numbers, names,
 a student's exception text), never sentences, so a Chinese message never carries an
-English clause. ``tests/test_messages.py`` holds the catalogue to that: every key in
+English clause. ``tests/core/test_messages.py`` holds the catalogue to that: every key in
 both languages with the same parameters, no English words in the Chinese texts, every
 key used and every key used present.
 

@@ -464,7 +464,7 @@ def _already_python(source: str) -> str | None:
     Python with no line IPython acts on (most cells); None for any other cell. Importing IPython takes
     0.7 s of a cold ``autograder grade``; for such a cell the transform only drops leading blank lines,
     dedents (whitespace-only lines become empty) and ends the text with a newline, done here the same
-    way (tests/test_notebook.py compares both on every course notebook and on edge cases).
+    way (tests/course/test_notebook.py compares both on every course notebook and on edge cases).
     """
     if _IPYTHON_LINE.search(source):
         return None

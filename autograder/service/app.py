@@ -79,6 +79,6 @@ def create_app(engine: Engine, course: Course, *, requests_per_minute: int = REQ
 
 def app_routes(app: FastAPI) -> list[APIRoute | Route]:
     """Every route of the app: its own (the OpenAPI schema and docs) and each included router's, with their full
-    paths (what ``tests/test_service_routes.py`` holds to the authorization rule)."""
+    paths (what ``tests/service/test_routes.py`` holds to the authorization rule)."""
     own = [r for r in app.router.routes if isinstance(r, Route)]
     return own + [r for router in app.state.routers for r in router.routes if isinstance(r, (APIRoute, Route))]

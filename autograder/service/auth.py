@@ -10,7 +10,7 @@
 Each, once the caller is known, tells the guard that the body may be read to the route's limit, and counts
 the request against the caller's rate limit; a refusal before that counts against the address
 (:func:`stranger`). Every route but the few of :data:`PUBLIC_ROUTES` depends on one of them:
-``tests/test_service_routes.py`` walks the app's routes and holds each to it.
+``tests/service/test_routes.py`` walks the app's routes and holds each to it.
 """
 from __future__ import annotations
 

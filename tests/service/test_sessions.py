@@ -1,7 +1,7 @@
 """Issue 29: the service's pages over HTTP: sign-in, sessions, CSRF, security headers, who sees what.
 
 The app runs on a real uvicorn server (a thread of this process) over a real SQLite database; a
-client keeps cookies as a browser does. The browser tests (tests/test_service_browser.py) drive
+client keeps cookies as a browser does. The browser tests (tests/features/test_service_browser.py) drive
 the same pages in Chromium.
 """
 from __future__ import annotations

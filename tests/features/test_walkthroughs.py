@@ -278,7 +278,7 @@ def hub_config_lines() -> str:
 def test_jupyterhub_on_one_machine_starts_as_printed_without_nbgrader_staff_tools_for_students(tmp_path):
     """Issue 66, item 8: docs/admin/jupyterhub.md's Hub on one machine: its jupyterhub_config.py (the one-machine
     lines, then the service's) and its commands, run as printed with only the folders, ports and password put in
-    (and the test's admin service added to the config, as tests/test_service_hub.py adds it): the Hub, its proxy and
+    (and the test's admin service added to the config, as tests/service/test_hub.py adds it): the Hub, its proxy and
     the service answer; s01 signs in (a token), her server starts in her home holding the release notebooks, and her
     JupyterLab has nbgrader's staff plugins disabled and no formgrader, the assignment list kept."""
     from hubs import DOC_PLACES, HUB_START_S, PREFIX, PROXY, SETUP, doc_hub_lines, running_hub

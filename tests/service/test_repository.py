@@ -12,7 +12,7 @@ import pytest
 
 from autograder.service import lti_tables, tables
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ROUTES = ROOT / "autograder" / "service" / "routes"
 #: The modules that declare a table: each mapped class's module (both imported above, so every table is mapped).
 TABLE_MODULES = frozenset(m.class_.__module__ for m in tables.Base.registry.mappers)

@@ -3,7 +3,7 @@ Hub user's LMS identity (their auth_state) linked by the service, their scores b
 
 First the linking's rules on a database of its own (autograder/service/lti/hub_users.py: which claims link a Hub
 user, which are refused and why, the roster's ids, the outbox's backfill, the link's own line item, the Hub read again
-only after a while and not at all while it is away). Then a real JupyterHub (as tests/test_service_hub.py starts it:
+only after a while and not at all while it is away). Then a real JupyterHub (as tests/service/test_hub.py starts it:
 .venv's jupyterhub, configurable-http-proxy, `autograder serve` as its managed service) configured with the lines of
 docs/admin/lti.md as printed, against the simulated LMS of tests/lti_platform.py: the LMS launches a student into the
 Hub (the Hub's own LTI 1.3 login: OIDC initiation, the platform's signed id_token form-posted to the Hub's callback),
@@ -42,7 +42,7 @@ from autograder.service.errors import ApiError
 from autograder.service.lti import hub_users, outbox
 from autograder.service.lti import platforms as P
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 #: What the jupyterhub_config.py lines of docs/admin/lti.md name for a site (the LMS's), and what the test has instead.
 DOC_PLACES = ("https://canvas.instructure.com", "HUB_CLIENT_ID", "https://sso.canvaslms.com/api/lti/authorize_redirect",

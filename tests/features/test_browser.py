@@ -34,7 +34,7 @@ from chromium import ARTIFACTS, CHROMIUM_FLAGS, PAGE_TIMEOUT_MS, Browser, wait_i
 from autograder.authoring import build
 from autograder.course.config import load_course
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = "02_qkv_attention"
 SOLVED = "2.4"           # the stub the test fills through the page
 UNTOUCHED = "2.1"        # a stub left as released: its check must say "not attempted"

@@ -2,7 +2,7 @@
 
 - The reference pages (docs/reference/) are what scripts/docs_reference.py writes from the code today: the
   commands' parsers, course.yml's model, the service's OpenAPI schema; and so are the generated parts of
-  docs/project/architecture.md and its picture (tests/test_docs_architecture.py holds those to more).
+  docs/project/architecture.md and its picture (tests/features/test_docs_architecture.py holds those to more).
 - ``mkdocs build --strict`` passes: no broken link or anchor, no page left out of the navigation; and the site it
   builds works from the file system (``site/index.html``, as the README says): every link of every built page,
   its assets' too, leads to a file, never to a folder (issue 66: with directory URLs each one showed a listing).

@@ -11,7 +11,7 @@ Chromium, ada signs in to the Hub, runs ``submit()`` in a cell of her JupyterLab
 verdict; the service's pages sign in through the Hub's OAuth and the teacher's dashboard lists ada.
 
 The real Hub's tests fail (never skip) when JupyterHub or the proxy is missing: run scripts/setup.sh.
-The two in the browser skip where Chromium or playwright is missing, as tests/test_browser.py does; their
+The two in the browser skip where Chromium or playwright is missing, as tests/features/test_browser.py does; their
 screenshots are tests/artifacts/hub-submit.png and hub-dashboard.png. Every process the Hub started (its
 proxy, the service and its worker, the single-user servers and their kernels) is stopped, failure or not.
 """
@@ -392,7 +392,8 @@ def test_a_hub_users_token_submits_through_the_hubs_proxy_and_reads_only_its_own
 
 @pytest.fixture
 def chromium(browser_kit):
-    """Chromium (skipped where it or playwright is missing, as tests/test_browser.py does), closed after the test."""
+    """Chromium (skipped where it or playwright is missing, as tests/features/test_browser.py does), closed after
+    the test."""
     with browser_kit.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=browser_kit.executable, headless=True, args=CHROMIUM_FLAGS)
         try:

@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 
 from autograder.core.errors import OPTIONAL_MODULES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 #: A Python prelude under which every module named (and its submodules) is missing: importing one raises

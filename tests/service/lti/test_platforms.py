@@ -26,7 +26,7 @@ from autograder.service.lti import hub_users, nrps, outbox
 from autograder.service.lti import platforms as P
 from autograder.service.tokens import Caller
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 OTHER = "course-of-another-teacher"
 
 

@@ -142,7 +142,7 @@ def test_grading_never_imports_dask():
 
 #: Run in a fresh interpreter, as `autograder grade` runs: a grader process with its sandbox warm and no
 #: other thread, where lanes are forked (this test process has run torch and Dask: it is not such a process).
-FORKED = Path(__file__).with_name("forked_lanes_probe.py")   # a script: it must own its process
+FORKED = Path(__file__).resolve().parents[1] / "forked_lanes_probe.py"   # a script: it must own its process
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ else:                       # Python 3.10: the same parser, from PyPI (a depende
 
 from autograder.core.lazy import type_checking_imports
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 LAZY_PACKAGES = ("catalog", "exports", "grading", "reports", "sandbox", "selfcheck")
 

@@ -1,6 +1,6 @@
 """The check catalog of every assignment, one test each (a new assignment joins by itself): validate finds it
 sound, and each reference solution passes the public checks alone. What is particular to one assignment (its
-strictness, its statements' claims about torch) is in tests/course/test_catalog_<assignments>.py."""
+strictness, its statements' claims about torch) is in tests/curriculum/test_catalog_<assignments>.py."""
 from __future__ import annotations
 
 import pytest
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_validate_is_sound(assignment):
     """Every reference passes, every exercise has checks and at least two known mistakes, every hidden check's
     requirement is stated, and each known mistake is caught and named. (The correct alternatives are graded in
-    the sandbox by tests/course/test_alternatives.py.)"""
+    the sandbox by tests/curriculum/test_alternatives.py.)"""
     exercises = ASSIGNMENTS[assignment]
     v = validate(exercises=exercises, alternatives=False)
     assert v.reference_failures == []

@@ -36,7 +36,7 @@ from autograder.service.lti.keys import KEY_FILE
 from autograder.service.lti.launch import cookie_name
 from autograder.course.written import maximum
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 UTC = dt.timezone.utc
 LATE = dt.datetime(2026, 1, 11, 12, 0, tzinfo=UTC)
 STUDENTS = 30

@@ -4,7 +4,7 @@ Each refused call is made from a cell in a real caged worker, through libc's ``s
 with arguments that would succeed without the filter, and must fail with EPERM; the calls
 that are allowed on the worker itself only (prlimit64, setpriority, sched_setaffinity) work
 there and fail on any other process. That torch's operations in the course still run is
-shown by the broad workload in test_sandbox.py, the golden snapshot and validate's corpora,
+shown by the broad workload in tests/sandbox/test_host.py, the golden snapshot and validate's corpora,
 all graded in the same cage.
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ EXERCISES = [e.id for e in load_course().exercises if e.id.split(".")[0] in ('1'
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-# -- what this assignment's catalog must have (sound: tests/course/test_catalog.py) -----------------
+# -- what this assignment's catalog must have (sound: tests/curriculum/test_catalog.py) -----------------
 def test_every_exercise_has_each_kind_it_needs(course):
     for e in EXERCISES:
         public = C.checks_for(e, [C.Audience.PUBLIC])

@@ -28,7 +28,7 @@ from autograder.service.live import CourseWatch, LiveCourse
 from autograder.service.lti import outbox
 from autograder.service.worker import _Heartbeat
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COURSE = config.load_course(ROOT / "course.yml")
 #: How long a test waits for a loop to get somewhere (a limit on waiting, never a measured duration).
 PATIENCE = 60.0

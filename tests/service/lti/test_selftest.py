@@ -31,7 +31,7 @@ from autograder.service import db, lti_tables, tables, tokens
 from autograder.service.app import create_app
 from autograder.service.lti import outbox, selftest_platform
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 STEPS = ("the tool's keys", "login", "launch", "deep linking", "score sent back")
 PUBLIC = "https://grader.example.edu"
 

@@ -5,7 +5,7 @@ bodies sent before (or without) a token, a half-sent header or body, ids past an
 sent at once past the attempt limit, SIGTERM and SIGKILL of ``autograder serve``. The app runs on
 the server ``autograder serve`` runs (tests/served.py: the same protocol and bounds), over a real
 SQLite database; the queue's own rules (fair share, attempts counted where the upload is stored,
-private files) are in tests/test_service_queue.py on SQLite and PostgreSQL.
+private files) are in tests/service/test_queue.py on SQLite and PostgreSQL.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ EXERCISES = [e.id for e in load_course().exercises if e.id.split(".")[0] == "5"]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-# -- what this assignment's catalog must have (sound: tests/course/test_catalog.py) -----------------
+# -- what this assignment's catalog must have (sound: tests/curriculum/test_catalog.py) -----------------
 def test_every_exercise_has_each_kind_it_needs(course):
     assert EXERCISES == ["5.1", "5.2", "5.3", "5.4", "5.5", "5.6", "5.7", "5.8", "5.9"]
     for e in EXERCISES:

@@ -35,7 +35,7 @@ from autograder.service import queue as Q
 from autograder.service.worker import verdict_mail
 from autograder.course.written import answer_sha
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COURSE = load_course(ROOT / "course.yml")
 QKV = COURSE.assignment("02_qkv_attention")
 ANSWER = "Var(q.k) grows with d_k, so the softmax saturates."

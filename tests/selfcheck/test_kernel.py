@@ -17,7 +17,7 @@ from autograder.authoring.fingerprints import build_fingerprints, pack_value, ve
 from autograder.catalog.fingerprints import FingerprintDiagnoser, dumps, load_fingerprints
 from autograder.selfcheck import SelfCheckResult, self_check
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COURSE = load_course()
 
 CORRECT = """

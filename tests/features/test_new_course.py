@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 #: The repository: the engine and the attention course, side by side.
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 TINY = ROOT / "tests" / "courses" / "tiny"
 #: Generous: a command imports torch and may share two cores with another test run.
@@ -370,7 +370,7 @@ def test_adding_an_exercise_end_to_end(course_root: Path, tmp_path: Path) -> Non
     env = {**os.environ, "AUTOGRADER_COURSE": str(course_root / "course.yml")}
     env.pop("AUTOGRADER_FINGERPRINTS", None)
     suite = subprocess.run([sys.executable, "-m", "pytest", "-v", "-x", "-p", "no:cacheprovider", "-m", "not slow",
-                            "tests/course/test_catalog_01_02.py", "tests/course/test_alternatives.py"], cwd=ROOT,
-                           env=env, capture_output=True, text=True, timeout=COMMAND_SECONDS)
+                            "tests/curriculum/test_catalog_01_02.py", "tests/curriculum/test_alternatives.py"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=COMMAND_SECONDS)
     assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-2000:]
     assert "[2.6] PASSED" in suite.stdout, suite.stdout[-3000:]      # 2.6 among the parametrized exercises

@@ -168,3 +168,34 @@ def test_01_timing_the_rnn_loop_against_attention(chapter_01):
     assert "以你自己打印出来的为准" in findings and "对 GPU 不下结论" in findings
     summary = _section(text, "## 小结")
     assert "RNN 的耗时与 $T$ 成正比" in summary and "$T \\le 256$ 时注意力快得多" in summary
+
+
+# -- more of the prose's numbers, on the same run of the chapter -------------------------------------------
+def test_01_forgetting_is_a_property_of_the_gradient(chapter_01):
+    ns, text = chapter_01
+    g = ns["gradients"]
+    assert f"{g[0.9][50]:.2g}" == "0.0011" and "0.0011" in text
+    assert g[0.9][10] > g[0.9][20] > g[0.9][50]                  # vanishing with L
+    assert 1e-20 < abs(g[1.5][50]) < 1e-19 and r"5\times 10^{-20}" in text
+    assert f"{ns['saturated_h']:.3f}" == "0.859" and "0.859" in text        # h_L does not decay...
+    assert abs(g[1.5][50]) < abs(g[0.9][50])                     # ...but its gradient vanishes fastest
+    assert f"{ns['exploding'][10]:.0f}" == "19" and "约为 19" in text       # near 0 it explodes
+    assert ns["norm_before"] > 1 and abs(ns["x_tiny"].grad.norm().item() - 1.0) < 1e-9   # clipping: norm 1
+
+
+def test_01_scalar_rnn_numbers_of_the_prose(chapter_01):
+    ns, text = chapter_01
+    assert f"{ns['saturated']:.4f}" == "0.8586" and "0.8586" in text
+    assert f"{ns['bound'][20]:.3f}" == "0.062" and f"{ns['bound'][50]:.4f}" == "0.0026"
+    assert "0.062" in text and "0.0026" in text
+    assert f"{ns['residuals'][20]:.4f}" == "0.0493" and f"{ns['residuals'][50]:.4f}" == "0.0021"
+
+
+def test_01_attention_recalls_where_the_rnn_forgets(chapter_01):
+    ns, _text = chapter_01
+    recall = ns["recall"]
+    longest = max(ns["RECALL_DISTANCES"])
+    assert recall["注意力"][longest] >= 0.9
+    assert recall["RNN"][longest] <= 0.3                          # near chance (1/8)
+    assert recall["注意力"][longest] > recall["RNN"][longest] + 0.5
+    assert recall["RNN"][min(ns["RECALL_DISTANCES"])] >= 0.9       # the RNN is fine at short distance

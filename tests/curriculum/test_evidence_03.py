@@ -207,3 +207,30 @@ def test_03_fully_padded_message_names_only_the_paths_that_give_nan(chapter_03):
     assert "torch 自带的模块在这里也给 NaN" not in source
     results = set(ns["torch_paths"].values())
     assert ns["torch_paths"]["masked_fill(-inf) + softmax"] == "NaN" and {"NaN", "out_proj.bias", "0"} <= results
+
+
+# -- more of the prose's numbers, on the same run of the chapter -------------------------------------------
+def test_03_torch_paths_on_a_fully_padded_sentence(chapter_03):
+    """The torch_nan_note's claims, for the installed torch."""
+    ns, _text = chapter_03
+    paths = ns["torch_paths"]
+    assert paths["masked_fill(-inf) + softmax"] == "NaN"
+    for mode in ("train", "eval"):
+        for grad in (True, False):
+            assert paths[f"MHA {mode}, need_weights=True, grad={grad}"] == "NaN"
+    assert paths["MHA train, need_weights=False, grad=True"] == "out_proj.bias"
+    assert paths["MHA train, need_weights=False, grad=False"] == "out_proj.bias"
+    assert paths["MHA eval, need_weights=False, grad=True"] == "out_proj.bias"
+    assert paths["MHA eval, need_weights=False, grad=False"] == "NaN"      # the inference fast path
+    assert paths["F.scaled_dot_product_attention (CPU)"] == "0"
+
+
+def test_03_causal_masks_in_torch(chapter_03):
+    ns, _text = chapter_03
+    import torch
+
+    w = ns["w_mha"]
+    assert bool((w[:, :, ns["blocked_future"]] == 0).all())
+    assert torch.allclose(ns["by_flag"], ns["by_mask"], atol=1e-6)
+    assert torch.allclose(ns["merged"], ns["out_mha"][:1], atol=1e-6)
+    assert ns["no_leak"] is True

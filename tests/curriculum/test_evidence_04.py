@@ -207,3 +207,26 @@ def test_04_sparse_attention_saves_memory_only_when_it_stores_the_window(chapter
     assert f"权重是 $2048 \\times {2 * w + 1}$ 个，{band_kib:.0f} KiB，输出相同" in note
     assert "它换了模型" in note and "一个字节也没少" in note
     assert "稀疏注意力（例如局部窗口）" in markdown("summary")
+
+
+# -- more of the prose's numbers, on the same run of the chapter -------------------------------------------
+def test_04_heads_split_the_work_and_need_positions(chapter):
+    ns, _text = chapter
+    runs = ns["runs"]
+
+    def final(losses):
+        return sum(losses[-10:]) / 10
+
+    assert final(runs[8]["losses"]) < 0.1 < final(runs[1]["losses"])
+    assert ns["unordered_final"] > 10 * final(runs[8]["losses"])       # no positions: left and right look alike
+    assert {-1, 1} <= set(ns["head_focus"].values())                   # some heads look left, some right
+
+
+def test_04_fully_padded_gradients(chapter):
+    ns, _text = chapter
+    import torch
+
+    assert bool(torch.isnan(ns["torch_mha"].in_proj_weight.grad).any())      # torch: NaN
+    assert all(bool(torch.isfinite(p.grad).all()) for p in ns["module"].parameters())   # ours: finite
+    report = ns["report"]                                      # strict=False loaded nothing, raised nothing
+    assert len(report.unexpected_keys) == 4 and set(report.missing_keys) == {"qkv_weight", "out.weight", "out.bias"}

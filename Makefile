@@ -18,7 +18,7 @@ demo:
 	autograder grade samples/submissions -o $(DEMO_OUT) --force
 
 test: setup
-	python -m pytest -n $(TEST_WORKERS) --durations=15    # the slowest tests named in the log
+	python -m pytest -n $(TEST_WORKERS) --durations=25    # the slowest tests named in the log
 
 test-fast: setup    # the edit loop: every test not marked slow (no notebook kernels, no batches)
 	python -m pytest -n $(TEST_WORKERS) -m "not slow"
@@ -53,3 +53,5 @@ clean:
 constraints: setup    # pin what .venv holds now (after changing pyproject.toml and checking the tests pass)
 	@{ grep '^#' constraints.txt; pip freeze --exclude-editable | grep -v '^torch=='; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
+	@{ grep '^#' constraints-compare50.txt; .venv/compare50/bin/python -m pip freeze; } > constraints-compare50.txt.new
+	mv constraints-compare50.txt.new constraints-compare50.txt

@@ -39,6 +39,22 @@ def course_root(tmp_path: Path) -> Path:
     return copy_course(tmp_path / "course")
 
 
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory) -> Path:
+    """The course copied and built once per test process (`autograder build`: seconds): tests copy it, never edit it."""
+    from autograder.authoring import build
+
+    root = copy_course(tmp_path_factory.mktemp("built") / "course")
+    build.build(root)
+    return root
+
+
+@pytest.fixture
+def built_course_root(built_once: Path, tmp_path: Path) -> Path:
+    """A copy of the course as `autograder build` leaves it (release/, solutions/, dist/): tests may edit it."""
+    return Path(shutil.copytree(built_once, tmp_path / "course"))
+
+
 @pytest.fixture
 def one_thread():
     """The checks' tensors are tiny: a second intra-op thread only adds contention on a busy machine."""

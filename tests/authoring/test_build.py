@@ -109,11 +109,11 @@ def cpu_capability(env: dict[str, str]) -> str:
 
 @pytest.mark.slow
 def test_build_gives_the_same_committed_bytes_in_another_folder_process_and_cpu_capability(
-        course_root: Path, tmp_path: Path) -> None:
+        built_course_root: Path, tmp_path: Path) -> None:
     """Committed files hold no float computed by torch: another folder, another process with another
     hash seed and torch's plainest CPU kernels (ATEN_CPU_CAPABILITY=default) give the same bytes,
     the bytes committed in this repository. Only the fingerprints differ, in their float bits."""
-    B.build(course_root)
+    course_root = built_course_root      # as `autograder build` leaves it (built once per test process)
     first = snapshot(course_root)
     assert B.BUNDLE in first and B.FINGERPRINTS in first and any(k.startswith("release/") for k in first)
     other = tmp_path / "elsewhere"
@@ -223,8 +223,8 @@ def test_solutions_are_the_imports_and_solution_cells(course_root: Path) -> None
 
 
 @pytest.mark.usefixtures("no_fingerprints")
-def test_check_passes_when_current_and_names_both_files_after_an_edit(course_root: Path, capsys) -> None:
-    B.build(course_root)
+def test_check_passes_when_current_and_names_both_files_after_an_edit(built_course_root: Path, capsys) -> None:
+    course_root = built_course_root      # as `autograder build` leaves it (built once per test process)
     assert main(["build", "--check", "--root", str(course_root)]) == 0
     a = load_course(course_root / "course.yml").assignments[1]
     ex = a.exercises[0]
@@ -417,8 +417,8 @@ CARRIED_OVER = {"solutions/transformer_block.py": ["3.4", "4.1", "4.2", "4.3", "
 
 
 @pytest.mark.slow
-def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(course_root: Path) -> None:
-    B.build(course_root)
+def test_student_bundle_holds_no_solution_no_hidden_check_no_mistake(built_course_root: Path) -> None:
+    course_root = built_course_root      # as `autograder build` leaves it (built once per test process)
     course = load_course(course_root / "course.yml")
     with zipfile.ZipFile(course_root / B.BUNDLE) as zf:
         bundle = {i.filename.split("/", 1)[1]: zf.read(i) for i in zf.infolist()}
@@ -574,8 +574,8 @@ def load_course_text(data: bytes):
 
 # -- nbgrader --------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_nbgrader_generate_assignment_writes_what_build_writes(course_root: Path) -> None:
-    B.build(course_root)
+def test_nbgrader_generate_assignment_writes_what_build_writes(built_course_root: Path) -> None:
+    course_root = built_course_root      # as `autograder build` leaves it (built once per test process)
     ours = {k: v for k, v in snapshot(course_root).items() if k.startswith("release/")}
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     # One nbgrader process for every assignment (its assignment id is a glob): as an instructor releases them all.

@@ -534,7 +534,7 @@ def test_cli_a_loop_anywhere_leaves_every_exercise_listed_and_the_others_checked
     (submission_seconds), as course.yml has them. A loop in the chapter's example cell, in a demonstration cell that
     calls the student's looping 2.3, or in one long C call of 2.4 that only the parent can stop: the table lists
     every exercise of 02, the loop named, every other exercise checked, and those not checked said so and why."""
-    short_limits(tmp_path, monkeypatch, call_seconds=1, submission_seconds=30, demo_seconds=30)
+    short_limits(tmp_path, monkeypatch, call_seconds=1, submission_seconds=20, demo_seconds=20)
     edits = {"example cell": {"facts_attention": "{first}\nwhile True:\n    pass\n"},
              "demo calls a loop": {"ex2_3": LOOPING_2_3},
              "exercise stuck in C": {"ex2_4": C_LOOP_2_4}}[case]
@@ -550,7 +550,7 @@ def test_cli_a_loop_anywhere_leaves_every_exercise_listed_and_the_others_checked
         # The example cell is stopped when the notebook's share runs out (never the checks' time): the cells
         # after it that need its variables raise, and every exercise is checked.
         assert re.search(r"cell 21 \(# 本章的例子[^)]*\) was stopped after [\d.]+ s: the notebook's share of the "
-                         r"time ran out \(20 s: course.yml limits.submission_seconds less the 10 s kept for the "
+                         r"time ran out \(10 s: course.yml limits.submission_seconds less the 10 s kept for the "
                          r"checks\)", flat), out
         assert passed == set(EXERCISES_02), out
     elif case == "demo calls a loop":

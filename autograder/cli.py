@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "its verdict"),
     "validate": ("autograder.authoring.validate", "prove the check catalog sound (references pass, mistakes caught)"),
     "grade": ("autograder.commands.grade", "grade a folder or zip of submissions in the sandbox"),
+    "similarity": ("autograder.similarity.command", "compare a batch's notebooks: the pairs that share what honest "
+                   "work does not, as evidence for a conversation, never a finding (instructor only)"),
     "explain": ("autograder.grading.explain", "why a student lost points on an exercise: its hidden checks replayed "
                 "with their inputs, the student's output and the reference's (instructor only)"),
     "export": ("autograder.exports.command", "export the grader for Gradescope or Otter"),

@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 # The stamp covers the torch build asked for: another TORCH_INDEX_URL or TORCH_VERSION installs again.
-stamp=.venv/.installed-$( (cat pyproject.toml constraints.txt scripts/setup.sh; echo "${TORCH_VERSION:-} ${TORCH_INDEX_URL:-}") | sha256sum | cut -c1-16)
+stamp=.venv/.installed-$( (cat pyproject.toml constraints.txt constraints-compare50.txt scripts/setup.sh; echo "${TORCH_VERSION:-} ${TORCH_INDEX_URL:-}") | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "setup: installing into .venv (first time: a minute or two; later runs skip this)"
   .venv/bin/python -m pip install -q --upgrade pip
@@ -21,6 +21,11 @@ if [ ! -f "$stamp" ]; then
   # Every extra (pyproject.toml's `all`: the service, the Hub, PostgreSQL, Otter, Dask, JupyterLab, the edit loop's
   # tools, the docs), at the versions constraints.txt pins (`make constraints` writes it from a working .venv).
   PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -c constraints.txt -e ".[all]"   # (setuptools' editable-install banner)
+  # compare50, a peer of bench/bench_similarity.py, in a venv of its own: every compare50 since 1.2.0 requires
+  # attrs<21 and the kit's jsonschema attrs>=22.2 (pyproject.toml's `bench` extra); constraints-compare50.txt pins it.
+  echo "setup: compare50 in .venv/compare50 (the similarity benchmark's peer)"
+  [ -x .venv/compare50/bin/python ] || .venv/bin/python -m venv .venv/compare50
+  PYTHONWARNINGS=ignore .venv/compare50/bin/python -m pip install -q -c constraints-compare50.txt compare50
   .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
   rm -f .venv/.installed-*
   touch "$stamp"

@@ -121,3 +121,17 @@ def test_constraints_pin_every_distribution_pyproject_names():
     assert "torch" not in pinned
     setup = (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
     assert '"torch==${TORCH_VERSION:-2.13.0}"' in setup and '-c constraints.txt -e ".[all]"' in setup
+
+
+def test_compare50_has_an_environment_of_its_own_pinned_too():
+    """compare50 (bench/bench_similarity.py's peer) cannot share .venv: every release since 1.2.0 requires attrs<21,
+    the kit's jsonschema attrs>=22.2. setup.sh makes .venv/compare50 from constraints-compare50.txt, which pins it and
+    everything it installs; `make constraints` rewrites that file as it does constraints.txt."""
+    pins = [line for line in (ROOT / "constraints-compare50.txt").read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")]
+    assert all("==" in line for line in pins), pins
+    assert {"compare50", "attrs", "lib50", "intervaltree"} <= {_name(line.partition("==")[0]) for line in pins}
+    setup = (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    assert "-c constraints-compare50.txt compare50" in setup and "constraints-compare50.txt scripts/setup.sh" in setup
+    assert "constraints-compare50.txt" in (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "bench" in PYPROJECT["project"]["optional-dependencies"]["all"][0]

@@ -16,9 +16,9 @@ from support import ROOT
 
 #: Where the engine's knowledge of torch's API lives: the forbidden-call table (names of torch functions
 #: and operators), the guard and the static scan that read it (its vocabulary, its resolver and its
-#: walk), and the tensor-aware mutation operators.
+#: walk), the tensor-aware mutation operators, and the similarity report's equivalent torch spellings.
 TORCH_TABLES = {"forbidden.py", "probes.py", "guards.py", "scan_vocabulary.py", "source_scan.py", "scan_walk.py",
-                "operators.py"}
+                "operators.py", "normalize.py"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
